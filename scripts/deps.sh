@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs what gpuopt needs to build and test on Debian 12: Debian packages, then the pinned
+# Python packages of requirements.txt into ./.venv. Safe to run again (skips what is there).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PKGS=(build-essential cmake ninja-build ccache git pkg-config
+      libprotobuf-dev protobuf-compiler libcli11-dev libfmt-dev nlohmann-json3-dev
+      libboost-dev libncurses-dev libgtest-dev libbenchmark-dev libopenblas-dev
+      python3 python3-venv python3-pip prometheus tmux curl)
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "deps: installing Debian packages: ${missing[*]}"
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+# The Debian prometheus package starts a system service; the tests start their own on loopback.
+$SUDO systemctl disable --now prometheus prometheus-node-exporter >/dev/null 2>&1 || true
+
+stamp=.venv/.requirements.sha
+want=$(sha256sum requirements.txt | cut -d' ' -f1)
+if [ ! -x .venv/bin/python3 ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "deps: installing pinned Python packages into .venv"
+  python3 -m venv .venv
+  .venv/bin/python3 -m pip install -q --upgrade pip >/dev/null
+  .venv/bin/python3 -m pip install -q -r requirements.txt
+  echo "$want" > "$stamp"
+fi

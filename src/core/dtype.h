@@ -1,0 +1,75 @@
+// Element types. The numbering follows ONNX TensorProto.DataType so the importer maps 1:1.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <string_view>
+
+namespace gpuopt {
+
+// X(Name, onnx_id, c_type_or_storage, size, short_name, kserve_name, numpy_descr)
+#define GPUOPT_DTYPES(X)                                   \
+  X(F32, 1, float, 4, "f32", "FP32", "<f4")               \
+  X(U8, 2, uint8_t, 1, "u8", "UINT8", "|u1")              \
+  X(I8, 3, int8_t, 1, "i8", "INT8", "|i1")                \
+  X(U16, 4, uint16_t, 2, "u16", "UINT16", "<u2")          \
+  X(I16, 5, int16_t, 2, "i16", "INT16", "<i2")            \
+  X(I32, 6, int32_t, 4, "i32", "INT32", "<i4")            \
+  X(I64, 7, int64_t, 8, "i64", "INT64", "<i8")            \
+  X(String, 8, std::string, 0, "string", "BYTES", "")     \
+  X(Bool, 9, bool, 1, "bool", "BOOL", "|b1")              \
+  X(F16, 10, ::gpuopt::Half, 2, "f16", "FP16", "<f2")     \
+  X(F64, 11, double, 8, "f64", "FP64", "<f8")             \
+  X(U32, 12, uint32_t, 4, "u32", "UINT32", "<u4")         \
+  X(U64, 13, uint64_t, 8, "u64", "UINT64", "<u8")         \
+  X(BF16, 16, ::gpuopt::BFloat16, 2, "bf16", "BF16", "")
+
+enum class DType : uint8_t {
+  Undefined = 0,
+#define GPUOPT_X(name, id, ctype, size, sname, kname, np) name = id,
+  GPUOPT_DTYPES(GPUOPT_X)
+#undef GPUOPT_X
+};
+
+size_t dtype_size(DType t);               // bytes per element; 0 for String/Undefined
+std::string_view dtype_name(DType t);     // "f32"
+std::string_view dtype_kserve_name(DType t);  // "FP32"
+std::optional<DType> dtype_from_name(std::string_view name);   // accepts "f32", "float32", "float"
+std::optional<DType> dtype_from_kserve(std::string_view name);  // "FP32"
+std::optional<DType> dtype_from_onnx(int onnx_type);
+bool dtype_is_float(DType t);
+bool dtype_is_integer(DType t);  // signed or unsigned; not Bool
+
+// IEEE half and bfloat16 storage with exact round-to-nearest-even conversions.
+struct Half {
+  uint16_t bits = 0;
+  Half() = default;
+  explicit Half(float f) : bits(from_float(f)) {}
+  explicit operator float() const { return to_float(bits); }
+  static uint16_t from_float(float f);
+  static float to_float(uint16_t h);
+};
+
+struct BFloat16 {
+  uint16_t bits = 0;
+  BFloat16() = default;
+  explicit BFloat16(float f) : bits(from_float(f)) {}
+  explicit operator float() const { return to_float(bits); }
+  static uint16_t from_float(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // quiet NaN
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return static_cast<uint16_t>(u >> 16);
+  }
+  static float to_float(uint16_t b) {
+    uint32_t u = static_cast<uint32_t>(b) << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  }
+};
+
+}  // namespace gpuopt

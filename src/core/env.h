@@ -1,0 +1,31 @@
+// Every environment variable that changes gpuopt's behaviour, in one table (docs/environment.md
+// is generated from it by `gpuopt info --env`). Read through env_get(); a variable missing here
+// is a defect.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gpuopt {
+
+// X(NAME, default, description)
+#define GPUOPT_ENV_VARS(X)                                                                                   \
+  X(GPUOPT_LOG_LEVEL, "warn", "Log level: error, warn, info, debug or trace (0-4).")                          \
+  X(GPUOPT_NVML_LIBRARY, "libnvidia-ml.so.1", "Path of the NVML library to dlopen (the tests point it at a fake).") \
+  X(GPUOPT_DISABLE_FUSION, "0", "1 turns every fusion pass off (the unfused decomposition runs instead).")   \
+  X(GPUOPT_NUM_THREADS, "all cores", "Threads of the CPU backend's pool.")                                   \
+  X(GPUOPT_SYSFS_ROOT, "/sys", "Root of the sysfs tree scanned for PCI display devices (tests use a fake tree).") \
+  X(GPUOPT_PROC_ROOT, "/proc", "Root of procfs read for CPU, memory and process details (tests use a fake tree).")
+
+struct EnvVar {
+  const char* name;
+  const char* default_value;
+  const char* description;
+};
+
+const std::vector<EnvVar>& env_vars();
+// Value of a variable from the table (asserts the name is in it); nullopt when unset or empty.
+std::optional<std::string> env_get(const char* name);
+
+}  // namespace gpuopt

@@ -1,0 +1,119 @@
+// The one op table. Each op is one line in ops_{nn,math,tensor}.inc:  X(Conv)
+// and, for each, three free functions the build requires (a missing one fails to link):
+//
+//   Status  infer_Conv(InferContext& ctx);   // types and shapes; validation; names node on error
+//   Status  cpu_Conv(KernelContext& ctx);    // CPU reference kernel (the test oracle)
+//   double  flops_Conv(const FlopsContext& ctx);  // estimated FLOPs for `gpuopt inspect`
+//
+// Shape inference runs at load time on partial information (unknown or symbolic dims, constant
+// values only where known) and again at run time with every input's value present; kernels
+// receive outputs already allocated with the inferred dtype and shape.
+#pragma once
+
+#include "core/status.h"
+#include "core/tensor.h"
+#include "ir/attribute.h"
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+namespace gpuopt {
+
+#include "ir/ops_math.inc"
+#include "ir/ops_nn.inc"
+#include "ir/ops_tensor.inc"
+
+#define GPUOPT_OPS(X) GPUOPT_OPS_NN(X) GPUOPT_OPS_MATH(X) GPUOPT_OPS_TENSOR(X)
+
+enum class Op : uint16_t {
+#define GPUOPT_X(name) name,
+  GPUOPT_OPS(GPUOPT_X)
+#undef GPUOPT_X
+  kCount
+};
+
+constexpr size_t kNumOps = static_cast<size_t>(Op::kCount);
+
+struct Node;
+
+// What shape inference knows about one value.
+struct ValueInfo {
+  DType dtype = DType::Undefined;
+  bool rank_known = false;
+  Shape shape;                    // valid when rank_known; dims may be unknown/symbolic at load time
+  const Tensor* value = nullptr;  // constant value when known (always at run time)
+};
+
+struct InferContext {
+  const Node& node;
+  std::vector<const ValueInfo*> inputs;  // nullptr for an absent optional input
+  std::vector<ValueInfo> outputs;        // sized to the node's output count; fill dtype/shape
+  int opset = 0;                         // default-domain opset of the model
+
+  size_t num_inputs() const { return inputs.size(); }
+  bool has_input(size_t i) const { return i < inputs.size() && inputs[i] != nullptr; }
+  const ValueInfo& in(size_t i) const { return *inputs[i]; }
+  // Error that names the op and node: "[Conv] node 'conv1': <message>".
+  template <typename... Args>
+  Status error(fmt::format_string<Args...> f, Args&&... args) const;
+};
+
+struct KernelContext {
+  const Node& node;
+  std::vector<const Tensor*> inputs;  // nullptr for an absent optional input
+  std::vector<Tensor*> outputs;       // allocated, dtype and shape as inferred
+  int opset = 0;
+
+  size_t num_inputs() const { return inputs.size(); }
+  bool has_input(size_t i) const { return i < inputs.size() && inputs[i] != nullptr; }
+  const Tensor& in(size_t i) const { return *inputs[i]; }
+  Tensor& out(size_t i) const { return *outputs[i]; }
+  template <typename... Args>
+  Status error(fmt::format_string<Args...> f, Args&&... args) const;
+};
+
+struct FlopsContext {
+  const Node& node;
+  std::vector<const ValueInfo*> inputs;
+  std::vector<const ValueInfo*> outputs;
+};
+
+using InferFn = Status (*)(InferContext&);
+using CpuKernelFn = Status (*)(KernelContext&);
+using FlopsFn = double (*)(const FlopsContext&);
+
+#define GPUOPT_X(name)                   \
+  Status infer_##name(InferContext& ctx); \
+  Status cpu_##name(KernelContext& ctx);  \
+  double flops_##name(const FlopsContext& ctx);
+GPUOPT_OPS(GPUOPT_X)
+#undef GPUOPT_X
+
+struct OpDef {
+  Op op;
+  std::string_view name;  // ONNX op_type
+  InferFn infer;
+  CpuKernelFn cpu;
+  FlopsFn flops;
+};
+
+const OpDef& op_def(Op op);
+std::string_view op_name(Op op);
+// ONNX op_type (default domain) -> Op; nullopt when gpuopt does not know it.
+std::optional<Op> op_from_name(std::string_view onnx_op_type);
+
+// "[Conv] node 'conv1'": the prefix every op error starts with.
+std::string node_label(const Node& node);
+
+template <typename... Args>
+Status InferContext::error(fmt::format_string<Args...> f, Args&&... args) const {
+  return Status::InvalidArgument("{}: {}", node_label(node), fmt::format(f, std::forward<Args>(args)...));
+}
+template <typename... Args>
+Status KernelContext::error(fmt::format_string<Args...> f, Args&&... args) const {
+  return Status::InvalidArgument("{}: {}", node_label(node), fmt::format(f, std::forward<Args>(args)...));
+}
+
+}  // namespace gpuopt
