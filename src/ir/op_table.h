@@ -63,7 +63,7 @@ struct InferContext {
 struct KernelContext {
   const Node& node;
   std::vector<const Tensor*> inputs;  // nullptr for an absent optional input
-  std::vector<Tensor*> outputs;       // allocated, dtype and shape as inferred
+  std::vector<Tensor*> outputs;       // allocated, dtype and shape as inferred; nullptr = optional output not requested
   int opset = 0;
 
   size_t num_inputs() const { return inputs.size(); }

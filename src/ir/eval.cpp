@@ -1,0 +1,39 @@
+#include "ir/eval.h"
+
+namespace gpuopt {
+
+Result<std::vector<ValueInfo>> infer_node(const Node& node, const std::vector<const ValueInfo*>& inputs, int opset) {
+  InferContext ctx{node, inputs, std::vector<ValueInfo>(node.outputs.size()), opset};
+  GPUOPT_RETURN_IF_ERROR(op_def(node.op).infer(ctx));
+  return std::move(ctx.outputs);
+}
+
+Result<std::vector<Tensor>> eval_node(const Node& node, const std::vector<const Tensor*>& inputs, int opset) {
+  std::vector<ValueInfo> infos(inputs.size());
+  std::vector<const ValueInfo*> in_ptrs(inputs.size(), nullptr);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i]) continue;
+    infos[i].dtype = inputs[i]->dtype();
+    infos[i].rank_known = true;
+    infos[i].shape = inputs[i]->shape();
+    infos[i].value = inputs[i];
+    in_ptrs[i] = &infos[i];
+  }
+  GPUOPT_ASSIGN_OR_RETURN(std::vector<ValueInfo> out_infos, infer_node(node, in_ptrs, opset));
+  std::vector<Tensor> outs(out_infos.size());
+  std::vector<Tensor*> out_ptrs(out_infos.size());
+  for (size_t i = 0; i < out_infos.size(); ++i) {
+    const ValueInfo& vi = out_infos[i];
+    if (node.outputs[i] == kNoValue) continue;  // optional output nobody asked for
+    if (!vi.rank_known || !shape_is_concrete(vi.shape) || vi.dtype == DType::Undefined)
+      return Status::Internal("{}: output {} has no concrete type/shape after inference with all inputs known",
+                              node_label(node), i);
+    outs[i] = Tensor::empty(vi.dtype, vi.shape);
+    out_ptrs[i] = &outs[i];
+  }
+  KernelContext kctx{node, inputs, out_ptrs, opset};
+  GPUOPT_RETURN_IF_ERROR(op_def(node.op).cpu(kctx));
+  return outs;
+}
+
+}  // namespace gpuopt
