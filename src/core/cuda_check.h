@@ -1,0 +1,55 @@
+// GPUOPT_CHECK_CALL support for the CUDA runtime, cuBLAS(Lt) and cuDNN (include only in CUDA
+// builds). The overloads are in the global namespace, where the libraries' result types live,
+// so argument-dependent lookup finds them from core/check.h.
+//
+//   GPUOPT_CHECK_CALL(cudaMallocAsync(&p, bytes, stream));
+//   GPUOPT_CHECK_CALL(cublasLtMatmul(...));
+#pragma once
+
+#include "core/check.h"
+
+#include <cuda_runtime_api.h>
+
+#include <optional>
+
+inline std::optional<gpuopt::detail::CallError> call_error(cudaError_t e) {
+  if (e == cudaSuccess) return std::nullopt;
+  const gpuopt::StatusCode code =
+      e == cudaErrorMemoryAllocation ? gpuopt::StatusCode::kOutOfMemory
+      : (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver) ? gpuopt::StatusCode::kUnavailable
+                                                                       : gpuopt::StatusCode::kInternal;
+  return gpuopt::detail::CallError{fmt::format("{} ({})", cudaGetErrorString(e), cudaGetErrorName(e)), code};
+}
+
+#if defined(CUBLAS_VER_MAJOR) || defined(CUBLASLT_H_) || __has_include(<cublasLt.h>)
+#include <cublasLt.h>
+inline std::optional<gpuopt::detail::CallError> call_error(cublasStatus_t s) {
+  if (s == CUBLAS_STATUS_SUCCESS) return std::nullopt;
+  const char* name = "CUBLAS_STATUS_UNKNOWN";
+  switch (s) {
+    case CUBLAS_STATUS_NOT_INITIALIZED: name = "CUBLAS_STATUS_NOT_INITIALIZED"; break;
+    case CUBLAS_STATUS_ALLOC_FAILED: name = "CUBLAS_STATUS_ALLOC_FAILED"; break;
+    case CUBLAS_STATUS_INVALID_VALUE: name = "CUBLAS_STATUS_INVALID_VALUE"; break;
+    case CUBLAS_STATUS_ARCH_MISMATCH: name = "CUBLAS_STATUS_ARCH_MISMATCH"; break;
+    case CUBLAS_STATUS_MAPPING_ERROR: name = "CUBLAS_STATUS_MAPPING_ERROR"; break;
+    case CUBLAS_STATUS_EXECUTION_FAILED: name = "CUBLAS_STATUS_EXECUTION_FAILED"; break;
+    case CUBLAS_STATUS_INTERNAL_ERROR: name = "CUBLAS_STATUS_INTERNAL_ERROR"; break;
+    case CUBLAS_STATUS_NOT_SUPPORTED: name = "CUBLAS_STATUS_NOT_SUPPORTED"; break;
+    default: break;
+  }
+  return gpuopt::detail::CallError{
+      name, s == CUBLAS_STATUS_ALLOC_FAILED ? gpuopt::StatusCode::kOutOfMemory
+            : s == CUBLAS_STATUS_NOT_SUPPORTED ? gpuopt::StatusCode::kUnimplemented
+                                               : gpuopt::StatusCode::kInternal};
+}
+#endif
+
+#if __has_include(<cudnn.h>)
+#include <cudnn.h>
+inline std::optional<gpuopt::detail::CallError> call_error(cudnnStatus_t s) {
+  if (s == CUDNN_STATUS_SUCCESS) return std::nullopt;
+  return gpuopt::detail::CallError{cudnnGetErrorString(s), s == CUDNN_STATUS_ALLOC_FAILED
+                                                                ? gpuopt::StatusCode::kOutOfMemory
+                                                                : gpuopt::StatusCode::kInternal};
+}
+#endif
