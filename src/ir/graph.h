@@ -25,6 +25,7 @@ struct Value {
   std::string name;
   ValueInfo info;                 // dtype/shape; info.value stays null here (see `constant`)
   std::optional<Tensor> constant; // initializer, Constant node output, or folded
+  ValueInfo declared;             // type/shape the model declared (inputs, outputs, value_info)
   int32_t producer = -1;          // index of producing node, -1 for inputs/constants
   bool is_graph_input = false;
   bool is_graph_output = false;
@@ -74,14 +75,24 @@ class Graph {
   int64_t symbol_dim(const std::string& name);
   const std::vector<std::string>& symbols() const { return symbols_; }
   std::string shape_string(const Shape& s) const;  // "[N,3,224,224]"
+  std::string symbol_name(int64_t dim) const;      // "N" for a symbolic dim, "?" unknown, "3"
+
+  // Recomputes Value::producer from the node list (after passes edit nodes).
+  void rebuild_producers();
+  // For each value, the indices of the nodes that read it.
+  std::vector<std::vector<int32_t>> consumers() const;
+  // Value::info plus the constant (as ValueInfo::value) when the value has one.
+  ValueInfo info_with_value(ValueId id) const;
 
   int opset = 17;
+  int64_t ir_version = 0;
   std::string producer_name;
   std::string name;
 
   // Sorts nodes topologically; error names a cycle or a value with no producer.
   Status topo_sort();
-  // Runs every node's shape function in order, filling Value::info.
+  // Runs every node's shape function in order (nodes must be topologically sorted), filling
+  // Value::info; dims inference leaves unknown are taken from Value::declared.
   Status infer_shapes();
 
  private:

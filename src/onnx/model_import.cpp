@@ -1,0 +1,255 @@
+// ModelProto -> Graph: opset check, initializers, inputs/outputs with symbolic dims, nodes.
+#include "core/log.h"
+#include "onnx/import_detail.h"
+#include "onnx/onnx.pb.h"
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/stubs/logging.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <climits>
+#include <filesystem>
+#include <unordered_map>
+
+namespace gpuopt {
+namespace {
+
+using onnx_detail::constant_node_value;
+using onnx_detail::convert_attribute;
+
+bool is_default_domain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
+
+// Type and shape of a graph input/output/value_info. A leading dim with neither a value nor a
+// name (or -1) becomes the symbol "batch": the dynamic batch dimension.
+Result<ValueInfo> convert_value_info(const onnx::ValueInfoProto& vi, Graph* g, bool leading_is_batch, const char* kind) {
+  ValueInfo info;
+  if (!vi.has_type()) return info;
+  const onnx::TypeProto& tp = vi.type();
+  if (!tp.has_tensor_type())
+    return Status::Unimplemented("graph {} '{}' is not a tensor (sequence, map, optional and sparse values are not "
+                                 "supported)",
+                                 kind, vi.name());
+  const auto& tt = tp.tensor_type();
+  const std::optional<DType> dt = dtype_from_onnx(tt.elem_type());
+  if (!dt || *dt == DType::Undefined)
+    return Status::Unimplemented("graph {} '{}' has unsupported dtype {}", kind, vi.name(), onnx_dtype_name(tt.elem_type()));
+  info.dtype = *dt;
+  if (!tt.has_shape()) return info;
+  info.rank_known = true;
+  for (int i = 0; i < tt.shape().dim_size(); ++i) {
+    const auto& d = tt.shape().dim(i);
+    if (d.has_dim_value() && d.dim_value() >= 0) info.shape.push_back(d.dim_value());
+    else if (d.has_dim_param() && !d.dim_param().empty()) info.shape.push_back(g->symbol_dim(d.dim_param()));
+    else if (i == 0 && leading_is_batch) info.shape.push_back(g->symbol_dim("batch"));
+    else info.shape.push_back(kUnknownDim);
+  }
+  return info;
+}
+
+struct Importer {
+  const onnx::ModelProto& model;
+  std::string model_dir;
+  Graph g;
+  std::unordered_map<std::string, ValueId> by_name;
+
+  Status add_named(const std::string& name, ValueId id, const std::string& what) {
+    if (!by_name.emplace(name, id).second)
+      return Status::InvalidArgument("value '{}' is defined twice (second time by {})", name, what);
+    return Status::Ok();
+  }
+
+  Status run() {
+    int opset = -1;
+    for (const auto& o : model.opset_import())
+      if (is_default_domain(o.domain())) opset = static_cast<int>(o.version());
+    if (opset < 0) return Status::InvalidArgument("model imports no default-domain (ai.onnx) opset");
+    if (opset < kMinOpset || opset > kMaxOpset)
+      return Status::Unimplemented("default-domain opset {} is not supported (gpuopt reads opsets {}-{})", opset,
+                                   kMinOpset, kMaxOpset);
+    g.opset = opset;
+    g.ir_version = model.ir_version();
+    g.producer_name = model.producer_name();
+    const onnx::GraphProto& gp = model.graph();
+    g.name = gp.name();
+    if (gp.sparse_initializer_size() > 0)
+      return Status::Unimplemented("sparse initializer '{}' is not supported", gp.sparse_initializer(0).values().name());
+
+    for (const auto& init : gp.initializer()) {
+      GPUOPT_ASSIGN_OR_RETURN(Tensor t, tensor_from_proto(init, model_dir, fmt::format("initializer '{}'", init.name())));
+      ValueId id = g.add_constant(init.name(), std::move(t));
+      GPUOPT_RETURN_IF_ERROR(add_named(init.name(), id, "an initializer"));
+    }
+    for (const auto& in : gp.input()) {
+      // IR < 4 lists initializers among the inputs too; the initializer wins (it is a weight).
+      if (by_name.count(in.name())) {
+        if (g.value(by_name[in.name()]).constant) continue;
+        return Status::InvalidArgument("graph input '{}' is listed twice", in.name());
+      }
+      GPUOPT_ASSIGN_OR_RETURN(ValueInfo info, convert_value_info(in, &g, true, "input"));
+      if (info.dtype == DType::Undefined) return Status::InvalidArgument("graph input '{}' has no tensor type", in.name());
+      ValueId id = g.add_input(in.name(), info.dtype, info.shape);
+      g.value(id).info = info;
+      g.value(id).declared = info;
+      GPUOPT_RETURN_IF_ERROR(add_named(in.name(), id, "a graph input"));
+    }
+    GPUOPT_RETURN_IF_ERROR(add_nodes(gp));
+    for (const auto& out : gp.output()) {
+      auto it = by_name.find(out.name());
+      if (it == by_name.end())
+        return Status::InvalidArgument("graph output '{}' is not produced by any node, input or initializer", out.name());
+      GPUOPT_ASSIGN_OR_RETURN(ValueInfo info, convert_value_info(out, &g, true, "output"));
+      g.value(it->second).declared = info;
+      g.mark_output(it->second);
+    }
+    for (const auto& vi : gp.value_info()) {
+      auto it = by_name.find(vi.name());
+      if (it == by_name.end()) continue;  // a hint about a value nobody produces: harmless
+      auto info = convert_value_info(vi, &g, false, "value_info");
+      if (info.ok() && g.value(it->second).producer >= 0) g.value(it->second).declared = *info;
+    }
+    return g.topo_sort();
+  }
+
+  Status add_nodes(const onnx::GraphProto& gp) {
+    // Pass 1: create every node's outputs, so nodes may come in any order (topo_sort fixes it).
+    std::vector<int> node_index(gp.node_size(), -1);
+    for (int k = 0; k < gp.node_size(); ++k) {
+      const onnx::NodeProto& np = gp.node(k);
+      const std::string name = np.name().empty() ? fmt::format("{}_{}", np.op_type(), k) : np.name();
+      const std::string where = fmt::format("[{}] node '{}'", np.op_type(), name);
+      if (!is_default_domain(np.domain()))
+        return Status::Unimplemented("unknown op '{}' (domain '{}') at node '{}': gpuopt implements only the default "
+                                     "ONNX domain",
+                                     np.op_type(), np.domain(), name);
+      if (np.op_type() == "Constant") {
+        if (np.output_size() != 1) return Status::InvalidArgument("{}: a Constant node has exactly one output", where);
+        GPUOPT_ASSIGN_OR_RETURN(Tensor t, constant_node_value(np, where, model_dir));
+        ValueId id = g.add_constant(np.output(0), std::move(t));
+        GPUOPT_RETURN_IF_ERROR(add_named(np.output(0), id, where));
+        continue;
+      }
+      const std::optional<Op> op = op_from_name(np.op_type());
+      if (!op)
+        return Status::Unimplemented("unknown op '{}' (domain 'ai.onnx', opset {}) at node '{}': not in gpuopt's op list",
+                                     np.op_type(), g.opset, name);
+      AttributeMap attrs;
+      for (const auto& a : np.attribute()) {
+        GPUOPT_ASSIGN_OR_RETURN(Attribute attr, convert_attribute(a, where, model_dir));
+        attrs[a.name()] = std::move(attr);
+      }
+      int num_out = np.output_size();
+      while (num_out > 0 && np.output(num_out - 1).empty()) --num_out;  // trailing optional outputs not requested
+      std::vector<std::string> out_names(np.output().begin(), np.output().begin() + num_out);
+      std::vector<ValueId> outs = g.add_node(*op, name, {}, static_cast<size_t>(num_out), std::move(attrs), out_names);
+      Node& node = g.nodes().back();
+      node.op_type = np.op_type();
+      node.domain = np.domain();
+      for (int i = 0; i < num_out; ++i) {
+        if (out_names[i].empty()) {
+          node.outputs[i] = kNoValue;  // the fresh value stays unused
+          continue;
+        }
+        GPUOPT_RETURN_IF_ERROR(add_named(out_names[i], outs[i], where));
+      }
+      node_index[k] = static_cast<int>(g.nodes().size() - 1);
+    }
+    // Pass 2: resolve inputs by name.
+    for (int k = 0; k < gp.node_size(); ++k) {
+      if (node_index[k] < 0) continue;
+      const onnx::NodeProto& np = gp.node(k);
+      Node& node = g.nodes()[static_cast<size_t>(node_index[k])];
+      int num_in = np.input_size();
+      while (num_in > 0 && np.input(num_in - 1).empty()) --num_in;
+      for (int i = 0; i < num_in; ++i) {
+        const std::string& in = np.input(i);
+        if (in.empty()) {
+          node.inputs.push_back(kNoValue);
+          continue;
+        }
+        auto it = by_name.find(in);
+        if (it == by_name.end())
+          return Status::InvalidArgument("{}: input '{}' is not a graph input, an initializer or the output of any node",
+                                         node_label(node), in);
+        node.inputs.push_back(it->second);
+      }
+    }
+    return Status::Ok();
+  }
+};
+
+// Protobuf prints parse problems to stderr itself; route them to our log at debug level so the
+// user sees one clear error line from us instead.
+void quiet_protobuf_logs() {
+  static const bool once = [] {
+    google::protobuf::SetLogHandler([](google::protobuf::LogLevel, const char* file, int line, const std::string& msg) {
+      GPUOPT_LOG(debug, "protobuf {}:{}: {}", file, line, msg);
+    });
+    return true;
+  }();
+  (void)once;
+}
+
+Result<Graph> finish(const onnx::ModelProto& model, const std::string& model_dir, const ImportOptions& options) {
+  if (!model.has_graph())
+    return Status::InvalidArgument("not an ONNX model: it has no graph (empty, truncated or not a model file)");
+  return import_onnx_model(model, model_dir, options);
+}
+
+}  // namespace
+
+Result<Graph> import_onnx_model(const onnx::ModelProto& model, const std::string& model_dir, const ImportOptions& options) {
+  Importer imp{model, model_dir, Graph{}, {}};
+  GPUOPT_RETURN_IF_ERROR(imp.run());
+  if (options.infer_shapes) GPUOPT_RETURN_IF_ERROR(imp.g.infer_shapes());
+  return std::move(imp.g);
+}
+
+Result<Graph> load_onnx_model_from_bytes(const void* data, size_t size, const std::string& model_dir,
+                                         const ImportOptions& options) {
+  quiet_protobuf_logs();
+  if (size > static_cast<size_t>(INT_MAX))
+    return Status::InvalidArgument("model of {} bytes is over protobuf's 2 GiB limit (keep weights as external data)", size);
+  onnx::ModelProto model;
+  google::protobuf::io::ArrayInputStream stream(data, static_cast<int>(size));
+  google::protobuf::io::CodedInputStream coded(&stream);
+  coded.SetTotalBytesLimit(INT_MAX);
+  if (!model.ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage())
+    return Status::InvalidArgument("not a valid ONNX model: protobuf parsing failed (truncated or corrupt data)");
+  return finish(model, model_dir, options);
+}
+
+Result<Graph> load_onnx_model(const std::string& path, const ImportOptions& options) {
+  quiet_protobuf_logs();
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const auto size = fs::file_size(path, ec);
+  if (ec) return Status::NotFound("model file '{}' cannot be read: {}", path, ec.message());
+  if (size > static_cast<uintmax_t>(INT_MAX))
+    return Status::InvalidArgument("model file '{}' is {} bytes, over protobuf's 2 GiB limit (keep weights as external data)",
+                                   path, size);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::NotFound("model file '{}' cannot be opened", path);
+  onnx::ModelProto model;
+  bool ok;
+  {
+    google::protobuf::io::FileInputStream stream(fd);
+    stream.SetCloseOnDelete(true);
+    google::protobuf::io::CodedInputStream coded(&stream);
+    coded.SetTotalBytesLimit(INT_MAX);
+    ok = model.ParseFromCodedStream(&coded) && coded.ConsumedEntireMessage();
+  }
+  if (!ok)
+    return Status::InvalidArgument("'{}' is not a valid ONNX model: protobuf parsing failed (truncated or corrupt file)",
+                                   path);
+  std::string dir = fs::path(path).parent_path().string();
+  if (dir.empty()) dir = ".";
+  auto g = finish(model, dir, options);
+  if (!g.ok()) return g.status().with_context(fmt::format("loading '{}'", path));
+  return g;
+}
+
+}  // namespace gpuopt
