@@ -1,0 +1,93 @@
+// gpuopt::Session — load an ONNX model, inspect its inputs/outputs, run it with named tensors.
+//
+//   #include "gpuopt/gpuopt.h"
+//
+//   auto s = gpuopt::Session::load("resnet.onnx", {.device = "cpu"});
+//   if (!s.ok()) { fmt::print(stderr, "{}\n", s.status().to_string()); return 1; }
+//   gpuopt::Session& session = **s;
+//   for (const auto& in : session.inputs())          // name, dtype, shape (-1 = dynamic dim)
+//     fmt::print("{} {} {}\n", in.name, gpuopt::dtype_name(in.dtype), in.shape_string());
+//   gpuopt::Tensor x = gpuopt::Tensor::zeros(gpuopt::DType::F32, {1, 3, 64, 64});
+//   auto out = session.run({{"input", x}});          // Result<NamedTensors>
+//   if (!out.ok()) { ... out.status().to_string() ... }
+//   const gpuopt::Tensor& logits = out->at(0).second; // outputs in model order
+//
+// Errors are gpuopt::Status values with one clear line (missing/extra inputs, wrong dtype or
+// rank, shape mismatches, unknown ops at load). Session::run is thread-safe: concurrent calls
+// keep separate intermediates.
+#pragma once
+
+#include "core/dtype.h"
+#include "core/status.h"
+#include "core/tensor.h"
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace gpuopt {
+
+class Graph;
+class Backend;
+class Executable;
+
+struct SessionOptions {
+  std::string device = "cpu";  // "cpu" (reference) or "cuda" when that backend is built in
+  bool optimize = true;        // run the graph passes (dead nodes, Identity/Dropout, constant folding)
+};
+
+// One model input or output as the model declares it (after load-time shape inference).
+struct TensorInfo {
+  std::string name;
+  DType dtype = DType::Undefined;
+  bool rank_known = false;
+  Shape shape;                     // -1 where the dim is dynamic (symbolic or unknown)
+  std::vector<std::string> dims;   // per dim: "3", a symbol such as "batch"/"N", or "?"
+  // True when dim 0 is dynamic: the input takes any batch size.
+  bool dynamic_batch() const { return rank_known && !shape.empty() && shape[0] < 0; }
+  std::string shape_string() const;  // "[batch,3,64,64]"
+};
+
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+struct RunStats {
+  double run_ms = 0.0;
+};
+
+class Session {
+ public:
+  static Result<std::unique_ptr<Session>> load(const std::string& model_path, const SessionOptions& options = {});
+  // Takes an already built graph (tests, generators).
+  static Result<std::unique_ptr<Session>> from_graph(Graph graph, const SessionOptions& options = {});
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  const std::vector<TensorInfo>& inputs() const { return inputs_; }
+  const std::vector<TensorInfo>& outputs() const { return outputs_; }
+  int opset() const;
+  const std::string& device() const { return options_.device; }
+  // The optimized graph the backend runs (for inspect and tests).
+  const Graph& graph() const { return *graph_; }
+
+  // Every model input must be given exactly once by name (host tensors); outputs come back in
+  // model order. Wrong names, dtypes, ranks or fixed dims fail with a Status naming the input.
+  Result<NamedTensors> run(const NamedTensors& inputs) const;
+  // Same, inputs in model order.
+  Result<std::vector<Tensor>> run_ordered(const std::vector<Tensor>& inputs) const;
+
+ private:
+  Session();
+  Status init(Graph graph, const SessionOptions& options);
+  Status validate(const std::vector<Tensor>& inputs) const;
+
+  SessionOptions options_;
+  std::unique_ptr<Graph> graph_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Executable> exe_;
+  std::vector<TensorInfo> inputs_;
+  std::vector<TensorInfo> outputs_;
+};
+
+}  // namespace gpuopt

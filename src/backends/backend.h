@@ -1,0 +1,66 @@
+// The small interface every backend implements (DESIGN.md): supports(node), an allocator, and
+// compile(whole graph) -> Executable. The backend sees the whole graph so it can fuse.
+//
+//   GPUOPT_ASSIGN_OR_RETURN(auto backend, create_backend("cpu"));
+//   GPUOPT_ASSIGN_OR_RETURN(auto exe, backend->compile(graph, {}));
+//   GPUOPT_ASSIGN_OR_RETURN(std::vector<Tensor> outs, exe->run(inputs_in_graph_order, {}));
+#pragma once
+
+#include "core/status.h"
+#include "core/tensor.h"
+#include "ir/graph.h"
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gpuopt {
+
+// Memory of one device. Host<->device copies go through it.
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  virtual Device device() const = 0;
+  virtual Result<Tensor> alloc(DType dtype, const Shape& shape) = 0;
+  // dst must already have src's dtype and shape.
+  virtual Status copy_in(const Tensor& host_src, Tensor* device_dst) = 0;
+  virtual Status copy_out(const Tensor& device_src, Tensor* host_dst) = 0;
+};
+
+struct CompileOptions {
+  bool enable_fusion = true;  // false when GPUOPT_DISABLE_FUSION=1
+};
+
+struct RunOptions {
+  void* stream = nullptr;  // backend-specific (cudaStream_t for CUDA); nullptr = default
+};
+
+// A compiled graph. run() is thread-safe: each call keeps its own intermediates.
+class Executable {
+ public:
+  virtual ~Executable() = default;
+  // `inputs` follow graph.inputs(), already validated (dtype, rank, concrete shapes); outputs
+  // follow graph.outputs(). Shapes are re-inferred for the actual input shapes on every call.
+  virtual Result<std::vector<Tensor>> run(const std::vector<Tensor>& inputs, const RunOptions& options) = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string_view name() const = 0;
+  virtual bool supports(const Node& node, const Graph& graph) const = 0;
+  virtual Allocator& allocator() = 0;
+  virtual Result<std::unique_ptr<Executable>> compile(const Graph& graph, const CompileOptions& options) = 0;
+};
+
+using BackendFactory = std::function<Result<std::unique_ptr<Backend>>()>;
+// Backends register themselves by name ("cpu", "cuda") from a static initializer.
+void register_backend(std::string name, BackendFactory factory);
+Result<std::unique_ptr<Backend>> create_backend(std::string_view name);
+std::vector<std::string> backend_names();
+
+std::unique_ptr<Backend> make_cpu_backend();
+
+}  // namespace gpuopt

@@ -1,0 +1,144 @@
+// CPU reference backend: runs nodes in topological order through the op table's CPU kernels,
+// re-inferring shapes for the actual inputs, and frees every intermediate after its last use.
+#include "backends/backend.h"
+#include "ir/eval.h"
+
+#include <fmt/ranges.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+namespace gpuopt {
+namespace {
+
+class CpuAllocator final : public Allocator {
+ public:
+  Device device() const override { return Device{}; }
+  Result<Tensor> alloc(DType dtype, const Shape& shape) override {
+    if (!shape_is_concrete(shape)) return Status::InvalidArgument("cpu alloc: shape {} is not concrete", shape_to_string(shape));
+    return Tensor::empty(dtype, shape);
+  }
+  Status copy_in(const Tensor& src, Tensor* dst) override { return copy(src, dst); }
+  Status copy_out(const Tensor& src, Tensor* dst) override { return copy(src, dst); }
+
+ private:
+  static Status copy(const Tensor& src, Tensor* dst) {
+    if (src.dtype() != dst->dtype() || src.shape() != dst->shape())
+      return Status::InvalidArgument("cpu copy: {} into {}", src.describe(), dst->describe());
+    if (src.dtype() == DType::String) dst->strings() = src.strings();
+    else if (src.nbytes()) std::memcpy(dst->raw(), src.raw(), src.nbytes());
+    return Status::Ok();
+  }
+};
+
+class CpuExecutable final : public Executable {
+ public:
+  explicit CpuExecutable(const Graph& g) : graph_(g) {
+    // last_use[v] = index of the last node reading v; graph outputs are never freed.
+    last_use_.assign(graph_.values().size(), -1);
+    for (size_t n = 0; n < graph_.nodes().size(); ++n)
+      for (ValueId in : graph_.nodes()[n].inputs)
+        if (in != kNoValue) last_use_[static_cast<size_t>(in)] = static_cast<int32_t>(n);
+    for (ValueId o : graph_.outputs()) last_use_[static_cast<size_t>(o)] = INT32_MAX;
+  }
+
+  Result<std::vector<Tensor>> run(const std::vector<Tensor>& inputs, const RunOptions&) override {
+    const auto& gin = graph_.inputs();
+    if (inputs.size() != gin.size())
+      return Status::InvalidArgument("cpu run: {} inputs given, the graph has {}", inputs.size(), gin.size());
+    std::vector<Tensor> slots(graph_.values().size());
+    for (size_t i = 0; i < gin.size(); ++i) slots[static_cast<size_t>(gin[i])] = inputs[i];
+    for (size_t v = 0; v < slots.size(); ++v)
+      if (graph_.values()[v].constant) slots[v] = *graph_.values()[v].constant;
+
+    std::vector<const Tensor*> in_ptrs;
+    for (size_t n = 0; n < graph_.nodes().size(); ++n) {
+      const Node& node = graph_.nodes()[n];
+      in_ptrs.assign(node.inputs.size(), nullptr);
+      for (size_t i = 0; i < node.inputs.size(); ++i) {
+        if (node.inputs[i] == kNoValue) continue;
+        const Tensor& t = slots[static_cast<size_t>(node.inputs[i])];
+        if (!t.defined())
+          return Status::Internal("{}: input '{}' has no value at run time", node_label(node),
+                                  graph_.value(node.inputs[i]).name);
+        in_ptrs[i] = &t;
+      }
+      GPUOPT_ASSIGN_OR_RETURN(std::vector<Tensor> outs, eval_node(node, in_ptrs, graph_.opset));
+      for (size_t i = 0; i < node.outputs.size() && i < outs.size(); ++i)
+        if (node.outputs[i] != kNoValue) slots[static_cast<size_t>(node.outputs[i])] = std::move(outs[i]);
+      for (ValueId in : node.inputs)
+        if (in != kNoValue && last_use_[static_cast<size_t>(in)] == static_cast<int32_t>(n) &&
+            !graph_.value(in).constant)
+          slots[static_cast<size_t>(in)] = Tensor();
+    }
+    std::vector<Tensor> result;
+    result.reserve(graph_.outputs().size());
+    for (ValueId o : graph_.outputs()) result.push_back(slots[static_cast<size_t>(o)]);
+    return result;
+  }
+
+ private:
+  Graph graph_;
+  std::vector<int32_t> last_use_;
+};
+
+class CpuBackend final : public Backend {
+ public:
+  std::string_view name() const override { return "cpu"; }
+  // Every op in the table has a CPU kernel (the build requires one); dtype limits are reported
+  // by the kernel as a Status at run time.
+  bool supports(const Node& node, const Graph&) const override { return node.op < Op::kCount; }
+  Allocator& allocator() override { return alloc_; }
+  Result<std::unique_ptr<Executable>> compile(const Graph& graph, const CompileOptions&) override {
+    for (const Node& n : graph.nodes())
+      if (!supports(n, graph)) return Status::Unimplemented("{}: not supported by the cpu backend", node_label(n));
+    return std::unique_ptr<Executable>(std::make_unique<CpuExecutable>(graph));
+  }
+
+ private:
+  CpuAllocator alloc_;
+};
+
+std::mutex& registry_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::map<std::string, BackendFactory, std::less<>>& registry() {
+  static std::map<std::string, BackendFactory, std::less<>> r;
+  return r;
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+void register_backend(std::string name, BackendFactory factory) {
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  registry()[std::move(name)] = std::move(factory);
+}
+
+Result<std::unique_ptr<Backend>> create_backend(std::string_view name) {
+  if (name == "cpu") return make_cpu_backend();
+  BackendFactory f;
+  {
+    std::lock_guard<std::mutex> lock(registry_mutex());
+    auto it = registry().find(name);
+    if (it == registry().end())
+      return Status::Unavailable("device '{}' is not available in this build (backends: {})", name,
+                                 fmt::join(backend_names(), ", "));
+    f = it->second;
+  }
+  return f();
+}
+
+std::vector<std::string> backend_names() {
+  std::vector<std::string> names{"cpu"};
+  // Called with the lock held from create_backend; registry() itself needs no lock for reads
+  // once static registration is over.
+  for (const auto& [n, f] : registry()) names.push_back(n);
+  return names;
+}
+
+}  // namespace gpuopt

@@ -1,0 +1,86 @@
+#include "core/log.h"
+#include "ir/eval.h"
+#include "passes/passes.h"
+
+namespace gpuopt {
+namespace {
+
+// Folding must not turn a small graph into a huge file of constants (ConstantOfShape, Expand,
+// Tile, Range can make big tensors from tiny inputs): bigger results stay computed at run time.
+constexpr size_t kMaxFoldedBytes = size_t{64} << 20;
+
+bool shape_query_foldable(const Graph& g, const Node& n) {
+  if ((n.op_type != "Shape" && n.op_type != "Size") || n.inputs.empty() || n.inputs[0] == kNoValue) return false;
+  const ValueInfo& vi = g.value(n.inputs[0]).info;
+  return vi.rank_known && shape_is_concrete(vi.shape);
+}
+
+}  // namespace
+
+Result<PassStats> fold_constants(Graph* g) {
+  PassStats stats;
+  std::vector<Node> kept;
+  for (Node& n : g->nodes()) {
+    bool all_const = true;  // every op in the table is deterministic, so zero-input nodes fold too
+    for (ValueId in : n.inputs)
+      if (in != kNoValue && !g->value(in).constant) all_const = false;
+    const bool shape_query = !all_const && shape_query_foldable(*g, n);
+    if (!all_const && !shape_query) {
+      kept.push_back(std::move(n));
+      continue;
+    }
+    if (shape_query) {  // Shape/Size need only the (concrete) shape, not the data
+      const Shape& s = g->value(n.inputs[0]).info.shape;
+      if (n.op_type == "Shape" && (n.has_attr("start") || n.has_attr("end"))) {
+        kept.push_back(std::move(n));  // sliced Shape (opset 15): left to its kernel
+        continue;
+      }
+      Tensor out = n.op_type == "Shape" ? Tensor::from_vector(DType::I64, {static_cast<int64_t>(s.size())}, s)
+                                        : Tensor::scalar_i64(shape_numel(s));
+      Value& o = g->value(n.outputs[0]);
+      o.constant = std::move(out);
+      o.info.dtype = DType::I64;
+      o.info.rank_known = true;
+      o.info.shape = o.constant->shape();
+      o.producer = -1;
+      ++stats.removed;
+      continue;
+    }
+    std::vector<const Tensor*> ins(n.inputs.size(), nullptr);
+    for (size_t i = 0; i < n.inputs.size(); ++i)
+      if (n.inputs[i] != kNoValue) ins[i] = &*g->value(n.inputs[i]).constant;
+    auto outs = eval_node(n, ins, g->opset);
+    size_t bytes = 0;
+    if (outs.ok())
+      for (const Tensor& t : *outs) bytes += t.defined() ? t.nbytes() : 0;
+    if (!outs.ok() || bytes > kMaxFoldedBytes) {
+      if (!outs.ok()) GPUOPT_LOG(debug, "constant folding skipped: {}", outs.status().to_string());
+      kept.push_back(std::move(n));
+      continue;
+    }
+    for (size_t i = 0; i < n.outputs.size(); ++i) {
+      if (n.outputs[i] == kNoValue) continue;
+      Value& o = g->value(n.outputs[i]);
+      o.constant = std::move((*outs)[i]);
+      o.info.dtype = o.constant->dtype();
+      o.info.rank_known = true;
+      o.info.shape = o.constant->shape();
+      o.producer = -1;
+    }
+    ++stats.removed;
+  }
+  g->nodes() = std::move(kept);
+  g->rebuild_producers();
+  return stats;
+}
+
+Status run_default_passes(Graph* g) {
+  GPUOPT_ASSIGN_OR_RETURN(PassStats folded, fold_constants(g));
+  GPUOPT_ASSIGN_OR_RETURN(PassStats ident, eliminate_identity(g));
+  GPUOPT_ASSIGN_OR_RETURN(PassStats dead, remove_dead_nodes(g));
+  GPUOPT_LOG(debug, "passes: folded {}, identities {}, dead {}", folded.removed, ident.removed, dead.removed);
+  GPUOPT_RETURN_IF_ERROR(g->topo_sort());
+  return g->infer_shapes();
+}
+
+}  // namespace gpuopt

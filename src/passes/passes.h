@@ -1,0 +1,26 @@
+// Graph passes, one per file. Each keeps the graph topologically sorted and its shapes inferred.
+//
+//   GPUOPT_RETURN_IF_ERROR(run_default_passes(&graph));   // what Session runs when optimize=true
+#pragma once
+
+#include "core/status.h"
+#include "ir/graph.h"
+
+namespace gpuopt {
+
+struct PassStats {
+  int removed = 0;  // nodes removed (dead, eliminated or folded)
+};
+
+// Nodes whose outputs reach no graph output; also drops constants nothing reads.
+Result<PassStats> remove_dead_nodes(Graph* g);
+// Identity, and Dropout in inference (no training_mode, or a false constant), rewired away.
+Result<PassStats> eliminate_identity(Graph* g);
+// Nodes whose inputs are all constants (and Shape/Size of a concrete shape) become constants,
+// computed with the CPU reference kernels (eval_node).
+Result<PassStats> fold_constants(Graph* g);
+
+// fold -> identity -> dead, then shapes again.
+Status run_default_passes(Graph* g);
+
+}  // namespace gpuopt

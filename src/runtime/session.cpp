@@ -1,0 +1,140 @@
+// Session: load -> passes -> compile on a backend -> run with validated, named inputs.
+#include "gpuopt/session.h"
+
+#include "backends/backend.h"
+#include "core/env.h"
+#include "core/log.h"
+#include "ir/graph.h"
+#include "onnx/importer.h"
+#include "passes/passes.h"
+
+#include <fmt/ranges.h>
+
+#include <map>
+
+namespace gpuopt {
+namespace {
+
+TensorInfo make_info(const Graph& g, ValueId id) {
+  const Value& v = g.value(id);
+  TensorInfo t;
+  t.name = v.name;
+  t.dtype = v.info.dtype;
+  t.rank_known = v.info.rank_known;
+  for (int64_t d : v.info.shape) {
+    t.shape.push_back(d >= 0 ? d : -1);
+    t.dims.push_back(g.symbol_name(d));
+  }
+  return t;
+}
+
+std::string names_of(const std::vector<TensorInfo>& infos) {
+  std::vector<std::string> n;
+  for (const auto& i : infos) n.push_back(i.name);
+  return fmt::format("{}", fmt::join(n, ", "));
+}
+
+}  // namespace
+
+std::string TensorInfo::shape_string() const {
+  if (!rank_known) return "[?]";
+  return fmt::format("[{}]", fmt::join(dims, ","));
+}
+
+Session::Session() = default;
+Session::~Session() = default;
+
+Result<std::unique_ptr<Session>> Session::load(const std::string& model_path, const SessionOptions& options) {
+  GPUOPT_ASSIGN_OR_RETURN(Graph g, load_onnx_model(model_path));
+  return from_graph(std::move(g), options);
+}
+
+Result<std::unique_ptr<Session>> Session::from_graph(Graph graph, const SessionOptions& options) {
+  std::unique_ptr<Session> s(new Session());
+  GPUOPT_RETURN_IF_ERROR(s->init(std::move(graph), options));
+  return s;
+}
+
+int Session::opset() const { return graph_->opset; }
+
+Status Session::init(Graph graph, const SessionOptions& options) {
+  options_ = options;
+  GPUOPT_RETURN_IF_ERROR(graph.topo_sort());
+  GPUOPT_RETURN_IF_ERROR(graph.infer_shapes());
+  if (options.optimize) GPUOPT_RETURN_IF_ERROR(run_default_passes(&graph));
+  graph_ = std::make_unique<Graph>(std::move(graph));
+  for (ValueId v : graph_->inputs()) inputs_.push_back(make_info(*graph_, v));
+  for (ValueId v : graph_->outputs()) outputs_.push_back(make_info(*graph_, v));
+  GPUOPT_ASSIGN_OR_RETURN(backend_, create_backend(options.device));
+  CompileOptions co;
+  const auto fusion_off = env_get("GPUOPT_DISABLE_FUSION");
+  co.enable_fusion = !(fusion_off && *fusion_off == "1");
+  GPUOPT_ASSIGN_OR_RETURN(exe_, backend_->compile(*graph_, co));
+  return Status::Ok();
+}
+
+Status Session::validate(const std::vector<Tensor>& inputs) const {
+  // Each symbol (e.g. "batch") must take one value across all inputs.
+  std::map<int64_t, std::pair<int64_t, std::string>> bound;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& t = inputs[i];
+    const TensorInfo& want = inputs_[i];
+    const Value& v = graph_->value(graph_->inputs()[i]);
+    if (!t.defined()) return Status::InvalidArgument("input '{}' has no data", want.name);
+    if (!t.is_cpu()) return Status::InvalidArgument("input '{}' must be a host tensor", want.name);
+    if (t.dtype() != want.dtype)
+      return Status::InvalidArgument("input '{}': dtype {} given, the model expects {}", want.name, dtype_name(t.dtype()),
+                                     dtype_name(want.dtype));
+    if (!want.rank_known) continue;
+    if (t.rank() != static_cast<int64_t>(want.shape.size()))
+      return Status::InvalidArgument("input '{}': rank {} given ({}), the model expects rank {} {}", want.name, t.rank(),
+                                     shape_to_string(t.shape()), want.shape.size(), want.shape_string());
+    for (size_t d = 0; d < want.shape.size(); ++d) {
+      const int64_t decl = v.info.shape[d];
+      const int64_t got = t.shape()[d];
+      if (decl >= 0 && got != decl)
+        return Status::InvalidArgument("input '{}': dim {} is {}, the model expects {} (shape {})", want.name, d, got,
+                                       decl, want.shape_string());
+      if (decl <= kFirstSymbolDim) {
+        auto [it, fresh] = bound.emplace(decl, std::make_pair(got, want.name));
+        if (!fresh && it->second.first != got)
+          return Status::InvalidArgument("input '{}': dim {} ({}) is {}, but input '{}' gave {}={}", want.name, d,
+                                         want.dims[d], got, it->second.second, want.dims[d], it->second.first);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<Tensor>> Session::run_ordered(const std::vector<Tensor>& inputs) const {
+  if (inputs.size() != inputs_.size())
+    return Status::InvalidArgument("{} inputs given, the model has {} ({})", inputs.size(), inputs_.size(),
+                                   names_of(inputs_));
+  GPUOPT_RETURN_IF_ERROR(validate(inputs));
+  return exe_->run(inputs, {});
+}
+
+Result<NamedTensors> Session::run(const NamedTensors& named) const {
+  std::vector<Tensor> ordered(inputs_.size());
+  std::vector<bool> given(inputs_.size(), false);
+  for (const auto& [name, t] : named) {
+    size_t k = 0;
+    while (k < inputs_.size() && inputs_[k].name != name) ++k;
+    if (k == inputs_.size())
+      return Status::InvalidArgument("unknown input '{}' (the model's inputs: {})", name, names_of(inputs_));
+    if (given[k]) return Status::InvalidArgument("input '{}' is given twice", name);
+    given[k] = true;
+    ordered[k] = t;
+  }
+  for (size_t k = 0; k < inputs_.size(); ++k)
+    if (!given[k])
+      return Status::InvalidArgument("missing input '{}' ({} {}); the model's inputs: {}", inputs_[k].name,
+                                     dtype_name(inputs_[k].dtype), inputs_[k].shape_string(), names_of(inputs_));
+  GPUOPT_RETURN_IF_ERROR(validate(ordered));
+  GPUOPT_ASSIGN_OR_RETURN(std::vector<Tensor> outs, exe_->run(ordered, {}));
+  NamedTensors result;
+  for (size_t i = 0; i < outs.size(); ++i) result.emplace_back(outputs_[i].name, std::move(outs[i]));
+  return result;
+}
+
+}  // namespace gpuopt
