@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""Generates the ONNX Runtime oracle cases for tests/ops_tensor/cases_test.cpp.
+
+Each case is one single-node ONNX model run by onnxruntime on fresh random inputs (shapes mix
+powers of two and odd sizes); the inputs and ORT's outputs are stored as .npy files in
+tests/ops_tensor/data/<case>/ next to case.json (op, opset, attributes, file names).
+
+    .venv/bin/python tests/ops_tensor/gen_cases.py      # rewrites tests/ops_tensor/data/
+"""
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import helper, numpy_helper
+
+OUT = Path(__file__).resolve().parent / "data"
+rng = np.random.default_rng(20261122)
+
+
+def rand(shape, dtype=np.float32):
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return rng.random(shape) < 0.5
+    if dtype.kind in "iu":
+        lo, hi = (0, 200) if dtype.kind == "u" else (-100, 100)
+        return rng.integers(lo, hi, size=shape).astype(dtype)
+    return (rng.standard_normal(shape) * 3).astype(dtype)
+
+
+def i64(*v):
+    return np.array(v, dtype=np.int64)
+
+
+CASES = []
+
+
+def case(name, op, inputs, n_out=1, opset=17, **attrs):
+    CASES.append((name, op, inputs, n_out, opset, attrs))
+
+
+def attr_json(name, v):
+    if isinstance(v, np.ndarray):
+        fn = f"attr_{name}.npy"
+        return {"t": fn}, (fn, v)
+    if isinstance(v, bool) or isinstance(v, int):
+        return {"i": int(v)}, None
+    if isinstance(v, float):
+        return {"f": v}, None
+    if isinstance(v, str):
+        return {"s": v}, None
+    if isinstance(v, list) and all(isinstance(x, int) for x in v):
+        return {"ints": v}, None
+    if isinstance(v, list):
+        return {"floats": [float(x) for x in v]}, None
+    raise TypeError(name)
+
+
+def run_case(name, op, inputs, n_out, opset, attrs):
+    d = OUT / name
+    d.mkdir(parents=True)
+    in_names = [f"in{i}" if x is not None else "" for i, x in enumerate(inputs)]
+    out_names = [f"out{i}" for i in range(n_out)]
+    node_attrs = {k: (numpy_helper.from_array(v) if isinstance(v, np.ndarray) else v) for k, v in attrs.items()}
+    node = helper.make_node(op, in_names, out_names, **node_attrs)
+    g_in = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(x.dtype), x.shape)
+            for n, x in zip(in_names, inputs) if x is not None]
+    g_out = [onnx.ValueInfoProto(name=n) for n in out_names]  # types left to ORT's inference
+    model = helper.make_model(helper.make_graph([node], name, g_in, g_out),
+                              opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    feeds = {n: x for n, x in zip(in_names, inputs) if x is not None}
+    outs = sess.run(out_names, feeds)
+    meta = {"op": op, "opset": opset, "attrs": {}, "inputs": [], "outputs": []}
+    for k, v in attrs.items():
+        j, f = attr_json(k, v)
+        meta["attrs"][k] = j
+        if f:
+            np.save(d / f[0], f[1])
+    for n, x in zip(in_names, inputs):
+        if x is None:
+            meta["inputs"].append(None)
+        else:
+            np.save(d / f"{n}.npy", np.asarray(x))
+            meta["inputs"].append(f"{n}.npy")
+    for n, y in zip(out_names, outs):
+        np.save(d / f"{n}.npy", np.asarray(y))
+        meta["outputs"].append(f"{n}.npy")
+    (d / "case.json").write_text(json.dumps(meta, indent=1) + "\n")
+
+
+def define():
+    # Shape ops
+    case("reshape_zero_neg", "Reshape", [rand((4, 6, 5)), i64(0, -1)])
+    case("reshape_i64_infer", "Reshape", [rand((2, 3, 8), np.int64), i64(4, -1, 3)])
+    case("reshape_f16_flat", "Reshape", [rand((8, 1, 7), np.float16), i64(-1)])
+    case("reshape_allowzero", "Reshape", [rand((0, 3)), i64(3, 0)], allowzero=1, opset=14)
+    case("flatten_axis0", "Flatten", [rand((2, 3, 4, 5), np.uint8)], axis=0)
+    case("flatten_axis2", "Flatten", [rand((2, 3, 4, 5))], axis=2)
+    case("flatten_neg", "Flatten", [rand((3, 1, 7), np.int32)], axis=-1)
+    case("squeeze_axes_input", "Squeeze", [rand((3, 1, 5, 1)), i64(1, -1)], opset=13)
+    case("squeeze_attr", "Squeeze", [rand((1, 4, 1), np.int8)], axes=[0], opset=11)
+    case("squeeze_all", "Squeeze", [rand((1, 7, 1, 2))], opset=13)
+    case("unsqueeze_input", "Unsqueeze", [rand((3, 5), np.float16), i64(0, -1)], opset=13)
+    case("unsqueeze_attr", "Unsqueeze", [rand((3, 5), np.bool_)], axes=[1, 3], opset=11)
+    case("shape_start_end", "Shape", [rand((2, 3, 4, 5))], start=1, end=-1, opset=15)
+    case("shape_clip", "Shape", [rand((2, 3, 4))], start=-10, opset=15)
+    case("size", "Size", [rand((3, 5, 7))])
+    case("identity_bool", "Identity", [rand((5, 8), np.bool_)])
+    case("dropout_mask", "Dropout", [rand((4, 9)), np.array(0.3, np.float32), np.array(False)], n_out=2, opset=13)
+    # Layout
+    case("transpose_0231", "Transpose", [rand((2, 3, 4, 5))], perm=[0, 2, 3, 1])
+    case("transpose_default_i8", "Transpose", [rand((3, 4, 5), np.int8)])
+    case("transpose_f16", "Transpose", [rand((16, 1, 7), np.float16)], perm=[2, 0, 1])
+    case("concat_axis1_i64", "Concat", [rand((2, 3, 4), np.int64), rand((2, 1, 4), np.int64), rand((2, 5, 4), np.int64)], axis=1)
+    case("concat_neg_f32", "Concat", [rand((3, 8)), rand((3, 7))], axis=-1)
+    case("concat_empty", "Concat", [rand((2, 0)), rand((2, 3))], axis=1)
+    case("split_input", "Split", [rand((3, 8, 2)), i64(2, 5, 1)], n_out=3, axis=1, opset=13)
+    case("split_num_outputs", "Split", [rand((8, 3), np.int32)], n_out=3, num_outputs=3, opset=18)
+    case("split_attr", "Split", [rand((7, 4))], n_out=2, split=[3, 4], opset=11)
+    case("split_equal", "Split", [rand((4, 6), np.uint8)], n_out=3, axis=-1, opset=13)
+    case("slice_steps", "Slice", [rand((6, 5, 9)), i64(1, -1), i64(1000, -8), i64(0, 2), i64(2, -2)], opset=13)
+    case("slice_neg_step_all", "Slice", [rand((7, 4), np.int64), i64(-1), i64(-1000), i64(0), i64(-1)], opset=13)
+    case("slice_default_axes", "Slice", [rand((5, 6), np.float16), i64(1, 2), i64(4, 100)], opset=13)
+    case("slice_opset9", "Slice", [rand((4, 10))], starts=[1, -3], ends=[3, 1000], axes=[0, 1], opset=9)
+    case("slice_empty", "Slice", [rand((4, 5)), i64(3), i64(1), i64(0)], opset=13)
+    case("tile_f16", "Tile", [rand((2, 3, 4), np.float16), i64(2, 1, 3)])
+    case("tile_bool", "Tile", [rand((1, 5), np.bool_), i64(3, 2)])
+    case("pad_constant", "Pad", [rand((3, 5)), i64(1, 2, 0, 3), np.array(1.5, np.float32)], mode="constant", opset=13)
+    case("pad_reflect", "Pad", [rand((2, 4, 5)), i64(0, 2, 3, 0, 1, 4)], mode="reflect", opset=13)
+    case("pad_edge_i64", "Pad", [rand((3, 4), np.int64), i64(2, 1, 1, 3)], mode="edge", opset=13)
+    case("pad_wrap", "Pad", [rand((3, 4)), i64(1, 2, 2, 3)], mode="wrap", opset=19)
+    case("pad_axes", "Pad", [rand((2, 3, 4)), i64(1, -1, 2, 1), np.array(-2.0, np.float32), i64(0, -1)], opset=18)
+    case("pad_negative", "Pad", [rand((5, 6), np.int32), i64(-1, 2, 1, -3)], opset=13)
+    case("pad_opset2", "Pad", [rand((3, 4))], pads=[1, 0, 0, 2], value=0.25, opset=2)
+    case("depthtospace_dcr", "DepthToSpace", [rand((2, 8, 3, 5))], blocksize=2, mode="DCR")
+    case("depthtospace_crd", "DepthToSpace", [rand((1, 18, 2, 3), np.float16)], blocksize=3, mode="CRD")
+    case("spacetodepth", "SpaceToDepth", [rand((2, 3, 4, 6))], blocksize=2)
+    case("trilu_upper_k1", "Trilu", [rand((2, 5, 7)), np.array(1, np.int64)], upper=1, opset=14)
+    case("trilu_lower_neg", "Trilu", [rand((3, 8, 4), np.int64), np.array(-1, np.int64)], upper=0, opset=14)
+    case("trilu_default", "Trilu", [rand((6, 6))], opset=14)
+    case("expand_rank_up", "Expand", [rand((3, 1)), i64(2, 1, 6)])
+    case("expand_i64", "Expand", [rand((1,), np.int64), i64(4, 5)])
+    case("expand_keep", "Expand", [rand((2, 1, 4), np.float16), i64(1, 3, 1)])
+
+
+def main():
+    define()
+    only = set(sys.argv[1:])
+    if not only and OUT.exists():
+        shutil.rmtree(OUT)
+    OUT.mkdir(exist_ok=True)
+    for c in CASES:
+        if only and c[0] not in only:
+            continue
+        if (OUT / c[0]).exists():
+            shutil.rmtree(OUT / c[0])
+        run_case(*c)
+    print(f"{len(CASES)} cases in {OUT}")
+
+
+if __name__ == "__main__":
+    main()
