@@ -76,6 +76,80 @@ Status infer_broadcast(const InferContext& ctx, const std::vector<size_t>& which
   return Status::Ok();
 }
 
+bool dtype_in_classes(DType t, unsigned classes) {
+  if (dtype_is_float(t)) return classes & kFloatTypes;
+  switch (t) {
+    case DType::I8:
+    case DType::I16:
+    case DType::I32:
+    case DType::I64:
+      return classes & kSignedInts;
+    case DType::U8:
+    case DType::U16:
+    case DType::U32:
+    case DType::U64:
+      return classes & kUnsignedInts;
+    case DType::Bool:
+      return classes & kBoolType;
+    case DType::String:
+      return classes & kStringType;
+    default:
+      return false;
+  }
+}
+
+std::string dtype_classes_string(unsigned c) {
+  std::vector<std::string> parts;
+  if ((c & kNumericTypes) == kNumericTypes)
+    parts.push_back("numeric");
+  else {
+    if (c & kFloatTypes) parts.push_back("float");
+    if ((c & kIntTypes) == kIntTypes)
+      parts.push_back("integer");
+    else if (c & kSignedInts)
+      parts.push_back("signed integer");
+    else if (c & kUnsignedInts)
+      parts.push_back("unsigned integer");
+  }
+  if (c & kBoolType) parts.push_back("bool");
+  if (c & kStringType) parts.push_back("string");
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (i) out += i + 1 == parts.size() ? " or " : ", ";
+    out += parts[i];
+  }
+  return out + (parts.size() == 1 && (parts[0] == "bool" || parts[0] == "string") ? "" : " types");
+}
+
+Status check_input_dtype(const InferContext& ctx, size_t i, unsigned classes) {
+  if (!ctx.has_input(i)) return Status::Ok();
+  const DType t = ctx.in(i).dtype;
+  if (t == DType::Undefined || dtype_in_classes(t, classes)) return Status::Ok();
+  return ctx.error("input {} has dtype {}; expected {}", i, dtype_name(t), dtype_classes_string(classes));
+}
+
+Result<DType> common_input_dtype(const InferContext& ctx, const std::vector<size_t>& which) {
+  DType t = DType::Undefined;
+  size_t first = 0;
+  for (size_t i : which) {
+    if (!ctx.has_input(i) || ctx.in(i).dtype == DType::Undefined) continue;
+    if (t == DType::Undefined) {
+      t = ctx.in(i).dtype;
+      first = i;
+    } else if (ctx.in(i).dtype != t) {
+      return ctx.error("inputs {} and {} have different dtypes ({} and {})", first, i, dtype_name(t),
+                       dtype_name(ctx.in(i).dtype));
+    }
+  }
+  return t;
+}
+
+double known_numel(const ValueInfo* vi) {
+  if (!vi || !vi->rank_known) return 0.0;
+  const int64_t n = shape_numel(vi->shape);
+  return n < 0 ? 0.0 : static_cast<double>(n);
+}
+
 std::vector<int64_t> broadcast_strides(const Shape& in, const Shape& out) {
   GPUOPT_ASSERT(in.size() <= out.size(), "broadcast_strides: rank {} > {}", in.size(), out.size());
   std::vector<int64_t> st(out.size(), 0);

@@ -21,7 +21,11 @@
 #include "core/tensor.h"
 #include "ir/op_table.h"
 
+#include <cmath>
+#include <cstring>
 #include <optional>
+#include <string>
+#include <type_traits>
 #include <vector>
 
 namespace gpuopt {
@@ -44,6 +48,54 @@ bool broadcastable_to(const Shape& from, const Shape& to);
 // Any input of unknown rank gives an output of unknown rank. Error (naming the node):
 // "shapes [2,3] and [4] do not broadcast".
 Status infer_broadcast(const InferContext& ctx, const std::vector<size_t>& which, ValueInfo* out);
+
+// ---- Helpers shared by the elementwise, reduction and softmax kernels ----------------------
+
+template <typename T>
+inline constexpr bool kIsFloatLike =
+    std::is_floating_point_v<T> || std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+
+// double -> T with a single rounding. For f16/bf16 the double is narrowed to float with
+// round-to-odd first, which makes the later float -> f16/bf16 rounding equal to a direct one.
+template <typename T>
+inline T store_f64(double v) {
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+    float f = static_cast<float>(v);
+    if (!std::isnan(v) && static_cast<double>(f) != v) {
+      if (std::fabs(static_cast<double>(f)) > std::fabs(v)) f = std::nextafter(f, 0.0f);
+      uint32_t u;
+      std::memcpy(&u, &f, 4);
+      u |= 1u;
+      std::memcpy(&f, &u, 4);
+    }
+    return T(f);
+  } else {
+    return from_f64<T>(v);
+  }
+}
+
+// Classes of element types an op accepts (a bit set).
+enum DTypeClass : unsigned {
+  kFloatTypes = 1u,    // f16 bf16 f32 f64
+  kSignedInts = 2u,    // i8 i16 i32 i64
+  kUnsignedInts = 4u,  // u8 u16 u32 u64
+  kBoolType = 8u,
+  kStringType = 16u,
+  kIntTypes = kSignedInts | kUnsignedInts,
+  kNumericTypes = kFloatTypes | kIntTypes,
+  kAllTypes = kNumericTypes | kBoolType | kStringType,
+};
+bool dtype_in_classes(DType t, unsigned classes);
+std::string dtype_classes_string(unsigned classes);  // "float or signed integer types"
+
+// Error unless input i's dtype (when known) is in `classes`:
+// "[Sqrt] node 's': input 0 has dtype i32; expected float types".
+Status check_input_dtype(const InferContext& ctx, size_t i, unsigned classes);
+// Error unless inputs `which` (those with a known dtype) share one dtype; returns it (or Undefined).
+Result<DType> common_input_dtype(const InferContext& ctx, const std::vector<size_t>& which);
+
+// Elements of output 0 as far as known (0 when unknown): the base of most FLOP estimates.
+double known_numel(const ValueInfo* vi);
 
 // Strides (in elements) of a contiguous tensor of shape `in` viewed as shape `out` (right-aligned,
 // 0 where `in` has extent 1 or no dimension). `out` must be the broadcast result (concrete).
