@@ -66,8 +66,11 @@ struct Importer {
     int opset = -1;
     for (const auto& o : model.opset_import())
       if (is_default_domain(o.domain())) opset = static_cast<int>(o.version());
-    if (opset < 0) return Status::InvalidArgument("model imports no default-domain (ai.onnx) opset");
-    if (opset < kMinOpset || opset > kMaxOpset)
+    bool default_nodes = false;
+    for (const auto& n : model.graph().node()) default_nodes = default_nodes || is_default_domain(n.domain());
+    // A model of only other-domain nodes fails below, naming the first op and its domain.
+    if (opset < 0 && default_nodes) return Status::InvalidArgument("model imports no default-domain (ai.onnx) opset");
+    if (opset >= 0 && (opset < kMinOpset || opset > kMaxOpset))
       return Status::Unimplemented("default-domain opset {} is not supported (gpuopt reads opsets {}-{})", opset,
                                    kMinOpset, kMaxOpset);
     g.opset = opset;
@@ -121,10 +124,14 @@ struct Importer {
       const onnx::NodeProto& np = gp.node(k);
       const std::string name = np.name().empty() ? fmt::format("{}_{}", np.op_type(), k) : np.name();
       const std::string where = fmt::format("[{}] node '{}'", np.op_type(), name);
-      if (!is_default_domain(np.domain()))
-        return Status::Unimplemented("unknown op '{}' (domain '{}') at node '{}': gpuopt implements only the default "
-                                     "ONNX domain",
-                                     np.op_type(), np.domain(), name);
+      if (!is_default_domain(np.domain())) {
+        int64_t version = -1;
+        for (const auto& o : model.opset_import())
+          if (o.domain() == np.domain()) version = o.version();
+        return Status::Unimplemented("unknown op '{}' (domain '{}', opset {}) at node '{}': gpuopt implements only the "
+                                     "default ONNX domain",
+                                     np.op_type(), np.domain(), version, name);
+      }
       if (np.op_type() == "Constant") {
         if (np.output_size() != 1) return Status::InvalidArgument("{}: a Constant node has exactly one output", where);
         GPUOPT_ASSIGN_OR_RETURN(Tensor t, constant_node_value(np, where, model_dir));

@@ -1,0 +1,253 @@
+// One node test: load model.onnx, feed test_data_set_*/input_*.pb, compare with output_*.pb.
+#include "conformance.h"
+#include "gpuopt/session.h"
+#include "ir/graph.h"
+#include "onnx/importer.h"
+#include "onnx/onnx.pb.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+namespace gpuopt::conformance {
+namespace fs = std::filesystem;
+
+std::string default_data_dir() {
+  const fs::path lib = fs::path(GPUOPT_SOURCE_DIR) / ".venv" / "lib";
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(lib, ec)) {
+    const fs::path p = e.path() / "site-packages/onnx/backend/test/data/node";
+    if (e.path().filename().string().rfind("python3", 0) == 0 && fs::is_directory(p)) return p.string();
+  }
+  return {};
+}
+
+std::vector<TestCase> list_tests(const std::string& data_dir) {
+  std::vector<TestCase> tests;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(data_dir, ec))
+    if (fs::exists(e.path() / "model.onnx")) tests.push_back({e.path().filename().string(), e.path().string()});
+  std::sort(tests.begin(), tests.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  return tests;
+}
+
+// Tests whose reference data needs other tolerances than ONNX's default (rtol 1e-3, atol 1e-7),
+// matched by name prefix; each entry says why.
+struct ToleranceOverride {
+  const char* prefix;
+  Tolerance tol;
+  const char* why;
+};
+constexpr ToleranceOverride kToleranceOverrides[] = {
+    {"", {1e-3, 1e-7}, "ONNX backend-test default"},
+};
+
+Tolerance tolerance_for(const std::string& name) {
+  Tolerance t;
+  size_t best = 0;
+  for (const auto& o : kToleranceOverrides) {
+    const std::string_view p(o.prefix);
+    if (name.rfind(p, 0) == 0 && p.size() >= best) {
+      best = p.size();
+      t = o.tol;
+    }
+  }
+  return t;
+}
+
+Status compare(const Tensor& e, const Tensor& a, const Tolerance& tol) {
+  if (e.dtype() != a.dtype())
+    return Status::InvalidArgument("dtype {} expected, got {}", dtype_name(e.dtype()), dtype_name(a.dtype()));
+  if (e.shape() != a.shape())
+    return Status::InvalidArgument("shape {} expected, got {}", shape_to_string(e.shape()), shape_to_string(a.shape()));
+  if (e.dtype() == DType::String) {
+    for (int64_t i = 0; i < e.numel(); ++i)
+      if (e.strings()[i] != a.strings()[i])
+        return Status::InvalidArgument("element {}: '{}' expected, got '{}'", i, e.strings()[i], a.strings()[i]);
+    return Status::Ok();
+  }
+  const bool is_float = dtype_is_float(e.dtype());
+  int64_t bad = 0, first = -1;
+  double worst = 0.0;
+  for (int64_t i = 0; i < e.numel(); ++i) {
+    bool ok;
+    if (!is_float) {
+      ok = e.get_i64(i) == a.get_i64(i);
+    } else {
+      const double x = e.get_f64(i), y = a.get_f64(i);
+      if (std::isnan(x) || std::isnan(y)) ok = std::isnan(x) && std::isnan(y);
+      else if (std::isinf(x) || std::isinf(y)) ok = x == y;
+      else {
+        const double err = std::fabs(x - y);
+        ok = err <= tol.atol + tol.rtol * std::fabs(x);
+        if (!ok) worst = std::max(worst, err);
+      }
+    }
+    if (!ok && bad++ == 0) first = i;
+  }
+  if (bad == 0) return Status::Ok();
+  if (!is_float)
+    return Status::InvalidArgument("{} of {} elements differ; first at {}: {} expected, got {}", bad, e.numel(), first,
+                                   e.get_i64(first), a.get_i64(first));
+  return Status::InvalidArgument("{} of {} elements differ (max abs err {:.3g}); first at {}: {:.7g} expected, got {:.7g}",
+                                 bad, e.numel(), worst, first, e.get_f64(first), a.get_f64(first));
+}
+
+namespace {
+
+std::vector<std::string> model_ops(const std::string& path) {
+  std::vector<std::string> ops;
+  std::ifstream f(path, std::ios::binary);
+  onnx::ModelProto m;
+  if (f && m.ParseFromIstream(&f))
+    for (const auto& n : m.graph().node()) ops.push_back(n.op_type());
+  return ops;
+}
+
+std::vector<std::string> numbered(const fs::path& dir, const std::string& prefix) {
+  std::vector<std::string> files;
+  for (int i = 0;; ++i) {
+    fs::path p = dir / fmt::format("{}_{}.pb", prefix, i);
+    if (!fs::exists(p)) break;
+    files.push_back(p.string());
+  }
+  return files;
+}
+
+Status run_data_set(const Session& s, const fs::path& ds, const Tolerance& tol) {
+  std::vector<Tensor> inputs;
+  for (const auto& f : numbered(ds, "input")) {
+    GPUOPT_ASSIGN_OR_RETURN(Tensor t, load_tensor_pb(f));
+    inputs.push_back(std::move(t));
+  }
+  std::vector<Tensor> expected;
+  for (const auto& f : numbered(ds, "output")) {
+    GPUOPT_ASSIGN_OR_RETURN(Tensor t, load_tensor_pb(f));
+    expected.push_back(std::move(t));
+  }
+  GPUOPT_ASSIGN_OR_RETURN(std::vector<Tensor> outs, s.run_ordered(inputs));
+  if (outs.size() != expected.size())
+    return Status::InvalidArgument("{} outputs, the test expects {}", outs.size(), expected.size());
+  for (size_t i = 0; i < outs.size(); ++i) {
+    Status st = compare(expected[i], outs[i], tol);
+    if (!st.ok()) return Status::InvalidArgument("output {} '{}': {}", i, s.outputs()[i].name, st.message());
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+TestResult run_test(const TestCase& tc, const std::string& device) {
+  TestResult r;
+  r.name = tc.name;
+  const fs::path dir(tc.dir);
+  r.ops = model_ops((dir / "model.onnx").string());
+  const auto t0 = std::chrono::steady_clock::now();
+  Status st = [&]() -> Status {
+    SessionOptions opt;
+    opt.device = device;
+    GPUOPT_ASSIGN_OR_RETURN(auto session, Session::load((dir / "model.onnx").string(), opt));
+    std::vector<fs::path> sets;
+    for (const auto& e : fs::directory_iterator(dir))
+      if (e.is_directory() && e.path().filename().string().rfind("test_data_set_", 0) == 0) sets.push_back(e.path());
+    std::sort(sets.begin(), sets.end());
+    if (sets.empty()) return Status::NotFound("no test_data_set_* folder");
+    for (const auto& ds : sets) {
+      Status s = run_data_set(*session, ds, tolerance_for(tc.name));
+      if (!s.ok()) return s.with_context(ds.filename().string());
+    }
+    return Status::Ok();
+  }();
+  r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  r.passed = st.ok();
+  if (!st.ok()) {
+    r.message = st.to_string();
+    // The test folder is already in the line; drop the long model path from the message.
+    const std::string loading = fmt::format("loading '{}': ", (dir / "model.onnx").string());
+    if (size_t p = r.message.find(loading); p != std::string::npos) r.message.erase(p, loading.size());
+  }
+  std::replace(r.message.begin(), r.message.end(), '\n', ' ');
+  return r;
+}
+
+// Protocol child -> parent over a pipe: "P|F <ms> <ops,comma,separated>\n<message>".
+TestResult run_test_isolated(const TestCase& tc, const std::string& device, int timeout_s) {
+  int fds[2];
+  if (pipe(fds) != 0) return run_test(tc, device);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    TestResult r = run_test(tc, device);
+    std::string ops;
+    for (const auto& o : r.ops) ops += (ops.empty() ? "" : ",") + o;
+    const std::string msg = fmt::format("{} {:.3f} {}\n{}", r.passed ? 'P' : 'F', r.ms, ops.empty() ? "-" : ops, r.message);
+    size_t off = 0;
+    while (off < msg.size()) {
+      ssize_t n = write(fds[1], msg.data() + off, msg.size() - off);
+      if (n <= 0) break;
+      off += static_cast<size_t>(n);
+    }
+    _exit(0);
+  }
+  close(fds[1]);
+  TestResult r;
+  r.name = tc.name;
+  std::string buf;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  bool timed_out = false;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd p{fds[0], POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+    char chunk[4096];
+    ssize_t n = read(fds[0], chunk, sizeof chunk);
+    if (n <= 0) break;
+    buf.append(chunk, static_cast<size_t>(n));
+  }
+  close(fds[0]);
+  if (timed_out) kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (timed_out) {
+    r.message = fmt::format("timed out after {} s", timeout_s);
+    return r;
+  }
+  if (WIFSIGNALED(status)) {
+    r.message = fmt::format("crashed with signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
+    return r;
+  }
+  const size_t nl = buf.find('\n');
+  if (buf.size() < 2 || nl == std::string::npos) {
+    r.message = "child process exited without a result";
+    return r;
+  }
+  r.passed = buf[0] == 'P';
+  const std::string head = buf.substr(2, nl - 2);
+  const size_t sp = head.find(' ');
+  r.ms = std::atof(head.substr(0, sp).c_str());
+  const std::string ops = sp == std::string::npos ? "-" : head.substr(sp + 1);
+  if (ops != "-") {
+    size_t start = 0;
+    for (;;) {
+      size_t c = ops.find(',', start);
+      r.ops.push_back(ops.substr(start, c - start));
+      if (c == std::string::npos) break;
+      start = c + 1;
+    }
+  }
+  r.message = buf.substr(nl + 1);
+  return r;
+}
+
+}  // namespace gpuopt::conformance
