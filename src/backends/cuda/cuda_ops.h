@@ -1,0 +1,83 @@
+// The CUDA backend's op table: which ops have a CUDA kernel, which of their inputs the kernel
+// reads on the host (shape-like inputs such as Reshape's shape), and the kernel itself. Each
+// ops_*.cpp/.cu registers its ops with GPUOPT_CUDA_OP; an op with no entry runs on the CPU
+// backend and the executor inserts the copies.
+#pragma once
+
+#include "core/status.h"
+#include "core/tensor.h"
+#include "ir/graph.h"
+
+#include <cstdint>
+#include <initializer_list>
+#include <vector>
+
+typedef struct CUstream_st* cudaStream_t;
+typedef struct cublasLtContext* cublasLtHandle_t;
+typedef struct cudnnContext* cudnnHandle_t;
+
+namespace gpuopt::cuda {
+
+class DeviceMemory;
+
+// Per execution context (one per concurrent run): its stream and library handles.
+struct ExecContext {
+  int device = 0;
+  cudaStream_t stream = nullptr;
+  cublasLtHandle_t lt = nullptr;
+  cudnnHandle_t dnn = nullptr;  // created on first use
+  void* workspace = nullptr;    // for cuBLASLt / cuDNN
+  size_t workspace_bytes = 0;
+  DeviceMemory* memory = nullptr;
+  Result<cudnnHandle_t> cudnn();
+};
+
+struct CudaKernelContext {
+  const Node& node;
+  std::vector<const Tensor*> inputs;   // device tensors; nullptr for absent inputs and host-only inputs
+  std::vector<const Tensor*> host;     // host values where known (constants, host-only inputs), else nullptr
+  std::vector<Tensor*> outputs;        // allocated device tensors (for alias ops: empty Tensors to fill)
+  ExecContext& ctx;
+  int opset = 0;
+
+  bool has_input(size_t i) const { return i < inputs.size() && (inputs[i] != nullptr || host[i] != nullptr); }
+  const Tensor& in(size_t i) const { return *inputs[i]; }
+  Tensor& out(size_t i) const { return *outputs[i]; }
+  template <typename... Args>
+  Status error(fmt::format_string<Args...> f, Args&&... args) const {
+    return Status::InvalidArgument("{}: {}", node_label(node), fmt::format(f, std::forward<Args>(args)...));
+  }
+};
+
+using CudaKernelFn = Status (*)(CudaKernelContext&);
+// Whether the kernel handles this node with these input dtypes (Undefined = absent input).
+using CudaSupportsFn = bool (*)(const Node&, const std::vector<DType>& input_dtypes);
+
+struct CudaOpEntry {
+  CudaKernelFn run = nullptr;
+  CudaSupportsFn supports = nullptr;
+  uint32_t host_inputs = 0;  // bit i: input i is read on the host
+  bool alias = false;        // outputs view an input's memory (shape-only ops): no allocation
+};
+
+const CudaOpEntry* cuda_op(Op op);
+
+struct CudaOpRegistrar {
+  CudaOpRegistrar(Op op, CudaOpEntry entry);
+};
+
+constexpr uint32_t host_inputs_mask(std::initializer_list<int> idx) {
+  uint32_t m = 0;
+  for (int i : idx) m |= 1u << i;
+  return m;
+}
+
+// Common dtype predicates.
+bool float_types(const Node&, const std::vector<DType>& in);           // every present input f32/f16/bf16
+bool float_or_int_types(const Node&, const std::vector<DType>& in);    // + i32/i64/i8/u8/bool
+bool any_types(const Node&, const std::vector<DType>& in);
+
+}  // namespace gpuopt::cuda
+
+#define GPUOPT_CUDA_OP(NAME, ...) \
+  static ::gpuopt::cuda::CudaOpRegistrar GPUOPT_CONCAT(_gpuopt_cuda_op_, NAME)(::gpuopt::Op::NAME, ::gpuopt::cuda::CudaOpEntry{__VA_ARGS__})
