@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# CUDA backend on the H200: unit tests (allocator, elementwise kernels with guard bytes), then
+# the same under compute-sanitizer memcheck.
+set -uo pipefail
+./build-h200/tests/test_cuda --gtest_brief=1
+echo "memcheck:"
+compute-sanitizer --tool memcheck --leak-check no --error-exitcode 3 ./build-h200/tests/test_cuda --gtest_brief=1 2>&1 | tail -5
