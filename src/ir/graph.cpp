@@ -80,6 +80,22 @@ std::string Graph::symbol_name(int64_t dim) const {
   return k < symbols_.size() ? symbols_[k] : fmt::format("s{}", k);
 }
 
+bool Graph::bind_symbol(const std::string& name, int64_t value) {
+  int64_t id = 0;
+  bool found = false;
+  for (size_t k = 0; k < symbols_.size(); ++k)
+    if (symbols_[k] == name) {
+      id = kFirstSymbolDim - static_cast<int64_t>(k);
+      found = true;
+    }
+  if (!found) return false;
+  for (Value& v : values_)
+    for (Shape* s : {&v.info.shape, &v.declared.shape})
+      for (int64_t& d : *s)
+        if (d == id) d = value;
+  return true;
+}
+
 std::string Graph::shape_string(const Shape& s) const {
   std::string out = "[";
   for (size_t i = 0; i < s.size(); ++i) {

@@ -76,6 +76,9 @@ class Graph {
   const std::vector<std::string>& symbols() const { return symbols_; }
   std::string shape_string(const Shape& s) const;  // "[N,3,224,224]"
   std::string symbol_name(int64_t dim) const;      // "N" for a symbolic dim, "?" unknown, "3"
+  // Replaces symbolic dim `name` by `value` in every value's info and declared shape (then call
+  // infer_shapes). Returns false when the graph has no such symbol.
+  bool bind_symbol(const std::string& name, int64_t value);
 
   // Recomputes Value::producer from the node list (after passes edit nodes).
   void rebuild_producers();

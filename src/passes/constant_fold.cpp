@@ -15,6 +15,30 @@ bool shape_query_foldable(const Graph& g, const Node& n) {
   return vi.rank_known && shape_is_concrete(vi.shape);
 }
 
+Status reinfer(Graph* g, const Node& n) {
+  std::vector<ValueInfo> infos(n.inputs.size());
+  std::vector<const ValueInfo*> ptrs(n.inputs.size(), nullptr);
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    if (n.inputs[i] == kNoValue) continue;
+    infos[i] = g->info_with_value(n.inputs[i]);
+    ptrs[i] = &infos[i];
+  }
+  GPUOPT_ASSIGN_OR_RETURN(std::vector<ValueInfo> outs, infer_node(n, ptrs, g->opset));
+  for (size_t i = 0; i < n.outputs.size() && i < outs.size(); ++i) {
+    if (n.outputs[i] == kNoValue) continue;
+    ValueInfo& vi = g->value(n.outputs[i]).info;
+    outs[i].value = nullptr;
+    // Keep what was known before where the new inference knows less (never lose information).
+    if (!outs[i].rank_known && vi.rank_known) continue;
+    if (outs[i].dtype == DType::Undefined) outs[i].dtype = vi.dtype;
+    if (outs[i].rank_known && vi.rank_known && outs[i].shape.size() == vi.shape.size())
+      for (size_t d = 0; d < vi.shape.size(); ++d)
+        if (outs[i].shape[d] == kUnknownDim) outs[i].shape[d] = vi.shape[d];
+    vi = std::move(outs[i]);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<PassStats> fold_constants(Graph* g) {
@@ -26,6 +50,9 @@ Result<PassStats> fold_constants(Graph* g) {
       if (in != kNoValue && !g->value(in).constant) all_const = false;
     const bool shape_query = !all_const && shape_query_foldable(*g, n);
     if (!all_const && !shape_query) {
+      // Re-infer with what folding has learnt so far (a Reshape whose shape input just became
+      // constant gets a concrete shape, so a later Shape of it can fold too).
+      GPUOPT_RETURN_IF_ERROR(reinfer(g, n));
       kept.push_back(std::move(n));
       continue;
     }

@@ -1,0 +1,181 @@
+// `gpuopt inspect MODEL`: opset, inputs/outputs, op histogram with FLOPs, parameters, backend support.
+#include "backends/backend.h"
+#include "cli/command.h"
+#include "core/table.h"
+#include "ir/graph.h"
+#include "onnx/importer.h"
+#include "passes/passes.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include <map>
+
+namespace gpuopt::cli {
+namespace {
+
+struct Options {
+  std::string model;
+  bool json = false;
+  bool optimized = false;
+  int64_t batch = 1;
+  std::vector<std::string> dims;  // NAME=VALUE
+};
+
+struct OpRow {
+  int count = 0;
+  double flops = 0.0;
+  bool flops_exact = true;  // false when some node had non-concrete shapes
+  std::map<std::string, bool> support;
+};
+
+std::string format_flops(double f) {
+  if (f >= 1e12) return fmt::format("{:.2f} T", f / 1e12);
+  if (f >= 1e9) return fmt::format("{:.2f} G", f / 1e9);
+  if (f >= 1e6) return fmt::format("{:.2f} M", f / 1e6);
+  if (f >= 1e3) return fmt::format("{:.2f} k", f / 1e3);
+  return fmt::format("{:.0f}", f);
+}
+
+nlohmann::json value_json(const Graph& g, ValueId id) {
+  const Value& v = g.value(id);
+  std::vector<std::string> dims;
+  for (int64_t d : v.declared.rank_known ? v.declared.shape : v.info.shape) dims.push_back(g.symbol_name(d));
+  return {{"name", v.name}, {"dtype", std::string(dtype_name(v.info.dtype))}, {"shape", dims}};
+}
+
+int run(const Options& o) {
+  auto loaded = load_onnx_model(o.model);
+  if (!loaded.ok()) return report_error(loaded.status());
+  Graph& g = *loaded;
+  // Shapes as declared (symbols kept) for the listing; a copy with symbols bound for FLOPs.
+  const Graph declared = g;
+  Graph bound = g;
+  for (const std::string& kv : o.dims) {
+    const size_t eq = kv.find('=');
+    int64_t v = 0;
+    if (eq == std::string::npos || (v = std::atoll(kv.c_str() + eq + 1)) <= 0)
+      return report_error(Status::InvalidArgument("--dim '{}': expected NAME=POSITIVE_INT", kv), true);
+    if (!bound.bind_symbol(kv.substr(0, eq), v))
+      return report_error(Status::InvalidArgument("--dim: the model has no symbolic dim '{}' (symbols: {})",
+                                                  kv.substr(0, eq), fmt::join(g.symbols(), ", ")),
+                          true);
+  }
+  bound.bind_symbol("batch", o.batch);
+  for (ValueId in : bound.inputs()) {  // a dynamic leading dim under another name is the batch too
+    const Shape& s = bound.value(in).info.shape;
+    if (!s.empty() && s[0] <= kFirstSymbolDim) bound.bind_symbol(bound.symbol_name(s[0]), o.batch);
+  }
+  Status st = bound.infer_shapes();
+  if (st.ok() && o.optimized) st = run_default_passes(&bound);
+  if (!st.ok()) return report_error(st);
+
+  std::vector<std::pair<std::string, std::unique_ptr<Backend>>> backends;
+  for (const std::string& name : backend_names()) {
+    auto b = create_backend(name);
+    backends.emplace_back(name, b.ok() ? std::move(*b) : nullptr);
+  }
+  std::map<std::string, OpRow> hist;
+  double total = 0.0;
+  bool total_exact = true;
+  for (const Node& n : bound.nodes()) {
+    FlopsContext fc{n, {}, {}};
+    std::vector<ValueInfo> infos;
+    infos.reserve(n.inputs.size() + n.outputs.size());
+    bool concrete = true;
+    for (ValueId v : n.inputs) {
+      if (v == kNoValue) {
+        fc.inputs.push_back(nullptr);
+        continue;
+      }
+      infos.push_back(bound.info_with_value(v));
+      fc.inputs.push_back(&infos.back());
+      concrete = concrete && infos.back().rank_known && shape_is_concrete(infos.back().shape);
+    }
+    for (ValueId v : n.outputs) {
+      fc.outputs.push_back(v == kNoValue ? nullptr : &bound.value(v).info);
+      if (v != kNoValue) concrete = concrete && bound.value(v).info.rank_known && shape_is_concrete(bound.value(v).info.shape);
+    }
+    const double f = op_def(n.op).flops(fc);
+    OpRow& row = hist[n.op_type];
+    ++row.count;
+    row.flops += f;
+    row.flops_exact = row.flops_exact && concrete;
+    total += f;
+    total_exact = total_exact && concrete;
+    for (const auto& [name, b] : backends) {
+      bool ok = b && b->supports(n, bound);
+      auto it = row.support.find(name);
+      row.support[name] = it == row.support.end() ? ok : (it->second && ok);
+    }
+  }
+  int64_t params = 0, param_bytes = 0;
+  for (const Value& v : declared.values())
+    if (v.constant) {
+      params += v.constant->numel();
+      param_bytes += static_cast<int64_t>(v.constant->nbytes());
+    }
+
+  if (o.json) {
+    nlohmann::json j;
+    j["model"] = o.model;
+    j["ir_version"] = g.ir_version;
+    j["opset"] = g.opset;
+    j["producer"] = g.producer_name;
+    j["nodes"] = bound.nodes().size();
+    for (ValueId v : declared.inputs()) j["inputs"].push_back(value_json(declared, v));
+    for (ValueId v : declared.outputs()) j["outputs"].push_back(value_json(declared, v));
+    j["parameters"] = params;
+    j["parameter_bytes"] = param_bytes;
+    j["batch"] = o.batch;
+    j["flops_total"] = total;
+    j["flops_exact"] = total_exact;
+    for (const auto& [op, r] : hist)
+      j["ops"].push_back({{"op", op}, {"count", r.count}, {"flops", r.flops}, {"flops_exact", r.flops_exact}, {"support", r.support}});
+    fmt::print("{}\n", j.dump(2));
+    return kExitOk;
+  }
+  fmt::print("model     {}\nproducer  {}  (ir_version {}, opset {})\nnodes     {}{}\n", o.model,
+             g.producer_name.empty() ? "?" : g.producer_name, g.ir_version, g.opset, bound.nodes().size(),
+             o.optimized ? " (after passes)" : "");
+  fmt::print("params    {} ({})\n\n", params, format_bytes(static_cast<double>(param_bytes)));
+  Table io({"", "name", "dtype", "shape"});
+  for (ValueId v : declared.inputs()) {
+    const auto j = value_json(declared, v);
+    io.add({"input", j["name"], j["dtype"], fmt::format("[{}]", fmt::join(j["shape"].get<std::vector<std::string>>(), ","))});
+  }
+  for (ValueId v : declared.outputs()) {
+    const auto j = value_json(declared, v);
+    io.add({"output", j["name"], j["dtype"], fmt::format("[{}]", fmt::join(j["shape"].get<std::vector<std::string>>(), ","))});
+  }
+  fmt::print("{}\n", io.render());
+  std::vector<std::string> header{"op", "count", fmt::format("FLOPs (batch {})", o.batch)};
+  for (const auto& [name, b] : backends) header.push_back(name);
+  Table ops(header);
+  for (const auto& [op, r] : hist) {
+    std::vector<std::string> row{op, fmt::format("{}", r.count), (r.flops_exact ? "" : "~") + format_flops(r.flops)};
+    for (const auto& [name, b] : backends) row.push_back(!b ? "no device" : r.support.at(name) ? "yes" : "no");
+    ops.add(row);
+  }
+  ops.add_separator();
+  ops.add({"total", fmt::format("{}", bound.nodes().size()), (total_exact ? "" : "~") + format_flops(total)});
+  fmt::print("{}", ops.render());
+  if (!total_exact) fmt::print("~ : some shapes stay symbolic; give --dim NAME=VALUE for an exact count\n");
+  return kExitOk;
+}
+
+void setup(CLI::App& app) {
+  auto o = std::make_shared<Options>();
+  auto* cmd = app.add_subcommand("inspect", "Show a model's opset, inputs/outputs, ops, parameters, FLOPs and backend support");
+  cmd->add_option("model", o->model, "ONNX model file")->required();
+  cmd->add_flag("--json", o->json, "Print JSON");
+  cmd->add_flag("--optimized", o->optimized, "Show the graph after gpuopt's passes (folding, Identity/Dropout removal)");
+  cmd->add_option("--batch", o->batch, "Value of the dynamic batch dim for FLOP counts (default 1)")->check(CLI::PositiveNumber);
+  cmd->add_option("--dim", o->dims, "Bind another symbolic dim for FLOP counts: NAME=VALUE (repeatable)");
+  cmd->callback([o] { set_exit_code(run(*o)); });
+}
+GPUOPT_REGISTER_COMMAND(30, setup);
+
+}  // namespace
+}  // namespace gpuopt::cli

@@ -1,0 +1,225 @@
+// `gpuopt run MODEL.onnx`: run a model on given (.npy) or random inputs, write outputs as .npy,
+// report latency (min / median / p99) and throughput.
+#include "cli/command.h"
+#include "core/npy.h"
+#include "core/table.h"
+#include "gpuopt/session.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <random>
+
+namespace gpuopt::cli {
+namespace {
+
+struct Options {
+  std::string model;
+  std::vector<std::string> inputs;  // NAME=FILE.npy
+  std::vector<std::string> dims;    // NAME=VALUE for symbolic dims of random inputs
+  bool random = false;
+  int64_t batch = 1;
+  std::string output_dir;
+  int iterations = 10;
+  int warmup = 1;
+  std::string device = "cpu";
+  bool json = false;
+  uint64_t seed = 0;
+};
+
+// Random values a model accepts: floats uniform in [-1, 1); integers in [0, 8) so they are
+// valid indices/token ids for small vocabularies; bools fair coins.
+Tensor random_tensor(DType dt, const Shape& shape, std::mt19937_64& rng) {
+  Tensor t = Tensor::empty(dt, shape);
+  std::uniform_real_distribution<double> uf(-1.0, 1.0);
+  std::uniform_int_distribution<int> ui(0, 7);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    if (dt == DType::String) t.strings()[static_cast<size_t>(i)] = fmt::format("s{}", ui(rng));
+    else if (dtype_is_float(dt)) t.set_f64(i, uf(rng));
+    else if (dt == DType::Bool) t.set_f64(i, ui(rng) & 1);
+    else t.set_f64(i, ui(rng));
+  }
+  return t;
+}
+
+Result<Tensor> make_random_input(const TensorInfo& in, const Options& o, const std::map<std::string, int64_t>& dims,
+                                 std::mt19937_64& rng) {
+  if (!in.rank_known)
+    return Status::InvalidArgument("input '{}' has no declared shape; give it with --input {}=FILE.npy", in.name, in.name);
+  Shape shape;
+  for (size_t d = 0; d < in.shape.size(); ++d) {
+    if (in.shape[d] >= 0) {
+      shape.push_back(in.shape[d]);
+    } else if (auto it = dims.find(in.dims[d]); it != dims.end()) {
+      shape.push_back(it->second);
+    } else if (d == 0) {
+      shape.push_back(o.batch);  // the dynamic batch
+    } else {
+      return Status::InvalidArgument("input '{}' dim {} is symbolic ('{}'): give --dim {}=N or --input {}=FILE.npy", in.name,
+                                     d, in.dims[d], in.dims[d], in.name);
+    }
+  }
+  return random_tensor(in.dtype, shape, rng);
+}
+
+std::string file_name_for(const std::string& name) {
+  std::string s = name;
+  for (char& c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.') c = '_';
+  return s.empty() ? std::string("output") : s;
+}
+
+double percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  const double idx = p * static_cast<double>(v.size() - 1);
+  const size_t lo = static_cast<size_t>(idx);
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (idx - static_cast<double>(lo));
+}
+
+int run(const Options& o) {
+  SessionOptions so;
+  so.device = o.device;
+  auto loaded = Session::load(o.model, so);
+  if (!loaded.ok()) return report_error(loaded.status());
+  const Session& s = **loaded;
+
+  std::map<std::string, int64_t> dims;
+  for (const auto& kv : o.dims) {
+    const size_t eq = kv.find('=');
+    const int64_t v = eq == std::string::npos ? 0 : std::atoll(kv.c_str() + eq + 1);
+    if (v <= 0) return report_error(Status::InvalidArgument("--dim '{}': expected NAME=POSITIVE_INT", kv), true);
+    dims[kv.substr(0, eq)] = v;
+  }
+  std::map<std::string, Tensor> given;
+  for (const auto& kv : o.inputs) {
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0)
+      return report_error(Status::InvalidArgument("--input '{}': expected NAME=FILE.npy", kv), true);
+    auto t = read_npy(kv.substr(eq + 1));
+    if (!t.ok()) return report_error(t.status().with_context(fmt::format("--input {}", kv.substr(0, eq))));
+    given[kv.substr(0, eq)] = std::move(*t);
+  }
+  std::mt19937_64 rng(o.seed);
+  NamedTensors feeds;
+  for (const auto& in : s.inputs()) {
+    auto it = given.find(in.name);
+    if (it != given.end()) {
+      feeds.emplace_back(in.name, it->second);
+      given.erase(it);
+    } else if (o.random) {
+      auto t = make_random_input(in, o, dims, rng);
+      if (!t.ok()) return report_error(t.status(), true);
+      feeds.emplace_back(in.name, std::move(*t));
+    } else {
+      return report_error(Status::InvalidArgument("missing input '{}' ({} {}): give --input {}=FILE.npy or --random-inputs",
+                                                  in.name, dtype_name(in.dtype), in.shape_string(), in.name),
+                          true);
+    }
+  }
+  for (const auto& [name, t] : given) feeds.emplace_back(name, t);  // Session::run names the unknown one
+
+  int64_t batch = 1;
+  if (!feeds.empty() && feeds[0].second.rank() > 0 && !s.inputs().empty() && s.inputs()[0].dynamic_batch())
+    batch = feeds[0].second.dim(0);
+
+  using clock = std::chrono::steady_clock;
+  Result<NamedTensors> outs = Status::Internal("not run");
+  std::vector<double> ms;
+  for (int i = 0; i < o.warmup + o.iterations; ++i) {
+    const auto t0 = clock::now();
+    outs = s.run(feeds);
+    const double dt = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+    if (!outs.ok()) return report_error(outs.status());
+    if (i >= o.warmup) ms.push_back(dt);
+  }
+  if (!o.output_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(o.output_dir, ec);
+    if (ec) return report_error(Status::InvalidArgument("--output-dir '{}': {}", o.output_dir, ec.message()));
+    for (const auto& [name, t] : *outs) {
+      Status st = write_npy((std::filesystem::path(o.output_dir) / (file_name_for(name) + ".npy")).string(), t);
+      if (!st.ok()) return report_error(st);
+    }
+  }
+  const double mn = *std::min_element(ms.begin(), ms.end());
+  const double med = percentile(ms, 0.5), p99 = percentile(ms, 0.99);
+  const double throughput = static_cast<double>(batch) * 1000.0 / med;
+
+  if (o.json) {
+    nlohmann::json j;
+    j["model"] = o.model;
+    j["device"] = o.device;
+    j["batch"] = batch;
+    j["iterations"] = o.iterations;
+    j["latency_ms"] = {{"min", mn}, {"median", med}, {"p99", p99}};
+    j["throughput_per_s"] = throughput;
+    for (const auto& [name, t] : feeds) j["inputs"].push_back({{"name", name}, {"tensor", t.describe()}});
+    for (const auto& [name, t] : *outs) {
+      nlohmann::json oj = {{"name", name}, {"tensor", t.describe()}};
+      if (!o.output_dir.empty()) oj["file"] = (std::filesystem::path(o.output_dir) / (file_name_for(name) + ".npy")).string();
+      j["outputs"].push_back(oj);
+    }
+    fmt::print("{}\n", j.dump(2));
+    return kExitOk;
+  }
+  fmt::print("model   {}  (opset {}, device {})\n", o.model, s.opset(), o.device);
+  Table io({"", "name", "tensor", "min", "max", "mean"});
+  auto stats = [](const Tensor& t, std::vector<std::string>* row) {
+    if (t.dtype() == DType::String || t.numel() == 0) {
+      row->insert(row->end(), {"", "", ""});
+      return;
+    }
+    double lo = t.get_f64(0), hi = lo, sum = 0;
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      const double v = t.get_f64(i);
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+      sum += v;
+    }
+    row->insert(row->end(), {fmt::format("{:.4g}", lo), fmt::format("{:.4g}", hi), fmt::format("{:.4g}", sum / t.numel())});
+  };
+  for (const auto& [name, t] : feeds) {
+    std::vector<std::string> row{"input", name, t.describe()};
+    stats(t, &row);
+    io.add(row);
+  }
+  for (const auto& [name, t] : *outs) {
+    std::vector<std::string> row{"output", name, t.describe()};
+    stats(t, &row);
+    io.add(row);
+  }
+  fmt::print("{}\n", io.render());
+  Table lat({"iterations", "batch", "min", "median", "p99", "throughput"});
+  lat.add({fmt::format("{}", o.iterations), fmt::format("{}", batch), format_duration_us(mn * 1e3),
+           format_duration_us(med * 1e3), format_duration_us(p99 * 1e3), fmt::format("{:.1f} samples/s", throughput)});
+  fmt::print("{}", lat.render());
+  if (!o.output_dir.empty()) fmt::print("outputs written to {}/ as .npy\n", o.output_dir);
+  return kExitOk;
+}
+
+void setup(CLI::App& app) {
+  auto o = std::make_shared<Options>();
+  auto* cmd = app.add_subcommand("run", "Run a model on the CPU (or another device): outputs as .npy, latency and throughput");
+  cmd->add_option("model", o->model, "ONNX model file")->required();
+  cmd->add_option("--input", o->inputs, "NAME=FILE.npy (repeatable)");
+  cmd->add_flag("--random-inputs", o->random, "Fill inputs not given with --input with random values (seeded)");
+  cmd->add_option("--batch", o->batch, "Batch size for random inputs with a dynamic leading dim")->check(CLI::PositiveNumber);
+  cmd->add_option("--dim", o->dims, "NAME=VALUE for another symbolic dim of random inputs (repeatable)");
+  cmd->add_option("--output-dir", o->output_dir, "Write each output as DIR/<name>.npy");
+  cmd->add_option("--iterations", o->iterations, "Timed runs (default 10)")->check(CLI::Range(1, 1000000));
+  cmd->add_option("--warmup", o->warmup, "Untimed runs first (default 1)")->check(CLI::Range(0, 1000000));
+  cmd->add_option("--device", o->device, "cpu (reference) or cuda when built in");
+  cmd->add_option("--seed", o->seed, "Seed of --random-inputs (default 0)");
+  cmd->add_flag("--json", o->json, "Print JSON");
+  cmd->callback([o] { set_exit_code(run(*o)); });
+}
+GPUOPT_REGISTER_COMMAND(40, setup);
+
+}  // namespace
+}  // namespace gpuopt::cli
