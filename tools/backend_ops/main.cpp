@@ -1,0 +1,302 @@
+// backend_ops: each case runs one op on the CPU reference and on the CUDA backend's kernel, on
+// fresh random inputs, and checks: no NaN where the reference has none, Inf matches Inf of the
+// same sign, guard bytes around every output untouched, error within the dtype's tolerance.
+//
+//   backend_ops test [--op Softmax]      correctness, ends with "N passed, N failed, N skipped"
+//   backend_ops perf [--op MatMul]       GB/s and TFLOP/s per case
+//   backend_ops support [--out FILE]     op x dtype support table (Markdown) for docs/ops.md
+#include "backends/cuda/cuda_ops.h"
+#include "cases.h"
+#include "core/dispatch.h"
+#include "core/table.h"
+#include "ir/eval.h"
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+
+namespace gpuopt::backend_ops {
+namespace {
+
+using cuda::CudaKernelContext;
+using cuda::CudaOpEntry;
+using cuda::ExecContext;
+using cuda::cuda_op;
+
+constexpr size_t kGuard = 256;
+constexpr unsigned char kPattern = 0xA5;
+
+struct Tol {
+  double abs, rel;
+};
+// ONNX Runtime's per-dtype tolerances (CONVENTIONS.md).
+Tol tolerance(DType dt) {
+  switch (dt) {
+    case DType::F16: return {2.5e-3, 1e-3};
+    case DType::BF16: return {2e-2, 1e-2};
+    case DType::F32: return {1e-5, 1e-4};
+    case DType::F64: return {1e-10, 1e-9};
+    default: return {0, 0};  // integers and bool: exact
+  }
+}
+
+struct DeviceBuf {
+  void* base = nullptr;
+  size_t bytes = 0;
+  explicit DeviceBuf(size_t n) : bytes(n) {
+    cudaMalloc(&base, n + 2 * kGuard);
+    cudaMemset(base, kPattern, n + 2 * kGuard);
+  }
+  ~DeviceBuf() { cudaFree(base); }
+  void* data() const { return static_cast<char*>(base) + kGuard; }
+  bool guards_ok() const {
+    std::vector<unsigned char> h(bytes + 2 * kGuard);
+    cudaMemcpy(h.data(), base, h.size(), cudaMemcpyDeviceToHost);
+    for (size_t i = 0; i < kGuard; ++i)
+      if (h[i] != kPattern || h[kGuard + bytes + i] != kPattern) return false;
+    return true;
+  }
+};
+
+Tensor make_input(const InputSpec& s, std::mt19937& rng) {
+  Tensor t = Tensor::empty(s.dtype, s.shape);
+  if (s.host_constant) {
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      if (dtype_is_integer(s.dtype)) {
+        dispatch_dtype(s.dtype, [&](auto tag) {
+          using T = decltype(tag);
+          t.data<T>()[i] = static_cast<T>(static_cast<int64_t>(s.values[static_cast<size_t>(i)]));
+        });
+      } else {
+        t.set_f64(i, s.values[static_cast<size_t>(i)]);
+      }
+    }
+    return t;
+  }
+  std::uniform_real_distribution<double> u(s.lo, s.hi);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    double v = u(rng);
+    if (s.dtype == DType::Bool) v = v > 0 ? 1 : 0;
+    else if (dtype_is_integer(s.dtype)) v = std::floor(v);
+    else if (std::fabs(v) < 1e-3) v = 0.5;  // never zeros
+    t.set_f64(i, v);
+  }
+  return t;
+}
+
+struct Outcome {
+  enum Kind { kPass, kFail, kSkip } kind = kSkip;
+  std::string detail;
+  double gbps = 0, tflops = 0, us = 0;
+};
+
+struct Harness {
+  ExecContext ec;
+  bool ok = false;
+  Harness() {
+    int n = 0;
+    ok = cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+    cudaGetLastError();
+    if (!ok) return;
+    cudaStreamCreate(&ec.stream);
+    cublasLtCreate(&ec.lt);
+    ec.workspace_bytes = size_t{64} << 20;
+    cudaMalloc(&ec.workspace, ec.workspace_bytes);
+  }
+  ~Harness() {
+    if (!ok) return;
+    if (ec.dnn) {
+      // cudnnDestroy lives in the backend's library; the process exit releases it.
+    }
+    cublasLtDestroy(ec.lt);
+    cudaFree(ec.workspace);
+    cudaStreamDestroy(ec.stream);
+  }
+
+  Outcome run(const Case& c, bool perf, uint32_t seed) {
+    Outcome r;
+    const std::optional<Op> op = op_from_name(c.op);
+    if (!op) return {Outcome::kSkip, "unsupported: not in the op table"};
+    Node node;
+    node.op = *op;
+    node.op_type = c.op;
+    node.name = c.op + "_case";
+    node.attrs = c.attrs;
+    std::vector<DType> dts;
+    for (size_t i = 0; i < c.inputs.size(); ++i) {
+      node.inputs.push_back(c.inputs[i].dtype == DType::Undefined ? kNoValue : static_cast<ValueId>(i));
+      dts.push_back(c.inputs[i].dtype);
+    }
+    for (int o = 0; o < c.num_outputs; ++o) node.outputs.push_back(static_cast<ValueId>(c.inputs.size() + o));
+    const CudaOpEntry* e = cuda_op(*op);
+    if (!e) return {Outcome::kSkip, "unsupported: no CUDA kernel"};
+    if (e->supports && !e->supports(node, dts)) return {Outcome::kSkip, "unsupported: dtype not handled by the CUDA kernel"};
+    if (!ok) return {Outcome::kSkip, "skipped: no CUDA device"};
+
+    std::mt19937 rng(seed);
+    std::vector<Tensor> host(c.inputs.size());
+    std::vector<const Tensor*> host_ptrs(c.inputs.size(), nullptr);
+    for (size_t i = 0; i < c.inputs.size(); ++i) {
+      if (c.inputs[i].dtype == DType::Undefined) continue;
+      host[i] = make_input(c.inputs[i], rng);
+      host_ptrs[i] = &host[i];
+    }
+    auto ref = eval_node(node, host_ptrs, c.opset);
+    if (!ref.ok()) return {Outcome::kFail, "cpu reference failed: " + ref.status().to_string()};
+
+    std::vector<std::unique_ptr<DeviceBuf>> bufs;
+    std::vector<Tensor> dev_in(c.inputs.size());
+    CudaKernelContext k{node, std::vector<const Tensor*>(c.inputs.size(), nullptr), host_ptrs, {}, ec, c.opset};
+    double bytes = 0;
+    for (size_t i = 0; i < c.inputs.size(); ++i) {
+      if (!host_ptrs[i] || ((e->host_inputs >> i) & 1u)) continue;
+      bufs.push_back(std::make_unique<DeviceBuf>(host[i].nbytes()));
+      cudaMemcpy(bufs.back()->data(), host[i].raw(), host[i].nbytes(), cudaMemcpyHostToDevice);
+      dev_in[i] = Tensor::borrow(host[i].dtype(), host[i].shape(), bufs.back()->data(), Device{DeviceKind::kCuda, 0});
+      k.inputs[i] = &dev_in[i];
+      bytes += static_cast<double>(host[i].nbytes());
+    }
+    std::vector<Tensor> dev_out(ref->size());
+    std::vector<DeviceBuf*> out_bufs(ref->size(), nullptr);
+    k.outputs.assign(ref->size(), nullptr);
+    for (size_t o = 0; o < ref->size(); ++o) {
+      const Tensor& t = (*ref)[o];
+      if (!t.defined()) continue;
+      if (e->alias) {
+        dev_out[o] = Tensor::wrap(t.dtype(), t.shape(), nullptr);
+      } else {
+        bufs.push_back(std::make_unique<DeviceBuf>(t.nbytes()));
+        out_bufs[o] = bufs.back().get();
+        dev_out[o] = Tensor::borrow(t.dtype(), t.shape(), out_bufs[o]->data(), Device{DeviceKind::kCuda, 0});
+      }
+      k.outputs[o] = &dev_out[o];
+      bytes += static_cast<double>(t.nbytes());
+    }
+    Status st = e->run(k);
+    if (!st.ok()) return {Outcome::kFail, "cuda kernel failed: " + st.to_string()};
+    if (cudaStreamSynchronize(ec.stream) != cudaSuccess) return {Outcome::kFail, std::string("cuda error: ") + cudaGetErrorString(cudaGetLastError())};
+
+    double worst = 0;
+    for (size_t o = 0; o < ref->size(); ++o) {
+      const Tensor& want = (*ref)[o];
+      if (!want.defined()) continue;
+      if (dev_out[o].shape() != want.shape()) return {Outcome::kFail, fmt::format("output {} shape {} != {}", o, shape_to_string(dev_out[o].shape()), shape_to_string(want.shape()))};
+      if (out_bufs[o] && !out_bufs[o]->guards_ok()) return {Outcome::kFail, fmt::format("output {}: guard bytes overwritten", o)};
+      Tensor got = Tensor::empty(want.dtype(), want.shape());
+      cudaMemcpy(got.raw(), dev_out[o].raw(), got.nbytes(), cudaMemcpyDeviceToHost);
+      const Tol tol = tolerance(want.dtype());
+      for (int64_t i = 0; i < want.numel(); ++i) {
+        const double w = want.get_f64(i), g = got.get_f64(i);
+        if (std::isnan(w) || std::isnan(g)) {
+          if (std::isnan(w) != std::isnan(g)) return {Outcome::kFail, fmt::format("output {}[{}]: got {} want {}", o, i, g, w)};
+          continue;
+        }
+        if (std::isinf(w) || std::isinf(g)) {
+          if (w != g) return {Outcome::kFail, fmt::format("output {}[{}]: got {} want {}", o, i, g, w)};
+          continue;
+        }
+        const double err = std::fabs(g - w);
+        if (err > tol.abs + tol.rel * std::fabs(w))
+          return {Outcome::kFail, fmt::format("output {}[{}]: got {:.7g} want {:.7g} (err {:.3g}, tol {}+{}*|want|)", o, i, g, w, err, tol.abs, tol.rel)};
+        worst = std::max(worst, err / (tol.abs + tol.rel * std::fabs(w)));
+      }
+    }
+    r.kind = Outcome::kPass;
+    r.detail = fmt::format("worst err {:.0f}% of tolerance", worst * 100);
+    if (perf) {
+      cudaEvent_t a, b;
+      cudaEventCreate(&a);
+      cudaEventCreate(&b);
+      for (int i = 0; i < 3; ++i) (void)e->run(k);
+      const int iters = 50;
+      cudaEventRecord(a, ec.stream);
+      for (int i = 0; i < iters; ++i) (void)e->run(k);
+      cudaEventRecord(b, ec.stream);
+      cudaEventSynchronize(b);
+      float ms = 0;
+      cudaEventElapsedTime(&ms, a, b);
+      r.us = ms * 1000.0 / iters;
+      r.gbps = bytes / (r.us * 1e-6) / 1e9;
+      std::vector<ValueInfo> vin(c.inputs.size()), vout(ref->size());
+      FlopsContext fc{node, {}, {}};
+      for (size_t i = 0; i < c.inputs.size(); ++i) {
+        if (!host_ptrs[i]) { fc.inputs.push_back(nullptr); continue; }
+        vin[i] = ValueInfo{host[i].dtype(), true, host[i].shape(), &host[i]};
+        fc.inputs.push_back(&vin[i]);
+      }
+      for (size_t o = 0; o < ref->size(); ++o) {
+        vout[o] = ValueInfo{(*ref)[o].dtype(), true, (*ref)[o].shape(), nullptr};
+        fc.outputs.push_back(&vout[o]);
+      }
+      r.tflops = op_def(*op).flops(fc) / (r.us * 1e-6) / 1e12;
+      cudaEventDestroy(a);
+      cudaEventDestroy(b);
+    }
+    return r;
+  }
+};
+
+int main_impl(int argc, char** argv) {
+  std::string mode = argc > 1 ? argv[1] : "test";
+  std::string only, out_path;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--op")) only = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--out")) out_path = argv[i + 1];
+  }
+  if (mode != "test" && mode != "perf" && mode != "support") {
+    fmt::print(stderr, "usage: backend_ops test|perf|support [--op NAME] [--out FILE]\n");
+    return 2;
+  }
+  Harness h;
+  int passed = 0, failed = 0, skipped = 0;
+  std::map<std::string, std::map<std::string, std::string>> support;  // op -> dtype -> mark
+  std::set<std::string> dtypes_seen;
+  Table perf_table({"op", "case", "us", "GB/s", "TFLOP/s"});
+  uint32_t seed = static_cast<uint32_t>(std::random_device{}());
+  for (const Case& c : all_cases()) {
+    if (!only.empty() && c.op != only) continue;
+    Outcome o = h.run(c, mode == "perf", seed++);
+    const std::string dt = c.inputs.empty() ? "-" : std::string(dtype_name(c.inputs[0].dtype));
+    dtypes_seen.insert(dt);
+    std::string& mark = support[c.op][dt];
+    if (mode == "support") {
+      const bool unsupported = o.detail.rfind("unsupported", 0) == 0;
+      if (mark.empty() || mark == "yes") mark = unsupported ? "no" : "yes";
+      continue;
+    }
+    const char* tag = o.kind == Outcome::kPass ? "OK" : o.kind == Outcome::kFail ? "FAIL" : "SKIP";
+    fmt::print("{:<20} {:<40} {:<5} {}\n", c.op, c.label, tag, o.detail);
+    (o.kind == Outcome::kPass ? passed : o.kind == Outcome::kFail ? failed : skipped)++;
+    if (mode == "perf" && o.kind == Outcome::kPass)
+      perf_table.add({c.op, c.label, fmt::format("{:.1f}", o.us), fmt::format("{:.1f}", o.gbps), fmt::format("{:.3f}", o.tflops)});
+  }
+  if (mode == "support") {
+    std::string md = "| op | " + fmt::format("{}", fmt::join(dtypes_seen, " | ")) + " |\n|---|";
+    for (size_t i = 0; i < dtypes_seen.size(); ++i) md += "---|";
+    md += "\n";
+    for (const auto& [op, m] : support) {
+      md += "| " + op + " |";
+      for (const auto& d : dtypes_seen) md += " " + (m.count(d) ? m.at(d) : std::string("")) + " |";
+      md += "\n";
+    }
+    if (!out_path.empty()) std::ofstream(out_path) << md;
+    fmt::print("{}", md);
+    return 0;
+  }
+  if (mode == "perf") fmt::print("\n{}", perf_table.render());
+  fmt::print("{} passed, {} failed, {} skipped\n", passed, failed, skipped);
+  return failed ? 1 : 0;
+}
+
+}  // namespace
+}  // namespace gpuopt::backend_ops
+
+int main(int argc, char** argv) { return gpuopt::backend_ops::main_impl(argc, argv); }
