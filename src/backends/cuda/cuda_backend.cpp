@@ -391,6 +391,10 @@ bool float_or_int_types(const Node&, const std::vector<DType>& in) {
     if (t != DType::Undefined && !is_basic(t)) return false;
   return true;
 }
-bool any_types(const Node&, const std::vector<DType>&) { return true; }
+bool any_types(const Node&, const std::vector<DType>& in) {
+  for (DType t : in)
+    if (t == DType::String) return false;  // string tensors live on the host only
+  return true;
+}
 
 }  // namespace gpuopt::cuda

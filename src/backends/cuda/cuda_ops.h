@@ -75,7 +75,7 @@ constexpr uint32_t host_inputs_mask(std::initializer_list<int> idx) {
 // Common dtype predicates.
 bool float_types(const Node&, const std::vector<DType>& in);           // every present input f32/f16/bf16
 bool float_or_int_types(const Node&, const std::vector<DType>& in);    // + i32/i64/i8/u8/bool
-bool any_types(const Node&, const std::vector<DType>& in);
+bool any_types(const Node&, const std::vector<DType>& in);          // every dtype but String
 
 }  // namespace gpuopt::cuda
 

@@ -1,0 +1,30 @@
+// Data-movement kernels that work on raw element sizes (any dtype of 1, 2, 4 or 8 bytes):
+// one strided copy serves Transpose, Slice and Expand; plus Where and Gather.
+#pragma once
+
+#include "backends/cuda/elementwise.h"
+
+namespace gpuopt::cuda {
+
+// out[i0..ir] = in[offset + sum_k i_k * in_strides[k]] (strides in elements; 0 broadcasts,
+// negative walks backwards).
+struct StridedDesc {
+  int rank = 0;
+  int64_t numel = 0;
+  int64_t out_dims[kMaxRank] = {};
+  int64_t in_strides[kMaxRank] = {};
+  int64_t in_offset = 0;
+};
+
+Status launch_strided_copy(size_t elem_size, const void* in, void* out, const StridedDesc& d, cudaStream_t s);
+
+// y = cond ? a : b with numpy broadcasting of all three to `out_shape`.
+Status launch_where(size_t elem_size, const bool* cond, const Shape& cond_shape, const void* a, const Shape& a_shape,
+                    const void* b, const Shape& b_shape, void* y, const Shape& out_shape, cudaStream_t s);
+
+// out[o, j, i] = data[o, idx[j], i]; data viewed as [outer, axis_dim, inner]; negative indices
+// count from the end; an index out of range writes zeros and sets *bad (device flag) to 1.
+Status launch_gather(size_t elem_size, const void* data, int64_t outer, int64_t axis_dim, int64_t inner,
+                     const void* indices, bool indices_i64, int64_t num_indices, void* out, int* bad, cudaStream_t s);
+
+}  // namespace gpuopt::cuda
