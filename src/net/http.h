@@ -1,0 +1,191 @@
+// A small, fast HTTP/1.1 server (Boost.Beast/Asio) and a blocking client.
+//
+// The server runs one io_context on N threads (default: one per core). Each connection reads one
+// request at a time (keep-alive, no pipelining overlap), routes it by method + path pattern, and
+// writes the answer the handler gives — synchronously, or later from any thread through a
+// Responder (the inference server answers from its batcher threads).
+//
+//   gpuopt::net::Router router;
+//   router.get("/v2/health/live", [](const net::HttpRequest&) { return net::HttpResponse::json(200, "{}"); });
+//   router.post_async("/v2/models/{model}/infer", [](net::HttpRequest&& req, net::Responder done) {
+//     std::string model(req.param("model"));
+//     enqueue(model, std::move(req.body), [done](std::string out) { done(net::HttpResponse::json(200, out)); });
+//   });
+//   net::ServerOptions opts;
+//   opts.host = "127.0.0.1";
+//   opts.port = 0;                      // ephemeral; server->port() tells which
+//   GPUOPT_ASSIGN_OR_RETURN(auto server, net::HttpServer::start(opts, std::move(router)));
+//   ...
+//   server->stop(std::chrono::seconds(30));   // stop accepting, finish in-flight, close idle
+//
+//   net::HttpClient client("127.0.0.1", server->port());
+//   GPUOPT_ASSIGN_OR_RETURN(net::HttpResponse r, client.get("/v2/health/live"));   // r.status == 200
+//
+// Limits: a body over max_body_bytes gets 413, headers over max_header_bytes get 431, a request
+// the parser rejects gets 400, a connection over max_connections gets 503; each closes the
+// connection and never disturbs the others.
+#pragma once
+
+#include "core/status.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace gpuopt::net {
+
+using Headers = std::vector<std::pair<std::string, std::string>>;
+
+// Case-insensitive header lookup; "" when absent.
+std::string_view find_header(const Headers& headers, std::string_view name);
+
+struct HttpRequest {
+  std::string method;  // "GET", "POST", ...
+  std::string target;  // as sent: "/v2/models/m/infer?x=1"
+  std::string path;    // target without the query, percent-decoded
+  std::string query;   // after '?', raw
+  Headers headers;
+  std::string body;
+  Headers params;  // captures of the route pattern: {"model", "m"}
+  bool keep_alive = true;
+
+  std::string_view header(std::string_view name) const { return find_header(headers, name); }
+  std::string_view param(std::string_view name) const;
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  Headers headers;  // extra headers (server side) or every header received (client side)
+
+  std::string_view header(std::string_view name) const { return find_header(headers, name); }
+  static HttpResponse json(int status, std::string body);
+  static HttpResponse text(int status, std::string body, std::string content_type = "text/plain; charset=utf-8");
+  // {"error": "<message>"} — the KServe/Triton error body.
+  static HttpResponse error(int status, std::string_view message);
+};
+
+namespace detail {
+struct ResponderState;
+}
+
+// Completes one request: call it once, from any thread. Copies share one state; the first call
+// wins, later calls are ignored. If every copy is dropped without a call, the client gets a 500
+// (a handler bug must not leave a connection hanging).
+class Responder {
+ public:
+  Responder() = default;
+  explicit Responder(std::shared_ptr<detail::ResponderState> state) : state_(std::move(state)) {}
+  void operator()(HttpResponse response) const;
+
+ private:
+  std::shared_ptr<detail::ResponderState> state_;
+};
+
+using Handler = std::function<HttpResponse(const HttpRequest&)>;
+using AsyncHandler = std::function<void(HttpRequest&&, Responder)>;
+
+// Routes by method and path pattern. Patterns are '/'-separated segments; "{name}" captures one
+// segment. First match in insertion order wins; a path that matches with another method gets 405,
+// no match 404.
+class Router {
+ public:
+  void add(std::string method, std::string pattern, Handler handler);
+  void add_async(std::string method, std::string pattern, AsyncHandler handler);
+  void get(std::string pattern, Handler h) { add("GET", std::move(pattern), std::move(h)); }
+  void post(std::string pattern, Handler h) { add("POST", std::move(pattern), std::move(h)); }
+  void post_async(std::string pattern, AsyncHandler h) { add_async("POST", std::move(pattern), std::move(h)); }
+  // Called instead of 404 when nothing matches (optional).
+  void set_not_found(Handler handler) { not_found_ = std::move(handler); }
+
+  // Fills req.params and calls the handler (exceptions become 500).
+  void dispatch(HttpRequest&& req, Responder done) const;
+
+ private:
+  struct Route {
+    std::string method;
+    std::vector<std::string> segments;  // "{x}" = capture
+    AsyncHandler handler;
+  };
+  std::vector<Route> routes_;
+  Handler not_found_;
+};
+
+struct ServerOptions {
+  std::string host = "0.0.0.0";
+  uint16_t port = 0;  // 0 = ephemeral
+  int threads = 0;    // 0 = one per core
+  size_t max_body_bytes = size_t{64} << 20;
+  size_t max_header_bytes = size_t{16} << 10;
+  size_t max_connections = 4096;
+  std::chrono::milliseconds idle_timeout{std::chrono::seconds(120)};  // keep-alive and slow reads
+  std::string server_name = "gpuopt";
+};
+
+struct ServerCounters {
+  uint64_t connections_accepted = 0;
+  uint64_t connections_rejected = 0;  // over max_connections
+  uint64_t connections_open = 0;
+  uint64_t requests = 0;      // requests answered (all statuses)
+  uint64_t bad_requests = 0;  // 400/413/431 from the transport layer
+};
+
+class HttpServer {
+ public:
+  // Binds host:port and starts the threads; fails with a clear message when the port is taken.
+  static Result<std::unique_ptr<HttpServer>> start(ServerOptions options, Router router);
+  ~HttpServer();  // stop(0 grace) if still running
+
+  uint16_t port() const;            // the bound port (useful with port 0)
+  const std::string& host() const;  // as bound
+  // Stops accepting, closes idle keep-alive connections, lets requests in flight finish and
+  // answer (with "Connection: close"), then closes what is left after `grace` and joins threads.
+  // Idempotent; safe from any thread except the server's own.
+  void stop(std::chrono::milliseconds grace = std::chrono::seconds(30));
+  bool running() const;
+  ServerCounters counters() const;
+
+  struct Impl;
+
+ private:
+  explicit HttpServer(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+  std::shared_ptr<Impl> impl_;
+};
+
+// Blocking HTTP/1.1 client over one keep-alive connection (reconnects when the server closed it).
+// Not thread-safe: one per thread.
+class HttpClient {
+ public:
+  HttpClient(std::string host, uint16_t port, std::chrono::milliseconds timeout = std::chrono::seconds(60));
+  ~HttpClient();
+  HttpClient(const HttpClient&) = delete;
+  HttpClient& operator=(const HttpClient&) = delete;
+
+  Result<HttpResponse> request(std::string_view method, std::string_view target, std::string_view body = {},
+                               const Headers& headers = {}, std::string_view content_type = "application/json");
+  Result<HttpResponse> get(std::string_view target) { return request("GET", target); }
+  Result<HttpResponse> post(std::string_view target, std::string_view body, const Headers& headers = {},
+                            std::string_view content_type = "application/json") {
+    return request("POST", target, body, headers, content_type);
+  }
+  void close();
+  // Connections opened so far (1 when every request reused the same keep-alive connection).
+  int connects() const { return connects_; }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  int connects_ = 0;
+};
+
+// Percent-decodes a URL path ("%2F" -> "/"); false on a malformed escape.
+bool url_decode(std::string_view in, std::string* out);
+
+}  // namespace gpuopt::net

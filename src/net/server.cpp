@@ -1,0 +1,376 @@
+// HttpServer: acceptor + connections on one io_context run by N threads. Each connection lives
+// on its own strand and handles one request at a time.
+#include "core/log.h"
+#include "net/http.h"
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+
+namespace gpuopt::net {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+
+class Connection;
+
+namespace detail {
+struct ResponderState {
+  std::shared_ptr<Connection> conn;
+  std::atomic<bool> done{false};
+  ~ResponderState();
+};
+}  // namespace detail
+
+struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
+  ServerOptions opts;
+  Router router;
+  asio::io_context ioc;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
+  tcp::acceptor acceptor{asio::make_strand(ioc)};
+  std::vector<std::thread> threads;
+  std::string host;
+  uint16_t port = 0;
+
+  std::atomic<bool> stopping{false};
+  std::atomic<bool> joined{false};
+  std::mutex stop_mu;  // serialises stop()
+
+  std::mutex mu;  // guards conns
+  std::condition_variable cv;
+  std::unordered_map<Connection*, std::weak_ptr<Connection>> conns;
+
+  std::atomic<uint64_t> accepted{0}, rejected{0}, requests{0}, bad_requests{0};
+
+  explicit Impl(ServerOptions o, Router r) : opts(std::move(o)), router(std::move(r)) {}
+  void do_accept();
+  void on_accept(beast::error_code ec, tcp::socket socket);
+  void unregister(Connection* c) {
+    std::lock_guard<std::mutex> lk(mu);
+    conns.erase(c);
+    cv.notify_all();
+  }
+  template <typename F>
+  void for_each_connection(F f) {
+    std::vector<std::shared_ptr<Connection>> live;
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      for (auto& [p, w] : conns)
+        if (auto s = w.lock()) live.push_back(std::move(s));
+    }
+    for (auto& c : live) f(c);
+  }
+};
+
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(std::shared_ptr<HttpServer::Impl> server, tcp::socket socket)
+      : server_(std::move(server)), stream_(std::move(socket)) {}
+  ~Connection() { server_->unregister(this); }
+
+  void start() { read_next(); }
+
+  // Over max_connections: answer 503 and close.
+  void reject() {
+    HttpResponse r = HttpResponse::error(503, "too many connections");
+    keep_alive_ = false;
+    write_response(std::move(r), /*error_close=*/true);
+  }
+
+  // From any thread: queue the answer onto this connection's strand.
+  void post_response(HttpResponse r) {
+    if (server_->joined.load()) return;  // threads are gone; nobody would run the write
+    asio::post(stream_.get_executor(),
+               [self = shared_from_this(), r = std::move(r)]() mutable { self->write_response(std::move(r), false); });
+  }
+
+  // Server stop: idle keep-alive connections close now; busy ones close after their answer.
+  void on_server_stop() {
+    asio::post(stream_.get_executor(), [self = shared_from_this()] {
+      if (self->state_ == State::kIdle) self->close();
+    });
+  }
+  void force_close() {
+    asio::post(stream_.get_executor(), [self = shared_from_this()] { self->close(); });
+  }
+
+ private:
+  enum class State { kIdle, kReading, kHandling, kWriting, kClosed };
+
+  void read_next() {
+    if (server_->stopping.load()) return close();
+    state_ = State::kIdle;
+    parser_.emplace();
+    parser_->header_limit(static_cast<std::uint32_t>(server_->opts.max_header_bytes));
+    parser_->body_limit(server_->opts.max_body_bytes);
+    stream_.expires_after(server_->opts.idle_timeout);
+    http::async_read_header(stream_, buffer_, *parser_,
+                            [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
+  }
+
+  void on_header(beast::error_code ec) {
+    if (ec) return on_read_error(ec);
+    state_ = State::kReading;
+    auto& req = parser_->get();
+    auto expect = req[http::field::expect];
+    if (beast::iequals(expect, "100-continue")) {
+      continue_.emplace(http::status::continue_, req.version());
+      http::async_write(stream_, *continue_, [self = shared_from_this()](beast::error_code ec, size_t) {
+        if (ec) return self->close();
+        self->read_body();
+      });
+      return;
+    }
+    read_body();
+  }
+
+  void read_body() {
+    if (parser_->is_done()) return dispatch();
+    http::async_read(stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, size_t) {
+      if (ec) return self->on_read_error(ec);
+      self->dispatch();
+    });
+  }
+
+  void on_read_error(beast::error_code ec) {
+    if (ec == http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset ||
+        ec == asio::error::operation_aborted || ec == beast::error::timeout || ec == asio::error::bad_descriptor ||
+        state_ == State::kClosed)
+      return close();
+    server_->bad_requests++;
+    keep_alive_ = false;
+    if (ec == http::error::body_limit)
+      return write_response(HttpResponse::error(413, fmt::format("request body larger than the limit of {} bytes",
+                                                                 server_->opts.max_body_bytes)),
+                            true);
+    if (ec == http::error::header_limit)
+      return write_response(HttpResponse::error(431, fmt::format("request headers larger than the limit of {} bytes",
+                                                                 server_->opts.max_header_bytes)),
+                            true);
+    write_response(HttpResponse::error(400, "malformed HTTP request: " + ec.message()), true);
+  }
+
+  void dispatch() {
+    state_ = State::kHandling;
+    stream_.expires_never();
+    auto msg = parser_->release();
+    parser_.reset();
+    HttpRequest req;
+    req.method = std::string(msg.method_string());
+    req.target = std::string(msg.target());
+    head_ = msg.method() == http::verb::head;
+    keep_alive_ = msg.keep_alive();
+    std::string_view t = req.target;
+    size_t q = t.find('?');
+    if (q != std::string_view::npos) req.query = std::string(t.substr(q + 1));
+    if (!url_decode(t.substr(0, q), &req.path)) {
+      server_->bad_requests++;
+      keep_alive_ = false;
+      return write_response(HttpResponse::error(400, "malformed percent-escape in the URL path"), true);
+    }
+    req.headers.reserve(8);
+    for (const auto& f : msg) req.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
+    req.body = std::move(msg.body());
+    req.keep_alive = keep_alive_;
+    auto state = std::make_shared<detail::ResponderState>();
+    state->conn = shared_from_this();
+    server_->router.dispatch(std::move(req), Responder(std::move(state)));
+  }
+
+ public:
+  void write_response(HttpResponse r, bool error_close) {
+    if (state_ == State::kClosed || state_ == State::kWriting) return;
+    state_ = State::kWriting;
+    server_->requests++;
+    if (server_->stopping.load()) keep_alive_ = false;
+    res_.emplace(static_cast<http::status>(r.status), 11);
+    res_->set(http::field::server, server_->opts.server_name);
+    res_->set(http::field::content_type, r.content_type);
+    for (auto& [k, v] : r.headers) res_->set(k, v);
+    res_->keep_alive(keep_alive_);
+    size_t n = r.body.size();
+    if (!head_) res_->body() = std::move(r.body);
+    res_->prepare_payload();
+    if (head_) res_->content_length(n);
+    stream_.expires_after(server_->opts.idle_timeout);
+    http::async_write(stream_, *res_, [self = shared_from_this(), error_close](beast::error_code ec, size_t) {
+      self->res_.reset();
+      self->head_ = false;
+      if (ec) return self->close();
+      if (error_close) return self->linger_close();
+      if (!self->keep_alive_) return self->graceful_close();
+      self->read_next();
+    });
+  }
+
+ private:
+  void graceful_close() {
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    close();
+  }
+
+  // After an error answer the client may still be sending the body; reading it to EOF for a
+  // short while lets the client read our answer instead of a connection reset.
+  void linger_close() {
+    state_ = State::kClosed;
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    stream_.expires_after(std::chrono::seconds(2));
+    drain_.resize(64 * 1024);
+    drain_more(0);
+  }
+  void drain_more(size_t total) {
+    stream_.async_read_some(asio::buffer(drain_), [self = shared_from_this(), total](beast::error_code ec, size_t n) {
+      if (ec || total + n > (size_t{256} << 20)) {
+        beast::error_code ignored;
+        self->stream_.socket().close(ignored);
+        return;
+      }
+      self->drain_more(total + n);
+    });
+  }
+
+  void close() {
+    state_ = State::kClosed;
+    beast::error_code ec;
+    stream_.socket().close(ec);
+  }
+
+ public:
+  std::shared_ptr<HttpServer::Impl> server_;  // declared first: destroyed after the socket
+
+ private:
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  std::optional<http::response<http::string_body>> res_;
+  std::optional<http::response<http::empty_body>> continue_;
+  std::vector<char> drain_;
+  State state_ = State::kIdle;
+  bool keep_alive_ = true;
+  bool head_ = false;
+};
+
+detail::ResponderState::~ResponderState() {
+  if (conn && !done.exchange(true)) conn->post_response(HttpResponse::error(500, "the handler gave no response"));
+}
+
+void Responder::operator()(HttpResponse response) const {
+  if (!state_ || state_->done.exchange(true)) return;
+  state_->conn->post_response(std::move(response));
+}
+
+void HttpServer::Impl::do_accept() {
+  acceptor.async_accept(asio::make_strand(ioc), [self = shared_from_this()](beast::error_code ec, tcp::socket s) {
+    self->on_accept(ec, std::move(s));
+  });
+}
+
+void HttpServer::Impl::on_accept(beast::error_code ec, tcp::socket socket) {
+  if (ec == asio::error::operation_aborted || stopping.load() || !acceptor.is_open()) return;
+  if (ec) {
+    GPUOPT_LOG(warn, "http: accept failed: {}", ec.message());
+    return do_accept();
+  }
+  beast::error_code ignored;
+  socket.set_option(tcp::no_delay(true), ignored);
+  auto c = std::make_shared<Connection>(shared_from_this(), std::move(socket));
+  bool over = false;
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    over = conns.size() >= opts.max_connections;
+    conns.emplace(c.get(), c);
+  }
+  accepted++;
+  if (over) {
+    rejected++;
+    c->reject();
+  } else {
+    c->start();
+  }
+  do_accept();
+}
+
+Result<std::unique_ptr<HttpServer>> HttpServer::start(ServerOptions options, Router router) {
+  auto impl = std::make_shared<Impl>(std::move(options), std::move(router));
+  beast::error_code ec;
+  auto addr = asio::ip::make_address(impl->opts.host, ec);
+  if (ec) return Status::InvalidArgument("http: bad listen address '{}': {}", impl->opts.host, ec.message());
+  tcp::endpoint ep(addr, impl->opts.port);
+  impl->acceptor.open(ep.protocol(), ec);
+  if (!ec) impl->acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) impl->acceptor.bind(ep, ec);
+  if (ec) return Status::Unavailable("http: cannot bind {}:{}: {}", impl->opts.host, impl->opts.port, ec.message());
+  impl->acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec)
+    return Status::Unavailable("http: cannot listen on {}:{}: {}", impl->opts.host, impl->opts.port, ec.message());
+  impl->port = impl->acceptor.local_endpoint().port();
+  impl->host = impl->opts.host;
+  int n = impl->opts.threads > 0 ? impl->opts.threads : static_cast<int>(std::thread::hardware_concurrency());
+  if (n <= 0) n = 1;
+  impl->work.emplace(impl->ioc.get_executor());
+  impl->do_accept();
+  for (int i = 0; i < n; ++i) impl->threads.emplace_back([p = impl.get()] { p->ioc.run(); });
+  return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
+}
+
+HttpServer::~HttpServer() {
+  stop(std::chrono::milliseconds(0));
+}
+
+uint16_t HttpServer::port() const {
+  return impl_->port;
+}
+const std::string& HttpServer::host() const {
+  return impl_->host;
+}
+bool HttpServer::running() const {
+  return !impl_->stopping.load();
+}
+
+ServerCounters HttpServer::counters() const {
+  ServerCounters c;
+  c.connections_accepted = impl_->accepted.load();
+  c.connections_rejected = impl_->rejected.load();
+  c.requests = impl_->requests.load();
+  c.bad_requests = impl_->bad_requests.load();
+  std::lock_guard<std::mutex> lk(impl_->mu);
+  c.connections_open = impl_->conns.size();
+  return c;
+}
+
+void HttpServer::stop(std::chrono::milliseconds grace) {
+  std::lock_guard<std::mutex> stop_lk(impl_->stop_mu);
+  if (impl_->joined.load()) return;
+  impl_->stopping.store(true);
+  asio::post(impl_->acceptor.get_executor(), [p = impl_] {
+    beast::error_code ec;
+    p->acceptor.close(ec);
+  });
+  impl_->for_each_connection([](auto& c) { c->on_server_stop(); });
+  auto wait_empty = [&](std::chrono::milliseconds d) {
+    std::unique_lock<std::mutex> lk(impl_->mu);
+    return impl_->cv.wait_for(lk, d, [&] { return impl_->conns.empty(); });
+  };
+  if (!wait_empty(grace)) {
+    GPUOPT_LOG(warn, "http: closing {} connection(s) still busy after the grace period", impl_->conns.size());
+    impl_->for_each_connection([](auto& c) { c->force_close(); });
+    wait_empty(std::chrono::milliseconds(500));
+  }
+  impl_->work.reset();
+  impl_->ioc.stop();
+  for (auto& t : impl_->threads)
+    if (t.joinable()) t.join();
+  impl_->joined.store(true);
+}
+
+}  // namespace gpuopt::net
