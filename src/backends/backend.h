@@ -33,8 +33,14 @@ struct CompileOptions {
   bool enable_fusion = true;  // false when GPUOPT_DISABLE_FUSION=1
 };
 
+// What one run measured (filled when RunOptions::profile is set).
+struct RunProfile {
+  int64_t peak_intermediate_bytes = 0;  // largest sum of live intermediates (not inputs/constants)
+};
+
 struct RunOptions {
-  void* stream = nullptr;  // backend-specific (cudaStream_t for CUDA); nullptr = default
+  void* stream = nullptr;         // backend-specific (cudaStream_t for CUDA); nullptr = default
+  RunProfile* profile = nullptr;  // optional
 };
 
 // A compiled graph. run() is thread-safe: each call keeps its own intermediates.

@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <map>
 #include <mutex>
 
@@ -44,7 +45,7 @@ class CpuExecutable final : public Executable {
     for (ValueId o : graph_.outputs()) last_use_[static_cast<size_t>(o)] = INT32_MAX;
   }
 
-  Result<std::vector<Tensor>> run(const std::vector<Tensor>& inputs, const RunOptions&) override {
+  Result<std::vector<Tensor>> run(const std::vector<Tensor>& inputs, const RunOptions& options) override {
     const auto& gin = graph_.inputs();
     if (inputs.size() != gin.size())
       return Status::InvalidArgument("cpu run: {} inputs given, the graph has {}", inputs.size(), gin.size());
@@ -54,6 +55,7 @@ class CpuExecutable final : public Executable {
       if (graph_.values()[v].constant) slots[v] = *graph_.values()[v].constant;
 
     std::vector<const Tensor*> in_ptrs;
+    int64_t live = 0, peak = 0;  // intermediate bytes
     for (size_t n = 0; n < graph_.nodes().size(); ++n) {
       const Node& node = graph_.nodes()[n];
       in_ptrs.assign(node.inputs.size(), nullptr);
@@ -66,13 +68,22 @@ class CpuExecutable final : public Executable {
         in_ptrs[i] = &t;
       }
       GPUOPT_ASSIGN_OR_RETURN(std::vector<Tensor> outs, eval_node(node, in_ptrs, graph_.opset));
-      for (size_t i = 0; i < node.outputs.size() && i < outs.size(); ++i)
-        if (node.outputs[i] != kNoValue) slots[static_cast<size_t>(node.outputs[i])] = std::move(outs[i]);
-      for (ValueId in : node.inputs)
-        if (in != kNoValue && last_use_[static_cast<size_t>(in)] == static_cast<int32_t>(n) &&
-            !graph_.value(in).constant)
-          slots[static_cast<size_t>(in)] = Tensor();
+      for (size_t i = 0; i < node.outputs.size() && i < outs.size(); ++i) {
+        if (node.outputs[i] == kNoValue) continue;
+        live += static_cast<int64_t>(outs[i].nbytes());
+        slots[static_cast<size_t>(node.outputs[i])] = std::move(outs[i]);
+      }
+      peak = std::max(peak, live);
+      for (ValueId in : node.inputs) {
+        if (in == kNoValue || last_use_[static_cast<size_t>(in)] != static_cast<int32_t>(n)) continue;
+        const Value& v = graph_.value(in);
+        if (v.constant) continue;
+        Tensor& slot = slots[static_cast<size_t>(in)];
+        if (slot.defined() && v.producer >= 0) live -= static_cast<int64_t>(slot.nbytes());
+        slot = Tensor();  // a value read twice by one node is freed once: the slot is empty now
+      }
     }
+    if (options.profile) options.profile->peak_intermediate_bytes = peak;
     std::vector<Tensor> result;
     result.reserve(graph_.outputs().size());
     for (ValueId o : graph_.outputs()) result.push_back(slots[static_cast<size_t>(o)]);

@@ -1,0 +1,114 @@
+// Session: run with named tensors; every kind of bad run-time input is one clear Status.
+#include "gpuopt/session.h"
+#include "ir/graph.h"
+#include "model_builder.h"
+#include "onnx/importer.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+namespace gpuopt {
+namespace {
+
+using namespace gpuopt::test;
+
+// y = relu(neg(x)); x: f32[batch, 3]
+std::unique_ptr<Session> neg_relu_session() {
+  auto m = make_model();
+  add_input(&m, "x", onnx::TensorProto::FLOAT, {-1, 3}, {"", ""});
+  add_node(&m, "Neg", {"x"}, {"t"});
+  add_node(&m, "Relu", {"t"}, {"y"});
+  add_output(&m, "y");
+  auto g = import_onnx_model(m, "");
+  EXPECT_TRUE(g.ok()) << g.status().to_string();
+  auto s = Session::from_graph(std::move(*g));
+  EXPECT_TRUE(s.ok()) << s.status().to_string();
+  return std::move(*s);
+}
+
+TEST(Session, RunsWithDynamicBatch) {
+  auto s = neg_relu_session();
+  ASSERT_EQ(s->inputs().size(), 1u);
+  EXPECT_TRUE(s->inputs()[0].dynamic_batch());
+  EXPECT_EQ(s->inputs()[0].shape_string(), "[batch,3]");
+  for (int64_t batch : {1, 4}) {
+    std::vector<float> v;
+    for (int64_t i = 0; i < batch * 3; ++i) v.push_back(static_cast<float>(i % 2 ? i : -i) - 0.5f);
+    auto out = s->run({{"x", Tensor::from_vector(DType::F32, {batch, 3}, v)}});
+    ASSERT_TRUE(out.ok()) << out.status().to_string();
+    const Tensor& y = out->at(0).second;
+    EXPECT_EQ(out->at(0).first, "y");
+    ASSERT_EQ(y.shape(), (Shape{batch, 3}));
+    for (int64_t i = 0; i < y.numel(); ++i) EXPECT_EQ(y.get_f64(i), std::max(0.0, -static_cast<double>(v[i])));
+  }
+}
+
+TEST(Session, MissingExtraAndDuplicateInputs) {
+  auto s = neg_relu_session();
+  auto missing = s->run({});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("missing input 'x'"), std::string::npos) << missing.status().to_string();
+  const Tensor x = Tensor::zeros(DType::F32, {2, 3});
+  auto extra = s->run({{"x", x}, {"bogus", x}});
+  ASSERT_FALSE(extra.ok());
+  EXPECT_NE(extra.status().message().find("unknown input 'bogus'"), std::string::npos) << extra.status().to_string();
+  auto dup = s->run({{"x", x}, {"x", x}});
+  ASSERT_FALSE(dup.ok());
+  EXPECT_NE(dup.status().message().find("twice"), std::string::npos);
+}
+
+TEST(Session, WrongDtypeRankAndDim) {
+  auto s = neg_relu_session();
+  auto dtype = s->run({{"x", Tensor::zeros(DType::I64, {2, 3})}});
+  ASSERT_FALSE(dtype.ok());
+  EXPECT_NE(dtype.status().message().find("dtype i64 given, the model expects f32"), std::string::npos)
+      << dtype.status().to_string();
+  auto rank = s->run({{"x", Tensor::zeros(DType::F32, {2, 3, 1})}});
+  ASSERT_FALSE(rank.ok());
+  EXPECT_NE(rank.status().message().find("rank 3 given"), std::string::npos) << rank.status().to_string();
+  auto dim = s->run({{"x", Tensor::zeros(DType::F32, {2, 5})}});
+  ASSERT_FALSE(dim.ok());
+  EXPECT_NE(dim.status().message().find("dim 1 is 5, the model expects 3"), std::string::npos) << dim.status().to_string();
+}
+
+TEST(Session, SymbolMustAgreeAcrossInputs) {
+  auto m = make_model();
+  add_input(&m, "a", onnx::TensorProto::FLOAT, {-1, 2}, {"N", ""});
+  add_input(&m, "b", onnx::TensorProto::FLOAT, {-1, 2}, {"N", ""});
+  add_node(&m, "Relu", {"a"}, {"ya"});
+  add_node(&m, "Relu", {"b"}, {"yb"});
+  add_output(&m, "ya");
+  add_output(&m, "yb");
+  auto g = import_onnx_model(m, "");
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  auto s = Session::from_graph(std::move(*g));
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  auto r = (*s)->run({{"a", Tensor::zeros(DType::F32, {2, 2})}, {"b", Tensor::zeros(DType::F32, {3, 2})}});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("N"), std::string::npos) << r.status().to_string();
+  EXPECT_TRUE((*s)->run({{"a", Tensor::zeros(DType::F32, {3, 2})}, {"b", Tensor::zeros(DType::F32, {3, 2})}}).ok());
+}
+
+TEST(Session, UnknownDeviceIsAClearError) {
+  auto m = make_model();
+  add_input(&m, "x", onnx::TensorProto::FLOAT, {2});
+  add_node(&m, "Relu", {"x"}, {"y"});
+  add_output(&m, "y");
+  auto g = import_onnx_model(m, "");
+  ASSERT_TRUE(g.ok());
+  SessionOptions o;
+  o.device = "tpu";
+  auto s = Session::from_graph(std::move(*g), o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("'tpu'"), std::string::npos) << s.status().to_string();
+}
+
+TEST(Session, LoadErrorsNameTheFile) {
+  auto s = Session::load("/nonexistent/model.onnx");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("/nonexistent/model.onnx"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpuopt
