@@ -2,25 +2,39 @@
 
 namespace gpuopt::bench {
 
-WorkCount copy_count(uint64_t bytes) { return {0, 2.0 * static_cast<double>(bytes)}; }
-WorkCount read_count(uint64_t bytes) { return {0, static_cast<double>(bytes)}; }
-WorkCount write_count(uint64_t bytes) { return {0, static_cast<double>(bytes)}; }
-WorkCount transfer_count(uint64_t bytes) { return {0, static_cast<double>(bytes)}; }
+WorkCount copy_count(uint64_t bytes) {
+  return {0, 2.0 * static_cast<double>(bytes)};
+}
+WorkCount read_count(uint64_t bytes) {
+  return {0, static_cast<double>(bytes)};
+}
+WorkCount write_count(uint64_t bytes) {
+  return {0, static_cast<double>(bytes)};
+}
+WorkCount transfer_count(uint64_t bytes) {
+  return {0, static_cast<double>(bytes)};
+}
 
 const char* fma_kind_name(FmaKind k) {
   switch (k) {
-    case FmaKind::F32: return "f32";
-    case FmaKind::F16x2: return "f16x2";
-    case FmaKind::F64: return "f64";
+    case FmaKind::F32:
+      return "f32";
+    case FmaKind::F16x2:
+      return "f16x2";
+    case FmaKind::F64:
+      return "f64";
   }
   return "?";
 }
 
 int fma_flops_per_instruction(FmaKind k) {
   switch (k) {
-    case FmaKind::F32: return 2;
-    case FmaKind::F16x2: return 4;
-    case FmaKind::F64: return 2;
+    case FmaKind::F32:
+      return 2;
+    case FmaKind::F16x2:
+      return 4;
+    case FmaKind::F64:
+      return 2;
   }
   return 0;
 }
@@ -32,18 +46,25 @@ WorkCount fma_count(FmaKind k, uint64_t threads, int iterations) {
   return {static_cast<double>(threads) * per_thread, static_cast<double>(threads) * elem};
 }
 
-const char* roofline_type_name(RooflineType t) { return t == RooflineType::F32 ? "f32" : "f16"; }
+const char* roofline_type_name(RooflineType t) {
+  return t == RooflineType::F32 ? "f32" : "f16";
+}
 
 bool roofline_ops(RooflineType t, int f, RooflineOps* ops) {
   if (f < 1 || f > 8192 || (f & (f - 1)) != 0) return false;
   *ops = {};
   if (t == RooflineType::F32) {
-    if (f == 1) ops->scalar_muls = 1;  // x *= s
-    else ops->fmas = f / 2;            // x = x * s + t, f/2 times
+    if (f == 1)
+      ops->scalar_muls = 1;  // x *= s
+    else
+      ops->fmas = f / 2;  // x = x * s + t, f/2 times
   } else {
-    if (f == 1) ops->scalar_muls = 1;       // low lane only
-    else if (f == 2) ops->vector_muls = 1;  // both lanes
-    else ops->fmas = f / 4;                 // half2 FMA: 4 FLOPs
+    if (f == 1)
+      ops->scalar_muls = 1;  // low lane only
+    else if (f == 2)
+      ops->vector_muls = 1;  // both lanes
+    else
+      ops->fmas = f / 4;  // half2 FMA: 4 FLOPs
   }
   return true;
 }
@@ -56,8 +77,7 @@ int roofline_ops_flops(RooflineType t, const RooflineOps& ops) {
 WorkCount roofline_count(RooflineType t, uint64_t words, int flops_per_word) {
   RooflineOps ops;
   if (!roofline_ops(t, flops_per_word, &ops)) return {};
-  return {static_cast<double>(words) * roofline_ops_flops(t, ops),
-          static_cast<double>(words) * kRooflineBytesPerWord};
+  return {static_cast<double>(words) * roofline_ops_flops(t, ops), static_cast<double>(words) * kRooflineBytesPerWord};
 }
 
 int roofline_flops_for_intensity(double intensity) {

@@ -20,7 +20,7 @@ struct WorkCount {
 };
 
 // ---- memory kernels (no arithmetic) ---------------------------------------------------------
-constexpr int kVectorBytes = 16;  // every memory kernel moves 16-byte vectors (uint4)
+constexpr int kVectorBytes = 16;           // every memory kernel moves 16-byte vectors (uint4)
 WorkCount copy_count(uint64_t bytes);      // read `bytes` + write `bytes`
 WorkCount read_count(uint64_t bytes);      // read only
 WorkCount write_count(uint64_t bytes);     // write only

@@ -39,14 +39,22 @@ ArchRates arch_rates(int major, int minor) {
 std::optional<double> theoretical_peak(const DeviceInfo& d, const std::string& kind) {
   const ArchRates r = arch_rates(d.cc_major, d.cc_minor);
   double per_clk = 0;
-  if (kind == "f32" || kind == "gemm_f32") per_clk = r.f32;
-  else if (kind == "f16x2") per_clk = r.f16x2;
-  else if (kind == "f64") per_clk = r.f64;
-  else if (kind == "gemm_tf32") per_clk = r.tc_tf32;
-  else if (kind == "gemm_f16") per_clk = r.tc_f16;
-  else if (kind == "gemm_bf16") per_clk = r.tc_bf16;
-  else if (kind == "gemm_fp8") per_clk = r.tc_fp8;
-  else if (kind == "gemm_int8") per_clk = r.tc_int8;
+  if (kind == "f32" || kind == "gemm_f32")
+    per_clk = r.f32;
+  else if (kind == "f16x2")
+    per_clk = r.f16x2;
+  else if (kind == "f64")
+    per_clk = r.f64;
+  else if (kind == "gemm_tf32")
+    per_clk = r.tc_tf32;
+  else if (kind == "gemm_f16")
+    per_clk = r.tc_f16;
+  else if (kind == "gemm_bf16")
+    per_clk = r.tc_bf16;
+  else if (kind == "gemm_fp8")
+    per_clk = r.tc_fp8;
+  else if (kind == "gemm_int8")
+    per_clk = r.tc_int8;
   if (per_clk <= 0 || d.sm_count <= 0 || d.sm_clock_khz <= 0) return std::nullopt;
   return per_clk * d.sm_count * d.sm_clock_khz * 1e3;
 }

@@ -33,7 +33,7 @@ enum class MemTest {
   P2P,  // cudaMemcpyPeerAsync device -> peer
 };
 const char* mem_test_name(MemTest t);  // "d2d_memcpy", "d2d_copy_kernel", "read_kernel", ...
-bool mem_test_is_transfer(MemTest t);   // counted with transfer_count (bytes once)
+bool mem_test_is_transfer(MemTest t);  // counted with transfer_count (bytes once)
 
 struct MemParams {
   int device = 0;
@@ -66,7 +66,7 @@ int gemm_in_bytes(GemmType t);   // element size of A and B
 int gemm_out_bytes(GemmType t);  // element size of C/D
 struct GemmRun {
   TimingStats seconds;
-  std::string algo;     // "algo 21 tile 256x128 ... (best of 4 heuristic candidates)"
+  std::string algo;  // "algo 21 tile 256x128 ... (best of 4 heuristic candidates)"
   int candidates = 0;
 };
 // C = A^T * B (the "TN" layout every type supports, fp8/int8 included) on random data, n x n x n.
@@ -82,10 +82,10 @@ struct LatencyEntry {
 Result<std::vector<LatencyEntry>> run_latency(int device, int repeat);
 
 // ---- correctness checks (tests and `--check`): each compares with a CPU reference ----------
-Status check_memory_kernels(int device);                  // copy/write output, read sum
-Status check_fma(FmaKind k, int device);                  // per-thread results vs CPU
+Status check_memory_kernels(int device);  // copy/write output, read sum
+Status check_fma(FmaKind k, int device);  // per-thread results vs CPU
 Status check_roofline(RooflineType t, int flops_per_word, int device);
-Status check_gemm(GemmType t, int n, int device);         // sampled entries vs CPU dot products
-Status check_graph(int device);                           // 100-kernel graph == 100 launches
+Status check_gemm(GemmType t, int n, int device);  // sampled entries vs CPU dot products
+Status check_graph(int device);                    // 100-kernel graph == 100 launches
 
 }  // namespace gpuopt::bench

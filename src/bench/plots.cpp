@@ -47,7 +47,8 @@ Plot roofline_plot(const Section& s) {
   p.x_label = "arithmetic intensity, FLOP/byte";
   p.y_label = "GFLOP/s";
   p.log_x = p.log_y = true;
-  p.series = group_series(s, [](const Measurement& m) { return m.value * 1e3; }, nullptr);
+  p.series = group_series(
+      s, [](const Measurement& m) { return m.value * 1e3; }, nullptr);
   double xmin = 1e30, xmax = 0;
   for (const auto& m : s.results) xmin = std::min(xmin, m.x), xmax = std::max(xmax, m.x);
   if (xmax <= 0) return p;
@@ -59,11 +60,13 @@ Plot roofline_plot(const Section& s) {
     if (bw <= 0 || peak <= 0) continue;
     const double ridge = peak / bw;
     const std::string color = p.series[i].color;
-    p.lines.push_back({fmt::format("{} memory ceiling {:.0f} GB/s", name, bw), xmin, bw * xmin, ridge, peak, color, true});
+    p.lines.push_back(
+        {fmt::format("{} memory ceiling {:.0f} GB/s", name, bw), xmin, bw * xmin, ridge, peak, color, true});
     p.lines.push_back({fmt::format("{} compute ceiling {:.0f} GFLOP/s", name, peak), ridge, peak, std::max(xmax, ridge),
                        peak, color, true});
-    p.labels.push_back({ridge, peak,
-                        fmt::format("{} ridge {:.1f} FLOP/B ({:.0f} GB/s, {:.1f} TFLOP/s)", name, ridge, bw, peak / 1e3)});
+    p.labels.push_back(
+        {ridge, peak,
+         fmt::format("{} ridge {:.1f} FLOP/B ({:.0f} GB/s, {:.1f} TFLOP/s)", name, ridge, bw, peak / 1e3)});
   }
   return p;
 }
@@ -74,8 +77,9 @@ Plot bandwidth_plot(const Section& s) {
   p.x_label = "buffer size, bytes";
   p.y_label = "GB/s";
   p.log_x = true;
-  p.series = group_series(s, [](const Measurement& m) { return m.value; },
-                          [](const Measurement& m) { return m.unit == "GB/s" && m.x > 0; });
+  p.series = group_series(
+      s, [](const Measurement& m) { return m.value; },
+      [](const Measurement& m) { return m.unit == "GB/s" && m.x > 0; });
   return p;
 }
 
@@ -85,8 +89,9 @@ Plot gemm_plot(const Section& s) {
   p.x_label = "n";
   p.y_label = "TFLOP/s (TOP/s for int8)";
   p.log_x = true;
-  p.series = group_series(s, [](const Measurement& m) { return m.value; },
-                          [](const Measurement& m) { return m.test.rfind("gemm_", 0) == 0; });
+  p.series = group_series(
+      s, [](const Measurement& m) { return m.value; },
+      [](const Measurement& m) { return m.test.rfind("gemm_", 0) == 0; });
   return p;
 }
 
@@ -96,8 +101,9 @@ Plot cpu_gpu_plot(const Section& s) {
   p.x_label = "n";
   p.y_label = "ms";
   p.log_x = p.log_y = true;
-  p.series = group_series(s, [](const Measurement& m) { return m.seconds.median * 1e3; },
-                          [](const Measurement& m) { return m.unit == "GFLOP/s"; });
+  p.series = group_series(
+      s, [](const Measurement& m) { return m.seconds.median * 1e3; },
+      [](const Measurement& m) { return m.unit == "GFLOP/s"; });
   return p;
 }
 

@@ -13,11 +13,11 @@ namespace gpuopt::bench {
 
 const std::vector<Anchor>& h200_anchors() {
   static const std::vector<Anchor> a = {
-      {"D2D copy", 4232.8, "GB/s", 0.95},          {"H2D pinned", 55.42, "GB/s", 52.0 / 55.42},
-      {"D2H pinned", 55.34, "GB/s", 0},            {"H2D pageable", 9.30, "GB/s", 0},
-      {"GEMM bf16", 773.6, "TFLOP/s", 0.95},       {"GEMM f16", 741.5, "TFLOP/s", 0.95},
-      {"GEMM tf32", 395.3, "TFLOP/s", 0},          {"GEMM f32", 50.48, "TFLOP/s", 0},
-      {"GEMM fp8 e4m3", 1414.8, "TFLOP/s", 0},     {"GEMM int8", 946.9, "TOP/s", 0},
+      {"D2D copy", 4232.8, "GB/s", 0.95},      {"H2D pinned", 55.42, "GB/s", 52.0 / 55.42},
+      {"D2H pinned", 55.34, "GB/s", 0},        {"H2D pageable", 9.30, "GB/s", 0},
+      {"GEMM bf16", 773.6, "TFLOP/s", 0.95},   {"GEMM f16", 741.5, "TFLOP/s", 0.95},
+      {"GEMM tf32", 395.3, "TFLOP/s", 0},      {"GEMM f32", 50.48, "TFLOP/s", 0},
+      {"GEMM fp8 e4m3", 1414.8, "TFLOP/s", 0}, {"GEMM int8", 946.9, "TOP/s", 0},
   };
   return a;
 }
@@ -32,14 +32,21 @@ struct Feed {
   const char* unit;
 };
 constexpr Feed kFeeds[] = {
-    {"D2D copy", "memory", "d2d_", "GB/s"},          {"H2D pinned", "memory", "h2d_pinned", "GB/s"},
-    {"D2H pinned", "memory", "d2h_pinned", "GB/s"},  {"H2D pageable", "memory", "h2d_pageable", "GB/s"},
-    {"GEMM bf16", "compute", "gemm_bf16", "TFLOP/s"}, {"GEMM f16", "compute", "gemm_f16", "TFLOP/s"},
-    {"GEMM tf32", "compute", "gemm_tf32", "TFLOP/s"}, {"GEMM f32", "compute", "gemm_f32", "TFLOP/s"},
-    {"GEMM fp8 e4m3", "compute", "gemm_fp8", "TFLOP/s"}, {"GEMM int8", "compute", "gemm_int8", "TOP/s"},
+    {"D2D copy", "memory", "d2d_", "GB/s"},
+    {"H2D pinned", "memory", "h2d_pinned", "GB/s"},
+    {"D2H pinned", "memory", "d2h_pinned", "GB/s"},
+    {"H2D pageable", "memory", "h2d_pageable", "GB/s"},
+    {"GEMM bf16", "compute", "gemm_bf16", "TFLOP/s"},
+    {"GEMM f16", "compute", "gemm_f16", "TFLOP/s"},
+    {"GEMM tf32", "compute", "gemm_tf32", "TFLOP/s"},
+    {"GEMM f32", "compute", "gemm_f32", "TFLOP/s"},
+    {"GEMM fp8 e4m3", "compute", "gemm_fp8", "TFLOP/s"},
+    {"GEMM int8", "compute", "gemm_int8", "TOP/s"},
 };
 
-bool starts_with(const std::string& s, const char* p) { return s.rfind(p, 0) == 0; }
+bool starts_with(const std::string& s, const char* p) {
+  return s.rfind(p, 0) == 0;
+}
 
 }  // namespace
 
@@ -78,8 +85,8 @@ std::string render_summary_table(const std::vector<SummaryRow>& rows) {
     std::string pct = "-", met = "-";
     if (r.measured && r.anchor) pct = fmt::format("{:.1f}%", 100 * *r.measured / *r.anchor);
     if (r.goal) met = r.measured && *r.measured >= *r.goal ? "yes" : "NO";
-    t.add({r.figure, r.measured ? format_value(*r.measured) : "n/a", r.unit, r.anchor ? format_value(*r.anchor) : "-", pct,
-           r.goal ? format_value(*r.goal) : "-", met, r.where});
+    t.add({r.figure, r.measured ? format_value(*r.measured) : "n/a", r.unit, r.anchor ? format_value(*r.anchor) : "-",
+           pct, r.goal ? format_value(*r.goal) : "-", met, r.where});
   }
   return t.render();
 }
@@ -89,8 +96,9 @@ nlohmann::json summary_to_json(const std::vector<SummaryRow>& rows) {
   auto opt = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
   for (const auto& r : rows) {
     nlohmann::json e = {{"figure", r.figure}, {"measured", opt(r.measured)}, {"unit", r.unit},
-                        {"best_at", r.where},  {"anchor", opt(r.anchor)},     {"goal", opt(r.goal)}};
-    e["percent_of_anchor"] = r.measured && r.anchor ? nlohmann::json(100 * *r.measured / *r.anchor) : nlohmann::json(nullptr);
+                        {"best_at", r.where}, {"anchor", opt(r.anchor)},     {"goal", opt(r.goal)}};
+    e["percent_of_anchor"] =
+        r.measured && r.anchor ? nlohmann::json(100 * *r.measured / *r.anchor) : nlohmann::json(nullptr);
     e["goal_met"] = r.goal ? nlohmann::json(r.measured && *r.measured >= *r.goal) : nlohmann::json(nullptr);
     j.push_back(e);
   }
@@ -125,10 +133,11 @@ std::string render_html(const std::vector<Section>& sections, const std::vector<
   o += "<h2 id=\"summary\">Summary</h2>\n";
   std::vector<std::vector<std::string>> srows;
   for (const auto& r : summary) {
-    srows.push_back({r.figure, r.measured ? format_value(*r.measured) : "n/a", r.unit, r.anchor ? format_value(*r.anchor) : "-",
+    srows.push_back({r.figure, r.measured ? format_value(*r.measured) : "n/a", r.unit,
+                     r.anchor ? format_value(*r.anchor) : "-",
                      r.measured && r.anchor ? fmt::format("{:.1f}%", 100 * *r.measured / *r.anchor) : "-",
-                     r.goal ? format_value(*r.goal) : "-", r.goal ? (r.measured && *r.measured >= *r.goal ? "yes" : "NO") : "-",
-                     r.where});
+                     r.goal ? format_value(*r.goal) : "-",
+                     r.goal ? (r.measured && *r.measured >= *r.goal ? "yes" : "NO") : "-", r.where});
   }
   o += html_table({"figure", "measured", "unit", "PyTorch anchor", "% of anchor", "goal", "met", "best at"}, srows,
                   "summary");
@@ -149,8 +158,9 @@ std::string render_html(const std::vector<Section>& sections, const std::vector<
                       pct ? fmt::format("{:.1f}%", *pct) : "-", m.note, format_optional(m.telemetry.sm_clock_mhz),
                       format_optional(m.telemetry.temperature_c), format_optional(m.telemetry.power_w)});
     }
-    o += html_table({"test", "param", "time", "achieved", "unit", "reference", "%", "note", "SM MHz", "temp C", "power W"},
-                    rows, "results");
+    o += html_table(
+        {"test", "param", "time", "achieved", "unit", "reference", "%", "note", "SM MHz", "temp C", "power W"}, rows,
+        "results");
   }
   return o + "</body>\n</html>\n";
 }

@@ -23,13 +23,13 @@ struct Telemetry {
 };
 
 struct Measurement {
-  std::string test;         // "d2d_copy_kernel", "gemm_bf16", "launch_latency"
-  std::string param;        // what varies, for people: "1.00 GiB", "n=8192", "I=1/8"
-  double x = 0;             // the same as a number, for plots: bytes, n, FLOP/byte
-  WorkCount work;           // per timed operation, from counts.h
-  TimingStats seconds;      // per operation
-  std::string unit;         // "GB/s", "TFLOP/s", "TOP/s", "us", "x"
-  double value = 0;         // achieved figure in `unit`
+  std::string test;                 // "d2d_copy_kernel", "gemm_bf16", "launch_latency"
+  std::string param;                // what varies, for people: "1.00 GiB", "n=8192", "I=1/8"
+  double x = 0;                     // the same as a number, for plots: bytes, n, FLOP/byte
+  WorkCount work;                   // per timed operation, from counts.h
+  TimingStats seconds;              // per operation
+  std::string unit;                 // "GB/s", "TFLOP/s", "TOP/s", "us", "x"
+  double value = 0;                 // achieved figure in `unit`
   std::optional<double> reference;  // a ceiling to compare with, in `unit`
   std::string reference_name;       // "theoretical", "spec peak", "PyTorch anchor"
   std::string note;                 // cuBLASLt algorithm, direction, ...
@@ -37,10 +37,10 @@ struct Measurement {
 };
 
 struct Section {
-  std::string name;   // "memory", "compute", "roofline", "latency", "cpu_vs_gpu"
-  std::string title;  // one line for people
-  std::vector<std::string> notes;     // conventions, device, what was skipped and why
-  std::optional<std::string> skipped; // the whole section did not run: "no CUDA device"
+  std::string name;                    // "memory", "compute", "roofline", "latency", "cpu_vs_gpu"
+  std::string title;                   // one line for people
+  std::vector<std::string> notes;      // conventions, device, what was skipped and why
+  std::optional<std::string> skipped;  // the whole section did not run: "no CUDA device"
   std::vector<Measurement> results;
   nlohmann::json extra = nlohmann::json::object();  // roofline ceilings, crossover point, ...
 };

@@ -20,8 +20,10 @@ int crossover_index(const std::vector<double>& a, const std::vector<double>& b) 
   const size_t n = std::min(a.size(), b.size());
   int idx = -1;
   for (size_t i = n; i-- > 0;) {
-    if (b[i] < a[i]) idx = static_cast<int>(i);
-    else break;
+    if (b[i] < a[i])
+      idx = static_cast<int>(i);
+    else
+      break;
   }
   return idx;
 }

@@ -13,11 +13,20 @@ std::string xml_escape(const std::string& s) {
   o.reserve(s.size());
   for (char c : s) {
     switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += c;
+      case '&':
+        o += "&amp;";
+        break;
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '"':
+        o += "&quot;";
+        break;
+      default:
+        o += c;
     }
   }
   return o;
@@ -48,7 +57,8 @@ std::vector<double> axis_ticks(double lo, double hi, bool log) {
       break;
     }
   }
-  for (double v = std::ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) t.push_back(std::fabs(v) < step * 1e-9 ? 0 : v);
+  for (double v = std::ceil(lo / step) * step; v <= hi + step * 1e-9; v += step)
+    t.push_back(std::fabs(v) < step * 1e-9 ? 0 : v);
   return t;
 }
 
@@ -126,30 +136,35 @@ std::string render_svg(const Plot& p) {
   // Grid and ticks.
   for (double v : axis_ticks(ax.lo, ax.hi, ax.log)) {
     const double x = ax.map(v);
-    o += fmt::format("<line class=\"grid\" x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\" stroke=\"#ddd\"/>\n", x,
-                     ay.px0, ay.px1);
-    o += fmt::format("<text class=\"xtick\" x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n", x, ay.px0 + 18,
-                     xml_escape(tick_label(v)));
+    o += fmt::format(
+        "<line class=\"grid\" x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\" stroke=\"#ddd\"/>\n", x,
+        ay.px0, ay.px1);
+    o += fmt::format("<text class=\"xtick\" x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n", x,
+                     ay.px0 + 18, xml_escape(tick_label(v)));
   }
   for (double v : axis_ticks(ay.lo, ay.hi, ay.log)) {
     const double y = ay.map(v);
-    o += fmt::format("<line class=\"grid\" x1=\"{1:.1f}\" y1=\"{0:.1f}\" x2=\"{2:.1f}\" y2=\"{0:.1f}\" stroke=\"#ddd\"/>\n", y,
-                     ax.px0, ax.px1);
-    o += fmt::format("<text class=\"ytick\" x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>\n", ax.px0 - 6, y + 4,
-                     xml_escape(tick_label(v)));
+    o += fmt::format(
+        "<line class=\"grid\" x1=\"{1:.1f}\" y1=\"{0:.1f}\" x2=\"{2:.1f}\" y2=\"{0:.1f}\" stroke=\"#ddd\"/>\n", y,
+        ax.px0, ax.px1);
+    o += fmt::format("<text class=\"ytick\" x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>\n", ax.px0 - 6,
+                     y + 4, xml_escape(tick_label(v)));
   }
-  o += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"none\" stroke=\"#333\"/>\n",
-                   ax.px0, ay.px1, ax.px1 - ax.px0, ay.px0 - ay.px1);
+  o += fmt::format(
+      "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"none\" stroke=\"#333\"/>\n", ax.px0,
+      ay.px1, ax.px1 - ax.px0, ay.px0 - ay.px1);
   o += fmt::format("<text class=\"xlabel\" x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{}{}</text>\n",
                    (ax.px0 + ax.px1) / 2, p.height - 18, xml_escape(p.x_label), ax.log ? " (log)" : "");
   o += fmt::format(
-      "<text class=\"ylabel\" x=\"18\" y=\"{0:.1f}\" text-anchor=\"middle\" transform=\"rotate(-90 18 {0:.1f})\">{1}{2}</text>\n",
+      "<text class=\"ylabel\" x=\"18\" y=\"{0:.1f}\" text-anchor=\"middle\" transform=\"rotate(-90 18 "
+      "{0:.1f})\">{1}{2}</text>\n",
       (ay.px0 + ay.px1) / 2, xml_escape(p.y_label), ay.log ? " (log)" : "");
   // Reference lines.
   for (const auto& l : p.lines) {
     if (!ax.valid(l.x0) || !ax.valid(l.x1) || !ay.valid(l.y0) || !ay.valid(l.y1)) continue;
     o += fmt::format(
-        "<line class=\"ceiling\" data-label=\"{}\" x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" "
+        "<line class=\"ceiling\" data-label=\"{}\" x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" "
+        "stroke=\"{}\" "
         "stroke-width=\"2\"{}/>\n",
         xml_escape(l.label), ax.map(l.x0), ay.map(l.y0), ax.map(l.x1), ay.map(l.y1), xml_escape(l.color),
         l.dashed ? " stroke-dasharray=\"6 4\"" : "");
@@ -162,13 +177,14 @@ std::string render_svg(const Plot& p) {
     for (const auto& [x, y] : s.points) {
       if (!ax.valid(x) || !ay.valid(y)) continue;
       poly += fmt::format("{:.1f},{:.1f} ", ax.map(x), ay.map(y));
-      dots += fmt::format("<circle class=\"point\" data-series=\"{}\" data-x=\"{:.6g}\" data-y=\"{:.6g}\" cx=\"{:.1f}\" "
-                          "cy=\"{:.1f}\" r=\"3.5\" fill=\"{}\"/>\n",
-                          xml_escape(s.name), x, y, ax.map(x), ay.map(y), xml_escape(s.color));
+      dots += fmt::format(
+          "<circle class=\"point\" data-series=\"{}\" data-x=\"{:.6g}\" data-y=\"{:.6g}\" cx=\"{:.1f}\" "
+          "cy=\"{:.1f}\" r=\"3.5\" fill=\"{}\"/>\n",
+          xml_escape(s.name), x, y, ax.map(x), ay.map(y), xml_escape(s.color));
     }
     if (s.connect && !poly.empty())
-      o += fmt::format("<polyline class=\"series\" points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\"/>\n", poly,
-                       xml_escape(s.color));
+      o += fmt::format("<polyline class=\"series\" points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\"/>\n",
+                       poly, xml_escape(s.color));
     o += dots;
     const double lx = ax.px0 + 12, ly = ay.px1 + 16 + 16 * legend++;
     o += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"4\" fill=\"{}\"/>\n", lx, ly - 4, xml_escape(s.color));

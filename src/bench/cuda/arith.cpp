@@ -9,9 +9,15 @@
 namespace gpuopt::bench {
 
 namespace {
-int fma_iterations(FmaKind k) { return k == FmaKind::F64 ? 4096 : 16384; }
-size_t fma_elem_bytes(FmaKind k) { return k == FmaKind::F64 ? 8 : 4; }
-float h(float f) { return Half::to_float(Half::from_float(f)); }  // round to half
+int fma_iterations(FmaKind k) {
+  return k == FmaKind::F64 ? 4096 : 16384;
+}
+size_t fma_elem_bytes(FmaKind k) {
+  return k == FmaKind::F64 ? 8 : 4;
+}
+float h(float f) {
+  return Half::to_float(Half::from_float(f));
+}  // round to half
 }  // namespace
 
 Result<FmaRun> time_fma(FmaKind k, int device, int repeat) {
@@ -91,15 +97,18 @@ Result<TimingStats> time_roofline(RooflineType t, uint64_t words, int flops_per_
   RooflineOps ops;
   if (!roofline_ops(t, flops_per_word, &ops))
     return Status::InvalidArgument("roofline: {} FLOPs per word is not a power of two in 1..8192", flops_per_word);
-  if (words == 0 || words % 4) return Status::InvalidArgument("roofline: {} words is not a positive multiple of 4", words);
+  if (words == 0 || words % 4)
+    return Status::InvalidArgument("roofline: {} words is not a positive multiple of 4", words);
   GPUOPT_CHECK_CALL(cudaSetDevice(device));
   cuda::Stream st;
   GPUOPT_RETURN_IF_ERROR(st.create());
   cuda::DeviceBuffer src, dst;
   GPUOPT_RETURN_IF_ERROR(src.alloc(words * 4));
   GPUOPT_RETURN_IF_ERROR(dst.alloc(words * 4));
-  if (t == RooflineType::F32) cuda::launch_fill(cuda::FillKind::F32, src.get(), words, 11, st.get());
-  else cuda::launch_fill(cuda::FillKind::F16, src.get(), words * 2, 11, st.get());
+  if (t == RooflineType::F32)
+    cuda::launch_fill(cuda::FillKind::F32, src.get(), words, 11, st.get());
+  else
+    cuda::launch_fill(cuda::FillKind::F16, src.get(), words * 2, 11, st.get());
   auto op = [&](uint64_t) -> Status {
     cuda::launch_roofline(static_cast<int>(t), src.get(), dst.get(), words, ops.scalar_muls, ops.vector_muls, ops.fmas,
                           kFmaScale, kFmaOffset, device, st.get());
@@ -116,8 +125,10 @@ Status check_roofline(RooflineType t, int flops_per_word, int device) {
   cuda::DeviceBuffer src, dst;
   GPUOPT_RETURN_IF_ERROR(src.alloc(words * 4));
   GPUOPT_RETURN_IF_ERROR(dst.alloc(words * 4));
-  if (t == RooflineType::F32) cuda::launch_fill(cuda::FillKind::F32, src.get(), words, 23, nullptr);
-  else cuda::launch_fill(cuda::FillKind::F16, src.get(), words * 2, 23, nullptr);
+  if (t == RooflineType::F32)
+    cuda::launch_fill(cuda::FillKind::F32, src.get(), words, 23, nullptr);
+  else
+    cuda::launch_fill(cuda::FillKind::F16, src.get(), words * 2, 23, nullptr);
   GPUOPT_CHECK_CALL(cudaMemset(dst.get(), 0xFF, words * 4));  // NaN poison
   cuda::launch_roofline(static_cast<int>(t), src.get(), dst.get(), words, ops.scalar_muls, ops.vector_muls, ops.fmas,
                         kFmaScale, kFmaOffset, device, nullptr);

@@ -40,7 +40,9 @@ class DeviceBuffer {
     n_ = 0;
   }
   template <typename T = void>
-  T* get() const { return static_cast<T*>(p_); }
+  T* get() const {
+    return static_cast<T*>(p_);
+  }
   size_t size() const { return n_; }
 
  private:
@@ -69,7 +71,9 @@ class HostBuffer {
     p_ = nullptr;
   }
   template <typename T = void>
-  T* get() const { return static_cast<T*>(p_); }
+  T* get() const {
+    return static_cast<T*>(p_);
+  }
 
  private:
   void* p_ = nullptr;

@@ -27,12 +27,18 @@ struct LtTypes {
 
 LtTypes lt_types(GemmType t) {
   switch (t) {
-    case GemmType::F32: return {CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F, cuda::FillKind::F32};
-    case GemmType::TF32: return {CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32, cuda::FillKind::F32};
-    case GemmType::F16: return {CUDA_R_16F, CUDA_R_16F, CUDA_R_32F, CUBLAS_COMPUTE_32F, cuda::FillKind::F16};
-    case GemmType::BF16: return {CUDA_R_16BF, CUDA_R_16BF, CUDA_R_32F, CUBLAS_COMPUTE_32F, cuda::FillKind::BF16};
-    case GemmType::FP8: return {CUDA_R_8F_E4M3, CUDA_R_16BF, CUDA_R_32F, CUBLAS_COMPUTE_32F, cuda::FillKind::FP8E4M3};
-    case GemmType::INT8: return {CUDA_R_8I, CUDA_R_32I, CUDA_R_32I, CUBLAS_COMPUTE_32I, cuda::FillKind::I8};
+    case GemmType::F32:
+      return {CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F, cuda::FillKind::F32};
+    case GemmType::TF32:
+      return {CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32, cuda::FillKind::F32};
+    case GemmType::F16:
+      return {CUDA_R_16F, CUDA_R_16F, CUDA_R_32F, CUBLAS_COMPUTE_32F, cuda::FillKind::F16};
+    case GemmType::BF16:
+      return {CUDA_R_16BF, CUDA_R_16BF, CUDA_R_32F, CUBLAS_COMPUTE_32F, cuda::FillKind::BF16};
+    case GemmType::FP8:
+      return {CUDA_R_8F_E4M3, CUDA_R_16BF, CUDA_R_32F, CUBLAS_COMPUTE_32F, cuda::FillKind::FP8E4M3};
+    case GemmType::INT8:
+      return {CUDA_R_8I, CUDA_R_32I, CUDA_R_32I, CUBLAS_COMPUTE_32I, cuda::FillKind::I8};
   }
   return {};
 }
@@ -87,8 +93,10 @@ Status prepare(GemmType t, int n, int device, cudaStream_t st, Problem* p) {
     for (int m = 0; m < 3; ++m) {
       cuda::DeviceBuffer b;
       GPUOPT_RETURN_IF_ERROR(b.alloc(nn * (m < 2 ? gemm_in_bytes(t) : gemm_out_bytes(t))));
-      if (m < 2) cuda::launch_fill(ty.fill, b.get(), nn, 1000 + 3 * s + m, st);
-      else GPUOPT_CHECK_CALL(cudaMemsetAsync(b.get(), 0xFF, b.size(), st));
+      if (m < 2)
+        cuda::launch_fill(ty.fill, b.get(), nn, 1000 + 3 * s + m, st);
+      else
+        GPUOPT_CHECK_CALL(cudaMemsetAsync(b.get(), 0xFF, b.size(), st));
       p->bufs.push_back(std::move(b));
     }
   }
@@ -164,22 +172,32 @@ namespace {
 float fp8_e4m3_to_float(uint8_t v) {
   const int sign = v >> 7, exp = (v >> 3) & 0xF, man = v & 7;
   float f;
-  if (exp == 0) f = std::ldexp(static_cast<float>(man), -9);  // subnormal: man/8 * 2^-6
-  else if (exp == 15 && man == 7) f = NAN;
-  else f = std::ldexp(1.0f + man / 8.0f, exp - 7);
+  if (exp == 0)
+    f = std::ldexp(static_cast<float>(man), -9);  // subnormal: man/8 * 2^-6
+  else if (exp == 15 && man == 7)
+    f = NAN;
+  else
+    f = std::ldexp(1.0f + man / 8.0f, exp - 7);
   return sign ? -f : f;
 }
 
 // Element i of a buffer of type `t` as a float (host side).
 double element(cudaDataType_t t, const std::vector<uint8_t>& buf, size_t i) {
   switch (t) {
-    case CUDA_R_32F: return reinterpret_cast<const float*>(buf.data())[i];
-    case CUDA_R_16F: return Half::to_float(reinterpret_cast<const uint16_t*>(buf.data())[i]);
-    case CUDA_R_16BF: return BFloat16::to_float(reinterpret_cast<const uint16_t*>(buf.data())[i]);
-    case CUDA_R_8F_E4M3: return fp8_e4m3_to_float(buf[i]);
-    case CUDA_R_8I: return static_cast<int8_t>(buf[i]);
-    case CUDA_R_32I: return reinterpret_cast<const int32_t*>(buf.data())[i];
-    default: return NAN;
+    case CUDA_R_32F:
+      return reinterpret_cast<const float*>(buf.data())[i];
+    case CUDA_R_16F:
+      return Half::to_float(reinterpret_cast<const uint16_t*>(buf.data())[i]);
+    case CUDA_R_16BF:
+      return BFloat16::to_float(reinterpret_cast<const uint16_t*>(buf.data())[i]);
+    case CUDA_R_8F_E4M3:
+      return fp8_e4m3_to_float(buf[i]);
+    case CUDA_R_8I:
+      return static_cast<int8_t>(buf[i]);
+    case CUDA_R_32I:
+      return reinterpret_cast<const int32_t*>(buf.data())[i];
+    default:
+      return NAN;
   }
 }
 }  // namespace
@@ -218,8 +236,8 @@ Status check_gemm(GemmType t, int n, int device) {
     }
     const double got = element(ty.cd, D, i + j * n);
     if (!(std::fabs(got - ref) <= tol * mag + (ty.cd == CUDA_R_16BF ? 8e-3 : 1e-3) * std::fabs(ref)))
-      return Status::Internal("{} GEMM n={}: D[{},{}] = {}, CPU says {} (sum |ab| {})", gemm_type_name(t), n, i, j, got, ref,
-                              mag);
+      return Status::Internal("{} GEMM n={}: D[{},{}] = {}, CPU says {} (sum |ab| {})", gemm_type_name(t), n, i, j, got,
+                              ref, mag);
   }
   return Status::Ok();
 }

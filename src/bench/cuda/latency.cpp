@@ -12,7 +12,9 @@ namespace gpuopt::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 
 constexpr int kGraphKernels = 100;
 constexpr int kSmallElems = 1024;
@@ -143,8 +145,9 @@ Result<std::vector<LatencyEntry>> run_latency(int device, int repeat) {
     };
     GPUOPT_ASSIGN_OR_RETURN(auto tg, cuda::time_on_stream(s, repeat, graph, 1e-3, 100));
     out.push_back({"100_kernel_launches", "100 x add-one (4 KiB)", tl, "device time for the 100 kernels"});
-    out.push_back({"cuda_graph_100_kernels", "100 x add-one (4 KiB)", tg,
-                   fmt::format("one graph launch; {:.2f}x faster than launches", tg.median > 0 ? tl.median / tg.median : 0)});
+    out.push_back(
+        {"cuda_graph_100_kernels", "100 x add-one (4 KiB)", tg,
+         fmt::format("one graph launch; {:.2f}x faster than launches", tg.median > 0 ? tl.median / tg.median : 0)});
   }
   return out;
 }

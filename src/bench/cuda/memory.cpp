@@ -36,11 +36,20 @@ Result<TimingStats> time_device_side(MemTest t, uint64_t bytes, const MemParams&
     char* s = src.get<char>() + (needs_src ? off : 0);
     char* d = dst.get<char>() + (needs_dst ? off : 0);
     switch (t) {
-      case MemTest::MemcpyD2D: GPUOPT_CHECK_CALL(cudaMemcpyAsync(d, s, bytes, cudaMemcpyDeviceToDevice, st)); break;
-      case MemTest::CopyKernel: cuda::launch_copy(s, d, vecs, grid, st); break;
-      case MemTest::ReadKernel: cuda::launch_read(s, vecs, xors.get<uint32_t>(), grid, st); break;
-      case MemTest::WriteKernel: cuda::launch_write(d, vecs, static_cast<uint32_t>(i), grid, st); break;
-      default: return Status::Internal("not a device-side test");
+      case MemTest::MemcpyD2D:
+        GPUOPT_CHECK_CALL(cudaMemcpyAsync(d, s, bytes, cudaMemcpyDeviceToDevice, st));
+        break;
+      case MemTest::CopyKernel:
+        cuda::launch_copy(s, d, vecs, grid, st);
+        break;
+      case MemTest::ReadKernel:
+        cuda::launch_read(s, vecs, xors.get<uint32_t>(), grid, st);
+        break;
+      case MemTest::WriteKernel:
+        cuda::launch_write(d, vecs, static_cast<uint32_t>(i), grid, st);
+        break;
+      default:
+        return Status::Internal("not a device-side test");
     }
     return Status::Ok();
   };
@@ -60,12 +69,15 @@ Result<TimingStats> time_memory(MemTest t, uint64_t bytes, const MemParams& p) {
   cuda::DeviceBuffer dev;
   GPUOPT_RETURN_IF_ERROR(dev.alloc(bytes));
   if (t == MemTest::P2P) {
-    if (p.peer < 0 || p.peer == p.device) return Status::InvalidArgument("p2p needs a peer device other than {}", p.device);
+    if (p.peer < 0 || p.peer == p.device)
+      return Status::InvalidArgument("p2p needs a peer device other than {}", p.device);
     GPUOPT_ASSIGN_OR_RETURN(bool direct, can_access_peer(p.device, p.peer));
     if (direct) {
       const cudaError_t e = cudaDeviceEnablePeerAccess(p.peer, 0);
-      if (e == cudaErrorPeerAccessAlreadyEnabled) (void)cudaGetLastError();
-      else GPUOPT_CHECK_CALL(e);
+      if (e == cudaErrorPeerAccessAlreadyEnabled)
+        (void)cudaGetLastError();
+      else
+        GPUOPT_CHECK_CALL(e);
     }
     cuda::launch_fill(cuda::FillKind::U32, dev.get(), bytes / 4, 5, st.get());
     GPUOPT_CHECK_CALL(cudaSetDevice(p.peer));
@@ -87,8 +99,10 @@ Result<TimingStats> time_memory(MemTest t, uint64_t bytes, const MemParams& p) {
   fill_host_words(host.get(), bytes);  // also touches every page before timing
   cuda::launch_fill(cuda::FillKind::U32, dev.get(), bytes / 4, 3, st.get());
   auto op = [&](uint64_t) -> Status {
-    if (h2d) GPUOPT_CHECK_CALL(cudaMemcpyAsync(dev.get(), host.get(), bytes, cudaMemcpyHostToDevice, st.get()));
-    else GPUOPT_CHECK_CALL(cudaMemcpyAsync(host.get(), dev.get(), bytes, cudaMemcpyDeviceToHost, st.get()));
+    if (h2d)
+      GPUOPT_CHECK_CALL(cudaMemcpyAsync(dev.get(), host.get(), bytes, cudaMemcpyHostToDevice, st.get()));
+    else
+      GPUOPT_CHECK_CALL(cudaMemcpyAsync(host.get(), dev.get(), bytes, cudaMemcpyDeviceToHost, st.get()));
     return Status::Ok();
   };
   // Pageable copies are staged by the driver and partly synchronous: fewer, longer samples.
