@@ -54,7 +54,6 @@ struct DeviceInfo {
   std::string pci_bus_id;  // "00000000:19:00.0"
   std::string device;      // "nvidia0" (DCGM's `device` label: /dev node name)
   std::optional<int> cc_major, cc_minor;
-  std::optional<uint64_t> memory_total_bytes;
   std::optional<unsigned> sm_clock_max_mhz, mem_clock_max_mhz;
   bool gpm_supported = false;  // GPU performance metrics (Hopper and newer)
 };
