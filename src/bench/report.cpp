@@ -84,7 +84,7 @@ std::string render_summary_table(const std::vector<SummaryRow>& rows) {
   for (const auto& r : rows) {
     std::string pct = "-", met = "-";
     if (r.measured && r.anchor) pct = fmt::format("{:.1f}%", 100 * *r.measured / *r.anchor);
-    if (r.goal) met = r.measured && *r.measured >= *r.goal ? "yes" : "NO";
+    if (r.goal && r.measured) met = *r.measured >= *r.goal ? "yes" : "NO";
     t.add({r.figure, r.measured ? format_value(*r.measured) : "n/a", r.unit, r.anchor ? format_value(*r.anchor) : "-",
            pct, r.goal ? format_value(*r.goal) : "-", met, r.where});
   }
@@ -99,7 +99,7 @@ nlohmann::json summary_to_json(const std::vector<SummaryRow>& rows) {
                         {"best_at", r.where}, {"anchor", opt(r.anchor)},     {"goal", opt(r.goal)}};
     e["percent_of_anchor"] =
         r.measured && r.anchor ? nlohmann::json(100 * *r.measured / *r.anchor) : nlohmann::json(nullptr);
-    e["goal_met"] = r.goal ? nlohmann::json(r.measured && *r.measured >= *r.goal) : nlohmann::json(nullptr);
+    e["goal_met"] = r.goal && r.measured ? nlohmann::json(*r.measured >= *r.goal) : nlohmann::json(nullptr);
     j.push_back(e);
   }
   return j;
@@ -137,7 +137,7 @@ std::string render_html(const std::vector<Section>& sections, const std::vector<
                      r.anchor ? format_value(*r.anchor) : "-",
                      r.measured && r.anchor ? fmt::format("{:.1f}%", 100 * *r.measured / *r.anchor) : "-",
                      r.goal ? format_value(*r.goal) : "-",
-                     r.goal ? (r.measured && *r.measured >= *r.goal ? "yes" : "NO") : "-", r.where});
+                     r.goal && r.measured ? (*r.measured >= *r.goal ? "yes" : "NO") : "-", r.where});
   }
   o += html_table({"figure", "measured", "unit", "PyTorch anchor", "% of anchor", "goal", "met", "best at"}, srows,
                   "summary");
