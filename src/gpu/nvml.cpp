@@ -17,12 +17,14 @@ namespace {
 template <typename Fn, typename... Args>
 Status call(const Nvml& nv, Fn* fn, const char* what, Args... args) {
   if (!fn) return Status::Unimplemented("{} lacks {}", nv.library(), what);
-  Return r = fn(args...);
+  Return r = fn(args...);  // NOLINT
   if (auto e = call_error(r)) return Status(e->code, fmt::format("{} failed: {}", what, e->text));
   return Status::Ok();
 }
 
-#define NVML_CALL(member, ...) call(*this, api_.member, #member, __VA_ARGS__)
+// Errors name the symbol called (or, when absent, the newest one we looked for).
+#define NVML_CALL(member, ...) \
+  call(*this, api_.member, api_.member##_symbol ? api_.member##_symbol : Api::member##_wanted, __VA_ARGS__)
 
 // Strings come back NUL-terminated in a fixed buffer.
 std::string from_buffer(const char* buf, size_t n) { return std::string(buf, strnlen(buf, n)); }

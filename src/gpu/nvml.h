@@ -107,10 +107,12 @@ using FnPtr = Sig*;
 
 // The function table. Each member is null when the library has none of its names; `<member>_symbol`
 // names the one found (for `gpuopt info --json` and the fallback tests).
+#define GPUOPT_NVML_FIRST(first, ...) first
 struct Api {
-#define GPUOPT_NVML_MEMBER(req, member, sig, ...) \
-  FnPtr<sig> member = nullptr;                    \
-  const char* member##_symbol = nullptr;
+#define GPUOPT_NVML_MEMBER(req, member, sig, ...)                                  \
+  FnPtr<sig> member = nullptr;                                                     \
+  const char* member##_symbol = nullptr;                                           \
+  static constexpr const char* member##_wanted = GPUOPT_NVML_FIRST(__VA_ARGS__, );
   GPUOPT_NVML_FUNCTIONS(GPUOPT_NVML_MEMBER)
 #undef GPUOPT_NVML_MEMBER
 };
