@@ -43,6 +43,33 @@ FoundLibrary probe(const char* name, std::initializer_list<const char*> sonames,
   return f;
 }
 
+// `int f(int*)` returning 0 on success (cuDriverGetVersion, cudaRuntimeGetVersion) -> "13.0".
+std::optional<std::string> int_version(void* h, const char* symbol, std::string* err) {
+  using Fn = int (*)(int*);
+  auto fn = reinterpret_cast<Fn>(dlsym(h, symbol));
+  if (!fn) {
+    *err = fmt::format("no {}", symbol);
+    return std::nullopt;
+  }
+  int v = 0;
+  if (int r = fn(&v); r != 0) {
+    *err = fmt::format("{} returned {}", symbol, r);
+    return std::nullopt;
+  }
+  return cuda_version_text(v);
+}
+
+// `size_t f(void)` (cublasLtGetVersion, cudnnGetVersion).
+std::optional<long> size_version(void* h, const char* symbol, std::string* err) {
+  using Fn = size_t (*)();
+  auto fn = reinterpret_cast<Fn>(dlsym(h, symbol));
+  if (!fn) {
+    *err = fmt::format("no {}", symbol);
+    return std::nullopt;
+  }
+  return static_cast<long>(fn());
+}
+
 }  // namespace
 
 std::string cuda_version_text(int v) { return fmt::format("{}.{}", v / 1000, (v % 1000) / 10); }
@@ -60,34 +87,22 @@ LibraryVersions library_versions() {
   if (auto v = cuda_runtime_version_linked(); v.ok()) out.cuda_runtime_linked = cuda_version_text(*v);
 
   out.cuda_driver = probe("CUDA driver", {"libcuda.so.1", "libcuda.so"}, [](void* h, std::string* err) {
-    using Fn = int (*)(int*);
-    auto fn = reinterpret_cast<Fn>(dlsym(h, "cuDriverGetVersion"));
-    int v = 0;
-    if (!fn) return *err = "no cuDriverGetVersion", std::optional<std::string>();
-    if (int r = fn(&v); r != 0) return *err = fmt::format("cuDriverGetVersion returned {}", r), std::optional<std::string>();
-    return std::optional<std::string>(cuda_version_text(v));
+    return int_version(h, "cuDriverGetVersion", err);
   });
   out.cuda_runtime = probe("CUDA runtime", {"libcudart.so.13", "libcudart.so.12", "libcudart.so"},
-                           [](void* h, std::string* err) {
-                             using Fn = int (*)(int*);
-                             auto fn = reinterpret_cast<Fn>(dlsym(h, "cudaRuntimeGetVersion"));
-                             int v = 0;
-                             if (!fn || fn(&v) != 0) return *err = "cudaRuntimeGetVersion failed", std::optional<std::string>();
-                             return std::optional<std::string>(cuda_version_text(v));
-                           });
+                           [](void* h, std::string* err) { return int_version(h, "cudaRuntimeGetVersion", err); });
   out.cublaslt = probe("cuBLASLt", {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"},
-                       [](void* h, std::string* err) {
-                         using Fn = size_t (*)();
-                         auto fn = reinterpret_cast<Fn>(dlsym(h, "cublasLtGetVersion"));
-                         if (!fn) return *err = "no cublasLtGetVersion", std::optional<std::string>();
-                         return std::optional<std::string>(cublas_version_text(static_cast<long>(fn())));
+                       [](void* h, std::string* err) -> std::optional<std::string> {
+                         auto v = size_version(h, "cublasLtGetVersion", err);
+                         if (!v) return std::nullopt;
+                         return cublas_version_text(*v);
                        });
-  out.cudnn = probe("cuDNN", {"libcudnn.so.9", "libcudnn.so.8", "libcudnn.so"}, [](void* h, std::string* err) {
-    using Fn = size_t (*)();
-    auto fn = reinterpret_cast<Fn>(dlsym(h, "cudnnGetVersion"));
-    if (!fn) return *err = "no cudnnGetVersion", std::optional<std::string>();
-    return std::optional<std::string>(cudnn_version_text(static_cast<long>(fn())));
-  });
+  out.cudnn = probe("cuDNN", {"libcudnn.so.9", "libcudnn.so.8", "libcudnn.so"},
+                    [](void* h, std::string* err) -> std::optional<std::string> {
+                      auto v = size_version(h, "cudnnGetVersion", err);
+                      if (!v) return std::nullopt;
+                      return cudnn_version_text(*v);
+                    });
   return out;
 }
 
