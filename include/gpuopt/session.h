@@ -35,6 +35,9 @@ class Executable;
 struct SessionOptions {
   std::string device = "cpu";  // "cpu" (reference) or "cuda" when that backend is built in
   bool optimize = true;        // run the graph passes (dead nodes, Identity/Dropout, constant folding)
+  // "fp32", "fp16" or "bf16": compute precision; the model's f32 inputs/outputs stay f32.
+  std::string precision = "fp32";
+  size_t memory_limit = 0;     // bytes the backend may hold for a run's tensors; 0 = no limit
 };
 
 // One model input or output as the model declares it (after load-time shape inference).

@@ -31,6 +31,7 @@ class Allocator {
 
 struct CompileOptions {
   bool enable_fusion = true;  // false when GPUOPT_DISABLE_FUSION=1
+  size_t memory_limit = 0;    // device bytes a session may hold (--memory-limit); 0 = no limit
 };
 
 // What one run measured (filled when RunOptions::profile is set).

@@ -28,6 +28,8 @@ struct Options {
   int iterations = 10;
   int warmup = 1;
   std::string device = "cpu";
+  std::string precision = "fp32";
+  std::string memory_limit;
   bool json = false;
   uint64_t seed = 0;
 };
@@ -85,6 +87,12 @@ double percentile(std::vector<double> v, double p) {
 int run(const Options& o) {
   SessionOptions so;
   so.device = o.device;
+  so.precision = o.precision;
+  if (!o.memory_limit.empty()) {
+    auto bytes = parse_byte_size(o.memory_limit);
+    if (!bytes) return report_error(Status::InvalidArgument("--memory-limit '{}': expected bytes such as 512M or 2G", o.memory_limit), true);
+    so.memory_limit = *bytes;
+  }
   auto loaded = Session::load(o.model, so);
   if (!loaded.ok()) return report_error(loaded.status());
   const Session& s = **loaded;
@@ -215,6 +223,9 @@ void setup(CLI::App& app) {
   cmd->add_option("--iterations", o->iterations, "Timed runs (default 10)")->check(CLI::Range(1, 1000000));
   cmd->add_option("--warmup", o->warmup, "Untimed runs first (default 1)")->check(CLI::Range(0, 1000000));
   cmd->add_option("--device", o->device, "cpu (reference) or cuda when built in");
+  cmd->add_option("--precision", o->precision, "fp32, fp16 or bf16 (inputs and outputs stay f32)")
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
+  cmd->add_option("--memory-limit", o->memory_limit, "Cap on device memory for the run's tensors, e.g. 2G");
   cmd->add_option("--seed", o->seed, "Seed of --random-inputs (default 0)");
   cmd->add_flag("--json", o->json, "Print JSON");
   cmd->callback([o] { set_exit_code(run(*o)); });

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 
 namespace gpuopt {
 
@@ -82,6 +83,24 @@ std::string format_duration_us(double us) {
   if (us < 1000.0) return fmt::format("{:.1f} us", us);
   if (us < 1e6) return fmt::format("{:.2f} ms", us / 1000.0);
   return fmt::format("{:.2f} s", us / 1e6);
+}
+
+std::optional<size_t> parse_byte_size(std::string_view t) {
+  size_t i = 0;
+  while (i < t.size() && (std::isdigit(static_cast<unsigned char>(t[i])) || t[i] == '.')) ++i;
+  if (i == 0) return std::nullopt;
+  const double v = std::strtod(std::string(t.substr(0, i)).c_str(), nullptr);
+  std::string unit(t.substr(i));
+  for (auto& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  double mul = 1;
+  if (unit.empty() || unit == "B") mul = 1;
+  else if (unit == "K" || unit == "KB" || unit == "KIB") mul = 1024.0;
+  else if (unit == "M" || unit == "MB" || unit == "MIB") mul = 1024.0 * 1024;
+  else if (unit == "G" || unit == "GB" || unit == "GIB") mul = 1024.0 * 1024 * 1024;
+  else if (unit == "T" || unit == "TB" || unit == "TIB") mul = 1024.0 * 1024 * 1024 * 1024;
+  else return std::nullopt;
+  if (v < 0) return std::nullopt;
+  return static_cast<size_t>(v * mul);
 }
 
 }  // namespace gpuopt

@@ -5,7 +5,9 @@
 //   fmt::print("{}", t.render());
 #pragma once
 
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace gpuopt {
@@ -29,5 +31,7 @@ class Table {
 std::string format_bytes(double bytes);
 std::string format_rate(double per_second, const char* unit);  // 1.2e9,"B/s" -> "1.20 GB/s"
 std::string format_duration_us(double us);  // "850 us", "1.25 ms", "3.10 s"
+// "512", "64K", "1.5G", "2GiB", "300MB" -> bytes (K/M/G/T are powers of 1024); nullopt if malformed.
+std::optional<size_t> parse_byte_size(std::string_view text);
 
 }  // namespace gpuopt

@@ -7,6 +7,7 @@
 #include "ir/graph.h"
 #include "onnx/importer.h"
 #include "passes/passes.h"
+#include "passes/precision.h"
 
 #include <fmt/ranges.h>
 
@@ -62,6 +63,12 @@ Status Session::init(Graph graph, const SessionOptions& options) {
   GPUOPT_RETURN_IF_ERROR(graph.topo_sort());
   GPUOPT_RETURN_IF_ERROR(graph.infer_shapes());
   if (options.optimize) GPUOPT_RETURN_IF_ERROR(run_default_passes(&graph));
+  if (options.precision == "fp16" || options.precision == "bf16") {
+    GPUOPT_RETURN_IF_ERROR(
+        convert_precision(&graph, options.precision == "fp16" ? DType::F16 : DType::BF16).status());
+  } else if (options.precision != "fp32") {
+    return Status::InvalidArgument("precision '{}' is not one of fp32, fp16, bf16", options.precision);
+  }
   graph_ = std::make_unique<Graph>(std::move(graph));
   for (ValueId v : graph_->inputs()) inputs_.push_back(make_info(*graph_, v));
   for (ValueId v : graph_->outputs()) outputs_.push_back(make_info(*graph_, v));
@@ -69,6 +76,7 @@ Status Session::init(Graph graph, const SessionOptions& options) {
   CompileOptions co;
   const auto fusion_off = env_get("GPUOPT_DISABLE_FUSION");
   co.enable_fusion = !(fusion_off && *fusion_off == "1");
+  co.memory_limit = options.memory_limit;
   GPUOPT_ASSIGN_OR_RETURN(exe_, backend_->compile(*graph_, co));
   return Status::Ok();
 }

@@ -110,6 +110,12 @@ TEST(Table, AlignsNumbersRight) {
   EXPECT_EQ(t.render(), "name    GB/s\n------------\ncopy  4100.5\nread    12.0\n");
   EXPECT_EQ(format_bytes(1536), "1.50 KiB");
   EXPECT_EQ(format_rate(4.1e12, "B/s"), "4.10 TB/s");
+  EXPECT_EQ(parse_byte_size("512"), 512u);
+  EXPECT_EQ(parse_byte_size("64K"), 65536u);
+  EXPECT_EQ(parse_byte_size("2G"), size_t{2} << 30);
+  EXPECT_EQ(parse_byte_size("1.5GiB"), size_t{3} << 29);
+  EXPECT_FALSE(parse_byte_size("lots").has_value());
+  EXPECT_FALSE(parse_byte_size("3X").has_value());
 }
 
 }  // namespace

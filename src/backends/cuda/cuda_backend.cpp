@@ -324,7 +324,8 @@ class CudaBackend final : public Backend {
   }
   Allocator& allocator() override { return alloc_; }
 
-  Result<std::unique_ptr<Executable>> compile(const Graph& graph, const CompileOptions&) override {
+  Result<std::unique_ptr<Executable>> compile(const Graph& graph, const CompileOptions& options) override {
+    mem_->set_limit(options.memory_limit);
     std::vector<Place> place(graph.nodes().size());
     size_t on_gpu = 0;
     for (size_t n = 0; n < graph.nodes().size(); ++n) {

@@ -25,6 +25,7 @@ class DeviceMemory {
   size_t in_use() const { return in_use_.load(); }
   size_t peak() const { return peak_.load(); }
   size_t limit() const { return limit_; }
+  void set_limit(size_t bytes) { limit_ = bytes; }
   int device() const { return device_; }
 
  private:
