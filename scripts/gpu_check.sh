@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs on the H200 machine, from the repository root, over binaries built here by
-# scripts/build_h200.sh (carried as build-h200/): every scripts/gpu/<area>.sh named on the command
+# scripts/build_h200.sh (carry build-h200/bin): every scripts/gpu/<area>.sh named on the command
 # line (default: all), each logged to $OUT/<area>.log, then a summary table.
 #
 #   scripts/gpu_check.sh info bench      # on the GPU machine
@@ -11,8 +11,22 @@ mkdir -p "$OUT"
 # cuDNN: the headers we build against are 9.19; PyTorch's venv carries the matching library.
 CUDNN_DIR=$(ls -d /opt/torch/.venv/lib/python3*/site-packages/nvidia/cudnn/lib 2>/dev/null | head -1)
 [ -n "$CUDNN_DIR" ] && export LD_LIBRARY_PATH="$CUDNN_DIR:${LD_LIBRARY_PATH:-}"
-export GPUOPT_BIN=$PWD/build-h200/gpuopt
-chmod +x build-h200/gpuopt build-h200/tests/test_* 2>/dev/null || true
+export BIN=$PWD/build-h200/bin
+export GPUOPT_BIN=$BIN/gpuopt
+chmod +x "$BIN"/* 2>/dev/null || true
+if [ -f "$BIN/onnx-node-tests.tgz" ] && [ ! -d /tmp/onnx-node ]; then
+  mkdir -p /tmp/onnx-node && tar xzf "$BIN/onnx-node-tests.tgz" -C /tmp/onnx-node
+fi
+export ONNX_NODE_TESTS=/tmp/onnx-node/node
+# The area scripts may also name binaries by their build paths.
+mkdir -p build-h200/tests
+for f in "$BIN"/*; do
+  case "$(basename "$f")" in
+    test_*) ln -sf "$f" "build-h200/tests/$(basename "$f")" ;;
+    *.tgz) ;;
+    *) ln -sf "$f" "build-h200/$(basename "$f")" ;;
+  esac
+done
 
 areas=("$@")
 if [ ${#areas[@]} -eq 0 ]; then

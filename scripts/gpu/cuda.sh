@@ -2,6 +2,6 @@
 # CUDA backend on the H200: unit tests (allocator, elementwise kernels with guard bytes), then
 # the same under compute-sanitizer memcheck.
 set -uo pipefail
-./build-h200/tests/test_cuda --gtest_brief=1
+$BIN/test_cuda --gtest_brief=1
 echo "memcheck:"
-compute-sanitizer --tool memcheck --leak-check no --error-exitcode 3 ./build-h200/tests/test_cuda --gtest_brief=1 2>&1 | tail -5
+compute-sanitizer --tool memcheck --leak-check no --error-exitcode 3 $BIN/test_cuda --gtest_brief=1 2>&1 | tail -5
