@@ -172,7 +172,7 @@ Status infer_Gemm(InferContext& ctx) {
     y.shape = {kUnknownDim, kUnknownDim};
     return Status::Ok();
   }
-  int64_t M, K, N;
+  int64_t M = 0, K = 0, N = 0;
   GPUOPT_RETURN_IF_ERROR(gemm_dims(ctx, ctx.in(0).shape, ctx.in(1).shape, false, &M, &K, &N));
   y.rank_known = true;
   y.shape = {M, N};
@@ -184,7 +184,7 @@ Status infer_Gemm(InferContext& ctx) {
 Status cpu_Gemm(KernelContext& ctx) {
   const Tensor& at = ctx.in(0);
   const Tensor& bt = ctx.in(1);
-  int64_t M, K, N;
+  int64_t M = 0, K = 0, N = 0;
   GPUOPT_RETURN_IF_ERROR(gemm_dims(ctx, at.shape(), bt.shape(), true, &M, &K, &N));
   const bool ta = ctx.node.attr_i("transA", 0) != 0, tb = ctx.node.attr_i("transB", 0) != 0;
   const double alpha = ctx.node.attr_f("alpha", 1.0f), beta = ctx.node.attr_f("beta", 1.0f);

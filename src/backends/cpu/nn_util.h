@@ -12,6 +12,8 @@
 #include "ir/op_table.h"
 
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -29,6 +31,20 @@ inline std::vector<double> to_doubles(const Tensor& t) {
   return v;
 }
 
+// double -> float rounded to odd: a later float -> f16/bf16 round-to-nearest-even then equals
+// one correct rounding of the double (float keeps more than 2 extra bits), so half outputs are
+// rounded exactly once as the reference kernels promise.
+inline float to_float_round_odd(double d) {
+  float f = static_cast<float>(d);
+  if (!std::isfinite(d) || static_cast<double>(f) == d) return f;
+  if (std::abs(static_cast<double>(f)) > std::abs(d)) f = std::nextafter(f, 0.0f);
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  bits |= 1u;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
 // Writes doubles into t, rounding once to t's dtype (integers round half to even and saturate).
 inline void from_doubles(Tensor& t, const double* v) {
   dispatch_dtype(t.dtype(), [&](auto tag) {
@@ -40,6 +56,8 @@ inline void from_doubles(Tensor& t, const double* v) {
         r = std::min<double>(std::max<double>(r, static_cast<double>(std::numeric_limits<T>::lowest())),
                              static_cast<double>(std::numeric_limits<T>::max()));
         p[i] = static_cast<T>(r);
+      } else if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+        p[i] = T(to_float_round_odd(v[i]));
       } else {
         p[i] = from_f64<T>(v[i]);
       }
