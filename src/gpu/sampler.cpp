@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 
 namespace gpuopt::gpu {
@@ -50,6 +51,19 @@ int64_t now_us() {
 }
 
 }  // namespace
+
+Result<double> parse_interval(const std::string& text) {
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  std::string unit = end ? std::string(end) : std::string();
+  double scale = 0;
+  if (unit.empty() || unit == "s") scale = 1;
+  else if (unit == "ms") scale = 1e-3;
+  else if (unit == "m") scale = 60;
+  if (end == text.c_str() || scale == 0 || !(v > 0) || v * scale > 86400)
+    return Status::InvalidArgument("interval '{}': expected a positive duration like 1s, 500ms or 2", text);
+  return v * scale;
+}
 
 struct Sampler::Impl {
   struct Dev {
@@ -393,11 +407,12 @@ const Snapshot& Sampler::sample() {
   return snap_;
 }
 
-void Sampler::start(std::function<void(const Snapshot&)> on_sample) {
+void Sampler::start(std::function<void(const Snapshot&)> on_sample, bool first_after_interval) {
   stop();
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = false;
+    first_after_interval_ = first_after_interval;
     on_sample_ = std::move(on_sample);
   }
   thread_ = std::thread([this] { loop(); });
@@ -417,6 +432,10 @@ void Sampler::loop() {
   auto period = std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(options_.interval_s));
   auto next = clock::now();
   std::unique_lock<std::mutex> lock(mu_);
+  if (first_after_interval_) {
+    next += period;
+    cv_.wait_until(lock, next, [this] { return stopping_; });
+  }
   while (!stopping_) {
     lock.unlock();
     const Snapshot& s = sample();

@@ -38,6 +38,9 @@ struct DriverInfo {
   std::string driver_version, nvml_version, cuda_driver_version;  // "" when unknown
 };
 
+// "1s", "250ms", "2.5", "1m" -> seconds (> 0). InvalidArgument naming the text otherwise.
+Result<double> parse_interval(const std::string& text);
+
 class Sampler {
  public:
   // Loads NVML (Unavailable without a driver) and reads each device's static info.
@@ -55,7 +58,8 @@ class Sampler {
 
   // Samples every interval on a background thread and calls on_sample after each one (on that
   // thread; copy what you keep). stop() wakes it and joins; the destructor stops too.
-  void start(std::function<void(const Snapshot&)> on_sample);
+  // first_after_interval: wait one interval before the first sample (the caller just took one).
+  void start(std::function<void(const Snapshot&)> on_sample, bool first_after_interval = false);
   void stop();
 
   struct Impl;  // per-device NVML state (handles, GPM samples, unsupported-field flags)
@@ -75,6 +79,7 @@ class Sampler {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;
+  bool first_after_interval_ = false;
   std::function<void(const Snapshot&)> on_sample_;
 };
 

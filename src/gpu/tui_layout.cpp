@@ -220,7 +220,14 @@ Screen MonitorView::render(int width, int height, const ViewOptions& o) const {
          fmt::format("q quit  m sort by memory  u sort by util   sorted by {}   n/a: not reported",
                      o.sort == ProcessSort::kMemory ? "memory" : "util"),
          Color::kHeader);
-  int diag_lines = std::clamp(int(findings_.size()), 1, 4);
+  // Diagnosis gets two lines per finding (what, then the advice) when the processes still fit,
+  // else one line each; the process table takes the rest.
+  auto procs = sorted_processes(snap_, o.sort);
+  int nf = int(findings_.size());
+  int proc_want = 1 + std::max(1, int(procs.size()));
+  int room = help_row - row - 1;  // below the GPU panels, above the help line, minus "DIAGNOSIS"
+  int per = (room - proc_want >= 2 * nf) ? 2 : 1;
+  int diag_lines = std::clamp(std::min(nf * per, room - std::min(proc_want, 2)), 1, std::max(1, nf * per));
   int diag_top = help_row - diag_lines - 1;
   if (diag_top > row) {
     sc.put(diag_top, 0, "DIAGNOSIS", Color::kHeader);
@@ -228,11 +235,17 @@ Screen MonitorView::render(int width, int height, const ViewOptions& o) const {
       sc.put(diag_top + 1, 1,
              snap_.sequence < 2 ? "collecting samples..." : "no bottleneck found in the sample window", Color::kGood);
     }
-    for (int k = 0; k < diag_lines && k < int(findings_.size()); ++k) {
+    int line = diag_top + 1;
+    for (int k = 0; k < nf && line < help_row; ++k) {
       const Finding& f = findings_[k];
       char mark = f.severity == Severity::kCritical ? '!' : f.severity == Severity::kWarning ? '*' : '-';
-      sc.put(diag_top + 1 + k, 1,
-             fmt::format("{} GPU {} {}: {} -> {}", mark, f.gpu, f.title, f.detail, f.advice), severity_color(f.severity));
+      if (per == 2) {
+        sc.put(line++, 1, fmt::format("{} GPU {} {}: {}", mark, f.gpu, f.title, f.detail), severity_color(f.severity));
+        if (line < help_row) sc.put(line++, 3, "-> " + f.advice);
+      } else {
+        sc.put(line++, 1, fmt::format("{} GPU {} {}: {} -> {}", mark, f.gpu, f.title, f.detail, f.advice),
+               severity_color(f.severity));
+      }
     }
   } else {
     diag_top = help_row;
@@ -241,7 +254,6 @@ Screen MonitorView::render(int width, int height, const ViewOptions& o) const {
   if (row < diag_top) {
     sc.put(row++, 0, fmt::format("{:>3} {:>7} {:<10} {:>9} {:>4} {}", "GPU", "PID", "USER", "GPU-MEM", "SM%", "COMMAND"),
            Color::kHeader);
-    auto procs = sorted_processes(snap_, o.sort);
     bool any_list = std::any_of(snap_.gpus.begin(), snap_.gpus.end(), [](const GpuSample& g) { return g.processes_available; });
     if (procs.empty() && row < diag_top)
       sc.put(row++, 1, any_list ? "no processes on the GPU(s)" : "process list not available from the driver", Color::kDim);

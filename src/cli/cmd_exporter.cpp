@@ -1,0 +1,164 @@
+// `gpuopt exporter`: Prometheus /metrics with DCGM-exporter names, /health; `--self-bench`
+// measures what it costs (CPU share of one core at the interval, scrape latency).
+#include "cli/command.h"
+#include "gpu/exporter.h"
+#include "net/http.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <csignal>
+#include <thread>
+
+namespace gpuopt::cli {
+namespace {
+
+using namespace gpuopt::gpu;
+
+struct Options {
+  std::string listen = "0.0.0.0:9400";
+  std::string interval = "1s";
+  int threads = 2;
+  bool no_processes = false;
+  bool self_bench = false;
+  double bench_seconds = 10;
+  int bench_scrapes = 500;
+  bool json = false;
+};
+
+double cpu_seconds() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+int self_bench(const Options& o, ExporterOptions eo) {
+  eo.listen = "127.0.0.1:0";
+  auto e = Exporter::start(eo);
+  if (!e.ok()) return report_error(e.status().with_context("exporter"));
+  Exporter& ex = **e;
+  // Wait for the first sample so the idle phase measures steady state.
+  for (int i = 0; i < 200 && ex.gpu_count() > 0 && ex.samples() < 1; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+
+  // Phase 1: sampling alone (nobody scrapes): the exporter's standing cost.
+  uint64_t s0 = ex.samples();
+  double c0 = cpu_seconds(), t0 = now_s();
+  std::this_thread::sleep_for(std::chrono::duration<double>(o.bench_seconds));
+  double cpu_idle = cpu_seconds() - c0, wall = now_s() - t0;
+  uint64_t samples = ex.samples() - s0;
+  double cpu_pct = 100.0 * cpu_idle / wall;
+
+  // Phase 2: scrapes over one keep-alive connection, as Prometheus does.
+  net::HttpClient client("127.0.0.1", ex.port(), std::chrono::seconds(5));
+  size_t body = 0;
+  for (int i = 0; i < 20; ++i) {
+    auto r = client.get("/metrics");
+    if (!r.ok()) return report_error(r.status().with_context("self-bench scrape"));
+    if (r->status != 200) return report_error(Status::Internal("self-bench: /metrics answered {}", r->status));
+    body = r->body.size();
+  }
+  std::vector<double> lat;
+  lat.reserve(o.bench_scrapes);
+  double c1 = cpu_seconds();
+  for (int i = 0; i < o.bench_scrapes; ++i) {
+    double a = now_s();
+    auto r = client.get("/metrics");
+    double b = now_s();
+    if (!r.ok() || r->status != 200) return report_error(Status::Internal("self-bench: scrape {} failed", i));
+    lat.push_back((b - a) * 1e6);
+  }
+  double cpu_per_scrape_us = (cpu_seconds() - c1) / o.bench_scrapes * 1e6;
+  ex.stop();
+  std::sort(lat.begin(), lat.end());
+  auto q = [&](double p) { return lat[std::min(lat.size() - 1, size_t(p * double(lat.size())))]; };
+  double p50 = q(0.5), p99 = q(0.99), mx = lat.back();
+  bool cpu_ok = cpu_pct < 1.0, lat_ok = p99 < 1000.0;
+  if (o.json) {
+    nlohmann::json j = {{"interval_s", eo.interval_s},
+                        {"gpus", ex.gpu_count()},
+                        {"no_gpu_reason", ex.no_gpu_reason()},
+                        {"idle_seconds", wall},
+                        {"samples", samples},
+                        {"last_sample_duration_ms", ex.last_sample_duration_s() * 1e3},
+                        {"cpu_percent_of_one_core", cpu_pct},
+                        {"scrapes", o.bench_scrapes},
+                        {"metrics_bytes", body},
+                        {"scrape_latency_us", {{"p50", p50}, {"p99", p99}, {"max", mx}}},
+                        {"cpu_per_scrape_us_client_and_server", cpu_per_scrape_us},
+                        {"goals", {{"cpu_percent_lt_1", cpu_ok}, {"scrape_p99_lt_1ms", lat_ok}}}};
+    fmt::print("{}\n", j.dump(2));
+  } else {
+    fmt::print("gpuopt exporter self-bench: {} GPU(s){}, interval {} s\n", ex.gpu_count(),
+               ex.no_gpu_reason().empty() ? "" : " (" + ex.no_gpu_reason() + ")", eo.interval_s);
+    fmt::print("  {:<40} {:>12}  {}\n", "measure", "value", "goal");
+    fmt::print("  {:<40} {:>12}\n", "samples in the idle phase", fmt::format("{} in {:.1f} s", samples, wall));
+    fmt::print("  {:<40} {:>12.2f}\n", "last sample's NVML time (ms)", ex.last_sample_duration_s() * 1e3);
+    fmt::print("  {:<40} {:>12.3f}  < 1% {}\n", "CPU, % of one core (sampling, no scrapes)", cpu_pct, cpu_ok ? "OK" : "MISSED");
+    fmt::print("  {:<40} {:>12}\n", "/metrics size (bytes)", body);
+    fmt::print("  {:<40} {:>12.0f}\n", "scrape latency p50 (us)", p50);
+    fmt::print("  {:<40} {:>12.0f}  < 1000 us {}\n", "scrape latency p99 (us)", p99, lat_ok ? "OK" : "MISSED");
+    fmt::print("  {:<40} {:>12.0f}\n", "scrape latency max (us)", mx);
+    fmt::print("  {:<40} {:>12.1f}\n", "CPU per scrape, client+server (us)", cpu_per_scrape_us);
+  }
+  return kExitOk;
+}
+
+int run(const Options& o) {
+  auto interval = parse_interval(o.interval);
+  if (!interval.ok()) return report_error(interval.status(), true);
+  if (o.threads < 1 || o.threads > 64) return report_error(Status::InvalidArgument("--threads must be 1..64"), true);
+  if (o.bench_seconds <= 0 || o.bench_scrapes < 1)
+    return report_error(Status::InvalidArgument("--bench-seconds and --bench-scrapes must be positive"), true);
+  ExporterOptions eo;
+  eo.listen = o.listen;
+  eo.interval_s = *interval;
+  eo.threads = o.threads;
+  eo.sampler.processes = !o.no_processes;
+  if (o.self_bench) return self_bench(o, eo);
+  std::string host;
+  uint16_t port = 0;
+  if (Status st = parse_listen(o.listen, &host, &port); !st.ok()) return report_error(st, true);
+
+  // Block the stop signals before any thread starts, so only sigwait below receives them.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  auto e = Exporter::start(eo);
+  if (!e.ok()) return report_error(e.status().with_context("exporter"));
+  fmt::print(stderr, "gpuopt exporter: serving http://{}:{}/metrics ({} GPU(s), interval {} s){}\n", (*e)->host(),
+             (*e)->port(), (*e)->gpu_count(), eo.interval_s,
+             (*e)->no_gpu_reason().empty() ? "" : "; no GPU series: " + (*e)->no_gpu_reason());
+  int sig = 0;
+  sigwait(&set, &sig);
+  fmt::print(stderr, "gpuopt exporter: signal {}, stopping\n", sig);
+  (*e)->stop();
+  return kExitOk;
+}
+
+void setup(CLI::App& app) {
+  auto* cmd = app.add_subcommand("exporter", "Prometheus exporter: /metrics with DCGM-exporter names, /health");
+  auto o = std::make_shared<Options>();
+  cmd->add_option("--listen", o->listen, "Address to serve on: host:port, [ipv6]:port or :port")->capture_default_str();
+  cmd->add_option("--interval", o->interval, "Sampling interval (1s, 500ms, 2)")->capture_default_str();
+  cmd->add_option("--threads", o->threads, "HTTP threads")->capture_default_str();
+  cmd->add_flag("--no-processes", o->no_processes, "Do not export per-process series");
+  cmd->add_flag("--self-bench", o->self_bench,
+                "Measure the exporter on 127.0.0.1: CPU share at the interval and /metrics scrape latency");
+  cmd->add_option("--bench-seconds", o->bench_seconds, "Self-bench: seconds of sampling without scrapes")->capture_default_str();
+  cmd->add_option("--bench-scrapes", o->bench_scrapes, "Self-bench: timed scrapes")->capture_default_str();
+  cmd->add_flag("--json", o->json, "Self-bench: print JSON");
+  cmd->callback([o] { set_exit_code(run(*o)); });
+}
+GPUOPT_REGISTER_COMMAND(65, setup);
+
+}  // namespace
+}  // namespace gpuopt::cli
