@@ -103,7 +103,7 @@ bool batchnorm_supported(const Node& n, const std::vector<DType>& in) {
 
 Status run_pool(CudaKernelContext& k, bool max) {
   const Tensor& x = k.in(0);
-  const Tensor& y = k.out(0);
+  Tensor& y = k.out(0);
   const auto ks = k.node.attr_ints("kernel_shape");
   const auto st = k.node.attr_ints("strides", {1, 1});
   const auto pads = k.node.attr_ints("pads", {0, 0, 0, 0});
