@@ -41,7 +41,7 @@ std::string format_flops(double f) {
 nlohmann::json value_json(const Graph& g, ValueId id) {
   const Value& v = g.value(id);
   std::vector<std::string> dims;
-  for (int64_t d : v.declared.rank_known ? v.declared.shape : v.info.shape) dims.push_back(g.symbol_name(d));
+  for (int64_t d : v.info.rank_known ? v.info.shape : v.declared.shape) dims.push_back(g.symbol_name(d));
   return {{"name", v.name}, {"dtype", std::string(dtype_name(v.info.dtype))}, {"shape", dims}};
 }
 
@@ -70,6 +70,13 @@ int run(const Options& o) {
   Status st = bound.infer_shapes();
   if (st.ok() && o.optimized) st = run_default_passes(&bound);
   if (!st.ok()) return report_error(st);
+  // FLOPs come from a folded copy: with the symbols bound, shape subgraphs (Shape -> Gather ->
+  // Concat -> Reshape) fold, so every later node has concrete shapes. Folded nodes cost nothing
+  // at run time worth counting (they compute shapes).
+  Graph folded = bound;
+  if (auto f = fold_constants(&folded); !f.ok()) return report_error(f.status());
+  std::map<std::string, const Node*> folded_by_name;
+  for (const Node& n : folded.nodes()) folded_by_name[n.name] = &n;
 
   std::vector<std::pair<std::string, std::unique_ptr<Backend>>> backends;
   for (const std::string& name : backend_names()) {
@@ -79,7 +86,19 @@ int run(const Options& o) {
   std::map<std::string, OpRow> hist;
   double total = 0.0;
   bool total_exact = true;
-  for (const Node& n : bound.nodes()) {
+  for (const Node& orig : bound.nodes()) {
+    auto fit = folded_by_name.find(orig.name);
+    if (fit == folded_by_name.end()) {  // folded away: a shape computation
+      OpRow& row = hist[orig.op_type];
+      ++row.count;
+      for (const auto& [name, b] : backends) {
+        const bool ok = b && b->supports(orig, bound);
+        auto it = row.support.find(name);
+        row.support[name] = it == row.support.end() ? ok : (it->second && ok);
+      }
+      continue;
+    }
+    const Node& n = *fit->second;
     FlopsContext fc{n, {}, {}};
     std::vector<ValueInfo> infos;
     infos.reserve(n.inputs.size() + n.outputs.size());
@@ -89,16 +108,16 @@ int run(const Options& o) {
         fc.inputs.push_back(nullptr);
         continue;
       }
-      infos.push_back(bound.info_with_value(v));
+      infos.push_back(folded.info_with_value(v));
       fc.inputs.push_back(&infos.back());
       concrete = concrete && infos.back().rank_known && shape_is_concrete(infos.back().shape);
     }
     for (ValueId v : n.outputs) {
-      fc.outputs.push_back(v == kNoValue ? nullptr : &bound.value(v).info);
-      if (v != kNoValue) concrete = concrete && bound.value(v).info.rank_known && shape_is_concrete(bound.value(v).info.shape);
+      fc.outputs.push_back(v == kNoValue ? nullptr : &folded.value(v).info);
+      if (v != kNoValue) concrete = concrete && folded.value(v).info.rank_known && shape_is_concrete(folded.value(v).info.shape);
     }
     const double f = op_def(n.op).flops(fc);
-    OpRow& row = hist[n.op_type];
+    OpRow& row = hist[orig.op_type];
     ++row.count;
     row.flops += f;
     row.flops_exact = row.flops_exact && concrete;
