@@ -22,10 +22,11 @@ Result<DeviceInfo> query_device(int device);
 
 // ---- memory ----------------------------------------------------------------------------------
 enum class MemTest {
-  MemcpyD2D,    // cudaMemcpyAsync device -> device
-  CopyKernel,   // 16-byte vector copy kernel
-  ReadKernel,   // 16-byte loads, reduced to one word per thread
-  WriteKernel,  // 16-byte stores
+  MemcpyD2D,            // cudaMemcpyAsync device -> device
+  CopyKernel,           // 16-byte vector copy kernel
+  CopyKernelStreaming,  // the same with evict-first (.cs) loads and stores
+  ReadKernel,           // 16-byte loads, reduced to one word per thread
+  WriteKernel,          // 16-byte stores
   H2DPinned,
   D2HPinned,
   H2DPageable,
@@ -82,7 +83,7 @@ struct LatencyEntry {
 Result<std::vector<LatencyEntry>> run_latency(int device, int repeat);
 
 // ---- correctness checks (tests and `--check`): each compares with a CPU reference ----------
-Status check_memory_kernels(int device);  // copy/write output, read sum
+Status check_memory_kernels(int device);  // both copies, write output, read sum
 Status check_fma(FmaKind k, int device);  // per-thread results vs CPU
 Status check_roofline(RooflineType t, int flops_per_word, int device);
 Status check_gemm(GemmType t, int n, int device);  // sampled entries vs CPU dot products

@@ -7,18 +7,32 @@
 namespace gpuopt::bench::cuda {
 namespace {
 
+// kStreaming: evict-first cache hints (ld/st.global.cs), since each byte is touched once.
+template <bool kStreaming>
+__device__ __forceinline__ uint4 load(const uint4* p) {
+  if constexpr (kStreaming) return __ldcs(p);
+  else return *p;
+}
+template <bool kStreaming>
+__device__ __forceinline__ void store(uint4* p, uint4 v) {
+  if constexpr (kStreaming) __stcs(p, v);
+  else *p = v;
+}
+
+template <bool kStreaming>
 __global__ void __launch_bounds__(kMemThreads) copy_kernel(const uint4* __restrict__ src, uint4* __restrict__ dst,
                                                            size_t n) {
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   for (; i + 3 * stride < n; i += 4 * stride) {
-    const uint4 a = src[i], b = src[i + stride], c = src[i + 2 * stride], d = src[i + 3 * stride];
-    dst[i] = a;
-    dst[i + stride] = b;
-    dst[i + 2 * stride] = c;
-    dst[i + 3 * stride] = d;
+    const uint4 a = load<kStreaming>(src + i), b = load<kStreaming>(src + i + stride),
+                c = load<kStreaming>(src + i + 2 * stride), d = load<kStreaming>(src + i + 3 * stride);
+    store<kStreaming>(dst + i, a);
+    store<kStreaming>(dst + i + stride, b);
+    store<kStreaming>(dst + i + 2 * stride, c);
+    store<kStreaming>(dst + i + 3 * stride, d);
   }
-  for (; i < n; i += stride) dst[i] = src[i];
+  for (; i < n; i += stride) store<kStreaming>(dst + i, load<kStreaming>(src + i));
 }
 
 __device__ __forceinline__ uint32_t fold(uint4 v) { return v.x ^ v.y ^ v.z ^ v.w; }
@@ -79,12 +93,15 @@ int max_resident_blocks(const void* kernel, int threads, int device) {
 
 int memory_grid(size_t vectors, int device) {
   const size_t needed = (vectors + kMemThreads - 1) / kMemThreads;
-  const int full = max_resident_blocks(reinterpret_cast<const void*>(copy_kernel), kMemThreads, device);
+  const int full = max_resident_blocks(reinterpret_cast<const void*>(copy_kernel<false>), kMemThreads, device);
   return static_cast<int>(std::max<size_t>(1, std::min<size_t>(needed, full)));
 }
 
-void launch_copy(const void* src, void* dst, size_t vectors, int grid, cudaStream_t s) {
-  copy_kernel<<<grid, kMemThreads, 0, s>>>(static_cast<const uint4*>(src), static_cast<uint4*>(dst), vectors);
+void launch_copy(const void* src, void* dst, size_t vectors, int grid, cudaStream_t s, bool streaming) {
+  if (streaming)
+    copy_kernel<true><<<grid, kMemThreads, 0, s>>>(static_cast<const uint4*>(src), static_cast<uint4*>(dst), vectors);
+  else
+    copy_kernel<false><<<grid, kMemThreads, 0, s>>>(static_cast<const uint4*>(src), static_cast<uint4*>(dst), vectors);
 }
 void launch_read(const void* src, size_t vectors, uint32_t* block_xor, int grid, cudaStream_t s) {
   read_kernel<<<grid, kMemThreads, 0, s>>>(static_cast<const uint4*>(src), vectors, block_xor);

@@ -9,6 +9,8 @@ const char* mem_test_name(MemTest t) {
       return "d2d_memcpy";
     case MemTest::CopyKernel:
       return "d2d_copy_kernel";
+    case MemTest::CopyKernelStreaming:
+      return "d2d_copy_kernel_cs";
     case MemTest::ReadKernel:
       return "read_kernel";
     case MemTest::WriteKernel:

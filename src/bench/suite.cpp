@@ -68,7 +68,7 @@ std::string intensity_label(double i) {
 void apply_defaults(SuiteOptions* o) {
   if (o->memory_sizes.empty())
     for (uint64_t s = kMiB; s <= 4096 * kMiB; s *= 2) o->memory_sizes.push_back(s);
-  if (o->transfer_sizes.empty()) o->transfer_sizes = {kMiB, 16 * kMiB, 256 * kMiB};
+  if (o->transfer_sizes.empty()) o->transfer_sizes = {kMiB, 16 * kMiB, 256 * kMiB, 1024 * kMiB};
   if (o->gemm_sizes.empty()) o->gemm_sizes = {1024, 2048, 4096, 8192, 16384};
   if (o->gemm_types.empty())
     o->gemm_types = {GemmType::F32, GemmType::TF32, GemmType::F16, GemmType::BF16, GemmType::FP8, GemmType::INT8};
@@ -157,8 +157,9 @@ Section bench_memory(const SuiteOptions& o, const GpuContext& g) {
     s.notes.push_back(c.ok() ? "check: copy, read and write kernels agree with the CPU"
                              : "check FAILED: " + c.to_string());
   }
-  const MemTest device_tests[] = {MemTest::MemcpyD2D, MemTest::CopyKernel, MemTest::ReadKernel, MemTest::WriteKernel};
-  const size_t total = o.memory_sizes.size() * 4 + o.transfer_sizes.size() * 4;
+  const MemTest device_tests[] = {MemTest::MemcpyD2D, MemTest::CopyKernel, MemTest::CopyKernelStreaming,
+                                  MemTest::ReadKernel, MemTest::WriteKernel};
+  const size_t total = o.memory_sizes.size() * std::size(device_tests) + o.transfer_sizes.size() * 4;
   size_t step = 0;
   for (MemTest t : device_tests) {
     for (uint64_t bytes : o.memory_sizes) {

@@ -23,7 +23,7 @@ struct SuiteOptions {
   int device = 0;
   int repeat = 0;                        // samples per measurement; 0 = each benchmark's default
   std::vector<uint64_t> memory_sizes;    // bytes; default 1 MiB .. 4 GiB, powers of two
-  std::vector<uint64_t> transfer_sizes;  // bytes; default 1 MiB, 16 MiB, 256 MiB
+  std::vector<uint64_t> transfer_sizes;  // bytes; default 1 MiB, 16 MiB, 256 MiB, 1 GiB
   std::vector<int> gemm_sizes;           // default 1024 .. 16384, powers of two
   std::vector<GemmType> gemm_types;      // default all six
   int f32_max_n = 0;                     // skip strict-f32 GEMM above this n (0: no limit)

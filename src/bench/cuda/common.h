@@ -153,7 +153,7 @@ Result<TimingStats> time_on_stream(cudaStream_t stream, int repeat, Op&& op, dou
 // ---- kernel launchers (src/bench/*.cu) -------------------------------------------------------
 int max_resident_blocks(const void* kernel, int threads, int device);
 // Memory kernels over 16-byte vectors; `grid` 0 picks a full-occupancy grid.
-void launch_copy(const void* src, void* dst, size_t vectors, int grid, cudaStream_t s);
+void launch_copy(const void* src, void* dst, size_t vectors, int grid, cudaStream_t s, bool streaming = false);
 void launch_read(const void* src, size_t vectors, uint32_t* block_xor, int grid, cudaStream_t s);
 void launch_write(void* dst, size_t vectors, uint32_t seed, int grid, cudaStream_t s);
 int memory_grid(size_t vectors, int device);  // blocks for the kernels above (256 threads)

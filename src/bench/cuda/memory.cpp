@@ -42,6 +42,9 @@ Result<TimingStats> time_device_side(MemTest t, uint64_t bytes, const MemParams&
       case MemTest::CopyKernel:
         cuda::launch_copy(s, d, vecs, grid, st);
         break;
+      case MemTest::CopyKernelStreaming:
+        cuda::launch_copy(s, d, vecs, grid, st, true);
+        break;
       case MemTest::ReadKernel:
         cuda::launch_read(s, vecs, xors.get<uint32_t>(), grid, st);
         break;
@@ -123,12 +126,15 @@ Status check_memory_kernels(int device) {
   std::vector<uint32_t> in(bytes / 4), out(bytes / 4);
   fill_host_words(in.data(), bytes);
   GPUOPT_CHECK_CALL(cudaMemcpy(src.get(), in.data(), bytes, cudaMemcpyHostToDevice));
-  GPUOPT_CHECK_CALL(cudaMemset(dst.get(), 0xA5, bytes));  // poison: every word must be written
-  cuda::launch_copy(src.get(), dst.get(), vecs, grid, st.get());
-  GPUOPT_CHECK_CALL(cudaStreamSynchronize(st.get()));
-  GPUOPT_CHECK_CALL(cudaGetLastError());
-  GPUOPT_CHECK_CALL(cudaMemcpy(out.data(), dst.get(), bytes, cudaMemcpyDeviceToHost));
-  if (std::memcmp(in.data(), out.data(), bytes) != 0) return Status::Internal("copy kernel: output differs from input");
+  for (bool streaming : {false, true}) {
+    GPUOPT_CHECK_CALL(cudaMemset(dst.get(), 0xA5, bytes));  // poison: every word must be written
+    cuda::launch_copy(src.get(), dst.get(), vecs, grid, st.get(), streaming);
+    GPUOPT_CHECK_CALL(cudaStreamSynchronize(st.get()));
+    GPUOPT_CHECK_CALL(cudaGetLastError());
+    GPUOPT_CHECK_CALL(cudaMemcpy(out.data(), dst.get(), bytes, cudaMemcpyDeviceToHost));
+    if (std::memcmp(in.data(), out.data(), bytes) != 0)
+      return Status::Internal("copy kernel{}: output differs from input", streaming ? " (streaming)" : "");
+  }
 
   cuda::launch_read(src.get(), vecs, xors.get<uint32_t>(), grid, st.get());
   std::vector<uint32_t> bx(grid);
