@@ -171,20 +171,28 @@ Status cpu_Conv(KernelContext& ctx) {
   const std::vector<double> xv = nn::to_doubles(x), wv = nn::to_doubles(wt);
   std::vector<double> bv = ctx.has_input(2) ? nn::to_doubles(ctx.in(2)) : std::vector<double>(M, 0.0);
   const std::vector<int64_t> table = nn::window_gather_table(win);
+  // Per input channel, gather its K x O window matrix once (zeros in the padding), then every
+  // output channel of the group does branch-free multiply-adds over it.
   std::vector<double> yv(static_cast<size_t>(N * M * O));
+  std::vector<double> col(static_cast<size_t>(K * O));
   for (int64_t n = 0; n < N; ++n)
-    for (int64_t m = 0; m < M; ++m) {
-      const int64_t g = m / Mg;
-      double* acc = yv.data() + (n * M + m) * O;
-      std::fill(acc, acc + O, bv[m]);
+    for (int64_t g = 0; g < G; ++g) {
+      for (int64_t mm = 0; mm < Mg; ++mm) {
+        double* acc = yv.data() + (n * M + g * Mg + mm) * O;
+        std::fill(acc, acc + O, bv[g * Mg + mm]);
+      }
       for (int64_t c = 0; c < Cg; ++c) {
         const double* xin = xv.data() + (n * C + g * Cg + c) * I;
-        const double* wk = wv.data() + (m * Cg + c) * K;
-        for (int64_t t = 0; t < K; ++t) {
-          const double wval = wk[t];
-          const int64_t* tab = table.data() + t * O;
-          for (int64_t o = 0; o < O; ++o)
-            if (tab[o] >= 0) acc[o] += wval * xin[tab[o]];
+        for (int64_t j = 0; j < K * O; ++j) col[j] = table[j] >= 0 ? xin[table[j]] : 0.0;
+        for (int64_t mm = 0; mm < Mg; ++mm) {
+          const int64_t m = g * Mg + mm;
+          double* acc = yv.data() + (n * M + m) * O;
+          const double* wk = wv.data() + (m * Cg + c) * K;
+          for (int64_t t = 0; t < K; ++t) {
+            const double wval = wk[t];
+            const double* cr = col.data() + t * O;
+            for (int64_t o = 0; o < O; ++o) acc[o] += wval * cr[o];
+          }
         }
       }
     }

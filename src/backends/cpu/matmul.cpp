@@ -16,15 +16,23 @@ bool matmul_dtype_ok(DType t) {
 }
 
 // C[m,n] (+)= sum_k A[m,k] * B[k,n] over plain row-major panels with given element strides.
+// Column tiles of kTileN keep the B panel in cache across the rows of A.
 template <typename Acc>
 void gemm_panel(const Acc* a, int64_t a_rs, int64_t a_cs, const Acc* b, int64_t b_rs, int64_t b_cs, Acc* c,
                 int64_t M, int64_t N, int64_t K) {
-  for (int64_t m = 0; m < M; ++m) {
-    Acc* crow = c + m * N;
-    for (int64_t k = 0; k < K; ++k) {
-      const Acc av = a[m * a_rs + k * a_cs];
-      const Acc* brow = b + k * b_rs;
-      for (int64_t n = 0; n < N; ++n) crow[n] += av * brow[n * b_cs];
+  constexpr int64_t kTileN = 256;
+  for (int64_t n0 = 0; n0 < N; n0 += kTileN) {
+    const int64_t n1 = std::min(N, n0 + kTileN);
+    for (int64_t m = 0; m < M; ++m) {
+      Acc* crow = c + m * N;
+      for (int64_t k = 0; k < K; ++k) {
+        const Acc av = a[m * a_rs + k * a_cs];
+        const Acc* brow = b + k * b_rs;
+        if (b_cs == 1)  // the common row-major case, kept separate so it vectorises
+          for (int64_t n = n0; n < n1; ++n) crow[n] += av * brow[n];
+        else
+          for (int64_t n = n0; n < n1; ++n) crow[n] += av * brow[n * b_cs];
+      }
     }
   }
 }
