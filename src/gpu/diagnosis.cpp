@@ -302,7 +302,7 @@ void Diagnoser::diagnose_gpu(unsigned gpu, const Ring& ring, std::vector<Finding
       mem_frac.max < c.headroom_memory) {
     emit(Rule::kMemoryHeadroom, Severity::kInfo, "busy GPU with memory to spare",
          fmt::format("utilization {:.0f}%, memory at most {:.0f}% used", util.mean(), mem_frac.max * 100),
-         "A larger batch (or more model instances) may raise throughput; `gpuopt tune` finds the best batch size");
+         "A larger batch (or more model instances) may raise throughput: sweep the batch size and keep the fastest");
   }
 }
 

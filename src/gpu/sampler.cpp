@@ -29,15 +29,16 @@ struct GpmMap {
   double scale;
 };
 constexpr double kMiB = 1024.0 * 1024.0;
+constexpr double kPercent = 0.01;  // divided by 100 (not multiplied by 0.01: 70 -> 0.7 exactly)
 const GpmMap kGpmMap[] = {
-    {kGpmGraphicsUtil, &gpu::GpmSample::graphics_active, 0.01},
-    {kGpmSmUtil, &gpu::GpmSample::sm_active, 0.01},
-    {kGpmSmOccupancy, &gpu::GpmSample::sm_occupancy, 0.01},
-    {kGpmAnyTensorUtil, &gpu::GpmSample::tensor_active, 0.01},
-    {kGpmDramBwUtil, &gpu::GpmSample::dram_active, 0.01},
-    {kGpmFp64Util, &gpu::GpmSample::fp64_active, 0.01},
-    {kGpmFp32Util, &gpu::GpmSample::fp32_active, 0.01},
-    {kGpmFp16Util, &gpu::GpmSample::fp16_active, 0.01},
+    {kGpmGraphicsUtil, &gpu::GpmSample::graphics_active, kPercent},
+    {kGpmSmUtil, &gpu::GpmSample::sm_active, kPercent},
+    {kGpmSmOccupancy, &gpu::GpmSample::sm_occupancy, kPercent},
+    {kGpmAnyTensorUtil, &gpu::GpmSample::tensor_active, kPercent},
+    {kGpmDramBwUtil, &gpu::GpmSample::dram_active, kPercent},
+    {kGpmFp64Util, &gpu::GpmSample::fp64_active, kPercent},
+    {kGpmFp32Util, &gpu::GpmSample::fp32_active, kPercent},
+    {kGpmFp16Util, &gpu::GpmSample::fp16_active, kPercent},
     {kGpmPcieTxPerSec, &gpu::GpmSample::pcie_tx_bytes_per_s, kMiB},
     {kGpmPcieRxPerSec, &gpu::GpmSample::pcie_rx_bytes_per_s, kMiB},
     {static_cast<GpmMetricId>(61), &gpu::GpmSample::nvlink_tx_bytes_per_s, kMiB},  // NVLINK_TOTAL_TX_PER_SEC
@@ -317,7 +318,8 @@ const Snapshot& Sampler::sample() {
           }
           if (api.gpm_metrics_get(&q) == kSuccess) {
             for (size_t k = 0; k < kGpmCount; ++k)
-              if (q.metrics[k].nvml_return == kSuccess) g.gpm.*kGpmMap[k].field = q.metrics[k].value * kGpmMap[k].scale;
+              if (q.metrics[k].nvml_return == kSuccess) g.gpm.*kGpmMap[k].field = kGpmMap[k].scale == kPercent ? q.metrics[k].value / 100.0
+                                                                               : q.metrics[k].value * kGpmMap[k].scale;
             dev.gpm_pcie = g.gpm.pcie_tx_bytes_per_s.has_value();
           }
         }

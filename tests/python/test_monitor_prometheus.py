@@ -189,3 +189,48 @@ def test_samples_keep_coming(stack):
     time.sleep(2.5)
     b = float(wait_series(base, 'gpuopt_exporter_samples_total{job="gpuopt"}', 1)[0]["value"][1])
     assert b > a
+
+
+def _dashboard_exprs():
+    src = os.environ.get("GPUOPT_TEST_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+    with open(os.path.join(src, "deploy", "grafana", "gpuopt-dashboard.json")) as f:
+        dash = json.load(f)
+    exprs = []
+    for p in dash["panels"]:
+        for t in p.get("targets", []):
+            exprs.append(t["expr"])
+    for v in dash["templating"]["list"]:
+        if v["type"] == "query":
+            exprs.append(v["definition"])
+    return src, exprs
+
+
+def test_grafana_dashboard_queries_run_and_use_documented_metrics(stack):
+    import re
+    base, _ = stack
+    src, exprs = _dashboard_exprs()
+    with open(os.path.join(src, "docs", "monitoring.md")) as f:
+        doc = f.read()
+    with_data = 0
+    for e in exprs:
+        names = set(re.findall(r"\b((?:DCGM_FI|gpuopt)_[A-Za-z0-9_]+)", e))
+        for n in names:
+            assert f"`{n}`" in doc, f"{n} (dashboard) is not in docs/monitoring.md"
+        if e.startswith("label_values("):
+            continue
+        q = e.replace("$Hostname", ".*").replace("$gpu", ".*")
+        res = prom_query(base, q)  # asserts Prometheus accepted the expression
+        with_data += bool(res)
+    assert with_data >= len(exprs) // 2, "most dashboard queries should return data from the fake GPUs"
+
+
+def test_every_exported_metric_is_documented(stack):
+    _, port = stack
+    src, _ = _dashboard_exprs()
+    with open(os.path.join(src, "docs", "monitoring.md")) as f:
+        doc = f.read()
+    _, _, body = http_get(f"http://127.0.0.1:{port}/metrics")
+    families = [l.split()[2] for l in body.splitlines() if l.startswith("# TYPE ")]
+    assert len(families) > 30
+    missing = [n for n in families if f"`{n}`" not in doc]
+    assert not missing, f"metrics missing from docs/monitoring.md: {missing}"
