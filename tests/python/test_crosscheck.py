@@ -65,3 +65,58 @@ def test_dynamic_batch_resnet_small(tmp_path):
 def test_other_sequence_length(builder, tmp_path):
     model, feeds = builder(seq=9)
     run_both(model, feeds(np.random.default_rng(7), 3), tmp_path)
+
+
+# ---- the CLI around the engine: inspect and run report what they should, bad input is one line
+
+
+def _conv_model(tmp_path):
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    w = numpy_helper.from_array(np.ones((8, 3, 3, 3), np.float32), "w")
+    n = helper.make_node("Conv", ["x", "w"], ["y"], name="conv", pads=[1, 1, 1, 1])
+    g = helper.make_graph([n], "c", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 16, 16])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w])
+    path = tmp_path / "conv.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+def test_inspect_json_counts(tmp_path):
+    import json
+    path = _conv_model(tmp_path)
+    r = subprocess.run([gpuopt_bin(), "inspect", str(path), "--json", "--batch", "2"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    j = json.loads(r.stdout)
+    assert j["opset"] == 17 and j["parameters"] == 8 * 3 * 3 * 3
+    assert j["inputs"][0]["shape"] == ["N", "3", "16", "16"]
+    # 2 FLOPs per MAC: batch 2 x 8 out channels x 16x16 outputs x 27 MACs.
+    assert j["ops"][0]["op"] == "Conv" and j["ops"][0]["count"] == 1
+    assert abs(j["flops_total"] - 2 * 2 * 8 * 16 * 16 * 27) / (2 * 2 * 8 * 16 * 16 * 27) < 0.05
+    assert j["ops"][0]["support"]["cpu"] is True
+
+
+def test_run_random_inputs_json(tmp_path):
+    import json
+    path = _conv_model(tmp_path)
+    r = subprocess.run([gpuopt_bin(), "run", str(path), "--random-inputs", "--batch", "3", "--iterations", "4", "--json",
+                        "--output-dir", str(tmp_path / "o")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    j = json.loads(r.stdout)
+    assert j["batch"] == 3 and j["iterations"] == 4
+    lat = j["latency_ms"]
+    assert 0 < lat["min"] <= lat["median"] <= lat["p99"]
+    assert np.load(tmp_path / "o" / "y.npy").shape == (3, 8, 16, 16)
+
+
+def test_run_bad_input_is_one_clear_line(tmp_path):
+    path = _conv_model(tmp_path)
+    r = subprocess.run([gpuopt_bin(), "run", str(path)], capture_output=True, text=True)
+    assert r.returncode == 2 and "missing input 'x'" in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    np.save(tmp_path / "bad.npy", np.zeros((1, 3, 16), np.float32))
+    r = subprocess.run([gpuopt_bin(), "run", str(path), "--input", f"x={tmp_path / 'bad.npy'}"], capture_output=True,
+                       text=True)
+    assert r.returncode == 1 and "rank 3 given" in r.stderr, r.stderr
+    (tmp_path / "trunc.onnx").write_bytes(path.read_bytes()[:100])
+    r = subprocess.run([gpuopt_bin(), "inspect", str(tmp_path / "trunc.onnx")], capture_output=True, text=True)
+    assert r.returncode == 1 and "truncated or corrupt" in r.stderr, r.stderr
