@@ -187,6 +187,33 @@ def define():
     case("topk_largest", "TopK", [rand((3, 9)), i64(4)], n_out=2)
     case("topk_smallest_axis0", "TopK", [rand((8, 5)), i64(3)], n_out=2, axis=0, largest=0)
     case("topk_ties_i64", "TopK", [rng.integers(0, 4, (5, 16)).astype(np.int64), i64(7)], n_out=2, axis=1)
+    # Resize (ORT's implementation as the oracle, tolerance-compared)
+    f32 = np.float32
+    case("resize_nearest_ceil_up", "Resize", [rand((1, 2, 3, 5)), None, np.array([1, 1, 2.5, 1.6], f32)],
+         mode="nearest", nearest_mode="round_prefer_ceil", opset=19)
+    case("resize_nearest_floor_asym_u8", "Resize", [rand((2, 3, 4, 4), np.uint8), None, np.array([1, 1, 1.5, 3], f32)],
+         mode="nearest", nearest_mode="floor", coordinate_transformation_mode="asymmetric", opset=19)
+    case("resize_linear_align_sizes", "Resize", [rand((1, 3, 7, 8)), None, None, i64(1, 3, 4, 5)],
+         mode="linear", coordinate_transformation_mode="align_corners", opset=19)
+    case("resize_linear_half_pixel_up", "Resize", [rand((2, 1, 4, 3)), None, np.array([1, 1, 2, 3], f32)], mode="linear", opset=19)
+    case("resize_linear_pytorch_sizes", "Resize", [rand((1, 2, 5, 9)), None, None, i64(1, 2, 1, 4)],
+         mode="linear", coordinate_transformation_mode="pytorch_half_pixel", opset=19)
+    case("resize_cubic_exclude", "Resize", [rand((1, 1, 6, 7)), None, np.array([1, 1, 1.7, 0.6], f32)],
+         mode="cubic", cubic_coeff_a=-0.5, exclude_outside=1, opset=19)
+    case("resize_cubic_asym_f16", "Resize", [rand((1, 2, 4, 4), np.float16), None, np.array([1, 1, 2, 2], f32)],
+         mode="cubic", coordinate_transformation_mode="asymmetric", opset=19)
+    case("resize_linear_antialias_down", "Resize", [rand((1, 2, 16, 12)), None, np.array([1, 1, 0.3, 0.5], f32)],
+         mode="linear", antialias=1, opset=19)
+    case("resize_cubic_antialias_down", "Resize", [rand((1, 1, 9, 16)), None, None, i64(1, 1, 4, 5)],
+         mode="cubic", antialias=1, opset=19)
+    case("resize_tf_crop", "Resize", [rand((1, 1, 8, 7)), np.array([0, 0, 0.2, 0.1, 1, 1, 0.9, 1.2], f32), None, i64(1, 1, 5, 6)],
+         mode="linear", coordinate_transformation_mode="tf_crop_and_resize", extrapolation_value=-7.0, opset=19)
+    case("resize_keep_aspect_axes", "Resize", [rand((2, 3, 10, 6)), None, None, i64(5, 5)],
+         mode="nearest", axes=[2, 3], keep_aspect_ratio_policy="not_larger", opset=19)
+    case("resize_opset11_linear", "Resize", [rand((1, 1, 3, 5)), np.zeros((0,), f32), np.array([1, 1, 2, 0.5], f32)],
+         mode="linear", opset=11)
+    case("resize_opset10_nearest", "Resize", [rand((1, 2, 3, 4)), np.array([1, 1, 2, 3], f32)], mode="nearest", opset=10)
+    case("upsample_nearest", "Upsample", [rand((1, 2, 3, 2)), np.array([1, 1, 3, 2], f32)], mode="nearest", opset=9)
     case("topk_f16", "TopK", [rand((2, 7, 3), np.float16), i64(2)], n_out=2, axis=1)
 
 

@@ -95,9 +95,10 @@ TEST(Random, SliceWithNegativeStepsAndClamping) {
         b = std::max<int64_t>(0, std::min(b, dim));
         for (int64_t i = a; i < b; i += step) picked[d].push_back(i);
       } else {
-        a = std::max<int64_t>(-1, std::min(a, dim - 1));
+        // The spec (and ORT) clamp a negative-step start into [0, dim-1]; NumPy would give empty.
+        a = std::max<int64_t>(0, std::min(a, dim - 1));
         b = std::max<int64_t>(-1, std::min(b, dim - 1));
-        for (int64_t i = a; i > b && i >= 0; i += step) picked[d].push_back(i);
+        for (int64_t i = a; i > b && i >= 0 && i < dim; i += step) picked[d].push_back(i);
       }
     }
     Shape os;

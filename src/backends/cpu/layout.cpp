@@ -295,6 +295,8 @@ SliceAxis slice_axis(int64_t dim, int64_t start, int64_t end, int64_t step) {
     start = std::clamp<int64_t>(start, 0, dim);
     end = std::clamp<int64_t>(end, 0, dim);
     a.count = end > start ? (end - start + step - 1) / step : 0;
+  } else if (dim == 0) {
+    a.count = 0;
   } else {
     start = std::clamp<int64_t>(start, 0, dim - 1);
     end = std::clamp<int64_t>(end, -1, dim - 1);
