@@ -9,6 +9,8 @@ if [ -z "${GPUOPT_CUDA_ARCHS:-}" ]; then
   if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then GPUOPT_CUDA_ARCHS=native; else GPUOPT_CUDA_ARCHS=90; fi
 fi
 export PATH="$PATH:/usr/local/cuda/bin"
+# ccache keys on paths relative to the repository, so every clone (CI's fresh one too) shares hits.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-Release}" \
   -DGPUOPT_CUDA="${GPUOPT_CUDA:-AUTO}" -DGPUOPT_CUDA_ARCHS="$GPUOPT_CUDA_ARCHS" "$@" >/dev/null
 cmake --build "$BUILD_DIR" -j"$(nproc)"
