@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 
 namespace gpuopt {
 namespace {
@@ -108,6 +109,65 @@ TEST(Session, LoadErrorsNameTheFile) {
   auto s = Session::load("/nonexistent/model.onnx");
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("/nonexistent/model.onnx"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpuopt
+
+namespace gpuopt {
+namespace {
+
+using namespace gpuopt::test;
+
+TEST(Session, ShapeMismatchAtLoadNamesTheNode) {
+  auto m = make_model();
+  add_input(&m, "a", onnx::TensorProto::FLOAT, {2, 3});
+  add_input(&m, "b", onnx::TensorProto::FLOAT, {4, 5});
+  add_node(&m, "MatMul", {"a", "b"}, {"y"}, "mm1");
+  add_output(&m, "y");
+  auto g = import_onnx_model(m, "");
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("[MatMul] node 'mm1'"), std::string::npos) << g.status().to_string();
+}
+
+TEST(Session, ShapeMismatchAtRunTimeNamesTheNode) {
+  // Two independent symbols load fine; values that do not broadcast fail when run.
+  auto m = make_model();
+  add_input(&m, "a", onnx::TensorProto::FLOAT, {-1, 3}, {"N", ""});
+  add_input(&m, "b", onnx::TensorProto::FLOAT, {-1, 3}, {"M", ""});
+  add_node(&m, "Add", {"a", "b"}, {"y"}, "add1");
+  add_output(&m, "y");
+  auto g = import_onnx_model(m, "");
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  auto s = Session::from_graph(std::move(*g));
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  auto ok = (*s)->run({{"a", Tensor::zeros(DType::F32, {2, 3})}, {"b", Tensor::zeros(DType::F32, {1, 3})}});
+  EXPECT_TRUE(ok.ok()) << ok.status().to_string();
+  auto bad = (*s)->run({{"a", Tensor::zeros(DType::F32, {2, 3})}, {"b", Tensor::zeros(DType::F32, {3, 3})}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("[Add] node 'add1'"), std::string::npos) << bad.status().to_string();
+}
+
+TEST(Session, TypeMismatchAtLoadNamesTheNode) {
+  auto m = make_model();
+  add_input(&m, "a", onnx::TensorProto::FLOAT, {3});
+  add_input(&m, "b", onnx::TensorProto::INT64, {3});
+  add_node(&m, "Add", {"a", "b"}, {"y"}, "add_mixed");
+  add_output(&m, "y");
+  auto g = import_onnx_model(m, "");
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("add_mixed"), std::string::npos) << g.status().to_string();
+}
+
+TEST(Importer, ModelsOver2GiBAreRefusedBeforeReading) {
+  const std::string dir = temp_dir("huge");
+  const std::string path = dir + "/huge.onnx";
+  { std::ofstream(path, std::ios::binary) << "x"; }
+  std::filesystem::resize_file(path, (uintmax_t{1} << 31) + 16);  // sparse: no disk used
+  auto g = load_onnx_model(path);
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("2 GiB"), std::string::npos) << g.status().to_string();
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
