@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Builds the static sm_90 binaries ON the GPU machine (16 cores), which has the CUDA toolkit,
+# cmake and ninja but none of Debian's -dev packages: those come as a sysroot tarball made here
+# by scripts/make_sysroot.sh (carry .device/sys). Output: build-h200/bin, as scripts/build_h200.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DEVICE_SYS=${DEVICE_SYS:-.device/sys}
+SYS=/tmp/gpuopt-sysroot
+if [ ! -d "$SYS/usr" ]; then
+  mkdir -p /tmp && tar xzf "$DEVICE_SYS/sysroot.tgz" -C /tmp && mv /tmp/sysroot "$SYS"
+fi
+U=$SYS/usr
+L=$U/lib/x86_64-linux-gnu
+export LD_LIBRARY_PATH="$L:${LD_LIBRARY_PATH:-}"   # for protoc
+export PATH="$PATH:/usr/local/cuda/bin"
+cmake -S . -B build-h200 -G Ninja -DCMAKE_BUILD_TYPE=Release -DGPUOPT_CUDA=ON -DGPUOPT_CUDA_ARCHS=90 -DGPUOPT_STATIC=ON \
+  -DCMAKE_PREFIX_PATH="$U;$L/cmake;$U/share/cmake" \
+  -DProtobuf_INCLUDE_DIR="$U/include" -DProtobuf_LIBRARY="$L/libprotobuf.a" -DProtobuf_PROTOC_EXECUTABLE="$U/bin/protoc" \
+  -DBoost_INCLUDE_DIR="$U/include" -DBoost_NO_BOOST_CMAKE=ON -DCLI11_INCLUDE="$U/include" \
+  -DCURSES_INCLUDE_PATH="$U/include" -DCURSES_LIBRARY="$L/libncursesw.a" \
+  -DGPUOPT_NCURSESW_A="$L/libncursesw.a" -DGPUOPT_TINFO_A="$L/libtinfo.a" \
+  -DGPUOPT_OPENBLAS_A="$L/openblas-pthread/libopenblas.a" > "${OUT:-/tmp}/cmake-configure.log" 2>&1 \
+  || { tail -40 "${OUT:-/tmp}/cmake-configure.log"; exit 1; }
+cmake --build build-h200 -j"$(nproc)" 2>&1 | grep -E "error|FAILED|warning: undefined" | head -40 || true
+test -x build-h200/gpuopt
+mkdir -p build-h200/bin
+for f in build-h200/gpuopt build-h200/backend_ops build-h200/gpuopt_conformance build-h200/tests/test_*; do
+  [ -x "$f" ] && [ -f "$f" ] && cp "$f" build-h200/bin/
+done
+cp build-h200/tests/*.so build-h200/bin/ 2>/dev/null || true
+[ -f "$DEVICE_SYS/node.tgz" ] && cp "$DEVICE_SYS/node.tgz" build-h200/bin/onnx-node-tests.tgz
+echo "built: $(ls build-h200/bin | tr '\n' ' ')"
