@@ -1,0 +1,132 @@
+// `gpuopt serve`: KServe v2 / Triton-compatible inference server (flags mirror tritonserver).
+#include <fmt/format.h>
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+
+#include "cli/command.h"
+#include "core/log.h"
+#include "server/inference_server.h"
+
+namespace gpuopt::cli {
+namespace {
+
+struct ServeOptions {
+  std::string model_file;
+  std::string repository;
+  std::string http_address = "0.0.0.0";
+  int http_port = 8000;
+  int metrics_port = 8002;
+  bool allow_metrics = true;
+  bool allow_gpu_metrics = true;
+  std::string control_mode = "none";
+  std::vector<std::string> load_models;
+  int exit_timeout_secs = 30;
+  int log_verbose = 0;
+  int http_threads = 0;
+  int64_t default_max_batch_size = 4;
+  int64_t max_input_size = int64_t{64} << 20;
+  int max_connections = 4096;
+};
+
+int run(const ServeOptions& o) {
+  if (o.log_verbose > 0) set_log_level(o.log_verbose >= 2 ? LogLevel::debug : LogLevel::info);
+  if (o.model_file.empty() == o.repository.empty())
+    return report_error(Status::InvalidArgument("give either MODEL.onnx or --model-repository DIR"), true);
+  server::InferenceServerOptions so;
+  so.repo.path = o.repository.empty() ? o.model_file : o.repository;
+  std::error_code ec;
+  if (!std::filesystem::exists(so.repo.path, ec))
+    return report_error(Status::NotFound("'{}' does not exist", so.repo.path), true);
+  if (!o.model_file.empty() && std::filesystem::is_directory(o.model_file, ec))
+    return report_error(Status::InvalidArgument("'{}' is a directory: use --model-repository", o.model_file), true);
+  so.repo.loader = server::session_model_loader();
+  so.repo.default_max_batch_size = o.default_max_batch_size;
+  so.repo.cuda_devices = server::cuda_device_count();
+  if (o.control_mode == "none") {
+    so.control_mode = server::ControlMode::kNone;
+    if (!o.load_models.empty())
+      return report_error(Status::InvalidArgument("--load-model needs --model-control-mode explicit"), true);
+  } else if (o.control_mode == "explicit") {
+    so.control_mode = server::ControlMode::kExplicit;
+    so.load_models = o.load_models;
+    if (!o.model_file.empty() && so.load_models.empty()) so.load_models = {"*"};
+  } else {
+    return report_error(
+        Status::InvalidArgument("--model-control-mode must be none or explicit (poll is not supported)"), true);
+  }
+  so.http.host = o.http_address;
+  so.http.port = static_cast<uint16_t>(o.http_port);
+  so.http.threads = o.http_threads;
+  so.http.max_body_bytes = static_cast<size_t>(o.max_input_size);
+  so.http.max_connections = static_cast<size_t>(o.max_connections);
+  so.http.server_name = "gpuopt";
+  if (o.allow_metrics) so.metrics_port = static_cast<uint16_t>(o.metrics_port);
+  so.metrics_host = o.http_address;
+  so.gpu_metrics = o.allow_gpu_metrics;
+
+  // Block the shutdown signals before any thread starts so that only sigwait below sees them.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+
+  auto server = server::InferenceServer::start(std::move(so));
+  if (!server.ok()) return report_error(server.status());
+  auto& s = **server;
+  for (const auto& v : s.repository().ready_versions())
+    fmt::print("model '{}' version {} READY (max_batch_size {}, {} instance(s))\n", v->name, v->version_str,
+               v->config.max_batch_size, v->batcher->instance_count());
+  fmt::print("Started HTTPService at {}:{}\n", o.http_address, s.http_port());
+  if (o.allow_metrics) fmt::print("Started Metrics Service at {}:{}\n", o.http_address, s.metrics_port());
+  std::fflush(stdout);
+
+  int sig = 0;
+  sigwait(&set, &sig);
+  fmt::print("Received {}, draining (exit timeout {} s)\n", sig == SIGTERM ? "SIGTERM" : "SIGINT", o.exit_timeout_secs);
+  std::fflush(stdout);
+  auto t0 = std::chrono::steady_clock::now();
+  int64_t left = s.shutdown(std::chrono::seconds(o.exit_timeout_secs));
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (left > 0) {
+    fmt::print("Exit timeout reached with {} request(s) in flight after {:.2f} s\n", left, secs);
+    std::fflush(stdout);
+    std::_Exit(1);  // a stuck model must not keep the process alive
+  }
+  fmt::print("Server stopped cleanly in {:.2f} s\n", secs);
+  std::fflush(stdout);
+  return kExitOk;
+}
+
+void setup(CLI::App& app) {
+  auto* cmd = app.add_subcommand("serve", "Serve models over KServe v2 HTTP (Triton-compatible) with dynamic batching");
+  auto o = std::make_shared<ServeOptions>();
+  cmd->add_option("model", o->model_file, "Serve one ONNX model file (name = file stem, version 1)");
+  cmd->add_option("--model-repository,--model-store", o->repository, "Triton model repository directory");
+  cmd->add_option("--http-address", o->http_address, "Address to listen on")->capture_default_str();
+  cmd->add_option("--http-port", o->http_port, "HTTP port (0 = any free port)")->capture_default_str();
+  cmd->add_option("--http-thread-count", o->http_threads, "HTTP threads (0 = one per core)")->capture_default_str();
+  cmd->add_option("--metrics-port", o->metrics_port, "Prometheus metrics port (0 = any free port)")
+      ->capture_default_str();
+  cmd->add_option("--allow-metrics", o->allow_metrics, "Serve /metrics")->capture_default_str();
+  cmd->add_option("--allow-gpu-metrics", o->allow_gpu_metrics, "GPU metrics from NVML")->capture_default_str();
+  cmd->add_option("--model-control-mode", o->control_mode, "none or explicit")->capture_default_str();
+  cmd->add_option("--load-model", o->load_models, "Model to load at start in explicit mode ('*' = all)");
+  cmd->add_option("--exit-timeout-secs", o->exit_timeout_secs, "Seconds to drain on SIGTERM/SIGINT")
+      ->capture_default_str();
+  cmd->add_option("--log-verbose", o->log_verbose, "Verbose logging level (0, 1, 2)")->capture_default_str();
+  cmd->add_option("--default-max-batch-size", o->default_max_batch_size,
+                  "max_batch_size for models without config.pbtxt that take any batch")
+      ->capture_default_str();
+  cmd->add_option("--http-max-input-size", o->max_input_size, "Largest request body in bytes (413 above)")
+      ->capture_default_str();
+  cmd->add_option("--http-max-connections", o->max_connections, "Open connections at most (503 above)")
+      ->capture_default_str();
+  cmd->callback([o] { set_exit_code(run(*o)); });
+}
+GPUOPT_REGISTER_COMMAND(40, setup);
+
+}  // namespace
+}  // namespace gpuopt::cli

@@ -1,0 +1,52 @@
+// The small interface the batcher runs models through. The real one wraps gpuopt::Session
+// (session_backend.cpp); tests plug in their own.
+//
+//   struct Doubler : ModelBackend {
+//     Result<std::vector<Tensor>> run(const std::vector<Tensor>& in) override { ... }
+//   };
+//   ModelSource src{.inputs = {...}, .outputs = {...},
+//                   .create = [](const InstanceSpec&) -> Result<std::unique_ptr<ModelBackend>> { ... }};
+#pragma once
+
+#include "core/status.h"
+#include "core/tensor.h"
+#include "server/model_config.h"
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace gpuopt::server {
+
+// One execution context: its own session/stream/buffers. run() is called by one thread at a time.
+class ModelBackend {
+ public:
+  virtual ~ModelBackend() = default;
+  // Inputs in the model's input order, batch dim included when the model batches; outputs in
+  // the model's output order.
+  virtual Result<std::vector<Tensor>> run(const std::vector<Tensor>& inputs) = 0;
+};
+
+struct InstanceSpec {
+  std::string name;                        // "simple_0_1"
+  InstanceKind kind = InstanceKind::kCpu;  // resolved: kCpu or kGpu
+  int device = 0;                          // GPU index for kGpu
+};
+
+// A loaded model file: what it declares, and how to make an execution context for it.
+struct ModelSource {
+  std::vector<IoSpec> inputs;
+  std::vector<IoSpec> outputs;
+  std::function<Result<std::unique_ptr<ModelBackend>>(const InstanceSpec&)> create;
+};
+
+// Opens a model file (path to model.onnx); the server calls it off the request threads.
+using ModelLoader = std::function<Result<ModelSource>(const std::string& path)>;
+
+// The loader over gpuopt::Session (device "cpu", or "cuda[:N]" for KIND_GPU instances).
+ModelLoader session_model_loader();
+// Number of CUDA devices usable by the engine (0 without CUDA).
+int cuda_device_count();
+
+}  // namespace gpuopt::server

@@ -1,0 +1,383 @@
+// Dynamic batcher: queueing, batch formation, instance dispatch and result splitting.
+#include "server/batcher.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "core/log.h"
+#include "server/batch_tensors.h"
+
+namespace gpuopt::server {
+
+constexpr uint64_t kNever = std::numeric_limits<uint64_t>::max();
+
+struct Batcher::Item {
+  BatchRequest req;
+  int64_t rows = 1;
+  uint64_t enqueue_ns = 0;
+  uint64_t deadline_ns = kNever;
+  bool delay_on_timeout = false;
+  bool delayed = false;  // timed out with timeout_action DELAY: runs after the others
+  bool taken = false;
+  uint64_t seq = 0;
+  std::string key;
+  int64_t seq_len = -1;  // padding axis length (max over padded inputs)
+};
+
+struct Batcher::Instance {
+  std::unique_ptr<ModelBackend> backend;
+  std::thread thread;
+  Batch batch;
+  bool busy = false;
+  uint64_t executions = 0;
+  std::condition_variable cv;
+};
+
+Batcher::Batcher(BatcherOptions options, std::vector<std::unique_ptr<ModelBackend>> instances,
+                 std::shared_ptr<ModelStats> stats)
+    : opt_(std::move(options)), stats_(std::move(stats)) {
+  for (auto& b : instances) {
+    auto inst = std::make_unique<Instance>();
+    inst->backend = std::move(b);
+    instances_.push_back(std::move(inst));
+  }
+  uint32_t levels = 1;
+  QueuePolicy def;
+  if (opt_.dynamic) {
+    levels = std::max<uint32_t>(1, opt_.dynamic->priority_levels);
+    def = opt_.dynamic->default_queue_policy;
+    default_level_ = opt_.dynamic->priority_levels > 0 ? opt_.dynamic->default_priority_level : 1;
+  }
+  policies_.assign(levels, def);
+  if (opt_.dynamic)
+    for (auto& [level, p] : opt_.dynamic->priority_queue_policy)
+      if (level >= 1 && level <= levels) policies_[level - 1] = p;
+  queues_.resize(levels);
+}
+
+Batcher::~Batcher() {
+  stop();
+}
+
+void Batcher::start() {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (started_) return;
+  started_ = true;
+  for (auto& inst : instances_) inst->thread = std::thread([this, p = inst.get()] { worker_loop(p); });
+  scheduler_ = std::thread([this] { scheduler_loop(); });
+}
+
+size_t Batcher::queued() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return queued_;
+}
+
+int64_t Batcher::bucket_length(int64_t len) const {
+  for (int64_t b : opt_.padding.buckets)
+    if (len <= b) return b;
+  return len;  // longer than every bucket: batches only with equal lengths
+}
+
+std::string Batcher::shape_key(const std::vector<Tensor>& inputs) const {
+  std::string key;
+  for (const Tensor& t : inputs) {
+    for (int64_t i = opt_.max_batch_size > 0 ? 1 : 0; i < t.rank(); ++i) {
+      int64_t d = t.dim(i);
+      if (opt_.padding.axis > 0 && i == opt_.padding.axis) d = -1;  // the padded axis joins by bucket below
+      key += std::to_string(d);
+      key.push_back(',');
+    }
+    key.push_back(';');
+  }
+  return key;
+}
+
+Status Batcher::submit(BatchRequest request) {
+  if (request.inputs.size() != opt_.inputs.size())
+    return Status::InvalidArgument("model '{}' takes {} inputs, got {}", opt_.model_name, opt_.inputs.size(),
+                                   request.inputs.size());
+  auto item = std::make_unique<Item>();
+  if (opt_.max_batch_size > 0) {
+    item->rows = -1;
+    for (size_t i = 0; i < request.inputs.size(); ++i) {
+      const Tensor& t = request.inputs[i];
+      if (t.rank() == 0)
+        return Status::InvalidArgument("input '{}' needs a batch dim (model '{}' has max_batch_size {})",
+                                       opt_.inputs[i].name, opt_.model_name, opt_.max_batch_size);
+      if (item->rows >= 0 && t.dim(0) != item->rows)
+        return Status::InvalidArgument("inputs disagree on the batch size: '{}' has {}, '{}' has {}",
+                                       opt_.inputs[0].name, item->rows, opt_.inputs[i].name, t.dim(0));
+      item->rows = t.dim(0);
+    }
+    if (item->rows < 1 || item->rows > opt_.max_batch_size)
+      return Status::InvalidArgument("batch size {} is outside 1..{} (max_batch_size of model '{}')", item->rows,
+                                     opt_.max_batch_size, opt_.model_name);
+  }
+  item->key = shape_key(request.inputs);
+  if (opt_.padding.axis > 0) {
+    for (const Tensor& t : request.inputs)
+      if (t.rank() > opt_.padding.axis) item->seq_len = std::max(item->seq_len, t.dim(opt_.padding.axis));
+    for (const Tensor& t : request.inputs)
+      if (t.rank() > opt_.padding.axis && t.dim(opt_.padding.axis) != item->seq_len && opt_.inputs.size() > 1) {
+        // Inputs padded together must agree on the length (tokens and their mask, say).
+        return Status::InvalidArgument("inputs disagree on the length of the padded axis {}", opt_.padding.axis);
+      }
+    item->key += "L" + std::to_string(bucket_length(item->seq_len));
+  }
+  uint32_t level = request.priority.value_or(default_level_);
+  if (level == 0) level = default_level_;
+  if (level > queues_.size())
+    return Status::InvalidArgument("priority {} is outside 1..{} for model '{}'", level, queues_.size(),
+                                   opt_.model_name);
+  const QueuePolicy& pol = policies_[level - 1];
+  uint64_t timeout_us = pol.default_timeout_us;
+  if (request.timeout_us && (pol.allow_timeout_override || !opt_.dynamic)) timeout_us = *request.timeout_us;
+  item->enqueue_ns = now_ns();
+  if (timeout_us > 0) item->deadline_ns = item->enqueue_ns + timeout_us * 1000;
+  item->delay_on_timeout = pol.timeout_action == TimeoutAction::kDelay;
+  item->req = std::move(request);
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (stopping_) return Status::Unavailable("model '{}' is shutting down", opt_.model_name);
+    if (pol.max_queue_size > 0 && queues_[level - 1].size() >= pol.max_queue_size)
+      return Status::Unavailable("exceeds maximum queue size ({}) of model '{}'", pol.max_queue_size, opt_.model_name);
+    item->seq = next_seq_++;
+    queues_[level - 1].push_back(std::move(item));
+    ++queued_;
+  }
+  cv_.notify_one();
+  return Status::Ok();
+}
+
+bool Batcher::form_batch(uint64_t now, Batch* out, uint64_t* wake_at) {
+  // Visit order: priority levels high to low, undelayed before delayed, FIFO within.
+  std::vector<Item*> order;
+  order.reserve(queued_);
+  for (int pass = 0; pass < 2; ++pass)
+    for (auto& q : queues_)
+      for (auto& it : q)
+        if (it->delayed == (pass == 1)) order.push_back(it.get());
+  if (order.empty()) return false;
+  Item* first = order[0];
+  std::vector<Item*> cand{first};
+  int64_t sum = first->rows;
+  bool combine = opt_.dynamic.has_value() && opt_.max_batch_size > 0;
+  bool more_compatible = false;
+  if (combine) {
+    for (size_t i = 1; i < order.size(); ++i) {
+      Item* it = order[i];
+      if (it->key != first->key) continue;
+      if (sum + it->rows > opt_.max_batch_size) {
+        more_compatible = true;
+        break;
+      }
+      cand.push_back(it);
+      sum += it->rows;
+    }
+  }
+  int64_t target = sum;
+  if (combine) {
+    const auto& d = *opt_.dynamic;
+    uint64_t oldest = kNever;
+    for (Item* c : cand) oldest = std::min(oldest, c->enqueue_ns);
+    uint64_t due = oldest + d.max_queue_delay_us * 1000;
+    bool expired = now >= due || stopping_;
+    bool full = sum >= opt_.max_batch_size || more_compatible;
+    int64_t pref = 0;
+    for (int64_t p : d.preferred_batch_size)
+      if (p <= sum) pref = std::max(pref, p);
+    if (full) {
+      target = d.preferred_batch_size.empty() || pref == 0 || sum == opt_.max_batch_size ? sum : pref;
+    } else if (pref == sum) {
+      target = sum;  // exactly a preferred size
+    } else if (expired) {
+      target = sum;
+    } else {
+      *wake_at = std::min(*wake_at, due);
+      return false;
+    }
+  }
+  int64_t rows = 0;
+  for (Item* c : cand) {
+    if (rows + c->rows > target) break;
+    c->taken = true;
+    rows += c->rows;
+  }
+  for (auto& q : queues_) {
+    for (auto& it : q)
+      if (it->taken) out->push_back(std::move(it));
+    q.erase(std::remove(q.begin(), q.end(), nullptr), q.end());
+  }
+  queued_ -= out->size();
+  return true;
+}
+
+void Batcher::scheduler_loop() {
+  std::unique_lock<std::mutex> lk(mu_);
+  for (;;) {
+    uint64_t now = now_ns();
+    uint64_t wake = kNever;
+    // Timeouts: REJECT answers now; DELAY moves the request behind the others.
+    std::vector<std::unique_ptr<Item>> expired;
+    for (auto& q : queues_) {
+      for (auto& it : q) {
+        if (it->delayed || it->deadline_ns == kNever) continue;
+        if (it->deadline_ns <= now) {
+          if (it->delay_on_timeout)
+            it->delayed = true;
+          else
+            expired.push_back(std::move(it));
+        } else {
+          wake = std::min(wake, it->deadline_ns);
+        }
+      }
+      q.erase(std::remove(q.begin(), q.end(), nullptr), q.end());
+    }
+    queued_ -= expired.size();
+    if (!expired.empty()) {
+      lk.unlock();
+      for (auto& it : expired) {
+        Timing t;
+        t.queue_ns = now - it->enqueue_ns;
+        finish(*it,
+               Status::Unavailable("request timeout expired after {} us in the queue of model '{}'", t.queue_ns / 1000,
+                                   opt_.model_name),
+               t);
+      }
+      lk.lock();
+      continue;
+    }
+    if (stopping_ && queued_ == 0) break;
+    Instance* idle = nullptr;
+    for (auto& inst : instances_)
+      if (!inst->busy && (!idle || inst->executions < idle->executions)) idle = inst.get();
+    if (idle && queued_ > 0) {
+      Batch b;
+      if (form_batch(now, &b, &wake)) {
+        idle->batch = std::move(b);
+        idle->busy = true;
+        idle->cv.notify_one();
+        continue;
+      }
+    }
+    if (wake == kNever) {
+      cv_.wait(lk);
+    } else {
+      uint64_t n = now_ns();
+      if (wake > n) cv_.wait_for(lk, std::chrono::nanoseconds(wake - n));
+    }
+  }
+}
+
+void Batcher::worker_loop(Instance* inst) {
+  std::unique_lock<std::mutex> lk(mu_);
+  for (;;) {
+    inst->cv.wait(lk, [&] { return !inst->batch.empty() || workers_exit_; });
+    if (inst->batch.empty()) break;
+    Batch b = std::move(inst->batch);
+    inst->batch.clear();
+    lk.unlock();
+    execute(inst, b);
+    lk.lock();
+    inst->busy = false;
+    inst->executions++;
+    cv_.notify_all();
+  }
+}
+
+void Batcher::execute(Instance* inst, Batch& batch) {
+  uint64_t t0 = now_ns();
+  int64_t total = 0;
+  for (auto& it : batch) total += it->rows;
+  const int axis = opt_.padding.axis;
+  int64_t length = -1;
+  if (axis > 0) length = bucket_length(batch[0]->seq_len);
+  std::vector<Tensor> inputs;
+  if (batch.size() == 1 && axis == 0) {
+    inputs = batch[0]->req.inputs;
+  } else {
+    for (size_t i = 0; i < opt_.inputs.size(); ++i) {
+      std::vector<const Tensor*> parts;
+      for (auto& it : batch) parts.push_back(&it->req.inputs[i]);
+      bool pad_this = axis > 0 && parts[0]->rank() > axis;
+      inputs.push_back(concat_rows(parts, pad_this ? axis : 0, pad_this ? length : -1, opt_.padding.value));
+    }
+  }
+  uint64_t t1 = now_ns();
+  Result<std::vector<Tensor>> out = inst->backend->run(inputs);
+  uint64_t t2 = now_ns();
+  Status err;
+  if (out.ok() && out->size() != opt_.outputs.size())
+    err = Status::Internal("model '{}' returned {} outputs, expected {}", opt_.model_name, out->size(),
+                           opt_.outputs.size());
+  if (out.ok() && err.ok() && opt_.max_batch_size > 0)
+    for (size_t o = 0; o < out->size(); ++o)
+      if ((*out)[o].rank() == 0 || (*out)[o].dim(0) != total)
+        err = Status::Internal("model '{}' output '{}' has {} rows for a batch of {}", opt_.model_name,
+                               opt_.outputs[o].name, (*out)[o].rank() ? (*out)[o].dim(0) : 0, total);
+  if (!out.ok()) err = out.status();
+  std::vector<std::vector<Tensor>> pieces(batch.size());
+  if (err.ok()) {
+    if (batch.size() == 1 && axis == 0) {
+      pieces[0] = std::move(out).value();
+    } else {
+      int64_t row = 0;
+      for (size_t b = 0; b < batch.size(); ++b) {
+        for (const Tensor& o : *out) {
+          bool cut = axis > 0 && o.rank() > axis && o.dim(axis) == length;
+          pieces[b].push_back(slice_rows(o, row, batch[b]->rows, cut ? axis : 0, cut ? batch[b]->seq_len : -1));
+        }
+        row += batch[b]->rows;
+      }
+    }
+  }
+  uint64_t t3 = now_ns();
+  if (err.ok()) stats_->record_execution(total, t1 - t0, t2 - t1, t3 - t2);
+  if (!err.ok()) GPUOPT_LOG(warn, "model '{}': batch of {} failed: {}", opt_.model_name, total, err.to_string());
+  for (size_t b = 0; b < batch.size(); ++b) {
+    Timing t{t0 - batch[b]->enqueue_ns, t1 - t0, t2 - t1, t3 - t2, total};
+    if (err.ok())
+      finish(*batch[b], std::move(pieces[b]), t);
+    else
+      finish(*batch[b], err, t);
+  }
+}
+
+void Batcher::finish(Item& item, Result<std::vector<Tensor>> out, const Timing& t) {
+  if (!opt_.dynamic || !opt_.dynamic->preserve_ordering) {
+    item.req.done(std::move(out), t);
+    return;
+  }
+  // Answers leave in arrival order: hold this one until every earlier request was answered.
+  auto done = std::move(item.req.done);
+  auto shared = std::make_shared<Result<std::vector<Tensor>>>(std::move(out));
+  std::lock_guard<std::mutex> lk(order_mu_);
+  ready_[item.seq] = [done = std::move(done), shared, t] { done(std::move(*shared), t); };
+  while (!ready_.empty() && ready_.begin()->first == next_deliver_) {
+    ready_.begin()->second();
+    ready_.erase(ready_.begin());
+    ++next_deliver_;
+  }
+}
+
+void Batcher::stop() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!started_ || stopping_) {
+      stopping_ = true;
+      if (!started_) return;
+    }
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (scheduler_.joinable()) scheduler_.join();
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    workers_exit_ = true;
+    for (auto& inst : instances_) inst->cv.notify_all();
+  }
+  for (auto& inst : instances_)
+    if (inst->thread.joinable()) inst->thread.join();
+}
+
+}  // namespace gpuopt::server

@@ -1,0 +1,101 @@
+// Dynamic batcher for one model version: a priority queue of requests, a scheduler thread that
+// forms batches (max_batch_size, max_queue_delay, preferred sizes, per-request timeout, sequence
+// padding buckets) and hands each to the least-loaded idle instance, one worker thread per
+// instance. Results are split back per request (in arrival order when preserve_ordering).
+//
+//   Batcher b(options, std::move(instances), stats);
+//   b.start();
+//   BatchRequest r;  r.inputs = {...};  r.done = [](Result<std::vector<Tensor>> out, const Timing& t) { ... };
+//   Status s = b.submit(std::move(r));   // Unavailable when the queue is full or stopping
+//   ...
+//   b.stop();   // finishes what is queued and in flight, then joins
+#pragma once
+
+#include "server/backend.h"
+#include "server/model_config.h"
+#include "server/stats.h"
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace gpuopt::server {
+
+struct Timing {
+  uint64_t queue_ns = 0, compute_input_ns = 0, compute_infer_ns = 0, compute_output_ns = 0;
+  int64_t batch_rows = 0;  // rows of the batch this request ran in
+};
+
+struct BatchRequest {
+  std::vector<Tensor> inputs;  // model input order; dim 0 = rows when the model batches
+  std::optional<uint64_t> timeout_us;
+  std::optional<uint32_t> priority;  // 1 = highest; unset = default level
+  // Called exactly once from a batcher thread: outputs in model order with this request's rows.
+  std::function<void(Result<std::vector<Tensor>>, const Timing&)> done;
+};
+
+struct BatcherOptions {
+  std::string model_name;
+  int64_t max_batch_size = 0;              // 0: no batch dim, each request runs alone
+  std::optional<DynamicBatching> dynamic;  // unset: requests are not combined
+  SequencePadding padding;
+  std::vector<IoSpec> inputs;  // model order
+  std::vector<IoSpec> outputs;
+};
+
+class Batcher {
+ public:
+  Batcher(BatcherOptions options, std::vector<std::unique_ptr<ModelBackend>> instances,
+          std::shared_ptr<ModelStats> stats);
+  ~Batcher();
+  void start();
+  // Rejects (Unavailable) when the queue for the request's priority is full or the batcher is
+  // stopping; InvalidArgument for a request that cannot be batched (rows over max_batch_size).
+  Status submit(BatchRequest request);
+  // Stops accepting, runs everything queued and in flight, joins the threads.
+  void stop();
+  size_t queued() const;
+  int instance_count() const { return static_cast<int>(instances_.size()); }
+
+ private:
+  struct Item;
+  struct Instance;
+  using Batch = std::vector<std::unique_ptr<Item>>;
+
+  void scheduler_loop();
+  void worker_loop(Instance* inst);
+  void execute(Instance* inst, Batch& batch);
+  void finish(Item& item, Result<std::vector<Tensor>> out, const Timing& t);
+  // Takes the next batch off the queue when one is ready; *wake_at = when to look again.
+  bool form_batch(uint64_t now, Batch* out, uint64_t* wake_at);
+  std::string shape_key(const std::vector<Tensor>& inputs) const;
+  int64_t bucket_length(int64_t len) const;
+
+  BatcherOptions opt_;
+  std::shared_ptr<ModelStats> stats_;
+  std::vector<std::unique_ptr<Instance>> instances_;
+  std::vector<QueuePolicy> policies_;  // per level (index = level - 1)
+  uint32_t default_level_ = 1;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::deque<std::unique_ptr<Item>>> queues_;  // per priority level
+  size_t queued_ = 0;
+  bool stopping_ = false;
+  bool started_ = false;
+  bool workers_exit_ = false;
+  uint64_t next_seq_ = 0;
+  std::thread scheduler_;
+
+  // preserve_ordering: completions wait here until every earlier request has been answered.
+  std::mutex order_mu_;
+  uint64_t next_deliver_ = 0;
+  std::map<uint64_t, std::function<void()>> ready_;
+};
+
+}  // namespace gpuopt::server

@@ -1,0 +1,197 @@
+// POST /v2/models/{m}[/versions/{v}]/infer: decode, check against the model config, queue on
+// the batcher, answer from the batcher thread.
+#include <charconv>
+
+#include "core/log.h"
+#include "server/inference_server.h"
+#include "server/kserve.h"
+
+namespace gpuopt::server {
+
+using net::HttpRequest;
+using net::HttpResponse;
+
+namespace {
+
+std::string dims_string(const Shape& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+// Puts the request's tensors in model input order and checks dtype and shape against the config.
+Result<std::vector<Tensor>> arrange_inputs(const LoadedVersion& v, std::vector<InferInput>& given) {
+  const ModelConfig& c = v.config;
+  for (const auto& g : given) {
+    bool known = false;
+    for (const auto& t : c.inputs) known |= t.name == g.name;
+    if (!known) {
+      std::string names;
+      for (const auto& t : c.inputs) names += (names.empty() ? "'" : ", '") + t.name + "'";
+      return Status::InvalidArgument("unexpected inference input '{}' for model '{}' (it takes {})", g.name, v.name,
+                                     names);
+    }
+  }
+  std::vector<Tensor> out;
+  for (const IoSpec& mi : v.model_inputs) {
+    const TensorConfig* tc = nullptr;
+    for (const auto& t : c.inputs)
+      if (t.name == mi.name) tc = &t;
+    InferInput* in = nullptr;
+    for (auto& g : given)
+      if (g.name == mi.name) in = &g;
+    if (!in) return Status::InvalidArgument("expected input '{}' for model '{}' is missing", mi.name, v.name);
+    if (in->tensor.dtype() != tc->dtype)
+      return Status::InvalidArgument("input '{}' for model '{}': datatype {} does not match the model's {}", mi.name,
+                                     v.name, dtype_kserve_name(in->tensor.dtype()), dtype_kserve_name(tc->dtype));
+    Shape want = tc->dims;
+    if (c.max_batch_size > 0) want.insert(want.begin(), -1);
+    const Shape& got = in->tensor.shape();
+    bool ok = got.size() == want.size();
+    for (size_t i = 0; ok && i < want.size(); ++i) ok = want[i] < 0 || want[i] == got[i];
+    if (!ok)
+      return Status::InvalidArgument("input '{}' for model '{}': shape {} does not match the model's {}", mi.name,
+                                     v.name, dims_string(got), dims_string(want));
+    if (c.max_batch_size > 0 && (got[0] < 1 || got[0] > c.max_batch_size))
+      return Status::InvalidArgument("input '{}' for model '{}': batch size {} is outside 1..{} (max_batch_size)",
+                                     mi.name, v.name, got[0], c.max_batch_size);
+    Tensor t = std::move(in->tensor);
+    if (tc->reshape) {
+      Shape r = *tc->reshape;
+      if (c.max_batch_size > 0) r.insert(r.begin(), got[0]);
+      GPUOPT_ASSIGN_OR_RETURN(t, t.reshaped(r));
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+struct OutputPlan {
+  std::vector<size_t> index;  // into the model's outputs
+  std::vector<std::string> name;
+  std::vector<bool> binary;
+  std::vector<std::optional<Shape>> client_dims;  // config dims when a reshape applies
+};
+
+Result<OutputPlan> plan_outputs(const LoadedVersion& v, const InferRequest& req) {
+  OutputPlan p;
+  auto add = [&](size_t i, bool binary) {
+    p.index.push_back(i);
+    p.name.push_back(v.model_outputs[i].name);
+    p.binary.push_back(binary);
+    std::optional<Shape> dims;
+    for (const auto& t : v.config.outputs)
+      if (t.name == v.model_outputs[i].name && t.reshape && shape_numel(t.dims) >= 0) dims = t.dims;
+    p.client_dims.push_back(dims);
+  };
+  if (req.outputs.empty()) {
+    // Every output the config lists (all of the model's when it lists none).
+    for (size_t i = 0; i < v.model_outputs.size(); ++i)
+      for (const auto& t : v.config.outputs)
+        if (t.name == v.model_outputs[i].name) add(i, req.binary_output_default);
+    return p;
+  }
+  for (const auto& r : req.outputs) {
+    size_t found = v.model_outputs.size();
+    for (size_t i = 0; i < v.model_outputs.size(); ++i)
+      if (v.model_outputs[i].name == r.name) found = i;
+    if (found == v.model_outputs.size())
+      return Status::InvalidArgument("unexpected inference output '{}' for model '{}'", r.name, v.name);
+    add(found, r.binary.value_or(req.binary_output_default));
+  }
+  return p;
+}
+
+}  // namespace
+
+void InferenceServer::handle_infer(HttpRequest&& req, net::Responder done) {
+  const uint64_t t_start = now_ns();
+  if (shutting_down_) {
+    done(HttpResponse::error(503, "server is shutting down"));
+    return;
+  }
+  auto found = repo_->find(std::string(req.param("model")), std::string(req.param("version")));
+  if (!found.ok()) {
+    done(HttpResponse::error(http_status_for(found.status()), found.status().message()));
+    return;
+  }
+  std::shared_ptr<LoadedVersion> v = std::move(found).value();
+  std::optional<size_t> header_len;
+  if (auto h = req.header("Inference-Header-Content-Length"); !h.empty()) {
+    size_t n = 0;
+    auto [p, ec] = std::from_chars(h.data(), h.data() + h.size(), n);
+    if (ec != std::errc() || p != h.data() + h.size()) {
+      done(HttpResponse::error(400, "Inference-Header-Content-Length is not a number"));
+      return;
+    }
+    header_len = n;
+  }
+  auto fail = [&](const Status& s, FailReason reason) {
+    v->stats->record_request(false, now_ns() - t_start, 0, 0, 0, 0, 0, reason);
+    done(HttpResponse::error(http_status_for(s), s.message()));
+  };
+  auto decoded = decode_infer_request(req.body, header_len);
+  if (!decoded.ok()) return fail(decoded.status(), FailReason::kOther);
+  InferRequest& ir = *decoded;
+  auto inputs = arrange_inputs(*v, ir.inputs);
+  if (!inputs.ok()) return fail(inputs.status(), FailReason::kOther);
+  auto plan = plan_outputs(*v, ir);
+  if (!plan.ok()) return fail(plan.status(), FailReason::kOther);
+
+  BatchRequest br;
+  br.inputs = std::move(inputs).value();
+  br.timeout_us = ir.timeout_us;
+  br.priority = ir.priority;
+  ResponseMeta meta{v->name, v->version_str, ir.id};
+  pending_++;
+  v->stats->pending++;
+  std::weak_ptr<LoadedVersion> wv = v;
+  auto stats = v->stats;
+  br.done = [this, done, meta = std::move(meta), plan = std::move(plan).value(), stats, t_start](
+                Result<std::vector<Tensor>> out, const Timing& t) {
+    HttpResponse resp;
+    if (!out.ok()) {
+      bool rejected = out.status().code() == StatusCode::kUnavailable;
+      stats->record_request(false, now_ns() - t_start, t.queue_ns, t.compute_input_ns, t.compute_infer_ns,
+                            t.compute_output_ns, 0, rejected ? FailReason::kRejected : FailReason::kBackend);
+      resp = HttpResponse::error(http_status_for(out.status()), out.status().message());
+    } else {
+      std::vector<std::pair<std::string, Tensor>> outs;
+      for (size_t i = 0; i < plan.index.size(); ++i) {
+        Tensor o = (*out)[plan.index[i]];
+        if (plan.client_dims[i] && o.rank() > 0) {
+          Shape s = *plan.client_dims[i];
+          s.insert(s.begin(), o.dim(0));
+          if (auto r = o.reshaped(s); r.ok()) o = std::move(r).value();
+        }
+        outs.emplace_back(plan.name[i], std::move(o));
+      }
+      EncodedResponse enc = encode_infer_response(meta, outs, plan.binary);
+      resp.status = 200;
+      resp.body = std::move(enc.body);
+      if (enc.binary) {
+        resp.content_type = "application/octet-stream";
+        resp.headers.emplace_back("Inference-Header-Content-Length", std::to_string(enc.json_length));
+      }
+      stats->record_request(true, now_ns() - t_start, t.queue_ns, t.compute_input_ns, t.compute_infer_ns,
+                            t.compute_output_ns, t.batch_rows);
+    }
+    done(std::move(resp));
+    stats->pending--;
+    if (--pending_ == 0) {
+      std::lock_guard<std::mutex> lk(drain_mu_);
+      drain_cv_.notify_all();
+    }
+  };
+  Status s = v->batcher->submit(std::move(br));
+  if (!s.ok()) {
+    v->stats->pending--;
+    if (--pending_ == 0) {
+      std::lock_guard<std::mutex> lk(drain_mu_);
+      drain_cv_.notify_all();
+    }
+    fail(s, s.code() == StatusCode::kUnavailable ? FailReason::kRejected : FailReason::kOther);
+  }
+}
+
+}  // namespace gpuopt::server

@@ -1,0 +1,75 @@
+// KServe v2 inference protocol codec: JSON tensors and Triton's binary tensor extension.
+//
+//   // body = JSON header (+ binary blobs when Inference-Header-Content-Length is given)
+//   GPUOPT_ASSIGN_OR_RETURN(InferRequest req, decode_infer_request(body, header_length));
+//   ... run ...
+//   EncodedResponse out = encode_infer_response(meta, outputs, req);
+//   // out.body; out.json_length is the Inference-Header-Content-Length when out.binary
+//
+// Every KServe datatype is handled: BOOL, UINT8..64, INT8..64, FP16, BF16, FP32, FP64, BYTES
+// (binary BYTES elements are a 4-byte little-endian length followed by the bytes). Errors are
+// InvalidArgument with a message naming the input and what is wrong.
+#pragma once
+
+#include "core/status.h"
+#include "core/tensor.h"
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gpuopt::server {
+
+struct InferInput {
+  std::string name;
+  Tensor tensor;  // host tensor with the request's shape and dtype
+};
+
+struct RequestedOutput {
+  std::string name;
+  std::optional<bool> binary;  // parameters.binary_data; unset = request default
+};
+
+struct InferRequest {
+  std::string id;
+  nlohmann::json parameters = nlohmann::json::object();
+  std::vector<InferInput> inputs;
+  std::vector<RequestedOutput> outputs;  // empty = every output
+  bool binary_output_default = false;    // parameters.binary_data_output
+  std::optional<uint64_t> timeout_us;    // parameters.timeout (microseconds)
+  std::optional<uint32_t> priority;      // parameters.priority
+};
+
+// `header_length`: value of Inference-Header-Content-Length (nullopt = the whole body is JSON).
+Result<InferRequest> decode_infer_request(std::string_view body, std::optional<size_t> header_length);
+
+struct ResponseMeta {
+  std::string model_name;
+  std::string model_version;
+  std::string id;
+};
+
+struct EncodedResponse {
+  std::string body;
+  bool binary = false;  // true: send Inference-Header-Content-Length: json_length
+  size_t json_length = 0;
+};
+
+// `outputs` in the order they should appear (the caller already applied the selection).
+EncodedResponse encode_infer_response(const ResponseMeta& meta,
+                                      const std::vector<std::pair<std::string, Tensor>>& outputs,
+                                      const std::vector<bool>& binary);
+
+// Encodes a request (used by `gpuopt perf` and the tests): JSON tensors, or binary blobs after
+// the JSON header when `binary_inputs`. Returns the body; *json_length gets the header length.
+std::string encode_infer_request(const std::vector<std::pair<std::string, Tensor>>& inputs, bool binary_inputs,
+                                 bool binary_outputs, const std::string& id, size_t* json_length);
+
+// Decodes a response produced by encode_infer_response (perf and tests check results with it).
+Result<std::vector<std::pair<std::string, Tensor>>> decode_infer_response(std::string_view body,
+                                                                          std::optional<size_t> header_length);
+
+}  // namespace gpuopt::server

@@ -1,0 +1,321 @@
+// Repository: scanning, loading (config, versions, instances, warm-up, batcher) and lookups.
+#include "server/repository.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+#include <sstream>
+
+#include "core/dispatch.h"
+#include "core/log.h"
+
+namespace gpuopt::server {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+Result<std::string> read_text(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  if (!f) return Status::NotFound("cannot read '{}'", p.string());
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+bool is_version_dir(const fs::directory_entry& e, int64_t* v) {
+  if (!e.is_directory()) return false;
+  std::string n = e.path().filename().string();
+  if (n.empty() || n.size() > 18 || !std::all_of(n.begin(), n.end(), ::isdigit)) return false;
+  *v = std::stoll(n);
+  return true;
+}
+
+Result<Tensor> warmup_tensor(const fs::path& model_dir, const std::string& input, const WarmupInput& w, int64_t batch,
+                             bool batching) {
+  Shape shape = w.dims;
+  if (batching) shape.insert(shape.begin(), batch);
+  Tensor t = Tensor::empty(w.dtype, shape);
+  if (w.source == WarmupInput::Source::kFile) {
+    GPUOPT_ASSIGN_OR_RETURN(std::string bytes, read_text(model_dir / "warmup" / w.file));
+    if (w.dtype == DType::String)
+      return Status::Unimplemented("warm-up input '{}': BYTES data files are not supported", input);
+    // Triton repeats the file's content for each batch row.
+    size_t row = t.nbytes() / static_cast<size_t>(batching ? std::max<int64_t>(batch, 1) : 1);
+    if (bytes.size() != row)
+      return Status::InvalidArgument("warm-up input '{}': file '{}' has {} bytes, one batch row needs {}", input,
+                                     w.file, bytes.size(), row);
+    for (size_t off = 0; off + row <= t.nbytes(); off += row)
+      std::memcpy(static_cast<char*>(t.raw()) + off, bytes.data(), row);
+    return t;
+  }
+  if (w.dtype == DType::String) {
+    for (auto& s : t.strings()) s = w.source == WarmupInput::Source::kRandom ? "warmup" : "";
+    return t;
+  }
+  if (w.source == WarmupInput::Source::kZero) {
+    if (t.nbytes()) std::memset(t.raw(), 0, t.nbytes());
+    return t;
+  }
+  std::mt19937 rng(1234);
+  std::uniform_real_distribution<double> dist(0.0, 1.0);
+  for (int64_t i = 0; i < t.numel(); ++i) t.set_f64(i, dtype_is_float(w.dtype) ? dist(rng) : double(rng() % 2));
+  return t;
+}
+
+}  // namespace
+
+Repository::Repository(RepositoryOptions options) : opt_(std::move(options)) {
+  std::error_code ec;
+  single_file_ = fs::is_regular_file(opt_.path, ec);
+}
+
+Repository::~Repository() {
+  stop_all();
+}
+
+std::vector<std::string> Repository::scan() const {
+  std::vector<std::string> out;
+  if (single_file_) {
+    out.push_back(fs::path(opt_.path).stem().string());
+    return out;
+  }
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(opt_.path, ec)) {
+    if (!e.is_directory() || e.path().filename().string().starts_with(".")) continue;
+    bool has = fs::exists(e.path() / "config.pbtxt");
+    int64_t v;
+    for (const auto& sub : fs::directory_iterator(e.path(), ec)) has |= is_version_dir(sub, &v);
+    if (has) out.push_back(e.path().filename().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void Repository::set_state(const std::string& name, const std::string& state, const std::string& reason) {
+  std::unique_lock<std::shared_mutex> lk(mu_);
+  auto& e = models_[name];
+  e.state = state;
+  e.reason = reason;
+}
+
+Status Repository::warm_up(LoadedVersion& v, std::vector<std::unique_ptr<ModelBackend>>& instances) {
+  fs::path model_dir = single_file_ ? fs::path(opt_.path).parent_path() : fs::path(opt_.path) / v.name;
+  for (const Warmup& w : v.config.warmups) {
+    std::vector<Tensor> inputs;
+    for (const IoSpec& in : v.model_inputs) {
+      auto it = w.inputs.find(in.name);
+      if (it == w.inputs.end())
+        return Status::InvalidArgument("model '{}': warm-up '{}' gives no data for input '{}'", v.name, w.name,
+                                       in.name);
+      GPUOPT_ASSIGN_OR_RETURN(Tensor t, warmup_tensor(model_dir, in.name, it->second,
+                                                      std::max<int64_t>(w.batch_size, 1), v.config.max_batch_size > 0));
+      inputs.push_back(std::move(t));
+    }
+    for (auto& inst : instances)
+      for (int i = 0; i < std::max(1, w.count); ++i) {
+        auto r = inst->run(inputs);
+        if (!r.ok()) return r.status().with_context(fmt::format("model '{}': warm-up '{}'", v.name, w.name));
+      }
+  }
+  return Status::Ok();
+}
+
+Result<std::map<int64_t, std::shared_ptr<LoadedVersion>>> Repository::load_versions(const std::string& name) {
+  ModelConfig base;
+  bool had_config = false;
+  std::map<int64_t, std::string> paths;
+  if (single_file_) {
+    if (name != fs::path(opt_.path).stem().string()) return Status::NotFound("unknown model '{}'", name);
+    paths[1] = opt_.path;
+  } else {
+    fs::path dir = fs::path(opt_.path) / name;
+    std::error_code ec;
+    if (name.empty() || name.find('/') != std::string::npos || name == ".." || !fs::is_directory(dir, ec))
+      return Status::NotFound("model '{}' is not in the repository '{}'", name, opt_.path);
+    fs::path cfg = dir / "config.pbtxt";
+    if (fs::exists(cfg, ec)) {
+      GPUOPT_ASSIGN_OR_RETURN(std::string text, read_text(cfg));
+      GPUOPT_ASSIGN_OR_RETURN(base, parse_model_config(text, name + "/config.pbtxt"));
+      had_config = true;
+      if (!base.name.empty() && base.name != name)
+        return Status::InvalidArgument("{}/config.pbtxt: name '{}' does not match the directory name '{}'", name,
+                                       base.name, name);
+    }
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+      int64_t v;
+      if (is_version_dir(e, &v) && fs::exists(e.path() / base.default_model_filename))
+        paths[v] = (e.path() / base.default_model_filename).string();
+    }
+    if (paths.empty())
+      return Status::NotFound("model '{}' has no version directory with {} in '{}'", name, base.default_model_filename,
+                              dir.string());
+  }
+  base.name = name;
+  for (const auto& w : base.warnings) GPUOPT_LOG(warn, "{}", w);
+  // Version policy: which versions to serve.
+  std::vector<int64_t> chosen;
+  const auto& vp = base.version_policy;
+  if (vp.kind == VersionPolicy::Kind::kAll) {
+    for (auto& [v, p] : paths) chosen.push_back(v);
+  } else if (vp.kind == VersionPolicy::Kind::kSpecific) {
+    for (int64_t v : vp.versions) {
+      if (!paths.count(v))
+        return Status::NotFound("model '{}': version {} named by version_policy is not in the repository", name, v);
+      chosen.push_back(v);
+    }
+  } else {
+    for (auto it = paths.rbegin(); it != paths.rend() && chosen.size() < vp.num_versions; ++it)
+      chosen.push_back(it->first);
+  }
+  std::map<int64_t, std::shared_ptr<LoadedVersion>> out;
+  for (int64_t ver : chosen) {
+    auto lv = std::make_shared<LoadedVersion>();
+    lv->name = name;
+    lv->version = ver;
+    lv->version_str = std::to_string(ver);
+    lv->path = paths[ver];
+    GPUOPT_ASSIGN_OR_RETURN(ModelSource src, opt_.loader(lv->path));
+    lv->model_inputs = src.inputs;
+    lv->model_outputs = src.outputs;
+    lv->config = base;
+    GPUOPT_RETURN_IF_ERROR(
+        complete_model_config(&lv->config, src.inputs, src.outputs, had_config, opt_.default_max_batch_size));
+    std::vector<std::unique_ptr<ModelBackend>> instances;
+    for (const InstanceGroup& g : lv->config.instance_groups) {
+      InstanceKind kind = g.kind;
+      if (kind == InstanceKind::kAuto) kind = opt_.cuda_devices > 0 ? InstanceKind::kGpu : InstanceKind::kCpu;
+      std::vector<int> devices{0};
+      if (kind == InstanceKind::kGpu) {
+        if (opt_.cuda_devices == 0)
+          return Status::Unavailable("model '{}': instance_group '{}' is KIND_GPU but no CUDA device is usable", name,
+                                     g.name);
+        devices = g.gpus;
+        if (devices.empty())
+          for (int d = 0; d < opt_.cuda_devices; ++d) devices.push_back(d);
+        for (int d : devices)
+          if (d >= opt_.cuda_devices)
+            return Status::InvalidArgument("model '{}': instance_group '{}' names GPU {} but there are {}", name,
+                                           g.name, d, opt_.cuda_devices);
+      }
+      for (int d : devices)
+        for (int i = 0; i < g.count; ++i) {
+          InstanceSpec spec{fmt::format("{}_{}", g.name, instances.size()), kind, d};
+          auto b = src.create(spec);
+          if (!b.ok()) return b.status().with_context(fmt::format("model '{}' instance {}", name, spec.name));
+          instances.push_back(std::move(b).value());
+        }
+    }
+    GPUOPT_RETURN_IF_ERROR(warm_up(*lv, instances));
+    BatcherOptions bo;
+    bo.model_name = name;
+    bo.max_batch_size = lv->config.max_batch_size;
+    bo.dynamic = lv->config.dynamic_batching;
+    bo.padding = lv->config.padding;
+    bo.inputs = lv->model_inputs;
+    bo.outputs = lv->model_outputs;
+    lv->batcher = std::make_unique<Batcher>(std::move(bo), std::move(instances), lv->stats);
+    lv->batcher->start();
+    GPUOPT_LOG(info, "model '{}' version {} ready ({} instance(s), max_batch_size {})", name, ver,
+               lv->batcher->instance_count(), lv->config.max_batch_size);
+    out[ver] = std::move(lv);
+  }
+  return out;
+}
+
+Status Repository::load(const std::string& name) {
+  std::lock_guard<std::mutex> lk(load_mu_);
+  set_state(name, "LOADING", "");
+  auto r = load_versions(name);
+  if (!r.ok()) {
+    set_state(name, "UNAVAILABLE", r.status().message());
+    return r.status();
+  }
+  std::map<int64_t, std::shared_ptr<LoadedVersion>> old;
+  {
+    std::unique_lock<std::shared_mutex> w(mu_);
+    auto& e = models_[name];
+    old = std::move(e.versions);
+    e.versions = std::move(r).value();
+    e.state = "READY";
+    e.reason.clear();
+  }
+  for (auto& [v, lv] : old) lv->batcher->stop();  // a reload drains the old version
+  return Status::Ok();
+}
+
+Status Repository::unload(const std::string& name) {
+  std::lock_guard<std::mutex> lk(load_mu_);
+  std::map<int64_t, std::shared_ptr<LoadedVersion>> old;
+  {
+    std::unique_lock<std::shared_mutex> w(mu_);
+    auto it = models_.find(name);
+    if (it == models_.end()) return Status::NotFound("unknown model '{}'", name);
+    old = std::move(it->second.versions);
+    it->second.versions.clear();
+    it->second.state = "UNLOADING";
+  }
+  for (auto& [v, lv] : old) lv->batcher->stop();  // queued requests still get answers
+  set_state(name, "UNAVAILABLE", "unloaded");
+  return Status::Ok();
+}
+
+Result<std::shared_ptr<LoadedVersion>> Repository::find(const std::string& name, const std::string& version) const {
+  std::shared_lock<std::shared_mutex> lk(mu_);
+  auto it = models_.find(name);
+  if (it == models_.end()) return Status::NotFound("unknown model '{}'", name);
+  const Entry& e = it->second;
+  if (e.versions.empty()) {
+    if (e.state == "LOADING") return Status::Unavailable("model '{}' is loading", name);
+    return Status::Unavailable("model '{}' is not ready{}{}", name, e.reason.empty() ? "" : ": ", e.reason);
+  }
+  if (version.empty()) return e.versions.rbegin()->second;
+  for (auto& [v, lv] : e.versions)
+    if (lv->version_str == version) return lv;
+  return Status::NotFound("model '{}' has no ready version '{}'", name, version);
+}
+
+std::vector<std::shared_ptr<LoadedVersion>> Repository::ready_versions() const {
+  std::shared_lock<std::shared_mutex> lk(mu_);
+  std::vector<std::shared_ptr<LoadedVersion>> out;
+  for (auto& [n, e] : models_)
+    for (auto& [v, lv] : e.versions) out.push_back(lv);
+  return out;
+}
+
+nlohmann::json Repository::index(bool ready_only) const {
+  nlohmann::json a = nlohmann::json::array();
+  std::shared_lock<std::shared_mutex> lk(mu_);
+  std::set<std::string> seen;
+  for (auto& [n, e] : models_) {
+    seen.insert(n);
+    if (e.versions.empty()) {
+      if (!ready_only) a.push_back({{"name", n}, {"state", e.state}, {"reason", e.reason}});
+      continue;
+    }
+    for (auto& [v, lv] : e.versions)
+      a.push_back({{"name", n}, {"version", lv->version_str}, {"state", "READY"}, {"reason", ""}});
+  }
+  if (!ready_only) {
+    lk.unlock();
+    for (const auto& n : scan())
+      if (!seen.count(n)) a.push_back({{"name", n}, {"state", "UNAVAILABLE"}, {"reason", "unloaded"}});
+  }
+  return a;
+}
+
+bool Repository::all_ready() const {
+  std::shared_lock<std::shared_mutex> lk(mu_);
+  for (auto& [n, e] : models_)
+    if (e.state != "READY" && e.reason != "unloaded") return false;
+  return true;
+}
+
+void Repository::stop_all() {
+  for (auto& v : ready_versions()) v->batcher->stop();
+}
+
+}  // namespace gpuopt::server

@@ -1,0 +1,82 @@
+// Model repository in Triton's layout (<repo>/<model>/config.pbtxt, <repo>/<model>/<version>/
+// model.onnx) or a single model file, and the loaded models: config, instances, batcher, stats.
+//
+//   Repository repo({.path = "models", .loader = session_model_loader()});
+//   GPUOPT_RETURN_IF_ERROR(repo.load("simple"));            // reads, warms up, starts the batcher
+//   auto v = repo.find("simple", "");                        // latest ready version
+//   v.value()->batcher->submit(...);
+#pragma once
+
+#include "server/backend.h"
+#include "server/batcher.h"
+#include "server/model_config.h"
+#include "server/stats.h"
+
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <vector>
+
+namespace gpuopt::server {
+
+struct LoadedVersion {
+  std::string name;
+  int64_t version = 1;
+  std::string version_str = "1";
+  std::string path;
+  ModelConfig config;  // completed against the model
+  std::vector<IoSpec> model_inputs, model_outputs;
+  std::shared_ptr<ModelStats> stats = std::make_shared<ModelStats>();
+  std::unique_ptr<Batcher> batcher;
+};
+
+struct RepositoryOptions {
+  std::string path;  // a repository directory, or one .onnx file
+  ModelLoader loader;
+  int64_t default_max_batch_size = 4;
+  int cuda_devices = 0;  // GPUs usable for KIND_GPU / KIND_AUTO instances
+};
+
+class Repository {
+ public:
+  explicit Repository(RepositoryOptions options);
+  ~Repository();
+
+  // Model names present on disk (directories with a config or a version folder; the file stem
+  // for a single model file).
+  std::vector<std::string> scan() const;
+  // Loads (or reloads) a model: every version its policy selects. Blocking; call it off the
+  // request threads. Errors name the model and reason; the model is left UNAVAILABLE.
+  Status load(const std::string& name);
+  Status unload(const std::string& name);
+  // A ready version ("" = latest). NotFound for unknown models/versions, Unavailable if loading.
+  Result<std::shared_ptr<LoadedVersion>> find(const std::string& name, const std::string& version) const;
+  std::vector<std::shared_ptr<LoadedVersion>> ready_versions() const;
+  // /v2/repository/index entries.
+  nlohmann::json index(bool ready_only) const;
+  bool all_ready() const;  // every model asked for is READY
+  // Stops every batcher after it finished what it holds.
+  void stop_all();
+
+ private:
+  struct Entry {
+    std::string state = "UNAVAILABLE";  // READY, LOADING, UNLOADING, UNAVAILABLE
+    std::string reason;
+    std::map<int64_t, std::shared_ptr<LoadedVersion>> versions;
+  };
+  Result<std::map<int64_t, std::shared_ptr<LoadedVersion>>> load_versions(const std::string& name);
+  Status warm_up(LoadedVersion& v, std::vector<std::unique_ptr<ModelBackend>>& instances);
+  void set_state(const std::string& name, const std::string& state, const std::string& reason);
+
+  RepositoryOptions opt_;
+  bool single_file_ = false;
+  mutable std::shared_mutex mu_;
+  std::map<std::string, Entry> models_;
+  std::mutex load_mu_;  // one load/unload at a time
+};
+
+}  // namespace gpuopt::server

@@ -1,0 +1,55 @@
+// ModelBackend over gpuopt::Session: each instance owns its own Session (its own backend
+// context, stream and buffers on the GPU), so instances never share mutable state.
+#include "core/log.h"
+#include "gpu/cuda_props.h"
+#include "gpuopt/session.h"
+#include "server/backend.h"
+
+namespace gpuopt::server {
+namespace {
+
+class SessionBackend : public ModelBackend {
+ public:
+  explicit SessionBackend(std::unique_ptr<Session> s) : session_(std::move(s)) {}
+  Result<std::vector<Tensor>> run(const std::vector<Tensor>& inputs) override { return session_->run_ordered(inputs); }
+
+ private:
+  std::unique_ptr<Session> session_;
+};
+
+std::vector<IoSpec> to_specs(const std::vector<TensorInfo>& v) {
+  std::vector<IoSpec> out;
+  for (const auto& t : v) {
+    IoSpec s{t.name, t.dtype, t.shape, t.rank_known};
+    for (auto& d : s.shape)
+      if (d < 0) d = -1;
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace
+
+int cuda_device_count() {
+  auto d = cuda_devices();
+  return d.ok() ? static_cast<int>(d->size()) : 0;
+}
+
+ModelLoader session_model_loader() {
+  return [](const std::string& path) -> Result<ModelSource> {
+    // One session up front reads and checks the model and gives its declared inputs/outputs.
+    GPUOPT_ASSIGN_OR_RETURN(auto probe, Session::load(path, SessionOptions{.device = "cpu"}));
+    ModelSource src;
+    src.inputs = to_specs(probe->inputs());
+    src.outputs = to_specs(probe->outputs());
+    src.create = [path](const InstanceSpec& spec) -> Result<std::unique_ptr<ModelBackend>> {
+      std::string dev = "cpu";
+      if (spec.kind == InstanceKind::kGpu) dev = spec.device == 0 ? "cuda" : "cuda:" + std::to_string(spec.device);
+      GPUOPT_ASSIGN_OR_RETURN(auto s, Session::load(path, SessionOptions{.device = dev}));
+      return std::unique_ptr<ModelBackend>(std::make_unique<SessionBackend>(std::move(s)));
+    };
+    return src;
+  };
+}
+
+}  // namespace gpuopt::server

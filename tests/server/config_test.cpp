@@ -1,0 +1,150 @@
+// config.pbtxt parsing and completion against a model's declared inputs/outputs.
+#include <gtest/gtest.h>
+
+#include "server/model_config.h"
+#include "server/pbtxt.h"
+
+namespace gpuopt::server {
+namespace {
+
+constexpr const char* kFull = R"(
+name: "simple"   # Triton's add_sub example
+platform: "onnxruntime_onnx"
+max_batch_size: 8
+input [
+  { name: "INPUT0"  data_type: TYPE_FP32  dims: [ 16 ] },
+  { name: "INPUT1", data_type: TYPE_FP32, dims: [ 4, 4 ] reshape: { shape: [ 16 ] } }
+]
+output { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 16 ] }
+dynamic_batching {
+  preferred_batch_size: [ 4, 8 ]
+  max_queue_delay_microseconds: 100
+  preserve_ordering: true
+  priority_levels: 2
+  default_priority_level: 2
+  default_queue_policy { timeout_action: DELAY default_timeout_microseconds: 5000 allow_timeout_override: true max_queue_size: 16 }
+  priority_queue_policy { key: 1 value: { max_queue_size: 4 } }
+}
+instance_group [ { count: 2 kind: KIND_CPU }, { kind: KIND_GPU gpus: [0, 1] } ]
+model_warmup { name: "w" batch_size: 2 inputs { key: "INPUT0" value: { data_type: TYPE_FP32 dims: [16] random_data: true } } }
+version_policy: { latest { num_versions: 2 } }
+parameters { key: "gpuopt.pad_buckets" value: { string_value: "8,16" } }
+optimization { execution_accelerators { gpu_execution_accelerator: [ { name: "tensorrt" } ] } }
+)";
+
+TEST(Pbtxt, ParsesEveryFieldOfTheFullExample) {
+  auto r = parse_model_config(kFull, "simple/config.pbtxt");
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  const ModelConfig& c = *r;
+  EXPECT_EQ(c.name, "simple");
+  EXPECT_EQ(c.max_batch_size, 8);
+  ASSERT_EQ(c.inputs.size(), 2u);
+  EXPECT_EQ(c.inputs[0].dtype, DType::F32);
+  EXPECT_EQ(c.inputs[1].dims, (Shape{4, 4}));
+  ASSERT_TRUE(c.inputs[1].reshape.has_value());
+  EXPECT_EQ(*c.inputs[1].reshape, (Shape{16}));
+  ASSERT_TRUE(c.dynamic_batching.has_value());
+  const auto& d = *c.dynamic_batching;
+  EXPECT_EQ(d.preferred_batch_size, (std::vector<int64_t>{4, 8}));
+  EXPECT_EQ(d.max_queue_delay_us, 100u);
+  EXPECT_TRUE(d.preserve_ordering);
+  EXPECT_EQ(d.priority_levels, 2u);
+  EXPECT_EQ(d.default_queue_policy.timeout_action, TimeoutAction::kDelay);
+  EXPECT_EQ(d.default_queue_policy.default_timeout_us, 5000u);
+  EXPECT_TRUE(d.default_queue_policy.allow_timeout_override);
+  EXPECT_EQ(d.default_queue_policy.max_queue_size, 16u);
+  EXPECT_EQ(d.priority_queue_policy.at(1).max_queue_size, 4u);
+  ASSERT_EQ(c.instance_groups.size(), 2u);
+  EXPECT_EQ(c.instance_groups[0].count, 2);
+  EXPECT_EQ(c.instance_groups[0].kind, InstanceKind::kCpu);
+  EXPECT_EQ(c.instance_groups[1].gpus, (std::vector<int>{0, 1}));
+  ASSERT_EQ(c.warmups.size(), 1u);
+  EXPECT_EQ(c.warmups[0].batch_size, 2);
+  EXPECT_EQ(c.warmups[0].inputs.at("INPUT0").source, WarmupInput::Source::kRandom);
+  EXPECT_EQ(c.version_policy.num_versions, 2u);
+  EXPECT_EQ(c.padding.buckets, (std::vector<int64_t>{8, 16}));
+  ASSERT_EQ(c.warnings.size(), 1u);  // optimization: ignored with a warning
+  EXPECT_NE(c.warnings[0].find("optimization"), std::string::npos);
+}
+
+TEST(Pbtxt, UnsupportedFieldsThatChangeResultsAreNamed) {
+  auto r = parse_model_config("name: \"m\"\nsequence_batching { }\n", "m/config.pbtxt");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("m/config.pbtxt:2: field 'sequence_batching' is not supported"),
+            std::string::npos)
+      << r.status().message();
+  auto ragged = parse_model_config("input { name: \"x\" data_type: TYPE_FP32 dims: [-1] allow_ragged_batch: true }",
+                                   "m/config.pbtxt");
+  ASSERT_FALSE(ragged.ok());
+  EXPECT_NE(ragged.status().message().find("input.allow_ragged_batch"), std::string::npos);
+  auto plat = parse_model_config("platform: \"tensorrt_plan\"", "m/config.pbtxt");
+  ASSERT_FALSE(plat.ok());
+  EXPECT_NE(plat.status().message().find("tensorrt_plan"), std::string::npos);
+}
+
+TEST(Pbtxt, SyntaxErrorsNameTheLine) {
+  for (const char* bad : {"name: \"x\nmax_batch_size: 1", "input { name: \"x\"", "max_batch_size 4", "dims: [1, 2",
+                          "max_batch_size: -3", "max_batch_size: abc", "@", "input { data_type: TYPE_FOO }"}) {
+    auto r = parse_model_config(bad, "m/config.pbtxt");
+    EXPECT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("m/config.pbtxt"), std::string::npos) << r.status().message();
+  }
+  auto r = parse_model_config("name: \"m\"\n\n  max_batch_size: x", "c.pbtxt");
+  EXPECT_NE(r.status().message().find("c.pbtxt:3:"), std::string::npos) << r.status().message();
+}
+
+TEST(Pbtxt, AlternativeSyntaxes) {
+  auto r = parse_pbtxt("a < b: 1; c: 'q\\'x' > d: [1, 2,3] e: \"s\" \"t\"", "t");
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  ASSERT_EQ(r->fields.size(), 5u);
+  EXPECT_TRUE(r->fields[0].is_message);
+  EXPECT_EQ(r->fields[0].message->fields[1].scalar, "q'x");
+  EXPECT_EQ(r->fields[3].scalar, "3");
+  EXPECT_EQ(r->fields[4].scalar, "st");
+}
+
+std::vector<IoSpec> add_sub_inputs() {
+  return {{"INPUT0", DType::F32, {-1, 16}, true}, {"INPUT1", DType::F32, {-1, 16}, true}};
+}
+
+TEST(ModelConfigComplete, DerivedFromTheModelWithoutAConfig) {
+  ModelConfig c;
+  c.name = "m";
+  std::vector<IoSpec> outs = {{"OUT", DType::F32, {-1, 16}, true}};
+  ASSERT_TRUE(complete_model_config(&c, add_sub_inputs(), outs, false, 4).ok());
+  EXPECT_EQ(c.max_batch_size, 4);
+  EXPECT_TRUE(c.dynamic_batching.has_value());
+  ASSERT_EQ(c.inputs.size(), 2u);
+  EXPECT_EQ(c.inputs[0].dims, (Shape{16}));
+  EXPECT_EQ(c.instance_groups.size(), 1u);
+  // A fixed batch dim: no batching.
+  ModelConfig f;
+  f.name = "f";
+  ASSERT_TRUE(
+      complete_model_config(&f, {{"X", DType::F32, {1, 3}, true}}, {{"Y", DType::F32, {1, 3}, true}}, false, 4).ok());
+  EXPECT_EQ(f.max_batch_size, 0);
+  EXPECT_EQ(f.inputs[0].dims, (Shape{1, 3}));
+  auto j = model_config_json(c);
+  EXPECT_EQ(j["input"][0]["data_type"], "TYPE_FP32");
+  EXPECT_EQ(j["max_batch_size"], 4);
+}
+
+TEST(ModelConfigComplete, MismatchesWithTheModelAreErrors) {
+  std::vector<IoSpec> outs = {{"OUT", DType::F32, {-1, 16}, true}};
+  auto check = [&](const char* text, const char* want) {
+    auto c = parse_model_config(text, "m/config.pbtxt");
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    c->name = "m";
+    Status s = complete_model_config(&*c, add_sub_inputs(), outs, true, 4);
+    ASSERT_FALSE(s.ok()) << text;
+    EXPECT_NE(s.message().find(want), std::string::npos) << s.message();
+  };
+  check("max_batch_size: 4 input { name: \"INPUT0\" data_type: TYPE_INT32 dims: [16] }", "TYPE_INT32");
+  check("max_batch_size: 4 input { name: \"NOPE\" data_type: TYPE_FP32 dims: [16] }", "'NOPE' is not in the model");
+  check("max_batch_size: 4 input { name: \"INPUT0\" data_type: TYPE_FP32 dims: [15] }", "dim 1 is 15");
+  check("max_batch_size: 4 input { name: \"INPUT0\" data_type: TYPE_FP32 dims: [16] }", "'INPUT1' is missing");
+  check("max_batch_size: 2 dynamic_batching { preferred_batch_size: 4 }", "preferred_batch_size 4");
+}
+
+}  // namespace
+}  // namespace gpuopt::server
