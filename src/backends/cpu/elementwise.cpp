@@ -150,7 +150,6 @@ GPUOPT_BINARY_ARITH(Mul, kNumericTypes, [](auto a, auto b) {
   else
     return a * b;
 })
-#undef GPUOPT_BINARY_ARITH
 
 Status infer_Div(InferContext& ctx) {
   return infer_broadcasting(ctx, 2, kNumericTypes, DType::Undefined);
@@ -253,6 +252,32 @@ GPUOPT_COMPARE(And, kBoolType, a&& b)
 GPUOPT_COMPARE(Or, kBoolType, a || b)
 GPUOPT_COMPARE(Xor, kBoolType, a != b)
 #undef GPUOPT_COMPARE
+
+// Bitwise ops on integers (opset 18) and BitShift on unsigned integers (opset 11).
+GPUOPT_BINARY_ARITH(BitwiseAnd, kIntTypes, [](auto a, auto b) { return a & b; })
+GPUOPT_BINARY_ARITH(BitwiseOr, kIntTypes, [](auto a, auto b) { return a | b; })
+GPUOPT_BINARY_ARITH(BitwiseXor, kIntTypes, [](auto a, auto b) { return a ^ b; })
+
+#undef GPUOPT_BINARY_ARITH
+
+Status infer_BitShift(InferContext& ctx) {
+  const std::string dir = ctx.node.attr_s("direction", "");
+  if (dir != "LEFT" && dir != "RIGHT") return ctx.error("attribute direction is '{}'; expected LEFT or RIGHT", dir);
+  return infer_broadcasting(ctx, 2, kUnsignedInts, DType::Undefined);
+}
+Status cpu_BitShift(KernelContext& ctx) {
+  const bool left = ctx.node.attr_s("direction", "") == "LEFT";
+  arith<kUnsignedInts>(ctx, [left](auto a, auto b) {
+    using T = decltype(a);
+    // shifting by the width or more is UB in C++; every bit is shifted out, so the result is 0
+    if (static_cast<uint64_t>(b) >= sizeof(T) * 8) return T(0);
+    return static_cast<T>(left ? a << b : a >> b);
+  });
+  return Status::Ok();
+}
+double flops_BitShift(const FlopsContext& ctx) {
+  return known_numel(ctx.outputs[0]);
+}
 
 Status infer_Not(InferContext& ctx) {
   if (!ctx.has_input(0)) return ctx.error("input 0 is missing");

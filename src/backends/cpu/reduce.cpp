@@ -369,9 +369,11 @@ double flops_ArgMin(const FlopsContext& ctx) {
   return flops_reduce(ctx, 1);
 }
 
-// ---- CumSum ------------------------------------------------------------------------------------
+// ---- CumSum / CumProd ------------------------------------------------------------------------------------
 
-Status infer_CumSum(InferContext& ctx) {
+namespace {
+
+Status infer_cumulative(InferContext& ctx) {
   if (!ctx.has_input(0) || !ctx.has_input(1)) return ctx.error("expects 2 inputs (x, axis)");
   GPUOPT_RETURN_IF_ERROR(check_input_dtype(ctx, 0, kNumericTypes));
   GPUOPT_RETURN_IF_ERROR(check_input_dtype(ctx, 1, kSignedInts));
@@ -389,7 +391,9 @@ Status infer_CumSum(InferContext& ctx) {
   return Status::Ok();
 }
 
-Status cpu_CumSum(KernelContext& ctx) {
+// CumSum and CumProd (exclusive starts from the identity, 0 or 1).
+template <bool kProd>
+Status cpu_cumulative(KernelContext& ctx) {
   const Tensor& x = ctx.in(0);
   int64_t axis = ctx.in(1).get_i64(0);
   if (x.rank() == 0 || !normalize_axis(&axis, x.rank()))
@@ -408,20 +412,20 @@ Status cpu_CumSum(KernelContext& ctx) {
       T* py = ctx.out(0).data<T>();
       for (int64_t o = 0; o < outer; ++o)
         for (int64_t i = 0; i < inner; ++i) {
-          A acc = 0;
+          A acc = kProd ? A(1) : A(0);
           for (int64_t s = 0; s < n; ++s) {
             const int64_t k = reverse ? n - 1 - s : s;
             const int64_t idx = (o * n + k) * inner + i;
             if constexpr (kIsFloatLike<T>) {
               const double v = to_f64(px[idx]);
-              if (!exclusive) acc += v;
+              if (!exclusive) acc = kProd ? acc * v : acc + v;
               py[idx] = store_f64<T>(acc);
-              if (exclusive) acc += v;
+              if (exclusive) acc = kProd ? acc * v : acc + v;
             } else {
               const A v = static_cast<A>(px[idx]);
-              if (!exclusive) acc = wrap_add<A>(acc, v);
+              if (!exclusive) acc = kProd ? wrap_mul<A>(acc, v) : wrap_add<A>(acc, v);
               py[idx] = static_cast<T>(acc);
-              if (exclusive) acc = wrap_add<A>(acc, v);
+              if (exclusive) acc = kProd ? wrap_mul<A>(acc, v) : wrap_add<A>(acc, v);
             }
           }
         }
@@ -429,7 +433,24 @@ Status cpu_CumSum(KernelContext& ctx) {
   });
   return Status::Ok();
 }
+}  // namespace
+
+Status infer_CumSum(InferContext& ctx) {
+  return infer_cumulative(ctx);
+}
+Status cpu_CumSum(KernelContext& ctx) {
+  return cpu_cumulative<false>(ctx);
+}
 double flops_CumSum(const FlopsContext& ctx) {
+  return flops_reduce(ctx, 1);
+}
+Status infer_CumProd(InferContext& ctx) {
+  return infer_cumulative(ctx);
+}
+Status cpu_CumProd(KernelContext& ctx) {
+  return cpu_cumulative<true>(ctx);
+}
+double flops_CumProd(const FlopsContext& ctx) {
   return flops_reduce(ctx, 1);
 }
 

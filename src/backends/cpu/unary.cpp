@@ -144,6 +144,8 @@ GPUOPT_UNARY(Shrink, kNumericTypes, 2, [l = attr_d(ctx, "lambd", 0.5f), b = attr
   const double v = static_cast<double>(x);
   return static_cast<T>(v < -l ? v + b : (v > l ? v - b : 0.0));
 })
+GPUOPT_UNARY(Swish, kFloatTypes, 5, [a = attr_d(ctx, "alpha", 1.0f)](double x) { return x * sigmoid(a * x); })
+GPUOPT_UNARY(BitwiseNot, kIntTypes, 1, [](auto x) { return static_cast<decltype(x)>(~x); })
 #undef GPUOPT_UNARY
 
 // Gelu (opset 20): approximate = "none" (exact, erf) or "tanh".
