@@ -1,62 +1,79 @@
 #include "bench/device.h"
 
+#include "gpu/spec_table.h"
+
 namespace gpuopt::bench {
 
-double theoretical_bandwidth(const DeviceInfo& d) {
-  return static_cast<double>(d.mem_clock_khz) * 1e3 * 2.0 * (d.mem_bus_width_bits / 8.0);
+namespace {
+
+GpuProps props_of(const DeviceInfo& d) {
+  GpuProps p;
+  p.cc_major = d.cc_major;
+  p.cc_minor = d.cc_minor;
+  p.sm_count = d.sm_count;
+  p.sm_clock_mhz = d.sm_clock_khz / 1000.0;
+  p.mem_clock_mhz = d.mem_clock_khz / 1000.0;
+  p.mem_bus_width_bits = d.mem_bus_width_bits;
+  return p;
 }
 
-// From NVIDIA's architecture whitepapers (dense tensor-core rates, per SM per clock).
-ArchRates arch_rates(int major, int minor) {
-  ArchRates r;
+// CUDA-core half2 and double FMA pipes relative to the f32 pipe (whitepapers), which the
+// spec table does not carry: FLOP/clk/SM.
+std::optional<double> cuda_core_rate(int major, int minor, const std::string& kind) {
   const int cc = major * 10 + minor;
+  double f16x2 = 0, f64 = 0;
   switch (cc) {
-    case 70:  // V100
-      r = {128, 256, 64, 0, 1024, 0, 0, 0};
+    case 75:
+      f16x2 = 256, f64 = 4;
       break;
-    case 75:  // T4, RTX 20
-      r = {128, 256, 4, 0, 1024, 0, 0, 2048};
+    case 80:
+      f16x2 = 512, f64 = 64;
       break;
-    case 80:  // A100
-      r = {128, 512, 64, 1024, 2048, 2048, 0, 4096};
-      break;
-    case 86:  // RTX 30, A10, A40
+    case 86:
     case 87:
-      r = {256, 256, 4, 512, 1024, 1024, 0, 2048};
+    case 89:
+      f16x2 = 256, f64 = 4;
       break;
-    case 89:  // L4, L40, RTX 40
-      r = {256, 256, 4, 512, 1024, 1024, 2048, 2048};
+    case 90:
+      f16x2 = 512, f64 = 128;
       break;
-    case 90:  // H100, H200
-      r = {256, 512, 128, 2048, 4096, 4096, 8192, 8192};
+    case 100:
+    case 103:
+      f16x2 = 512, f64 = 128;
       break;
     default:
-      break;
+      return std::nullopt;
   }
-  return r;
+  return kind == "f16x2" ? f16x2 : f64;
+}
+
+}  // namespace
+
+double theoretical_bandwidth(const DeviceInfo& d) {
+  const DeviceSpec s = spec_for(props_of(d));
+  if (s.mem_bandwidth_bytes_per_s) return *s.mem_bandwidth_bytes_per_s;
+  return static_cast<double>(d.mem_clock_khz) * 1e3 * 2.0 * (d.mem_bus_width_bits / 8.0);  // DDR
 }
 
 std::optional<double> theoretical_peak(const DeviceInfo& d, const std::string& kind) {
-  const ArchRates r = arch_rates(d.cc_major, d.cc_minor);
-  double per_clk = 0;
-  if (kind == "f32" || kind == "gemm_f32")
-    per_clk = r.f32;
-  else if (kind == "f16x2")
-    per_clk = r.f16x2;
-  else if (kind == "f64")
-    per_clk = r.f64;
-  else if (kind == "gemm_tf32")
-    per_clk = r.tc_tf32;
-  else if (kind == "gemm_f16")
-    per_clk = r.tc_f16;
-  else if (kind == "gemm_bf16")
-    per_clk = r.tc_bf16;
-  else if (kind == "gemm_fp8")
-    per_clk = r.tc_fp8;
-  else if (kind == "gemm_int8")
-    per_clk = r.tc_int8;
-  if (per_clk <= 0 || d.sm_count <= 0 || d.sm_clock_khz <= 0) return std::nullopt;
-  return per_clk * d.sm_count * d.sm_clock_khz * 1e3;
+  if (d.sm_count <= 0 || d.sm_clock_khz <= 0) return std::nullopt;
+  if (kind == "f16x2" || kind == "f64") {
+    const auto r = cuda_core_rate(d.cc_major, d.cc_minor, kind);
+    if (!r) return std::nullopt;
+    return *r * d.sm_count * d.sm_clock_khz * 1e3;
+  }
+  static const std::pair<const char*, Precision> kKinds[] = {
+      {"f32", Precision::FP32},       {"gemm_f32", Precision::FP32},  {"gemm_tf32", Precision::TF32},
+      {"gemm_f16", Precision::FP16},  {"gemm_bf16", Precision::BF16}, {"gemm_fp8", Precision::FP8},
+      {"gemm_int8", Precision::INT8},
+  };
+  for (const auto& [name, p] : kKinds) {
+    if (kind != name) continue;
+    const auto v = spec_for(props_of(d)).peak(p);
+    if (!v || *v <= 0) return std::nullopt;
+    return v;
+  }
+  return std::nullopt;
 }
 
 nlohmann::json device_to_json(const DeviceInfo& d) {

@@ -25,20 +25,13 @@ struct DeviceInfo {
   int device_count = 1;  // devices visible to this process
 };
 
-// Theoretical DRAM bandwidth in bytes/s: memory clock x 2 (double data rate) x bus width.
+// Theoretical DRAM bandwidth in bytes/s (gpu/spec_table.h: bus width x memory clock x data rate).
 double theoretical_bandwidth(const DeviceInfo& d);
-
-// Per-SM per-clock rates (operations per cycle) for the CUDA-core FMA pipes and the tensor
-// cores (dense). Zero where this table does not know the architecture.
-struct ArchRates {
-  double f32 = 0, f16x2 = 0, f64 = 0;                                    // CUDA cores, FLOP/clk/SM
-  double tc_tf32 = 0, tc_f16 = 0, tc_bf16 = 0, tc_fp8 = 0, tc_int8 = 0;  // tensor cores, op/clk/SM
-};
-ArchRates arch_rates(int cc_major, int cc_minor);
 
 // Peak in FLOP/s (or OP/s) for a named kind: "f32", "f16x2", "f64" (CUDA cores) or the GEMM
 // kinds "gemm_f32", "gemm_tf32", "gemm_f16", "gemm_bf16", "gemm_fp8", "gemm_int8". nullopt when
-// unknown. Uses the maximum SM clock, so it is an upper bound of what the chip can reach.
+// unknown. At the maximum SM clock, so an upper bound of what the chip reaches (the spec
+// table gives f32 and the tensor-core rates; f16x2 and f64 come from the FMA pipe widths here).
 std::optional<double> theoretical_peak(const DeviceInfo& d, const std::string& kind);
 
 nlohmann::json device_to_json(const DeviceInfo& d);

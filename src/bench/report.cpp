@@ -88,7 +88,9 @@ std::string render_summary_table(const std::vector<SummaryRow>& rows) {
     t.add({r.figure, r.measured ? format_value(*r.measured) : "n/a", r.unit, r.anchor ? format_value(*r.anchor) : "-",
            pct, r.goal ? format_value(*r.goal) : "-", met, r.where});
   }
-  return t.render();
+  std::string out = t.render();
+  if (rows.empty()) out += "  no headline figure measured (no GPU)\n";
+  return out;
 }
 
 nlohmann::json summary_to_json(const std::vector<SummaryRow>& rows) {

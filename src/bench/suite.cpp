@@ -143,8 +143,9 @@ Section bench_memory(const SuiteOptions& o, const GpuContext& g) {
   s.notes.push_back(
       "byte convention: bytes read + bytes written (a copy of N bytes counts 2N; read-only and "
       "write-only kernels count N); transfers count the bytes crossing the link once");
-  s.notes.push_back(fmt::format("theoretical DRAM bandwidth {:.0f} GB/s = memory clock {} MHz x 2 x {}-bit bus", theo,
-                                d.mem_clock_khz / 1000, d.mem_bus_width_bits));
+  s.notes.push_back(
+      fmt::format("theoretical DRAM bandwidth {:.0f} GB/s = memory clock {} MHz x 2 x {}-bit bus (gpu/spec_table)",
+                  theo, d.mem_clock_khz / 1000, d.mem_bus_width_bits));
   s.notes.push_back(fmt::format("device-side tests rotate through {} of buffers (4 x L2) so small sizes come from DRAM",
                                 format_bytes(4.0 * d.l2_bytes)));
   const int rep = repeat_or(o, 20);
@@ -223,8 +224,9 @@ Section bench_compute(const SuiteOptions& o, const GpuContext& g) {
   Section s = make_section("compute", "Compute throughput (TFLOP/s = 1e12 FLOP/s; int8 in TOP/s)");
   if (!g.device) return skipped(s, g.why_not);
   const DeviceInfo& d = *g.device;
-  s.notes.push_back(fmt::format("spec peak = per-SM rate of compute capability {}.{} x {} SMs x max SM clock {} MHz",
-                                d.cc_major, d.cc_minor, d.sm_count, d.sm_clock_khz / 1000));
+  s.notes.push_back(
+      fmt::format("spec peak = per-SM rate of compute capability {}.{} (gpu/spec_table) x {} SMs x max SM clock {} MHz",
+                  d.cc_major, d.cc_minor, d.sm_count, d.sm_clock_khz / 1000));
   s.notes.push_back(
       "GEMM: C = A^T B, n x n x n, 2n^3 operations, random inputs in [-1, 1) (int8: [-64, 63]); "
       "fp8 is e4m3 in, bf16 out; int8 accumulates in int32");
