@@ -47,7 +47,7 @@ def run_both(model, feeds, tmp_path):
         assert err <= MAX_ABS_ERR, f"{o.name}: max abs err {err:.3g} > {MAX_ABS_ERR} (|ref| max {np.abs(expected).max():.3g})"
 
 
-@pytest.mark.parametrize("name", [n for n in ARCHS if n != "resnet_small"])
+@pytest.mark.parametrize("name", [n for n in ARCHS if n != "resnet_small" and not n.endswith(("_full", "_base"))])
 def test_architecture_matches_onnxruntime(name, tmp_path):
     model, feeds = ARCHS[name]()
     run_both(model, feeds(np.random.default_rng(1), 2), tmp_path)

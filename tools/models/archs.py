@@ -229,4 +229,7 @@ ARCHS = {
     "bert": bert,
     "gpt_block": gpt_block,
     "resnet_small": resnet_small,
+    # Full-size models for the GPU benchmarks (not built by the CPU tests: hundreds of MB).
+    "resnet50_full": lambda: resnet(50, width=64, size=224, classes=1000, name="resnet50_full"),
+    "bert_base": lambda: bert(layers=12, d=768, heads=12, ffn=3072, vocab=30522, max_pos=512, seq=128),
 }

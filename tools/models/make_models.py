@@ -24,7 +24,7 @@ def main():
                     help="also write random inputs of this batch size to <out>/<name>_inputs/<input>.npy")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
-    names = args.names or list(ARCHS)
+    names = args.names or [n for n in ARCHS if not n.endswith(("_full", "_base"))]
     unknown = [n for n in names if n not in ARCHS]
     if unknown:
         ap.error(f"unknown model(s) {unknown}; choose from {list(ARCHS)}")

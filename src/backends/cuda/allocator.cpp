@@ -26,10 +26,10 @@ size_t DeviceAllocator::round_size(size_t bytes) {
   return (bytes + step - 1) / step * step;
 }
 
-Result<void*> DeviceAllocator::malloc_device(size_t bytes, const char* what) {
+Result<void*> DeviceAllocator::malloc_device(size_t bytes, size_t requested, const char* what) {
   if (limit_ && stats_.in_use + stats_.cached + bytes > limit_) {
     return Status::OutOfMemory("out of memory allocating '{}': {} requested, {} in use, limit {} (--memory-limit)",
-                               what, format_bytes(static_cast<double>(bytes)),
+                               what, format_bytes(static_cast<double>(requested)),
                                format_bytes(static_cast<double>(stats_.in_use)), format_bytes(static_cast<double>(limit_)));
   }
   void* p = nullptr;
@@ -39,7 +39,7 @@ Result<void*> DeviceAllocator::malloc_device(size_t bytes, const char* what) {
     size_t free_b = 0, total_b = 0;
     cudaMemGetInfo(&free_b, &total_b);
     return Status::OutOfMemory("out of memory allocating '{}': {} requested, {} free of {} on cuda:{}", what,
-                               format_bytes(static_cast<double>(bytes)), format_bytes(static_cast<double>(free_b)),
+                               format_bytes(static_cast<double>(requested)), format_bytes(static_cast<double>(free_b)),
                                format_bytes(static_cast<double>(total_b)), device_);
   }
   GPUOPT_RETURN_IF_ERROR(GPUOPT_CALL_STATUS(e).with_context(fmt::format("allocating '{}'", what)));
@@ -62,13 +62,13 @@ Result<void*> DeviceAllocator::allocate(size_t bytes, const char* what) {
     return p;
   }
   GPUOPT_RETURN_IF_ERROR(GPUOPT_CALL_STATUS(cudaSetDevice(device_)));
-  Result<void*> r = malloc_device(sz, what);
+  Result<void*> r = malloc_device(sz, bytes, what);
   if (!r.ok() && r.status().code() == StatusCode::kOutOfMemory && !free_.empty()) {
     GPUOPT_LOG(info, "allocator: releasing {} of cached blocks and retrying", format_bytes(static_cast<double>(stats_.cached)));
     for (auto& [s, p] : free_) cudaFree(p);
     free_.clear();
     stats_.cached = 0;
-    r = malloc_device(sz, what);
+    r = malloc_device(sz, bytes, what);
   }
   if (!r.ok()) return r.status();
   live_[*r] = sz;

@@ -42,7 +42,8 @@ class DeviceAllocator {
   static size_t round_size(size_t bytes);
 
  private:
-  Result<void*> malloc_device(size_t bytes, const char* what);
+  // `bytes` is the size class; `requested` what the caller asked for (named in errors).
+  Result<void*> malloc_device(size_t bytes, size_t requested, const char* what);
   int device_;
   size_t limit_;
   mutable std::mutex mu_;
