@@ -396,6 +396,10 @@ const Snapshot& Sampler::sample() {
           for (unsigned k = 0; k < std::min<unsigned>(n, unsigned(im.util_buf.size())); ++k)
             newest = std::max(newest, im.util_buf[k].time_stamp);
           dev.last_proc_util_ts = newest;
+        } else if (r == kErrorInsufficientSize) {
+          // The driver holds more samples than the buffer (first call on a busy GPU asks from 0):
+          // skip what is queued and ask from now on.
+          dev.last_proc_util_ts = uint64_t(snap_.timestamp_us);
         } else if (r == kErrorNotFound) {
           for (auto& p : g.processes) p.sm_util_pct = 0, p.mem_util_pct = 0;  // no activity since last tick
         } else {
