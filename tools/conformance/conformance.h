@@ -52,6 +52,7 @@ Result<std::map<std::string, Expectation>> read_expectations(const std::string& 
 // The op a test is about (single-node model, base test of an _expanded one, or name match).
 std::string main_op(const TestResult& r, const std::map<std::string, const TestResult*>& by_name);
 // Writes docs/ops.md from a full run.
-Status write_ops_table(const std::string& path, const std::vector<TestResult>& results);
+Status write_ops_table(const std::string& path, const std::vector<TestResult>& results,
+                       const std::map<std::string, Expectation>& expectations);
 
 }  // namespace gpuopt::conformance

@@ -176,7 +176,7 @@ int main(int argc, char** argv) {
         fmt::print("# remove from {}: {}\n", exp->at(tests[i].name).file, tests[i].name);
   }
   if (!ops_table.empty()) {
-    Status st = write_ops_table(ops_table, results);
+    Status st = write_ops_table(ops_table, results, *exp);
     if (!st.ok()) {
       fmt::print(stderr, "gpuopt_conformance: error: {}\n", st.to_string());
       return 1;

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <fmt/ranges.h>
+
 #include <fstream>
 #include <set>
 
@@ -41,17 +43,20 @@ std::string main_op(const TestResult& r, const std::map<std::string, const TestR
   return r.ops.empty() ? std::string("?") : r.ops.front();
 }
 
-Status write_ops_table(const std::string& path, const std::vector<TestResult>& results) {
+Status write_ops_table(const std::string& path, const std::vector<TestResult>& results,
+                       const std::map<std::string, Expectation>& expectations) {
   std::map<std::string, const TestResult*> by_name;
   for (const auto& r : results) by_name[r.name] = &r;
   struct Count {
     int passed = 0, total = 0;
+    std::set<std::string> files;  // expectation files listing its failing tests
   };
   std::map<std::string, Count> per_op;
   int passed = 0;
   for (const auto& r : results) {
     Count& c = per_op[main_op(r, by_name)];
     ++c.total;
+    if (auto e = expectations.find(r.name); e != expectations.end() && !r.passed) c.files.insert(e->second.file);
     if (r.passed) {
       ++c.passed;
       ++passed;
@@ -69,7 +74,7 @@ Status write_ops_table(const std::string& path, const std::vector<TestResult>& r
        "the op they expand). Tests not expected to pass are listed with their reasons in\n"
        "`tools/conformance/expectations/*.txt`.\n\n"
     << "## Ops in gpuopt's op table\n\n"
-    << "| op | CPU | node tests passed |\n|---|---|---|\n";
+    << "| op | CPU | node tests passed | failing tests listed in |\n|---|---|---|---|\n";
   std::set<std::string> in_table;
   for (size_t i = 0; i < kNumOps; ++i) {
     const std::string name(op_name(static_cast<Op>(i)));
@@ -77,9 +82,11 @@ Status write_ops_table(const std::string& path, const std::vector<TestResult>& r
     auto it = per_op.find(name);
     const std::string tests = it == per_op.end() ? "no node test" : fmt::format("{} / {}", it->second.passed, it->second.total);
     // Every op in the table has a CPU kernel (the build requires one); "partial" means some of
-    // its node tests (dtypes, attributes) do not pass yet.
+    // its node tests do not pass: unsupported dtypes, attributes, or other ops in an expanded
+    // test; the expectation files give each test's reason.
     const bool all = it == per_op.end() || it->second.passed == it->second.total;
-    f << fmt::format("| {} | {} | {} |\n", name, all ? "yes" : "partial", tests);
+    const std::string listed = it == per_op.end() ? "" : fmt::format("{}", fmt::join(it->second.files, ", "));
+    f << fmt::format("| {} | {} | {} | {} |\n", name, all ? "yes" : "partial", tests, listed);
   }
   f << "\n## Ops of other node tests (not in gpuopt's op list)\n\n";
   int other_tests = 0;
