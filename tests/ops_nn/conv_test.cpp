@@ -100,20 +100,37 @@ void check_conv(DType dt, Shape xs, Shape ws, int64_t group, Geo g, bool bias, c
   Shape os;
   const std::vector<double> bv = values(b);
   const auto want = conv_oracle(values(x), xs, values(w), ws, bias ? &bv : nullptr, group, g, &os);
-  expect_close((*r)[0], want, os, fmt::format("Conv {} x{} w{}", dtype_name(dt), shape_to_string(xs), shape_to_string(ws)));
+  expect_close((*r)[0], want, os,
+               fmt::format("Conv {} x{} w{}", dtype_name(dt), shape_to_string(xs), shape_to_string(ws)));
 }
 
-TEST(Conv, TwoDimBasic) { check_conv(DType::F32, {2, 3, 7, 8}, {4, 3, 3, 3}, 1, {{1, 1}, {1, 1}, {1, 1}, {1, 1}}, true); }
+TEST(Conv, TwoDimBasic) {
+  check_conv(DType::F32, {2, 3, 7, 8}, {4, 3, 3, 3}, 1, {{1, 1}, {1, 1}, {1, 1}, {1, 1}}, true);
+}
 TEST(Conv, TwoDimStridesDilationsAsymmetricPads) {
   check_conv(DType::F32, {1, 4, 13, 16}, {8, 4, 3, 2}, 1, {{2, 3}, {2, 1}, {0, 2}, {1, 0}}, true);
 }
-TEST(Conv, Groups) { check_conv(DType::F32, {2, 6, 9, 8}, {9, 2, 3, 3}, 3, {{1, 2}, {1, 1}, {1, 0}, {1, 1}}, true); }
-TEST(Conv, Depthwise) { check_conv(DType::F32, {1, 8, 11, 11}, {8, 1, 3, 3}, 8, {{2, 2}, {1, 1}, {1, 1}, {1, 1}}, false); }
-TEST(Conv, OneDim) { check_conv(DType::F32, {3, 5, 17}, {4, 5, 4}, 1, {{2}, {2}, {3}, {1}}, true); }
-TEST(Conv, ThreeDim) { check_conv(DType::F32, {1, 2, 5, 6, 7}, {3, 2, 2, 3, 2}, 1, {{1, 2, 1}, {1, 1, 2}, {1, 0, 1}, {0, 1, 1}}, true); }
-TEST(Conv, SameUpper) { check_conv(DType::F32, {1, 3, 9, 8}, {2, 3, 4, 3}, 1, {{2, 3}, {1, 1}, {0, 0}, {0, 0}}, true, "SAME_UPPER"); }
-TEST(Conv, SameLower) { check_conv(DType::F32, {1, 3, 9, 8}, {2, 3, 4, 3}, 1, {{2, 1}, {1, 2}, {0, 0}, {0, 0}}, false, "SAME_LOWER"); }
-TEST(Conv, Valid) { check_conv(DType::F32, {1, 3, 9, 8}, {2, 3, 4, 3}, 1, {{2, 1}, {1, 1}, {0, 0}, {0, 0}}, true, "VALID"); }
+TEST(Conv, Groups) {
+  check_conv(DType::F32, {2, 6, 9, 8}, {9, 2, 3, 3}, 3, {{1, 2}, {1, 1}, {1, 0}, {1, 1}}, true);
+}
+TEST(Conv, Depthwise) {
+  check_conv(DType::F32, {1, 8, 11, 11}, {8, 1, 3, 3}, 8, {{2, 2}, {1, 1}, {1, 1}, {1, 1}}, false);
+}
+TEST(Conv, OneDim) {
+  check_conv(DType::F32, {3, 5, 17}, {4, 5, 4}, 1, {{2}, {2}, {3}, {1}}, true);
+}
+TEST(Conv, ThreeDim) {
+  check_conv(DType::F32, {1, 2, 5, 6, 7}, {3, 2, 2, 3, 2}, 1, {{1, 2, 1}, {1, 1, 2}, {1, 0, 1}, {0, 1, 1}}, true);
+}
+TEST(Conv, SameUpper) {
+  check_conv(DType::F32, {1, 3, 9, 8}, {2, 3, 4, 3}, 1, {{2, 3}, {1, 1}, {0, 0}, {0, 0}}, true, "SAME_UPPER");
+}
+TEST(Conv, SameLower) {
+  check_conv(DType::F32, {1, 3, 9, 8}, {2, 3, 4, 3}, 1, {{2, 1}, {1, 2}, {0, 0}, {0, 0}}, false, "SAME_LOWER");
+}
+TEST(Conv, Valid) {
+  check_conv(DType::F32, {1, 3, 9, 8}, {2, 3, 4, 3}, 1, {{2, 1}, {1, 1}, {0, 0}, {0, 0}}, true, "VALID");
+}
 TEST(Conv, HalfAndBFloat16AndDouble) {
   check_conv(DType::F16, {1, 4, 8, 7}, {4, 4, 3, 3}, 1, {{1, 1}, {1, 1}, {1, 1}, {1, 1}}, true);
   check_conv(DType::BF16, {1, 4, 8, 7}, {4, 2, 3, 3}, 2, {{1, 1}, {1, 1}, {1, 1}, {1, 1}}, true);
@@ -210,7 +227,9 @@ void check_convtranspose(Shape xs, Shape ws, int64_t group, std::vector<int64_t>
   expect_close((*r)[0], want, os, "ConvTranspose");
 }
 
-TEST(ConvTranspose, TwoDim) { check_convtranspose({2, 3, 5, 6}, {3, 4, 3, 3}, 1, {2, 2}, {1, 1}, {1, 0}, {1, 1}, {1, 0}); }
+TEST(ConvTranspose, TwoDim) {
+  check_convtranspose({2, 3, 5, 6}, {3, 4, 3, 3}, 1, {2, 2}, {1, 1}, {1, 0}, {1, 1}, {1, 0});
+}
 TEST(ConvTranspose, GroupsDilations) {
   check_convtranspose({1, 4, 7, 4}, {4, 3, 3, 2}, 2, {1, 3}, {2, 1}, {0, 1}, {2, 0}, {0, 2});
 }

@@ -10,7 +10,9 @@ using namespace testing_nn;
 
 constexpr int64_t kN = kFirstSymbolDim;  // symbolic batch "N"
 
-ValueInfo vi(DType dt, Shape s) { return ValueInfo{dt, true, std::move(s), nullptr}; }
+ValueInfo vi(DType dt, Shape s) {
+  return ValueInfo{dt, true, std::move(s), nullptr};
+}
 
 Shape infer1(const Node& n, std::vector<ValueInfo> ins, int opset = 17, size_t out = 0) {
   std::vector<const ValueInfo*> p;
@@ -28,22 +30,26 @@ TEST(LoadTimeInference, SymbolicBatchPropagates) {
   EXPECT_EQ(infer1(make_node(Op::MaxPool, 1, 2, pool), {vi(DType::F32, {kN, 64, 112, 112})}), (Shape{kN, 64, 56, 56}));
   EXPECT_EQ(infer1(make_node(Op::MaxPool, 1, 2, pool), {vi(DType::F32, {kN, 64, kUnknownDim, 112})}, 17, 1),
             (Shape{kN, 64, kUnknownDim, 56}));
-  EXPECT_EQ(infer1(make_node(Op::GlobalAveragePool, 1, 1), {vi(DType::F32, {kN, 2048, 7, 7})}), (Shape{kN, 2048, 1, 1}));
-  EXPECT_EQ(infer1(make_node(Op::BatchNormalization, 5, 1),
-                   {vi(DType::F32, {kN, 8, 4, 4}), vi(DType::F32, {8}), vi(DType::F32, {8}), vi(DType::F32, {8}),
-                    vi(DType::F32, {8})}),
-            (Shape{kN, 8, 4, 4}));
+  EXPECT_EQ(infer1(make_node(Op::GlobalAveragePool, 1, 1), {vi(DType::F32, {kN, 2048, 7, 7})}),
+            (Shape{kN, 2048, 1, 1}));
+  EXPECT_EQ(
+      infer1(make_node(Op::BatchNormalization, 5, 1), {vi(DType::F32, {kN, 8, 4, 4}), vi(DType::F32, {8}),
+                                                       vi(DType::F32, {8}), vi(DType::F32, {8}), vi(DType::F32, {8})}),
+      (Shape{kN, 8, 4, 4}));
   EXPECT_EQ(infer1(make_node(Op::LayerNormalization, 3, 3),
                    {vi(DType::F16, {kN, kN - 1, 768}), vi(DType::F16, {768}), vi(DType::F16, {768})}, 17, 1),
             (Shape{kN, kN - 1, 1}));
-  EXPECT_EQ(infer1(make_node(Op::Gemm, 3, 1), {vi(DType::F32, {kN, 512}), vi(DType::F32, {512, 10}), vi(DType::F32, {10})}),
-            (Shape{kN, 10}));
+  EXPECT_EQ(
+      infer1(make_node(Op::Gemm, 3, 1), {vi(DType::F32, {kN, 512}), vi(DType::F32, {512, 10}), vi(DType::F32, {10})}),
+      (Shape{kN, 10}));
   AttributeMap eq;
   eq["equation"] = attr_s("bhqd,bhkd->bhqk");
-  EXPECT_EQ(infer1(make_node(Op::Einsum, 2, 1, eq), {vi(DType::F32, {kN, 12, kN - 1, 64}), vi(DType::F32, {kN, 12, kN - 1, 64})}),
+  EXPECT_EQ(infer1(make_node(Op::Einsum, 2, 1, eq),
+                   {vi(DType::F32, {kN, 12, kN - 1, 64}), vi(DType::F32, {kN, 12, kN - 1, 64})}),
             (Shape{kN, 12, kN - 1, kN - 1}));
-  EXPECT_EQ(infer1(make_node(Op::QuantizeLinear, 3, 1), {vi(DType::F32, {kN, 3}), vi(DType::F32, {}), vi(DType::I8, {})}, 13),
-            (Shape{kN, 3}));
+  EXPECT_EQ(
+      infer1(make_node(Op::QuantizeLinear, 3, 1), {vi(DType::F32, {kN, 3}), vi(DType::F32, {}), vi(DType::I8, {})}, 13),
+      (Shape{kN, 3}));
   EXPECT_EQ(infer1(make_node(Op::MatMulInteger, 2, 1), {vi(DType::U8, {kN, 7, 16}), vi(DType::I8, {16, 5})}, 10),
             (Shape{kN, 7, 5}));
 }
@@ -88,8 +94,9 @@ TEST(Flops, CountsMultiplyAddsAsTwo) {
                    2.0 * 2 * 3 * 5 * 7);
   AttributeMap g;
   g["group"] = attr_i(32);
-  EXPECT_DOUBLE_EQ(flops_of(make_node(Op::Conv, 2, 1, g), {vi(DType::F32, {1, 32, 10, 10}), vi(DType::F32, {32, 1, 3, 3})}),
-                   32.0 * 8 * 8 * 2 * 9);
+  EXPECT_DOUBLE_EQ(
+      flops_of(make_node(Op::Conv, 2, 1, g), {vi(DType::F32, {1, 32, 10, 10}), vi(DType::F32, {32, 1, 3, 3})}),
+      32.0 * 8 * 8 * 2 * 9);
 }
 
 TEST(HalfOutput, RoundedOnceFromDouble) {

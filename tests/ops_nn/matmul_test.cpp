@@ -54,7 +54,8 @@ void check_matmul(DType dt, Shape as, Shape bs) {
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   Shape os;
   const auto want = matmul_oracle(a, b, &os);
-  expect_close((*r)[0], want, os, fmt::format("MatMul {} {}x{}", dtype_name(dt), shape_to_string(as), shape_to_string(bs)));
+  expect_close((*r)[0], want, os,
+               fmt::format("MatMul {} {}x{}", dtype_name(dt), shape_to_string(as), shape_to_string(bs)));
 }
 
 TEST(MatMul, Shapes) {
@@ -103,14 +104,15 @@ void check_gemm(int64_t M, int64_t K, int64_t N, bool ta, bool tb, float alpha, 
   at["alpha"] = attr_f(alpha);
   at["beta"] = attr_f(beta);
   const bool has_c = !(cs.size() == 1 && cs[0] == 0);
-  auto r = run(make_node(Op::Gemm, has_c ? 3 : 2, 1, at), has_c ? std::vector<const Tensor*>{&a, &b, &c}
-                                                                    : std::vector<const Tensor*>{&a, &b});
+  auto r = run(make_node(Op::Gemm, has_c ? 3 : 2, 1, at),
+               has_c ? std::vector<const Tensor*>{&a, &b, &c} : std::vector<const Tensor*>{&a, &b});
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   std::vector<double> want;
   for (int64_t m = 0; m < M; ++m)
     for (int64_t n = 0; n < N; ++n) {
       double s = 0;
-      for (int64_t k = 0; k < K; ++k) s += a.get_f64(ta ? k * M + m : m * K + k) * b.get_f64(tb ? n * K + k : k * N + n);
+      for (int64_t k = 0; k < K; ++k)
+        s += a.get_f64(ta ? k * M + m : m * K + k) * b.get_f64(tb ? n * K + k : k * N + n);
       double cv = 0;
       if (has_c) {
         const int64_t cm = cs.size() == 2 && cs[0] != 1 ? m : 0;
@@ -131,7 +133,8 @@ TEST(Gemm, Variants) {
   check_gemm(4, 33, 2, false, true, 1.0f, 1.0f, {0});  // no C
 }
 TEST(Gemm, Errors) {
-  const Tensor a = random_tensor(DType::F32, {3, 4}), b = random_tensor(DType::F32, {5, 6}), c = random_tensor(DType::F32, {2});
+  const Tensor a = random_tensor(DType::F32, {3, 4}), b = random_tensor(DType::F32, {5, 6}),
+               c = random_tensor(DType::F32, {2});
   EXPECT_NE(error_of(make_node(Op::Gemm, 2, 1), {&a, &b}).find("inner dimensions do not match"), std::string::npos);
   const Tensor b2 = random_tensor(DType::F32, {4, 6});
   EXPECT_NE(error_of(make_node(Op::Gemm, 3, 1), {&a, &b2, &c}).find("does not broadcast to the output [3,6]"),

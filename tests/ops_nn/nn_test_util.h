@@ -77,15 +77,31 @@ inline Result<std::vector<Tensor>> run(const Node& n, const std::vector<const Te
 // Tolerance by dtype (CONVENTIONS.md, from ONNX Runtime).
 inline void tolerance(DType dt, double* abs_tol, double* rel_tol) {
   switch (dt) {
-    case DType::F16: *abs_tol = 2.5e-3; *rel_tol = 1e-3; break;
-    case DType::BF16: *abs_tol = 2e-2; *rel_tol = 1e-2; break;
-    case DType::F64: *abs_tol = 1e-10; *rel_tol = 1e-10; break;
-    case DType::F32: *abs_tol = 1e-5; *rel_tol = 1e-4; break;
-    default: *abs_tol = 0; *rel_tol = 0; break;  // integers: exact
+    case DType::F16:
+      *abs_tol = 2.5e-3;
+      *rel_tol = 1e-3;
+      break;
+    case DType::BF16:
+      *abs_tol = 2e-2;
+      *rel_tol = 1e-2;
+      break;
+    case DType::F64:
+      *abs_tol = 1e-10;
+      *rel_tol = 1e-10;
+      break;
+    case DType::F32:
+      *abs_tol = 1e-5;
+      *rel_tol = 1e-4;
+      break;
+    default:
+      *abs_tol = 0;
+      *rel_tol = 0;
+      break;  // integers: exact
   }
 }
 
-inline void expect_close(const Tensor& got, const std::vector<double>& want, const Shape& shape, const std::string& what) {
+inline void expect_close(const Tensor& got, const std::vector<double>& want, const Shape& shape,
+                         const std::string& what) {
   ASSERT_EQ(shape_to_string(got.shape()), shape_to_string(shape)) << what;
   ASSERT_EQ(static_cast<size_t>(got.numel()), want.size()) << what;
   double at, rt;

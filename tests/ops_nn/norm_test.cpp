@@ -44,7 +44,8 @@ TEST(BatchNormalization, Inference) {
 
 TEST(BatchNormalization, TrainingModeOutputs) {
   const Shape xs = {3, 4, 5};
-  const Tensor x = random_tensor(DType::F32, xs), s = random_tensor(DType::F32, {4}), b = random_tensor(DType::F32, {4});
+  const Tensor x = random_tensor(DType::F32, xs), s = random_tensor(DType::F32, {4}),
+               b = random_tensor(DType::F32, {4});
   const Tensor m = random_tensor(DType::F32, {4}), v = random_tensor(DType::F32, {4}, 0.5, 2.0);
   AttributeMap a;
   a["training_mode"] = attr_i(1);
@@ -55,7 +56,8 @@ TEST(BatchNormalization, TrainingModeOutputs) {
   std::vector<double> y(xv.size()), rm, rv;
   for (int64_t c = 0; c < 4; ++c) {
     long double mean, var;
-    stats(xv, [&](size_t i) { return static_cast<int64_t>(i / 5) % 4 == c; }, &mean, &var);
+    stats(
+        xv, [&](size_t i) { return static_cast<int64_t>(i / 5) % 4 == c; }, &mean, &var);
     for (size_t i = 0; i < xv.size(); ++i)
       if (static_cast<int64_t>(i / 5) % 4 == c)
         y[i] = static_cast<double>((xv[i] - mean) / std::sqrt(var + 1e-5L)) * s.get_f64(c) + b.get_f64(c);
@@ -68,9 +70,11 @@ TEST(BatchNormalization, TrainingModeOutputs) {
 }
 
 TEST(BatchNormalization, Errors) {
-  const Tensor x = random_tensor(DType::F32, {2, 3, 4}), p = random_tensor(DType::F32, {4}), p3 = random_tensor(DType::F32, {3});
-  EXPECT_NE(error_of(make_node(Op::BatchNormalization, 5, 1), {&x, &p, &p3, &p3, &p3}).find("has 4 values for 3 channels"),
-            std::string::npos);
+  const Tensor x = random_tensor(DType::F32, {2, 3, 4}), p = random_tensor(DType::F32, {4}),
+               p3 = random_tensor(DType::F32, {3});
+  EXPECT_NE(
+      error_of(make_node(Op::BatchNormalization, 5, 1), {&x, &p, &p3, &p3, &p3}).find("has 4 values for 3 channels"),
+      std::string::npos);
   EXPECT_NE(error_of(make_node(Op::BatchNormalization, 5, 1), {&x, &p3, &p3, &p3}).find("required input 4"),
             std::string::npos);
 }
@@ -78,7 +82,8 @@ TEST(BatchNormalization, Errors) {
 TEST(InstanceNormalization, Basic) {
   for (const Shape& xs : {Shape{2, 3, 5, 7}, Shape{1, 8, 16}, Shape{3, 2, 2, 3, 4}}) {
     const int64_t C = xs[1];
-    const Tensor x = random_tensor(DType::F32, xs), s = random_tensor(DType::F32, {C}), b = random_tensor(DType::F32, {C});
+    const Tensor x = random_tensor(DType::F32, xs), s = random_tensor(DType::F32, {C}),
+                 b = random_tensor(DType::F32, {C});
     auto r = run(make_node(Op::InstanceNormalization, 3, 1), {&x, &s, &b});
     ASSERT_TRUE(r.ok()) << r.status().to_string();
     const int64_t S = shape_numel(xs) / (xs[0] * C);
@@ -86,7 +91,8 @@ TEST(InstanceNormalization, Basic) {
     std::vector<double> want(xv.size());
     for (int64_t nc = 0; nc < xs[0] * C; ++nc) {
       long double mean, var;
-      stats(xv, [&](size_t i) { return static_cast<int64_t>(i) / S == nc; }, &mean, &var);
+      stats(
+          xv, [&](size_t i) { return static_cast<int64_t>(i) / S == nc; }, &mean, &var);
       for (int64_t k = 0; k < S; ++k) {
         const size_t i = static_cast<size_t>(nc * S + k);
         want[i] = static_cast<double>((xv[i] - mean) / std::sqrt(var + 1e-5L)) * s.get_f64(nc % C) + b.get_f64(nc % C);
@@ -95,12 +101,14 @@ TEST(InstanceNormalization, Basic) {
     expect_close((*r)[0], want, xs, "InstanceNormalization");
   }
   const Tensor x2 = random_tensor(DType::F32, {2, 3}), p = random_tensor(DType::F32, {3});
-  EXPECT_NE(error_of(make_node(Op::InstanceNormalization, 3, 1), {&x2, &p, &p}).find("rank 2 is below 3"), std::string::npos);
+  EXPECT_NE(error_of(make_node(Op::InstanceNormalization, 3, 1), {&x2, &p, &p}).find("rank 2 is below 3"),
+            std::string::npos);
 }
 
 void check_group_norm(Shape xs, int64_t G, bool per_channel, int opset) {
   const int64_t C = xs[1], P = per_channel ? C : G;
-  const Tensor x = random_tensor(DType::F32, xs), s = random_tensor(DType::F32, {P}), b = random_tensor(DType::F32, {P});
+  const Tensor x = random_tensor(DType::F32, xs), s = random_tensor(DType::F32, {P}),
+               b = random_tensor(DType::F32, {P});
   AttributeMap a;
   a["num_groups"] = attr_i(G);
   a["epsilon"] = attr_f(1e-4f);
@@ -118,8 +126,9 @@ void check_group_norm(Shape xs, int64_t G, bool per_channel, int opset) {
         if (in_group(i)) {
           const int64_t c = (static_cast<int64_t>(i) / S) % C;
           const int64_t p = per_channel ? c : g;
-          want[i] = static_cast<double>((xv[i] - mean) / std::sqrt(var + static_cast<long double>(1e-4f))) * s.get_f64(p) +
-                    b.get_f64(p);
+          want[i] =
+              static_cast<double>((xv[i] - mean) / std::sqrt(var + static_cast<long double>(1e-4f))) * s.get_f64(p) +
+              b.get_f64(p);
         }
     }
   expect_close((*r)[0], want, xs, "GroupNormalization");
@@ -132,8 +141,9 @@ TEST(GroupNormalization, PerChannelAndPerGroup) {
   const Tensor x = random_tensor(DType::F32, {1, 6, 4}), p = random_tensor(DType::F32, {6});
   AttributeMap a;
   a["num_groups"] = attr_i(4);
-  EXPECT_NE(error_of(make_node(Op::GroupNormalization, 3, 1, a), {&x, &p, &p}, 21).find("not divisible by num_groups 4"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of(make_node(Op::GroupNormalization, 3, 1, a), {&x, &p, &p}, 21).find("not divisible by num_groups 4"),
+      std::string::npos);
   EXPECT_NE(error_of(make_node(Op::GroupNormalization, 3, 1), {&x, &p, &p}, 21).find("num_groups"), std::string::npos);
 }
 
@@ -152,14 +162,16 @@ void check_layer_norm(DType dt, Shape xs, int64_t axis, bool with_bias, Shape sc
   std::vector<double> want(xv.size()), means, invs;
   for (int64_t o = 0; o < outer; ++o) {
     long double mean, var;
-    stats(xv, [&](size_t i) { return static_cast<int64_t>(i) / inner == o; }, &mean, &var);
+    stats(
+        xv, [&](size_t i) { return static_cast<int64_t>(i) / inner == o; }, &mean, &var);
     means.push_back(static_cast<double>(mean));
     invs.push_back(static_cast<double>(1 / std::sqrt(var + 1e-5L)));
     for (int64_t k = 0; k < inner; ++k) {
       const size_t i = static_cast<size_t>(o * inner + k);
       // scale shapes used here are right-aligned suffixes of X, so index = flat % numel(scale)
       const int64_t p = static_cast<int64_t>(i) % sn;
-      want[i] = static_cast<double>((xv[i] - mean) / std::sqrt(var + 1e-5L)) * s.get_f64(p) + (with_bias ? b.get_f64(p) : 0.0);
+      want[i] = static_cast<double>((xv[i] - mean) / std::sqrt(var + 1e-5L)) * s.get_f64(p) +
+                (with_bias ? b.get_f64(p) : 0.0);
     }
   }
   Shape stat_shape = xs;
@@ -188,7 +200,8 @@ TEST(LayerNormalization, Errors) {
   AttributeMap a;
   a["axis"] = attr_i(2);
   const Tensor s8 = random_tensor(DType::F32, {8});
-  EXPECT_NE(error_of(make_node(Op::LayerNormalization, 2, 1, a), {&x, &s8}).find("axis 2 is out of range"), std::string::npos);
+  EXPECT_NE(error_of(make_node(Op::LayerNormalization, 2, 1, a), {&x, &s8}).find("axis 2 is out of range"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -46,10 +46,14 @@ TEST_P(OrtNnCase, MatchesOnnxRuntime) {
   ASSERT_TRUE(op.has_value()) << meta["op"];
   AttributeMap attrs;
   for (const auto& [k, v] : meta["attrs"].items()) {
-    if (v.contains("i")) attrs[k] = attr_i(v["i"].get<int64_t>());
-    else if (v.contains("f")) attrs[k] = attr_f(v["f"].get<float>());
-    else if (v.contains("s")) attrs[k] = attr_s(v["s"].get<std::string>());
-    else if (v.contains("ints")) attrs[k] = attr_ints(v["ints"].get<std::vector<int64_t>>());
+    if (v.contains("i"))
+      attrs[k] = attr_i(v["i"].get<int64_t>());
+    else if (v.contains("f"))
+      attrs[k] = attr_f(v["f"].get<float>());
+    else if (v.contains("s"))
+      attrs[k] = attr_s(v["s"].get<std::string>());
+    else if (v.contains("ints"))
+      attrs[k] = attr_ints(v["ints"].get<std::vector<int64_t>>());
   }
   std::vector<Tensor> inputs;
   for (const auto& in : meta["inputs"]) inputs.push_back(in.is_null() ? Tensor() : load(dir / in.get<std::string>()));
@@ -69,7 +73,9 @@ TEST_P(OrtNnCase, MatchesOnnxRuntime) {
 INSTANTIATE_TEST_SUITE_P(Data, OrtNnCase, ::testing::ValuesIn(case_names()),
                          [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
 
-TEST(OrtNnCases, DataPresent) { EXPECT_GE(case_names().size(), 30u) << "run tests/ops_nn/gen_ort_cases.py"; }
+TEST(OrtNnCases, DataPresent) {
+  EXPECT_GE(case_names().size(), 30u) << "run tests/ops_nn/gen_ort_cases.py";
+}
 
 }  // namespace
 }  // namespace gpuopt

@@ -141,7 +141,7 @@ TEST(MaxPool, Int8AndHalf) {
   const PoolCase& c = cases()[1];
   for (DType dt : {DType::I8, DType::U8, DType::F16, DType::BF16}) {
     const Tensor x = dt == DType::I8 || dt == DType::U8 ? random_tensor(dt, c.xs, dt == DType::I8 ? -128 : 0, 255)
-                                                       : random_tensor(dt, c.xs);
+                                                        : random_tensor(dt, c.xs);
     auto r = run(make_node(Op::MaxPool, 1, 1, pool_attrs(c)), {&x});
     ASSERT_TRUE(r.ok()) << r.status().to_string();
     Shape os;
@@ -176,7 +176,8 @@ TEST(AveragePool, SameUpperAndLower) {
     ASSERT_TRUE(r.ok()) << r.status().to_string();
     // out = ceil(in/s) = {3, 3}; totals {1, 1}: UPPER pads the end, LOWER the beginning.
     const bool upper = mode == "SAME_UPPER";
-    PoolCase c{{1, 1, 5, 6}, {2, 3}, {2, 2}, {1, 1}, {upper ? 0 : 1, upper ? 0 : 1}, {upper ? 1 : 0, upper ? 1 : 0}, false};
+    PoolCase c{{1, 1, 5, 6}, {2, 3}, {2, 2}, {1, 1}, {upper ? 0 : 1, upper ? 0 : 1}, {upper ? 1 : 0, upper ? 1 : 0},
+               false};
     Shape os;
     std::vector<int64_t> arg;
     expect_close((*r)[0], pool_oracle(x, c, 1, &os, &arg), os, mode);
@@ -206,10 +207,12 @@ TEST(GlobalPools, AverageAndMax) {
 
 TEST(Pools, Errors) {
   const Tensor x = random_tensor(DType::F32, {1, 2, 4, 4});
-  EXPECT_NE(error_of(make_node(Op::MaxPool, 1, 1), {&x}).find("missing required attribute 'kernel_shape'"), std::string::npos);
+  EXPECT_NE(error_of(make_node(Op::MaxPool, 1, 1), {&x}).find("missing required attribute 'kernel_shape'"),
+            std::string::npos);
   AttributeMap a;
   a["kernel_shape"] = attr_ints({3});
-  EXPECT_NE(error_of(make_node(Op::AveragePool, 1, 1, a), {&x}).find("has rank 1; input has 2 spatial dims"), std::string::npos);
+  EXPECT_NE(error_of(make_node(Op::AveragePool, 1, 1, a), {&x}).find("has rank 1; input has 2 spatial dims"),
+            std::string::npos);
   a["kernel_shape"] = attr_ints({6, 6});
   EXPECT_NE(error_of(make_node(Op::MaxPool, 1, 1, a), {&x}).find("larger than the padded input"), std::string::npos);
   const Tensor xi = random_tensor(DType::I32, {1, 2, 4, 4});

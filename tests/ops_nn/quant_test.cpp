@@ -13,7 +13,9 @@ double clampd(double v, DType t) {
   return std::min(std::max(v, lo), hi);
 }
 
-Tensor scalar_of(DType dt, double v) { return Tensor::from_vector<double>(dt, {}, {v}); }
+Tensor scalar_of(DType dt, double v) {
+  return Tensor::from_vector<double>(dt, {}, {v});
+}
 
 TEST(QuantizeLinear, PerTensorAndZeroPointDtypes) {
   const Tensor x = random_tensor(DType::F32, {3, 17}, -40, 40);
@@ -54,7 +56,8 @@ TEST(QuantizeLinear, PerAxisAndBlocked) {
   std::vector<double> want;
   for (int64_t i = 0; i < x.numel(); ++i) {
     const int64_t c = (i / 6) % 5;
-    want.push_back(clampd(std::nearbyint(static_cast<float>(x.get_f64(i)) / static_cast<float>(s.get_f64(c))) + z.get_f64(c), DType::I8));
+    want.push_back(clampd(
+        std::nearbyint(static_cast<float>(x.get_f64(i)) / static_cast<float>(s.get_f64(c))) + z.get_f64(c), DType::I8));
   }
   expect_close((*r)[0], want, x.shape(), "per-axis");
   // blocks of 4 along the last axis (6 -> 2 blocks, the last one short)
@@ -67,7 +70,9 @@ TEST(QuantizeLinear, PerAxisAndBlocked) {
   want.clear();
   for (int64_t i = 0; i < x.numel(); ++i) {
     const int64_t p = (i / 6) * 2 + (i % 6) / 4;
-    want.push_back(clampd(std::nearbyint(static_cast<float>(x.get_f64(i)) / static_cast<float>(sb.get_f64(p))) + zb.get_f64(p), DType::U8));
+    want.push_back(
+        clampd(std::nearbyint(static_cast<float>(x.get_f64(i)) / static_cast<float>(sb.get_f64(p))) + zb.get_f64(p),
+               DType::U8));
   }
   expect_close((*rb)[0], want, x.shape(), "blocked");
 }
@@ -78,7 +83,8 @@ TEST(DequantizeLinear, PerTensorAxisBlocked) {
   auto r = run(make_node(Op::DequantizeLinear, 3, 1), {&x, &s, &z}, 13);
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   std::vector<double> want;
-  for (int64_t i = 0; i < x.numel(); ++i) want.push_back(static_cast<float>((x.get_f64(i) - 7) * static_cast<float>(0.05)));
+  for (int64_t i = 0; i < x.numel(); ++i)
+    want.push_back(static_cast<float>((x.get_f64(i) - 7) * static_cast<float>(0.05)));
   expect_close((*r)[0], want, x.shape(), "per-tensor");
   const Tensor sa = random_tensor(DType::F32, {6}, 0.01, 0.1), za = random_tensor(DType::I8, {6}, -5, 5);
   AttributeMap a;
@@ -103,7 +109,8 @@ TEST(DequantizeLinear, PerTensorAxisBlocked) {
 TEST(Quant, Errors) {
   const Tensor x = random_tensor(DType::F32, {2, 5});
   const Tensor s3 = random_tensor(DType::F32, {3}, 0.1, 0.2), z3 = random_tensor(DType::U8, {3}, 0, 9);
-  EXPECT_NE(error_of(make_node(Op::QuantizeLinear, 3, 1), {&x, &s3, &z3}, 13).find("scale has 3 values for axis 1 of extent 5"),
+  EXPECT_NE(error_of(make_node(Op::QuantizeLinear, 3, 1), {&x, &s3, &z3}, 13)
+                .find("scale has 3 values for axis 1 of extent 5"),
             std::string::npos);
   const Tensor s = scalar_of(DType::F32, 0.1), zi = scalar_of(DType::I32, 0);
   EXPECT_NE(error_of(make_node(Op::QuantizeLinear, 3, 1), {&x, &s, &zi}, 13).find("not supported"), std::string::npos);
@@ -135,7 +142,8 @@ TEST(QLinearMatMul, U8AndI8) {
   for (DType qt : {DType::U8, DType::I8}) {
     const double lo = qt == DType::U8 ? 0 : -128, hi = qt == DType::U8 ? 256 : 128;
     const Tensor a = random_tensor(qt, {3, 4, 9}, lo, hi), b = random_tensor(qt, {9, 5}, lo, hi);
-    const Tensor as = scalar_of(DType::F32, 0.0123), bs = scalar_of(DType::F32, 0.0456), ys = scalar_of(DType::F32, 0.2);
+    const Tensor as = scalar_of(DType::F32, 0.0123), bs = scalar_of(DType::F32, 0.0456),
+                 ys = scalar_of(DType::F32, 0.2);
     const Tensor az = scalar_of(qt, qt == DType::U8 ? 113 : -3), bz = scalar_of(qt, qt == DType::U8 ? 97 : 5),
                  yz = scalar_of(qt, qt == DType::U8 ? 120 : 1);
     auto r = run(make_node(Op::QLinearMatMul, 8, 1), {&a, &as, &az, &b, &bs, &bz, &ys, &yz}, 10);

@@ -88,7 +88,8 @@ Result<Window> resolve_transpose(const Ctx& ctx, const Shape& in, const std::vec
   std::vector<int64_t> out_shape = n.attr_ints("output_shape");
   if (out_shape.size() == nd + 2) out_shape.erase(out_shape.begin(), out_shape.begin() + 2);
   const std::string auto_pad = n.attr_s("auto_pad", "NOTSET");
-  if (w.kernel.size() != nd) return ctx.error("kernel rank {} does not match input spatial rank {}", w.kernel.size(), nd);
+  if (w.kernel.size() != nd)
+    return ctx.error("kernel rank {} does not match input spatial rank {}", w.kernel.size(), nd);
   if (w.strides.size() != nd || w.dilations.size() != nd || out_pad.size() != nd || pads.size() != 2 * nd)
     return ctx.error("strides/dilations/output_padding/pads lengths ({}/{}/{}/{}) do not match {} spatial dims",
                      w.strides.size(), w.dilations.size(), out_pad.size(), pads.size(), nd);
@@ -102,7 +103,8 @@ Result<Window> resolve_transpose(const Ctx& ctx, const Shape& in, const std::vec
   for (size_t i = 0; i < nd; ++i) {
     if (w.strides[i] < 1 || w.dilations[i] < 1 || out_pad[i] < 0 || w.kernel[i] < 1)
       return ctx.error("strides {}, dilations {}, kernel {} must be positive and output_padding {} non-negative",
-                       nn::ints_str(w.strides), nn::ints_str(w.dilations), nn::ints_str(w.kernel), nn::ints_str(out_pad));
+                       nn::ints_str(w.strides), nn::ints_str(w.dilations), nn::ints_str(w.kernel),
+                       nn::ints_str(out_pad));
     const int64_t eff = (w.kernel[i] - 1) * w.dilations[i] + 1;
     const bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
     if (!same && out_shape.empty()) {

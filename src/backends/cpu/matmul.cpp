@@ -18,8 +18,8 @@ bool matmul_dtype_ok(DType t) {
 // C[m,n] (+)= sum_k A[m,k] * B[k,n] over plain row-major panels with given element strides.
 // Column tiles of kTileN keep the B panel in cache across the rows of A.
 template <typename Acc>
-void gemm_panel(const Acc* a, int64_t a_rs, int64_t a_cs, const Acc* b, int64_t b_rs, int64_t b_cs, Acc* c,
-                int64_t M, int64_t N, int64_t K) {
+void gemm_panel(const Acc* a, int64_t a_rs, int64_t a_cs, const Acc* b, int64_t b_rs, int64_t b_cs, Acc* c, int64_t M,
+                int64_t N, int64_t K) {
   constexpr int64_t kTileN = 256;
   for (int64_t n0 = 0; n0 < N; n0 += kTileN) {
     const int64_t n1 = std::min(N, n0 + kTileN);
@@ -68,7 +68,8 @@ struct MatMulShapes {
 template <class Ctx>
 Result<MatMulShapes> matmul_shapes(const Ctx& ctx, Shape a, Shape b, bool concrete) {
   MatMulShapes s;
-  if (a.empty() || b.empty()) return ctx.error("MatMul operands must have rank >= 1 (got ranks {} and {})", a.size(), b.size());
+  if (a.empty() || b.empty())
+    return ctx.error("MatMul operands must have rank >= 1 (got ranks {} and {})", a.size(), b.size());
   const Shape a0 = a, b0 = b;
   if (a.size() == 1) s.a_vec = true, a.insert(a.begin(), 1);
   if (b.size() == 1) s.b_vec = true, b.push_back(1);
@@ -259,7 +260,8 @@ Result<Term> parse_term(const Ctx& ctx, const std::string& s) {
       i += 2;
       continue;
     }
-    if (!std::isalpha(static_cast<unsigned char>(ch))) return ctx.error("invalid character '{}' in einsum term '{}'", ch, s);
+    if (!std::isalpha(static_cast<unsigned char>(ch)))
+      return ctx.error("invalid character '{}' in einsum term '{}'", ch, s);
     t.letters.push_back(ch);
   }
   return t;
@@ -280,7 +282,8 @@ Result<Equation> parse_equation(const Ctx& ctx, size_t num_inputs) {
   size_t start = 0;
   while (true) {
     const size_t comma = lhs.find(',', start);
-    GPUOPT_ASSIGN_OR_RETURN(Term t, parse_term(ctx, lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start)));
+    GPUOPT_ASSIGN_OR_RETURN(
+        Term t, parse_term(ctx, lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start)));
     e.inputs.push_back(std::move(t));
     if (comma == std::string::npos) break;
     start = comma + 1;
@@ -349,7 +352,8 @@ Result<Bound> bind_labels(const Ctx& ctx, Equation& e, const std::vector<Shape>&
         continue;
       }
       if (it->second != d && (concrete || dim_is_known(d)))
-        return ctx.error("label '{}' has extent {} in one place and {} in operand {}", static_cast<char>(l), it->second, d, k);
+        return ctx.error("label '{}' has extent {} in one place and {} in operand {}", static_cast<char>(l), it->second,
+                         d, k);
     }
   }
   if (e.explicit_output) {
@@ -417,7 +421,8 @@ Status cpu_Einsum(KernelContext& ctx) {
   for (size_t k = 0; k < nin; ++k) {
     const std::vector<int64_t> st = shape_strides(shapes[k]);
     for (size_t d = 0; d < e.inputs[k].labels.size(); ++d) {
-      const size_t i = static_cast<size_t>(std::find(order.begin(), order.end(), e.inputs[k].labels[d]) - order.begin());
+      const size_t i =
+          static_cast<size_t>(std::find(order.begin(), order.end(), e.inputs[k].labels[d]) - order.begin());
       if (shapes[k][d] != 1 || ext[i] == 1) strides[k][i] += st[d];
     }
   }
@@ -453,7 +458,9 @@ namespace {
 struct FlopsAdapter {
   const Node& node;
   template <typename... Args>
-  Status error(fmt::format_string<Args...>, Args&&...) const { return Status::InvalidArgument("einsum"); }
+  Status error(fmt::format_string<Args...>, Args&&...) const {
+    return Status::InvalidArgument("einsum");
+  }
 };
 }  // namespace
 

@@ -64,9 +64,13 @@ inline void from_doubles(Tensor& t, const double* v) {
     }
   });
 }
-inline void from_doubles(Tensor& t, const std::vector<double>& v) { from_doubles(t, v.data()); }
+inline void from_doubles(Tensor& t, const std::vector<double>& v) {
+  from_doubles(t, v.data());
+}
 
-inline bool is_float_dtype(DType t) { return dtype_is_float(t); }
+inline bool is_float_dtype(DType t) {
+  return dtype_is_float(t);
+}
 
 // "f32, f16, bf16 or f64" check that names the input.
 inline Status require_float(const InferContext& ctx, size_t i, const char* what) {
@@ -105,7 +109,9 @@ inline int64_t product(const Shape& s, size_t begin, size_t end) {
   return p;
 }
 
-inline std::string ints_str(const std::vector<int64_t>& v) { return shape_to_string(v); }
+inline std::string ints_str(const std::vector<int64_t>& v) {
+  return shape_to_string(v);
+}
 
 // Python-style floor division (pads from negative totals round like the ONNX reference).
 inline int64_t floor_div(int64_t a, int64_t b) {
@@ -117,14 +123,14 @@ inline int64_t floor_div(int64_t a, int64_t b) {
 // ---- sliding windows --------------------------------------------------------------------------
 
 struct Window {
-  size_t nd = 0;                 // spatial rank
-  std::vector<int64_t> in;       // input spatial extents (may be unknown at load time)
-  std::vector<int64_t> kernel;   // kernel extents
+  size_t nd = 0;                // spatial rank
+  std::vector<int64_t> in;      // input spatial extents (may be unknown at load time)
+  std::vector<int64_t> kernel;  // kernel extents
   std::vector<int64_t> strides;
   std::vector<int64_t> dilations;
   std::vector<int64_t> pad_begin;  // resolved (unknown only when an input extent is unknown)
   std::vector<int64_t> pad_end;
-  std::vector<int64_t> out;      // output spatial extents (kUnknownDim when not computable)
+  std::vector<int64_t> out;  // output spatial extents (kUnknownDim when not computable)
 
   int64_t kernel_size() const { return product(kernel, 0, nd); }
   int64_t out_size() const { return product(out, 0, nd); }
@@ -150,8 +156,7 @@ inline Result<Window> resolve_window(const Ctx& ctx, const Shape& in_spatial, st
   w.dilations = n.attr_ints("dilations", std::vector<int64_t>(w.nd, 1));
   if (w.strides.empty()) w.strides.assign(w.nd, 1);
   if (w.dilations.empty()) w.dilations.assign(w.nd, 1);
-  if (w.strides.size() != w.nd)
-    return ctx.error("strides has {} values for {} spatial dims", w.strides.size(), w.nd);
+  if (w.strides.size() != w.nd) return ctx.error("strides has {} values for {} spatial dims", w.strides.size(), w.nd);
   if (w.dilations.size() != w.nd)
     return ctx.error("dilations has {} values for {} spatial dims", w.dilations.size(), w.nd);
   for (size_t i = 0; i < w.nd; ++i)
@@ -161,7 +166,8 @@ inline Result<Window> resolve_window(const Ctx& ctx, const Shape& in_spatial, st
   std::vector<int64_t> pads = n.attr_ints("pads", std::vector<int64_t>(2 * w.nd, 0));
   if (pads.empty()) pads.assign(2 * w.nd, 0);
   if (auto_pad == "NOTSET" && pads.size() != 2 * w.nd)
-    return ctx.error("pads has {} values; expected {} (begin and end for {} spatial dims)", pads.size(), 2 * w.nd, w.nd);
+    return ctx.error("pads has {} values; expected {} (begin and end for {} spatial dims)", pads.size(), 2 * w.nd,
+                     w.nd);
   if (auto_pad != "NOTSET" && auto_pad != "VALID" && auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER")
     return ctx.error("auto_pad '{}' is not NOTSET, VALID, SAME_UPPER or SAME_LOWER", auto_pad);
   w.pad_begin.assign(w.nd, 0);
@@ -269,7 +275,11 @@ inline double est_dim(const ValueInfo* v, int64_t i) {
   if (i < 0 || i >= r || !dim_is_known(v->shape[static_cast<size_t>(i)])) return 1;
   return static_cast<double>(v->shape[static_cast<size_t>(i)]);
 }
-inline const ValueInfo* flops_in(const FlopsContext& ctx, size_t i) { return i < ctx.inputs.size() ? ctx.inputs[i] : nullptr; }
-inline const ValueInfo* flops_out(const FlopsContext& ctx, size_t i) { return i < ctx.outputs.size() ? ctx.outputs[i] : nullptr; }
+inline const ValueInfo* flops_in(const FlopsContext& ctx, size_t i) {
+  return i < ctx.inputs.size() ? ctx.inputs[i] : nullptr;
+}
+inline const ValueInfo* flops_out(const FlopsContext& ctx, size_t i) {
+  return i < ctx.outputs.size() ? ctx.outputs[i] : nullptr;
+}
 
 }  // namespace gpuopt::nn

@@ -13,7 +13,8 @@ namespace {
 // tensor of C values (or `alt` values when alt > 0, for GroupNormalization's opset-18 form).
 Status check_channel_params(const InferContext& ctx, const std::vector<size_t>& params, const char* what) {
   const ValueInfo& x = ctx.in(0);
-  if (x.rank_known && x.shape.size() < 2) return ctx.error("input rank {} is below 2 (expected [N, C, ...])", x.shape.size());
+  if (x.rank_known && x.shape.size() < 2)
+    return ctx.error("input rank {} is below 2 (expected [N, C, ...])", x.shape.size());
   const int64_t c = x.rank_known ? x.shape[1] : kUnknownDim;
   for (size_t i : params) {
     if (!ctx.has_input(i)) return ctx.error("required input {} ({}) is missing", i, what);
@@ -49,7 +50,9 @@ void moments(const double* p, int64_t n, double* mean, double* var) {
 
 // ---- BatchNormalization ------------------------------------------------------------------------
 
-static bool bn_training(const Node& n, int opset) { return opset >= 14 && n.attr_i("training_mode", 0) != 0; }
+static bool bn_training(const Node& n, int opset) {
+  return opset >= 14 && n.attr_i("training_mode", 0) != 0;
+}
 
 Status infer_BatchNormalization(InferContext& ctx) {
   GPUOPT_RETURN_IF_ERROR(nn::require_inputs(ctx, 5));
@@ -184,7 +187,8 @@ Status infer_GroupNormalization(InferContext& ctx) {
     if (p.shape.size() != 1) return ctx.error("input {} (scale/bias) must be 1-D; got {}", i, shape_to_string(p.shape));
     // opset 21: one value per channel; opset 18: one per group (deprecated form, still accepted)
     if (dim_is_known(p.shape[0]) && dim_is_known(C) && p.shape[0] != C && p.shape[0] != G)
-      return ctx.error("input {} (scale/bias) has {} values; expected {} (channels) or {} (groups)", i, p.shape[0], C, G);
+      return ctx.error("input {} (scale/bias) has {} values; expected {} (channels) or {} (groups)", i, p.shape[0], C,
+                       G);
   }
   same_as_input(ctx, 0);
   return Status::Ok();
@@ -197,7 +201,8 @@ Status cpu_GroupNormalization(KernelContext& ctx) {
   const double eps = ctx.node.attr_f("epsilon", 1e-5f);
   const std::vector<double> xv = nn::to_doubles(x), sc = nn::to_doubles(ctx.in(1)), bi = nn::to_doubles(ctx.in(2));
   // opset 21 gives one affine value per channel, opset 18 one per group; the count tells which.
-  const bool sc_per_channel = static_cast<int64_t>(sc.size()) == C, bi_per_channel = static_cast<int64_t>(bi.size()) == C;
+  const bool sc_per_channel = static_cast<int64_t>(sc.size()) == C,
+             bi_per_channel = static_cast<int64_t>(bi.size()) == C;
   std::vector<double> y(xv.size());
   for (int64_t n = 0; n < N; ++n)
     for (int64_t g = 0; g < G; ++g) {
@@ -247,7 +252,8 @@ Status infer_LayerNormalization(InferContext& ctx) {
     v.dtype = *stash_dt;
     v.rank_known = x.rank_known;
     v.shape = x.shape;
-    for (size_t d = static_cast<size_t>(std::max<int64_t>(axis, 0)); x.rank_known && d < v.shape.size(); ++d) v.shape[d] = 1;
+    for (size_t d = static_cast<size_t>(std::max<int64_t>(axis, 0)); x.rank_known && d < v.shape.size(); ++d)
+      v.shape[d] = 1;
   }
   return Status::Ok();
 }

@@ -19,7 +19,8 @@ Status check_pool_input(const InferContext& ctx, bool max_pool) {
   GPUOPT_RETURN_IF_ERROR(nn::require_inputs(ctx, 1));
   const ValueInfo& x = ctx.in(0);
   if (x.dtype != DType::Undefined && !pool_dtype_ok(x.dtype, max_pool))
-    return ctx.error("dtype {} is not supported (f32, f16, bf16, f64{})", dtype_name(x.dtype), max_pool ? ", i8, u8" : "");
+    return ctx.error("dtype {} is not supported (f32, f16, bf16, f64{})", dtype_name(x.dtype),
+                     max_pool ? ", i8, u8" : "");
   if (x.rank_known && x.shape.size() < 3)
     return ctx.error("input rank {} is below 3 (expected [N, C, spatial...])", x.shape.size());
   return Status::Ok();
@@ -36,7 +37,8 @@ Status infer_window_pool(InferContext& ctx, bool max_pool) {
   if (ctx.outputs.size() > 1) ctx.outputs[1].dtype = DType::I64;
   const size_t rank = x.rank_known ? x.shape.size() : kernel.size() + 2;
   if (rank - 2 != kernel.size())
-    return ctx.error("kernel_shape {} has rank {}; input has {} spatial dims", nn::ints_str(kernel), kernel.size(), rank - 2);
+    return ctx.error("kernel_shape {} has rank {}; input has {} spatial dims", nn::ints_str(kernel), kernel.size(),
+                     rank - 2);
   const Shape spatial = x.rank_known ? Shape(x.shape.begin() + 2, x.shape.end()) : Shape(rank - 2, kUnknownDim);
   if (max_pool && ctx.node.attr_i("storage_order", 0) != 0 && ctx.node.attr_i("storage_order", 0) != 1)
     return ctx.error("storage_order {} must be 0 (row major) or 1 (column major)", ctx.node.attr_i("storage_order", 0));
@@ -91,7 +93,9 @@ Status infer_global_pool(InferContext& ctx, bool max_pool) {
 
 // ---- MaxPool ----------------------------------------------------------------------------------
 
-Status infer_MaxPool(InferContext& ctx) { return infer_window_pool(ctx, true); }
+Status infer_MaxPool(InferContext& ctx) {
+  return infer_window_pool(ctx, true);
+}
 
 Status cpu_MaxPool(KernelContext& ctx) {
   const Tensor& x = ctx.in(0);
@@ -127,7 +131,9 @@ double flops_MaxPool(const FlopsContext& ctx) {
 
 // ---- AveragePool --------------------------------------------------------------------------------
 
-Status infer_AveragePool(InferContext& ctx) { return infer_window_pool(ctx, false); }
+Status infer_AveragePool(InferContext& ctx) {
+  return infer_window_pool(ctx, false);
+}
 
 Status cpu_AveragePool(KernelContext& ctx) {
   const Tensor& x = ctx.in(0);
@@ -175,12 +181,18 @@ Status cpu_AveragePool(KernelContext& ctx) {
   return Status::Ok();
 }
 
-double flops_AveragePool(const FlopsContext& ctx) { return flops_MaxPool(ctx); }
+double flops_AveragePool(const FlopsContext& ctx) {
+  return flops_MaxPool(ctx);
+}
 
 // ---- GlobalAveragePool / GlobalMaxPool --------------------------------------------------------
 
-Status infer_GlobalAveragePool(InferContext& ctx) { return infer_global_pool(ctx, false); }
-Status infer_GlobalMaxPool(InferContext& ctx) { return infer_global_pool(ctx, true); }
+Status infer_GlobalAveragePool(InferContext& ctx) {
+  return infer_global_pool(ctx, false);
+}
+Status infer_GlobalMaxPool(InferContext& ctx) {
+  return infer_global_pool(ctx, true);
+}
 
 namespace {
 template <bool kMax>
@@ -202,9 +214,17 @@ Status global_pool(KernelContext& ctx) {
 }
 }  // namespace
 
-Status cpu_GlobalAveragePool(KernelContext& ctx) { return global_pool<false>(ctx); }
-Status cpu_GlobalMaxPool(KernelContext& ctx) { return global_pool<true>(ctx); }
-double flops_GlobalAveragePool(const FlopsContext& ctx) { return global_flops(ctx); }
-double flops_GlobalMaxPool(const FlopsContext& ctx) { return global_flops(ctx); }
+Status cpu_GlobalAveragePool(KernelContext& ctx) {
+  return global_pool<false>(ctx);
+}
+Status cpu_GlobalMaxPool(KernelContext& ctx) {
+  return global_pool<true>(ctx);
+}
+double flops_GlobalAveragePool(const FlopsContext& ctx) {
+  return global_flops(ctx);
+}
+double flops_GlobalMaxPool(const FlopsContext& ctx) {
+  return global_flops(ctx);
+}
 
 }  // namespace gpuopt

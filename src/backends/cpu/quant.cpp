@@ -14,15 +14,21 @@ using nn::Window;
 
 namespace {
 
-bool is_quant_int(DType t) { return t == DType::U8 || t == DType::I8 || t == DType::U16 || t == DType::I16; }
+bool is_quant_int(DType t) {
+  return t == DType::U8 || t == DType::I8 || t == DType::U16 || t == DType::I16;
+}
 
 // Rounds v to the precision of float dtype t (emulates arithmetic done in that type).
 double round_to(DType t, double v) {
   switch (t) {
-    case DType::F32: return static_cast<double>(static_cast<float>(v));
-    case DType::F16: return to_f64(Half(static_cast<float>(v)));
-    case DType::BF16: return to_f64(BFloat16(static_cast<float>(v)));
-    default: return v;
+    case DType::F32:
+      return static_cast<double>(static_cast<float>(v));
+    case DType::F16:
+      return to_f64(Half(static_cast<float>(v)));
+    case DType::BF16:
+      return to_f64(BFloat16(static_cast<float>(v)));
+    default:
+      return v;
   }
 }
 
@@ -76,7 +82,8 @@ Result<QuantLayout> quant_layout(const Ctx& ctx, const Shape& x, const Shape& sc
       return ctx.error("blocked quantization needs a scale of rank {}; got {}", x.size(), shape_to_string(scale));
     q.Ds = scale[static_cast<size_t>(q.axis)];
     for (size_t d = 0; d < x.size(); ++d) {
-      const int64_t want = static_cast<int64_t>(d) == q.axis && dim_is_known(x[d]) ? (x[d] + q.block - 1) / q.block : x[d];
+      const int64_t want =
+          static_cast<int64_t>(d) == q.axis && dim_is_known(x[d]) ? (x[d] + q.block - 1) / q.block : x[d];
       if (dim_is_known(want) && dim_is_known(scale[d]) && scale[d] != want)
         return ctx.error("scale {} does not match input {} with block_size {} on axis {}", shape_to_string(scale),
                          shape_to_string(x), q.block, q.axis);
@@ -127,7 +134,8 @@ Status cpu_QuantizeLinear(KernelContext& ctx) {
   const Tensor& x = ctx.in(0);
   const Tensor& sc = ctx.in(1);
   const Shape zps = ctx.has_input(2) ? ctx.in(2).shape() : Shape{};
-  GPUOPT_ASSIGN_OR_RETURN(QuantLayout q, quant_layout(ctx, x.shape(), sc.shape(), ctx.has_input(2) ? &zps : nullptr, true));
+  GPUOPT_ASSIGN_OR_RETURN(QuantLayout q,
+                          quant_layout(ctx, x.shape(), sc.shape(), ctx.has_input(2) ? &zps : nullptr, true));
   Tensor& y = ctx.out(0);
   const std::vector<double> xv = nn::to_doubles(x), sv = nn::to_doubles(sc);
   const std::vector<double> zv = ctx.has_input(2) ? nn::to_doubles(ctx.in(2)) : std::vector<double>(sv.size(), 0.0);
@@ -156,8 +164,8 @@ Status infer_DequantizeLinear(InferContext& ctx) {
   GPUOPT_RETURN_IF_ERROR(nn::require_inputs(ctx, 2));
   const DType xt = ctx.in(0).dtype;
   if (xt != DType::Undefined && !is_quant_int(xt) && xt != DType::I32)
-    return Status::Unimplemented("{}: quantized dtype {} is not supported (u8, i8, u16, i16, i32)", node_label(ctx.node),
-                                 dtype_name(xt));
+    return Status::Unimplemented("{}: quantized dtype {} is not supported (u8, i8, u16, i16, i32)",
+                                 node_label(ctx.node), dtype_name(xt));
   GPUOPT_RETURN_IF_ERROR(nn::require_float(ctx, 1, "x_scale"));
   if (ctx.has_input(2)) GPUOPT_RETURN_IF_ERROR(nn::require_same_dtype(ctx, 0, 2));
   DType out = ctx.in(1).dtype;
@@ -180,7 +188,8 @@ Status cpu_DequantizeLinear(KernelContext& ctx) {
   const Tensor& x = ctx.in(0);
   const Tensor& sc = ctx.in(1);
   const Shape zps = ctx.has_input(2) ? ctx.in(2).shape() : Shape{};
-  GPUOPT_ASSIGN_OR_RETURN(QuantLayout q, quant_layout(ctx, x.shape(), sc.shape(), ctx.has_input(2) ? &zps : nullptr, true));
+  GPUOPT_ASSIGN_OR_RETURN(QuantLayout q,
+                          quant_layout(ctx, x.shape(), sc.shape(), ctx.has_input(2) ? &zps : nullptr, true));
   const std::vector<double> xv = nn::to_doubles(x), sv = nn::to_doubles(sc);
   const std::vector<double> zv = ctx.has_input(2) ? nn::to_doubles(ctx.in(2)) : std::vector<double>(sv.size(), 0.0);
   std::vector<double> out(xv.size());
@@ -224,7 +233,8 @@ Result<IntMatMul> int_matmul_shapes(const Ctx& ctx, Shape a, Shape b, bool concr
   s.batch_a.assign(a.begin(), a.end() - 2);
   s.batch_b.assign(b.begin(), b.end() - 2);
   std::optional<Shape> bs = broadcast_shapes(s.batch_a, s.batch_b);
-  if (!bs) return ctx.error("batch dimensions of A {} and B {} do not broadcast", shape_to_string(a0), shape_to_string(b0));
+  if (!bs)
+    return ctx.error("batch dimensions of A {} and B {} do not broadcast", shape_to_string(a0), shape_to_string(b0));
   s.batch = *bs;
   s.out = s.batch;
   if (!s.a_vec) s.out.push_back(s.M);
@@ -233,7 +243,8 @@ Result<IntMatMul> int_matmul_shapes(const Ctx& ctx, Shape a, Shape b, bool concr
 }
 
 // sum_k (a[m,k] - azp[m]) * (b[k,n] - bzp[n]) per batch; zero points scalar or per row/column.
-std::vector<int64_t> int_matmul(const IntMatMul& s, const Tensor& a, const Tensor& b, const Tensor* azp, const Tensor* bzp) {
+std::vector<int64_t> int_matmul(const IntMatMul& s, const Tensor& a, const Tensor& b, const Tensor* azp,
+                                const Tensor* bzp) {
   const std::vector<int64_t> av = ints_of(a), bv = ints_of(b);
   const std::vector<int64_t> az = azp ? ints_of(*azp) : std::vector<int64_t>{0};
   const std::vector<int64_t> bz = bzp ? ints_of(*bzp) : std::vector<int64_t>{0};
@@ -258,12 +269,13 @@ template <class Ctx>
 Status check_zero_point(const Ctx& ctx, size_t i, int64_t allowed, const char* what) {
   if (!ctx.has_input(i)) return Status::Ok();
   const int64_t n = shape_numel(ctx.in(i).shape());
-  if (n != 1 && n != allowed)
-    return ctx.error("{} has {} values; expected 1 or {}", what, n, allowed);
+  if (n != 1 && n != allowed) return ctx.error("{} has {} values; expected 1 or {}", what, n, allowed);
   return Status::Ok();
 }
 
-bool is_8bit(DType t) { return t == DType::U8 || t == DType::I8; }
+bool is_8bit(DType t) {
+  return t == DType::U8 || t == DType::I8;
+}
 
 }  // namespace
 
@@ -329,7 +341,8 @@ Status cpu_QLinearMatMul(KernelContext& ctx) {
   double lo, hi;
   int_range(ctx.out(0).dtype(), &lo, &hi);
   std::vector<double> y(c.size());
-  for (size_t i = 0; i < c.size(); ++i) y[i] = std::min(std::max(std::nearbyint(static_cast<double>(c[i]) * mult + zp), lo), hi);
+  for (size_t i = 0; i < c.size(); ++i)
+    y[i] = std::min(std::max(std::nearbyint(static_cast<double>(c[i]) * mult + zp), lo), hi);
   nn::from_doubles(ctx.out(0), y);
   return Status::Ok();
 }
@@ -365,13 +378,15 @@ Status infer_QLinearConv(InferContext& ctx) {
   if (dim_is_known(w.shape[0]) && w.shape[0] % G != 0)
     return ctx.error("output channels {} are not divisible by group {}", w.shape[0], G);
   const size_t nd = x.shape.size() - 2;
-  GPUOPT_ASSIGN_OR_RETURN(std::vector<int64_t> kernel, nn::kernel_shape_attr(ctx, Shape(w.shape.begin() + 2, w.shape.end()), nd));
+  GPUOPT_ASSIGN_OR_RETURN(std::vector<int64_t> kernel,
+                          nn::kernel_shape_attr(ctx, Shape(w.shape.begin() + 2, w.shape.end()), nd));
   y.rank_known = true;
   y.shape.assign(x.shape.size(), kUnknownDim);
   y.shape[0] = x.shape[0];
   y.shape[1] = w.shape[0];
   if (kernel.empty()) return Status::Ok();
-  GPUOPT_ASSIGN_OR_RETURN(Window win, nn::resolve_window(ctx, Shape(x.shape.begin() + 2, x.shape.end()), kernel, false));
+  GPUOPT_ASSIGN_OR_RETURN(Window win,
+                          nn::resolve_window(ctx, Shape(x.shape.begin() + 2, x.shape.end()), kernel, false));
   for (size_t i = 0; i < nd; ++i) y.shape[2 + i] = win.out[i];
   return Status::Ok();
 }
@@ -382,7 +397,8 @@ Status cpu_QLinearConv(KernelContext& ctx) {
   const size_t nd = static_cast<size_t>(x.rank()) - 2;
   GPUOPT_ASSIGN_OR_RETURN(std::vector<int64_t> kernel,
                           nn::kernel_shape_attr(ctx, Shape(wt.shape().begin() + 2, wt.shape().end()), nd));
-  GPUOPT_ASSIGN_OR_RETURN(Window win, nn::resolve_window(ctx, Shape(x.shape().begin() + 2, x.shape().end()), kernel, false));
+  GPUOPT_ASSIGN_OR_RETURN(Window win,
+                          nn::resolve_window(ctx, Shape(x.shape().begin() + 2, x.shape().end()), kernel, false));
   const int64_t N = x.dim(0), C = x.dim(1), M = wt.dim(0), G = ctx.node.attr_i("group", 1), Cg = C / G, Mg = M / G;
   const int64_t K = win.kernel_size(), O = win.out_size(), I = win.in_size();
   if (ctx.in(1).numel() != 1 || ctx.in(2).numel() != 1 || ctx.in(6).numel() != 1 || ctx.in(7).numel() != 1)
@@ -390,7 +406,8 @@ Status cpu_QLinearConv(KernelContext& ctx) {
   const int64_t nws = ctx.in(4).numel(), nwz = ctx.in(5).numel();
   if ((nws != 1 && nws != M) || (nwz != 1 && nwz != M))
     return ctx.error("w_scale/w_zero_point have {}/{} values; expected 1 or {} (output channels)", nws, nwz, M);
-  if (ctx.has_input(8) && ctx.in(8).numel() != M) return ctx.error("bias has {} values for {} output channels", ctx.in(8).numel(), M);
+  if (ctx.has_input(8) && ctx.in(8).numel() != M)
+    return ctx.error("bias has {} values for {} output channels", ctx.in(8).numel(), M);
   const std::vector<int64_t> xv = ints_of(x), wv = ints_of(wt), wz = ints_of(ctx.in(5));
   const std::vector<int64_t> bias = ctx.has_input(8) ? ints_of(ctx.in(8)) : std::vector<int64_t>(M, 0);
   const int64_t xz = ctx.in(2).get_i64(0);
