@@ -151,7 +151,9 @@ class CudaExecutable final : public Executable {
         if (v == kNoValue || (e->host_inputs >> i) & 1u) continue;
         const Value& val = graph_.value(v);
         if (!val.constant || dev_const_[v].defined() || val.constant->dtype() == DType::String) continue;
-        GPUOPT_ASSIGN_OR_RETURN(Tensor d, mem_->alloc(val.constant->dtype(), val.constant->shape(), ctx->ec.stream, val.name));
+        // On the legacy stream: constants outlive every context's stream (freed at destruction).
+        GPUOPT_ASSIGN_OR_RETURN(Tensor d, mem_->alloc(val.constant->dtype(), val.constant->shape(), nullptr, val.name));
+        GPUOPT_CHECK_CALL(cudaStreamSynchronize(nullptr));
         GPUOPT_RETURN_IF_ERROR(ctx->staging.upload(*val.constant, &d, ctx->ec.stream));
         dev_const_[v] = std::move(d);
       }
@@ -304,9 +306,9 @@ class CudaExecutable final : public Executable {
   DeviceMemory* mem_;
   int device_;
   std::vector<int32_t> last_use_;
-  std::vector<Tensor> dev_const_;
   std::mutex mu_;
   std::vector<std::unique_ptr<Context>> free_;
+  std::vector<Tensor> dev_const_;  // declared last: released before the contexts and their streams
 };
 
 class CudaBackend final : public Backend {
