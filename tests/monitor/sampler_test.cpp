@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <filesystem>
 #include <thread>
 
 namespace gpuopt::gpu {
@@ -299,6 +301,36 @@ TEST(Sampler, ThreadDeliversSamplesAtTheInterval) {
   EXPECT_GE(n.load(), 5);
   EXPECT_LE(n.load(), int(elapsed / 0.05) + 2);
   EXPECT_EQ(last_seq.load(), uint64_t(n.load()));
+}
+
+}  // namespace
+}  // namespace gpuopt::gpu
+
+namespace gpuopt::gpu {
+namespace {
+
+// An older driver: no _v2/_v3 symbols, no memory v2 (used includes the reservation), no GPM,
+// clock reasons only under their old "throttle" name. Every field still reads or says n/a.
+TEST(Sampler, OldDriverFallbacks) {
+  json d = h200(json::parse(R"({"gpm": {"supported": 1}, "processes": [{"pid": 77, "used_memory": 5242880}]})"));
+  FakeNvmlScript script(json{{"devices", json::array({d})}});
+  GPUOPT_REQUIRE_FAKE_NVML(script);
+  std::string old = std::getenv("GPUOPT_FAKE_NVML");
+  old.replace(old.rfind("libfake_nvml.so"), std::string("libfake_nvml.so").size(), "libfake_nvml_old.so");
+  if (!std::filesystem::exists(old)) GTEST_SKIP() << "no " << old;
+  ::setenv("GPUOPT_NVML_LIBRARY", old.c_str(), 1);
+  auto s = Sampler::create({});
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  EXPECT_FALSE((*s)->devices()[0].gpm_supported);
+  (*s)->sample();
+  const GpuSample& g = (*s)->sample().gpus[0];
+  EXPECT_EQ(g.mem_used_bytes, (2000 + 771) * kMiB);  // v1: reservation counted as used
+  EXPECT_FALSE(g.mem_reserved_bytes);
+  EXPECT_EQ(g.clock_event_reasons, kClockEventSwPowerCap | kClockEventHwThermal);
+  EXPECT_FALSE(g.gpm.sm_active);
+  ASSERT_EQ(g.processes.size(), 1u);
+  EXPECT_EQ(g.processes[0].gpu_memory_bytes, 5 * kMiB);
+  EXPECT_EQ(g.gpu_util_pct, 90u);
 }
 
 }  // namespace
