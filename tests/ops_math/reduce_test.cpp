@@ -275,6 +275,8 @@ TEST(CumSum, ExclusiveReverseTypes) {
   Tensor x = random_tensor(DType::F32, {3});
   Tensor bad = Tensor::from_vector<int64_t>(DType::I64, {}, {2});
   EXPECT_NE(run_error(make_node(Op::CumSum, 2), {&x, &bad}).find("out of range"), std::string::npos);
+  Tensor none = Tensor::empty(DType::I64, {0});  // an empty axis tensor must not be read
+  EXPECT_NE(run_error(make_node(Op::CumSum, 2), {&x, &none}).find("axis must be a scalar"), std::string::npos);
 }
 
 TEST(Softmax, AxisFormsAndOpsets) {

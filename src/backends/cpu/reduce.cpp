@@ -378,7 +378,7 @@ Status infer_cumulative(InferContext& ctx) {
   GPUOPT_RETURN_IF_ERROR(check_input_dtype(ctx, 0, kNumericTypes));
   GPUOPT_RETURN_IF_ERROR(check_input_dtype(ctx, 1, kSignedInts));
   const ValueInfo &x = ctx.in(0), &a = ctx.in(1);
-  if (a.rank_known && shape_numel(a.shape) > 1)
+  if (a.rank_known && shape_numel(a.shape) >= 0 && (a.shape.size() > 1 || shape_numel(a.shape) != 1))
     return ctx.error("axis must be a scalar; got shape {}", shape_to_string(a.shape));
   if (a.value && x.rank_known) {
     int64_t axis = a.value->get_i64(0);
