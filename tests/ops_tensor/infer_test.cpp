@@ -73,6 +73,8 @@ TEST(Infer, SqueezeUnsqueeze) {
   Tensor ax2 = ints({2});
   EXPECT_EQ(error_of(sq, {vi(DType::F32, {N, 1, 7}), vi(DType::I64, {1}, &ax2)}),
             "[Squeeze] node 'sq': cannot squeeze axis 2 of shape [?,1,7]: its extent is 7, not 1");
+  Tensor none = Tensor::empty(DType::I64, {0});
+  EXPECT_EQ(out_shape(sq, {vi(DType::F32, {1, 3, 1}), vi(DType::I64, {0}, &none)}), (Shape{3}));
   Node un = node_of(Op::Unsqueeze, 2);
   Tensor ax3 = ints({0, -1});
   EXPECT_EQ(out_shape(un, {vi(DType::I64, {N, S}), vi(DType::I64, {2}, &ax3)}), (Shape{1, N, S, 1}));

@@ -166,6 +166,7 @@ Status infer_Squeeze(InferContext& ctx) {
   }
   const int64_t r = static_cast<int64_t>(in.shape.size());
   std::vector<bool> drop(in.shape.size(), false);
+  if (axes && axes->empty()) axes.reset();  // an empty axes input squeezes every 1, as in ONNX Runtime
   if (!axes) {
     for (int64_t i = 0; i < r; ++i) {
       if (in.shape[i] == 1) drop[i] = true;
