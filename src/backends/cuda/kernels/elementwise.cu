@@ -61,7 +61,7 @@ __device__ __forceinline__ M unary_math(UnaryOp op, M x, const UnaryParams& p) {
       case UnaryOp::kGelu: return M(0.5) * x * (M(1) + erf(x * M(0.70710678118654752440)));
       case UnaryOp::kGeluTanh: return M(0.5) * x * (M(1) + tanh(M(0.79788456080286535588) * (x + M(0.044715) * x * x * x)));
       case UnaryOp::kErf: return erf(x);
-      case UnaryOp::kClip: return x < M(p.alpha) ? M(p.alpha) : (x > M(p.beta) ? M(p.beta) : x);
+      case UnaryOp::kClip: { M v = x < M(p.alpha) ? M(p.alpha) : x; return v > M(p.beta) ? M(p.beta) : v; }  // min(max(x, lo), hi): hi wins when lo > hi
       case UnaryOp::kSqrt: return sqrt(x);
       case UnaryOp::kExp: return exp(x);
       case UnaryOp::kLog: return log(x);
@@ -83,7 +83,7 @@ __device__ __forceinline__ M unary_math(UnaryOp op, M x, const UnaryParams& p) {
       case UnaryOp::kNeg: return -x;
       case UnaryOp::kAbs: return x < M(0) ? M(-x) : x;
       case UnaryOp::kSign: return x > M(0) ? M(1) : (x < M(0) ? M(-1) : M(0));
-      case UnaryOp::kClip: return x < M(p.alpha) ? M(p.alpha) : (x > M(p.beta) ? M(p.beta) : x);
+      case UnaryOp::kClip: { M v = x < M(p.alpha) ? M(p.alpha) : x; return v > M(p.beta) ? M(p.beta) : v; }
       default: return x;
     }
   }
