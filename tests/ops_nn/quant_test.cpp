@@ -195,3 +195,35 @@ TEST(QLinearConv, PerChannelWeightScales) {
 
 }  // namespace
 }  // namespace gpuopt
+
+namespace gpuopt {
+namespace {
+
+using namespace testing_nn;
+
+TEST(QLinearMatMul, PerRowAndPerColumnScales) {
+  const Tensor a = random_tensor(DType::U8, {4, 9}, 0, 256), b = random_tensor(DType::U8, {9, 5}, 0, 256);
+  const Tensor as = random_tensor(DType::F32, {4}, 0.01, 0.03), bs = random_tensor(DType::F32, {5}, 0.02, 0.05);
+  const Tensor az = random_tensor(DType::U8, {4}, 100, 150), bz = random_tensor(DType::U8, {5}, 100, 150);
+  const Tensor ys = Tensor::from_vector<double>(DType::F32, {}, {0.3}),
+               yz = Tensor::from_vector<double>(DType::U8, {}, {128});
+  auto r = run(make_node(Op::QLinearMatMul, 8, 1), {&a, &as, &az, &b, &bs, &bz, &ys, &yz}, 21);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  std::vector<double> want;
+  for (int64_t m = 0; m < 4; ++m)
+    for (int64_t n = 0; n < 5; ++n) {
+      int64_t s = 0;
+      for (int64_t k = 0; k < 9; ++k)
+        s += (a.get_i64(m * 9 + k) - az.get_i64(m)) * (b.get_i64(k * 5 + n) - bz.get_i64(n));
+      const float mult = static_cast<float>(as.get_f64(m)) * static_cast<float>(bs.get_f64(n)) / 0.3f;
+      want.push_back(std::min(255.0, std::max(0.0, std::nearbyint(static_cast<double>(s) * mult + 128))));
+    }
+  expect_close((*r)[0], want, {4, 5}, "QLinearMatMul per-row/column");
+  const Tensor bad = random_tensor(DType::F32, {3}, 0.01, 0.03);
+  EXPECT_NE(error_of(make_node(Op::QLinearMatMul, 8, 1), {&a, &bad, &az, &b, &bs, &bz, &ys, &yz}, 21)
+                .find("a_scale has 3 values; expected 1 or 4"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpuopt

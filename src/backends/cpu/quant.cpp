@@ -331,18 +331,24 @@ Status cpu_QLinearMatMul(KernelContext& ctx) {
   GPUOPT_ASSIGN_OR_RETURN(IntMatMul s, int_matmul_shapes(ctx, ctx.in(0).shape(), ctx.in(3).shape(), true));
   GPUOPT_RETURN_IF_ERROR(check_zero_point(ctx, 2, s.M, "a_zero_point"));
   GPUOPT_RETURN_IF_ERROR(check_zero_point(ctx, 5, s.N, "b_zero_point"));
-  for (size_t i : {1, 4, 6, 7})
-    if (ctx.in(i).numel() != 1) return ctx.error("input {} must be a single value (per-tensor quantization)", i);
+  // a_scale may be per row (M values), b_scale per column (N values); y's are single values.
+  GPUOPT_RETURN_IF_ERROR(check_zero_point(ctx, 1, s.M, "a_scale"));
+  GPUOPT_RETURN_IF_ERROR(check_zero_point(ctx, 4, s.N, "b_scale"));
+  for (size_t i : {6, 7})
+    if (ctx.in(i).numel() != 1) return ctx.error("input {} must be a single value (per-tensor y quantization)", i);
   const std::vector<int64_t> c = int_matmul(s, ctx.in(0), ctx.in(3), &ctx.in(2), &ctx.in(5));
   // Multiplier in the scales' float type: (a_scale * b_scale) / y_scale, as the reference does.
   const DType st = ctx.in(1).dtype();
-  const double mult = round_to(st, round_to(st, ctx.in(1).get_f64(0) * ctx.in(4).get_f64(0)) / ctx.in(6).get_f64(0));
-  const double zp = ctx.in(7).get_f64(0);
+  const std::vector<double> as = nn::to_doubles(ctx.in(1)), bs = nn::to_doubles(ctx.in(4));
+  const double ys = ctx.in(6).get_f64(0), zp = ctx.in(7).get_f64(0);
   double lo, hi;
   int_range(ctx.out(0).dtype(), &lo, &hi);
   std::vector<double> y(c.size());
-  for (size_t i = 0; i < c.size(); ++i)
+  for (size_t i = 0; i < c.size(); ++i) {
+    const int64_t n = static_cast<int64_t>(i) % s.N, m = (static_cast<int64_t>(i) / s.N) % s.M;
+    const double mult = round_to(st, round_to(st, as[as.size() == 1 ? 0 : m] * bs[bs.size() == 1 ? 0 : n]) / ys);
     y[i] = std::min(std::max(std::nearbyint(static_cast<double>(c[i]) * mult + zp), lo), hi);
+  }
   nn::from_doubles(ctx.out(0), y);
   return Status::Ok();
 }
