@@ -2,9 +2,9 @@
 127.0.0.1 with ephemeral ports, stop it. Imported by tests/python/test_server_*.py."""
 import os
 import re
-import select
 import signal
 import subprocess
+import threading
 import time
 
 import numpy as np
@@ -90,16 +90,22 @@ class Server:
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
         self.log = []
         self.http_port = self.metrics_port = None
+        # A reader thread drains the output (a full pipe would block the server).
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
         deadline = time.time() + timeout
         while time.time() < deadline and (self.http_port is None or self.metrics_port is None):
-            r, _, _ = select.select([self.proc.stdout], [], [], 0.5)
-            if not r:
-                if self.proc.poll() is not None:
-                    break
-                continue
-            line = self.proc.stdout.readline()
-            if not line:
+            if self.proc.poll() is not None:
                 break
+            time.sleep(0.05)
+        if self.http_port is None or self.metrics_port is None:
+            self.proc.kill()
+            self.proc.wait()
+            self._reader.join(5)
+            raise RuntimeError("gpuopt serve did not start: " + "".join(self.log))
+
+    def _read(self):
+        for line in self.proc.stdout:
             self.log.append(line)
             m = re.search(r"Started HTTPService at [\d.]+:(\d+)", line)
             if m:
@@ -107,10 +113,6 @@ class Server:
             m = re.search(r"Started Metrics Service at [\d.]+:(\d+)", line)
             if m:
                 self.metrics_port = int(m.group(1))
-        if self.http_port is None:
-            self.proc.kill()
-            rest = self.proc.stdout.read() if self.proc.stdout else ""
-            raise RuntimeError("gpuopt serve did not start: " + "".join(self.log) + rest)
 
     @property
     def url(self):
@@ -121,14 +123,18 @@ class Server:
         if self.proc.poll() is not None:
             return self.proc.returncode, 0.0, ""
         t0 = time.time()
+        n = len(self.log)
         self.proc.send_signal(sig)
         try:
-            out, _ = self.proc.communicate(timeout=timeout)
+            self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-            out, _ = self.proc.communicate()
-            return None, time.time() - t0, out
-        return self.proc.returncode, time.time() - t0, out
+            self.proc.wait()
+            self._reader.join(5)
+            return None, time.time() - t0, "".join(self.log[n:])
+        secs = time.time() - t0
+        self._reader.join(5)
+        return self.proc.returncode, secs, "".join(self.log[n:])
 
     def __enter__(self):
         return self

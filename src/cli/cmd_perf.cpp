@@ -1,0 +1,329 @@
+// `gpuopt perf`: a load generator in the spirit of Triton's perf_analyzer. Closed loop
+// (--concurrency-range) or open loop (--request-rate-range); measurement windows repeat until
+// three in a row agree on throughput within --stability-percentage; prints throughput,
+// latency percentiles and the server-side queue/compute breakdown from the stats endpoint.
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "cli/command.h"
+#include "core/table.h"
+#include "net/http.h"
+#include "server/kserve.h"
+
+namespace gpuopt::cli {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+struct PerfOptions {
+  std::string model;
+  std::string url = "127.0.0.1:8000";
+  std::string concurrency_range = "1";
+  std::string request_rate_range;
+  int64_t batch = 1;
+  std::vector<std::string> shapes;  // NAME:d1,d2 for dynamic non-batch dims
+  bool binary = true;
+  bool json_data = false;
+  int interval_ms = 2000;
+  double stability = 10.0;
+  int max_trials = 10;
+  bool json_out = false;
+  std::string csv;
+};
+
+struct Level {
+  std::string mode;
+  double value = 0;  // concurrency or requests/s
+  double throughput = 0;
+  double p50 = 0, p90 = 0, p95 = 0, p99 = 0, avg_us = 0;
+  uint64_t requests = 0, errors = 0;
+  double queue_us = 0, compute_input_us = 0, compute_infer_us = 0, compute_output_us = 0, overhead_us = 0;
+  int windows = 0;
+  bool stable = false;
+};
+
+Result<std::vector<double>> parse_range(const std::string& s) {
+  double a = 0, b = 0, step = 1;
+  int n = std::sscanf(s.c_str(), "%lf:%lf:%lf", &a, &b, &step);
+  if (n < 1 || a <= 0 || step <= 0) return Status::InvalidArgument("bad range '{}' (expected start[:end[:step]])", s);
+  if (n == 1) b = a;
+  std::vector<double> v;
+  for (double x = a; x <= b + 1e-9; x += step) v.push_back(x);
+  return v;
+}
+
+double percentile(std::vector<uint64_t>& v, double p) {
+  if (v.empty()) return 0;
+  size_t k = static_cast<size_t>(p / 100.0 * static_cast<double>(v.size() - 1));
+  std::nth_element(v.begin(), v.begin() + static_cast<long>(k), v.end());
+  return static_cast<double>(v[k]) / 1000.0;
+}
+
+struct Target {
+  std::string host;
+  uint16_t port = 8000;
+};
+
+Result<json> get_json(net::HttpClient& c, const std::string& path) {
+  GPUOPT_ASSIGN_OR_RETURN(auto r, c.get(path));
+  if (r.status != 200) return Status::Unavailable("GET {}: HTTP {} {}", path, r.status, r.body);
+  json j = json::parse(r.body, nullptr, false);
+  if (j.is_discarded()) return Status::Internal("GET {}: not JSON", path);
+  return j;
+}
+
+Result<std::string> build_body(const PerfOptions& o, const json& meta, size_t* hlen) {
+  std::mt19937 rng(42);
+  std::vector<std::pair<std::string, Tensor>> inputs;
+  for (const auto& in : meta["inputs"]) {
+    std::string name = in["name"];
+    auto dt = dtype_from_kserve(in["datatype"].get<std::string>());
+    if (!dt) return Status::Unimplemented("input '{}': datatype {}", name, in["datatype"].dump());
+    Shape shape = in["shape"].get<Shape>();
+    for (const auto& spec : o.shapes) {
+      if (spec.rfind(name + ":", 0) != 0) continue;
+      shape.clear();
+      std::string dims = spec.substr(name.size() + 1);
+      size_t i = 0;
+      while (i <= dims.size()) {
+        size_t j = dims.find(',', i);
+        if (j == std::string::npos) j = dims.size();
+        shape.push_back(std::atoll(dims.substr(i, j - i).c_str()));
+        i = j + 1;
+      }
+      shape.insert(shape.begin(), -1);
+    }
+    if (!shape.empty() && shape[0] < 0) shape[0] = o.batch;
+    for (auto d : shape)
+      if (d < 0) return Status::InvalidArgument("input '{}' has a dynamic dim: give --shape {}:d1,d2,...", name, name);
+    Tensor t = Tensor::empty(*dt, shape);
+    if (*dt == DType::String) {
+      for (auto& s : t.strings()) s = "gpuopt";
+    } else {
+      for (int64_t i = 0; i < t.numel(); ++i)
+        t.set_f64(i, dtype_is_float(*dt) ? std::uniform_real_distribution<double>(-1, 1)(rng) : double(rng() % 4));
+    }
+    inputs.emplace_back(name, std::move(t));
+  }
+  return server::encode_infer_request(inputs, o.binary, o.binary, "", hlen);
+}
+
+Result<Level> measure(const PerfOptions& o, const Target& tgt, const std::string& body, size_t hlen, bool rate,
+                      double value) {
+  std::string path = "/v2/models/" + o.model + "/infer";
+  net::Headers headers;
+  if (o.binary) headers.emplace_back("Inference-Header-Content-Length", std::to_string(hlen));
+  std::mutex mu;
+  std::vector<uint64_t> window_lat;
+  std::atomic<uint64_t> errors{0};
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> ticket{0};
+  const auto t0 = Clock::now();
+  int threads = rate ? std::max(4, static_cast<int>(std::thread::hardware_concurrency())) : static_cast<int>(value);
+  std::string first_error;
+  auto worker = [&] {
+    net::HttpClient c(tgt.host, tgt.port);
+    std::vector<uint64_t> local;
+    while (!stop.load()) {
+      if (rate) {
+        uint64_t k = ticket++;
+        auto when = t0 + std::chrono::nanoseconds(static_cast<int64_t>(1e9 * static_cast<double>(k) / value));
+        std::this_thread::sleep_until(when);
+        if (stop.load()) break;
+      }
+      auto s = Clock::now();
+      auto r = c.post(path, body, headers, o.binary ? "application/octet-stream" : "application/json");
+      uint64_t ns =
+          static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - s).count());
+      if (!r.ok() || r->status != 200) {
+        if (errors++ == 0) {
+          std::lock_guard<std::mutex> lk(mu);
+          first_error = r.ok() ? fmt::format("HTTP {}: {}", r->status, r->body) : r.status().to_string();
+        }
+        continue;
+      }
+      std::lock_guard<std::mutex> lk(mu);
+      window_lat.push_back(ns);
+    }
+  };
+  net::HttpClient stats_client(tgt.host, tgt.port);
+  std::vector<std::thread> ts;
+  for (int i = 0; i < threads; ++i) ts.emplace_back(worker);
+  // Windows until three consecutive throughputs agree within the stability percentage.
+  std::vector<double> tputs;
+  std::vector<std::vector<uint64_t>> windows;  // latencies per window
+  Level lv;
+  lv.mode = rate ? "request_rate" : "concurrency";
+  lv.value = value;
+  json s_before, s_after;
+  std::vector<json> stats_hist;  // stats at the start of each window
+  for (int w = 0; w < o.max_trials; ++w) {
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      window_lat.clear();
+    }
+    auto before = get_json(stats_client, "/v2/models/" + o.model + "/stats");
+    stats_hist.push_back(before.ok() ? *before : json());
+    auto ws = Clock::now();
+    std::this_thread::sleep_for(std::chrono::milliseconds(o.interval_ms));
+    std::vector<uint64_t> lat;
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      lat.swap(window_lat);
+    }
+    double secs = std::chrono::duration<double>(Clock::now() - ws).count();
+    auto after = get_json(stats_client, "/v2/models/" + o.model + "/stats");
+    s_after = after.ok() ? *after : json();
+    tputs.push_back(static_cast<double>(lat.size()) * static_cast<double>(o.batch) / secs);
+    lv.windows = w + 1;
+    windows.push_back(std::move(lat));
+    if (tputs.size() >= 3) {
+      double a = tputs[tputs.size() - 3], b = tputs[tputs.size() - 2], c = tputs.back();
+      double mean = (a + b + c) / 3;
+      double dev = std::max({std::abs(a - mean), std::abs(b - mean), std::abs(c - mean)});
+      if (mean > 0 && dev / mean * 100.0 <= o.stability) {
+        lv.stable = true;
+        break;
+      }
+    }
+  }
+  stop = true;
+  for (auto& t : ts) t.join();
+  lv.errors = errors.load();
+  // Samples and server stats of the last three windows (or all, when fewer ran).
+  std::vector<uint64_t> kept;
+  size_t first = windows.size() >= 3 ? windows.size() - 3 : 0;
+  for (size_t i = first; i < windows.size(); ++i) kept.insert(kept.end(), windows[i].begin(), windows[i].end());
+  if (first < stats_hist.size()) s_before = stats_hist[first];
+  if (kept.empty() && lv.errors > 0) return Status::Unavailable("every request failed: {}", first_error);
+  double sum = 0;
+  for (auto x : kept) sum += static_cast<double>(x);
+  lv.requests = kept.size();
+  lv.avg_us = kept.empty() ? 0 : sum / static_cast<double>(kept.size()) / 1000.0;
+  size_t n = tputs.size();
+  lv.throughput = n >= 3 ? (tputs[n - 1] + tputs[n - 2] + tputs[n - 3]) / 3 : tputs.back();
+  lv.p50 = percentile(kept, 50);
+  lv.p90 = percentile(kept, 90);
+  lv.p95 = percentile(kept, 95);
+  lv.p99 = percentile(kept, 99);
+  // Server-side breakdown over the measured windows (Triton's statistics extension).
+  if (!s_before.is_null() && !s_after.is_null() && !s_before["model_stats"].empty() &&
+      !s_after["model_stats"].empty()) {
+    auto& b = s_before["model_stats"][0]["inference_stats"];
+    auto& a = s_after["model_stats"][0]["inference_stats"];
+    double cnt = a["success"]["count"].get<double>() - b["success"]["count"].get<double>();
+    auto avg = [&](const char* k) {
+      return cnt > 0 ? (a[k]["ns"].get<double>() - b[k]["ns"].get<double>()) / cnt / 1000.0 : 0.0;
+    };
+    lv.queue_us = avg("queue");
+    lv.compute_input_us = avg("compute_input");
+    lv.compute_infer_us = avg("compute_infer");
+    lv.compute_output_us = avg("compute_output");
+    lv.overhead_us = lv.avg_us - lv.compute_input_us - lv.compute_infer_us - lv.compute_output_us - lv.queue_us;
+  }
+  return lv;
+}
+
+int run(const PerfOptions& o) {
+  Target tgt;
+  auto colon = o.url.rfind(':');
+  tgt.host = o.url.substr(0, colon);
+  if (colon != std::string::npos) tgt.port = static_cast<uint16_t>(std::atoi(o.url.c_str() + colon + 1));
+  bool rate = !o.request_rate_range.empty();
+  auto range = parse_range(rate ? o.request_rate_range : o.concurrency_range);
+  if (!range.ok()) return report_error(range.status(), true);
+  net::HttpClient c(tgt.host, tgt.port);
+  auto meta = get_json(c, "/v2/models/" + o.model);
+  if (!meta.ok()) return report_error(meta.status().with_context("model metadata"));
+  size_t hlen = 0;
+  auto body = build_body(o, *meta, &hlen);
+  if (!body.ok()) return report_error(body.status(), true);
+  std::vector<Level> levels;
+  for (double v : *range) {
+    auto lv = measure(o, tgt, *body, hlen, rate, v);
+    if (!lv.ok()) return report_error(lv.status());
+    levels.push_back(*lv);
+    if (!o.json_out)
+      fmt::print(stderr, "{} {}: {:.1f} infer/s, p99 {:.0f} us{}\n", lv->mode, v, lv->throughput, lv->p99,
+                 lv->stable ? "" : " (not stable)");
+  }
+  if (!o.csv.empty()) {
+    std::ofstream f(o.csv);
+    f << (rate ? "Request Rate" : "Concurrency")
+      << ",Inferences/Second,Client Avg us,p50 latency,p90 latency,p95 latency,p99 latency,Server Queue,"
+         "Server Compute Input,Server Compute Infer,Server Compute Output,Overhead us,Errors\n";
+    for (const auto& l : levels)
+      f << fmt::format("{},{:.2f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{}\n", l.value,
+                       l.throughput, l.avg_us, l.p50, l.p90, l.p95, l.p99, l.queue_us, l.compute_input_us,
+                       l.compute_infer_us, l.compute_output_us, l.overhead_us, l.errors);
+  }
+  if (o.json_out) {
+    json a = json::array();
+    for (const auto& l : levels)
+      a.push_back({{l.mode, l.value},
+                   {"throughput_infer_per_s", l.throughput},
+                   {"latency_avg_us", l.avg_us},
+                   {"p50_us", l.p50},
+                   {"p90_us", l.p90},
+                   {"p95_us", l.p95},
+                   {"p99_us", l.p99},
+                   {"server_queue_us", l.queue_us},
+                   {"server_compute_input_us", l.compute_input_us},
+                   {"server_compute_infer_us", l.compute_infer_us},
+                   {"server_compute_output_us", l.compute_output_us},
+                   {"overhead_us", l.overhead_us},
+                   {"requests", l.requests},
+                   {"errors", l.errors},
+                   {"windows", l.windows},
+                   {"stable", l.stable}});
+    fmt::print("{}\n", json{{"model", o.model}, {"batch_size", o.batch}, {"binary", o.binary}, {"results", a}}.dump(2));
+    return kExitOk;
+  }
+  Table t({rate ? "rate/s" : "concurrency", "infer/s", "avg us", "p50 us", "p90 us", "p95 us", "p99 us", "queue us",
+           "compute us", "overhead us", "errors"},
+          fmt::format("gpuopt perf: model '{}', batch {}, {} tensors", o.model, o.batch, o.binary ? "binary" : "JSON"));
+  for (const auto& l : levels)
+    t.add({fmt::format("{}", l.value), fmt::format("{:.1f}", l.throughput), fmt::format("{:.0f}", l.avg_us),
+           fmt::format("{:.0f}", l.p50), fmt::format("{:.0f}", l.p90), fmt::format("{:.0f}", l.p95),
+           fmt::format("{:.0f}", l.p99), fmt::format("{:.1f}", l.queue_us),
+           fmt::format("{:.1f}", l.compute_input_us + l.compute_infer_us + l.compute_output_us),
+           fmt::format("{:.1f}", l.overhead_us), fmt::format("{}", l.errors)});
+  fmt::print("{}", t.render());
+  return kExitOk;
+}
+
+void setup(CLI::App& app) {
+  auto* cmd = app.add_subcommand("perf", "Load-test a KServe v2 server (perf_analyzer-like): throughput and latency");
+  auto o = std::make_shared<PerfOptions>();
+  cmd->add_option("-m,--model-name", o->model, "Model to load-test")->required();
+  cmd->add_option("-u,--url", o->url, "Server host:port")->capture_default_str();
+  cmd->add_option("--concurrency-range", o->concurrency_range, "start[:end[:step]] requests in flight")
+      ->capture_default_str();
+  cmd->add_option("--request-rate-range", o->request_rate_range, "start[:end[:step]] requests/s (open loop)");
+  cmd->add_option("-b,--batch-size", o->batch, "Rows per request")->capture_default_str();
+  cmd->add_option("--shape", o->shapes, "NAME:d1,d2 for inputs with dynamic dims (without the batch dim)");
+  cmd->add_flag("--json-data", o->json_data, "Send JSON tensors (default: binary tensor extension)");
+  cmd->add_option("-p,--measurement-interval", o->interval_ms, "Window length in ms")->capture_default_str();
+  cmd->add_option("-s,--stability-percentage", o->stability, "Allowed throughput spread of 3 windows")
+      ->capture_default_str();
+  cmd->add_option("-r,--max-trials", o->max_trials, "Windows at most per level")->capture_default_str();
+  cmd->add_flag("--json", o->json_out, "Print JSON");
+  cmd->add_option("-f,--csv", o->csv, "Also write a CSV file");
+  cmd->callback([o] {
+    o->binary = !o->json_data;
+    set_exit_code(run(*o));
+  });
+}
+GPUOPT_REGISTER_COMMAND(41, setup);
+
+}  // namespace
+}  // namespace gpuopt::cli
