@@ -159,6 +159,21 @@ std::vector<Case> all_cases() {
     add({"Cast", label(dt, {5, 7, 11, 13}, "to f32"), {data(dt, {5, 7, 11, 13})}, {{"to", attr_i(static_cast<int64_t>(DType::F32))}}});
     add({"Cast", label(DType::F32, {5, 7, 11, 13}, fmt::format("to {}", dtype_name(dt))), {data(DType::F32, {5, 7, 11, 13})},
          {{"to", attr_i(static_cast<int64_t>(dt))}}});
+    // ops_extra.cpp: Pad (constant; zero fill takes the memset path, 1.5 the broadcast fill;
+    // negative pads crop), Split (3 outputs), Tile.
+    add({"Pad", label(dt, {2, 3, 11, 13}, "pads 1,2 / 0,3 zero"),
+         {data(dt, {2, 3, 11, 13}), constant_i64({0, 0, 1, 2, 0, 0, 0, 3})}});
+    add({"Pad", label(dt, {5, 7, 11}, "pads 2,-1,1 / 0,1,-2 value 1.5"),
+         {data(dt, {5, 7, 11}), constant_i64({2, -1, 1, 0, 1, -2}), scalar(dt, 1.5)},
+         {{"mode", attr_s("constant")}}});
+    {
+      Case c{"Split", label(dt, {5, 7, 11}, "axis=1 split [2,4,1]"), {data(dt, {5, 7, 11}), constant_i64({2, 4, 1})},
+             {{"axis", attr_i(1)}}};
+      c.num_outputs = 3;
+      add(c);
+    }
+    add({"Tile", label(dt, {5, 7, 3}, "repeats [2,1,3]"), {data(dt, {5, 7, 3}), constant_i64({2, 1, 3})}});
+    add({"Tile", label(dt, {1, 13}, "repeats [4,2]"), {data(dt, {1, 13}), constant_i64({4, 2})}});
   }
   return cases;
 }
