@@ -21,6 +21,7 @@ struct Options {
   bool optimized = false;
   int64_t batch = 1;
   std::vector<std::string> dims;  // NAME=VALUE
+  std::string device;             // --device: show where each node runs on that backend
 };
 
 struct OpRow {
@@ -36,6 +37,55 @@ std::string format_flops(double f) {
   if (f >= 1e6) return fmt::format("{:.2f} M", f / 1e6);
   if (f >= 1e3) return fmt::format("{:.2f} k", f / 1e3);
   return fmt::format("{:.0f}", f);
+}
+
+// Placement on --device: per op type, how many nodes of the graph the session would compile (after
+// the default passes) run on that backend and how many fall back to the CPU backend. Uses the
+// same rule as the CUDA executor (Backend::supports per node with its input dtypes).
+struct Placement {
+  std::string error;  // set when the backend cannot be created (e.g. no CUDA device)
+  std::map<std::string, std::pair<int, int>> ops;  // op type -> {on device, on CPU}
+  int on_device = 0, on_cpu = 0;
+};
+
+Placement compute_placement(const Graph& bound, const std::string& device) {
+  Placement p;
+  auto b = create_backend(device);
+  if (!b.ok()) {
+    p.error = b.status().to_string();
+    return p;
+  }
+  Graph g = bound;
+  if (Status st = run_default_passes(&g); !st.ok()) {
+    p.error = st.to_string();
+    return p;
+  }
+  for (const Node& n : g.nodes()) {
+    auto& [dev, cpu] = p.ops[n.op_type];
+    if ((*b)->supports(n, g)) {
+      ++dev;
+      ++p.on_device;
+    } else {
+      ++cpu;
+      ++p.on_cpu;
+    }
+  }
+  return p;
+}
+
+void print_placement(const Placement& p, const std::string& device) {
+  if (!p.error.empty()) {
+    fmt::print("\nplacement on {}: not available ({}); placement needs a {} device\n", device, p.error,
+               device == "cuda" ? "CUDA" : device);
+    return;
+  }
+  fmt::print("\nplacement on {} (graph after passes, f32):\n", device);
+  Table t({"op", "nodes", device, "cpu (fallback)"});
+  for (const auto& [op, c] : p.ops)
+    t.add({op, fmt::format("{}", c.first + c.second), fmt::format("{}", c.first), fmt::format("{}", c.second)});
+  t.add_separator();
+  t.add({"total", fmt::format("{}", p.on_device + p.on_cpu), fmt::format("{}", p.on_device), fmt::format("{}", p.on_cpu)});
+  fmt::print("{}", t.render());
 }
 
 nlohmann::json value_json(const Graph& g, ValueId id) {
@@ -129,6 +179,8 @@ int run(const Options& o) {
       row.support[name] = it == row.support.end() ? ok : (it->second && ok);
     }
   }
+  Placement placement;
+  if (!o.device.empty()) placement = compute_placement(bound, o.device);
   int64_t params = 0, param_bytes = 0;
   for (const Value& v : declared.values())
     if (v.constant) {
@@ -152,6 +204,17 @@ int run(const Options& o) {
     j["flops_exact"] = total_exact;
     for (const auto& [op, r] : hist)
       j["ops"].push_back({{"op", op}, {"count", r.count}, {"flops", r.flops}, {"flops_exact", r.flops_exact}, {"support", r.support}});
+    if (!o.device.empty()) {
+      nlohmann::json pj{{"device", o.device}};
+      if (!placement.error.empty()) {
+        pj["error"] = placement.error;
+      } else {
+        pj["on_device"] = placement.on_device;
+        pj["on_cpu"] = placement.on_cpu;
+        for (const auto& [op, c] : placement.ops) pj["ops"].push_back({{"op", op}, {"on_device", c.first}, {"on_cpu", c.second}});
+      }
+      j["placement"] = pj;
+    }
     fmt::print("{}\n", j.dump(2));
     return kExitOk;
   }
@@ -181,6 +244,7 @@ int run(const Options& o) {
   ops.add({"total", fmt::format("{}", bound.nodes().size()), (total_exact ? "" : "~") + format_flops(total)});
   fmt::print("{}", ops.render());
   if (!total_exact) fmt::print("~ : some shapes stay symbolic; give --dim NAME=VALUE for an exact count\n");
+  if (!o.device.empty()) print_placement(placement, o.device);
   return kExitOk;
 }
 
@@ -192,6 +256,8 @@ void setup(CLI::App& app) {
   cmd->add_flag("--optimized", o->optimized, "Show the graph after gpuopt's passes (folding, Identity/Dropout removal)");
   cmd->add_option("--batch", o->batch, "Value of the dynamic batch dim for FLOP counts (default 1)")->check(CLI::PositiveNumber);
   cmd->add_option("--dim", o->dims, "Bind another symbolic dim for FLOP counts: NAME=VALUE (repeatable)");
+  cmd->add_option("--device", o->device,
+                  "Show per op type how many nodes run on this backend (e.g. cuda) and how many fall back to the CPU");
   cmd->callback([o] { set_exit_code(run(*o)); });
 }
 GPUOPT_REGISTER_COMMAND(30, setup);

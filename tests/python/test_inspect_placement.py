@@ -1,0 +1,66 @@
+"""`gpuopt inspect MODEL --device cuda`: per op type, how many nodes run on CUDA and how many fall
+back to the CPU. Without a CUDA device (or a build without CUDA) the report says placement needs a
+CUDA device and still exits 0 with the rest of the report; with one, TopK (no CUDA kernel) is on
+the CPU and Relu/Mul are on the GPU.
+"""
+import json
+import os
+import subprocess
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def gpuopt_bin():
+    b = os.environ.get("GPUOPT_BIN") or os.path.join(ROOT, "build", "gpuopt")
+    assert os.path.exists(b), f"gpuopt binary not found at {b} (set GPUOPT_BIN)"
+    return b
+
+
+def make_model(path):
+    k = numpy_helper.from_array(np.array([3], dtype=np.int64), "k")
+    two = numpy_helper.from_array(np.array(2.0, dtype=np.float32), "two")
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"], name="relu"),
+        helper.make_node("TopK", ["r", "k"], ["v", "i"], name="topk", axis=-1),
+        helper.make_node("Mul", ["v", "two"], ["y"], name="double"),
+    ]
+    g = helper.make_graph(nodes, "placement", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 9])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 3]),
+                           helper.make_tensor_value_info("i", TensorProto.INT64, [4, 3])], [k, two])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+
+
+def test_placement_text_and_json(tmp_path):
+    path = tmp_path / "m.onnx"
+    make_model(path)
+    r = subprocess.run([gpuopt_bin(), "inspect", str(path), "--device", "cuda"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "TopK" in r.stdout  # the rest of the report is there
+    rj = subprocess.run([gpuopt_bin(), "inspect", str(path), "--device", "cuda", "--json"], capture_output=True, text=True,
+                        timeout=120)
+    assert rj.returncode == 0, rj.stdout + rj.stderr
+    p = json.loads(rj.stdout)["placement"]
+    assert p["device"] == "cuda"
+    if "error" in p:  # no device here (or no CUDA in the build)
+        assert "placement needs a CUDA device" in r.stdout, r.stdout
+        return
+    ops = {o["op"]: (o["on_device"], o["on_cpu"]) for o in p["ops"]}
+    assert ops["TopK"] == (0, 1)
+    assert ops["Relu"] == (1, 0)
+    assert ops["Mul"] == (1, 0)
+    assert (p["on_device"], p["on_cpu"]) == (2, 1)
+    assert "cpu (fallback)" in r.stdout
+
+
+def test_placement_on_cpu_is_all_on_device(tmp_path):
+    path = tmp_path / "m.onnx"
+    make_model(path)
+    r = subprocess.run([gpuopt_bin(), "inspect", str(path), "--device", "cpu", "--json"], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    p = json.loads(r.stdout)["placement"]
+    assert (p["on_device"], p["on_cpu"]) == (3, 0)
