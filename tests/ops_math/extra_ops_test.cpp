@@ -134,3 +134,46 @@ TEST(Loss, NllAndSoftmaxCrossEntropy) {
 
 }  // namespace
 }  // namespace gpuopt
+
+namespace gpuopt {
+namespace {
+
+using namespace gpuopt::testing;
+
+// Oracle: Laplace expansion along the first row (a different algorithm from the kernel's LU).
+double laplace(const std::vector<double>& a, int64_t m) {
+  if (m == 1) return a[0];
+  double det = 0;
+  for (int64_t j = 0; j < m; ++j) {
+    std::vector<double> minor;
+    for (int64_t r = 1; r < m; ++r)
+      for (int64_t c = 0; c < m; ++c)
+        if (c != j) minor.push_back(a[r * m + c]);
+    det += (j % 2 ? -1 : 1) * a[j] * laplace(minor, m - 1);
+  }
+  return det;
+}
+
+TEST(Det, BatchedAgainstLaplace) {
+  for (DType dt : {DType::F32, DType::F64})
+    for (int64_t m : {1, 2, 3, 5}) {
+      Tensor x = random_tensor(dt, {2, 3, m, m}, -2, 2);
+      std::vector<Tensor> out = run(make_node(Op::Det, 1), {&x}, 11);
+      ASSERT_EQ(out[0].shape(), (Shape{2, 3}));
+      expect_all_close(
+          out[0],
+          [&](int64_t b) {
+            std::vector<double> a;
+            for (int64_t i = 0; i < m * m; ++i) a.push_back(x.get_f64(b * m * m + i));
+            return laplace(a, m);
+          },
+          tolerance(dt), fmt::format("Det {} m={}", dtype_name(dt), m));
+    }
+  Tensor singular = Tensor::from_vector<double>(DType::F32, {2, 2}, {1, 2, 2, 4});
+  EXPECT_EQ(run(make_node(Op::Det, 1), {&singular}, 11)[0].get_f64(0), 0.0);
+  Tensor rect = random_tensor(DType::F32, {2, 3});
+  EXPECT_NE(run_error(make_node(Op::Det, 1), {&rect}, 11).find("square"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpuopt
