@@ -28,6 +28,7 @@ struct ServeOptions {
   int64_t default_max_batch_size = 4;
   int64_t max_input_size = int64_t{64} << 20;
   int max_connections = 4096;
+  std::string precision = "fp32";
 };
 
 int run(const ServeOptions& o) {
@@ -44,6 +45,7 @@ int run(const ServeOptions& o) {
   so.repo.loader = server::session_model_loader();
   so.repo.default_max_batch_size = o.default_max_batch_size;
   so.repo.cuda_devices = server::cuda_device_count();
+  so.repo.precision = o.precision;
   if (o.control_mode == "none") {
     so.control_mode = server::ControlMode::kNone;
     if (!o.load_models.empty())
@@ -121,6 +123,9 @@ void setup(CLI::App& app) {
                   "max_batch_size for models without config.pbtxt that take any batch")
       ->capture_default_str();
   cmd->add_option("--http-max-input-size", o->max_input_size, "Largest request body in bytes (413 above)")
+      ->capture_default_str();
+  cmd->add_option("--precision", o->precision, "fp32, fp16 or bf16 for models without gpuopt.precision")
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}))
       ->capture_default_str();
   cmd->add_option("--http-max-connections", o->max_connections, "Open connections at most (503 above)")
       ->capture_default_str();

@@ -32,6 +32,7 @@ struct InstanceSpec {
   std::string name;                        // "simple_0_1"
   InstanceKind kind = InstanceKind::kCpu;  // resolved: kCpu or kGpu
   int device = 0;                          // GPU index for kGpu
+  std::string precision = "fp32";          // compute precision (SessionOptions::precision)
 };
 
 // A loaded model file: what it declares, and how to make an execution context for it.

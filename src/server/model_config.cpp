@@ -332,10 +332,14 @@ Status apply_padding_parameters(const std::string& src, ModelConfig* cfg) {
       }
     } else if (k == "gpuopt.pad_value") {
       cfg->padding.value = std::atof(v.c_str());
+    } else if (k == "gpuopt.precision") {
+      if (v != "fp32" && v != "fp16" && v != "bf16")
+        return Status::InvalidArgument("{}: parameter gpuopt.precision must be fp32, fp16 or bf16, found '{}'", src, v);
+      cfg->precision = v;
     } else {
       return Status::InvalidArgument(
           "{}: unknown parameter '{}' (known: gpuopt.pad_axis, gpuopt.pad_buckets, "
-          "gpuopt.pad_value)",
+          "gpuopt.pad_value, gpuopt.precision)",
           src, k);
     }
   }

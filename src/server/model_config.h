@@ -114,6 +114,7 @@ struct ModelConfig {
   std::string default_model_filename = "model.onnx";
   std::map<std::string, std::string> parameters;
   SequencePadding padding;
+  std::string precision;              // parameters gpuopt.precision: fp32, fp16 or bf16 ("" = server default)
   std::vector<std::string> warnings;  // ignored fields, one line each
 };
 

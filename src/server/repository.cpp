@@ -203,7 +203,8 @@ Result<std::map<int64_t, std::shared_ptr<LoadedVersion>>> Repository::load_versi
       }
       for (int d : devices)
         for (int i = 0; i < g.count; ++i) {
-          InstanceSpec spec{fmt::format("{}_{}", g.name, instances.size()), kind, d};
+          InstanceSpec spec{fmt::format("{}_{}", g.name, instances.size()), kind, d,
+                            lv->config.precision.empty() ? opt_.precision : lv->config.precision};
           auto b = src.create(spec);
           if (!b.ok()) return b.status().with_context(fmt::format("model '{}' instance {}", name, spec.name));
           instances.push_back(std::move(b).value());

@@ -38,7 +38,8 @@ struct RepositoryOptions {
   std::string path;  // a repository directory, or one .onnx file
   ModelLoader loader;
   int64_t default_max_batch_size = 4;
-  int cuda_devices = 0;  // GPUs usable for KIND_GPU / KIND_AUTO instances
+  int cuda_devices = 0;            // GPUs usable for KIND_GPU / KIND_AUTO instances
+  std::string precision = "fp32";  // default for models without gpuopt.precision
 };
 
 class Repository {

@@ -45,7 +45,10 @@ ModelLoader session_model_loader() {
     src.create = [path](const InstanceSpec& spec) -> Result<std::unique_ptr<ModelBackend>> {
       std::string dev = "cpu";
       if (spec.kind == InstanceKind::kGpu) dev = spec.device == 0 ? "cuda" : "cuda:" + std::to_string(spec.device);
-      GPUOPT_ASSIGN_OR_RETURN(auto s, Session::load(path, SessionOptions{.device = dev}));
+      SessionOptions so;
+      so.device = dev;
+      so.precision = spec.precision;
+      GPUOPT_ASSIGN_OR_RETURN(auto s, Session::load(path, so));
       return std::unique_ptr<ModelBackend>(std::make_unique<SessionBackend>(std::move(s)));
     };
     return src;
