@@ -18,7 +18,7 @@ namespace fs = std::filesystem;
 
 fs::path data_dir() {
   if (const char* src = std::getenv("GPUOPT_TEST_SOURCE_DIR")) return fs::path(src) / "tests" / "ops_nn" / "data";
-  return fs::path(__FILE__).parent_path() / "data";
+  return fs::path(GPUOPT_SOURCE_DIR) / "tests" / "ops_nn" / "data";
 }
 
 std::vector<std::string> case_names() {

@@ -15,7 +15,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path data_dir() { return fs::path(__FILE__).parent_path() / "data"; }
+fs::path data_dir() { return fs::path(GPUOPT_SOURCE_DIR) / "tests" / "ops_tensor" / "data"; }
 
 std::vector<std::string> case_names() {
   std::vector<std::string> names;
