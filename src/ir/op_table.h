@@ -24,8 +24,11 @@ namespace gpuopt {
 #include "ir/ops_math.inc"
 #include "ir/ops_nn.inc"
 #include "ir/ops_tensor.inc"
+#include "ir/ops_transformer.inc"
+#include "ir/ops_misc.inc"
 
-#define GPUOPT_OPS(X) GPUOPT_OPS_NN(X) GPUOPT_OPS_MATH(X) GPUOPT_OPS_TENSOR(X)
+#define GPUOPT_OPS(X) \
+  GPUOPT_OPS_NN(X) GPUOPT_OPS_MATH(X) GPUOPT_OPS_TENSOR(X) GPUOPT_OPS_TRANSFORMER(X) GPUOPT_OPS_MISC(X)
 
 enum class Op : uint16_t {
 #define GPUOPT_X(name) name,
