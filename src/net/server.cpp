@@ -1,5 +1,6 @@
-// HttpServer: acceptor + connections on one io_context run by N threads. Each connection lives
-// on its own strand and handles one request at a time.
+// HttpServer: N I/O threads, each running its own io_context; the acceptor lives on the first and
+// hands connections out round-robin. A connection stays on its thread for life and handles one
+// request at a time, so it needs no strand, and the threads do not share one completion queue.
 #include "core/log.h"
 #include "net/http.h"
 
@@ -33,10 +34,14 @@ struct ResponderState {
 struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
   ServerOptions opts;
   Router router;
-  asio::io_context ioc;
-  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
-  tcp::acceptor acceptor{asio::make_strand(ioc)};
-  std::vector<std::thread> threads;
+  struct IoThread {
+    asio::io_context ioc{1};  // concurrency hint: run by one thread
+    std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
+    std::thread thread;
+  };
+  std::vector<std::unique_ptr<IoThread>> io;
+  size_t next_io = 0;  // used by the acceptor's thread only
+  std::optional<tcp::acceptor> acceptor;
   std::string host;
   uint16_t port = 0;
 
@@ -50,7 +55,11 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
 
   std::atomic<uint64_t> accepted{0}, rejected{0}, requests{0}, bad_requests{0};
 
-  explicit Impl(ServerOptions o, Router r) : opts(std::move(o)), router(std::move(r)) {}
+  Impl(ServerOptions o, Router r) : opts(std::move(o)), router(std::move(r)) {
+    int n = opts.threads > 0 ? opts.threads : static_cast<int>(std::thread::hardware_concurrency());
+    for (int i = 0; i < std::max(n, 1); ++i) io.push_back(std::make_unique<IoThread>());
+    acceptor.emplace(io[0]->ioc);
+  }
   void do_accept();
   void on_accept(beast::error_code ec, tcp::socket socket);
   void unregister(Connection* c) {
@@ -270,13 +279,14 @@ void Responder::operator()(HttpResponse response) const {
 }
 
 void HttpServer::Impl::do_accept() {
-  acceptor.async_accept(asio::make_strand(ioc), [self = shared_from_this()](beast::error_code ec, tcp::socket s) {
+  asio::io_context& peer = io[next_io++ % io.size()]->ioc;
+  acceptor->async_accept(peer, [self = shared_from_this()](beast::error_code ec, tcp::socket s) {
     self->on_accept(ec, std::move(s));
   });
 }
 
 void HttpServer::Impl::on_accept(beast::error_code ec, tcp::socket socket) {
-  if (ec == asio::error::operation_aborted || stopping.load() || !acceptor.is_open()) return;
+  if (ec == asio::error::operation_aborted || stopping.load() || !acceptor->is_open()) return;
   if (ec) {
     GPUOPT_LOG(warn, "http: accept failed: {}", ec.message());
     return do_accept();
@@ -306,20 +316,18 @@ Result<std::unique_ptr<HttpServer>> HttpServer::start(ServerOptions options, Rou
   auto addr = asio::ip::make_address(impl->opts.host, ec);
   if (ec) return Status::InvalidArgument("http: bad listen address '{}': {}", impl->opts.host, ec.message());
   tcp::endpoint ep(addr, impl->opts.port);
-  impl->acceptor.open(ep.protocol(), ec);
-  if (!ec) impl->acceptor.set_option(asio::socket_base::reuse_address(true), ec);
-  if (!ec) impl->acceptor.bind(ep, ec);
+  impl->acceptor->open(ep.protocol(), ec);
+  if (!ec) impl->acceptor->set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) impl->acceptor->bind(ep, ec);
   if (ec) return Status::Unavailable("http: cannot bind {}:{}: {}", impl->opts.host, impl->opts.port, ec.message());
-  impl->acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  impl->acceptor->listen(asio::socket_base::max_listen_connections, ec);
   if (ec)
     return Status::Unavailable("http: cannot listen on {}:{}: {}", impl->opts.host, impl->opts.port, ec.message());
-  impl->port = impl->acceptor.local_endpoint().port();
+  impl->port = impl->acceptor->local_endpoint().port();
   impl->host = impl->opts.host;
-  int n = impl->opts.threads > 0 ? impl->opts.threads : static_cast<int>(std::thread::hardware_concurrency());
-  if (n <= 0) n = 1;
-  impl->work.emplace(impl->ioc.get_executor());
+  for (auto& t : impl->io) t->work.emplace(t->ioc.get_executor());
   impl->do_accept();
-  for (int i = 0; i < n; ++i) impl->threads.emplace_back([p = impl.get()] { p->ioc.run(); });
+  for (auto& t : impl->io) t->thread = std::thread([c = &t->ioc] { c->run(); });
   return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
 }
 
@@ -352,9 +360,9 @@ void HttpServer::stop(std::chrono::milliseconds grace) {
   std::lock_guard<std::mutex> stop_lk(impl_->stop_mu);
   if (impl_->joined.load()) return;
   impl_->stopping.store(true);
-  asio::post(impl_->acceptor.get_executor(), [p = impl_] {
+  asio::post(impl_->acceptor->get_executor(), [p = impl_] {
     beast::error_code ec;
-    p->acceptor.close(ec);
+    p->acceptor->close(ec);
   });
   impl_->for_each_connection([](auto& c) { c->on_server_stop(); });
   auto wait_empty = [&](std::chrono::milliseconds d) {
@@ -366,10 +374,12 @@ void HttpServer::stop(std::chrono::milliseconds grace) {
     impl_->for_each_connection([](auto& c) { c->force_close(); });
     wait_empty(std::chrono::milliseconds(500));
   }
-  impl_->work.reset();
-  impl_->ioc.stop();
-  for (auto& t : impl_->threads)
-    if (t.joinable()) t.join();
+  for (auto& t : impl_->io) {
+    t->work.reset();
+    t->ioc.stop();
+  }
+  for (auto& t : impl_->io)
+    if (t->thread.joinable()) t->thread.join();
   impl_->joined.store(true);
 }
 

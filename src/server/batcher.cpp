@@ -4,6 +4,10 @@
 #include <algorithm>
 #include <limits>
 
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+
 #include "core/log.h"
 #include "server/batch_tensors.h"
 
@@ -144,9 +148,37 @@ Status Batcher::submit(BatchRequest request) {
     item->seq = next_seq_++;
     queues_[level - 1].push_back(std::move(item));
     ++queued_;
+    // Fast path: when the batch is due now and an instance is idle, hand it over from this
+    // thread; a wake-up of the scheduler thread (tens of microseconds on a busy or virtualised
+    // host) is saved on every request that does not wait for company.
+    if (dispatch_now_locked(now_ns()) && queued_ == 0) return Status::Ok();
   }
   cv_.notify_one();
   return Status::Ok();
+}
+
+Batcher::Instance* Batcher::idle_instance_locked() {
+  Instance* idle = nullptr;
+  for (auto& inst : instances_)
+    if (!inst->busy && (!idle || inst->executions < idle->executions)) idle = inst.get();
+  return idle;
+}
+
+bool Batcher::dispatch_now_locked(uint64_t now) {
+  if (!started_ || stopping_) return false;
+  Instance* idle = idle_instance_locked();
+  if (!idle) return false;
+  // Requests past their deadline are the scheduler's to answer (reject or delay) first.
+  for (auto& q : queues_)
+    for (auto& it : q)
+      if (!it->delayed && it->deadline_ns <= now) return false;
+  Batch b;
+  uint64_t wake = kNever;
+  if (!form_batch(now, &b, &wake)) return false;
+  idle->batch = std::move(b);
+  idle->busy = true;
+  idle->cv.notify_one();
+  return true;
 }
 
 bool Batcher::form_batch(uint64_t now, Batch* out, uint64_t* wake_at) {
@@ -213,6 +245,11 @@ bool Batcher::form_batch(uint64_t now, Batch* out, uint64_t* wake_at) {
 }
 
 void Batcher::scheduler_loop() {
+#ifdef __linux__
+  // Linux lets a sleeping thread's timer fire up to 50 us late by default ("timer slack"), which
+  // tripled a 50 us max_queue_delay; 1 us keeps the delay what the config says.
+  prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+#endif
   std::unique_lock<std::mutex> lk(mu_);
   for (;;) {
     uint64_t now = now_ns();
@@ -248,9 +285,7 @@ void Batcher::scheduler_loop() {
       continue;
     }
     if (stopping_ && queued_ == 0) break;
-    Instance* idle = nullptr;
-    for (auto& inst : instances_)
-      if (!inst->busy && (!idle || inst->executions < idle->executions)) idle = inst.get();
+    Instance* idle = idle_instance_locked();
     if (idle && queued_ > 0) {
       Batch b;
       if (form_batch(now, &b, &wake)) {
