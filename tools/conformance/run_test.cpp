@@ -47,6 +47,9 @@ struct ToleranceOverride {
 };
 constexpr ToleranceOverride kToleranceOverrides[] = {
     {"", {1e-3, 1e-7}, "ONNX backend-test default"},
+    // Imaginary parts that are exactly 0 were stored as float32 round-off (up to 1.9e-7) of
+    // values of magnitude ~100; an exact DFT gives 0, so atol covers that round-off.
+    {"test_dft_inverse", {1e-3, 1e-6}, "float32 round-off stored for exact zeros"},
 };
 
 Tolerance tolerance_for(const std::string& name) {

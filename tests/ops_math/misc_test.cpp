@@ -1,0 +1,224 @@
+// Ops of src/ir/ops_misc.inc (backends/cpu/misc_*.cpp) on small hand-checked cases; the ONNX
+// node tests (gpuopt_conformance) are the main oracle, these pin the edge rules each kernel
+// documents and the error messages for bad input.
+#include "op_test_util.h"
+
+#include <cmath>
+#include <numbers>
+
+namespace gpuopt {
+namespace {
+
+using namespace gpuopt::testing;
+
+Tensor f32(Shape s, std::vector<float> v) { return Tensor::from_vector<float>(DType::F32, std::move(s), v); }
+Tensor i64(Shape s, std::vector<int64_t> v) { return Tensor::from_vector<int64_t>(DType::I64, std::move(s), v); }
+std::vector<double> values(const Tensor& t) {
+  std::vector<double> v;
+  for (int64_t i = 0; i < t.numel(); ++i) v.push_back(t.get_f64(i));
+  return v;
+}
+void expect_near_all(const Tensor& t, const std::vector<double>& want, double tol = 1e-6) {
+  ASSERT_EQ(t.numel(), static_cast<int64_t>(want.size()));
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(t.get_f64(static_cast<int64_t>(i)), want[i], tol) << "element " << i;
+}
+
+TEST(MiscTensor, OneHotWrapsNegativeIndicesAndHonoursAxis) {
+  Tensor idx = i64({3}, {0, -1, 2});
+  Tensor depth = i64({}, {3});
+  Tensor vals = f32({2}, {-1, 5});
+  std::vector<Tensor> y = run(make_node(Op::OneHot, 3), {&idx, &depth, &vals}, 11);
+  ASSERT_EQ(y[0].shape(), (Shape{3, 3}));
+  // rows: class 0, class 2 (-1 mod 3), class 2
+  EXPECT_EQ(values(y[0]), (std::vector<double>{5, -1, -1, -1, -1, 5, -1, -1, 5}));
+  y = run(make_node(Op::OneHot, 3, 1, {{"axis", attr_i(0)}}), {&idx, &depth, &vals}, 11);
+  ASSERT_EQ(y[0].shape(), (Shape{3, 3}));
+  EXPECT_EQ(values(y[0]), (std::vector<double>{5, -1, -1, -1, -1, -1, -1, 5, 5}));  // transposed
+}
+
+TEST(MiscTensor, EyeLikeOffDiagonalAndDtype) {
+  Tensor x = Tensor::zeros(DType::I32, {3, 4});
+  std::vector<Tensor> y = run(make_node(Op::EyeLike, 1, 1, {{"k", attr_i(1)}, {"dtype", attr_i(11)}}), {&x}, 22);
+  ASSERT_EQ(y[0].dtype(), DType::F64);
+  EXPECT_EQ(values(y[0]), (std::vector<double>{0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1}));
+  Tensor v = Tensor::zeros(DType::F32, {3});
+  EXPECT_NE(run_error(make_node(Op::EyeLike, 1), {&v}, 22).find("must be 2-D"), std::string::npos);
+}
+
+TEST(MiscTensor, CompressWithAndWithoutAxis) {
+  Tensor x = f32({3, 2}, {1, 2, 3, 4, 5, 6});
+  Tensor c = Tensor::from_vector<int64_t>(DType::Bool, {3}, {0, 1, 1});
+  std::vector<Tensor> y = run(make_node(Op::Compress, 2, 1, {{"axis", attr_i(0)}}), {&x, &c}, 11);
+  EXPECT_EQ(y[0].shape(), (Shape{2, 2}));
+  EXPECT_EQ(values(y[0]), (std::vector<double>{3, 4, 5, 6}));
+  y = run(make_node(Op::Compress, 2), {&x, &c}, 11);  // flattened: condition shorter than the input
+  EXPECT_EQ(values(y[0]), (std::vector<double>{2, 3}));
+  Tensor c2 = Tensor::from_vector<int64_t>(DType::Bool, {4}, {0, 0, 0, 1});
+  EXPECT_NE(run_error(make_node(Op::Compress, 2, 1, {{"axis", attr_i(0)}}), {&x, &c2}, 11).find("index 3"),
+            std::string::npos);
+}
+
+TEST(MiscTensor, ReverseSequenceReversesOnlyThePrefix) {
+  // time-major [T=3, B=2]: batch 0 reverses 3 steps, batch 1 only 2
+  Tensor x = f32({3, 2}, {0, 10, 1, 11, 2, 12});
+  Tensor lens = i64({2}, {3, 2});
+  std::vector<Tensor> y = run(make_node(Op::ReverseSequence, 2), {&x, &lens}, 11);
+  EXPECT_EQ(values(y[0]), (std::vector<double>{2, 11, 1, 10, 0, 12}));
+}
+
+TEST(MiscTensor, CenterCropPadOddDifferences) {
+  Tensor x = f32({5}, {0, 1, 2, 3, 4});
+  Tensor to2 = i64({1}, {2}), to8 = i64({1}, {8});
+  // crop 5 -> 2: start (5-2)/2 = 1; pad 5 -> 8: 1 zero before, 2 after
+  EXPECT_EQ(values(run(make_node(Op::CenterCropPad, 2), {&x, &to2}, 18)[0]), (std::vector<double>{1, 2}));
+  EXPECT_EQ(values(run(make_node(Op::CenterCropPad, 2), {&x, &to8}, 18)[0]),
+            (std::vector<double>{0, 0, 1, 2, 3, 4, 0, 0}));
+}
+
+TEST(MiscTensor, BitCastKeepsBits) {
+  Tensor x = f32({2}, {1.0f, -2.0f});
+  std::vector<Tensor> y = run(make_node(Op::BitCast, 1, 1, {{"to", attr_i(6)}}), {&x}, 26);
+  ASSERT_EQ(y[0].dtype(), DType::I32);
+  EXPECT_EQ(y[0].data<int32_t>()[0], 0x3f800000);
+  EXPECT_EQ(static_cast<uint32_t>(y[0].data<int32_t>()[1]), 0xc0000000u);
+  EXPECT_NE(run_error(make_node(Op::BitCast, 1, 1, {{"to", attr_i(7)}}), {&x}, 26).find("differ in width"),
+            std::string::npos);
+}
+
+TEST(MiscTensor, TensorScatterLinearAndCircular) {
+  Tensor past = Tensor::zeros(DType::F32, {1, 4, 1});  // axis -2 = sequence
+  Tensor upd = f32({1, 2, 1}, {7, 8});
+  Tensor w = i64({1}, {3});
+  EXPECT_NE(run_error(make_node(Op::TensorScatter, 3), {&past, &upd, &w}, 24).find("outside the cache"),
+            std::string::npos);
+  std::vector<Tensor> y =
+      run(make_node(Op::TensorScatter, 3, 1, {{"mode", attr_s("circular")}}), {&past, &upd, &w}, 24);
+  EXPECT_EQ(values(y[0]), (std::vector<double>{8, 0, 0, 7}));
+}
+
+TEST(MiscPoolNorm, LpPoolAndLpNormalization) {
+  Tensor x = f32({1, 1, 3}, {3, -4, 0});
+  std::vector<Tensor> y = run(make_node(Op::LpPool, 1, 1, {{"kernel_shape", attr_ints({2})}, {"p", attr_i(2)}}), {&x}, 18);
+  expect_near_all(y[0], {5, 4});
+  Tensor m = f32({2, 2}, {3, -4, 0, 0});
+  expect_near_all(run(make_node(Op::LpNormalization, 1, 1, {{"p", attr_i(1)}}), {&m}, 22)[0],
+                  {3.0 / 7, -4.0 / 7, 0, 0});  // zero row stays zero
+  expect_near_all(run(make_node(Op::LpNormalization, 1), {&m}, 22)[0], {0.6, -0.8, 0, 0});
+}
+
+TEST(MiscPoolNorm, LrnWindowIsAsymmetricForEvenSize) {
+  // size 2: channel c sums c-0..c+1 (floor and ceil of (size-1)/2)
+  Tensor x = f32({1, 3, 1, 1}, {1, 2, 3});
+  std::vector<Tensor> y = run(
+      make_node(Op::LRN, 1, 1, {{"size", attr_i(2)}, {"alpha", attr_f(2)}, {"beta", attr_f(1)}, {"bias", attr_f(1)}}),
+      {&x}, 13);
+  expect_near_all(y[0], {1.0 / (1 + 5), 2.0 / (1 + 13), 3.0 / (1 + 9)});
+}
+
+TEST(MiscPoolNorm, MaxUnpoolPlacesValuesAndPads) {
+  Tensor x = f32({1, 1, 1, 1}, {9});
+  Tensor ind = i64({1, 1, 1, 1}, {3});
+  Tensor shape = i64({4}, {1, 1, 3, 3});
+  std::vector<Tensor> y = run(make_node(Op::MaxUnpool, 3, 1, {{"kernel_shape", attr_ints({2, 2})}}), {&x, &ind, &shape}, 11);
+  ASSERT_EQ(y[0].shape(), (Shape{1, 1, 3, 3}));
+  // index 3 in the default 2x2 output is (1, 1); it keeps those coordinates in the 3x3 output
+  EXPECT_EQ(values(y[0]), (std::vector<double>{0, 0, 0, 0, 9, 0, 0, 0, 0}));
+}
+
+TEST(MiscSignal, WindowsAndDft) {
+  Tensor n = Tensor::from_vector<int64_t>(DType::I32, {}, {4});
+  expect_near_all(run(make_node(Op::HannWindow, 1), {&n}, 17)[0], {0, 0.5, 1, 0.5});
+  expect_near_all(run(make_node(Op::HannWindow, 1, 1, {{"periodic", attr_i(0)}}), {&n}, 17)[0], {0, 0.75, 0.75, 0});
+  expect_near_all(run(make_node(Op::BlackmanWindow, 1), {&n}, 17)[0], {0, 0.34, 1, 0.34});
+  // DFT of [1, 2, 3, 4] (real): [10, -2+2i, -2, -2-2i]; onesided keeps 3 bins
+  Tensor x = f32({1, 4, 1}, {1, 2, 3, 4});
+  std::vector<Tensor> y = run(make_node(Op::DFT, 1, 1, {{"axis", attr_i(1)}}), {&x}, 19);
+  ASSERT_EQ(y[0].shape(), (Shape{1, 4, 2}));
+  expect_near_all(y[0], {10, 0, -2, 2, -2, 0, -2, -2}, 1e-5);
+  // inverse onesided (irfft) of the half spectrum gives the signal back
+  Tensor half = f32({1, 3, 2}, {10, 0, -2, 2, -2, 0});
+  Tensor axis = i64({}, {1});
+  y = run(make_node(Op::DFT, 3, 1, {{"inverse", attr_i(1)}, {"onesided", attr_i(1)}}), {&half, nullptr, &axis}, 20);
+  ASSERT_EQ(y[0].shape(), (Shape{1, 4, 1}));
+  expect_near_all(y[0], {1, 2, 3, 4}, 1e-5);
+}
+
+TEST(MiscQuant, DynamicQuantizeLinear) {
+  Tensor x = f32({3}, {0, 2, -3});
+  std::vector<Tensor> y = run(make_node(Op::DynamicQuantizeLinear, 1, 3), {&x}, 11);
+  // range [-3, 2]: scale 5/255, zero point round(3 / scale) = 153
+  EXPECT_FLOAT_EQ(y[1].data<float>()[0], 5.0f / 255.0f);
+  EXPECT_EQ(y[2].data<uint8_t>()[0], 153);
+  EXPECT_EQ(values(y[0]), (std::vector<double>{153, 255, 0}));
+}
+
+TEST(MiscQuant, ConvIntegerSubtractsZeroPoints) {
+  Tensor x = Tensor::from_vector<int64_t>(DType::U8, {1, 1, 2, 2}, {10, 11, 12, 13});
+  Tensor w = Tensor::from_vector<int64_t>(DType::U8, {1, 1, 2, 2}, {1, 1, 1, 2});
+  Tensor xz = Tensor::from_vector<int64_t>(DType::U8, {}, {10});
+  Tensor wz = Tensor::from_vector<int64_t>(DType::U8, {}, {1});
+  std::vector<Tensor> y = run(make_node(Op::ConvInteger, 4), {&x, &w, &xz, &wz}, 10);
+  ASSERT_EQ(y[0].dtype(), DType::I32);
+  EXPECT_EQ(values(y[0]), (std::vector<double>{3}));  // (0,1,2,3) . (0,0,0,1)
+}
+
+TEST(MiscImage, Col2ImSumsOverlaps) {
+  // 1 channel, 1x3 image, 1x2 blocks at stride 1: two blocks overlap on pixel 1
+  Tensor x = f32({1, 2, 2}, {1, 2, 10, 20});  // [tap][block]
+  Tensor img = i64({2}, {1, 3}), blk = i64({2}, {1, 2});
+  std::vector<Tensor> y = run(make_node(Op::Col2Im, 3), {&x, &img, &blk}, 18);
+  ASSERT_EQ(y[0].shape(), (Shape{1, 1, 1, 3}));
+  EXPECT_EQ(values(y[0]), (std::vector<double>{1, 2 + 10, 20}));
+}
+
+TEST(MiscImage, AffineGridIdentityAndGridSample) {
+  Tensor theta = f32({1, 2, 3}, {1, 0, 0, 0, 1, 0});
+  Tensor size = i64({4}, {1, 1, 2, 2});
+  std::vector<Tensor> g = run(make_node(Op::AffineGrid, 2, 1, {{"align_corners", attr_i(1)}}), {&theta, &size}, 20);
+  ASSERT_EQ(g[0].shape(), (Shape{1, 2, 2, 2}));
+  EXPECT_EQ(values(g[0]), (std::vector<double>{-1, -1, 1, -1, -1, 1, 1, 1}));
+  // Identity grid with align_corners samples the input back exactly.
+  Tensor x = f32({1, 1, 2, 2}, {1, 2, 3, 4});
+  std::vector<Tensor> y = run(make_node(Op::GridSample, 2, 1, {{"align_corners", attr_i(1)}}), {&x, &g[0]}, 20);
+  expect_near_all(y[0], {1, 2, 3, 4});
+  // The centre (0, 0) averages the four pixels; outside with zeros padding reads 0.
+  Tensor c = f32({1, 1, 2, 2}, {0, 0, 5, 5});
+  y = run(make_node(Op::GridSample, 2, 1, {{"align_corners", attr_i(1)}}), {&x, &c}, 20);
+  expect_near_all(y[0], {2.5, 0});
+  y = run(make_node(Op::GridSample, 2, 1, {{"align_corners", attr_i(1)}, {"padding_mode", attr_s("border")}}), {&x, &c}, 20);
+  expect_near_all(y[0], {2.5, 4});
+}
+
+TEST(MiscDetect, NonMaxSuppressionSuppressesOverlaps) {
+  // boxes [y1, x1, y2, x2]: 0 and 1 overlap (IoU 0.81), 2 is apart
+  Tensor boxes = f32({1, 3, 4}, {0, 0, 1, 1, 0, 0.1f, 1, 1.1f, 0, 5, 1, 6});
+  Tensor scores = f32({1, 1, 3}, {0.8f, 0.9f, 0.3f});
+  Tensor maxb = i64({1}, {3});
+  Tensor iou = f32({1}, {0.5f});
+  std::vector<Tensor> y = run(make_node(Op::NonMaxSuppression, 4), {&boxes, &scores, &maxb, &iou}, 11);
+  ASSERT_EQ(y[0].shape(), (Shape{2, 3}));
+  EXPECT_EQ(y[0].to_i64_vector(), (std::vector<int64_t>{0, 0, 1, 0, 0, 2}));
+  Tensor thr = f32({1}, {0.5f});
+  y = run(make_node(Op::NonMaxSuppression, 5), {&boxes, &scores, &maxb, &iou, &thr}, 11);
+  EXPECT_EQ(y[0].to_i64_vector(), (std::vector<int64_t>{0, 0, 1}));
+}
+
+TEST(MiscDetect, UniqueSortedAndUnsorted) {
+  Tensor x = f32({6}, {2, 1, 1, 3, 4, 3});
+  std::vector<Tensor> y = run(make_node(Op::Unique, 1, 4), {&x}, 11);
+  EXPECT_EQ(values(y[0]), (std::vector<double>{1, 2, 3, 4}));
+  EXPECT_EQ(y[1].to_i64_vector(), (std::vector<int64_t>{1, 0, 3, 4}));
+  EXPECT_EQ(y[2].to_i64_vector(), (std::vector<int64_t>{1, 0, 0, 2, 3, 2}));
+  EXPECT_EQ(y[3].to_i64_vector(), (std::vector<int64_t>{2, 1, 2, 1}));
+  y = run(make_node(Op::Unique, 1, 4, {{"sorted", attr_i(0)}}), {&x}, 11);
+  EXPECT_EQ(values(y[0]), (std::vector<double>{2, 1, 3, 4}));
+  EXPECT_EQ(y[2].to_i64_vector(), (std::vector<int64_t>{0, 1, 1, 2, 3, 2}));
+  Tensor m = f32({3, 2}, {1, 0, 0, 1, 1, 0});
+  y = run(make_node(Op::Unique, 1, 4, {{"axis", attr_i(0)}}), {&m}, 11);
+  EXPECT_EQ(y[0].shape(), (Shape{2, 2}));
+  EXPECT_EQ(values(y[0]), (std::vector<double>{0, 1, 1, 0}));
+  EXPECT_EQ(y[3].to_i64_vector(), (std::vector<int64_t>{1, 2}));
+}
+
+}  // namespace
+}  // namespace gpuopt
