@@ -1,0 +1,35 @@
+// Resize / Upsample on the GPU: nearest (four rounding modes) and linear, every
+// coordinate_transformation_mode, any rank. The host works out each axis's scale and roi exactly
+// as the CPU reference does; the kernel computes each output element's taps in double (the same
+// formulas, products kept unfused) and sums the tensor product of the per-axis taps in double.
+#pragma once
+
+#include "backends/cuda/elementwise.h"
+
+namespace gpuopt::cuda {
+
+enum class ResizeCtm : uint8_t {
+  kHalfPixel, kHalfPixelSymmetric, kPytorchHalfPixel, kAlignCorners, kAsymmetric, kTfCropAndResize, kTfHalfPixelForNn,
+};
+enum class ResizeNearest : uint8_t { kRoundPreferFloor, kRoundPreferCeil, kFloor, kCeil };
+
+struct ResizeDesc {
+  int rank = 0;
+  int64_t numel = 0;  // output elements
+  int64_t in_dims[kMaxRank] = {};
+  int64_t out_dims[kMaxRank] = {};
+  double scale[kMaxRank] = {};
+  double roi_start[kMaxRank] = {};
+  double roi_end[kMaxRank] = {};
+  bool resized[kMaxRank] = {};  // false: the axis is copied through (identity)
+  ResizeCtm ctm = ResizeCtm::kHalfPixel;
+  ResizeNearest nearest = ResizeNearest::kRoundPreferFloor;
+  bool linear = false;
+  bool exclude_outside = false;  // linear only
+  double extrapolation = 0.0;
+};
+
+// dt: f32, f16, bf16, u8, i8 (integers round half to even and saturate).
+Status launch_resize(DType dt, const void* x, void* y, const ResizeDesc& d, cudaStream_t s);
+
+}  // namespace gpuopt::cuda
