@@ -2,6 +2,8 @@
 // powers of two with odd sizes. Ops without a CUDA kernel report "unsupported".
 #include "cases.h"
 
+#include "core/tensor.h"
+
 #include <fmt/format.h>
 
 namespace gpuopt::backend_ops {
@@ -60,8 +62,329 @@ InputSpec scalar(DType dt, double v) {
   return in;
 }
 
+// A constant tensor of any shape (indices with a chosen pattern; still uploaded to the device
+// unless the kernel reads that input on the host).
+InputSpec const_tensor(DType dt, Shape s, std::vector<double> v) {
+  InputSpec in;
+  in.dtype = dt;
+  in.shape = std::move(s);
+  in.host_constant = true;
+  in.values = std::move(v);
+  return in;
+}
+Attribute attr_t(Tensor t) {
+  Attribute a;
+  a.kind = Attribute::Kind::kTensor;
+  a.t = std::move(t);
+  return a;
+}
+
 std::string label(DType dt, const Shape& s, const std::string& extra = "") {
   return fmt::format("{} {}{}{}", dtype_name(dt), shape_to_string(s), extra.empty() ? "" : " ", extra);
+}
+
+// Deterministic index values in [lo, hi] (negative ones count from the end).
+std::vector<double> index_values(int64_t n, int64_t lo, int64_t hi, uint32_t seed) {
+  std::vector<double> v(static_cast<size_t>(n));
+  uint32_t x = seed * 2654435761u + 12345u;
+  for (auto& e : v) {
+    x = x * 1664525u + 1013904223u;
+    e = static_cast<double>(lo + static_cast<int64_t>((x >> 8) % static_cast<uint32_t>(hi - lo + 1)));
+  }
+  return v;
+}
+
+// ops_index.cpp / ops_create.cpp: index, layout and creation ops.
+void add_index_cases(std::vector<Case>& cases) {
+  auto add = [&](Case c) { cases.push_back(std::move(c)); };
+  const DType kMove[] = {DType::F32, DType::F16, DType::BF16, DType::I64, DType::U8};
+  for (DType dt : kMove) {
+    add({"DepthToSpace", label(dt, {2, 8, 3, 5}, "b=2 DCR"), {data(dt, {2, 8, 3, 5}, 0, 100)},
+         {{"blocksize", attr_i(2)}, {"mode", attr_s("DCR")}}});
+    add({"DepthToSpace", label(dt, {1, 18, 4, 7}, "b=3 CRD"), {data(dt, {1, 18, 4, 7}, 0, 100)},
+         {{"blocksize", attr_i(3)}, {"mode", attr_s("CRD")}}});
+    add({"SpaceToDepth", label(dt, {2, 3, 6, 10}, "b=2"), {data(dt, {2, 3, 6, 10}, 0, 100)}, {{"blocksize", attr_i(2)}}});
+    add({"SpaceToDepth", label(dt, {1, 5, 9, 3}, "b=3"), {data(dt, {1, 5, 9, 3}, 0, 100)}, {{"blocksize", attr_i(3)}}});
+    add({"Trilu", label(dt, {3, 5, 7}, "upper k=0"), {data(dt, {3, 5, 7}, 0, 100)}});
+    add({"Trilu", label(dt, {2, 16, 9}, "lower k=-1"), {data(dt, {2, 16, 9}, 0, 100), scalar(DType::I64, -1)},
+         {{"upper", attr_i(0)}}});
+    add({"Trilu", label(dt, {2, 16, 9}, "upper k=2"), {data(dt, {2, 16, 9}, 0, 100), scalar(DType::I64, 2)}});
+    add({"Trilu", label(dt, {4, 7}, "lower k=10"), {data(dt, {4, 7}, 0, 100), scalar(DType::I64, 10)}, {{"upper", attr_i(0)}}});
+  }
+  for (DType dt : kFloats) {
+    // Random indices over [-extent, extent): negative ones count from the end.
+    add({"GatherElements", label(dt, {5, 7, 11}, "idx [5,4,11] axis=1"), {data(dt, {5, 7, 11}), data(DType::I64, {5, 4, 11}, -7, 6.99)},
+         {{"axis", attr_i(1)}}});
+    add({"GatherElements", label(dt, {8, 3, 5}, "idx [13,3,2] axis=0"), {data(dt, {8, 3, 5}), data(DType::I64, {13, 3, 2}, -8, 7.99)}});
+    add({"GatherElements", label(dt, {4, 16}, "idx i32 [3,9] axis=-1"), {data(dt, {4, 16}), data(DType::I32, {3, 9}, -16, 15.99)},
+         {{"axis", attr_i(-1)}}});
+    // GatherND: per-column ranges, so indices are built here.
+    {
+      std::vector<double> v;
+      const auto a = index_values(6, -5, 4, 1), b = index_values(6, -7, 6, 2);
+      for (size_t i = 0; i < 6; ++i) v.insert(v.end(), {a[i], b[i]});
+      add({"GatherND", label(dt, {5, 7, 11}, "idx [3,2,2]"), {data(dt, {5, 7, 11}), const_tensor(DType::I64, {3, 2, 2}, v)}});
+    }
+    add({"GatherND", label(dt, {5, 7, 11}, "idx [4,1]"), {data(dt, {5, 7, 11}), const_tensor(DType::I64, {4, 1}, {4, -1, 0, 2})}});
+    {
+      std::vector<double> v;
+      const auto a = index_values(9, 0, 4, 3), b = index_values(9, -7, 6, 4), c = index_values(9, 0, 10, 5);
+      for (size_t i = 0; i < 9; ++i) v.insert(v.end(), {a[i], b[i], c[i]});
+      add({"GatherND", label(dt, {5, 7, 11}, "idx i32 [9,3] scalars"), {data(dt, {5, 7, 11}), const_tensor(DType::I32, {9, 3}, v)}});
+    }
+    add({"GatherND", label(dt, {4, 7, 11}, "idx [4,3,1] batch_dims=1"),
+         {data(dt, {4, 7, 11}), const_tensor(DType::I64, {4, 3, 1}, index_values(12, -7, 6, 6))}, {{"batch_dims", attr_i(1)}}});
+  }
+  // Scatter: reduction none with distinct targets (a duplicate leaves an unspecified update);
+  // the reductions with random, repeating targets.
+  std::vector<DType> scatter_types(std::begin(kFloats), std::end(kFloats));
+  scatter_types.push_back(DType::I32);
+  scatter_types.push_back(DType::I64);
+  for (DType dt : scatter_types) {
+    std::vector<double> distinct;  // [5,3,11] along axis 1 of [5,7,11]: (i+k), +3, +6 mod 7, some negative
+    for (int i = 0; i < 5; ++i)
+      for (int j = 0; j < 3; ++j)
+        for (int k = 0; k < 11; ++k) {
+          const int v = (i + k + 3 * j) % 7;
+          distinct.push_back((i + j + k) % 2 ? v - 7 : v);
+        }
+    for (const char* op : {"ScatterElements", "Scatter"}) {
+      Case c{op, label(dt, {5, 7, 11}, "idx [5,3,11] axis=1"),
+             {data(dt, {5, 7, 11}), const_tensor(DType::I64, {5, 3, 11}, distinct), data(dt, {5, 3, 11})},
+             {{"axis", attr_i(1)}}};
+      if (std::string(op) == "Scatter") c.opset = 10;
+      add(c);
+    }
+    for (const char* red : {"add", "mul", "max", "min"}) {
+      add({"ScatterElements", label(dt, {6, 9}, fmt::format("idx [6,13] axis=1 {}", red)),
+           {data(dt, {6, 9}), data(DType::I64, {6, 13}, -9, 8.99), data(dt, {6, 13})},
+           {{"axis", attr_i(1)}, {"reduction", attr_s(red)}}, 18});
+      add({"ScatterND", label(dt, {5, 7, 11}, fmt::format("idx [6,1] {}", red)),
+           {data(dt, {5, 7, 11}), const_tensor(DType::I64, {6, 1}, index_values(6, -5, 4, 7)), data(dt, {6, 7, 11})},
+           {{"reduction", attr_s(red)}}, 18});
+    }
+    add({"ScatterElements", label(dt, {16, 4}, "idx i32 [16,4] axis=0"),
+         {data(dt, {16, 4}), const_tensor(DType::I32, {16, 4}, [] {
+            std::vector<double> v;
+            for (int i = 0; i < 16; ++i)
+              for (int k = 0; k < 4; ++k) v.push_back((i * 5 + k) % 16);
+            return v;
+          }()), data(dt, {16, 4})}});
+    add({"ScatterND", label(dt, {5, 7, 11}, "idx [3,2]"),
+         {data(dt, {5, 7, 11}), const_tensor(DType::I64, {3, 2}, {0, 1, -1, 6, 2, -4}), data(dt, {3, 11})}});
+    add({"ScatterND", label(dt, {5, 7, 11}, "idx i32 [2,2,3]"),
+         {data(dt, {5, 7, 11}), const_tensor(DType::I32, {2, 2, 3}, {0, 0, 0, 4, 6, 10, -1, 0, 3, 2, -3, -11}), data(dt, {2, 2})}});
+  }
+  for (DType dt : kFloats) {
+    add({"Cosh", label(dt, {5, 7, 11, 13}), {data(dt, {5, 7, 11, 13}, -3, 3)}});
+    add({"CastLike", label(dt, {5, 7, 11, 13}, "like f32"), {data(dt, {5, 7, 11, 13}), data(DType::F32, {1})}});
+    add({"CastLike", label(DType::F32, {5, 7, 11, 13}, fmt::format("like {}", dtype_name(dt))),
+         {data(DType::F32, {5, 7, 11, 13}), data(dt, {1})}});
+    add({"CastLike", label(dt, {5, 7, 11}, "like i32"), {data(dt, {5, 7, 11}, -100, 100), data(DType::I32, {1})}});
+  }
+  // Range: floats accumulate in their own type (f16 drifts from start + i * delta).
+  for (DType dt : kFloats) {
+    add({"Range", label(dt, {}, "0.5:37.3:0.7"), {scalar(dt, 0.5), scalar(dt, 37.3), scalar(dt, 0.7)}});
+    add({"Range", label(dt, {}, "-3:50:0.1"), {scalar(dt, -3), scalar(dt, 50), scalar(dt, 0.1)}});
+    add({"Range", label(dt, {}, "10:-7:-1.5"), {scalar(dt, 10), scalar(dt, -7), scalar(dt, -1.5)}});
+  }
+  for (DType dt : {DType::I64, DType::I32}) {
+    add({"Range", label(dt, {}, "-5:1000:3"), {scalar(dt, -5), scalar(dt, 1000), scalar(dt, 3)}});
+    add({"Range", label(dt, {}, "7:-20:-4"), {scalar(dt, 7), scalar(dt, -20), scalar(dt, -4)}});
+  }
+  // ConstantOfShape: the value's dtype sets the output's; no value = f32 zeros.
+  add({"ConstantOfShape", "i64 [3,5,7] no value", {constant_i64({3, 5, 7})}});
+  add({"ConstantOfShape", "i64 [3,5,7] f32 1.25", {constant_i64({3, 5, 7})},
+       {{"value", attr_t(Tensor::from_vector<float>(DType::F32, {1}, {1.25f}))}}});
+  add({"ConstantOfShape", "i64 [2,129] f16 -3.5", {constant_i64({2, 129})},
+       {{"value", attr_t(Tensor::from_vector<float>(DType::F16, {1}, {-3.5f}))}}});
+  add({"ConstantOfShape", "i64 [17] i64 7", {constant_i64({17})},
+       {{"value", attr_t(Tensor::from_vector<int64_t>(DType::I64, {1}, {7}))}}});
+  add({"ConstantOfShape", "i64 [4,0,3] i32 9", {constant_i64({4, 0, 3})},
+       {{"value", attr_t(Tensor::from_vector<int32_t>(DType::I32, {1}, {9}))}}});
+  add({"ConstantOfShape", "i64 [5,3] bool true", {constant_i64({5, 3})},
+       {{"value", attr_t(Tensor::from_vector<int>(DType::Bool, {1}, {1}))}}});
+}
+
+// ops_norm2.cpp: TopK, InstanceNormalization, GroupNormalization.
+void add_row_cases(std::vector<Case>& cases) {
+  auto add = [&](Case c) { cases.push_back(std::move(c)); };
+  const DType kTopK[] = {DType::F32, DType::F16, DType::BF16, DType::I32, DType::I64};
+  for (DType dt : kTopK) {
+    // Short f16/bf16 mantissas and narrow integer ranges make ties: they go to the lower index.
+    const double lo = dtype_is_integer(dt) ? -20 : -2, hi = dtype_is_integer(dt) ? 20 : 2;
+    auto topk = [&](Shape s, int64_t k, int64_t axis, int64_t largest) {
+      Case c{"TopK", label(dt, s, fmt::format("k={} axis={}{}", k, axis, largest ? "" : " smallest")),
+             {data(dt, s, lo, hi), constant_i64({static_cast<double>(k)})},
+             {{"axis", attr_i(axis)}, {"largest", attr_i(largest)}}, 11};
+      c.num_outputs = 2;
+      add(c);
+    };
+    topk({5, 7, 11, 13}, 5, -1, 1);
+    topk({5, 7, 11, 13}, 7, 1, 1);
+    topk({5, 7, 11, 13}, 3, 0, 0);
+    topk({3, 1000}, 10, 1, 0);
+    topk({2, 2500}, 64, -1, 1);  // lines longer than one shared-memory tile
+    topk({128, 2}, 2, 1, 1);
+    topk({6, 16}, 0, 1, 1);
+  }
+  for (DType dt : kFloats) {
+    for (const Shape& s : {Shape{2, 7, 11, 13}, Shape{3, 16, 64}, Shape{1, 5, 9, 4, 3}})
+      add({"InstanceNormalization", label(dt, s), {data(dt, s, -3, 5), data(dt, {s[1]}), data(dt, {s[1]})},
+           {{"epsilon", attr_f(1e-5f)}}});
+    add({"GroupNormalization", label(dt, {2, 12, 11, 13}, "G=3 per-channel"),
+         {data(dt, {2, 12, 11, 13}, -3, 5), data(dt, {12}), data(dt, {12})}, {{"num_groups", attr_i(3)}}, 21});
+    add({"GroupNormalization", label(dt, {3, 8, 5, 7}, "G=4 per-group"),
+         {data(dt, {3, 8, 5, 7}), data(dt, {4}), data(dt, {4})}, {{"num_groups", attr_i(4)}, {"epsilon", attr_f(1e-3f)}}, 18});
+    add({"GroupNormalization", label(dt, {2, 6, 64}, "G=1"), {data(dt, {2, 6, 64}), data(dt, {6}), data(dt, {6})},
+         {{"num_groups", attr_i(1)}}, 21});
+    add({"GroupNormalization", label(dt, {4, 5, 3, 3}, "G=C"), {data(dt, {4, 5, 3, 3}), data(dt, {5}), data(dt, {5})},
+         {{"num_groups", attr_i(5)}}, 21});
+  }
+}
+
+// ops_resize.cpp: Resize (opsets 10, 13, 18, 19) and Upsample (7, 9), nearest and linear.
+void add_resize_cases(std::vector<Case>& cases) {
+  auto add = [&](Case c) { cases.push_back(std::move(c)); };
+  const InputSpec none{DType::Undefined, {}, false, {}, 0, 0};
+  auto f32s = [](std::vector<double> v) {
+    const int64_t n = static_cast<int64_t>(v.size());  // before the move (argument order is unspecified)
+    return const_tensor(DType::F32, {n}, std::move(v));
+  };
+  const DType kResize[] = {DType::F32, DType::F16, DType::BF16, DType::U8};
+  for (DType dt : kResize) {
+    const double lo = dt == DType::U8 ? 0 : -2, hi = dt == DType::U8 ? 255.99 : 2;
+    auto resize = [&](Shape s, std::string what, InputSpec scales, InputSpec sizes, AttributeMap attrs, int opset = 19,
+                      InputSpec roi = InputSpec{DType::Undefined, {}, false, {}, 0, 0}) {
+      add({"Resize", label(dt, s, what), {data(dt, s, lo, hi), roi, scales, sizes}, std::move(attrs), opset});
+    };
+    auto sizes = [](std::vector<double> v) { return constant_i64(std::move(v)); };
+    // Nearest: each rounding mode with a coordinate mode where its ties occur.
+    resize({2, 3, 5, 7}, "nearest x[1,1,2,3] half_pixel", f32s({1, 1, 2, 3}), none, {{"mode", attr_s("nearest")}});
+    resize({1, 2, 16, 15}, "nearest x[1,1,0.5,0.6] asymmetric floor", f32s({1, 1, 0.5, 0.6}), none,
+           {{"mode", attr_s("nearest")}, {"coordinate_transformation_mode", attr_s("asymmetric")}, {"nearest_mode", attr_s("floor")}});
+    resize({1, 3, 4, 5}, "nearest to [1,3,9,11] align_corners prefer_ceil", none, sizes({1, 3, 9, 11}),
+           {{"mode", attr_s("nearest")}, {"coordinate_transformation_mode", attr_s("align_corners")},
+            {"nearest_mode", attr_s("round_prefer_ceil")}});
+    resize({2, 2, 7, 6}, "nearest x[1,1,1.5,2.5] tf_half_pixel_for_nn ceil", f32s({1, 1, 1.5, 2.5}), none,
+           {{"mode", attr_s("nearest")}, {"coordinate_transformation_mode", attr_s("tf_half_pixel_for_nn")},
+            {"nearest_mode", attr_s("ceil")}});
+    // Linear: every coordinate mode.
+    resize({2, 3, 8, 9}, "linear x[1,1,2,2] half_pixel", f32s({1, 1, 2, 2}), none, {{"mode", attr_s("linear")}});
+    resize({2, 3, 8, 9}, "linear to [2,3,17,5] align_corners", none, sizes({2, 3, 17, 5}),
+           {{"mode", attr_s("linear")}, {"coordinate_transformation_mode", attr_s("align_corners")}});
+    resize({1, 2, 4, 5}, "linear to [1,2,1,7] pytorch_half_pixel", none, sizes({1, 2, 1, 7}),
+           {{"mode", attr_s("linear")}, {"coordinate_transformation_mode", attr_s("pytorch_half_pixel")}});
+    resize({1, 3, 10, 10}, "linear x[1,1,1.7,0.8] half_pixel_symmetric", f32s({1, 1, 1.7, 0.8}), none,
+           {{"mode", attr_s("linear")}, {"coordinate_transformation_mode", attr_s("half_pixel_symmetric")}});
+    resize({2, 5, 6, 7}, "linear x[2,1,1.5,0.5] asymmetric (N-D)", f32s({2, 1, 1.5, 0.5}), none,
+           {{"mode", attr_s("linear")}, {"coordinate_transformation_mode", attr_s("asymmetric")}});
+    resize({3, 20, 9}, "linear x[1,0.35,3] half_pixel (3-D)", f32s({1, 0.35, 3}), none, {{"mode", attr_s("linear")}});
+    resize({1, 1, 5, 5}, "linear crop roi extrapolation=10", none, sizes({1, 1, 6, 6}),
+           {{"mode", attr_s("linear")}, {"coordinate_transformation_mode", attr_s("tf_crop_and_resize")},
+            {"extrapolation_value", attr_f(10.0f)}},
+           19, f32s({0, 0, -0.2, 0.3, 1, 1, 1.2, 0.8}));
+    resize({1, 2, 6, 6}, "linear x[1,1,2,2] exclude_outside", f32s({1, 1, 2, 2}), none,
+           {{"mode", attr_s("linear")}, {"exclude_outside", attr_i(1)}});
+    resize({2, 3, 8, 9}, "linear axes=[2,3] x[2,0.5]", f32s({2, 0.5}), none,
+           {{"mode", attr_s("linear")}, {"axes", attr_ints({2, 3})}});
+    resize({2, 3, 8, 12}, "nearest axes=[2,3] to [10,10] not_larger", none, sizes({10, 10}),
+           {{"mode", attr_s("nearest")}, {"axes", attr_ints({2, 3})}, {"keep_aspect_ratio_policy", attr_s("not_larger")}});
+    resize({2, 3, 8, 12}, "linear axes=[-1,-2] to [5,20] not_smaller", none, sizes({5, 20}),
+           {{"mode", attr_s("linear")}, {"axes", attr_ints({-1, -2})}, {"keep_aspect_ratio_policy", attr_s("not_smaller")}});
+    resize({2, 3, 5, 7}, "nearest x[1,1,3,2] opset 13", f32s({1, 1, 3, 2}), none, {{"mode", attr_s("nearest")}}, 13);
+    // Resize-10 and Upsample: asymmetric, nearest rounds down.
+    add({"Resize", label(dt, {2, 3, 5, 7}, "opset 10 linear x[1,1,2,1.5]"), {data(dt, {2, 3, 5, 7}, lo, hi), f32s({1, 1, 2, 1.5})},
+         {{"mode", attr_s("linear")}}, 10});
+    add({"Upsample", label(dt, {2, 3, 5, 7}, "opset 9 nearest x[1,1,2,3]"), {data(dt, {2, 3, 5, 7}, lo, hi), f32s({1, 1, 2, 3})},
+         {{"mode", attr_s("nearest")}}, 9});
+    {
+      Attribute sc;
+      sc.kind = Attribute::Kind::kFloats;
+      sc.floats = {1, 1, 2, 2};
+      add({"Upsample", label(dt, {1, 3, 4, 6}, "opset 7 bilinear x[1,1,2,2]"), {data(dt, {1, 3, 4, 6}, lo, hi)},
+           {{"mode", attr_s("bilinear")}, {"scales", sc}}, 7});
+    }
+  }
+}
+
+// ops_quant.cpp: QuantizeLinear / DequantizeLinear, per tensor and per axis, u8 and i8.
+void add_quant_cases(std::vector<Case>& cases) {
+  auto add = [&](Case c) { cases.push_back(std::move(c)); };
+  for (DType dt : kFloats) {
+    const Shape s{5, 7, 11, 13};
+    add({"QuantizeLinear", label(dt, s, "per-tensor u8 zp=128"),
+         {data(dt, s, -3, 3), const_tensor(dt, {}, {0.02}), const_tensor(DType::U8, {}, {128})}, {}, 19});
+    add({"QuantizeLinear", label(dt, s, "per-tensor i8 zp=-3"),
+         {data(dt, s, -3, 3), const_tensor(dt, {1}, {0.015625}), const_tensor(DType::I8, {1}, {-3})}, {}, 19});
+    add({"QuantizeLinear", label(dt, s, "per-tensor no zp (u8, saturates)"), {data(dt, s), const_tensor(dt, {}, {0.01})}, {}, 19});
+    add({"QuantizeLinear", label(dt, s, "per-axis 1 i8"),
+         {data(dt, s, -3, 3), const_tensor(dt, {7}, {0.01, 0.02, 0.03, 0.05, 0.1, 0.0125, 0.5}),
+          const_tensor(DType::I8, {7}, {0, 1, -1, 5, -7, 100, -128})},
+         {{"axis", attr_i(1)}}, 19});
+    add({"QuantizeLinear", label(dt, {3, 16, 4}, "per-axis -1 u8"),
+         {data(dt, {3, 16, 4}), const_tensor(dt, {4}, {0.01, 0.02, 0.04, 0.08}), const_tensor(DType::U8, {4}, {0, 10, 128, 250})},
+         {{"axis", attr_i(-1)}}, 19});
+    // Exact halves of the quotient: round half to even.
+    add({"QuantizeLinear", label(dt, {12}, "ties"),
+         {const_tensor(dt, {12}, {0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 3.5, 4.5, -3.5, 0.25, 0.75, 1.25}), const_tensor(dt, {}, {1.0}),
+          const_tensor(DType::I8, {}, {0})}, {}, 19});
+
+    add({"DequantizeLinear", label(DType::U8, s, fmt::format("per-tensor to {}", dtype_name(dt))),
+         {data(DType::U8, s, 0, 255.99), const_tensor(dt, {}, {0.02}), const_tensor(DType::U8, {}, {128})}, {}, 19});
+    add({"DequantizeLinear", label(DType::I8, s, fmt::format("per-axis 1 to {}", dtype_name(dt))),
+         {data(DType::I8, s, -128, 127.99), const_tensor(dt, {7}, {0.01, 0.02, 0.03, 0.05, 0.1, 0.0125, 0.5}),
+          const_tensor(DType::I8, {7}, {0, 1, -1, 5, -7, 100, -128})},
+         {{"axis", attr_i(1)}}, 19});
+    add({"DequantizeLinear", label(DType::I32, {6, 33}, fmt::format("per-tensor no zp to {}", dtype_name(dt))),
+         {data(DType::I32, {6, 33}, -100000, 100000), const_tensor(dt, {}, {0.001})}, {}, 19});
+  }
+}
+
+// ops_convt.cpp: ConvTranspose through cuDNN's backward-data pass.
+void add_conv_transpose_cases(std::vector<Case>& cases) {
+  auto add = [&](Case c) { cases.push_back(std::move(c)); };
+  for (DType dt : kFloats) {
+    add({"ConvTranspose", label(dt, {2, 4, 7, 9}, "k3 s2 p1 out_pad 1 bias"),
+         {data(dt, {2, 4, 7, 9}), data(dt, {4, 3, 3, 3}, -0.5, 0.5), data(dt, {3})},
+         {{"kernel_shape", attr_ints({3, 3})}, {"strides", attr_ints({2, 2})}, {"pads", attr_ints({1, 1, 1, 1})},
+          {"output_padding", attr_ints({1, 1})}}});
+    add({"ConvTranspose", label(dt, {1, 6, 5, 5}, "k4 s2 p1 group 3"),
+         {data(dt, {1, 6, 5, 5}), data(dt, {6, 2, 4, 4}, -0.5, 0.5), data(dt, {6})},
+         {{"kernel_shape", attr_ints({4, 4})}, {"strides", attr_ints({2, 2})}, {"pads", attr_ints({1, 1, 1, 1})},
+          {"group", attr_i(3)}}});
+    add({"ConvTranspose", label(dt, {1, 3, 8, 8}, "k3 dilation 2"), {data(dt, {1, 3, 8, 8}), data(dt, {3, 5, 3, 3}, -0.5, 0.5)},
+         {{"kernel_shape", attr_ints({3, 3})}, {"dilations", attr_ints({2, 2})}}});
+    add({"ConvTranspose", label(dt, {2, 16, 4, 4}, "k2 s2 (upsampling)"), {data(dt, {2, 16, 4, 4}), data(dt, {16, 8, 2, 2}, -0.5, 0.5)},
+         {{"kernel_shape", attr_ints({2, 2})}, {"strides", attr_ints({2, 2})}}});
+  }
+}
+
+// ops_qmatmul.cpp: MatMulInteger and QLinearMatMul (exact integer sums, reference requantization).
+void add_int_matmul_cases(std::vector<Case>& cases) {
+  auto add = [&](Case c) { cases.push_back(std::move(c)); };
+  auto u8 = [](Shape s) { return data(DType::U8, std::move(s), 0, 255.99); };
+  auto i8 = [](Shape s) { return data(DType::I8, std::move(s), -128, 127.99); };
+  add({"MatMulInteger", label(DType::U8, {3, 7, 40}, "x u8 [40,9] zp 128 / per-col"),
+       {u8({3, 7, 40}), u8({40, 9}), const_tensor(DType::U8, {}, {128}), data(DType::U8, {9}, 0, 255.99)}});
+  add({"MatMulInteger", label(DType::U8, {2, 1, 5, 64}, "x [3,64,33] no zp"), {u8({2, 1, 5, 64}), u8({3, 64, 33})}});
+  add({"MatMulInteger", label(DType::I8, {7, 31}, "x i8 [31,16] per-row zp"),
+       {i8({7, 31}), i8({31, 16}), data(DType::I8, {7}, -128, 127.99), const_tensor(DType::I8, {1}, {-5})}});
+  add({"MatMulInteger", label(DType::U8, {31}, "vector x i8 [31,5]"), {u8({31}), i8({31, 5})}});
+  for (DType q : {DType::U8, DType::I8}) {
+    auto qd = [&](Shape s) { return q == DType::U8 ? u8(std::move(s)) : i8(std::move(s)); };
+    const double zp = q == DType::U8 ? 128 : -3, yzp = q == DType::U8 ? 100 : 7;
+    add({"QLinearMatMul", label(q, {5, 13, 33}, "per-tensor a, per-column b"),
+         {qd({5, 13, 33}), const_tensor(DType::F32, {}, {0.02}), const_tensor(q, {}, {zp}), qd({33, 17}),
+          data(DType::F32, {17}, 0.001, 0.01), data(q, {17}, q == DType::U8 ? 0 : -128, q == DType::U8 ? 255.99 : 127.99),
+          const_tensor(DType::F32, {}, {0.5}), const_tensor(q, {}, {yzp})},
+         {}, 10});
+    add({"QLinearMatMul", label(q, {2, 9, 20}, "per-row a, batch broadcast b [1,20,11]"),
+         {qd({2, 9, 20}), data(DType::F32, {9}, 0.01, 0.05), data(q, {9}, q == DType::U8 ? 0 : -128, q == DType::U8 ? 255.99 : 127.99),
+          qd({1, 20, 11}), const_tensor(DType::F32, {}, {0.004}), const_tensor(q, {}, {zp}),
+          const_tensor(DType::F32, {}, {0.25}), const_tensor(q, {}, {yzp})},
+         {}, 10});
+  }
 }
 
 }  // namespace
@@ -127,9 +450,9 @@ std::vector<Case> all_cases() {
   // Convolution, pooling, batch norm (NCHW).
   for (DType dt : kFloats) {
     add({"Conv", label(dt, {2, 3, 17, 17}, "k3 p1"), {data(dt, {2, 3, 17, 17}), data(dt, {8, 3, 3, 3}, -0.5, 0.5), data(dt, {8})},
-         {{"pads", attr_ints({1, 1, 1, 1})}}});
+         {{"kernel_shape", attr_ints({3, 3})}, {"pads", attr_ints({1, 1, 1, 1})}}});
     add({"Conv", label(dt, {1, 8, 16, 16}, "depthwise s2"), {data(dt, {1, 8, 16, 16}), data(dt, {8, 1, 3, 3}, -0.5, 0.5)},
-         {{"group", attr_i(8)}, {"strides", attr_ints({2, 2})}, {"pads", attr_ints({1, 1, 1, 1})}}});
+         {{"kernel_shape", attr_ints({3, 3})}, {"group", attr_i(8)}, {"strides", attr_ints({2, 2})}, {"pads", attr_ints({1, 1, 1, 1})}}});
     add({"MaxPool", label(dt, {2, 3, 17, 17}, "k3 s2"), {data(dt, {2, 3, 17, 17})},
          {{"kernel_shape", attr_ints({3, 3})}, {"strides", attr_ints({2, 2})}}});
     add({"AveragePool", label(dt, {2, 3, 16, 16}, "k2 s2"), {data(dt, {2, 3, 16, 16})},
@@ -175,6 +498,12 @@ std::vector<Case> all_cases() {
     add({"Tile", label(dt, {5, 7, 3}, "repeats [2,1,3]"), {data(dt, {5, 7, 3}), constant_i64({2, 1, 3})}});
     add({"Tile", label(dt, {1, 13}, "repeats [4,2]"), {data(dt, {1, 13}), constant_i64({4, 2})}});
   }
+  add_index_cases(cases);
+  add_row_cases(cases);
+  add_resize_cases(cases);
+  add_quant_cases(cases);
+  add_conv_transpose_cases(cases);
+  add_int_matmul_cases(cases);
   return cases;
 }
 
