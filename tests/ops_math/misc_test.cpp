@@ -220,5 +220,103 @@ TEST(MiscDetect, UniqueSortedAndUnsorted) {
   EXPECT_EQ(y[3].to_i64_vector(), (std::vector<int64_t>{1, 2}));
 }
 
+TEST(MiscImage, DeformConvZeroOffsetIsConvAndHalfPixelShift) {
+  Tensor x = f32({1, 1, 2, 2}, {1, 2, 3, 4});
+  Tensor w = f32({1, 1, 2, 2}, {1, 1, 1, 1});
+  Tensor off = Tensor::zeros(DType::F32, {1, 8, 1, 1});
+  EXPECT_EQ(values(run(make_node(Op::DeformConv, 3), {&x, &w, &off}, 19)[0]), (std::vector<double>{10}));
+  // dx = +0.5 for every tap: (1+2)/2 + 2/2 + (3+4)/2 + 4/2, the right column reading zeros outside
+  Tensor shift = f32({1, 8, 1, 1}, {0, 0.5f, 0, 0.5f, 0, 0.5f, 0, 0.5f});
+  expect_near_all(run(make_node(Op::DeformConv, 3), {&x, &w, &shift}, 19)[0], {8});
+}
+
+TEST(MiscSequence, CausalConvWithStateCarriesContext) {
+  Tensor x = f32({1, 1, 3}, {1, 2, 3});
+  Tensor w = f32({1, 1, 2}, {1, 10});
+  std::vector<Tensor> y = run(make_node(Op::CausalConvWithState, 2, 2), {&x, &w}, 27);
+  EXPECT_EQ(values(y[0]), (std::vector<double>{10, 21, 32}));  // left context 0
+  EXPECT_EQ(values(y[1]), (std::vector<double>{3}));
+  Tensor past = f32({1, 1, 1}, {5});
+  y = run(make_node(Op::CausalConvWithState, 4, 2), {&x, &w, nullptr, &past}, 27);
+  EXPECT_EQ(values(y[0]), (std::vector<double>{15, 21, 32}));
+}
+
+TEST(MiscSequence, LinearAttentionLinearAndGated) {
+  Tensor q = f32({1, 2, 1}, {1, 1}), k = f32({1, 2, 1}, {2, 3}), v = f32({1, 2, 1}, {4, 5});
+  AttributeMap a = {{"q_num_heads", attr_i(1)}, {"kv_num_heads", attr_i(1)}, {"scale", attr_f(1)},
+                    {"update_rule", attr_s("linear")}};
+  std::vector<Tensor> y = run(make_node(Op::LinearAttention, 3, 2, a), {&q, &k, &v}, 27);
+  EXPECT_EQ(values(y[0]), (std::vector<double>{8, 23}));  // S = 2*4, then 8 + 3*5
+  EXPECT_EQ(values(y[1]), (std::vector<double>{23}));
+  a["update_rule"] = attr_s("gated");
+  Tensor decay = f32({1, 2, 1}, {0, std::log(0.5f)});
+  y = run(make_node(Op::LinearAttention, 5, 2, a), {&q, &k, &v, nullptr, &decay}, 27);
+  expect_near_all(y[0], {8, 19});  // 8 * 0.5 + 15
+  EXPECT_NE(run_error(make_node(Op::LinearAttention, 3, 2, a), {&q, &k, &v}, 27).find("requires the decay"),
+            std::string::npos);
+}
+
+TEST(MiscRnn, ReluRnnForwardAndReverse) {
+  Tensor x = f32({2, 1, 1}, {1, -1});  // [seq, batch, input]
+  Tensor w = f32({1, 1, 1}, {2}), r = f32({1, 1, 1}, {3}), b = f32({1, 2}, {0.5f, 0.5f}), h0 = f32({1, 1, 1}, {1});
+  Attribute acts;
+  acts.kind = Attribute::Kind::kStrings;
+  acts.strings = {"Relu"};
+  AttributeMap a = {{"hidden_size", attr_i(1)}, {"activations", acts}};
+  std::vector<Tensor> y = run(make_node(Op::RNN, 6, 2, a), {&x, &w, &r, &b, nullptr, &h0}, 14);
+  EXPECT_EQ(values(y[0]), (std::vector<double>{6, 17}));  // relu(2 + 3 + 1), relu(-2 + 18 + 1)
+  EXPECT_EQ(values(y[1]), (std::vector<double>{17}));
+  a["direction"] = attr_s("reverse");
+  y = run(make_node(Op::RNN, 6, 2, a), {&x, &w, &r, &b, nullptr, &h0}, 14);
+  EXPECT_EQ(values(y[0]), (std::vector<double>{9, 2}));  // t=1 first: relu(-2 + 3 + 1), then relu(2 + 6 + 1)
+  EXPECT_EQ(values(y[1]), (std::vector<double>{9}));
+  Tensor lens = Tensor::from_vector<int64_t>(DType::I32, {1}, {1});  // forward, only the first step
+  a["direction"] = attr_s("forward");
+  y = run(make_node(Op::RNN, 6, 2, a), {&x, &w, &r, &b, &lens, &h0}, 14);
+  EXPECT_EQ(values(y[0]), (std::vector<double>{6, 0}));
+  EXPECT_EQ(values(y[1]), (std::vector<double>{6}));
+}
+
+Tensor strs(Shape s, std::vector<std::string> v) {
+  Tensor t = Tensor::empty(DType::String, std::move(s));
+  t.strings() = std::move(v);
+  return t;
+}
+
+TEST(MiscString, ConcatSplitNormalizeRegex) {
+  Tensor a = strs({2}, {"a", "b"}), bang = strs({1}, {"!"});
+  EXPECT_EQ(run(make_node(Op::StringConcat, 2), {&a, &bang}, 20)[0].strings(), (std::vector<std::string>{"a!", "b!"}));
+  Tensor s = strs({2}, {" a  b ", "c"});
+  std::vector<Tensor> y = run(make_node(Op::StringSplit, 1, 2), {&s}, 20);
+  EXPECT_EQ(y[0].shape(), (Shape{2, 2}));
+  EXPECT_EQ(y[0].strings(), (std::vector<std::string>{"a", "b", "c", ""}));
+  EXPECT_EQ(y[1].to_i64_vector(), (std::vector<int64_t>{2, 1}));
+  Tensor d = strs({1}, {"a-b-c"});
+  y = run(make_node(Op::StringSplit, 1, 2, {{"delimiter", attr_s("-")}, {"maxsplit", attr_i(1)}}), {&d}, 20);
+  EXPECT_EQ(y[0].strings(), (std::vector<std::string>{"a", "b-c"}));
+  Attribute stop;
+  stop.kind = Attribute::Kind::kStrings;
+  stop.strings = {"mon"};
+  Tensor days = strs({2}, {"Mon", "tue"});
+  y = run(make_node(Op::StringNormalizer, 1, 1, {{"case_change_action", attr_s("UPPER")}, {"stopwords", stop}}), {&days}, 10);
+  EXPECT_EQ(y[0].strings(), (std::vector<std::string>{"TUE"}));  // case-insensitive stop word
+  Tensor r = strs({2}, {"aab", "ab c"});
+  y = run(make_node(Op::RegexFullMatch, 1, 1, {{"pattern", attr_s("a+b")}}), {&r}, 20);
+  EXPECT_EQ(y[0].to_i64_vector(), (std::vector<int64_t>{1, 0}));
+  EXPECT_NE(run_error(make_node(Op::RegexFullMatch, 1, 1, {{"pattern", attr_s("(a")}}), {&r}, 20).find("not a valid"),
+            std::string::npos);
+}
+
+TEST(MiscText, TfIdfCountsUnigramsAndBigrams) {
+  // pool: unigrams 2, 3, 5 then the bigram (2, 3)
+  AttributeMap a = {{"min_gram_length", attr_i(1)}, {"max_gram_length", attr_i(2)}, {"max_skip_count", attr_i(0)},
+                    {"mode", attr_s("TF")}, {"ngram_counts", attr_ints({0, 3})}, {"ngram_indexes", attr_ints({0, 1, 2, 3})},
+                    {"pool_int64s", attr_ints({2, 3, 5, 2, 3})}};
+  Tensor x = i64({5}, {2, 3, 2, 3, 5});
+  EXPECT_EQ(values(run(make_node(Op::TfIdfVectorizer, 1, 1, a), {&x}, 9)[0]), (std::vector<double>{2, 2, 1, 2}));
+  a["mode"] = attr_s("IDF");
+  EXPECT_EQ(values(run(make_node(Op::TfIdfVectorizer, 1, 1, a), {&x}, 9)[0]), (std::vector<double>{1, 1, 1, 1}));
+}
+
 }  // namespace
 }  // namespace gpuopt
