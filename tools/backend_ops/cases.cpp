@@ -387,6 +387,34 @@ void add_int_matmul_cases(std::vector<Case>& cases) {
   }
 }
 
+// ops_einsum.cpp: Einsum (explicit/implicit output, diagonals, ellipsis broadcasting, 3 operands).
+void add_einsum_cases(std::vector<Case>& cases) {
+  auto add = [&](Case c) { cases.push_back(std::move(c)); };
+  struct E {
+    const char* eq;
+    std::vector<Shape> shapes;
+  };
+  const E eqs[] = {
+      {"ij,jk->ik", {{13, 33}, {33, 17}}},
+      {"bij,bjk->bik", {{3, 5, 16}, {3, 16, 7}}},
+      {"bhqd,bhkd->bhqk", {{2, 3, 7, 16}, {2, 3, 9, 16}}},
+      {"ii->i", {{9, 9}}},
+      {"ij->", {{8, 11}}},
+      {"ij->ji", {{5, 32}}},
+      {"ij,jk", {{6, 4}, {4, 3}}},
+      {"...ij,...jk->...ik", {{2, 1, 5, 6}, {3, 6, 4}}},
+      {"i,i", {{64}, {64}}},
+      {"ij,jk,kl->il", {{4, 5}, {5, 6}, {6, 7}}},
+      {"bij,j->bi", {{2, 16, 9}, {9}}},
+  };
+  for (DType dt : kFloats)
+    for (const E& e : eqs) {
+      Case c{"Einsum", label(dt, e.shapes[0], e.eq), {}, {{"equation", attr_s(e.eq)}}, 12};
+      for (const Shape& s : e.shapes) c.inputs.push_back(data(dt, s));
+      add(c);
+    }
+}
+
 }  // namespace
 
 std::vector<Case> all_cases() {
@@ -504,6 +532,7 @@ std::vector<Case> all_cases() {
   add_quant_cases(cases);
   add_conv_transpose_cases(cases);
   add_int_matmul_cases(cases);
+  add_einsum_cases(cases);
   return cases;
 }
 
