@@ -318,5 +318,27 @@ TEST(MiscText, TfIdfCountsUnigramsAndBigrams) {
   EXPECT_EQ(values(run(make_node(Op::TfIdfVectorizer, 1, 1, a), {&x}, 9)[0]), (std::vector<double>{1, 1, 1, 1}));
 }
 
+TEST(MiscRobustness, BadValuesGiveErrorsOrZerosNotCrashes) {
+  // irfft of a single bin has no default length
+  Tensor one = f32({1, 1, 2}, {1, 0});
+  Tensor axis = i64({}, {1});
+  EXPECT_NE(run_error(make_node(Op::DFT, 3, 1, {{"inverse", attr_i(1)}, {"onesided", attr_i(1)}}), {&one, nullptr, &axis}, 20)
+                .find("give dft_length"),
+            std::string::npos);
+  // NaN and huge grid coordinates sample 0 (zeros) or stay inside (reflection)
+  Tensor x = f32({1, 1, 2, 2}, {1, 2, 3, 4});
+  Tensor g = f32({1, 1, 2, 2}, {std::nanf(""), 0, 1e30f, -1e30f});
+  expect_near_all(run(make_node(Op::GridSample, 2), {&x, &g}, 20)[0], {0, 0});
+  std::vector<Tensor> y = run(make_node(Op::GridSample, 2, 1, {{"padding_mode", attr_s("reflection")}}), {&x, &g}, 20);
+  EXPECT_EQ(y[0].get_f64(0), 0.0);
+  EXPECT_TRUE(std::isfinite(y[0].get_f64(1)));
+  // MaxUnpool's output_shape must have the input's rank
+  Tensor v = f32({1, 1, 1, 1}, {9});
+  Tensor ind = i64({1, 1, 1, 1}, {0});
+  Tensor bad = i64({3}, {1, 1, 3});
+  EXPECT_NE(run_error(make_node(Op::MaxUnpool, 3, 1, {{"kernel_shape", attr_ints({2, 2})}}), {&v, &ind, &bad}, 11).find("rank"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace gpuopt

@@ -142,6 +142,8 @@ Status infer_AffineGrid(InferContext& ctx) {
   if (size->size() != 4 && size->size() != 5)
     return ctx.error("size {} must be [N, C, H, W] or [N, C, D, H, W]", tensor_util::dims_string(*size));
   const int64_t nd = static_cast<int64_t>(size->size()) - 2;
+  for (int64_t v : *size)
+    if (v < 0) return ctx.error("size {} has a negative extent", tensor_util::dims_string(*size));
   if (th.rank_known) {
     if (th.shape.size() != 3 || (th.shape[1] >= 0 && th.shape[1] != nd) || (th.shape[2] >= 0 && th.shape[2] != nd + 1))
       return ctx.error("theta shape {} must be [N, {}, {}] for size {}", tensor_util::dims_string(th.shape), nd, nd + 1,
@@ -202,17 +204,18 @@ enum class Padding { kZeros, kBorder, kReflection };
 // Reflects x into [lo, hi] by the nearer border, repeatedly (PyTorch's reflect_coordinates).
 double reflect(double x, double lo, double hi) {
   const double rng = hi - lo;
+  if (rng <= 0) return lo;
   if (x < lo) {
     const double dx = lo - x;
-    const int64_t n = static_cast<int64_t>(dx / rng);
-    const double r = dx - static_cast<double>(n) * rng;
-    return n % 2 == 0 ? lo + r : hi - r;
+    const double n = std::trunc(dx / rng);
+    const double r = dx - n * rng;
+    return std::fmod(n, 2.0) == 0 ? lo + r : hi - r;
   }
   if (x > hi) {
     const double dx = x - hi;
-    const int64_t n = static_cast<int64_t>(dx / rng);
-    const double r = dx - static_cast<double>(n) * rng;
-    return n % 2 == 0 ? hi - r : lo + r;
+    const double n = std::trunc(dx / rng);
+    const double r = dx - n * rng;
+    return std::fmod(n, 2.0) == 0 ? hi - r : lo + r;
   }
   return x;
 }
@@ -316,9 +319,14 @@ Status cpu_GridSample(KernelContext& ctx) {
         const double len = static_cast<double>(g.dims[d]);
         double v = align ? (norm + 1) / 2.0 * (len - 1) : ((norm + 1) * len - 1) / 2.0;
         if (mode == 0) v = std::nearbyint(v);
+        if (!std::isfinite(v)) {  // NaN/Inf grid values sample nothing (0), whatever the padding
+          for (int k = 0; k < taps; ++k) idx[d * taps + k] = -1;
+          continue;
+        }
         if (v < g.lo[d] || v > g.hi[d]) {
           if (g.pad == Padding::kBorder) v = std::min(std::max(v, 0.0), len - 1);
           else if (g.pad == Padding::kReflection) v = reflect(v, g.lo[d], g.hi[d]);
+          else v = std::min(std::max(v, -4.0), len + 4);  // zeros: every tap is outside already
         }
         if (mode == 0) {
           idx[d] = tap_index(static_cast<int64_t>(v), d, g);
@@ -430,8 +438,16 @@ Status cpu_RoiAlign(KernelContext& ctx) {
     double rw = rv[r * 4 + 2] * scale - off - x0, rh = rv[r * 4 + 3] * scale - off - y0;
     if (!half_pixel) rw = std::max(rw, 1.0), rh = std::max(rh, 1.0);
     const double bh = rh / static_cast<double>(PH), bw = rw / static_cast<double>(PW);
-    const int64_t gh = ratio > 0 ? ratio : static_cast<int64_t>(std::ceil(rh / static_cast<double>(PH)));
-    const int64_t gw = ratio > 0 ? ratio : static_cast<int64_t>(std::ceil(rw / static_cast<double>(PW)));
+    auto grid = [&](double extent, int64_t bins) {
+      const double g = std::ceil(extent / static_cast<double>(bins));
+      return std::isfinite(g) ? static_cast<int64_t>(std::min(std::max(g, 0.0), 1e9)) : int64_t{0};
+    };
+    const int64_t gh = ratio > 0 ? ratio : grid(rh, PH);
+    const int64_t gw = ratio > 0 ? ratio : grid(rw, PW);
+    if (!std::isfinite(x0) || !std::isfinite(y0) || !std::isfinite(rw) || !std::isfinite(rh))
+      return ctx.error("roi {} has a non-finite coordinate", r);
+    if (gh * gw > (int64_t{1} << 20))
+      return ctx.error("roi {} needs a {}x{} sampling grid per bin; set sampling_ratio", r, gh, gw);
     const double count = static_cast<double>(std::max<int64_t>(gh * gw, 1));
     std::vector<Tap> taps;
     taps.reserve(static_cast<size_t>(PH * PW * std::max<int64_t>(gh * gw, 0)));
@@ -537,6 +553,7 @@ Status cpu_DeformConv(KernelContext& ctx) {
   const std::vector<double> mv = has_mask ? nn::to_doubles(ctx.in(4)) : std::vector<double>{};
   const std::vector<double> bv = ctx.has_input(3) ? nn::to_doubles(ctx.in(3)) : std::vector<double>(M, 0.0);
   auto sample = [&](const double* img, double py, double px) {
+    if (!std::isfinite(py) || !std::isfinite(px) || std::fabs(py) > 1e9 || std::fabs(px) > 1e9) return 0.0;
     const double fy = std::floor(py), fx = std::floor(px);
     const int64_t y0 = static_cast<int64_t>(fy), x0 = static_cast<int64_t>(fx);
     const double ty = py - fy, tx = px - fx;

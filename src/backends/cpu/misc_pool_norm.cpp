@@ -122,6 +122,11 @@ Status infer_MaxUnpool(InferContext& ctx) {
     if (const Tensor* s = ctx.in(2).value) {
       y.rank_known = true;
       y.shape = s->to_i64_vector();
+      if (x.rank_known && y.shape.size() != x.shape.size())
+        return ctx.error("output_shape {} has rank {}; input has rank {}", nn::ints_str(y.shape), y.shape.size(),
+                         x.shape.size());
+      for (int64_t d : y.shape)
+        if (d < 0) return ctx.error("output_shape {} has a negative extent", nn::ints_str(y.shape));
     } else {
       y.rank_known = x.rank_known;
       y.shape = x.rank_known ? Shape(x.shape.size(), kUnknownDim) : Shape{};

@@ -194,6 +194,9 @@ Result<DftParams> dft_params(const Ctx& ctx, int64_t rank, int64_t axis_extent_f
   } else {
     const int64_t e = axis_extent_fn(ctx, p.axis);
     if (e >= 0) p.length = p.inverse && p.onesided ? 2 * (e - 1) : e;
+    if (e >= 0 && p.length < 1)
+      return Status::InvalidArgument("{}: the transform length along axis {} would be {}; give dft_length",
+                                     node_label(ctx.node), p.axis, p.length);
   }
   return p;
 }
