@@ -103,9 +103,11 @@ Result<PassStats> fold_constants(Graph* g) {
 
 Status run_default_passes(Graph* g) {
   GPUOPT_ASSIGN_OR_RETURN(PassStats folded, fold_constants(g));
+  GPUOPT_ASSIGN_OR_RETURN(PassStats bn, fold_batchnorm(g));
   GPUOPT_ASSIGN_OR_RETURN(PassStats ident, eliminate_identity(g));
   GPUOPT_ASSIGN_OR_RETURN(PassStats dead, remove_dead_nodes(g));
-  GPUOPT_LOG(debug, "passes: folded {}, identities {}, dead {}", folded.removed, ident.removed, dead.removed);
+  GPUOPT_LOG(debug, "passes: folded {}, batchnorms folded {}, identities {}, dead {}", folded.removed, bn.removed,
+             ident.removed, dead.removed);
   GPUOPT_RETURN_IF_ERROR(g->topo_sort());
   return g->infer_shapes();
 }

@@ -20,7 +20,11 @@ Result<PassStats> eliminate_identity(Graph* g);
 // computed with the CPU reference kernels (eval_node).
 Result<PassStats> fold_constants(Graph* g);
 
-// fold -> identity -> dead, then shapes again.
+// Inference BatchNormalization after a Conv (constant parameters, the Conv output read only by
+// the BN) folded into the Conv's weights and bias.
+Result<PassStats> fold_batchnorm(Graph* g);
+
+// fold constants -> fold BatchNormalization -> identity -> dead, then shapes again.
 Status run_default_passes(Graph* g);
 
 }  // namespace gpuopt
