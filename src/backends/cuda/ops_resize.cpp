@@ -1,7 +1,7 @@
 // Resize (opsets 10+) and Upsample (7, 9) on the GPU, nearest and linear (kernels/resize.cu).
 // Cubic, antialias, and nearest with exclude_outside stay on the CPU (`supports` says no).
 #include "backends/cuda/cuda_ops.h"
-#include "backends/cuda/resize.h"
+#include "backends/cuda/resize_plan.h"
 
 #include <cmath>
 #include <limits>
@@ -52,29 +52,37 @@ std::vector<double> f64s(const Tensor& t) {
   return v;
 }
 
+template <typename... Args>
+Status plan_error(const Node& node, fmt::format_string<Args...> f, Args&&... args) {
+  return Status::InvalidArgument("{}: {}", node_label(node), fmt::format(f, std::forward<Args>(args)...));
+}
+
+}  // namespace
+
 // Scales and roi per axis as the CPU reference's plan; the output shape is already inferred.
-Status run_resize_like(CudaKernelContext& k, bool upsample) {
-  const Tensor& x = k.in(0);
-  const Shape& in = x.shape();
-  const Shape& out = k.out(0).shape();
-  const int64_t r = x.rank();
-  if (r > kMaxRank) return k.error("rank {} exceeds the CUDA limit {}", r, kMaxRank);
-  if (static_cast<int64_t>(out.size()) != r) return k.error("output rank {} != input rank {}", out.size(), r);
-  const bool legacy = upsample || k.opset < 11;
+Result<ResizeDesc> make_resize_desc(const Node& node, int opset, bool upsample, const Shape& in, const Shape& out,
+                                    const std::vector<const Tensor*>& host) {
+  const int64_t r = static_cast<int64_t>(in.size());
+  if (r > kMaxRank) return plan_error(node, "rank {} exceeds the CUDA limit {}", r, kMaxRank);
+  if (static_cast<int64_t>(out.size()) != r) return plan_error(node, "output rank {} != input rank {}", out.size(), r);
+  const bool legacy = upsample || opset < 11;
   ResizeDesc d;
   d.rank = static_cast<int>(r);
   d.numel = shape_numel(out);
-  d.linear = mode_of(k.node) == "linear";
-  d.ctm = legacy ? ResizeCtm::kAsymmetric : *ctm_of(k.node.attr_s("coordinate_transformation_mode", "half_pixel"));
-  d.nearest = legacy ? ResizeNearest::kFloor : *nearest_of(k.node.attr_s("nearest_mode", "round_prefer_floor"));
-  d.exclude_outside = !legacy && k.node.attr_i("exclude_outside", 0) != 0;
-  d.extrapolation = legacy ? 0.0 : k.node.attr_f("extrapolation_value", 0.0f);
+  d.linear = mode_of(node) == "linear";
+  const auto ctm = ctm_of(node.attr_s("coordinate_transformation_mode", "half_pixel"));
+  const auto nearest = nearest_of(node.attr_s("nearest_mode", "round_prefer_floor"));
+  if (!legacy && (!ctm || !nearest)) return plan_error(node, "unsupported coordinate_transformation_mode or nearest_mode");
+  d.ctm = legacy ? ResizeCtm::kAsymmetric : *ctm;
+  d.nearest = legacy ? ResizeNearest::kFloor : *nearest;
+  d.exclude_outside = !legacy && node.attr_i("exclude_outside", 0) != 0;
+  d.extrapolation = legacy ? 0.0 : node.attr_f("extrapolation_value", 0.0f);
   std::vector<int64_t> axes;
-  if (!legacy) axes = k.node.attr_ints("axes");
+  if (!legacy) axes = node.attr_ints("axes");
   if (axes.empty())
     for (int64_t a = 0; a < r; ++a) axes.push_back(a);
   for (int64_t& a : axes)
-    if (!normalize_axis(&a, r)) return k.error("axes entry {} is out of range for rank {}", a, r);
+    if (!normalize_axis(&a, r)) return plan_error(node, "axes entry {} is out of range for rank {}", a, r);
   for (int64_t a = 0; a < r; ++a) {
     d.in_dims[a] = in[a];
     d.out_dims[a] = out[a];
@@ -86,33 +94,33 @@ Status run_resize_like(CudaKernelContext& k, bool upsample) {
   std::vector<double> scales, roi;
   std::vector<int64_t> sizes;
   auto given = [&](size_t i) -> const Tensor* {
-    return i < k.host.size() && k.host[i] && k.host[i]->numel() > 0 ? k.host[i] : nullptr;
+    return i < host.size() && host[i] && host[i]->numel() > 0 ? host[i] : nullptr;
   };
-  if (upsample && k.opset < 9) {
-    for (float f : k.node.attr_floats("scales")) scales.push_back(f);
+  if (upsample && opset < 9) {
+    for (float f : node.attr_floats("scales")) scales.push_back(f);
   } else if (legacy) {
-    if (!given(1)) return k.error("input 'scales' is required");
+    if (!given(1)) return plan_error(node, "input 'scales' is required");
     scales = f64s(*given(1));
   } else {
     if (given(1)) roi = f64s(*given(1));
     if (given(2)) scales = f64s(*given(2));
     else if (given(3)) sizes = given(3)->to_i64_vector();
-    else return k.error("one of 'scales' and 'sizes' must be given");
+    else return plan_error(node, "one of 'scales' and 'sizes' must be given");
   }
   if (!roi.empty()) {
-    if (roi.size() != 2 * n) return k.error("roi has {} values; expected {}", roi.size(), 2 * n);
+    if (roi.size() != 2 * n) return plan_error(node, "roi has {} values; expected {}", roi.size(), 2 * n);
     for (size_t i = 0; i < n; ++i) d.roi_start[axes[i]] = roi[i], d.roi_end[axes[i]] = roi[n + i];
   }
   if (!scales.empty()) {
-    if (scales.size() != n) return k.error("scales has {} values for {} axes", scales.size(), n);
+    if (scales.size() != n) return plan_error(node, "scales has {} values for {} axes", scales.size(), n);
     for (size_t i = 0; i < n; ++i) d.scale[axes[i]] = scales[i];
   } else {
-    if (sizes.size() != n) return k.error("sizes has {} values for {} axes", sizes.size(), n);
+    if (sizes.size() != n) return plan_error(node, "sizes has {} values for {} axes", sizes.size(), n);
     for (size_t i = 0; i < n; ++i) {
-      if (in[axes[i]] == 0) return k.error("cannot resize axis {} of extent 0", axes[i]);
+      if (in[axes[i]] == 0) return plan_error(node, "cannot resize axis {} of extent 0", axes[i]);
       d.scale[axes[i]] = static_cast<double>(sizes[i]) / static_cast<double>(in[axes[i]]);
     }
-    const std::string policy = k.node.attr_s("keep_aspect_ratio_policy", "stretch");
+    const std::string policy = node.attr_s("keep_aspect_ratio_policy", "stretch");
     if (policy != "stretch") {
       double s = policy == "not_larger" ? std::numeric_limits<double>::infinity() : 0.0;
       for (int64_t a : axes) s = policy == "not_larger" ? std::min(s, d.scale[a]) : std::max(s, d.scale[a]);
@@ -120,14 +128,22 @@ Status run_resize_like(CudaKernelContext& k, bool upsample) {
     }
   }
   for (int64_t a : axes) {
-    if (!(d.scale[a] > 0.0)) return k.error("scales must be positive, got {}", d.scale[a]);
+    if (!(d.scale[a] > 0.0)) return plan_error(node, "scales must be positive, got {}", d.scale[a]);
     const bool crop = d.ctm == ResizeCtm::kTfCropAndResize;
     const bool identity = std::fabs(d.scale[a] - 1.0) <= 1e-9 && out[a] == in[a] &&
                           (!crop || (std::fabs(d.roi_start[a]) <= 1e-9 && std::fabs(d.roi_end[a] - 1.0) <= 1e-9));
     d.resized[a] = !identity;
-    if (d.resized[a] && in[a] == 0 && out[a] > 0) return k.error("cannot resize axis {} of extent 0 to {}", a, out[a]);
+    if (d.resized[a] && in[a] == 0 && out[a] > 0) return plan_error(node, "cannot resize axis {} of extent 0 to {}", a, out[a]);
   }
-  return launch_resize(x.dtype(), x.raw(), k.out(0).raw(), d, k.ctx.stream);
+  return d;
+}
+
+namespace {
+
+Status run_resize_like(CudaKernelContext& k, bool upsample) {
+  GPUOPT_ASSIGN_OR_RETURN(ResizeDesc d,
+                          make_resize_desc(k.node, k.opset, upsample, k.in(0).shape(), k.out(0).shape(), k.host));
+  return launch_resize(k.in(0).dtype(), k.in(0).raw(), k.out(0).raw(), d, k.ctx.stream);
 }
 
 Status run_resize(CudaKernelContext& k) { return run_resize_like(k, false); }
