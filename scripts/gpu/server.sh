@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `gpuopt serve` on the H200 (issue 7). Builds nothing: uses the binaries in build-h200/.
 #  1. tiny add_sub model on CPU instances and on GPU instances: max throughput, p50/p99 at several
-#     concurrencies, server overhead per request (client latency minus server queue + compute);
+#     concurrencies, overhead per request: client latency minus server queue + compute (perf_analyzer's
+#     definition) and the server's own share (its request duration minus queue + compute);
 #  2. ResNet-50 FP16 on the GPU through the server vs `gpuopt run` at the same batch size;
 #  3. SIGTERM under load: exit time and exit code.
 # Logs and JSON under $OUT/server (default ./server-out/server); a short table is printed last.
@@ -23,10 +24,12 @@ import os, sys
 sys.path.insert(0, "tests/server")
 import server_harness as H
 root, cores = sys.argv[1], int(sys.argv[2])
-for name, kind, count in [("tiny_cpu", "KIND_CPU", max(1, cores // 2)), ("tiny_gpu", "KIND_GPU", 2)]:
+# tiny_cpu0: no queue delay, for the per-request overhead at concurrency 1.
+for name, kind, count, delay in [("tiny_cpu", "KIND_CPU", max(1, cores // 2), 50), ("tiny_cpu0", "KIND_CPU", 2, 0),
+                                 ("tiny_gpu", "KIND_GPU", 2, 50)]:
     H.add_sub_model(os.path.join(root, name, "1", "model.onnx"))
     with open(os.path.join(root, name, "config.pbtxt"), "w") as f:
-        f.write(f'max_batch_size: 64\ndynamic_batching {{ max_queue_delay_microseconds: 50 }}\n'
+        f.write(f'max_batch_size: 64\ndynamic_batching {{ max_queue_delay_microseconds: {delay} }}\n'
                 f'instance_group {{ count: {count} kind: {kind} }}\n')
 EOF
 $PY tools/models/make_models.py --out "$R/src" resnet50_full >"$D/make_models.log" 2>&1
@@ -63,8 +66,10 @@ perf() {  # name out.json args...
   "$G" perf -m "$m" -u 127.0.0.1:$PORT -p 3000 -r 8 --json "$@" >"$D/$out" 2>"$D/$out.err"
   echo "exit $?"
 }
-perf tiny_cpu tiny_cpu.json --concurrency-range 1:1 
-perf tiny_cpu tiny_cpu_load.json --concurrency-range 16:128:16
+perf tiny_cpu0 tiny_cpu0.json --concurrency-range 1:1
+perf tiny_cpu0 tiny_cpu0_json.json --concurrency-range 1:1 --json-data
+perf tiny_cpu tiny_cpu.json --concurrency-range 1:1
+perf tiny_cpu tiny_cpu_load.json --concurrency-range 16:256:48
 perf tiny_gpu tiny_gpu.json --concurrency-range 1:1
 perf tiny_gpu tiny_gpu_load.json --concurrency-range 16:128:16
 if [ -d "$R/resnet50" ]; then
@@ -88,7 +93,7 @@ wait $SPID
 CODE=$?
 T1=$(date +%s.%N)
 wait $LPID
-echo "server exit code $CODE after $(echo "$T1 - $T0" | bc) s"
+echo "server exit code $CODE after $(awk -v a="$T0" -v b="$T1" 'BEGIN { printf "%.2f", b - a }') s"
 tail -2 "$D/serve.log"
 rm -rf "$R"
 
@@ -102,19 +107,31 @@ def load(n):
     except Exception:
         return None
 rows = []
-for name in ["tiny_cpu", "tiny_cpu_load", "tiny_gpu", "tiny_gpu_load", "resnet50", "resnet50_b1"]:
+for name in ["tiny_cpu0", "tiny_cpu0_json", "tiny_cpu", "tiny_cpu_load", "tiny_gpu", "tiny_gpu_load", "resnet50",
+             "resnet50_b1"]:
     j = load(name + ".json")
     if not j:
-        rows.append((name, "-", "-", "-", "-", "-", "-")); continue
+        rows.append((name, "-", "-", "-", "-", "-", "-", "-")); continue
     for r in j["results"]:
         comp = r["server_compute_input_us"] + r["server_compute_infer_us"] + r["server_compute_output_us"]
         rows.append((f'{name} b{j["batch_size"]}', r.get("concurrency", r.get("request_rate")),
                      f'{r["throughput_infer_per_s"]:.0f}', f'{r["p50_us"]:.0f}', f'{r["p99_us"]:.0f}',
-                     f'{comp:.0f}', f'{r["latency_avg_us"] - comp:.1f}'))
-print(f'{"model":18} {"conc":>5} {"infer/s":>10} {"p50 us":>9} {"p99 us":>9} {"compute us":>11} {"e2e-compute us":>15}')
+                     f'{comp:.0f}', f'{r["overhead_us"]:.1f}', f'{r.get("server_overhead_us", 0):.1f}'))
+print(f'{"model":18} {"conc":>5} {"infer/s":>10} {"p50 us":>9} {"p99 us":>9} {"compute us":>11} '
+      f'{"overhead us":>12} {"server ovh us":>14}')
 for r in rows:
-    print(f"{r[0]:18} {str(r[1]):>5} {r[2]:>10} {r[3]:>9} {r[4]:>9} {r[5]:>11} {r[6]:>15}")
+    print(f"{r[0]:18} {str(r[1]):>5} {r[2]:>10} {r[3]:>9} {r[4]:>9} {r[5]:>11} {r[6]:>12} {r[7]:>14}")
 run = load("run_resnet50.json")
-if run:
+srv = load("resnet50.json")
+if run and srv:
+    # The server runs 2 instances; compare per-request latency at concurrency 1 and the best
+    # throughput with what `gpuopt run` does alone at the same batch size.
+    r1 = srv["results"][0]
+    best = max(r["throughput_infer_per_s"] for r in srv["results"])
+    med = run["latency_ms"]["median"]
+    print(f'resnet50 fp16 b8: gpuopt run median {med:.2f} ms = {run["throughput_per_s"]:.0f} img/s; '
+          f'server conc 1 p50 {r1["p50_us"] / 1000:.2f} ms ({r1["p50_us"] / 1000 / med:.2f}x), '
+          f'best {best:.0f} infer/s ({best / run["throughput_per_s"]:.2f}x of run)')
+elif run:
     print("gpuopt run resnet50 fp16 b8:", json.dumps(run.get("latency_ms", run))[:200])
 EOF

@@ -47,6 +47,9 @@ struct Level {
   double p50 = 0, p90 = 0, p95 = 0, p99 = 0, avg_us = 0;
   uint64_t requests = 0, errors = 0;
   double queue_us = 0, compute_input_us = 0, compute_infer_us = 0, compute_output_us = 0, overhead_us = 0;
+  // Server side only: request duration from the server's stats (arrival to answer handed to the
+  // connection), and that minus queue and compute: what parsing, batching hand-offs and encoding cost.
+  double server_request_us = 0, server_overhead_us = 0;
   int windows = 0;
   bool stable = false;
 };
@@ -229,6 +232,9 @@ Result<Level> measure(const PerfOptions& o, const Target& tgt, const std::string
     lv.compute_infer_us = avg("compute_infer");
     lv.compute_output_us = avg("compute_output");
     lv.overhead_us = lv.avg_us - lv.compute_input_us - lv.compute_infer_us - lv.compute_output_us - lv.queue_us;
+    lv.server_request_us = avg("success");
+    lv.server_overhead_us = lv.server_request_us - lv.compute_input_us - lv.compute_infer_us - lv.compute_output_us -
+                            lv.queue_us;
   }
   return lv;
 }
@@ -260,11 +266,13 @@ int run(const PerfOptions& o) {
     std::ofstream f(o.csv);
     f << (rate ? "Request Rate" : "Concurrency")
       << ",Inferences/Second,Client Avg us,p50 latency,p90 latency,p95 latency,p99 latency,Server Queue,"
-         "Server Compute Input,Server Compute Infer,Server Compute Output,Overhead us,Errors\n";
+         "Server Compute Input,Server Compute Infer,Server Compute Output,Overhead us,Server Request us,"
+         "Server Overhead us,Errors\n";
     for (const auto& l : levels)
-      f << fmt::format("{},{:.2f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{}\n", l.value,
-                       l.throughput, l.avg_us, l.p50, l.p90, l.p95, l.p99, l.queue_us, l.compute_input_us,
-                       l.compute_infer_us, l.compute_output_us, l.overhead_us, l.errors);
+      f << fmt::format("{},{:.2f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{}\n",
+                       l.value, l.throughput, l.avg_us, l.p50, l.p90, l.p95, l.p99, l.queue_us, l.compute_input_us,
+                       l.compute_infer_us, l.compute_output_us, l.overhead_us, l.server_request_us,
+                       l.server_overhead_us, l.errors);
   }
   if (o.json_out) {
     json a = json::array();
@@ -281,6 +289,8 @@ int run(const PerfOptions& o) {
                    {"server_compute_infer_us", l.compute_infer_us},
                    {"server_compute_output_us", l.compute_output_us},
                    {"overhead_us", l.overhead_us},
+                   {"server_request_us", l.server_request_us},
+                   {"server_overhead_us", l.server_overhead_us},
                    {"requests", l.requests},
                    {"errors", l.errors},
                    {"windows", l.windows},
@@ -289,14 +299,15 @@ int run(const PerfOptions& o) {
     return kExitOk;
   }
   Table t({rate ? "rate/s" : "concurrency", "infer/s", "avg us", "p50 us", "p90 us", "p95 us", "p99 us", "queue us",
-           "compute us", "overhead us", "errors"},
+           "compute us", "overhead us", "server ovh us", "errors"},
           fmt::format("gpuopt perf: model '{}', batch {}, {} tensors", o.model, o.batch, o.binary ? "binary" : "JSON"));
   for (const auto& l : levels)
     t.add({fmt::format("{}", l.value), fmt::format("{:.1f}", l.throughput), fmt::format("{:.0f}", l.avg_us),
            fmt::format("{:.0f}", l.p50), fmt::format("{:.0f}", l.p90), fmt::format("{:.0f}", l.p95),
            fmt::format("{:.0f}", l.p99), fmt::format("{:.1f}", l.queue_us),
            fmt::format("{:.1f}", l.compute_input_us + l.compute_infer_us + l.compute_output_us),
-           fmt::format("{:.1f}", l.overhead_us), fmt::format("{}", l.errors)});
+           fmt::format("{:.1f}", l.overhead_us), fmt::format("{:.1f}", l.server_overhead_us),
+           fmt::format("{}", l.errors)});
   fmt::print("{}", t.render());
   return kExitOk;
 }
