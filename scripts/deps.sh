@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 PKGS=(build-essential cmake ninja-build ccache git pkg-config
       libprotobuf-dev protobuf-compiler libcli11-dev libfmt-dev nlohmann-json3-dev
       libboost-dev libncurses-dev libgtest-dev libbenchmark-dev libopenblas-dev
-      python3 python3-venv python3-pip prometheus tmux curl)
+      python3 python3-venv python3-pip prometheus tmux curl clang libclang-rt-14-dev)
 
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi

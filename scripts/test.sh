@@ -1,15 +1,32 @@
 #!/usr/bin/env bash
 # The README's test command: installs dependencies, builds, runs every test (C++ and Python)
-# through CTest. GPU tests report "skipped: no CUDA device" on a machine without one.
+# through CTest, then the libFuzzer targets for a bounded time (scripts/fuzz.sh). GPU tests report
+# "skipped: no CUDA device" on a machine without one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/deps.sh
 ./scripts/build.sh
-cd "${BUILD_DIR:-build}"
+BUILD_DIR=${BUILD_DIR:-build}
 set +e
-ctest --output-on-failure -j"$(nproc)" --timeout 900 2>&1 | tee ctest.log
-rc=${PIPESTATUS[0]}
-# CTest lists skipped tests after its summary; repeat the summary so the run ends with it.
+(cd "$BUILD_DIR" && ctest --output-on-failure -j"$(nproc)" --timeout 900 2>&1 | tee ctest.log; exit "${PIPESTATUS[0]}")
+rc=$?
+# The libFuzzer targets (model loader, server request parsers): a clang build of their own,
+# GPUOPT_FUZZ_SECONDS each (default 30; 0 skips them and says so).
+fuzz_rc=0
+if [ "${GPUOPT_FUZZ_SECONDS:-30}" != 0 ]; then
+  ./scripts/fuzz.sh "${GPUOPT_FUZZ_SECONDS:-30}" > "$BUILD_DIR/fuzz.log" 2>&1
+  fuzz_rc=$?
+  tail -n 20 "$BUILD_DIR/fuzz.log"
+fi
+# CTest lists skipped tests after its summary; repeat the summaries so the run ends with them.
 echo
-grep -E "tests passed, [0-9]+ tests failed out of [0-9]+" ctest.log | tail -1
+if [ "${GPUOPT_FUZZ_SECONDS:-30}" = 0 ]; then
+  echo "fuzz: skipped (GPUOPT_FUZZ_SECONDS=0)"
+elif [ $fuzz_rc = 0 ]; then
+  echo "fuzz: model_loader and server_parsers ran ${GPUOPT_FUZZ_SECONDS:-30} s each, no crash"
+else
+  echo "fuzz: FAILED (exit $fuzz_rc), see $BUILD_DIR/fuzz.log and build-fuzz/tools/fuzz/work_*/"
+fi
+grep -E "tests passed, [0-9]+ tests failed out of [0-9]+" "$BUILD_DIR/ctest.log" | tail -1
+[ "$rc" = 0 ] && rc=$fuzz_rc
 exit "$rc"
