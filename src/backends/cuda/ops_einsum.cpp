@@ -2,7 +2,7 @@
 // explicit or implicit output, repeated labels (diagonals), ellipsis with broadcasting. The plan
 // is the CPU reference's (src/backends/cpu/matmul.cpp); the sums run in double.
 #include "backends/cuda/cuda_ops.h"
-#include "backends/cuda/einsum.h"
+#include "backends/cuda/einsum_plan.h"
 
 #include <algorithm>
 #include <cctype>
@@ -66,20 +66,25 @@ std::vector<int> expand(const Term& t, size_t er, size_t rank) {
   return l;
 }
 
-Status run_einsum(CudaKernelContext& k) {
+template <typename... Args>
+Status plan_error(const Node& node, fmt::format_string<Args...> f, Args&&... args) {
+  return Status::InvalidArgument("{}: {}", node_label(node), fmt::format(f, std::forward<Args>(args)...));
+}
+
+}  // namespace
+
+Result<EinsumDesc> make_einsum_desc(const Node& node, const std::vector<Shape>& shapes) {
   std::vector<Term> ins;
   Term out;
   bool explicit_out = false;
-  const std::string eq = k.node.attr_s("equation", "");
-  if (!parse(eq, &ins, &out, &explicit_out)) return k.error("cannot parse einsum equation '{}'", eq);
+  const std::string eq = node.attr_s("equation", "");
+  if (!parse(eq, &ins, &out, &explicit_out)) return plan_error(node, "cannot parse einsum equation '{}'", eq);
   const size_t nin = ins.size();
-  if (nin != k.inputs.size() || nin > kEinsumMaxInputs) return k.error("equation '{}' for {} inputs", eq, k.inputs.size());
-  std::vector<Shape> shapes;
+  if (nin != shapes.size() || nin > kEinsumMaxInputs) return plan_error(node, "equation '{}' for {} inputs", eq, shapes.size());
   size_t ell_rank = 0;
   for (size_t i = 0; i < nin; ++i) {
-    shapes.push_back(k.in(i).shape());
     const size_t nl = ins[i].letters.size(), r = shapes[i].size();
-    if ((!ins[i].has_ellipsis && r != nl) || r < nl) return k.error("operand {} has rank {} for term of {} labels", i, r, nl);
+    if ((!ins[i].has_ellipsis && r != nl) || r < nl) return plan_error(node, "operand {} has rank {} for term of {} labels", i, r, nl);
     ell_rank = std::max(ell_rank, r - nl);
   }
   std::map<int, int64_t> extent;
@@ -93,11 +98,11 @@ Status run_einsum(CudaKernelContext& k) {
       auto it = extent.find(l);
       if (l >= kEllipsisBase) {  // numpy broadcasting of the ellipsis block
         if (it->second == 1) it->second = dim;
-        else if (dim != 1 && dim != it->second) return k.error("ellipsis dimensions do not broadcast");
+        else if (dim != 1 && dim != it->second) return plan_error(node, "ellipsis dimensions do not broadcast");
       } else if (it == extent.end()) {
         extent[l] = dim;
       } else if (it->second != dim) {
-        return k.error("label '{}' has extents {} and {}", static_cast<char>(l), it->second, dim);
+        return plan_error(node, "label '{}' has extents {} and {}", static_cast<char>(l), it->second, dim);
       }
     }
   }
@@ -118,11 +123,11 @@ Status run_einsum(CudaKernelContext& k) {
   for (const auto& [l, e] : extent)
     if (std::find(order.begin(), order.end(), l) == order.end()) order.push_back(l);
   if (order.size() > static_cast<size_t>(kEinsumMaxLabels))
-    return k.error("{} labels exceed the CUDA limit {}", order.size(), kEinsumMaxLabels);
+    return plan_error(node, "{} labels exceed the CUDA limit {}", order.size(), kEinsumMaxLabels);
   d.num_labels = static_cast<int>(order.size());
   for (size_t i = 0; i < order.size(); ++i) {
     auto it = extent.find(order[i]);
-    if (it == extent.end()) return k.error("output label '{}' is not in any input", static_cast<char>(order[i]));
+    if (it == extent.end()) return plan_error(node, "output label '{}' is not in any input", static_cast<char>(order[i]));
     d.ext[i] = it->second;
     (static_cast<int>(i) < d.num_out ? d.out_n : d.red_n) *= d.ext[i];
   }
@@ -133,9 +138,18 @@ Status run_einsum(CudaKernelContext& k) {
       if (shapes[kk][dd] != 1 || d.ext[i] == 1) d.strides[kk][i] += st[dd];
     }
   }
+  return d;
+}
+
+namespace {
+
+Status run_einsum(CudaKernelContext& k) {
+  std::vector<Shape> shapes;
+  for (size_t i = 0; i < k.inputs.size(); ++i) shapes.push_back(k.in(i).shape());
+  GPUOPT_ASSIGN_OR_RETURN(EinsumDesc d, make_einsum_desc(k.node, shapes));
   if (d.out_n != k.out(0).numel()) return k.error("einsum plan has {} outputs, the tensor {}", d.out_n, k.out(0).numel());
   EinsumInputs p;
-  for (size_t i = 0; i < nin; ++i) p.p[i] = k.in(i).raw();
+  for (size_t i = 0; i < shapes.size(); ++i) p.p[i] = k.in(i).raw();
   return launch_einsum(k.out(0).dtype(), p, k.out(0).raw(), d, k.ctx.stream);
 }
 

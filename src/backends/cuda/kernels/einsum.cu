@@ -1,5 +1,5 @@
-// Einsum kernel (see einsum.h).
-#include "backends/cuda/einsum.h"
+// Einsum kernel (see einsum.h); the per-element sum is in einsum_math.h.
+#include "backends/cuda/einsum_math.h"
 #include "core/cuda_check.h"
 
 #include <cuda_bf16.h>
@@ -25,32 +25,8 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_d<__nv_bfloat16>(doubl
 
 template <typename T>
 __global__ void einsum_kernel(EinsumInputs in, T* __restrict__ y, EinsumDesc d) {
-  for (int64_t o = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; o < d.out_n; o += int64_t(gridDim.x) * blockDim.x) {
-    int64_t off[kEinsumMaxInputs] = {};
-    int64_t rem = o;
-    for (int l = d.num_out - 1; l >= 0; --l) {
-      const int64_t c = rem % d.ext[l];
-      rem /= d.ext[l];
-      for (int k = 0; k < d.num_inputs; ++k) off[k] += c * d.strides[k][l];
-    }
-    int64_t idx[kEinsumMaxLabels] = {};
-    double acc = 0.0;
-    for (int64_t r = 0; r < d.red_n; ++r) {
-      double p = 1.0;
-      for (int k = 0; k < d.num_inputs; ++k) p *= to_d(static_cast<const T*>(in.p[k])[off[k]]);
-      acc += p;
-      // Odometer over the summed labels, offsets kept incrementally (as the reference).
-      for (int l = d.num_labels - 1; l >= d.num_out; --l) {
-        if (++idx[l] < d.ext[l]) {
-          for (int k = 0; k < d.num_inputs; ++k) off[k] += d.strides[k][l];
-          break;
-        }
-        for (int k = 0; k < d.num_inputs; ++k) off[k] -= d.strides[k][l] * (d.ext[l] - 1);
-        idx[l] = 0;
-      }
-    }
-    y[o] = from_d<T>(acc);
-  }
+  for (int64_t o = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; o < d.out_n; o += int64_t(gridDim.x) * blockDim.x)
+    y[o] = from_d<T>(einsum_point(d, o, [&in](int k, int64_t off) { return to_d(static_cast<const T*>(in.p[k])[off]); }));
 }
 
 }  // namespace
