@@ -1,5 +1,5 @@
 // Index and creation kernels (see index_ops.h). Grid-stride loops; data movement by element size.
-#include "backends/cuda/index_ops.h"
+#include "backends/cuda/index_math.h"
 #include "core/cuda_check.h"
 
 #include <cuda_bf16.h>
@@ -16,10 +16,6 @@ unsigned grid_for(int64_t n) {
 }
 #define GRID_LOOP(i, n) \
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); i += int64_t(gridDim.x) * blockDim.x)
-
-__device__ __forceinline__ int64_t load_index(const void* p, bool i64, int64_t i) {
-  return i64 ? static_cast<const int64_t*>(p)[i] : static_cast<int64_t>(static_cast<const int32_t*>(p)[i]);
-}
 
 template <typename F>
 Status by_size(size_t es, F&& f) {
@@ -44,33 +40,7 @@ __global__ void trilu_kernel(const E* __restrict__ in, E* __restrict__ out, int6
   }
 }
 
-// ---- GatherElements / ScatterElements offsets ----------------------------------------------------
-
-// Offset into data of index element e, or -1 when the index is out of range.
-__device__ __forceinline__ int64_t elements_offset(const ElementsDesc& d, const void* idx, bool i64, int64_t e) {
-  int64_t k = load_index(idx, i64, e);
-  if (k < 0) k += d.axis_dim;
-  if (k < 0 || k >= d.axis_dim) return -1;
-  int64_t rem = e, off = 0;
-  for (int a = d.rank - 1; a >= 0; --a) {
-    const int64_t c = rem % d.ind_dims[a];
-    rem /= d.ind_dims[a];
-    off += (a == d.axis ? k : c) * d.data_strides[a];
-  }
-  return off;
-}
-
-// Offset into data of tuple t's slice, or -1 when an index is out of range.
-__device__ __forceinline__ int64_t nd_offset(const NdDesc& d, const void* idx, bool i64, int64_t t) {
-  int64_t off = (t / d.tuples) * d.batch_stride;
-  for (int j = 0; j < d.m; ++j) {
-    int64_t k = load_index(idx, i64, t * d.m + j);
-    if (k < 0) k += d.dims[j];
-    if (k < 0 || k >= d.dims[j]) return -1;
-    off += k * d.strides[j];
-  }
-  return off;
-}
+// ---- GatherElements / GatherND (offsets in index_math.h) ---------------------------------------
 
 template <typename E>
 __global__ void gather_elements_kernel(const E* __restrict__ data, const void* __restrict__ idx, bool i64,

@@ -1,4 +1,5 @@
 // TopK and Instance/GroupNormalization kernels (see rows.h).
+#include "backends/cuda/index_math.h"
 #include "backends/cuda/rows.h"
 #include "core/cuda_check.h"
 
@@ -30,17 +31,6 @@ template <typename T> __device__ __forceinline__ typename KeyOf<T>::type key(con
   else return static_cast<int64_t>(p[i]);
 }
 
-// Whether (a, ia) comes before (b, ib): the CPU reference's comparator.
-template <typename K>
-__device__ __forceinline__ bool before(K a, int64_t ia, K b, int64_t ib, bool largest) {
-  if constexpr (std::is_same_v<K, float>) {
-    const bool an = isnan(a), bn = isnan(b);
-    if (an || bn) return an != bn ? (largest ? an : bn) : ia < ib;
-  }
-  if (a != b) return largest ? a > b : a < b;
-  return ia < ib;
-}
-
 // One block per line (grid-strided over lines); each element's rank is the number of elements
 // before it, and ranks below k are the output positions.
 template <typename T>
@@ -63,7 +53,7 @@ __global__ void topk_kernel(const T* __restrict__ x, T* __restrict__ vals, int64
         for (int64_t j = threadIdx.x; j < len; j += blockDim.x) tile[j] = key(x, base + (t0 + j) * inner);
         __syncthreads();
         if (mine)
-          for (int64_t j = 0; j < len; ++j) rank += before(tile[j], t0 + j, ki, i, largest);
+          for (int64_t j = 0; j < len; ++j) rank += topk_before(tile[j], t0 + j, ki, i, largest);
       }
       if (mine && rank < k) {
         const int64_t at = (o * k + rank) * inner + in;
