@@ -340,5 +340,37 @@ TEST(MiscRobustness, BadValuesGiveErrorsOrZerosNotCrashes) {
             std::string::npos);
 }
 
+Tensor bytes_u8(const std::vector<int>& v) {
+  Tensor t = Tensor::empty(DType::U8, {static_cast<int64_t>(v.size())});
+  for (size_t i = 0; i < v.size(); ++i) t.data<uint8_t>()[i] = static_cast<uint8_t>(v[i]);
+  return t;
+}
+
+TEST(MiscImage, ImageDecoderBmpPnmAndUnsupportedFormats) {
+  // 2x1 24-bit BMP: pixels (1, 2, 3) and (10, 20, 30), stored B, G, R with the row padded to 8 bytes
+  std::vector<int> bmp = {'B', 'M', 62, 0, 0, 0, 0, 0, 0, 0, 54, 0, 0, 0, 40, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 1, 0, 24, 0};
+  bmp.resize(54, 0);
+  for (int v : {3, 2, 1, 30, 20, 10, 0, 0}) bmp.push_back(v);
+  Tensor b = bytes_u8(bmp);
+  std::vector<Tensor> y = run(make_node(Op::ImageDecoder, 1), {&b}, 20);
+  ASSERT_EQ(y[0].shape(), (Shape{1, 2, 3}));
+  EXPECT_EQ(y[0].to_i64_vector(), (std::vector<int64_t>{1, 2, 3, 10, 20, 30}));
+  y = run(make_node(Op::ImageDecoder, 1, 1, {{"pixel_format", attr_s("BGR")}}), {&b}, 20);
+  EXPECT_EQ(y[0].to_i64_vector(), (std::vector<int64_t>{3, 2, 1, 30, 20, 10}));
+  y = run(make_node(Op::ImageDecoder, 1, 1, {{"pixel_format", attr_s("Grayscale")}}), {&b}, 20);
+  EXPECT_EQ(y[0].to_i64_vector(), (std::vector<int64_t>{2, 18}));  // (19595 R + 38470 G + 7471 B + 2^15) >> 16
+  std::vector<int> pnm;
+  for (char c : std::string("P5\n# grey\n2 1\n255\n")) pnm.push_back(c);
+  pnm.push_back(7);
+  pnm.push_back(9);
+  Tensor p = bytes_u8(pnm);
+  EXPECT_EQ(run(make_node(Op::ImageDecoder, 1), {&p}, 20)[0].to_i64_vector(), (std::vector<int64_t>{7, 7, 7, 9, 9, 9}));
+  Tensor jpeg = bytes_u8({0xFF, 0xD8, 0xFF, 0xE0, 0, 0});
+  EXPECT_NE(run_error(make_node(Op::ImageDecoder, 1), {&jpeg}, 20).find("JPEG images are not supported"), std::string::npos);
+  bmp.resize(60);  // truncated pixel data
+  Tensor t = bytes_u8(bmp);
+  EXPECT_NE(run_error(make_node(Op::ImageDecoder, 1), {&t}, 20).find("truncated"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace gpuopt
