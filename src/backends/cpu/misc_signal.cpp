@@ -312,12 +312,18 @@ Status cpu_DFT(KernelContext& ctx) {
   return Status::Ok();
 }
 
+// 8 flops (a complex multiply-add) per output element and input sample along the axis. The axis
+// is the axis input when constant, else the attribute, else -2 (opset 20's default, and the same
+// dim as opset 17's default 1 for the usual [batch, n, 1|2] signal).
 double flops_DFT(const FlopsContext& ctx) {
   const double out = nn::est_numel(nn::flops_out(ctx, 0));
   const ValueInfo* x = nn::flops_in(ctx, 0);
   if (out < 0 || !x || !x->rank_known || x->shape.size() < 2) return 0;
-  const int64_t n = x->shape[x->shape.size() - 2];
-  return out * 8 * static_cast<double>(std::max<int64_t>(n, 1));
+  int64_t axis = ctx.node.attr_i("axis", -2);
+  const ValueInfo* a = nn::flops_in(ctx, 2);
+  if (a && a->value && a->value->numel() == 1) axis = a->value->get_i64(0);
+  if (!normalize_axis(&axis, static_cast<int64_t>(x->shape.size()))) return 0;
+  return out * 8 * nn::est_dim(x, axis);
 }
 
 // ---- STFT -------------------------------------------------------------------------------------
