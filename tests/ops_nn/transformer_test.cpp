@@ -330,5 +330,63 @@ TEST(Attention, Errors) {
             std::string::npos);
 }
 
+// ---- load-time inference and FLOPs ------------------------------------------------------------
+
+constexpr int64_t kN = kFirstSymbolDim;  // symbolic batch "N"
+constexpr int64_t kS = kFirstSymbolDim - 1;  // symbolic sequence "S"
+
+ValueInfo vi(DType dt, Shape s) {
+  return ValueInfo{dt, true, std::move(s), nullptr};
+}
+
+Result<std::vector<ValueInfo>> infer_all(const Node& n, std::vector<ValueInfo>& ins, int opset) {
+  std::vector<const ValueInfo*> p;
+  for (auto& v : ins) p.push_back(v.dtype == DType::Undefined ? nullptr : &v);
+  return infer_node(n, p, opset);
+}
+
+TEST(TransformerInference, SymbolicDimsPropagate) {
+  std::vector<ValueInfo> rms = {vi(DType::F16, {kN, kS, 64}), vi(DType::F16, {64})};
+  auto r = infer_all(make_node(Op::RMSNormalization, 2, 1), rms, 23);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ((*r)[0].shape, (Shape{kN, kS, 64}));
+  EXPECT_EQ((*r)[0].dtype, DType::F16);
+
+  AttributeMap heads;
+  heads["q_num_heads"] = attr_i(8);
+  heads["kv_num_heads"] = attr_i(2);
+  std::vector<ValueInfo> a3 = {vi(DType::F32, {kN, kS, 64}), vi(DType::F32, {kN, kS, 16}),
+                               vi(DType::F32, {kN, kS, 24})};
+  r = infer_all(make_node(Op::Attention, 3, 4, heads), a3, 23);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ((*r)[0].shape, (Shape{kN, kS, 96}));  // 8 heads x v_head 12
+  EXPECT_EQ((*r)[1].shape, (Shape{kN, 2, kS, 8}));
+  EXPECT_EQ((*r)[2].shape, (Shape{kN, 2, kS, 12}));
+  EXPECT_EQ((*r)[3].shape, (Shape{kN, 8, kS, kS}));
+
+  // with a cache the total length past + S is unknown at load time, the rest stays symbolic
+  std::vector<ValueInfo> a4 = {vi(DType::F32, {kN, 8, kS, 16}), vi(DType::F32, {kN, 2, kS, 16}),
+                               vi(DType::F32, {kN, 2, kS, 16}), ValueInfo{},
+                               vi(DType::F32, {kN, 2, 5, 16}), vi(DType::F32, {kN, 2, 5, 16})};
+  r = infer_all(make_node(Op::Attention, 6, 3), a4, 23);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ((*r)[0].shape, (Shape{kN, 8, kS, 16}));
+  EXPECT_EQ((*r)[1].shape, (Shape{kN, 2, kUnknownDim, 16}));
+}
+
+TEST(TransformerFlops, HandCounted) {
+  // Attention: Q [2,4,3,8], K [2,2,6,8], V [2,2,6,5]: 144 scores; Q K^T 2*144*8, P V 2*144*5,
+  // scale/bias/softmax 5*144.
+  std::vector<ValueInfo> a = {vi(DType::F32, {2, 4, 3, 8}), vi(DType::F32, {2, 2, 6, 8}), vi(DType::F32, {2, 2, 6, 5})};
+  const Node n = make_node(Op::Attention, 3, 1);
+  auto r = infer_all(n, a, 23);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  std::vector<const ValueInfo*> in = {&a[0], &a[1], &a[2]}, out = {&(*r)[0]};
+  EXPECT_DOUBLE_EQ(op_def(Op::Attention).flops(FlopsContext{n, in, out}), 2304 + 1440 + 720);
+  std::vector<const ValueInfo*> rin = {&a[0]};
+  EXPECT_DOUBLE_EQ(op_def(Op::RMSNormalization).flops(FlopsContext{n, rin, {}}), 4 * 192);
+  EXPECT_DOUBLE_EQ(op_def(Op::RotaryEmbedding).flops(FlopsContext{n, rin, {}}), 3 * 192);
+}
+
 }  // namespace
 }  // namespace gpuopt

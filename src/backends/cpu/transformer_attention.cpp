@@ -110,7 +110,7 @@ Result<AttnDims> attn_dims(const Ctx& ctx, const Shape& q, const Shape& k, const
                        d.batch, d.kv_heads, pk[2], d.v_head);
     d.past = pk[2];
   }
-  d.total = add_known(d.past, d.kv_seq);
+  d.total = d.past == 0 ? d.kv_seq : add_known(d.past, d.kv_seq);  // keeps a symbolic kv length
   return d;
 }
 
