@@ -220,47 +220,50 @@ std::vector<double> concat_seq(const std::vector<double>& past, const std::vecto
 
 // Additive bias for (b, h, i, j) over [B, Hq, Sq, T]: attn_mask (bool: false -> -inf; numeric:
 // added; columns past the mask's last dim -> -inf), causal (j > i + past -> -inf) and padding
-// (j >= nonpad_kv_seqlen[b] -> -inf).
-std::vector<double> attention_bias(const KernelContext& ctx, const AttnDims& d) {
-  const int64_t B = d.batch, H = d.q_heads, Sq = d.q_seq, T = d.total;
-  const double ninf = -std::numeric_limits<double>::infinity();
-  std::vector<double> bias(static_cast<size_t>(B * H * Sq * T), 0.0);
-  if (ctx.has_input(kMask)) {
+// (j >= nonpad_kv_seqlen[b] -> -inf). Made one row at a time, so memory stays O(T) per row
+// rather than O(B * Hq * Sq * T).
+class AttentionBias {
+ public:
+  AttentionBias(const KernelContext& ctx, const AttnDims& d)
+      : total_(d.total), past_(d.past), causal_(ctx.node.attr_i("is_causal", 0) != 0) {
+    if (ctx.has_input(kNonpad)) nonpad_ = ctx.in(kNonpad).to_i64_vector();
+    if (!ctx.has_input(kMask)) return;
     const Tensor& m = ctx.in(kMask);
-    const bool is_bool = m.dtype() == DType::Bool;
-    const std::vector<double> mv = nn::to_doubles(m);
-    // Mask strides over the right-aligned [B, H, Sq, L] view; 0 where the mask broadcasts.
-    Shape ms(4 - m.rank(), 1);
+    has_mask_ = true;
+    is_bool_ = m.dtype() == DType::Bool;
+    mask_ = nn::to_doubles(m);
+    // Strides over the right-aligned [B, H, Sq, L] view; 0 where the mask broadcasts.
+    Shape ms(static_cast<size_t>(4 - m.rank()), 1);
     ms.insert(ms.end(), m.shape().begin(), m.shape().end());
-    const int64_t L = ms[3];
-    const int64_t st3 = 1, st2 = L, st1 = ms[2] * st2, st0 = ms[1] * st1;
-    const int64_t s0 = ms[0] == 1 ? 0 : st0, s1 = ms[1] == 1 ? 0 : st1, s2 = ms[2] == 1 ? 0 : st2;
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t h = 0; h < H; ++h)
-        for (int64_t i = 0; i < Sq; ++i) {
-          double* row = bias.data() + ((b * H + h) * Sq + i) * T;
-          const double* mrow = mv.data() + b * s0 + h * s1 + i * s2;
-          for (int64_t j = 0; j < T; ++j) {
-            if (j >= L)
-              row[j] = ninf;
-            else
-              row[j] = is_bool ? (mrow[j * st3] != 0 ? 0.0 : ninf) : mrow[j * st3];
-          }
-        }
+    len_ = ms[3];
+    const int64_t st1 = ms[2] * len_, st0 = ms[1] * st1;
+    s0_ = ms[0] == 1 ? 0 : st0;
+    s1_ = ms[1] == 1 ? 0 : st1;
+    s2_ = ms[2] == 1 ? 0 : len_;
   }
-  if (ctx.node.attr_i("is_causal", 0) != 0)
-    for (int64_t bhi = 0; bhi < B * H * Sq; ++bhi) {
-      const int64_t i = bhi % Sq;
-      for (int64_t j = i + d.past + 1; j < T; ++j) bias[bhi * T + j] += ninf;
+
+  void fill(int64_t b, int64_t h, int64_t i, double* row) const {
+    const double ninf = -std::numeric_limits<double>::infinity();
+    std::fill(row, row + total_, 0.0);
+    if (has_mask_) {
+      const double* mrow = mask_.data() + b * s0_ + h * s1_ + i * s2_;
+      for (int64_t j = 0; j < total_; ++j)
+        row[j] = j >= len_ ? ninf : is_bool_ ? (mrow[j] != 0 ? 0.0 : ninf) : mrow[j];
     }
-  if (ctx.has_input(kNonpad)) {
-    const std::vector<int64_t> n = ctx.in(kNonpad).to_i64_vector();
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t hi = 0; hi < H * Sq; ++hi)
-        for (int64_t j = std::max<int64_t>(n[b], 0); j < T; ++j) bias[(b * H * Sq + hi) * T + j] += ninf;
+    if (causal_)
+      for (int64_t j = i + past_ + 1; j < total_; ++j) row[j] += ninf;
+    if (!nonpad_.empty())
+      for (int64_t j = std::max<int64_t>(nonpad_[static_cast<size_t>(b)], 0); j < total_; ++j) row[j] += ninf;
   }
-  return bias;
-}
+
+ private:
+  int64_t total_, past_;
+  bool causal_;
+  bool has_mask_ = false, is_bool_ = false;
+  std::vector<double> mask_;
+  int64_t len_ = 0, s0_ = 0, s1_ = 0, s2_ = 0;
+  std::vector<int64_t> nonpad_;
+};
 
 }  // namespace
 
@@ -289,11 +292,11 @@ Status cpu_Attention(KernelContext& ctx) {
   const double softcap = ctx.node.attr_f("softcap", 0.0f);
   const int64_t mode = ctx.node.attr_i("qk_matmul_output_mode", 0);
   const bool want_qk = ctx.outputs.size() > kQkOut && ctx.outputs[kQkOut];
-  const std::vector<double> bias = attention_bias(ctx, d);
+  const AttentionBias bias(ctx, d);
 
   std::vector<double> y(static_cast<size_t>(B * Hq * Sq * Dv)), qk;
   if (want_qk) qk.resize(static_cast<size_t>(B * Hq * Sq * T));
-  std::vector<double> row(static_cast<size_t>(T));
+  std::vector<double> row(static_cast<size_t>(T)), br(static_cast<size_t>(T));
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < Hq; ++h) {
       const int64_t hk = h / group;  // GQA: query heads share KV heads in consecutive groups
@@ -302,7 +305,7 @@ Status cpu_Attention(KernelContext& ctx) {
       for (int64_t i = 0; i < Sq; ++i) {
         const int64_t r = (b * Hq + h) * Sq + i;
         const double* qr = qv.data() + r * Dh;
-        const double* br = bias.data() + r * T;
+        bias.fill(b, h, i, br.data());
         double* qko = want_qk ? qk.data() + r * T : nullptr;
         for (int64_t j = 0; j < T; ++j) {
           double s = 0;
