@@ -2,6 +2,7 @@
 // shared by a warp (broadcast reads), B's columns are read coalesced. Correctness first; these
 // ops are rare on the hot path.
 #include "backends/cuda/qmatmul.h"
+#include "backends/cuda/quant_math.h"
 #include "core/cuda_check.h"
 
 #include <cuda_bf16.h>
@@ -26,14 +27,6 @@ __device__ __forceinline__ double ldf(const void* p, DType t, int64_t i) {
   if (t == DType::BF16) return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
   return static_cast<const float*>(p)[i];
 }
-// As the reference's round_to: via f32, then to the 16-bit type.
-__device__ __forceinline__ double round_to(DType t, double v) {
-  const float f = __double2float_rn(v);
-  if (t == DType::F16) return __half2float(__float2half_rn(f));
-  if (t == DType::BF16) return __bfloat162float(__float2bfloat16_rn(f));
-  return f;
-}
-
 __global__ void int_matmul_kernel(IntMatMulDesc d, const void* __restrict__ a, const void* __restrict__ b,
                                   const void* __restrict__ a_zp, const void* __restrict__ b_zp, Requant rq,
                                   bool requant, void* __restrict__ y) {
@@ -59,10 +52,11 @@ __global__ void int_matmul_kernel(IntMatMulDesc d, const void* __restrict__ a, c
     }
     const double as = ldf(rq.a_scale, rq.scale_dt, rq.a_scale_count == 1 ? 0 : m);
     const double bs = ldf(rq.b_scale, rq.b_scale_dt, rq.b_scale_count == 1 ? 0 : n);
-    const double mult = round_to(rq.scale_dt, __ddiv_rn(round_to(rq.scale_dt, __dmul_rn(as, bs)), rq.y_scale));
-    double v = rint(__dadd_rn(__dmul_rn(static_cast<double>(acc), mult), rq.y_zero_point));
-    if (rq.y_signed) static_cast<int8_t*>(y)[i] = static_cast<int8_t>(fmin(fmax(v, -128.0), 127.0));
-    else static_cast<uint8_t*>(y)[i] = static_cast<uint8_t>(fmin(fmax(v, 0.0), 255.0));
+    const QFloat t = rq.scale_dt == DType::F16 ? QFloat::kF16 : rq.scale_dt == DType::BF16 ? QFloat::kBF16 : QFloat::kF32;
+    const double v = requantize(acc, as, bs, t, rq.y_scale, rq.y_zero_point, rq.y_signed ? -128.0 : 0.0,
+                                rq.y_signed ? 127.0 : 255.0);
+    if (rq.y_signed) static_cast<int8_t*>(y)[i] = static_cast<int8_t>(v);
+    else static_cast<uint8_t*>(y)[i] = static_cast<uint8_t>(v);
   }
 }
 

@@ -1,6 +1,7 @@
 // QuantizeLinear / DequantizeLinear kernels (see quant.h). The dtypes are runtime switches inside
 // one kernel per direction: the kernels are memory bound and the build stays small.
 #include "backends/cuda/quant.h"
+#include "backends/cuda/quant_math.h"
 #include "core/cuda_check.h"
 
 #include <cuda_bf16.h>
@@ -40,24 +41,14 @@ __device__ __forceinline__ double load(const void* p, Code c, int64_t i) {
   }
 }
 
-// v rounded to the precision of float type c (via f32, as the reference's round_to).
-__device__ __forceinline__ double round_to(Code c, double v) {
-  const float f = __double2float_rn(v);
-  switch (c) {
-    case kF16: return __half2float(__float2half_rn(f));
-    case kBF16: return __bfloat162float(__float2bfloat16_rn(f));
-    default: return f;
-  }
-}
+__host__ __device__ inline QFloat qfloat(Code c) { return c == kF16 ? QFloat::kF16 : c == kBF16 ? QFloat::kBF16 : QFloat::kF32; }
 
 __global__ void quantize_kernel(const void* __restrict__ x, Code xc, const void* __restrict__ scale, Code sc,
                                 const void* __restrict__ zp, void* __restrict__ y, Code yc, QuantDesc d) {
   const double lo = yc == kU8 ? 0.0 : -128.0, hi = yc == kU8 ? 255.0 : 127.0;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < d.n; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t p = (i / d.inner) % d.axis_dim;
-    const double q = __ddiv_rn(load(x, xc, i), load(scale, sc, p));
-    double v = __dadd_rn(rint(round_to(sc, q)), zp ? load(zp, yc, p) : 0.0);
-    v = fmin(fmax(v, lo), hi);  // NaN: fmax gives lo
+    const double v = quantize_value(load(x, xc, i), load(scale, sc, p), qfloat(sc), zp ? load(zp, yc, p) : 0.0, lo, hi);
     if (yc == kU8) static_cast<uint8_t*>(y)[i] = static_cast<uint8_t>(v);
     else static_cast<int8_t*>(y)[i] = static_cast<int8_t>(v);
   }
@@ -67,8 +58,7 @@ __global__ void dequantize_kernel(const void* __restrict__ x, Code xc, const voi
                                   const void* __restrict__ zp, void* __restrict__ y, Code yc, QuantDesc d) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < d.n; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t p = (i / d.inner) % d.axis_dim;
-    const double diff = load(x, xc, i) - (zp ? load(zp, xc, p) : 0.0);  // exact: integers
-    const float v = __double2float_rn(__dmul_rn(diff, load(scale, sc, p)));
+    const float v = dequantize_value(load(x, xc, i), zp ? load(zp, xc, p) : 0.0, load(scale, sc, p));
     switch (yc) {
       case kF16: static_cast<__half*>(y)[i] = __float2half_rn(v); break;
       case kBF16: static_cast<__nv_bfloat16*>(y)[i] = __float2bfloat16_rn(v); break;
