@@ -63,22 +63,22 @@ if ! curl -sf "127.0.0.1:$PORT/v2/health/ready" >/dev/null; then echo "server di
 perf() {  # name out.json args...
   local m=$1 out=$2; shift 2
   echo "== perf $m $* =="
-  "$G" perf -m "$m" -u 127.0.0.1:$PORT -p 3000 -r 8 --json "$@" >"$D/$out" 2>"$D/$out.err"
+  timeout 90 "$G" perf -m "$m" -u 127.0.0.1:$PORT -p 1500 -r 5 --json "$@" >"$D/$out" 2>"$D/$out.err"
   echo "exit $?"
 }
 perf tiny_cpu0 tiny_cpu0.json --concurrency-range 1:1
 perf tiny_cpu0 tiny_cpu0_json.json --concurrency-range 1:1 --json-data
 perf tiny_cpu tiny_cpu.json --concurrency-range 1:1
-perf tiny_cpu tiny_cpu_load.json --concurrency-range 16:256:48
+perf tiny_cpu tiny_cpu_load.json --concurrency-range 64:256:96
 perf tiny_gpu tiny_gpu.json --concurrency-range 1:1
-perf tiny_gpu tiny_gpu_load.json --concurrency-range 16:128:16
+perf tiny_gpu tiny_gpu_load.json --concurrency-range 64:128:64
 if [ -d "$R/resnet50" ]; then
   perf resnet50 resnet50.json -b 8 --concurrency-range 1:4
   perf resnet50 resnet50_b1.json -b 1 --concurrency-range 1:64:21
   echo "== gpuopt run resnet50 fp16 batch 8 =="
-  "$G" run "$R/resnet50/1/model.onnx" --device cuda --precision fp16 --batch 8 --random-inputs --iterations 50 \
+  timeout 120 "$G" run "$R/resnet50/1/model.onnx" --device cuda --precision fp16 --batch 8 --random-inputs --iterations 50 \
     --warmup 5 --json >"$D/run_resnet50.json" 2>"$D/run_resnet50.err"
-  echo "exit $?"
+  echo "exit $?"; tail -3 "$D/run_resnet50.err"
 fi
 curl -s "127.0.0.1:$MPORT/metrics" >"$D/metrics.txt"
 grep -E '^nv_gpu_(utilization|memory_used_bytes)' "$D/metrics.txt" | head -4
@@ -135,3 +135,5 @@ if run and srv:
 elif run:
     print("gpuopt run resnet50 fp16 b8:", json.dumps(run.get("latency_ms", run))[:200])
 EOF
+# One file back instead of many (the device tool returns a limited number of files).
+tar czf "$D.tgz" -C "$(dirname "$D")" "$(basename "$D")" && rm -rf "$D"
