@@ -1,0 +1,110 @@
+// The CUDA kernels added beyond the first op set, end to end through gpuopt::Session (the
+// executor's host inputs, device outputs and copies included), against the CPU session:
+// Resize -> SpaceToDepth -> InstanceNormalization -> TopK -> Cosh / GatherElements, and
+// ConstantOfShape -> Trilu, Range from graph inputs. Every node must be placed on CUDA. Skips
+// without a CUDA device.
+#include "cuda_test_util.h"
+
+#include "backends/cuda/cuda_ops.h"
+#include "gpuopt/session.h"
+#include "ir/graph.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+namespace gpuopt {
+namespace {
+
+Attribute int_attr(int64_t v) {
+  Attribute a;
+  a.kind = Attribute::Kind::kInt;
+  a.i = v;
+  return a;
+}
+Attribute str_attr(const char* v) {
+  Attribute a;
+  a.kind = Attribute::Kind::kString;
+  a.s = v;
+  return a;
+}
+
+Graph make_graph() {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> n(0.f, 1.f);
+  auto rnd = [&](Shape s) {
+    Tensor t = Tensor::empty(DType::F32, std::move(s));
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = n(rng);
+    return t;
+  };
+  Graph g;
+  g.opset = 18;
+  ValueId x = g.add_input("x", DType::F32, {2, 4, 6, 6});
+  ValueId shape = g.add_input("shape", DType::I64, {2});
+  ValueId start = g.add_input("start", DType::F32, {});
+  ValueId limit = g.add_input("limit", DType::F32, {});
+  ValueId scales = g.add_constant("scales", Tensor::from_vector<float>(DType::F32, {4}, {1, 1, 2, 2}));
+  ValueId sc = g.add_constant("in_scale", rnd({16}));
+  ValueId bi = g.add_constant("in_bias", rnd({16}));
+  ValueId k = g.add_constant("k", Tensor::from_vector<int64_t>(DType::I64, {1}, {4}));
+  ValueId delta = g.add_constant("delta", Tensor::scalar_f32(0.7f));
+
+  ValueId r = g.add_node(Op::Resize, "resize", {x, kNoValue, scales}, 1, {{"mode", str_attr("linear")}})[0];
+  ValueId s2d = g.add_node(Op::SpaceToDepth, "s2d", {r}, 1, {{"blocksize", int_attr(2)}})[0];
+  ValueId in = g.add_node(Op::InstanceNormalization, "inorm", {s2d, sc, bi}, 1)[0];
+  auto tk = g.add_node(Op::TopK, "topk", {in, k}, 2, {{"axis", int_attr(-1)}}, {"topk_v", "topk_i"});
+  ValueId c = g.add_node(Op::Cosh, "cosh", {tk[0]}, 1, {}, {"cosh"})[0];
+  ValueId ge = g.add_node(Op::GatherElements, "gather", {in, tk[1]}, 1, {{"axis", int_attr(-1)}}, {"gathered"})[0];
+  Attribute half;
+  half.kind = Attribute::Kind::kTensor;
+  half.t = Tensor::from_vector<float>(DType::F32, {1}, {0.5f});
+  ValueId cs = g.add_node(Op::ConstantOfShape, "fill", {shape}, 1, {{"value", half}})[0];
+  ValueId tr = g.add_node(Op::Trilu, "triu", {cs}, 1, {}, {"triu"})[0];
+  ValueId rg = g.add_node(Op::Range, "range", {start, limit, delta}, 1, {}, {"range"})[0];
+  for (ValueId o : {c, tk[1], ge, tr, rg}) g.mark_output(o);
+  return g;
+}
+
+TEST(CudaNewOpsSession, ChainMatchesCpuAndRunsOnCuda) {
+  const Graph g = make_graph();
+  for (const Node& n : g.nodes()) ASSERT_NE(cuda::cuda_op(n.op), nullptr) << n.op_type << " has no CUDA kernel";
+  SessionOptions oc, og;
+  oc.device = "cpu";
+  og.device = "cuda";
+  auto cpu = Session::from_graph(g, oc);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
+  std::mt19937 rng(12);
+  std::normal_distribution<float> n(0.f, 1.f);
+  Tensor x = Tensor::empty(DType::F32, {2, 4, 6, 6});
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = n(rng);
+  NamedTensors in = {{"x", x},
+                     {"shape", Tensor::from_vector<int64_t>(DType::I64, {2}, {5, 7})},
+                     {"start", Tensor::scalar_f32(-1.5f)},
+                     {"limit", Tensor::scalar_f32(9.0f)}};
+  auto want = (*cpu)->run(in);
+  ASSERT_TRUE(want.ok()) << want.status().to_string();  // the graph itself is checked without a GPU too
+  GPUOPT_REQUIRE_CUDA();
+  auto gpu = Session::from_graph(g, og);
+  ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
+  auto got = (*gpu)->run(in);
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  ASSERT_EQ(got->size(), want->size());
+  for (size_t o = 0; o < want->size(); ++o) {
+    const Tensor &w = (*want)[o].second, &t = (*got)[o].second;
+    SCOPED_TRACE((*want)[o].first);
+    ASSERT_EQ(t.dtype(), w.dtype());
+    ASSERT_EQ(t.shape(), w.shape());
+    ASSERT_GT(w.numel(), 0);
+    for (int64_t i = 0; i < w.numel(); ++i) {
+      if (w.dtype() == DType::I64) {
+        ASSERT_EQ(t.get_i64(i), w.get_i64(i)) << "element " << i;  // TopK indices: exact
+      } else {
+        ASSERT_NEAR(t.get_f64(i), w.get_f64(i), 1e-4 * (1 + std::fabs(w.get_f64(i)))) << "element " << i;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace gpuopt
