@@ -372,5 +372,13 @@ TEST(MiscImage, ImageDecoderBmpPnmAndUnsupportedFormats) {
   EXPECT_NE(run_error(make_node(Op::ImageDecoder, 1), {&t}, 20).find("truncated"), std::string::npos);
 }
 
+TEST(MiscOptional, TensorsHaveAnElementAbsentInputsDoNot) {
+  Tensor x = f32({2}, {1, 2});
+  EXPECT_TRUE(run(make_node(Op::OptionalHasElement, 1), {&x}, 18)[0].data<bool>()[0]);
+  EXPECT_FALSE(run(make_node(Op::OptionalHasElement, 0), {}, 18)[0].data<bool>()[0]);
+  EXPECT_EQ(values(run(make_node(Op::OptionalGetElement, 1), {&x}, 18)[0]), (std::vector<double>{1, 2}));
+  EXPECT_NE(run_error(make_node(Op::OptionalGetElement, 1), {nullptr}, 18).find("empty"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace gpuopt
