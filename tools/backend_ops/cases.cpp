@@ -6,6 +6,9 @@
 
 #include <fmt/format.h>
 
+// Cases list only the members they need; the rest keep their defaults.
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
 namespace gpuopt::backend_ops {
 namespace {
 
@@ -415,6 +418,26 @@ void add_einsum_cases(std::vector<Case>& cases) {
     }
 }
 
+// ops_qconv.cpp: QLinearConv (exact integer sums, reference requantization).
+void add_qconv_cases(std::vector<Case>& cases) {
+  auto add = [&](Case c) { cases.push_back(std::move(c)); };
+  auto u8 = [](Shape s) { return data(DType::U8, std::move(s), 0, 255.99); };
+  auto i8 = [](Shape s) { return data(DType::I8, std::move(s), -128, 127.99); };
+  auto f32 = [](double v) { return const_tensor(DType::F32, {}, {v}); };
+  add({"QLinearConv", label(DType::U8, {2, 3, 9, 11}, "k3 p1 s2 bias"),
+       {u8({2, 3, 9, 11}), f32(0.02), const_tensor(DType::U8, {}, {120}), u8({4, 3, 3, 3}), f32(0.003),
+        const_tensor(DType::U8, {}, {128}), f32(0.3), const_tensor(DType::U8, {}, {90}), data(DType::I32, {4}, -500, 500)},
+       {{"kernel_shape", attr_ints({3, 3})}, {"pads", attr_ints({1, 1, 1, 1})}, {"strides", attr_ints({2, 2})}}, 10});
+  add({"QLinearConv", label(DType::U8, {1, 4, 7, 7}, "i8 w per-channel group 2"),
+       {u8({1, 4, 7, 7}), f32(0.02), const_tensor(DType::U8, {}, {128}), i8({6, 2, 3, 3}), data(DType::F32, {6}, 0.001, 0.004),
+        data(DType::I8, {6}, -10, 10), f32(0.25), const_tensor(DType::U8, {}, {100})},
+       {{"group", attr_i(2)}, {"pads", attr_ints({0, 1, 2, 1})}}, 10});
+  add({"QLinearConv", label(DType::I8, {2, 3, 17}, "1-D SAME_UPPER s3 i8 out"),
+       {i8({2, 3, 17}), f32(0.05), const_tensor(DType::I8, {}, {-3}), i8({5, 3, 4}), f32(0.004),
+        const_tensor(DType::I8, {}, {0}), f32(0.5), const_tensor(DType::I8, {}, {5}), data(DType::I32, {5}, -300, 300)},
+       {{"auto_pad", attr_s("SAME_UPPER")}, {"strides", attr_ints({3})}}, 10});
+}
+
 }  // namespace
 
 std::vector<Case> all_cases() {
@@ -533,6 +556,7 @@ std::vector<Case> all_cases() {
   add_conv_transpose_cases(cases);
   add_int_matmul_cases(cases);
   add_einsum_cases(cases);
+  add_qconv_cases(cases);
   return cases;
 }
 
