@@ -346,7 +346,7 @@ Tensor bytes_u8(const std::vector<int>& v) {
   return t;
 }
 
-TEST(MiscImage, ImageDecoderBmpPnmAndUnsupportedFormats) {
+TEST(MiscImage, ImageDecoderBmpPnmPngAndUnsupportedFormats) {
   // 2x1 24-bit BMP: pixels (1, 2, 3) and (10, 20, 30), stored B, G, R with the row padded to 8 bytes
   std::vector<int> bmp = {'B', 'M', 62, 0, 0, 0, 0, 0, 0, 0, 54, 0, 0, 0, 40, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 1, 0, 24, 0};
   bmp.resize(54, 0);
@@ -365,6 +365,14 @@ TEST(MiscImage, ImageDecoderBmpPnmAndUnsupportedFormats) {
   pnm.push_back(9);
   Tensor p = bytes_u8(pnm);
   EXPECT_EQ(run(make_node(Op::ImageDecoder, 1), {&p}, 20)[0].to_i64_vector(), (std::vector<int64_t>{7, 7, 7, 9, 9, 9}));
+  // 2x1 RGB PNG, one stored deflate block, Sub filter: (1, 2, 3) then (1+9, 2+18, 3+27)
+  std::vector<int> png = {0x89, 'P', 'N', 'G', 13, 10, 26, 10,
+                          0, 0, 0, 13, 'I', 'H', 'D', 'R', 0, 0, 0, 2, 0, 0, 0, 1, 8, 2, 0, 0, 0, 0, 0, 0, 0,
+                          0, 0, 0, 18, 'I', 'D', 'A', 'T', 0x78, 0x01, 0x01, 7, 0, 0xF8, 0xFF, 1, 1, 2, 3, 9, 18, 27,
+                          0, 0, 0, 0, 0, 0, 0, 0,
+                          0, 0, 0, 0, 'I', 'E', 'N', 'D', 0, 0, 0, 0};
+  Tensor pn = bytes_u8(png);
+  EXPECT_EQ(run(make_node(Op::ImageDecoder, 1), {&pn}, 20)[0].to_i64_vector(), (std::vector<int64_t>{1, 2, 3, 10, 20, 30}));
   Tensor jpeg = bytes_u8({0xFF, 0xD8, 0xFF, 0xE0, 0, 0});
   EXPECT_NE(run_error(make_node(Op::ImageDecoder, 1), {&jpeg}, 20).find("JPEG images are not supported"), std::string::npos);
   bmp.resize(60);  // truncated pixel data

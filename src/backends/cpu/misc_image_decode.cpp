@@ -1,11 +1,13 @@
 // ImageDecoder for the formats gpuopt can decode without an image library: BMP (uncompressed
-// 24- and 32-bit) and binary PNM (P5 grey, P6 RGB, maxval <= 255). Other formats (JPEG, PNG,
-// TIFF, WebP, JPEG 2000) get an "unsupported format" error naming the format: gpuopt links no
-// image codec. Output [H, W, 3] (RGB or BGR) or [H, W, 1] (Grayscale, PIL's "L" conversion:
+// 24- and 32-bit), binary PNM (P5 grey, P6 RGB, maxval <= 255) and PNG (8-bit, non-interlaced;
+// its own inflate). Other formats (JPEG, TIFF, WebP, JPEG 2000) get an "unsupported format" error
+// naming the format: gpuopt links no image codec. Output [H, W, 3] (RGB or BGR) or [H, W, 1] (Grayscale, PIL's "L" conversion:
 // (19595 R + 38470 G + 7471 B + 2^15) >> 16, the weights of ITU-R 601-2).
 #include "backends/cpu/tensor_util.h"
 
+#include <algorithm>
 #include <cctype>
+#include <cstdlib>
 
 namespace gpuopt {
 using namespace tensor_util;
@@ -100,6 +102,230 @@ Result<Image> decode_pnm(const std::vector<uint8_t>& b) {
   return img;
 }
 
+// ---- PNG: zlib inflate (RFC 1950/1951) and PNG scanline filters, enough for non-interlaced 8-bit
+// grey, grey+alpha, RGB, RGBA and palette images.
+
+class BitReader {
+ public:
+  BitReader(const uint8_t* p, size_t n) : p_(p), n_(n) {}
+  Result<uint32_t> bits(int k) {
+    uint32_t v = 0;
+    for (int i = 0; i < k; ++i) {
+      if (pos_ >= n_ * 8) return Status::InvalidArgument("PNG deflate stream is truncated");
+      v |= static_cast<uint32_t>((p_[pos_ >> 3] >> (pos_ & 7)) & 1) << i;
+      ++pos_;
+    }
+    return v;
+  }
+  void align() { pos_ = (pos_ + 7) & ~size_t{7}; }
+  size_t byte_pos() const { return pos_ >> 3; }
+  void skip_bytes(size_t k) { pos_ += k * 8; }
+  const uint8_t* data() const { return p_; }
+  size_t size() const { return n_; }
+
+ private:
+  const uint8_t* p_;
+  size_t n_;
+  size_t pos_ = 0;
+};
+
+// Canonical Huffman code from code lengths (puff-style: counts per length, symbols by code).
+struct Huffman {
+  std::vector<int> count = std::vector<int>(16, 0), symbol;
+  static Result<Huffman> build(const std::vector<int>& lengths) {
+    Huffman h;
+    h.symbol.assign(lengths.size(), 0);
+    for (int l : lengths) ++h.count[l];
+    std::vector<int> offs(16, 0);
+    for (int l = 1; l < 15; ++l) offs[l + 1] = offs[l] + h.count[l];
+    for (size_t s = 0; s < lengths.size(); ++s)
+      if (lengths[s] != 0) h.symbol[offs[lengths[s]]++] = static_cast<int>(s);
+    return h;
+  }
+  Result<int> decode(BitReader& br) const {
+    int code = 0, first = 0, index = 0;
+    for (int len = 1; len < 16; ++len) {
+      GPUOPT_ASSIGN_OR_RETURN(uint32_t b, br.bits(1));
+      code |= static_cast<int>(b);
+      const int c = count[len];
+      if (code - c < first) return symbol[index + (code - first)];
+      index += c;
+      first = (first + c) << 1;
+      code <<= 1;
+    }
+    return Status::InvalidArgument("PNG deflate stream has an invalid Huffman code");
+  }
+};
+
+Result<std::vector<uint8_t>> inflate(const uint8_t* p, size_t n) {
+  static const int kLenBase[] = {3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 15, 17, 19, 23, 27, 31, 35, 43, 51, 59, 67, 83, 99, 115, 131, 163, 195, 227, 258};
+  static const int kLenExtra[] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0};
+  static const int kDistBase[] = {1, 2, 3, 4, 5, 7, 9, 13, 17, 25, 33, 49, 65, 97, 129, 193, 257, 385, 513, 769, 1025, 1537, 2049, 3073, 4097, 6145, 8193, 12289, 16385, 24577};
+  static const int kDistExtra[] = {0, 0, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13};
+  if (n < 2 || (p[0] & 0x0F) != 8 || ((p[0] << 8) | p[1]) % 31 != 0 || (p[1] & 0x20))
+    return Status::InvalidArgument("PNG image data is not a zlib stream");
+  BitReader br(p + 2, n - 2);
+  std::vector<uint8_t> out;
+  for (bool last = false; !last;) {
+    GPUOPT_ASSIGN_OR_RETURN(uint32_t fin, br.bits(1));
+    GPUOPT_ASSIGN_OR_RETURN(uint32_t type, br.bits(2));
+    last = fin != 0;
+    if (type == 0) {
+      br.align();
+      const size_t at = br.byte_pos();
+      if (at + 4 > br.size()) return Status::InvalidArgument("PNG deflate stream is truncated");
+      const uint8_t* q = br.data() + at;
+      const size_t len = q[0] | (q[1] << 8);
+      if ((len ^ 0xFFFF) != static_cast<size_t>(q[2] | (q[3] << 8))) return Status::InvalidArgument("PNG stored block length is corrupt");
+      if (at + 4 + len > br.size()) return Status::InvalidArgument("PNG deflate stream is truncated");
+      out.insert(out.end(), q + 4, q + 4 + len);
+      br.skip_bytes(4 + len);
+      continue;
+    }
+    if (type == 3) return Status::InvalidArgument("PNG deflate block type 3 is invalid");
+    std::vector<int> lit_len(288, 0), dist_len(30, 0);
+    if (type == 1) {
+      for (int i = 0; i < 288; ++i) lit_len[i] = i < 144 ? 8 : i < 256 ? 9 : i < 280 ? 7 : 8;
+      std::fill(dist_len.begin(), dist_len.end(), 5);
+    } else {
+      GPUOPT_ASSIGN_OR_RETURN(uint32_t hlit, br.bits(5));
+      GPUOPT_ASSIGN_OR_RETURN(uint32_t hdist, br.bits(5));
+      GPUOPT_ASSIGN_OR_RETURN(uint32_t hclen, br.bits(4));
+      static const int kOrder[] = {16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2, 14, 1, 15};
+      std::vector<int> cl(19, 0);
+      for (uint32_t i = 0; i < hclen + 4; ++i) {
+        GPUOPT_ASSIGN_OR_RETURN(uint32_t v, br.bits(3));
+        cl[kOrder[i]] = static_cast<int>(v);
+      }
+      GPUOPT_ASSIGN_OR_RETURN(Huffman clh, Huffman::build(cl));
+      std::vector<int> lens;
+      const size_t total = hlit + 257 + hdist + 1;
+      while (lens.size() < total) {
+        GPUOPT_ASSIGN_OR_RETURN(int sym, clh.decode(br));
+        if (sym < 16) {
+          lens.push_back(sym);
+          continue;
+        }
+        int rep = 0, val = 0;
+        if (sym == 16) {
+          if (lens.empty()) return Status::InvalidArgument("PNG code lengths repeat nothing");
+          GPUOPT_ASSIGN_OR_RETURN(uint32_t r, br.bits(2));
+          rep = 3 + static_cast<int>(r);
+          val = lens.back();
+        } else {
+          GPUOPT_ASSIGN_OR_RETURN(uint32_t r, br.bits(sym == 17 ? 3 : 7));
+          rep = (sym == 17 ? 3 : 11) + static_cast<int>(r);
+        }
+        lens.insert(lens.end(), static_cast<size_t>(rep), val);
+      }
+      if (lens.size() != total) return Status::InvalidArgument("PNG code lengths overrun");
+      lit_len.assign(lens.begin(), lens.begin() + hlit + 257);
+      dist_len.assign(lens.begin() + hlit + 257, lens.end());
+    }
+    GPUOPT_ASSIGN_OR_RETURN(Huffman lh, Huffman::build(lit_len));
+    GPUOPT_ASSIGN_OR_RETURN(Huffman dh, Huffman::build(dist_len));
+    while (true) {
+      GPUOPT_ASSIGN_OR_RETURN(int sym, lh.decode(br));
+      if (sym < 256) {
+        out.push_back(static_cast<uint8_t>(sym));
+        continue;
+      }
+      if (sym == 256) break;
+      sym -= 257;
+      if (sym >= 29) return Status::InvalidArgument("PNG deflate length code {} is invalid", sym + 257);
+      GPUOPT_ASSIGN_OR_RETURN(uint32_t le, br.bits(kLenExtra[sym]));
+      const size_t len = static_cast<size_t>(kLenBase[sym]) + le;
+      GPUOPT_ASSIGN_OR_RETURN(int ds, dh.decode(br));
+      if (ds >= 30) return Status::InvalidArgument("PNG deflate distance code {} is invalid", ds);
+      GPUOPT_ASSIGN_OR_RETURN(uint32_t de, br.bits(kDistExtra[ds]));
+      const size_t dist = static_cast<size_t>(kDistBase[ds]) + de;
+      if (dist > out.size()) return Status::InvalidArgument("PNG deflate distance {} reaches before the start", dist);
+      if (out.size() + len > (size_t{1} << 30)) return Status::InvalidArgument("PNG image data inflates past 1 GiB");
+      for (size_t k = 0; k < len; ++k) out.push_back(out[out.size() - dist]);
+    }
+  }
+  return out;
+}
+
+uint32_t be32(const uint8_t* p) { return (static_cast<uint32_t>(p[0]) << 24) | (p[1] << 16) | (p[2] << 8) | p[3]; }
+
+Result<Image> decode_png(const std::vector<uint8_t>& b) {
+  size_t i = 8;
+  uint32_t w = 0, h = 0;
+  int depth = 0, color = -1, interlace = 0;
+  std::vector<uint8_t> idat, plte;
+  while (i + 12 <= b.size()) {
+    const uint32_t len = be32(&b[i]);
+    const std::string type(reinterpret_cast<const char*>(&b[i + 4]), 4);
+    if (i + 12 + static_cast<size_t>(len) > b.size()) return Status::InvalidArgument("PNG chunk {} is truncated", type);
+    const uint8_t* d = &b[i + 8];
+    if (type == "IHDR" && len >= 13) {
+      w = be32(d);
+      h = be32(d + 4);
+      depth = d[8];
+      color = d[9];
+      interlace = d[12];
+    } else if (type == "PLTE") {
+      plte.assign(d, d + len);
+    } else if (type == "IDAT") {
+      idat.insert(idat.end(), d, d + len);
+    } else if (type == "IEND") {
+      break;
+    }
+    i += 12 + len;
+  }
+  if (color < 0) return Status::InvalidArgument("PNG has no IHDR chunk");
+  if (w == 0 || h == 0 || w > (1u << 16) || h > (1u << 16)) return Status::InvalidArgument("PNG size {}x{} is invalid", w, h);
+  if (depth != 8) return Status::Unimplemented("PNG bit depth {} is not supported (8)", depth);
+  if (interlace != 0) return Status::Unimplemented("interlaced PNG is not supported");
+  const int ch = color == 0 ? 1 : color == 2 ? 3 : color == 3 ? 1 : color == 4 ? 2 : color == 6 ? 4 : 0;
+  if (ch == 0) return Status::InvalidArgument("PNG colour type {} is invalid", color);
+  GPUOPT_ASSIGN_OR_RETURN(std::vector<uint8_t> raw, inflate(idat.data(), idat.size()));
+  const size_t stride = static_cast<size_t>(w) * ch;
+  if (raw.size() < (stride + 1) * h) return Status::InvalidArgument("PNG image data is short ({} bytes for {}x{})", raw.size(), w, h);
+  std::vector<uint8_t> px(stride * h), prev(stride, 0);
+  for (uint32_t y = 0; y < h; ++y) {
+    const uint8_t f = raw[y * (stride + 1)];
+    const uint8_t* in = &raw[y * (stride + 1) + 1];
+    uint8_t* cur = &px[y * stride];
+    for (size_t x = 0; x < stride; ++x) {
+      const int a = x >= static_cast<size_t>(ch) ? cur[x - ch] : 0, up = prev[x], c = x >= static_cast<size_t>(ch) ? prev[x - ch] : 0;
+      int pred = 0;
+      switch (f) {
+        case 0: pred = 0; break;
+        case 1: pred = a; break;
+        case 2: pred = up; break;
+        case 3: pred = (a + up) / 2; break;
+        case 4: {
+          const int pp = a + up - c, pa = std::abs(pp - a), pb = std::abs(pp - up), pc = std::abs(pp - c);
+          pred = pa <= pb && pa <= pc ? a : pb <= pc ? up : c;
+          break;
+        }
+        default: return Status::InvalidArgument("PNG filter type {} is invalid", f);
+      }
+      cur[x] = static_cast<uint8_t>(in[x] + pred);
+    }
+    std::copy(cur, cur + stride, prev.begin());
+  }
+  Image img;
+  img.w = w;
+  img.h = h;
+  img.rgb.resize(static_cast<size_t>(w) * h * 3);
+  for (size_t p = 0; p < static_cast<size_t>(w) * h; ++p) {
+    const uint8_t* s = &px[p * ch];
+    uint8_t* o = &img.rgb[p * 3];
+    if (color == 3) {
+      if (static_cast<size_t>(s[0]) * 3 + 2 >= plte.size()) return Status::InvalidArgument("PNG palette index {} is out of range", s[0]);
+      for (int c = 0; c < 3; ++c) o[c] = plte[s[0] * 3 + c];
+    } else if (ch <= 2) {
+      o[0] = o[1] = o[2] = s[0];  // grey (alpha dropped)
+    } else {
+      for (int c = 0; c < 3; ++c) o[c] = s[c];  // RGB (alpha dropped)
+    }
+  }
+  return img;
+}
+
 Result<Image> decode(const Node& node, const Tensor& t) {
   if (t.dtype() != DType::U8 || t.rank() != 1)
     return Status::InvalidArgument("{}: encoded_stream must be a 1-D uint8 tensor, got {}", node_label(node), t.describe());
@@ -107,7 +333,8 @@ Result<Image> decode(const Node& node, const Tensor& t) {
   const std::string fmt = sniff(b);
   Result<Image> r = fmt == "BMP" ? decode_bmp(b)
                     : fmt == "PNM" ? decode_pnm(b)
-                                   : Result<Image>(Status::Unimplemented("{} images are not supported (gpuopt decodes BMP and PNM only)", fmt));
+                    : fmt == "PNG" ? decode_png(b)
+                                   : Result<Image>(Status::Unimplemented("{} images are not supported (gpuopt decodes BMP, PNM and PNG only)", fmt));
   if (!r.ok()) return Status(r.status().code(), fmt::format("{}: {}", node_label(node), r.status().message()));
   return r;
 }
