@@ -438,6 +438,28 @@ void add_qconv_cases(std::vector<Case>& cases) {
        {{"auto_pad", attr_s("SAME_UPPER")}, {"strides", attr_ints({3})}}, 10});
 }
 
+// ops_scan.cpp: CumSum / CumProd (exclusive, reverse, each axis).
+void add_scan_cases(std::vector<Case>& cases) {
+  auto add = [&](Case c) { cases.push_back(std::move(c)); };
+  const DType kScan[] = {DType::F32, DType::F16, DType::BF16, DType::I32, DType::I64};
+  for (DType dt : kScan) {
+    const bool integer = dtype_is_integer(dt);
+    const Shape s{5, 7, 11, 13};
+    add({"CumSum", label(dt, s, "axis=-1"), {data(dt, s, integer ? -50 : -2, integer ? 50 : 2), scalar(DType::I64, -1)}, {}, 14});
+    add({"CumSum", label(dt, s, "axis=1 exclusive"), {data(dt, s, integer ? -50 : -2, integer ? 50 : 2), scalar(DType::I64, 1)},
+         {{"exclusive", attr_i(1)}}, 14});
+    add({"CumSum", label(dt, s, "axis=0 reverse"), {data(dt, s, integer ? -50 : -2, integer ? 50 : 2), scalar(DType::I32, 0)},
+         {{"reverse", attr_i(1)}}, 14});
+    add({"CumSum", label(dt, {128, 2, 2, 2}, "axis=2 exclusive reverse"), {data(dt, {128, 2, 2, 2}), scalar(DType::I64, 2)},
+         {{"exclusive", attr_i(1)}, {"reverse", attr_i(1)}}, 14});
+    add({"CumProd", label(dt, {6, 9, 10}, "axis=-1"), {data(dt, {6, 9, 10}, integer ? -3 : 0.8, integer ? 3 : 1.2), scalar(DType::I64, -1)},
+         {}, 21});
+    add({"CumProd", label(dt, {6, 9, 10}, "axis=1 exclusive reverse"),
+         {data(dt, {6, 9, 10}, integer ? -3 : 0.8, integer ? 3 : 1.2), scalar(DType::I64, 1)},
+         {{"exclusive", attr_i(1)}, {"reverse", attr_i(1)}}, 21});
+  }
+}
+
 }  // namespace
 
 std::vector<Case> all_cases() {
@@ -557,6 +579,7 @@ std::vector<Case> all_cases() {
   add_int_matmul_cases(cases);
   add_einsum_cases(cases);
   add_qconv_cases(cases);
+  add_scan_cases(cases);
   return cases;
 }
 
