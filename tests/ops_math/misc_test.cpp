@@ -346,7 +346,7 @@ Tensor bytes_u8(const std::vector<int>& v) {
   return t;
 }
 
-TEST(MiscImage, ImageDecoderBmpPnmPngAndUnsupportedFormats) {
+TEST(MiscImage, ImageDecoderBmpPnmPngJpegErrorsAndUnsupportedFormats) {
   // 2x1 24-bit BMP: pixels (1, 2, 3) and (10, 20, 30), stored B, G, R with the row padded to 8 bytes
   std::vector<int> bmp = {'B', 'M', 62, 0, 0, 0, 0, 0, 0, 0, 54, 0, 0, 0, 40, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 1, 0, 24, 0};
   bmp.resize(54, 0);
@@ -373,8 +373,13 @@ TEST(MiscImage, ImageDecoderBmpPnmPngAndUnsupportedFormats) {
                           0, 0, 0, 0, 'I', 'E', 'N', 'D', 0, 0, 0, 0};
   Tensor pn = bytes_u8(png);
   EXPECT_EQ(run(make_node(Op::ImageDecoder, 1), {&pn}, 20)[0].to_i64_vector(), (std::vector<int64_t>{1, 2, 3, 10, 20, 30}));
+  Tensor tiff = bytes_u8({'I', 'I', 42, 0, 8, 0, 0, 0});
+  EXPECT_NE(run_error(make_node(Op::ImageDecoder, 1), {&tiff}, 20).find("TIFF images are not supported"), std::string::npos);
+  // JPEG: baseline only (the node tests check decoded pixels); a progressive frame is refused by name
+  Tensor prog = bytes_u8({0xFF, 0xD8, 0xFF, 0xC2, 0, 11, 8, 0, 1, 0, 1, 1, 1, 0x11, 0, 0xFF, 0xD9});
+  EXPECT_NE(run_error(make_node(Op::ImageDecoder, 1), {&prog}, 20).find("progressive JPEG"), std::string::npos);
   Tensor jpeg = bytes_u8({0xFF, 0xD8, 0xFF, 0xE0, 0, 0});
-  EXPECT_NE(run_error(make_node(Op::ImageDecoder, 1), {&jpeg}, 20).find("JPEG images are not supported"), std::string::npos);
+  EXPECT_NE(run_error(make_node(Op::ImageDecoder, 1), {&jpeg}, 20).find("JPEG"), std::string::npos);
   bmp.resize(60);  // truncated pixel data
   Tensor t = bytes_u8(bmp);
   EXPECT_NE(run_error(make_node(Op::ImageDecoder, 1), {&t}, 20).find("truncated"), std::string::npos);

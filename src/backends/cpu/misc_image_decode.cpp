@@ -1,8 +1,9 @@
 // ImageDecoder for the formats gpuopt can decode without an image library: BMP (uncompressed
-// 24- and 32-bit), binary PNM (P5 grey, P6 RGB, maxval <= 255) and PNG (8-bit, non-interlaced;
-// its own inflate). Other formats (JPEG, TIFF, WebP, JPEG 2000) get an "unsupported format" error
-// naming the format: gpuopt links no image codec. Output [H, W, 3] (RGB or BGR) or [H, W, 1] (Grayscale, PIL's "L" conversion:
+// 24- and 32-bit), binary PNM (P5 grey, P6 RGB, maxval <= 255), PNG (8-bit, non-interlaced; its
+// own inflate) and baseline JPEG (misc_jpeg.cpp). Other formats (progressive JPEG, TIFF, WebP,
+// JPEG 2000) get an "unsupported format" error naming the format: gpuopt links no image codec. Output [H, W, 3] (RGB or BGR) or [H, W, 1] (Grayscale, PIL's "L" conversion:
 // (19595 R + 38470 G + 7471 B + 2^15) >> 16, the weights of ITU-R 601-2).
+#include "backends/cpu/misc_jpeg.h"
 #include "backends/cpu/tensor_util.h"
 
 #include <algorithm>
@@ -326,6 +327,12 @@ Result<Image> decode_png(const std::vector<uint8_t>& b) {
   return img;
 }
 
+Result<Image> decode_jpeg(const std::vector<uint8_t>& b) {
+  Image img;
+  GPUOPT_RETURN_IF_ERROR(jpeg::decode(b, &img.h, &img.w, &img.rgb));
+  return img;
+}
+
 Result<Image> decode(const Node& node, const Tensor& t) {
   if (t.dtype() != DType::U8 || t.rank() != 1)
     return Status::InvalidArgument("{}: encoded_stream must be a 1-D uint8 tensor, got {}", node_label(node), t.describe());
@@ -334,7 +341,8 @@ Result<Image> decode(const Node& node, const Tensor& t) {
   Result<Image> r = fmt == "BMP" ? decode_bmp(b)
                     : fmt == "PNM" ? decode_pnm(b)
                     : fmt == "PNG" ? decode_png(b)
-                                   : Result<Image>(Status::Unimplemented("{} images are not supported (gpuopt decodes BMP, PNM and PNG only)", fmt));
+                    : fmt == "JPEG" ? decode_jpeg(b)
+                                    : Result<Image>(Status::Unimplemented("{} images are not supported (gpuopt decodes BMP, PNM, PNG and baseline JPEG only)", fmt));
   if (!r.ok()) return Status(r.status().code(), fmt::format("{}: {}", node_label(node), r.status().message()));
   return r;
 }
