@@ -346,7 +346,14 @@ Tensor bytes_u8(const std::vector<int>& v) {
   return t;
 }
 
-TEST(MiscImage, ImageDecoderBmpPnmPngJpegErrorsAndUnsupportedFormats) {
+// Position of the value byte of tag 259 (compression) in a little-endian TIFF built below.
+size_t entry_compression_index(const std::vector<int>& t) {
+  for (size_t i = 13; i + 12 <= t.size(); i += 12)
+    if (t[i] == (259 & 255) && t[i + 1] == (259 >> 8)) return i + 8;
+  return 0;
+}
+
+TEST(MiscImage, ImageDecoderFormatsAndErrors) {
   // 2x1 24-bit BMP: pixels (1, 2, 3) and (10, 20, 30), stored B, G, R with the row padded to 8 bytes
   std::vector<int> bmp = {'B', 'M', 62, 0, 0, 0, 0, 0, 0, 0, 54, 0, 0, 0, 40, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 1, 0, 24, 0};
   bmp.resize(54, 0);
@@ -373,8 +380,26 @@ TEST(MiscImage, ImageDecoderBmpPnmPngJpegErrorsAndUnsupportedFormats) {
                           0, 0, 0, 0, 'I', 'E', 'N', 'D', 0, 0, 0, 0};
   Tensor pn = bytes_u8(png);
   EXPECT_EQ(run(make_node(Op::ImageDecoder, 1), {&pn}, 20)[0].to_i64_vector(), (std::vector<int64_t>{1, 2, 3, 10, 20, 30}));
-  Tensor tiff = bytes_u8({'I', 'I', 42, 0, 8, 0, 0, 0});
-  EXPECT_NE(run_error(make_node(Op::ImageDecoder, 1), {&tiff}, 20).find("TIFF images are not supported"), std::string::npos);
+  Tensor webp = bytes_u8({'R', 'I', 'F', 'F', 0, 0, 0, 0, 'W', 'E', 'B', 'P'});
+  EXPECT_NE(run_error(make_node(Op::ImageDecoder, 1), {&webp}, 20).find("WebP images are not supported"), std::string::npos);
+  // 1x1 uncompressed RGB TIFF: one strip at offset 8, then a 7-entry directory
+  std::vector<int> tif = {'I', 'I', 42, 0, 11, 0, 0, 0, 5, 6, 7, 7, 0};
+  auto entry = [&](int tag, int type, int value) {
+    for (int v : {tag & 255, tag >> 8, type, 0, 1, 0, 0, 0, value & 255, value >> 8, 0, 0}) tif.push_back(v);
+  };
+  entry(256, 3, 1);  // width
+  entry(257, 3, 1);  // height
+  entry(259, 3, 1);  // no compression
+  entry(262, 3, 2);  // RGB
+  entry(273, 4, 8);  // strip offset
+  entry(277, 3, 3);  // samples per pixel
+  entry(279, 4, 3);  // strip bytes
+  for (int v : {0, 0, 0, 0}) tif.push_back(v);
+  Tensor tf = bytes_u8(tif);
+  EXPECT_EQ(run(make_node(Op::ImageDecoder, 1), {&tf}, 20)[0].to_i64_vector(), (std::vector<int64_t>{5, 6, 7}));
+  tif[entry_compression_index(tif)] = 5;  // LZW
+  Tensor lzw = bytes_u8(tif);
+  EXPECT_NE(run_error(make_node(Op::ImageDecoder, 1), {&lzw}, 20).find("compressed TIFF"), std::string::npos);
   // JPEG: baseline only (the node tests check decoded pixels); a progressive frame is refused by name
   Tensor prog = bytes_u8({0xFF, 0xD8, 0xFF, 0xC2, 0, 11, 8, 0, 1, 0, 1, 1, 1, 0x11, 0, 0xFF, 0xD9});
   EXPECT_NE(run_error(make_node(Op::ImageDecoder, 1), {&prog}, 20).find("progressive JPEG"), std::string::npos);

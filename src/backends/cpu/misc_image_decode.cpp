@@ -1,7 +1,8 @@
 // ImageDecoder for the formats gpuopt can decode without an image library: BMP (uncompressed
 // 24- and 32-bit), binary PNM (P5 grey, P6 RGB, maxval <= 255), PNG (8-bit, non-interlaced; its
-// own inflate) and baseline JPEG (misc_jpeg.cpp). Other formats (progressive JPEG, TIFF, WebP,
-// JPEG 2000) get an "unsupported format" error naming the format: gpuopt links no image codec. Output [H, W, 3] (RGB or BGR) or [H, W, 1] (Grayscale, PIL's "L" conversion:
+// own inflate), baseline JPEG (misc_jpeg.cpp) and uncompressed 8-bit TIFF. Other formats
+// (progressive JPEG, compressed TIFF, WebP, JPEG 2000) get an "unsupported format" error naming
+// the format: gpuopt links no image codec. Output [H, W, 3] (RGB or BGR) or [H, W, 1] (Grayscale, PIL's "L" conversion:
 // (19595 R + 38470 G + 7471 B + 2^15) >> 16, the weights of ITU-R 601-2).
 #include "backends/cpu/misc_jpeg.h"
 #include "backends/cpu/tensor_util.h"
@@ -327,6 +328,83 @@ Result<Image> decode_png(const std::vector<uint8_t>& b) {
   return img;
 }
 
+// ---- TIFF: baseline, uncompressed, 8-bit grey (photometric 0/1) or RGB(A) chunky strips.
+
+Result<Image> decode_tiff(const std::vector<uint8_t>& b) {
+  const bool le = b[0] == 'I';
+  auto u16 = [&](size_t p) -> uint32_t { return le ? (b[p] | (b[p + 1] << 8)) : ((b[p] << 8) | b[p + 1]); };
+  auto u32 = [&](size_t p) -> uint32_t {
+    return le ? le32(&b[p]) : (static_cast<uint32_t>(b[p]) << 24) | (b[p + 1] << 16) | (b[p + 2] << 8) | b[p + 3];
+  };
+  if (b.size() < 8) return Status::InvalidArgument("TIFF data is truncated");
+  const size_t ifd = u32(4);
+  if (ifd + 2 > b.size()) return Status::InvalidArgument("TIFF directory offset {} is outside the data", ifd);
+  const uint32_t n = u16(ifd);
+  if (ifd + 2 + 12 * static_cast<size_t>(n) > b.size()) return Status::InvalidArgument("TIFF directory is truncated");
+  uint32_t w = 0, h = 0, comp = 1, photo = 2, spp = 1, planar = 1, rows_per_strip = 0xFFFFFFFF;
+  std::vector<uint32_t> bps, offsets, counts;
+  // All values of an entry (SHORT or LONG), inline when they fit in 4 bytes.
+  auto values = [&](size_t e) -> Result<std::vector<uint32_t>> {
+    const uint32_t type = u16(e + 2), count = u32(e + 4);
+    const size_t size = type == 3 ? 2 : type == 4 ? 4 : 0;
+    if (size == 0) return std::vector<uint32_t>{};
+    if (count > (1u << 24)) return Status::InvalidArgument("TIFF entry count {} is implausible", count);
+    size_t at = size * count <= 4 ? e + 8 : u32(e + 8);
+    if (at + size * count > b.size()) return Status::InvalidArgument("TIFF entry data is outside the file");
+    std::vector<uint32_t> v;
+    for (uint32_t k = 0; k < count; ++k, at += size) v.push_back(size == 2 ? u16(at) : u32(at));
+    return v;
+  };
+  for (uint32_t k = 0; k < n; ++k) {
+    const size_t e = ifd + 2 + 12 * k;
+    const uint32_t tag = u16(e);
+    GPUOPT_ASSIGN_OR_RETURN(std::vector<uint32_t> v, values(e));
+    if (v.empty()) continue;
+    switch (tag) {
+      case 256: w = v[0]; break;
+      case 257: h = v[0]; break;
+      case 258: bps = v; break;
+      case 259: comp = v[0]; break;
+      case 262: photo = v[0]; break;
+      case 273: offsets = v; break;
+      case 277: spp = v[0]; break;
+      case 278: rows_per_strip = v[0]; break;
+      case 279: counts = v; break;
+      case 284: planar = v[0]; break;
+      default: break;
+    }
+  }
+  if (w == 0 || h == 0 || w > (1u << 16) || h > (1u << 16)) return Status::InvalidArgument("TIFF size {}x{} is invalid", w, h);
+  if (comp != 1) return Status::Unimplemented("compressed TIFF (compression {}) is not supported (uncompressed only)", comp);
+  for (uint32_t d : bps)
+    if (d != 8) return Status::Unimplemented("TIFF with {} bits per sample is not supported (8)", d);
+  if (planar != 1 && spp > 1) return Status::Unimplemented("planar TIFF is not supported (chunky only)");
+  if (!(photo <= 1 && spp >= 1) && !(photo == 2 && spp >= 3)) return Status::Unimplemented("TIFF photometric {} with {} samples is not supported", photo, spp);
+  if (offsets.empty()) return Status::InvalidArgument("TIFF has no strips");
+  // Concatenate the strips (their byte counts, or what rows_per_strip implies when absent).
+  const size_t row = static_cast<size_t>(w) * spp, total = row * h;
+  std::vector<uint8_t> px;
+  px.reserve(total);
+  for (size_t k = 0; k < offsets.size() && px.size() < total; ++k) {
+    size_t len = k < counts.size() ? counts[k] : std::min<size_t>(total - px.size(), row * std::min<uint32_t>(rows_per_strip, h));
+    if (offsets[k] + len > b.size()) return Status::InvalidArgument("TIFF strip {} is outside the data", k);
+    len = std::min(len, total - px.size());
+    px.insert(px.end(), b.begin() + offsets[k], b.begin() + offsets[k] + static_cast<std::ptrdiff_t>(len));
+  }
+  if (px.size() < total) return Status::InvalidArgument("TIFF pixel data is short ({} bytes for {}x{})", px.size(), w, h);
+  Image img;
+  img.w = w;
+  img.h = h;
+  img.rgb.resize(static_cast<size_t>(w) * h * 3);
+  for (size_t p = 0; p < static_cast<size_t>(w) * h; ++p) {
+    const uint8_t* sp = &px[p * spp];
+    uint8_t* o = &img.rgb[p * 3];
+    if (photo <= 1) o[0] = o[1] = o[2] = photo == 0 ? static_cast<uint8_t>(255 - sp[0]) : sp[0];  // 0: white is zero
+    else for (int c = 0; c < 3; ++c) o[c] = sp[c];
+  }
+  return img;
+}
+
 Result<Image> decode_jpeg(const std::vector<uint8_t>& b) {
   Image img;
   GPUOPT_RETURN_IF_ERROR(jpeg::decode(b, &img.h, &img.w, &img.rgb));
@@ -342,7 +420,8 @@ Result<Image> decode(const Node& node, const Tensor& t) {
                     : fmt == "PNM" ? decode_pnm(b)
                     : fmt == "PNG" ? decode_png(b)
                     : fmt == "JPEG" ? decode_jpeg(b)
-                                    : Result<Image>(Status::Unimplemented("{} images are not supported (gpuopt decodes BMP, PNM, PNG and baseline JPEG only)", fmt));
+                    : fmt == "TIFF" ? decode_tiff(b)
+                                    : Result<Image>(Status::Unimplemented("{} images are not supported (gpuopt decodes BMP, PNM, PNG, baseline JPEG and uncompressed TIFF only)", fmt));
   if (!r.ok()) return Status(r.status().code(), fmt::format("{}: {}", node_label(node), r.status().message()));
   return r;
 }
