@@ -167,5 +167,16 @@ TEST(Infer, PadAndTransposeErrors) {
   EXPECT_NE(error_of(d2s, {vi(DType::F32, {1, 6, 2, 2})}).find("not divisible"), std::string::npos);
 }
 
+// Upsample-era Resize (opset 10: X, scales) with an empty scales tensor once read a null sizes
+// pointer; it must be an error that says what is missing.
+TEST(ResizeErrors, EmptyScalesAtOpset10IsAnError) {
+  Node n = node_of(Op::Resize, 2);
+  Tensor x = random_tensor(DType::F32, {1, 1, 2, 2});
+  Tensor scales = Tensor::empty(DType::F32, {0});
+  auto r = run1(n, {&x, &scales}, 10);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("scales or sizes"), std::string::npos) << r.status().to_string();
+}
+
 }  // namespace
 }  // namespace gpuopt::tensor_test

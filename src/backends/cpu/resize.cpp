@@ -109,6 +109,7 @@ Result<Plan> make_plan(const ResizeAttrs& a, const Shape& in, const std::vector<
     }
     return p;
   }
+  if (!sizes) return Status::InvalidArgument("Resize needs scales or sizes (both are empty or absent)");
   if (sizes->size() != n) return Status::InvalidArgument("sizes has {} values for {} axes", sizes->size(), n);
   for (size_t i = 0; i < n; ++i) {
     if ((*sizes)[i] < 0) return Status::InvalidArgument("sizes must not be negative, got {}", (*sizes)[i]);

@@ -133,10 +133,10 @@ GPUOPT_RESIZE_HD double resize_point(const ResizeDesc& d, int64_t i, Load load, 
     double wp = 1.0;
     int64_t off = 0;
     for (int a = 0; a < d.rank; ++a) {
-      wp *= w[a][sel[a]];
+      wp = resize_mul(wp, w[a][sel[a]]);
       off += idx[a][sel[a]] * in_stride[a];
     }
-    if (wp != 0.0) acc += wp * load(off);
+    if (wp != 0.0) acc = resize_add(acc, resize_mul(wp, load(off)));  // no FMA: the reference rounds twice
     int a = d.rank - 1;
     for (; a >= 0; --a) {
       if (++sel[a] < n[a]) break;
