@@ -133,6 +133,7 @@ Result<ResizeDesc> make_resize_desc(const Node& node, int opset, bool upsample, 
     const bool identity = std::fabs(d.scale[a] - 1.0) <= 1e-9 && out[a] == in[a] &&
                           (!crop || (std::fabs(d.roi_start[a]) <= 1e-9 && std::fabs(d.roi_end[a] - 1.0) <= 1e-9));
     d.resized[a] = !identity;
+    if (d.resized[a]) d.order[d.num_order++] = static_cast<int>(a);
     if (d.resized[a] && in[a] == 0 && out[a] > 0) return plan_error(node, "cannot resize axis {} of extent 0 to {}", a, out[a]);
   }
   return d;

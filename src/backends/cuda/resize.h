@@ -1,7 +1,7 @@
 // Resize / Upsample on the GPU: nearest (four rounding modes) and linear, every
 // coordinate_transformation_mode, any rank. The host works out each axis's scale and roi exactly
 // as the CPU reference does; the kernel computes each output element's taps in double (the same
-// formulas, products kept unfused) and sums the tensor product of the per-axis taps in double.
+// formulas, products kept unfused) and sums them in double axis by axis, in the reference's order.
 #pragma once
 
 #include "backends/cuda/elementwise.h"
@@ -22,6 +22,8 @@ struct ResizeDesc {
   double roi_start[kMaxRank] = {};
   double roi_end[kMaxRank] = {};
   bool resized[kMaxRank] = {};  // false: the axis is copied through (identity)
+  int order[kMaxRank] = {};      // the resized axes in the order the CPU reference processes them
+  int num_order = 0;
   ResizeCtm ctm = ResizeCtm::kHalfPixel;
   ResizeNearest nearest = ResizeNearest::kRoundPreferFloor;
   bool linear = false;

@@ -125,26 +125,32 @@ GPUOPT_RESIZE_HD double resize_point(const ResizeDesc& d, int64_t i, Load load, 
     }
   }
   if (*extrapolate) return d.extrapolation;
-  // The tensor product of the taps; zero weights are skipped as the reference does (an Inf in
-  // a tap that does not count stays out of the result).
-  double acc = 0.0;
+  // The CPU reference resizes one axis at a time, in `axes` order, each pass summing
+  // w * value in double into a fresh zero; for results that land on .5 (u8 outputs) the order of
+  // the roundings decides the answer, so the same nested sums are formed here: the first
+  // processed axis is the innermost sum. part[t] is the running sum at level t; zero weights are
+  // skipped as the reference does (an Inf in a tap that does not count stays out).
+  int64_t base = 0;
+  for (int a = 0; a < d.rank; ++a)
+    if (!d.resized[a]) base += idx[a][0] * in_stride[a];
+  const int m = d.num_order;
+  if (m == 0) return load(base);
+  double part[kMaxRank] = {};
   int sel[kMaxRank] = {};
   for (;;) {
-    double wp = 1.0;
-    int64_t off = 0;
-    for (int a = 0; a < d.rank; ++a) {
-      wp = resize_mul(wp, w[a][sel[a]]);
-      off += idx[a][sel[a]] * in_stride[a];
+    int64_t off = base;
+    for (int t = 0; t < m; ++t) off += idx[d.order[t]][sel[t]] * in_stride[d.order[t]];
+    const double w0 = w[d.order[0]][sel[0]];
+    if (w0 != 0.0) part[0] = resize_add(part[0], resize_mul(w0, load(off)));  // no FMA: two roundings
+    for (int t = 0;; ++t) {
+      if (++sel[t] < n[d.order[t]]) break;
+      sel[t] = 0;  // level t is complete: it is one term of level t + 1
+      if (t + 1 == m) return part[t];
+      const double wn = w[d.order[t + 1]][sel[t + 1]];
+      if (wn != 0.0) part[t + 1] = resize_add(part[t + 1], resize_mul(wn, part[t]));
+      part[t] = 0.0;
     }
-    if (wp != 0.0) acc = resize_add(acc, resize_mul(wp, load(off)));  // no FMA: the reference rounds twice
-    int a = d.rank - 1;
-    for (; a >= 0; --a) {
-      if (++sel[a] < n[a]) break;
-      sel[a] = 0;
-    }
-    if (a < 0) break;
   }
-  return acc;
 }
 
 }  // namespace gpuopt::cuda
