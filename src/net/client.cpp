@@ -31,6 +31,10 @@ struct HttpClient::Impl {
   beast::flat_buffer buffer;
   std::optional<tcp::endpoint> endpoint;
 
+  // Free capacity is what Beast reads per call (512 bytes at least): 64 KiB keeps large
+  // responses to few system calls.
+  Impl() { buffer.reserve(64 * 1024); }
+
   // Runs the io_context until the pending operation completed (the stream timer bounds it).
   void run() {
     ioc.restart();

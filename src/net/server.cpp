@@ -82,7 +82,12 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
   Connection(std::shared_ptr<HttpServer::Impl> server, tcp::socket socket)
-      : server_(std::move(server)), stream_(std::move(socket)) {}
+      : server_(std::move(server)), stream_(std::move(socket)) {
+    // Beast reads at most the buffer's free capacity (never under 512 bytes) per call: a
+    // default flat_buffer read a 4.8 MB body 512 bytes at a time, 9400 system calls and about
+    // 20 ms; with 64 KiB free it takes 75.
+    buffer_.reserve(64 * 1024);
+  }
   ~Connection() { server_->unregister(this); }
 
   void start() { read_next(); }
