@@ -3,6 +3,8 @@
 namespace gpuopt {
 
 Result<std::vector<ValueInfo>> infer_node(const Node& node, const std::vector<const ValueInfo*>& inputs, int opset) {
+  // Every op in the table produces at least one output; infer functions write output 0 unchecked.
+  if (node.outputs.empty()) return Status::InvalidArgument("{}: the node has no outputs", node_label(node));
   InferContext ctx{node, inputs, std::vector<ValueInfo>(node.outputs.size()), opset};
   GPUOPT_RETURN_IF_ERROR(op_def(node.op).infer(ctx));
   return std::move(ctx.outputs);

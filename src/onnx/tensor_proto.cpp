@@ -2,6 +2,7 @@
 #include "onnx/importer.h"
 #include "onnx/onnx.pb.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -94,6 +95,9 @@ Result<Tensor> tensor_from_proto(const onnx::TensorProto& p, const std::string& 
   if (dtype == DType::String) {
     if (p.data_location() == onnx::TensorProto::EXTERNAL)
       return Status::Unimplemented("{}: string tensors in external data are not supported", what);
+    if (numel > p.string_data_size())
+      return Status::InvalidArgument("{}: string{} needs {} values, string_data holds {}", what,
+                                     shape_to_string(shape), numel, p.string_data_size());
     Tensor t = Tensor::empty(dtype, shape);
     GPUOPT_RETURN_IF_ERROR(copy_typed(p.string_data(), numel, what, "string_data",
                                       [&](int64_t i, const std::string& s) { t.strings()[static_cast<size_t>(i)] = s; }));
@@ -121,6 +125,12 @@ Result<Tensor> tensor_from_proto(const onnx::TensorProto& p, const std::string& 
   const bool no_data = p.float_data_size() == 0 && p.int32_data_size() == 0 && p.int64_data_size() == 0 &&
                        p.double_data_size() == 0 && p.uint64_data_size() == 0;
   if (no_data && numel > 0) return Status::InvalidArgument("{}: {}{} has no data", what, dtype_name(dtype), shape_to_string(shape));
+  // Before allocating: a corrupt dims field must not ask for gigabytes that the data cannot fill.
+  const int64_t given = std::max({p.float_data_size(), p.int32_data_size(), p.int64_data_size(),
+                                  p.double_data_size(), p.uint64_data_size()});
+  if (numel > given)
+    return Status::InvalidArgument("{}: {}{} needs {} values, the typed data fields hold at most {}", what,
+                                   dtype_name(dtype), shape_to_string(shape), numel, given);
   Tensor t = Tensor::empty(dtype, shape);
   if (numel == 0) return t;
   Status st;
