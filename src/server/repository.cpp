@@ -124,6 +124,41 @@ Status Repository::warm_up(LoadedVersion& v, std::vector<std::unique_ptr<ModelBa
   return Status::Ok();
 }
 
+Status Repository::warm_up_largest_batch(LoadedVersion& v, std::vector<std::unique_ptr<ModelBackend>>& instances,
+                                         const std::vector<bool>& gpu_instance) {
+  // Without a model_warmup in the config, each GPU instance runs the largest batch once on zeros
+  // before the model turns ready: the device pool then holds every buffer the largest batch needs
+  // (no cudaMalloc on the first real request) and cuDNN/cuBLASLt have chosen their algorithms.
+  // CPU instances are left alone (the reference backend allocates per run and a large batch can
+  // take seconds there), as are models with a variable non-batch dim (no single largest shape).
+  if (!v.config.warmups.empty() || std::find(gpu_instance.begin(), gpu_instance.end(), true) == gpu_instance.end())
+    return Status::Ok();
+  const int64_t batch = std::max<int64_t>(v.config.max_batch_size, 1);
+  std::vector<Tensor> inputs;
+  for (const IoSpec& in : v.model_inputs) {
+    const TensorConfig* tc = nullptr;
+    for (const auto& t : v.config.inputs)
+      if (t.name == in.name) tc = &t;
+    if (!tc || tc->dtype == DType::String) return Status::Ok();
+    Shape shape = tc->reshape ? *tc->reshape : tc->dims;
+    for (int64_t d : shape)
+      if (d < 0) {
+        GPUOPT_LOG(info, "model '{}': input '{}' has a variable dim; no largest-batch warm-up", v.name, in.name);
+        return Status::Ok();
+      }
+    if (v.config.max_batch_size > 0) shape.insert(shape.begin(), batch);
+    inputs.push_back(Tensor::zeros(tc->dtype, shape));
+  }
+  for (size_t i = 0; i < instances.size(); ++i) {
+    if (!gpu_instance[i]) continue;
+    auto r = instances[i]->run(inputs);
+    if (!r.ok())
+      return r.status().with_context(fmt::format("model '{}': warm-up at the largest batch ({})", v.name, batch));
+  }
+  GPUOPT_LOG(info, "model '{}': GPU instances warmed up at batch {}", v.name, batch);
+  return Status::Ok();
+}
+
 Result<std::map<int64_t, std::shared_ptr<LoadedVersion>>> Repository::load_versions(const std::string& name) {
   ModelConfig base;
   bool had_config = false;
@@ -185,6 +220,7 @@ Result<std::map<int64_t, std::shared_ptr<LoadedVersion>>> Repository::load_versi
     GPUOPT_RETURN_IF_ERROR(
         complete_model_config(&lv->config, src.inputs, src.outputs, had_config, opt_.default_max_batch_size));
     std::vector<std::unique_ptr<ModelBackend>> instances;
+    std::vector<bool> gpu_instance;
     for (const InstanceGroup& g : lv->config.instance_groups) {
       InstanceKind kind = g.kind;
       if (kind == InstanceKind::kAuto) kind = opt_.cuda_devices > 0 ? InstanceKind::kGpu : InstanceKind::kCpu;
@@ -208,9 +244,11 @@ Result<std::map<int64_t, std::shared_ptr<LoadedVersion>>> Repository::load_versi
           auto b = src.create(spec);
           if (!b.ok()) return b.status().with_context(fmt::format("model '{}' instance {}", name, spec.name));
           instances.push_back(std::move(b).value());
+          gpu_instance.push_back(kind == InstanceKind::kGpu);
         }
     }
     GPUOPT_RETURN_IF_ERROR(warm_up(*lv, instances));
+    GPUOPT_RETURN_IF_ERROR(warm_up_largest_batch(*lv, instances, gpu_instance));
     BatcherOptions bo;
     bo.model_name = name;
     bo.max_batch_size = lv->config.max_batch_size;

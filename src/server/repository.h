@@ -71,6 +71,8 @@ class Repository {
   };
   Result<std::map<int64_t, std::shared_ptr<LoadedVersion>>> load_versions(const std::string& name);
   Status warm_up(LoadedVersion& v, std::vector<std::unique_ptr<ModelBackend>>& instances);
+  Status warm_up_largest_batch(LoadedVersion& v, std::vector<std::unique_ptr<ModelBackend>>& instances,
+                               const std::vector<bool>& gpu_instance);
   void set_state(const std::string& name, const std::string& state, const std::string& reason);
 
   RepositoryOptions opt_;

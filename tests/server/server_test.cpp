@@ -105,6 +105,39 @@ void expect_outputs(const std::string& body, std::optional<size_t> hlen, int see
   }
 }
 
+// GPU instances with no model_warmup run the largest batch once on zeros before the model is
+// ready (device buffers preallocated); CPU instances and configured warm-ups are left as they are.
+TEST(Server, GpuInstancesWarmUpAtTheLargestBatch) {
+  fs::path dir = fs::temp_directory_path() / ("gpuopt_warm_test_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  write(dir / "gpu/config.pbtxt", "max_batch_size: 8\ninstance_group { count: 2 kind: KIND_GPU }\n");
+  write(dir / "gpu/1/model.onnx", "fake");
+  write(dir / "cpu/config.pbtxt", "max_batch_size: 8\ninstance_group { count: 2 kind: KIND_CPU }\n");
+  write(dir / "cpu/1/model.onnx", "fake");
+  auto gpu_rec = std::make_shared<Recorder>(), cpu_rec = std::make_shared<Recorder>();
+  InferenceServerOptions o;
+  o.repo.path = dir.string();
+  o.repo.cuda_devices = 1;  // the fake backend stands in for the GPU session
+  o.repo.loader = [gpu_rec, cpu_rec](const std::string& path) -> Result<ModelSource> {
+    return testing::add_sub_source(path.find("gpu") != std::string::npos ? gpu_rec : cpu_rec);
+  };
+  o.http.host = "127.0.0.1";
+  o.http.port = 0;
+  o.http.threads = 1;
+  o.metrics_port = 0;
+  o.metrics_host = "127.0.0.1";
+  o.gpu_metrics = false;
+  auto s = InferenceServer::start(std::move(o));
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  EXPECT_EQ(gpu_rec->batch_rows, (std::vector<int64_t>{8, 8}));
+  ASSERT_EQ(gpu_rec->shapes.size(), 2u);
+  EXPECT_EQ(gpu_rec->shapes[0], (Shape{8, 16}));
+  EXPECT_EQ(gpu_rec->first_values, (std::vector<float>{0.f, 0.f}));
+  EXPECT_TRUE(cpu_rec->batch_rows.empty());
+  s->reset();
+  fs::remove_all(dir);
+}
+
 TEST(Server, HealthMetadataConfig) {
   ServerFixture f;
   ASSERT_TRUE(f.server);
