@@ -493,6 +493,25 @@ std::vector<Case> all_cases() {
     for (DType dt : kFloats)
       for (const auto& [a, b] : bshapes)
         add({op, label(dt, a, shape_to_string(b)), {data(dt, a), data(dt, b, op == std::string("Div") ? 0.5 : -2, 2)}});
+  for (const char* op : {"GreaterOrEqual", "LessOrEqual", "PRelu"})
+    for (DType dt : kFloats)
+      for (const auto& [a, b] : bshapes)
+        if (std::string(op) != "PRelu" || b.size() <= a.size())  // PRelu's slope broadcasts to X
+          add({op, label(dt, a, shape_to_string(b)), {data(dt, a), data(dt, b)}});
+  // Ties on purpose for the comparisons: integer-valued floats in a small range.
+  for (DType dt : kFloats)
+    for (const char* op : {"GreaterOrEqual", "LessOrEqual"})
+      add({op, label(dt, {7, 13}, "ties"),
+           {const_tensor(dt, {7, 13}, index_values(91, -2, 2, 7)), const_tensor(dt, {13}, index_values(13, -2, 2, 8))}});
+  for (DType dt : kFloats) {
+    // Two inputs on CUDA; three fall back to the CPU (the variadic form), listed as unsupported.
+    add({"Sum", label(dt, {5, 7, 11, 13}, "2 inputs"), {data(dt, {5, 7, 11, 13}), data(dt, {7, 1, 13})}});
+    add({"Sum", label(dt, {5, 7, 11, 13}, "3 inputs"), {data(dt, {5, 7, 11, 13}), data(dt, {11, 13}), data(dt, {7, 1, 13})}});
+    add({"Mod", label(dt, {5, 7, 11, 13}, "fmod=1"), {data(dt, {5, 7, 11, 13}, -8, 8), data(dt, {13}, 0.5, 3)}, {{"fmod", attr_i(1)}}});
+    add({"IsInf", label(dt, {5, 7, 11, 13}), {data(dt, {5, 7, 11, 13})}});
+  }
+  for (const char* op : {"And", "Or", "Xor"})
+    for (const auto& [a, b] : bshapes) add({op, label(DType::Bool, a, shape_to_string(b)), {data(DType::Bool, a), data(DType::Bool, b)}});
   for (DType dt : kFloats) add({"Pow", label(dt, {5, 7, 11, 13}), {data(dt, {5, 7, 11, 13}, 0.1, 2), data(dt, {13}, -1, 2)}});
   for (DType dt : kFloats)
     add({"Where", label(dt, {5, 7, 11, 13}), {data(DType::Bool, {7, 1, 13}), data(dt, {5, 7, 11, 13}), data(dt, {11, 13})}});
@@ -518,6 +537,10 @@ std::vector<Case> all_cases() {
       add({"ReduceMean", label(dt, s, "axes=[-1]"), {data(dt, s), constant_i64({-1})}, {{"keepdims", attr_i(1)}}, 18});
       add({"ReduceSum", label(dt, s, "axes=[1]"), {data(dt, s), constant_i64({1})}, {{"keepdims", attr_i(0)}}, 18});
       add({"ReduceMax", label(dt, s, "axes=[2,3]"), {data(dt, s), constant_i64({2, 3})}, {{"keepdims", attr_i(1)}}, 18});
+      add({"ReduceMin", label(dt, s, "axes=[1,3]"), {data(dt, s), constant_i64({1, 3})}, {{"keepdims", attr_i(0)}}, 18});
+      add({"ReduceL2", label(dt, s, "axes=[-1]"), {data(dt, s), constant_i64({-1})}, {{"keepdims", attr_i(1)}}, 18});
+      add({"ReduceSumSquare", label(dt, s, "axes=[0]"), {data(dt, s), constant_i64({0})}, {{"keepdims", attr_i(1)}}, 18});
+      add({"ReduceProd", label(dt, s, "axes=[2]"), {data(dt, s, 0.5, 1.5), constant_i64({2})}, {{"keepdims", attr_i(0)}}, 18});
     }
 
   // Convolution, pooling, batch norm (NCHW).
@@ -531,6 +554,7 @@ std::vector<Case> all_cases() {
     add({"AveragePool", label(dt, {2, 3, 16, 16}, "k2 s2"), {data(dt, {2, 3, 16, 16})},
          {{"kernel_shape", attr_ints({2, 2})}, {"strides", attr_ints({2, 2})}}});
     add({"GlobalAveragePool", label(dt, {2, 7, 11, 13}), {data(dt, {2, 7, 11, 13})}});
+    add({"GlobalMaxPool", label(dt, {2, 7, 11, 13}), {data(dt, {2, 7, 11, 13})}});
     add({"BatchNormalization", label(dt, {2, 7, 11, 13}),
          {data(dt, {2, 7, 11, 13}), data(dt, {7}), data(dt, {7}), data(dt, {7}), data(dt, {7}, 0.5, 2)}});
   }

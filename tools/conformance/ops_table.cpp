@@ -7,10 +7,28 @@
 #include <fmt/ranges.h>
 
 #include <fstream>
+#include <map>
 #include <set>
 
 namespace gpuopt::conformance {
 namespace {
+
+// tools/backend_ops/cuda_support.txt ("Op: f32 f16 bf16" lines, written by `backend_ops support
+// --list`): the dtypes each op's CUDA kernel takes; "-" or no line = the op runs on the CPU.
+std::map<std::string, std::string> read_cuda_support() {
+  std::map<std::string, std::string> out;
+  std::ifstream f(std::string(GPUOPT_SOURCE_DIR) + "/tools/backend_ops/cuda_support.txt");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string dts = line.substr(colon + 1);
+    dts.erase(0, dts.find_first_not_of(' '));
+    out[line.substr(0, colon)] = dts;
+  }
+  return out;
+}
 
 std::string squash(std::string_view s) {
   std::string out;
@@ -74,7 +92,12 @@ Status write_ops_table(const std::string& path, const std::vector<TestResult>& r
        "the op they expand). Tests not expected to pass are listed with their reasons in\n"
        "`tools/conformance/expectations/*.txt`.\n\n"
     << "## Ops in gpuopt's op table\n\n"
-    << "| op | CPU | node tests passed | failing tests listed in |\n|---|---|---|---|\n";
+    << "The CUDA column lists the dtypes the CUDA kernel takes among the backend_ops cases (from\n"
+       "`tools/backend_ops/cuda_support.txt`, written by `backend_ops support --list`; `*`: some cases\n"
+       "of that dtype fall back); `CPU` means the op runs on the CPU backend inside a CUDA session, with\n"
+       "copies at the boundary (`gpuopt inspect --device cuda` shows the placement per node).\n\n"
+    << "| op | CPU | CUDA | node tests passed | failing tests listed in |\n|---|---|---|---|---|\n";
+  const auto cuda = read_cuda_support();
   std::set<std::string> in_table;
   for (size_t i = 0; i < kNumOps; ++i) {
     const std::string name(op_name(static_cast<Op>(i)));
@@ -86,7 +109,9 @@ Status write_ops_table(const std::string& path, const std::vector<TestResult>& r
     // test; the expectation files give each test's reason.
     const bool all = it == per_op.end() || it->second.passed == it->second.total;
     const std::string listed = it == per_op.end() ? "" : fmt::format("{}", fmt::join(it->second.files, ", "));
-    f << fmt::format("| {} | {} | {} | {} |\n", name, all ? "yes" : "partial", tests, listed);
+    auto c = cuda.find(name);
+    const std::string on_cuda = c == cuda.end() || c->second == "-" ? "CPU" : c->second;
+    f << fmt::format("| {} | {} | {} | {} | {} |\n", name, all ? "yes" : "partial", on_cuda, tests, listed);
   }
   f << "\n## Ops of other node tests (not in gpuopt's op list)\n\n";
   int other_tests = 0;
