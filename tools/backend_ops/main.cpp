@@ -142,7 +142,7 @@ struct Harness {
     for (int o = 0; o < c.num_outputs; ++o) node.outputs.push_back(static_cast<ValueId>(c.inputs.size() + o));
     const CudaOpEntry* e = cuda_op(*op);
     if (!e) return {Outcome::kSkip, "unsupported: no CUDA kernel"};
-    if (e->supports && !e->supports(node, dts)) return {Outcome::kSkip, "unsupported: dtype not handled by the CUDA kernel"};
+    if (e->supports && !e->supports(node, dts)) return {Outcome::kSkip, "unsupported: the CUDA kernel declines it (dtype, input count or attributes): CPU fallback"};
     if (!ok) return {Outcome::kSkip, "skipped: no CUDA device"};
 
     std::mt19937 rng(seed);
