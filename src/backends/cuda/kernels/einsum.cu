@@ -1,5 +1,6 @@
 // Einsum kernel (see einsum.h); the per-element sum is in einsum_math.h.
 #include "backends/cuda/einsum_math.h"
+#include "backends/cuda/kernels/kernel_common.cuh"
 #include "core/cuda_check.h"
 
 #include <cuda_bf16.h>
@@ -10,18 +11,10 @@ namespace gpuopt::cuda {
 namespace {
 
 constexpr int kThreads = 128;
-unsigned grid_for(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b < 65535 * 8 ? (b > 0 ? b : 1) : 65535 * 8);
-}
+unsigned grid_for(int64_t n) { return kern::grid_for(n, kThreads); }
 
-__device__ __forceinline__ double to_d(float v) { return v; }
-__device__ __forceinline__ double to_d(__half v) { return __half2float(v); }
-__device__ __forceinline__ double to_d(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <typename T> __device__ __forceinline__ T from_d(double v);
-template <> __device__ __forceinline__ float from_d<float>(double v) { return __double2float_rn(v); }
-template <> __device__ __forceinline__ __half from_d<__half>(double v) { return __double2half(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_d<__nv_bfloat16>(double v) { return __double2bfloat16(v); }
+using kern::from_d;
+using kern::to_d;
 
 template <typename T>
 __global__ void einsum_kernel(EinsumInputs in, T* __restrict__ y, EinsumDesc d) {

@@ -2,6 +2,7 @@
 // uniform runtime switch: memory-bound code pays nothing for the branch, and the build compiles
 // 10 instantiations instead of ops x types.
 #include "backends/cuda/elementwise.h"
+#include "backends/cuda/kernels/kernel_common.cuh"
 #include "core/cuda_check.h"
 
 #include <cuda_bf16.h>
@@ -191,10 +192,7 @@ __global__ void cast_kernel(const S* __restrict__ x, D* __restrict__ y, int64_t 
 }
 
 constexpr int kThreads = 256;
-unsigned grid_for(int64_t n) {
-  const int64_t blocks = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(blocks < 65535 * 8 ? (blocks > 0 ? blocks : 1) : 65535 * 8);
-}
+unsigned grid_for(int64_t n) { return kern::grid_for(n, kThreads); }
 
 // Calls f(T{}) with the device storage type of `dt`.
 template <typename F>

@@ -1,5 +1,6 @@
 // Index and creation kernels (see index_ops.h). Grid-stride loops; data movement by element size.
 #include "backends/cuda/index_math.h"
+#include "backends/cuda/kernels/kernel_common.cuh"
 #include "core/cuda_check.h"
 
 #include <cuda_bf16.h>
@@ -10,10 +11,7 @@ namespace gpuopt::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-unsigned grid_for(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b < 65535 * 8 ? (b > 0 ? b : 1) : 65535 * 8);
-}
+unsigned grid_for(int64_t n) { return kern::grid_for(n, kThreads); }
 #define GRID_LOOP(i, n) \
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); i += int64_t(gridDim.x) * blockDim.x)
 
@@ -162,21 +160,16 @@ __global__ void range_int_kernel(T* out, int64_t n, int64_t start, int64_t delta
   GRID_LOOP(i, n) out[i] = static_cast<T>(start + i * delta);
 }
 
-__device__ __forceinline__ double as_double(float v) { return v; }
-__device__ __forceinline__ double as_double(__half v) { return __half2float(v); }
-__device__ __forceinline__ double as_double(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <typename T> __device__ __forceinline__ T from_double(double v);
-template <> __device__ __forceinline__ float from_double<float>(double v) { return __double2float_rn(v); }
-template <> __device__ __forceinline__ __half from_double<__half>(double v) { return __double2half(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_double<__nv_bfloat16>(double v) { return __double2bfloat16(v); }
+using kern::from_d;
+using kern::to_d;
 
 // One thread: each value depends on the rounded previous one.
 template <typename T>
 __global__ void range_float_kernel(T* out, int64_t n, double start, double delta) {
-  T v = from_double<T>(start);
+  T v = from_d<T>(start);
   for (int64_t i = 0; i < n; ++i) {
     out[i] = v;
-    v = from_double<T>(__dadd_rn(as_double(v), delta));
+    v = from_d<T>(__dadd_rn(to_d(v), delta));
   }
 }
 __global__ void range_double_kernel(double* out, int64_t n, double start, double delta) {
@@ -194,7 +187,7 @@ __global__ void fill_kernel(E* out, int64_t n, E v) {
 
 template <typename T>
 __global__ void cosh_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t n) {
-  GRID_LOOP(i, n) y[i] = from_double<T>(cosh(as_double(x[i])));
+  GRID_LOOP(i, n) y[i] = from_d<T>(cosh(to_d(x[i])));
 }
 
 template <typename F>

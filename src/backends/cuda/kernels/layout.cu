@@ -1,4 +1,5 @@
 #include "backends/cuda/layout.h"
+#include "backends/cuda/kernels/kernel_common.cuh"
 #include "core/cuda_check.h"
 
 #include <cuda_runtime.h>
@@ -7,10 +8,7 @@ namespace gpuopt::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-unsigned grid_for(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b < 65535 * 8 ? (b > 0 ? b : 1) : 65535 * 8);
-}
+unsigned grid_for(int64_t n) { return kern::grid_for(n, kThreads); }
 
 template <typename E>
 __global__ void strided_copy_kernel(const E* __restrict__ in, E* __restrict__ out, StridedDesc d) {

@@ -1,4 +1,5 @@
 #include "backends/cuda/norm.h"
+#include "backends/cuda/kernels/kernel_common.cuh"
 #include "core/cuda_check.h"
 
 #include <cuda_bf16.h>
@@ -236,10 +237,7 @@ __global__ void pool2d(const T* __restrict__ x, T* __restrict__ y, Pool2d p) {
   }
 }
 
-unsigned grid_for(int64_t n) {
-  const int64_t b = (n + kBlock - 1) / kBlock;
-  return static_cast<unsigned>(b < 65535 * 8 ? (b > 0 ? b : 1) : 65535 * 8);
-}
+unsigned grid_for(int64_t n) { return kern::grid_for(n, kBlock); }
 
 template <typename F>
 Status by_float(DType dt, F&& f) {

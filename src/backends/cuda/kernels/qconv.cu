@@ -1,5 +1,6 @@
 // QLinearConv kernel (see qconv.h).
 #include "backends/cuda/qconv.h"
+#include "backends/cuda/kernels/kernel_common.cuh"
 #include "core/cuda_check.h"
 
 #include <cuda_runtime.h>
@@ -8,10 +9,7 @@ namespace gpuopt::cuda {
 namespace {
 
 constexpr int kThreads = 128;
-unsigned grid_for(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b < 65535 * 8 ? (b > 0 ? b : 1) : 65535 * 8);
-}
+unsigned grid_for(int64_t n) { return kern::grid_for(n, kThreads); }
 
 __global__ void qconv_kernel(QConvDesc d, const void* __restrict__ x, const void* __restrict__ w,
                              const void* __restrict__ w_zp, const float* __restrict__ w_scale,

@@ -2,6 +2,7 @@
 // shared by a warp (broadcast reads), B's columns are read coalesced. Correctness first; these
 // ops are rare on the hot path.
 #include "backends/cuda/qmatmul.h"
+#include "backends/cuda/kernels/kernel_common.cuh"
 #include "backends/cuda/quant_math.h"
 #include "core/cuda_check.h"
 
@@ -13,10 +14,7 @@ namespace gpuopt::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-unsigned grid_for(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b < 65535 * 8 ? (b > 0 ? b : 1) : 65535 * 8);
-}
+unsigned grid_for(int64_t n) { return kern::grid_for(n, kThreads); }
 
 __device__ __forceinline__ int64_t ld8(const void* p, bool sgn, int64_t i) {
   return sgn ? static_cast<int64_t>(static_cast<const int8_t*>(p)[i]) : static_cast<int64_t>(static_cast<const uint8_t*>(p)[i]);

@@ -1,6 +1,7 @@
 // QuantizeLinear / DequantizeLinear kernels (see quant.h). The dtypes are runtime switches inside
 // one kernel per direction: the kernels are memory bound and the build stays small.
 #include "backends/cuda/quant.h"
+#include "backends/cuda/kernels/kernel_common.cuh"
 #include "backends/cuda/quant_math.h"
 #include "core/cuda_check.h"
 
@@ -12,10 +13,7 @@ namespace gpuopt::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-unsigned grid_for(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b < 65535 * 8 ? (b > 0 ? b : 1) : 65535 * 8);
-}
+unsigned grid_for(int64_t n) { return kern::grid_for(n, kThreads); }
 
 // Small dtype codes for the device.
 enum Code : uint8_t { kF32, kF16, kBF16, kU8, kI8, kI32 };

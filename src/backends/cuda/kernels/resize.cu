@@ -1,5 +1,6 @@
 // Resize kernel (see resize.h): one thread per output element; the arithmetic is in resize_math.h.
 #include "backends/cuda/resize_math.h"
+#include "backends/cuda/kernels/kernel_common.cuh"
 #include "core/cuda_check.h"
 
 #include <cuda_bf16.h>
@@ -10,16 +11,9 @@ namespace gpuopt::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-unsigned grid_for(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b < 65535 * 8 ? (b > 0 ? b : 1) : 65535 * 8);
-}
+unsigned grid_for(int64_t n) { return kern::grid_for(n, kThreads); }
 
-__device__ __forceinline__ double to_d(float v) { return v; }
-__device__ __forceinline__ double to_d(__half v) { return __half2float(v); }
-__device__ __forceinline__ double to_d(__nv_bfloat16 v) { return __bfloat162float(v); }
-__device__ __forceinline__ double to_d(uint8_t v) { return v; }
-__device__ __forceinline__ double to_d(int8_t v) { return v; }
+using kern::to_d;
 
 template <typename T> __device__ __forceinline__ T from_d(double v);
 template <> __device__ __forceinline__ float from_d<float>(double v) { return __double2float_rn(v); }

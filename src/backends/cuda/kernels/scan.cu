@@ -2,6 +2,7 @@
 // inner positions, so reads are coalesced when inner > 1). Floats accumulate in double and are
 // rounded once per output, integers wrap in 64 bits: bit-exact with the CPU reference.
 #include "backends/cuda/scan.h"
+#include "backends/cuda/kernels/kernel_common.cuh"
 #include "core/cuda_check.h"
 
 #include <cuda_bf16.h>
@@ -12,20 +13,10 @@ namespace gpuopt::cuda {
 namespace {
 
 constexpr int kThreads = 128;
-unsigned grid_for(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b < 65535 * 8 ? (b > 0 ? b : 1) : 65535 * 8);
-}
+unsigned grid_for(int64_t n) { return kern::grid_for(n, kThreads); }
 
-__device__ __forceinline__ double to_d(float v) { return v; }
-__device__ __forceinline__ double to_d(double v) { return v; }
-__device__ __forceinline__ double to_d(__half v) { return __half2float(v); }
-__device__ __forceinline__ double to_d(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <typename T> __device__ __forceinline__ T from_d(double v);
-template <> __device__ __forceinline__ float from_d<float>(double v) { return __double2float_rn(v); }
-template <> __device__ __forceinline__ double from_d<double>(double v) { return v; }
-template <> __device__ __forceinline__ __half from_d<__half>(double v) { return __double2half(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_d<__nv_bfloat16>(double v) { return __double2bfloat16(v); }
+using kern::from_d;
+using kern::to_d;
 
 template <typename T, bool kFloat>
 __global__ void scan_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t outer, int64_t n, int64_t inner,
