@@ -596,6 +596,14 @@ std::vector<Case> all_cases() {
     add({"Pad", label(dt, {5, 7, 11}, "pads 2,-1,1 / 0,1,-2 value 1.5"),
          {data(dt, {5, 7, 11}), constant_i64({2, -1, 1, 0, 1, -2}), scalar(dt, 1.5)},
          {{"mode", attr_s("constant")}}});
+    // Edge, reflect and wrap: the index kernel; pads longer than the axis (reflect and wrap
+    // repeat periodically), negative pads crop, and an axis of extent 1.
+    for (const char* mode : {"edge", "reflect", "wrap"}) {
+      add({"Pad", label(dt, {2, 3, 11, 13}, fmt::format("{} pads 1,2 / 0,3", mode)),
+           {data(dt, {2, 3, 11, 13}), constant_i64({0, 0, 1, 2, 0, 0, 0, 3})}, {{"mode", attr_s(mode)}}});
+      add({"Pad", label(dt, {5, 1, 4}, fmt::format("{} pads 2,3,9 / -1,2,6", mode)),
+           {data(dt, {5, 1, 4}), constant_i64({2, 3, 9, -1, 2, 6})}, {{"mode", attr_s(mode)}}});
+    }
     {
       Case c{"Split", label(dt, {5, 7, 11}, "axis=1 split [2,4,1]"), {data(dt, {5, 7, 11}), constant_i64({2, 4, 1})},
              {{"axis", attr_i(1)}}};

@@ -18,6 +18,22 @@ struct StridedDesc {
 
 Status launch_strided_copy(size_t elem_size, const void* in, void* out, const StridedDesc& d, cudaStream_t s);
 
+// Pad in edge, reflect or wrap mode: each output coordinate c maps to input index c - begin,
+// brought back into [0, in_dim) as the CPU reference does (edge clamps; wrap is periodic;
+// reflect mirrors without repeating the edge, periodically for pads longer than the axis).
+enum class PadMode : int { kEdge, kReflect, kWrap };
+struct PadDesc {
+  int rank = 0;
+  int64_t numel = 0;
+  int64_t out_dims[kMaxRank] = {};
+  int64_t in_dims[kMaxRank] = {};
+  int64_t in_strides[kMaxRank] = {};
+  int64_t begin[kMaxRank] = {};
+  PadMode mode = PadMode::kEdge;
+};
+
+Status launch_pad_index(size_t elem_size, const void* in, void* out, const PadDesc& d, cudaStream_t s);
+
 // y = cond ? a : b with numpy broadcasting of all three to `out_shape`.
 Status launch_where(size_t elem_size, const bool* cond, const Shape& cond_shape, const void* a, const Shape& a_shape,
                     const void* b, const Shape& b_shape, void* y, const Shape& out_shape, cudaStream_t s);

@@ -1,5 +1,5 @@
-// Pad (constant mode), Split and Tile on the GPU, built from the strided-copy kernel (layout.h)
-// and async copies: no kernel of their own.
+// Pad, Split and Tile on the GPU, built from the data-movement kernels of layout.h (strided
+// copy; Pad's edge/reflect/wrap index kernel) and async copies.
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/layout.h"
 #include "core/cuda_check.h"
@@ -76,9 +76,9 @@ Status run_tile(CudaKernelContext& k) {
   return launch_strided_copy(dtype_size(x.dtype()), x.raw(), k.out(0).raw(), d, k.ctx.stream);
 }
 
-// Pad, constant mode: fill the output with the value, then copy the kept part of the input into
-// its window with one 2-D copy per index of the leading dims (rows along the last two dims are
-// evenly pitched). Negative pads crop.
+// Pad. Edge, reflect and wrap: one index kernel (launch_pad_index). Constant: fill the output
+// with the value, then copy the kept part of the input into its window with one 2-D copy per
+// index of the leading dims (rows along the last two dims are evenly pitched). Negative pads crop.
 Status run_pad(CudaKernelContext& k) {
   const Tensor& x = k.in(0);
   Tensor& y = k.out(0);
@@ -106,6 +106,24 @@ Status run_pad(CudaKernelContext& k) {
   }
   const size_t es = dtype_size(x.dtype());
   if (y.numel() == 0) return Status::Ok();
+
+  const std::string mode = k.node.attr_s("mode", "constant");
+  if (mode != "constant") {
+    if (r > kMaxRank) return k.error("rank {} exceeds the CUDA limit {}", r, kMaxRank);
+    PadDesc d;
+    d.rank = static_cast<int>(r);
+    d.numel = y.numel();
+    d.mode = mode == "edge" ? PadMode::kEdge : mode == "wrap" ? PadMode::kWrap : PadMode::kReflect;
+    const auto st = shape_strides(x.shape());
+    for (int64_t i = 0; i < r; ++i) {
+      d.out_dims[i] = y.shape()[i];
+      d.in_dims[i] = x.shape()[i];
+      d.in_strides[i] = st[i];
+      d.begin[i] = begin[i];
+      if (x.shape()[i] == 0) return k.error("cannot {}-pad axis {} of extent 0", mode, i);
+    }
+    return launch_pad_index(es, x.raw(), y.raw(), d, k.ctx.stream);
+  }
 
   // 1. Fill: memset for an all-zero bit pattern, else the value into y[0] and doubling copies
   // (log2(n) async copies, no scratch memory, no overlapping ranges).
@@ -168,7 +186,8 @@ Status run_pad(CudaKernelContext& k) {
 }
 
 bool pad_supported(const Node& node, const std::vector<DType>& in) {
-  return node.attr_s("mode", "constant") == "constant" && any_types(node, in);
+  const std::string mode = node.attr_s("mode", "constant");
+  return (mode == "constant" || mode == "edge" || mode == "reflect" || mode == "wrap") && any_types(node, in);
 }
 
 }  // namespace

@@ -65,6 +65,32 @@ __global__ void gather_kernel(const E* __restrict__ data, int64_t outer, int64_t
   }
 }
 
+template <typename E>
+__global__ void pad_index_kernel(const E* __restrict__ in, E* __restrict__ out, PadDesc d) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < d.numel; i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t rem = i, src = 0;
+    for (int k = d.rank - 1; k >= 0; --k) {
+      const int64_t c = rem % d.out_dims[k];
+      rem /= d.out_dims[k];
+      const int64_t n = d.in_dims[k];
+      int64_t j = c - d.begin[k];
+      if (j < 0 || j >= n) {
+        if (d.mode == PadMode::kEdge) {
+          j = j < 0 ? 0 : n - 1;
+        } else if (d.mode == PadMode::kWrap) {
+          j = ((j % n) + n) % n;
+        } else {
+          const int64_t p = 2 * (n - 1);
+          j = p == 0 ? 0 : ((j % p) + p) % p;
+          if (j >= n) j = p - j;
+        }
+      }
+      src += j * d.in_strides[k];
+    }
+    out[i] = in[src];
+  }
+}
+
 // Calls f(E{}) with an unsigned type of the element size.
 template <typename F>
 Status by_size(size_t es, F&& f) {
@@ -96,6 +122,16 @@ Status launch_strided_copy(size_t es, const void* in, void* out, const StridedDe
   GPUOPT_RETURN_IF_ERROR(by_size(es, [&](auto tag) {
     using E = decltype(tag);
     strided_copy_kernel<E><<<grid_for(d.numel), kThreads, 0, s>>>(static_cast<const E*>(in), static_cast<E*>(out), d);
+  }));
+  GPUOPT_CHECK_CALL(cudaGetLastError());
+  return Status::Ok();
+}
+
+Status launch_pad_index(size_t es, const void* in, void* out, const PadDesc& d, cudaStream_t s) {
+  if (d.numel == 0) return Status::Ok();
+  GPUOPT_RETURN_IF_ERROR(by_size(es, [&](auto tag) {
+    using E = decltype(tag);
+    pad_index_kernel<E><<<grid_for(d.numel), kThreads, 0, s>>>(static_cast<const E*>(in), static_cast<E*>(out), d);
   }));
   GPUOPT_CHECK_CALL(cudaGetLastError());
   return Status::Ok();
