@@ -4,80 +4,31 @@
 // groups, dilations; plans cached per shape, failures too. auto_pad other than NOTSET/VALID, an
 // explicit output_shape and asymmetric pads run on the CPU.
 #include "backends/cuda/cuda_ops.h"
+#include "backends/cuda/cudnn_conv.h"
 #include "core/cuda_check.h"
 
 #include <cudnn.h>
 
-#include <map>
-#include <memory>
-#include <mutex>
-#include <tuple>
-
 namespace gpuopt::cuda {
 namespace {
 
-struct Key {
-  int64_t n, c, h, w, m, kh, kw, oh, ow, group, ph, pw, sh, sw, dh, dw;
-  DType dt;
-  auto tie() const { return std::tie(n, c, h, w, m, kh, kw, oh, ow, group, ph, pw, sh, sw, dh, dw, dt); }
-  bool operator<(const Key& o) const { return tie() < o.tie(); }
-};
-
 struct Plan {
   Status status;
-  cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
-  cudnnFilterDescriptor_t w = nullptr;
-  cudnnConvolutionDescriptor_t conv = nullptr;
+  ConvDescs d;
   cudnnConvolutionBwdDataAlgo_t algo{};
   size_t workspace = 0;
-  ~Plan() {
-    if (x) cudnnDestroyTensorDescriptor(x);
-    if (y) cudnnDestroyTensorDescriptor(y);
-    if (bias) cudnnDestroyTensorDescriptor(bias);
-    if (w) cudnnDestroyFilterDescriptor(w);
-    if (conv) cudnnDestroyConvolutionDescriptor(conv);
-  }
 };
 
-std::mutex g_mu;
-std::map<Key, std::unique_ptr<Plan>> g_plans;
-
-cudnnDataType_t dnn_type(DType dt) {
-  return dt == DType::F16 ? CUDNN_DATA_HALF : dt == DType::BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
-}
+ConvPlanCache<Plan> g_plans;
 
 // x: [n, c, h, w] (the forward convolution's output, "dy"); y: [n, m, oh, ow] ("dx").
-Status build(Plan* p, const Key& k, cudnnHandle_t h, size_t max_ws) {
-  const cudnnDataType_t t = dnn_type(k.dt);
-  auto i = [](int64_t v) { return static_cast<int>(v); };
-  GPUOPT_CHECK_CALL(cudnnCreateTensorDescriptor(&p->x));
-  GPUOPT_CHECK_CALL(cudnnSetTensor4dDescriptor(p->x, CUDNN_TENSOR_NCHW, t, i(k.n), i(k.c), i(k.h), i(k.w)));
-  GPUOPT_CHECK_CALL(cudnnCreateTensorDescriptor(&p->y));
-  GPUOPT_CHECK_CALL(cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NCHW, t, i(k.n), i(k.m), i(k.oh), i(k.ow)));
-  GPUOPT_CHECK_CALL(cudnnCreateTensorDescriptor(&p->bias));
-  GPUOPT_CHECK_CALL(cudnnSetTensor4dDescriptor(p->bias, CUDNN_TENSOR_NCHW, t, 1, i(k.m), 1, 1));
-  GPUOPT_CHECK_CALL(cudnnCreateFilterDescriptor(&p->w));
-  GPUOPT_CHECK_CALL(cudnnSetFilter4dDescriptor(p->w, t, CUDNN_TENSOR_NCHW, i(k.c), i(k.m / k.group), i(k.kh), i(k.kw)));
-  GPUOPT_CHECK_CALL(cudnnCreateConvolutionDescriptor(&p->conv));
-  GPUOPT_CHECK_CALL(cudnnSetConvolution2dDescriptor(p->conv, i(k.ph), i(k.pw), i(k.sh), i(k.sw), i(k.dh), i(k.dw),
-                                                    CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-  GPUOPT_CHECK_CALL(cudnnSetConvolutionGroupCount(p->conv, i(k.group)));
-  // As Conv: f32 gets FMA math (no TF32), reduced precision may use tensor cores.
-  GPUOPT_CHECK_CALL(cudnnSetConvolutionMathType(p->conv, k.dt == DType::F32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH));
+Status build(Plan* p, const ConvKey& k, cudnnHandle_t h, size_t max_ws) {
+  GPUOPT_RETURN_IF_ERROR(p->d.build(k, k.c, k.m / k.group));
   cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
   int found = 0;
-  GPUOPT_CHECK_CALL(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p->w, p->x, p->conv, p->y,
+  GPUOPT_CHECK_CALL(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p->d.w, p->d.x, p->d.conv, p->d.y,
                                                                 CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &found, perf));
-  for (int a = 0; a < found; ++a) {
-    if (perf[a].status != CUDNN_STATUS_SUCCESS || perf[a].memory > max_ws) continue;
-    if (k.dt == DType::F32 && perf[a].mathType != CUDNN_FMA_MATH && perf[a].mathType != CUDNN_DEFAULT_MATH) continue;
-    p->algo = perf[a].algo;
-    p->workspace = perf[a].memory;
-    if (k.dt != DType::F32) GPUOPT_CHECK_CALL(cudnnSetConvolutionMathType(p->conv, perf[a].mathType));
-    return Status::Ok();
-  }
-  return Status::Unimplemented("cuDNN has no backward-data algorithm for this {} transposed convolution within {} bytes "
-                               "of workspace", dtype_name(k.dt), max_ws);
+  return choose_algo(perf, found, k.dt, max_ws, p->d.conv, &p->algo, &p->workspace, "backward-data");
 }
 
 Status run_conv_transpose(CudaKernelContext& k) {
@@ -92,25 +43,17 @@ Status run_conv_transpose(CudaKernelContext& k) {
   if (w.shape()[0] != x.shape()[1] || w.shape()[1] * group != y.shape()[1])
     return k.error("weight {} does not match input {} and output {}", shape_to_string(w.shape()),
                    shape_to_string(x.shape()), shape_to_string(y.shape()));
-  Key key{x.shape()[0], x.shape()[1], x.shape()[2], x.shape()[3], y.shape()[1], w.shape()[2], w.shape()[3],
-          y.shape()[2], y.shape()[3], group, pads[0], pads[1], strides[0], strides[1], dil[0], dil[1], x.dtype()};
+  ConvKey key{x.shape()[0], x.shape()[1], x.shape()[2], x.shape()[3], y.shape()[1], w.shape()[2], w.shape()[3],
+              y.shape()[2], y.shape()[3], group, pads[0], pads[1], strides[0], strides[1], dil[0], dil[1], x.dtype()};
   GPUOPT_ASSIGN_OR_RETURN(cudnnHandle_t h, k.ctx.cudnn());
-  Plan* plan;
-  {
-    std::lock_guard<std::mutex> lock(g_mu);
-    auto& slot = g_plans[key];
-    if (!slot) {
-      slot = std::make_unique<Plan>();
-      slot->status = build(slot.get(), key, h, k.ctx.workspace_bytes);
-    }
-    plan = slot.get();
-  }
+  const Plan* plan = g_plans.get(key, [&](Plan* p) { return build(p, key, h, k.ctx.workspace_bytes); });
   GPUOPT_RETURN_IF_ERROR(plan->status.with_context(node_label(k.node)));
   const float one = 1.f, zero = 0.f;
-  GPUOPT_CHECK_CALL(cudnnConvolutionBackwardData(h, &one, plan->w, w.raw(), plan->x, x.raw(), plan->conv, plan->algo,
-                                                 k.ctx.workspace, plan->workspace, &zero, plan->y, k.out(0).raw()));
+  const ConvDescs& d = plan->d;
+  GPUOPT_CHECK_CALL(cudnnConvolutionBackwardData(h, &one, d.w, w.raw(), d.x, x.raw(), d.conv, plan->algo,
+                                                 k.ctx.workspace, plan->workspace, &zero, d.y, k.out(0).raw()));
   if (k.inputs.size() > 2 && k.inputs[2])
-    GPUOPT_CHECK_CALL(cudnnAddTensor(h, &one, plan->bias, k.in(2).raw(), &one, plan->y, k.out(0).raw()));
+    GPUOPT_CHECK_CALL(cudnnAddTensor(h, &one, d.bias, k.in(2).raw(), &one, d.y, k.out(0).raw()));
   return Status::Ok();
 }
 
