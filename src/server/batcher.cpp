@@ -148,33 +148,24 @@ Status Batcher::submit(BatchRequest request) {
     item->seq = next_seq_++;
     queues_[level - 1].push_back(std::move(item));
     ++queued_;
-    // Fast path: when the batch is due now and an instance is idle, hand it over from this
-    // thread; a wake-up of the scheduler thread (tens of microseconds on a busy or virtualised
-    // host) is saved on every request that does not wait for company.
-    if (dispatch_now_locked(now_ns()) && queued_ == 0) return Status::Ok();
+    // Fast path: a request that finds the queue empty and an instance idle is handed over from
+    // this thread when its batch is due now, saving a wake-up of the scheduler thread (tens of
+    // microseconds on a busy or virtualised host). With others queued, or a queue delay to wait
+    // out, the scheduler decides as usual (it also answers expired requests first).
+    uint64_t wake = kNever;
+    if (started_ && queued_ == 1 && dispatch_locked(now_ns(), &wake)) return Status::Ok();
   }
   cv_.notify_one();
   return Status::Ok();
 }
 
-Batcher::Instance* Batcher::idle_instance_locked() {
+bool Batcher::dispatch_locked(uint64_t now, uint64_t* wake_at) {
   Instance* idle = nullptr;
   for (auto& inst : instances_)
     if (!inst->busy && (!idle || inst->executions < idle->executions)) idle = inst.get();
-  return idle;
-}
-
-bool Batcher::dispatch_now_locked(uint64_t now) {
-  if (!started_ || stopping_) return false;
-  Instance* idle = idle_instance_locked();
-  if (!idle) return false;
-  // Requests past their deadline are the scheduler's to answer (reject or delay) first.
-  for (auto& q : queues_)
-    for (auto& it : q)
-      if (!it->delayed && it->deadline_ns <= now) return false;
+  if (!idle || queued_ == 0) return false;
   Batch b;
-  uint64_t wake = kNever;
-  if (!form_batch(now, &b, &wake)) return false;
+  if (!form_batch(now, &b, wake_at)) return false;
   idle->batch = std::move(b);
   idle->busy = true;
   idle->cv.notify_one();
@@ -285,16 +276,7 @@ void Batcher::scheduler_loop() {
       continue;
     }
     if (stopping_ && queued_ == 0) break;
-    Instance* idle = idle_instance_locked();
-    if (idle && queued_ > 0) {
-      Batch b;
-      if (form_batch(now, &b, &wake)) {
-        idle->batch = std::move(b);
-        idle->busy = true;
-        idle->cv.notify_one();
-        continue;
-      }
-    }
+    if (dispatch_locked(now, &wake)) continue;
     if (wake == kNever) {
       cv_.wait(lk);
     } else {

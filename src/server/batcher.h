@@ -73,10 +73,9 @@ class Batcher {
   void finish(Item& item, Result<std::vector<Tensor>> out, const Timing& t);
   // Takes the next batch off the queue when one is ready; *wake_at = when to look again.
   bool form_batch(uint64_t now, Batch* out, uint64_t* wake_at);
-  // With mu_ held: the least-used idle instance, or nullptr.
-  Instance* idle_instance_locked();
-  // With mu_ held: forms a batch that is due now and hands it to an idle instance.
-  bool dispatch_now_locked(uint64_t now);
+  // With mu_ held: forms the batch that is due now and hands it to the least-used idle
+  // instance; false when none is idle or nothing is due (*wake_at = when to look again).
+  bool dispatch_locked(uint64_t now, uint64_t* wake_at);
   std::string shape_key(const std::vector<Tensor>& inputs) const;
   int64_t bucket_length(int64_t len) const;
 
