@@ -27,12 +27,9 @@ const Tensor* constant_of(const Graph& g, const Node& n, size_t i) {
 
 Result<PassStats> fold_batchnorm(Graph* g) {
   PassStats stats;
+  g->rebuild_producers();  // Value::producer is read below; earlier passes edited the node list
   const auto consumers = g->consumers();
   std::vector<bool> drop(g->nodes().size(), false);
-  std::vector<int32_t> producer(g->values().size(), -1);
-  for (size_t n = 0; n < g->nodes().size(); ++n)
-    for (ValueId o : g->nodes()[n].outputs)
-      if (o != kNoValue) producer[static_cast<size_t>(o)] = static_cast<int32_t>(n);
 
   for (size_t bn_i = 0; bn_i < g->nodes().size(); ++bn_i) {
     const Node& bn = g->nodes()[bn_i];
@@ -43,7 +40,7 @@ Result<PassStats> fold_batchnorm(Graph* g) {
       extra_outputs |= bn.outputs[o] != kNoValue && !consumers[static_cast<size_t>(bn.outputs[o])].empty();
     if (extra_outputs || bn.inputs[0] == kNoValue) continue;
     const ValueId x = bn.inputs[0];
-    const int32_t conv_i = producer[static_cast<size_t>(x)];
+    const int32_t conv_i = g->value(x).producer;
     if (conv_i < 0 || drop[static_cast<size_t>(conv_i)]) continue;
     const Node& conv = g->nodes()[static_cast<size_t>(conv_i)];
     if (conv.op_type != "Conv" || !conv.domain.empty() || conv.inputs.size() < 2) continue;
