@@ -260,6 +260,35 @@ inline Result<std::vector<int64_t>> kernel_shape_attr(const Ctx& ctx, const Shap
   return ks;
 }
 
+// Output shape of the integer convolutions (ConvInteger, QLinearConv): x [N, C, spatial...] and
+// w [M, C/group, kernel...] checked for rank, channels and group; spatial dims from the window.
+// Leaves y's shape unknown while x's or w's rank is.
+template <class Ctx>
+inline Status infer_integer_conv_shape(const Ctx& ctx, const ValueInfo& x, const ValueInfo& w, ValueInfo* y) {
+  if (!x.rank_known || !w.rank_known) return Status::Ok();
+  if (x.shape.size() < 3) return ctx.error("input rank {} is below 3", x.shape.size());
+  if (w.shape.size() != x.shape.size())
+    return ctx.error("kernel rank {} does not match input rank {}", w.shape.size(), x.shape.size());
+  const int64_t G = ctx.node.attr_i("group", 1);
+  if (G < 1) return ctx.error("group {} must be positive", G);
+  if (dim_is_known(x.shape[1]) && dim_is_known(w.shape[1]) && x.shape[1] != w.shape[1] * G)
+    return ctx.error("input has {} channels but weight expects {} x group {}", x.shape[1], w.shape[1], G);
+  if (dim_is_known(w.shape[0]) && w.shape[0] % G != 0)
+    return ctx.error("output channels {} are not divisible by group {}", w.shape[0], G);
+  const size_t nd = x.shape.size() - 2;
+  GPUOPT_ASSIGN_OR_RETURN(std::vector<int64_t> kernel,
+                          kernel_shape_attr(ctx, Shape(w.shape.begin() + 2, w.shape.end()), nd));
+  y->rank_known = true;
+  y->shape.assign(x.shape.size(), kUnknownDim);
+  y->shape[0] = x.shape[0];
+  y->shape[1] = w.shape[0];
+  if (kernel.empty()) return Status::Ok();
+  GPUOPT_ASSIGN_OR_RETURN(Window win,
+                          resolve_window(ctx, Shape(x.shape.begin() + 2, x.shape.end()), kernel, false));
+  for (size_t i = 0; i < nd; ++i) y->shape[2 + i] = win.out[i];
+  return Status::Ok();
+}
+
 // Element count for FLOP estimates: unknown or symbolic dims (a dynamic batch) count as 1, so
 // `inspect` reports the per-sample figure; -1 when the rank itself is unknown.
 inline double est_numel(const ValueInfo* v) {

@@ -373,28 +373,7 @@ Status infer_QLinearConv(InferContext& ctx) {
   const ValueInfo& w = ctx.in(3);
   ValueInfo& y = ctx.outputs[0];
   y.dtype = ctx.in(7).dtype;
-  if (!x.rank_known || !w.rank_known) return Status::Ok();
-  if (x.shape.size() < 3) return ctx.error("input rank {} is below 3", x.shape.size());
-  if (w.shape.size() != x.shape.size())
-    return ctx.error("kernel rank {} does not match input rank {}", w.shape.size(), x.shape.size());
-  const int64_t G = ctx.node.attr_i("group", 1);
-  if (G < 1) return ctx.error("group {} must be positive", G);
-  if (dim_is_known(x.shape[1]) && dim_is_known(w.shape[1]) && x.shape[1] != w.shape[1] * G)
-    return ctx.error("input has {} channels but weight expects {} x group {}", x.shape[1], w.shape[1], G);
-  if (dim_is_known(w.shape[0]) && w.shape[0] % G != 0)
-    return ctx.error("output channels {} are not divisible by group {}", w.shape[0], G);
-  const size_t nd = x.shape.size() - 2;
-  GPUOPT_ASSIGN_OR_RETURN(std::vector<int64_t> kernel,
-                          nn::kernel_shape_attr(ctx, Shape(w.shape.begin() + 2, w.shape.end()), nd));
-  y.rank_known = true;
-  y.shape.assign(x.shape.size(), kUnknownDim);
-  y.shape[0] = x.shape[0];
-  y.shape[1] = w.shape[0];
-  if (kernel.empty()) return Status::Ok();
-  GPUOPT_ASSIGN_OR_RETURN(Window win,
-                          nn::resolve_window(ctx, Shape(x.shape.begin() + 2, x.shape.end()), kernel, false));
-  for (size_t i = 0; i < nd; ++i) y.shape[2 + i] = win.out[i];
-  return Status::Ok();
+  return nn::infer_integer_conv_shape(ctx, x, w, &y);
 }
 
 Status cpu_QLinearConv(KernelContext& ctx) {
