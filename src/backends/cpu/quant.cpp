@@ -99,6 +99,37 @@ Result<QuantLayout> quant_layout(const Ctx& ctx, const Shape& x, const Shape& sc
   return q;
 }
 
+// Quantize/DequantizeLinear at load time: the output has x's shape in `out`; the scale's (and
+// zero point's) layout is checked against x where the ranks are known.
+Status infer_quant_output(InferContext& ctx, DType out) {
+  ctx.outputs[0].dtype = out;
+  ctx.outputs[0].rank_known = ctx.in(0).rank_known;
+  ctx.outputs[0].shape = ctx.in(0).shape;
+  if (ctx.in(0).rank_known && ctx.in(1).rank_known) {
+    const Shape* zp = ctx.has_input(2) && ctx.in(2).rank_known ? &ctx.in(2).shape : nullptr;
+    GPUOPT_RETURN_IF_ERROR(quant_layout(ctx, ctx.in(0).shape, ctx.in(1).shape, zp, false).status());
+  }
+  return Status::Ok();
+}
+
+// Quantize/DequantizeLinear at run time: x, scale and zero point (0 when absent) as doubles, and
+// where each element of x finds its scale.
+struct QuantArgs {
+  QuantLayout q;
+  std::vector<double> x, scale, zero_point;
+};
+
+Result<QuantArgs> load_quant_args(const KernelContext& ctx) {
+  const Tensor& sc = ctx.in(1);
+  const Shape zps = ctx.has_input(2) ? ctx.in(2).shape() : Shape{};
+  QuantArgs a;
+  GPUOPT_ASSIGN_OR_RETURN(a.q, quant_layout(ctx, ctx.in(0).shape(), sc.shape(), ctx.has_input(2) ? &zps : nullptr, true));
+  a.x = nn::to_doubles(ctx.in(0));
+  a.scale = nn::to_doubles(sc);
+  a.zero_point = ctx.has_input(2) ? nn::to_doubles(ctx.in(2)) : std::vector<double>(a.scale.size(), 0.0);
+  return a;
+}
+
 }  // namespace
 
 // ---- QuantizeLinear ---------------------------------------------------------------------------
@@ -120,25 +151,15 @@ Status infer_QuantizeLinear(InferContext& ctx) {
   if (out != DType::Undefined && !is_quant_int(out))
     return Status::Unimplemented("{}: quantized dtype {} is not supported (u8, i8, u16, i16)", node_label(ctx.node),
                                  dtype_name(out));
-  ctx.outputs[0].dtype = out;
-  ctx.outputs[0].rank_known = ctx.in(0).rank_known;
-  ctx.outputs[0].shape = ctx.in(0).shape;
-  if (ctx.in(0).rank_known && ctx.in(1).rank_known) {
-    const Shape* zp = ctx.has_input(2) && ctx.in(2).rank_known ? &ctx.in(2).shape : nullptr;
-    GPUOPT_RETURN_IF_ERROR(quant_layout(ctx, ctx.in(0).shape, ctx.in(1).shape, zp, false).status());
-  }
-  return Status::Ok();
+  return infer_quant_output(ctx, out);
 }
 
 Status cpu_QuantizeLinear(KernelContext& ctx) {
+  GPUOPT_ASSIGN_OR_RETURN(const QuantArgs a, load_quant_args(ctx));
+  const auto& [q, xv, sv, zv] = a;
   const Tensor& x = ctx.in(0);
   const Tensor& sc = ctx.in(1);
-  const Shape zps = ctx.has_input(2) ? ctx.in(2).shape() : Shape{};
-  GPUOPT_ASSIGN_OR_RETURN(QuantLayout q,
-                          quant_layout(ctx, x.shape(), sc.shape(), ctx.has_input(2) ? &zps : nullptr, true));
   Tensor& y = ctx.out(0);
-  const std::vector<double> xv = nn::to_doubles(x), sv = nn::to_doubles(sc);
-  const std::vector<double> zv = ctx.has_input(2) ? nn::to_doubles(ctx.in(2)) : std::vector<double>(sv.size(), 0.0);
   double lo, hi;
   int_range(y.dtype(), &lo, &hi);
   // The division happens in the scale's float type (as in the ONNX reference), then rint.
@@ -174,24 +195,12 @@ Status infer_DequantizeLinear(InferContext& ctx) {
     if (!d || !nn::is_float_dtype(*d)) return ctx.error("output_dtype {} is not a float type", od);
     out = *d;
   }
-  ctx.outputs[0].dtype = out;
-  ctx.outputs[0].rank_known = ctx.in(0).rank_known;
-  ctx.outputs[0].shape = ctx.in(0).shape;
-  if (ctx.in(0).rank_known && ctx.in(1).rank_known) {
-    const Shape* zp = ctx.has_input(2) && ctx.in(2).rank_known ? &ctx.in(2).shape : nullptr;
-    GPUOPT_RETURN_IF_ERROR(quant_layout(ctx, ctx.in(0).shape, ctx.in(1).shape, zp, false).status());
-  }
-  return Status::Ok();
+  return infer_quant_output(ctx, out);
 }
 
 Status cpu_DequantizeLinear(KernelContext& ctx) {
-  const Tensor& x = ctx.in(0);
-  const Tensor& sc = ctx.in(1);
-  const Shape zps = ctx.has_input(2) ? ctx.in(2).shape() : Shape{};
-  GPUOPT_ASSIGN_OR_RETURN(QuantLayout q,
-                          quant_layout(ctx, x.shape(), sc.shape(), ctx.has_input(2) ? &zps : nullptr, true));
-  const std::vector<double> xv = nn::to_doubles(x), sv = nn::to_doubles(sc);
-  const std::vector<double> zv = ctx.has_input(2) ? nn::to_doubles(ctx.in(2)) : std::vector<double>(sv.size(), 0.0);
+  GPUOPT_ASSIGN_OR_RETURN(const QuantArgs a, load_quant_args(ctx));
+  const auto& [q, xv, sv, zv] = a;
   std::vector<double> out(xv.size());
   for (size_t i = 0; i < xv.size(); ++i) {
     const int64_t p = q.index(static_cast<int64_t>(i));
