@@ -10,10 +10,6 @@
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 
 namespace gpuopt::backend_ops {
-namespace {
-
-const DType kFloats[] = {DType::F32, DType::F16, DType::BF16};
-const Shape kShapes[] = {{128, 2, 2, 2}, {5, 7, 11, 13}};
 
 Attribute attr_i(int64_t v) {
   Attribute a;
@@ -40,7 +36,7 @@ Attribute attr_s(std::string v) {
   return a;
 }
 
-InputSpec data(DType dt, Shape s, double lo = -2, double hi = 2) {
+InputSpec data(DType dt, Shape s, double lo, double hi) {
   InputSpec in;
   in.dtype = dt;
   in.shape = std::move(s);
@@ -82,9 +78,14 @@ Attribute attr_t(Tensor t) {
   return a;
 }
 
-std::string label(DType dt, const Shape& s, const std::string& extra = "") {
+std::string label(DType dt, const Shape& s, const std::string& extra) {
   return fmt::format("{} {}{}{}", dtype_name(dt), shape_to_string(s), extra.empty() ? "" : " ", extra);
 }
+
+namespace {
+
+const DType kFloats[] = {DType::F32, DType::F16, DType::BF16};
+const Shape kShapes[] = {{128, 2, 2, 2}, {5, 7, 11, 13}};
 
 // Deterministic index values in [lo, hi] (negative ones count from the end).
 std::vector<double> index_values(int64_t n, int64_t lo, int64_t hi, uint32_t seed) {
@@ -514,9 +515,6 @@ std::vector<Case> all_cases() {
       add({op, label(dt, {7, 13}, "ties"),
            {const_tensor(dt, {7, 13}, index_values(91, -2, 2, 7)), const_tensor(dt, {13}, index_values(13, -2, 2, 8))}});
   for (DType dt : kFloats) {
-    // Two inputs on CUDA; three fall back to the CPU (the variadic form), listed as unsupported.
-    add({"Sum", label(dt, {5, 7, 11, 13}, "2 inputs"), {data(dt, {5, 7, 11, 13}), data(dt, {7, 1, 13})}});
-    add({"Sum", label(dt, {5, 7, 11, 13}, "3 inputs"), {data(dt, {5, 7, 11, 13}), data(dt, {11, 13}), data(dt, {7, 1, 13})}});
     add({"Mod", label(dt, {5, 7, 11, 13}, "fmod=1"), {data(dt, {5, 7, 11, 13}, -8, 8), data(dt, {13}, 0.5, 3)}, {{"fmod", attr_i(1)}}});
     add({"IsInf", label(dt, {5, 7, 11, 13}), {data(dt, {5, 7, 11, 13})}});
   }
@@ -622,6 +620,7 @@ std::vector<Case> all_cases() {
   add_einsum_cases(cases);
   add_qconv_cases(cases);
   add_scan_cases(cases);
+  add_variadic_cases(cases);
   return cases;
 }
 

@@ -4,6 +4,7 @@
 
 #include "core/dtype.h"
 #include "core/shape.h"
+#include "core/tensor.h"
 #include "ir/attribute.h"
 
 #include <string>
@@ -17,6 +18,7 @@ struct InputSpec {
   bool host_constant = false;  // given as a constant (e.g. Reshape's shape): `values` holds it
   std::vector<double> values;
   double lo = -2.0, hi = 2.0;  // random range for data inputs
+  double zero_fraction = 0.0;  // data inputs: this share of the elements is exactly zero
 };
 
 struct Case {
@@ -30,5 +32,22 @@ struct Case {
 
 // Every case, for every dtype the op should support on CUDA.
 std::vector<Case> all_cases();
+
+// Builders shared by the case files (cases.cpp, cases_more.cpp).
+Attribute attr_i(int64_t v);
+Attribute attr_f(float v);
+Attribute attr_ints(std::vector<int64_t> v);
+Attribute attr_s(std::string v);
+InputSpec data(DType dt, Shape s, double lo = -2, double hi = 2);  // fresh random values in [lo, hi)
+InputSpec constant_i64(std::vector<double> v);
+InputSpec scalar(DType dt, double v);
+InputSpec const_tensor(DType dt, Shape s, std::vector<double> v);  // fixed values, still uploaded
+Attribute attr_t(Tensor t);
+std::string label(DType dt, const Shape& s, const std::string& extra = "");  // "f16 [5,7,11,13] extra"
+
+// cases_more.cpp: variadic Sum/Mean/Min/Max, Resize cubic and antialias, NonZero.
+void add_variadic_cases(std::vector<Case>& cases);
+void add_resize_more_cases(std::vector<Case>& cases);
+void add_nonzero_cases(std::vector<Case>& cases);
 
 }  // namespace gpuopt::backend_ops

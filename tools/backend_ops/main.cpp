@@ -85,12 +85,13 @@ Tensor make_input(const InputSpec& s, std::mt19937& rng) {
     }
     return t;
   }
-  std::uniform_real_distribution<double> u(s.lo, s.hi);
+  std::uniform_real_distribution<double> u(s.lo, s.hi), zero(0.0, 1.0);
   for (int64_t i = 0; i < t.numel(); ++i) {
     double v = u(rng);
     if (s.dtype == DType::Bool) v = v > 0 ? 1 : 0;
     else if (dtype_is_integer(s.dtype)) v = std::floor(v);
-    else if (std::fabs(v) < 1e-3) v = 0.5;  // never zeros
+    else if (std::fabs(v) < 1e-3) v = 0.5;  // never zeros, unless asked for
+    if (s.zero_fraction > 0 && zero(rng) < s.zero_fraction) v = 0;
     t.set_f64(i, v);
   }
   return t;

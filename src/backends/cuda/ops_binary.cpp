@@ -1,7 +1,8 @@
-// Broadcasting binary ops, Where and Cast on the GPU.
+// Broadcasting binary ops, variadic Sum/Mean/Min/Max, Where and Cast on the GPU.
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/elementwise.h"
 #include "backends/cuda/layout.h"
+#include "backends/cuda/variadic.h"
 
 namespace gpuopt::cuda {
 namespace {
@@ -16,14 +17,19 @@ Status run_binary(CudaKernelContext& k) {
   return launch_binary(op, a.dtype(), a.raw(), b.raw(), k.out(0).raw(), d, k.ctx.stream);
 }
 
-// Min/Max/Sum with exactly two inputs (the variadic forms with more run on the CPU).
-template <BinaryOp kOp>
-Status run_variadic2(CudaKernelContext& k) {
-  if (k.inputs.size() == 1) {
-    return launch_unary(UnaryOp::kIdentity, k.in(0).dtype(), k.in(0).raw(), k.out(0).raw(), k.in(0).numel(), {},
-                        k.ctx.stream);
+// Sum/Mean/Min/Max with any number of inputs, all broadcast to the output (variadic.h).
+template <VariadicOp kOp, bool kMean = false>
+Status run_variadic(CudaKernelContext& k) {
+  std::vector<const void*> ptrs;
+  std::vector<Shape> shapes;
+  for (size_t i = 0; i < k.inputs.size(); ++i) {
+    if (!k.inputs[i]) return k.error("input {} is absent", i);
+    ptrs.push_back(k.in(i).raw());
+    shapes.push_back(k.in(i).shape());
   }
-  return run_binary<kOp>(k);
+  const double scale = kMean ? 1.0 / static_cast<double>(ptrs.size()) : 1.0;
+  Status st = launch_variadic(kOp, k.out(0).dtype(), ptrs, shapes, k.out(0).raw(), k.out(0).shape(), scale, k.ctx.stream);
+  return st.ok() ? st : k.error("{}", st.message());
 }
 
 bool same_numeric(const Node& n, const std::vector<DType>& in) {
@@ -33,6 +39,19 @@ bool same_numeric(const Node& n, const std::vector<DType>& in) {
   return float_or_int_types(n, in) && in[0] != DType::F64;
 }
 bool same_float(const Node& n, const std::vector<DType>& in) { return same_numeric(n, in) && float_types(n, in); }
+// Every input present and of one dtype: f32/f16/bf16 (Sum, Mean), plus i8/u8/i32/i64 (Min, Max).
+bool variadic_types(const std::vector<DType>& in, bool ints) {
+  if (in.empty()) return false;
+  for (DType t : in)
+    if (t != in[0]) return false;
+  switch (in[0]) {
+    case DType::F32: case DType::F16: case DType::BF16: return true;
+    case DType::I8: case DType::U8: case DType::I32: case DType::I64: return ints;
+    default: return false;
+  }
+}
+bool sum_types(const Node&, const std::vector<DType>& in) { return variadic_types(in, false); }
+bool min_max_types(const Node&, const std::vector<DType>& in) { return variadic_types(in, true); }
 bool logic(const Node&, const std::vector<DType>& in) {
   return in.size() == 2 && in[0] == DType::Bool && in[1] == DType::Bool;
 }
@@ -76,9 +95,10 @@ GPUOPT_CUDA_OP(GreaterOrEqual, &run_binary<BinaryOp::kGreaterOrEqual>, &same_num
 GPUOPT_CUDA_OP(And, &run_binary<BinaryOp::kAnd>, &logic);
 GPUOPT_CUDA_OP(Or, &run_binary<BinaryOp::kOr>, &logic);
 GPUOPT_CUDA_OP(Xor, &run_binary<BinaryOp::kXor>, &logic);
-GPUOPT_CUDA_OP(Min, &run_variadic2<BinaryOp::kMin>, &same_numeric);
-GPUOPT_CUDA_OP(Max, &run_variadic2<BinaryOp::kMax>, &same_numeric);
-GPUOPT_CUDA_OP(Sum, &run_variadic2<BinaryOp::kAdd>, &same_numeric);
+GPUOPT_CUDA_OP(Min, &run_variadic<VariadicOp::kMin>, &min_max_types);
+GPUOPT_CUDA_OP(Max, &run_variadic<VariadicOp::kMax>, &min_max_types);
+GPUOPT_CUDA_OP(Sum, &run_variadic<VariadicOp::kSum>, &sum_types);
+GPUOPT_CUDA_OP(Mean, &run_variadic<VariadicOp::kSum, true>, &sum_types);
 GPUOPT_CUDA_OP(Where, &run_where, &where_types);
 GPUOPT_CUDA_OP(Cast, &run_cast, &cast_types);
 
