@@ -1,7 +1,8 @@
 // The CUDA Resize arithmetic (resize_math.h, the same code the kernel runs) evaluated on the host
 // with the plan of make_resize_desc, against the CPU reference: every coordinate mode, the four
-// nearest modes, scales and sizes, axes, keep_aspect_ratio_policy, exclude_outside, crop with
-// extrapolation, Resize-10 and Upsample. Needs no GPU.
+// nearest modes, linear and cubic (cubic_coeff_a), antialias, scales and sizes, axes,
+// keep_aspect_ratio_policy, exclude_outside, crop with extrapolation, Resize-10 and Upsample.
+// Needs no GPU.
 #include "backends/cuda/resize_math.h"
 #include "backends/cuda/resize_plan.h"
 #include "ir/eval.h"
@@ -29,6 +30,7 @@ struct ResizeCase {
   std::vector<std::pair<std::string, int64_t>> int_attrs;
   std::vector<int64_t> axes;
   float extrapolation = 0.0f;
+  float cubic_a = -0.75f;
 };
 
 Attribute str_attr(const std::string& v) {
@@ -67,6 +69,12 @@ void check(const ResizeCase& c) {
     a.f = c.extrapolation;
     node.attrs["extrapolation_value"] = a;
   }
+  if (c.cubic_a != -0.75f) {
+    Attribute a;
+    a.kind = Attribute::Kind::kFloat;
+    a.f = c.cubic_a;
+    node.attrs["cubic_coeff_a"] = a;
+  }
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> u(-2.f, 2.f);
   Tensor x = Tensor::empty(DType::F32, c.in);
@@ -96,8 +104,7 @@ void check(const ResizeCase& c) {
   const float* xp = x.data<float>();
   int mismatches = 0;
   for (int64_t i = 0; i < want.numel(); ++i) {
-    bool extrapolate = false;
-    const double v = resize_point(*d, i, [xp](int64_t off) { return static_cast<double>(xp[off]); }, &extrapolate);
+    const double v = resize_point(*d, i, [xp](int64_t off) { return static_cast<double>(xp[off]); });
     const float got = static_cast<float>(v), w = want.data<float>()[i];
     if (std::fabs(got - w) > 1e-6f * (1.f + std::fabs(w)) && ++mismatches <= 5)
       ADD_FAILURE() << "element " << i << ": got " << got << " want " << w;
@@ -115,8 +122,7 @@ void check(const ResizeCase& c) {
   const uint8_t* xqp = xq.data<uint8_t>();
   mismatches = 0;
   for (int64_t i = 0; i < want.numel(); ++i) {
-    bool extrapolate = false;
-    double v = resize_point(*d, i, [xqp](int64_t off) { return static_cast<double>(xqp[off]); }, &extrapolate);
+    double v = resize_point(*d, i, [xqp](int64_t off) { return static_cast<double>(xqp[off]); });
     v = std::nearbyint(v);
     const int got = std::isnan(v) ? 0 : static_cast<int>(std::clamp(v, 0.0, 255.0));
     const int w = (*ref_q)[0].data<uint8_t>()[i];
@@ -160,6 +166,54 @@ TEST(CudaResizePlan, MatchesCpuReferenceOnTheHost) {
        SA{{"mode", "linear"}, {"keep_aspect_ratio_policy", "not_smaller"}}, {}, {-1, -2}},
       {"resize-10 linear", Op::Resize, 10, {2, 3, 5, 7}, {}, {1, 1, 2, 1.5}, {}, SA{{"mode", "linear"}}},
       {"upsample-9 nearest", Op::Upsample, 9, {2, 3, 5, 7}, {}, {1, 1, 2, 3}, {}, SA{{"mode", "nearest"}}},
+      {"nearest exclude_outside", Op::Resize, 19, {1, 2, 6, 7}, {}, {1, 1, 0.6, 1.7}, {},
+       SA{{"mode", "nearest"}, {"coordinate_transformation_mode", "pytorch_half_pixel"}}, {{"exclude_outside", 1}}},
+  };
+  for (const ResizeCase& c : cases) check(c);
+}
+
+// Cubic (every coordinate mode, cubic_coeff_a, exclude_outside, crop) and antialias (linear and
+// cubic, down and up, with exclude_outside and axes): the taps, their order and the weights'
+// normalizations must be the reference's, so u8 results agree exactly.
+TEST(CudaResizePlan, CubicAndAntialiasMatchCpuReference) {
+  using SA = std::vector<std::pair<std::string, std::string>>;
+  using IA = std::vector<std::pair<std::string, int64_t>>;
+  const SA cubic{{"mode", "cubic"}};
+  auto cubic_ctm = [](const char* ctm) { return SA{{"mode", "cubic"}, {"coordinate_transformation_mode", ctm}}; };
+  const ResizeCase cases[] = {
+      {"cubic half_pixel up", Op::Resize, 19, {2, 3, 8, 9}, {}, {1, 1, 2, 2}, {}, cubic},
+      {"cubic half_pixel down", Op::Resize, 19, {1, 2, 16, 15}, {}, {1, 1, 0.5, 0.6}, {}, cubic},
+      {"cubic align_corners sizes", Op::Resize, 19, {2, 3, 8, 9}, {}, {}, {2, 3, 17, 5}, cubic_ctm("align_corners")},
+      {"cubic asymmetric a=-0.5", Op::Resize, 19, {1, 3, 7, 10}, {}, {1, 1, 1.5, 0.7}, {}, cubic_ctm("asymmetric"), {},
+       {}, 0.0f, -0.5f},
+      {"cubic pytorch_half_pixel to 1", Op::Resize, 19, {1, 2, 4, 5}, {}, {}, {1, 2, 1, 7}, cubic_ctm("pytorch_half_pixel")},
+      {"cubic half_pixel_symmetric", Op::Resize, 19, {1, 3, 10, 10}, {}, {1, 1, 1.7, 0.8}, {},
+       cubic_ctm("half_pixel_symmetric")},
+      {"cubic tf_half_pixel_for_nn", Op::Resize, 19, {2, 2, 7, 6}, {}, {1, 1, 1.5, 2.5}, {}, cubic_ctm("tf_half_pixel_for_nn")},
+      {"cubic crop extrapolation", Op::Resize, 19, {1, 1, 5, 5}, {0, 0, -0.2, 0.3, 1, 1, 1.2, 0.8}, {}, {1, 1, 6, 6},
+       cubic_ctm("tf_crop_and_resize"), {}, {}, 10.0f},
+      {"cubic exclude_outside a=-0.5", Op::Resize, 19, {1, 2, 6, 6}, {}, {1, 1, 2, 0.8}, {}, cubic,
+       IA{{"exclude_outside", 1}}, {}, 0.0f, -0.5f},
+      {"cubic 3-D", Op::Resize, 19, {3, 20, 9}, {}, {1, 0.35, 3}, {}, cubic},
+      {"cubic axes not_larger", Op::Resize, 19, {2, 3, 8, 12}, {}, {}, {10, 10},
+       SA{{"mode", "cubic"}, {"keep_aspect_ratio_policy", "not_larger"}}, {}, {2, 3}},
+      {"linear antialias down", Op::Resize, 19, {2, 3, 16, 15}, {}, {1, 1, 0.45, 0.6}, {}, SA{{"mode", "linear"}},
+       IA{{"antialias", 1}}},
+      {"linear antialias strong down", Op::Resize, 19, {1, 2, 40, 33}, {}, {1, 1, 0.1, 0.23}, {}, SA{{"mode", "linear"}},
+       IA{{"antialias", 1}}},
+      {"linear antialias up and down align_corners", Op::Resize, 19, {1, 2, 9, 16}, {}, {}, {1, 2, 20, 5},
+       SA{{"mode", "linear"}, {"coordinate_transformation_mode", "align_corners"}}, IA{{"antialias", 1}}},
+      {"cubic antialias down", Op::Resize, 19, {2, 3, 16, 15}, {}, {1, 1, 0.45, 0.6}, {}, cubic, IA{{"antialias", 1}}},
+      {"cubic antialias up", Op::Resize, 19, {1, 2, 5, 6}, {}, {1, 1, 2.5, 1.5}, {}, cubic, IA{{"antialias", 1}}},
+      {"cubic antialias exclude_outside a=-0.5", Op::Resize, 19, {1, 2, 17, 12}, {}, {1, 1, 0.3, 0.7}, {}, cubic,
+       IA{{"antialias", 1}, {"exclude_outside", 1}}, {}, 0.0f, -0.5f},
+      {"cubic antialias pytorch_half_pixel sizes", Op::Resize, 19, {1, 3, 31, 8}, {}, {}, {1, 3, 7, 8},
+       cubic_ctm("pytorch_half_pixel"), IA{{"antialias", 1}}},
+      {"linear antialias axes not_smaller", Op::Resize, 19, {2, 3, 24, 12}, {}, {}, {5, 4},
+       SA{{"mode", "linear"}, {"keep_aspect_ratio_policy", "not_smaller"}}, IA{{"antialias", 1}}, {-2, -1}},
+      {"cubic antialias crop", Op::Resize, 19, {1, 1, 12, 12}, {0, 0, 0.1, -0.1, 1, 1, 0.8, 1.2}, {}, {1, 1, 4, 5},
+       cubic_ctm("tf_crop_and_resize"), IA{{"antialias", 1}}, {}, -3.0f},
+      {"resize-10 cubic", Op::Resize, 10, {2, 3, 5, 7}, {}, {1, 1, 2, 1.5}, {}, cubic},
   };
   for (const ResizeCase& c : cases) check(c);
 }

@@ -621,6 +621,7 @@ std::vector<Case> all_cases() {
   add_qconv_cases(cases);
   add_scan_cases(cases);
   add_variadic_cases(cases);
+  add_resize_more_cases(cases);
   return cases;
 }
 

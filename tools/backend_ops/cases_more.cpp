@@ -16,6 +16,11 @@ std::string shapes_label(const std::vector<Shape>& shapes) {
   return s;
 }
 
+InputSpec f32s(std::vector<double> v) {
+  const int64_t n = static_cast<int64_t>(v.size());  // before the move (argument order is unspecified)
+  return const_tensor(DType::F32, {n}, std::move(v));
+}
+
 }  // namespace
 
 // ops_binary.cpp: Sum/Mean (floats) and Min/Max (floats and integers) with 1..10 inputs. The
@@ -42,6 +47,88 @@ void add_variadic_cases(std::vector<Case>& cases) {
         c.opset = 13;
         cases.push_back(std::move(c));
       }
+    }
+  }
+}
+
+// ops_resize.cpp: Resize cubic (every coordinate mode, cubic_coeff_a, exclude_outside, crop with
+// extrapolation, axes), nearest with exclude_outside, and antialias (linear and cubic, down- and upsampling, strong
+// downsampling with wide filters), in f32, f16, bf16, u8 and i8.
+void add_resize_more_cases(std::vector<Case>& cases) {
+  const InputSpec none{DType::Undefined, {}, false, {}, 0, 0};
+  const DType kResize[] = {DType::F32, DType::F16, DType::BF16, DType::U8, DType::I8};
+  for (DType dt : kResize) {
+    const double lo = dt == DType::U8 ? 0 : (dt == DType::I8 ? -128 : -2);
+    const double hi = dt == DType::U8 ? 255.99 : (dt == DType::I8 ? 127.99 : 2);
+    auto resize = [&](Shape s, std::string what, InputSpec scales, InputSpec sizes, AttributeMap attrs, InputSpec roi = {}) {
+      if (roi.shape.empty()) roi = none;
+      cases.push_back({"Resize", label(dt, s, what), {data(dt, s, lo, hi), roi, scales, sizes}, std::move(attrs), 19});
+    };
+    auto sizes = [](std::vector<double> v) { return constant_i64(std::move(v)); };
+    auto cubic = [](const char* ctm) {
+      return AttributeMap{{"mode", attr_s("cubic")}, {"coordinate_transformation_mode", attr_s(ctm)}};
+    };
+    // Cubic: every coordinate mode.
+    resize({2, 3, 8, 9}, "cubic x[1,1,2,2] half_pixel", f32s({1, 1, 2, 2}), none, cubic("half_pixel"));
+    resize({1, 2, 16, 15}, "cubic x[1,1,0.5,0.6] half_pixel", f32s({1, 1, 0.5, 0.6}), none, cubic("half_pixel"));
+    resize({2, 3, 8, 9}, "cubic to [2,3,17,5] align_corners", none, sizes({2, 3, 17, 5}), cubic("align_corners"));
+    {
+      AttributeMap a = cubic("asymmetric");
+      a["cubic_coeff_a"] = attr_f(-0.5f);
+      resize({1, 3, 7, 10}, "cubic x[1,1,1.5,0.7] asymmetric a=-0.5", f32s({1, 1, 1.5, 0.7}), none, a);
+    }
+    resize({1, 2, 4, 5}, "cubic to [1,2,1,7] pytorch_half_pixel", none, sizes({1, 2, 1, 7}), cubic("pytorch_half_pixel"));
+    resize({1, 3, 10, 10}, "cubic x[1,1,1.7,0.8] half_pixel_symmetric", f32s({1, 1, 1.7, 0.8}), none,
+           cubic("half_pixel_symmetric"));
+    resize({2, 2, 7, 6}, "cubic x[1,1,1.5,2.5] tf_half_pixel_for_nn", f32s({1, 1, 1.5, 2.5}), none,
+           cubic("tf_half_pixel_for_nn"));
+    {
+      AttributeMap a = cubic("tf_crop_and_resize");
+      a["extrapolation_value"] = attr_f(10.0f);
+      resize({1, 1, 5, 5}, "cubic crop roi extrapolation=10", none, sizes({1, 1, 6, 6}), a,
+             f32s({0, 0, -0.2, 0.3, 1, 1, 1.2, 0.8}));
+    }
+    {
+      AttributeMap a = cubic("half_pixel");
+      a["exclude_outside"] = attr_i(1);
+      a["cubic_coeff_a"] = attr_f(-0.5f);
+      resize({1, 2, 6, 6}, "cubic x[1,1,2,0.8] exclude_outside a=-0.5", f32s({1, 1, 2, 0.8}), none, a);
+    }
+    resize({3, 20, 9}, "cubic x[1,0.35,3] (3-D)", f32s({1, 0.35, 3}), none, cubic("half_pixel"));
+    {
+      AttributeMap a = cubic("half_pixel");
+      a["axes"] = attr_ints({2, 3});
+      a["keep_aspect_ratio_policy"] = attr_s("not_larger");
+      resize({2, 3, 8, 12}, "cubic axes=[2,3] to [10,10] not_larger", none, sizes({10, 10}), a);
+    }
+    resize({1, 2, 6, 7}, "nearest x[1,1,0.6,1.7] pytorch_half_pixel exclude_outside", f32s({1, 1, 0.6, 1.7}), none,
+           {{"mode", attr_s("nearest")}, {"coordinate_transformation_mode", attr_s("pytorch_half_pixel")},
+            {"exclude_outside", attr_i(1)}});
+    // Antialias: linear and cubic, down (wider filters), strongly down, up (plain filter).
+    auto aa = [](const char* mode, const char* ctm) {
+      return AttributeMap{{"mode", attr_s(mode)}, {"coordinate_transformation_mode", attr_s(ctm)}, {"antialias", attr_i(1)}};
+    };
+    resize({2, 3, 16, 15}, "linear antialias x[1,1,0.45,0.6]", f32s({1, 1, 0.45, 0.6}), none, aa("linear", "half_pixel"));
+    resize({1, 2, 64, 33}, "linear antialias x[1,1,0.1,0.23]", f32s({1, 1, 0.1, 0.23}), none, aa("linear", "half_pixel"));
+    resize({1, 2, 9, 16}, "linear antialias to [1,2,20,5] align_corners", none, sizes({1, 2, 20, 5}),
+           aa("linear", "align_corners"));
+    resize({2, 3, 16, 15}, "cubic antialias x[1,1,0.45,0.6]", f32s({1, 1, 0.45, 0.6}), none, aa("cubic", "half_pixel"));
+    resize({1, 2, 5, 6}, "cubic antialias x[1,1,2.5,1.5]", f32s({1, 1, 2.5, 1.5}), none, aa("cubic", "half_pixel"));
+    resize({1, 3, 31, 8}, "cubic antialias to [1,3,7,8] pytorch_half_pixel", none, sizes({1, 3, 7, 8}),
+           aa("cubic", "pytorch_half_pixel"));
+    resize({2, 3, 32, 32}, "cubic antialias x[1,1,0.25,0.125] asymmetric", f32s({1, 1, 0.25, 0.125}), none,
+           aa("cubic", "asymmetric"));
+    {
+      AttributeMap a = aa("cubic", "half_pixel");
+      a["exclude_outside"] = attr_i(1);
+      a["cubic_coeff_a"] = attr_f(-0.5f);
+      resize({1, 2, 17, 12}, "cubic antialias x[1,1,0.3,0.7] exclude_outside", f32s({1, 1, 0.3, 0.7}), none, a);
+    }
+    {
+      AttributeMap a = aa("linear", "half_pixel_symmetric");
+      a["axes"] = attr_ints({-2, -1});
+      a["keep_aspect_ratio_policy"] = attr_s("not_smaller");
+      resize({2, 3, 24, 12}, "linear antialias axes=[-2,-1] to [5,4] not_smaller", none, sizes({5, 4}), a);
     }
   }
 }

@@ -1,5 +1,5 @@
-// Resize (opsets 10+) and Upsample (7, 9) on the GPU, nearest and linear (kernels/resize.cu).
-// Cubic, antialias, and nearest with exclude_outside stay on the CPU (`supports` says no).
+// Resize (opsets 10+) and Upsample (7, 9) on the GPU (kernels/resize.cu): nearest, linear and
+// cubic, antialias (linear, cubic), exclude_outside, every coordinate mode and aspect policy.
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/resize_plan.h"
 
@@ -36,10 +36,9 @@ bool resize_supported(const Node& n, const std::vector<DType>& in) {
   const DType t = in[0];
   if (t != DType::F32 && t != DType::F16 && t != DType::BF16 && t != DType::U8 && t != DType::I8) return false;
   const std::string mode = mode_of(n);
-  if (mode != "nearest" && mode != "linear") return false;  // cubic: CPU
-  if (n.op == Op::Upsample) return true;                    // no other attributes
-  if (n.attr_i("antialias", 0) != 0) return false;
-  if (mode == "nearest" && n.attr_i("exclude_outside", 0) != 0) return false;
+  if (mode != "nearest" && mode != "linear" && mode != "cubic") return false;
+  if (n.op == Op::Upsample) return true;  // no other attributes
+  if (mode == "nearest" && n.attr_i("antialias", 0) != 0) return false;  // undefined: the CPU reports it
   const std::string policy = n.attr_s("keep_aspect_ratio_policy", "stretch");
   if (policy != "stretch" && policy != "not_larger" && policy != "not_smaller") return false;
   return ctm_of(n.attr_s("coordinate_transformation_mode", "half_pixel")) &&
@@ -69,13 +68,16 @@ Result<ResizeDesc> make_resize_desc(const Node& node, int opset, bool upsample, 
   ResizeDesc d;
   d.rank = static_cast<int>(r);
   d.numel = shape_numel(out);
-  d.linear = mode_of(node) == "linear";
+  const std::string mode = mode_of(node);
+  d.mode = mode == "linear" ? ResizeMode::kLinear : mode == "cubic" ? ResizeMode::kCubic : ResizeMode::kNearest;
   const auto ctm = ctm_of(node.attr_s("coordinate_transformation_mode", "half_pixel"));
   const auto nearest = nearest_of(node.attr_s("nearest_mode", "round_prefer_floor"));
   if (!legacy && (!ctm || !nearest)) return plan_error(node, "unsupported coordinate_transformation_mode or nearest_mode");
   d.ctm = legacy ? ResizeCtm::kAsymmetric : *ctm;
   d.nearest = legacy ? ResizeNearest::kFloor : *nearest;
   d.exclude_outside = !legacy && node.attr_i("exclude_outside", 0) != 0;
+  d.cubic_a = legacy ? -0.75 : node.attr_f("cubic_coeff_a", -0.75f);
+  d.antialias = !legacy && d.mode != ResizeMode::kNearest && node.attr_i("antialias", 0) != 0;
   d.extrapolation = legacy ? 0.0 : node.attr_f("extrapolation_value", 0.0f);
   std::vector<int64_t> axes;
   if (!legacy) axes = node.attr_ints("axes");

@@ -32,8 +32,7 @@ template <> __device__ __forceinline__ int8_t from_d<int8_t>(double v) {
 template <typename T>
 __global__ void resize_kernel(const T* __restrict__ x, T* __restrict__ y, ResizeDesc d) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < d.numel; i += int64_t(gridDim.x) * blockDim.x) {
-    bool extrapolate = false;
-    const double v = resize_point(d, i, [x](int64_t off) { return to_d(x[off]); }, &extrapolate);
+    const double v = resize_point(d, i, [x](int64_t off) { return to_d(x[off]); });
     y[i] = from_d<T>(v);
   }
 }
