@@ -2,11 +2,13 @@
 // measures what it costs (CPU share of one core at the interval, scrape latency).
 #include "cli/command.h"
 #include "gpu/exporter.h"
+#include "gpu/exporter_bench.h"
 #include "net/http.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <csignal>
@@ -20,10 +22,13 @@ using namespace gpuopt::gpu;
 struct Options {
   std::string listen = "0.0.0.0:9400";
   std::string interval = "1s";
+  std::string slow_interval = "10s";
+  std::string slow_budget = "2ms";
   int threads = 2;
   bool no_processes = false;
   bool self_bench = false;
   double bench_seconds = 10;
+  double bench_warmup = 2;
   int bench_scrapes = 500;
   bool json = false;
 };
@@ -38,7 +43,17 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+nlohmann::json threads_json(const std::vector<ThreadCpu>& threads, double wall) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const ThreadCpu& t : threads)
+    j.push_back({{"name", t.name}, {"tid", t.tid}, {"cpu_ms", 1e3 * t.cpu_s}, {"cpu_percent_of_one_core", 100 * t.cpu_s / wall}});
+  return j;
+}
+
 int self_bench(const Options& o, ExporterOptions eo) {
+  // Threads that exist before the exporter starts belong to libraries loaded with the binary
+  // (OpenBLAS starts one per core and spins ~0.1 s in each right after start-up).
+  const std::vector<ThreadCpu> library_threads = thread_cpu_times();
   eo.listen = "127.0.0.1:0";
   auto e = Exporter::start(eo);
   if (!e.ok()) return report_error(e.status().with_context("exporter"));
@@ -47,13 +62,23 @@ int self_bench(const Options& o, ExporterOptions eo) {
   for (int i = 0; i < 200 && ex.gpu_count() > 0 && ex.samples() < 1; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
 
+  // Start-up costs (library threads spinning, the first reads of every group) are not the
+  // standing cost: let them pass before measuring.
+  std::this_thread::sleep_for(std::chrono::duration<double>(o.bench_warmup));
+
   // Phase 1: sampling alone (nobody scrapes): the exporter's standing cost.
   uint64_t s0 = ex.samples();
+  auto threads0 = thread_cpu_times();
   double c0 = cpu_seconds(), t0 = now_s();
   std::this_thread::sleep_for(std::chrono::duration<double>(o.bench_seconds));
   double cpu_idle = cpu_seconds() - c0, wall = now_s() - t0;
+  auto threads = thread_cpu_delta(threads0, thread_cpu_times());
+  for (ThreadCpu& t : threads)
+    for (const ThreadCpu& l : library_threads)
+      if (l.tid == t.tid && l.tid != int(getpid())) t.name += " (library)";
   uint64_t samples = ex.samples() - s0;
   double cpu_pct = 100.0 * cpu_idle / wall;
+  Exporter::QueryReport queries = ex.query_report();
 
   // Phase 2: scrapes over one keep-alive connection, as Prometheus does.
   net::HttpClient client("127.0.0.1", ex.port(), std::chrono::seconds(5));
@@ -84,10 +109,17 @@ int self_bench(const Options& o, ExporterOptions eo) {
     nlohmann::json j = {{"interval_s", eo.interval_s},
                         {"gpus", ex.gpu_count()},
                         {"no_gpu_reason", ex.no_gpu_reason()},
+                        {"warmup_seconds", o.bench_warmup},
                         {"idle_seconds", wall},
                         {"samples", samples},
                         {"last_sample_duration_ms", ex.last_sample_duration_s() * 1e3},
                         {"cpu_percent_of_one_core", cpu_pct},
+                        {"slow_every", queries.slow_every},
+                        {"slow_interval_s", double(queries.slow_every) * eo.interval_s},
+                        {"sampling_seconds_total", queries.sample_seconds_total},
+                        {"samples_total", queries.samples},
+                        {"queries", query_rows_json(queries)},
+                        {"threads", threads_json(threads, wall)},
                         {"scrapes", o.bench_scrapes},
                         {"metrics_bytes", body},
                         {"scrape_latency_us", {{"p50", p50}, {"p99", p99}, {"max", mx}}},
@@ -106,6 +138,8 @@ int self_bench(const Options& o, ExporterOptions eo) {
     fmt::print("  {:<40} {:>12.0f}  < 1000 us {}\n", "scrape latency p99 (us)", p99, lat_ok ? "OK" : "MISSED");
     fmt::print("  {:<40} {:>12.0f}\n", "scrape latency max (us)", mx);
     fmt::print("  {:<40} {:>12.1f}\n", "CPU per scrape, client+server (us)", cpu_per_scrape_us);
+    if (queries.samples > 0) fmt::print("\n{}", format_query_table(queries));
+    fmt::print("\n{}", format_thread_table(threads, wall));
   }
   return kExitOk;
 }
@@ -114,13 +148,23 @@ int run(const Options& o) {
   auto interval = parse_interval(o.interval);
   if (!interval.ok()) return report_error(interval.status(), true);
   if (o.threads < 1 || o.threads > 64) return report_error(Status::InvalidArgument("--threads must be 1..64"), true);
-  if (o.bench_seconds <= 0 || o.bench_scrapes < 1)
-    return report_error(Status::InvalidArgument("--bench-seconds and --bench-scrapes must be positive"), true);
+  if (o.bench_seconds <= 0 || o.bench_scrapes < 1 || o.bench_warmup < 0)
+    return report_error(Status::InvalidArgument("--bench-seconds and --bench-scrapes must be positive, --bench-warmup >= 0"), true);
   ExporterOptions eo;
   eo.listen = o.listen;
   eo.interval_s = *interval;
   eo.threads = o.threads;
   eo.sampler.processes = !o.no_processes;
+  auto slow = parse_interval(o.slow_interval);
+  if (!slow.ok()) return report_error(Status::InvalidArgument("--slow-interval: {}", slow.status().message()), true);
+  eo.sampler.slow_interval_s = *slow;
+  if (o.slow_budget == "0" || o.slow_budget == "off") {
+    eo.sampler.slow_budget_s = 0;
+  } else {
+    auto budget = parse_interval(o.slow_budget);
+    if (!budget.ok()) return report_error(Status::InvalidArgument("--slow-budget: {} (or 0/off)", budget.status().message()), true);
+    eo.sampler.slow_budget_s = *budget;
+  }
   if (o.self_bench) return self_bench(o, eo);
   std::string host;
   uint16_t port = 0;
@@ -150,11 +194,20 @@ void setup(CLI::App& app) {
   cmd->add_option("--listen", o->listen, "Address to serve on: host:port, [ipv6]:port or :port")->capture_default_str();
   cmd->add_option("--interval", o->interval, "Sampling interval (1s, 500ms, 2)")->capture_default_str();
   cmd->add_option("--threads", o->threads, "HTTP threads")->capture_default_str();
+  cmd->add_option("--slow-interval", o->slow_interval,
+                  "Read slow or costly NVML queries (ECC, power limit, PCIe replays/throughput, MIG, process "
+                  "utilisation) this often; the last values are exported in between. <= --interval: every sample")
+      ->capture_default_str();
+  cmd->add_option("--slow-budget", o->slow_budget,
+                  "A query group whose mean cost per read passes this moves to the slow cadence (0/off: never)")
+      ->capture_default_str();
   cmd->add_flag("--no-processes", o->no_processes, "Do not export per-process series");
   cmd->add_flag("--self-bench", o->self_bench,
                 "Measure the exporter on 127.0.0.1: CPU share at the interval and /metrics scrape latency");
   cmd->add_option("--bench-seconds", o->bench_seconds, "Self-bench: seconds of sampling without scrapes")->capture_default_str();
   cmd->add_option("--bench-scrapes", o->bench_scrapes, "Self-bench: timed scrapes")->capture_default_str();
+  cmd->add_option("--bench-warmup", o->bench_warmup, "Self-bench: seconds to wait after start-up before measuring")
+      ->capture_default_str();
   cmd->add_flag("--json", o->json, "Self-bench: print JSON");
   cmd->callback([o] { set_exit_code(run(*o)); });
 }

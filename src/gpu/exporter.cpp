@@ -118,7 +118,31 @@ uint16_t Exporter::port() const { return server_ ? server_->port() : 0; }
 
 size_t Exporter::gpu_count() const { return sampler_ ? sampler_->devices().size() : 0; }
 
+Exporter::QueryReport Exporter::query_report() const {
+  std::lock_guard<std::mutex> lock(report_mu_);
+  return report_;
+}
+
 void Exporter::on_sample(const Snapshot& s) {
+  // Once per group: which query moved to the slow cadence, and why.
+  for (size_t k = 0; k < kQueryGroupCount; ++k) {
+    const QueryStat& q = s.queries[k];
+    if (!q.moved || move_logged_[k]) continue;
+    move_logged_[k] = true;
+    GPUOPT_LOG(warn,
+               "exporter: NVML query group '{}' ({}) costs {:.2f} ms per read on average over {} reads, over the "
+               "{:.2f} ms budget: read every {} samples ({:g} s) from now on, last values exported in between",
+               query_group_info(k).name, query_group_info(k).calls, 1e3 * q.wall_s / double(q.calls), q.calls,
+               1e3 * options_.sampler.slow_budget_s, s.slow_every, double(s.slow_every) * options_.interval_s);
+  }
+  {
+    std::lock_guard<std::mutex> lock(report_mu_);
+    report_.queries = s.queries;
+    report_.sample_seconds_total = s.sample_seconds_total;
+    report_.samples = s.sequence;
+    report_.slow_every = s.slow_every;
+    report_.interval_s = options_.interval_s;
+  }
   diagnoser_->add(s);
   std::vector<Finding> findings = diagnoser_->findings();
   for (const Finding& f : findings)

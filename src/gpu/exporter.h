@@ -15,6 +15,7 @@
 #include "gpu/exporter_metrics.h"
 #include "gpu/sampler.h"
 
+#include <array>
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -53,6 +54,14 @@ class Exporter {
   uint64_t samples() const { return samples_.load(); }
   uint64_t scrapes() const { return scrapes_.load(); }
   double last_sample_duration_s() const { return last_sample_duration_s_.load(); }
+  // The sampler's cost per query group so far (empty queries when no GPU is sampled).
+  struct QueryReport {
+    std::array<QueryStat, kQueryGroupCount> queries{};
+    double sample_seconds_total = 0;
+    uint64_t samples = 0, slow_every = 1;
+    double interval_s = 0;
+  };
+  QueryReport query_report() const;
 
  private:
   Exporter() = default;
@@ -69,6 +78,9 @@ class Exporter {
   std::atomic<int64_t> last_sample_steady_us_{0};
   std::atomic<uint64_t> samples_{0}, scrapes_{0};
   std::atomic<double> last_sample_duration_s_{0};
+  mutable std::mutex report_mu_;
+  QueryReport report_;                          // guarded by report_mu_
+  std::array<bool, kQueryGroupCount> move_logged_{};  // sampler thread only
   std::unique_ptr<net::HttpServer> server_;
 };
 

@@ -17,53 +17,96 @@ O d(const std::optional<T>& v) {
 }
 O mib(const std::optional<uint64_t>& v) { return v ? O(double(*v / (1024ull * 1024ull))) : std::nullopt; }
 
+// A series read on the slow cadence carries the time it was read (ms), so Prometheus stores the
+// value at its real time instead of each scrape's; series read every sample carry none.
+int64_t read_ms(const Snapshot& s, const GpuSample& g, QueryGroup q) {
+  size_t k = size_t(q);
+  if (k >= kQueryGroupCount || !s.queries[k].slow || g.read_us[k] <= 0) return 0;
+  return g.read_us[k] / 1000;
+}
+
 }  // namespace
 
 const std::vector<GpuMetricDef>& gpu_metric_defs() {
   // Names, units and help follow dcgm-exporter's default counters (DCGM field names).
   static const std::vector<GpuMetricDef> kDefs = {
-      {"DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", PromType::kGauge, [](const GpuSample& g) { return d(g.gpu_util_pct); }},
-      {"DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %).", PromType::kGauge, [](const GpuSample& g) { return d(g.mem_util_pct); }},
-      {"DCGM_FI_DEV_FB_TOTAL", "Framebuffer memory total (in MiB).", PromType::kGauge, [](const GpuSample& g) { return mib(g.mem_total_bytes); }},
-      {"DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", PromType::kGauge, [](const GpuSample& g) { return mib(g.mem_used_bytes); }},
-      {"DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", PromType::kGauge, [](const GpuSample& g) { return mib(g.mem_free_bytes); }},
-      {"DCGM_FI_DEV_FB_RESERVED", "Framebuffer memory reserved (in MiB).", PromType::kGauge, [](const GpuSample& g) { return mib(g.mem_reserved_bytes); }},
-      {"DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", PromType::kGauge, [](const GpuSample& g) { return d(g.temp_gpu_c); }},
-      {"DCGM_FI_DEV_MEMORY_TEMP", "Memory temperature (in C).", PromType::kGauge, [](const GpuSample& g) { return d(g.temp_mem_c); }},
-      {"DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", PromType::kGauge, [](const GpuSample& g) { return g.power_w; }},
-      {"DCGM_FI_DEV_POWER_MGMT_LIMIT", "Power management limit (in W).", PromType::kGauge, [](const GpuSample& g) { return g.power_limit_w; }},
-      {"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "Total energy consumption since boot (in mJ).", PromType::kCounter, [](const GpuSample& g) { return d(g.energy_mj); }},
-      {"DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).", PromType::kGauge, [](const GpuSample& g) { return d(g.sm_clock_mhz); }},
-      {"DCGM_FI_DEV_MEM_CLOCK", "Memory clock frequency (in MHz).", PromType::kGauge, [](const GpuSample& g) { return d(g.mem_clock_mhz); }},
-      {"DCGM_FI_DEV_MAX_SM_CLOCK", "Maximum SM clock frequency (in MHz).", PromType::kGauge, [](const GpuSample& g) { return g.info ? d(g.info->sm_clock_max_mhz) : O(); }},
-      {"DCGM_FI_DEV_MAX_MEM_CLOCK", "Maximum memory clock frequency (in MHz).", PromType::kGauge, [](const GpuSample& g) { return g.info ? d(g.info->mem_clock_max_mhz) : O(); }},
-      {"DCGM_FI_DEV_PCIE_TX_THROUGHPUT", "PCIe TX throughput (in KB/s).", PromType::kGauge, [](const GpuSample& g) { return d(g.pcie_tx_kbps); }},
-      {"DCGM_FI_DEV_PCIE_RX_THROUGHPUT", "PCIe RX throughput (in KB/s).", PromType::kGauge, [](const GpuSample& g) { return d(g.pcie_rx_kbps); }},
-      {"DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "Total number of PCIe retries.", PromType::kCounter, [](const GpuSample& g) { return d(g.pcie_replay_count); }},
-      {"DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "Current clock event (throttle) reasons (bitmask of nvmlClocksEventReason).", PromType::kGauge, [](const GpuSample& g) { return d(g.clock_event_reasons); }},
-      {"DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "Total number of single-bit volatile ECC errors.", PromType::kCounter, [](const GpuSample& g) { return d(g.ecc_corrected_volatile); }},
-      {"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "Total number of double-bit volatile ECC errors.", PromType::kCounter, [](const GpuSample& g) { return d(g.ecc_uncorrected_volatile); }},
-      {"DCGM_FI_DEV_ECC_SBE_AGG_TOTAL", "Total number of single-bit persistent ECC errors.", PromType::kCounter, [](const GpuSample& g) { return d(g.ecc_corrected_aggregate); }},
-      {"DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", "Total number of double-bit persistent ECC errors.", PromType::kCounter, [](const GpuSample& g) { return d(g.ecc_uncorrected_aggregate); }},
-      {"DCGM_FI_DEV_XID_ERRORS", "Value of the last XID error encountered.", PromType::kGauge, [](const GpuSample& g) { return d(g.last_xid); }},
-      {"DCGM_FI_DEV_MIG_MODE", "MIG mode (1 enabled, 0 disabled).", PromType::kGauge, [](const GpuSample& g) { return g.mig_enabled ? O(*g.mig_enabled ? 1 : 0) : O(); }},
-      {"DCGM_FI_PROF_GR_ENGINE_ACTIVE", "Ratio of time the graphics engine is active (GPM).", PromType::kGauge, [](const GpuSample& g) { return g.gpm.graphics_active; }},
-      {"DCGM_FI_PROF_SM_ACTIVE", "The ratio of cycles an SM has at least 1 warp assigned (GPM).", PromType::kGauge, [](const GpuSample& g) { return g.gpm.sm_active; }},
-      {"DCGM_FI_PROF_SM_OCCUPANCY", "The ratio of number of warps resident on an SM to the maximum (GPM).", PromType::kGauge, [](const GpuSample& g) { return g.gpm.sm_occupancy; }},
-      {"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "Ratio of cycles any tensor pipe is active (GPM).", PromType::kGauge, [](const GpuSample& g) { return g.gpm.tensor_active; }},
-      {"DCGM_FI_PROF_DRAM_ACTIVE", "Ratio of cycles the device memory interface is active sending or receiving data (GPM).", PromType::kGauge, [](const GpuSample& g) { return g.gpm.dram_active; }},
-      {"DCGM_FI_PROF_PIPE_FP64_ACTIVE", "Ratio of cycles the fp64 pipes are active (GPM).", PromType::kGauge, [](const GpuSample& g) { return g.gpm.fp64_active; }},
-      {"DCGM_FI_PROF_PIPE_FP32_ACTIVE", "Ratio of cycles the fp32 pipes are active (GPM).", PromType::kGauge, [](const GpuSample& g) { return g.gpm.fp32_active; }},
-      {"DCGM_FI_PROF_PIPE_FP16_ACTIVE", "Ratio of cycles the fp16 pipes are active (GPM).", PromType::kGauge, [](const GpuSample& g) { return g.gpm.fp16_active; }},
-      {"DCGM_FI_PROF_PCIE_TX_BYTES", "The rate of data transmitted over the PCIe bus (in bytes per second, GPM).", PromType::kGauge, [](const GpuSample& g) { return g.gpm.pcie_tx_bytes_per_s; }},
-      {"DCGM_FI_PROF_PCIE_RX_BYTES", "The rate of data received over the PCIe bus (in bytes per second, GPM).", PromType::kGauge, [](const GpuSample& g) { return g.gpm.pcie_rx_bytes_per_s; }},
-      {"DCGM_FI_PROF_NVLINK_TX_BYTES", "The rate of data transmitted over NVLink (in bytes per second, GPM).", PromType::kGauge, [](const GpuSample& g) { return g.gpm.nvlink_tx_bytes_per_s; }},
-      {"DCGM_FI_PROF_NVLINK_RX_BYTES", "The rate of data received over NVLink (in bytes per second, GPM).", PromType::kGauge, [](const GpuSample& g) { return g.gpm.nvlink_rx_bytes_per_s; }},
-      {"gpuopt_gpu_lost", "1 when the device stopped answering NVML (fell off the bus, driver reset).", PromType::kGauge, [](const GpuSample& g) { return O(g.lost ? 1 : 0); }},
-      {"gpuopt_gpu_processes", "Processes using the GPU.", PromType::kGauge, [](const GpuSample& g) { return g.processes_available ? O(double(g.processes.size())) : O(); }},
-      {"gpuopt_xid_events_total", "XID events seen since the exporter started.", PromType::kCounter, [](const GpuSample& g) { return d(g.xid_count); }},
+      {"DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", PromType::kGauge, [](const GpuSample& g) { return d(g.gpu_util_pct); }, QueryGroup::kUtilization},
+      {"DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %).", PromType::kGauge, [](const GpuSample& g) { return d(g.mem_util_pct); }, QueryGroup::kUtilization},
+      {"DCGM_FI_DEV_FB_TOTAL", "Framebuffer memory total (in MiB).", PromType::kGauge, [](const GpuSample& g) { return mib(g.mem_total_bytes); }, QueryGroup::kMemory},
+      {"DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", PromType::kGauge, [](const GpuSample& g) { return mib(g.mem_used_bytes); }, QueryGroup::kMemory},
+      {"DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", PromType::kGauge, [](const GpuSample& g) { return mib(g.mem_free_bytes); }, QueryGroup::kMemory},
+      {"DCGM_FI_DEV_FB_RESERVED", "Framebuffer memory reserved (in MiB).", PromType::kGauge, [](const GpuSample& g) { return mib(g.mem_reserved_bytes); }, QueryGroup::kMemory},
+      {"DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", PromType::kGauge, [](const GpuSample& g) { return d(g.temp_gpu_c); }, QueryGroup::kTemperature},
+      {"DCGM_FI_DEV_MEMORY_TEMP", "Memory temperature (in C).", PromType::kGauge, [](const GpuSample& g) { return d(g.temp_mem_c); }, QueryGroup::kMemoryTemperature},
+      {"DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", PromType::kGauge, [](const GpuSample& g) { return g.power_w; }, QueryGroup::kPower},
+      {"DCGM_FI_DEV_POWER_MGMT_LIMIT", "Power management limit (in W).", PromType::kGauge, [](const GpuSample& g) { return g.power_limit_w; }, QueryGroup::kPowerLimit},
+      {"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "Total energy consumption since boot (in mJ).", PromType::kCounter, [](const GpuSample& g) { return d(g.energy_mj); }, QueryGroup::kEnergy},
+      {"DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).", PromType::kGauge, [](const GpuSample& g) { return d(g.sm_clock_mhz); }, QueryGroup::kClocks},
+      {"DCGM_FI_DEV_MEM_CLOCK", "Memory clock frequency (in MHz).", PromType::kGauge, [](const GpuSample& g) { return d(g.mem_clock_mhz); }, QueryGroup::kClocks},
+      {"DCGM_FI_DEV_MAX_SM_CLOCK", "Maximum SM clock frequency (in MHz).", PromType::kGauge, [](const GpuSample& g) { return g.info ? d(g.info->sm_clock_max_mhz) : O(); }, QueryGroup::kCount},
+      {"DCGM_FI_DEV_MAX_MEM_CLOCK", "Maximum memory clock frequency (in MHz).", PromType::kGauge, [](const GpuSample& g) { return g.info ? d(g.info->mem_clock_max_mhz) : O(); }, QueryGroup::kCount},
+      {"DCGM_FI_DEV_PCIE_TX_THROUGHPUT", "PCIe TX throughput (in KB/s).", PromType::kGauge, [](const GpuSample& g) { return d(g.pcie_tx_kbps); }, QueryGroup::kPcieThroughput},
+      {"DCGM_FI_DEV_PCIE_RX_THROUGHPUT", "PCIe RX throughput (in KB/s).", PromType::kGauge, [](const GpuSample& g) { return d(g.pcie_rx_kbps); }, QueryGroup::kPcieThroughput},
+      {"DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "Total number of PCIe retries.", PromType::kCounter, [](const GpuSample& g) { return d(g.pcie_replay_count); }, QueryGroup::kPcieReplay},
+      {"DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "Current clock event (throttle) reasons (bitmask of nvmlClocksEventReason).", PromType::kGauge, [](const GpuSample& g) { return d(g.clock_event_reasons); }, QueryGroup::kClockEventReasons},
+      {"DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "Total number of single-bit volatile ECC errors.", PromType::kCounter, [](const GpuSample& g) { return d(g.ecc_corrected_volatile); }, QueryGroup::kEcc},
+      {"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "Total number of double-bit volatile ECC errors.", PromType::kCounter, [](const GpuSample& g) { return d(g.ecc_uncorrected_volatile); }, QueryGroup::kEcc},
+      {"DCGM_FI_DEV_ECC_SBE_AGG_TOTAL", "Total number of single-bit persistent ECC errors.", PromType::kCounter, [](const GpuSample& g) { return d(g.ecc_corrected_aggregate); }, QueryGroup::kEcc},
+      {"DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", "Total number of double-bit persistent ECC errors.", PromType::kCounter, [](const GpuSample& g) { return d(g.ecc_uncorrected_aggregate); }, QueryGroup::kEcc},
+      {"DCGM_FI_DEV_XID_ERRORS", "Value of the last XID error encountered.", PromType::kGauge, [](const GpuSample& g) { return d(g.last_xid); }, QueryGroup::kXidEvents},
+      {"DCGM_FI_DEV_MIG_MODE", "MIG mode (1 enabled, 0 disabled).", PromType::kGauge, [](const GpuSample& g) { return g.mig_enabled ? O(*g.mig_enabled ? 1 : 0) : O(); }, QueryGroup::kMig},
+      {"DCGM_FI_PROF_GR_ENGINE_ACTIVE", "Ratio of time the graphics engine is active (GPM).", PromType::kGauge, [](const GpuSample& g) { return g.gpm.graphics_active; }, QueryGroup::kGpm},
+      {"DCGM_FI_PROF_SM_ACTIVE", "The ratio of cycles an SM has at least 1 warp assigned (GPM).", PromType::kGauge, [](const GpuSample& g) { return g.gpm.sm_active; }, QueryGroup::kGpm},
+      {"DCGM_FI_PROF_SM_OCCUPANCY", "The ratio of number of warps resident on an SM to the maximum (GPM).", PromType::kGauge, [](const GpuSample& g) { return g.gpm.sm_occupancy; }, QueryGroup::kGpm},
+      {"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "Ratio of cycles any tensor pipe is active (GPM).", PromType::kGauge, [](const GpuSample& g) { return g.gpm.tensor_active; }, QueryGroup::kGpm},
+      {"DCGM_FI_PROF_DRAM_ACTIVE", "Ratio of cycles the device memory interface is active sending or receiving data (GPM).", PromType::kGauge, [](const GpuSample& g) { return g.gpm.dram_active; }, QueryGroup::kGpm},
+      {"DCGM_FI_PROF_PIPE_FP64_ACTIVE", "Ratio of cycles the fp64 pipes are active (GPM).", PromType::kGauge, [](const GpuSample& g) { return g.gpm.fp64_active; }, QueryGroup::kGpm},
+      {"DCGM_FI_PROF_PIPE_FP32_ACTIVE", "Ratio of cycles the fp32 pipes are active (GPM).", PromType::kGauge, [](const GpuSample& g) { return g.gpm.fp32_active; }, QueryGroup::kGpm},
+      {"DCGM_FI_PROF_PIPE_FP16_ACTIVE", "Ratio of cycles the fp16 pipes are active (GPM).", PromType::kGauge, [](const GpuSample& g) { return g.gpm.fp16_active; }, QueryGroup::kGpm},
+      {"DCGM_FI_PROF_PCIE_TX_BYTES", "The rate of data transmitted over the PCIe bus (in bytes per second, GPM).", PromType::kGauge, [](const GpuSample& g) { return g.gpm.pcie_tx_bytes_per_s; }, QueryGroup::kGpm},
+      {"DCGM_FI_PROF_PCIE_RX_BYTES", "The rate of data received over the PCIe bus (in bytes per second, GPM).", PromType::kGauge, [](const GpuSample& g) { return g.gpm.pcie_rx_bytes_per_s; }, QueryGroup::kGpm},
+      {"DCGM_FI_PROF_NVLINK_TX_BYTES", "The rate of data transmitted over NVLink (in bytes per second, GPM).", PromType::kGauge, [](const GpuSample& g) { return g.gpm.nvlink_tx_bytes_per_s; }, QueryGroup::kGpm},
+      {"DCGM_FI_PROF_NVLINK_RX_BYTES", "The rate of data received over NVLink (in bytes per second, GPM).", PromType::kGauge, [](const GpuSample& g) { return g.gpm.nvlink_rx_bytes_per_s; }, QueryGroup::kGpm},
+      {"gpuopt_gpu_lost", "1 when the device stopped answering NVML (fell off the bus, driver reset).", PromType::kGauge, [](const GpuSample& g) { return O(g.lost ? 1 : 0); }, QueryGroup::kCount},
+      {"gpuopt_gpu_processes", "Processes using the GPU.", PromType::kGauge, [](const GpuSample& g) { return g.processes_available ? O(double(g.processes.size())) : O(); }, QueryGroup::kProcessList},
+      {"gpuopt_xid_events_total", "XID events seen since the exporter started.", PromType::kCounter, [](const GpuSample& g) { return d(g.xid_count); }, QueryGroup::kXidEvents},
   };
   return kDefs;
+}
+
+// The sampler's own cost per NVML query group, in the style of exporters' self-telemetry
+// (process_cpu_seconds_total, ..._duration_seconds): counters a dashboard turns into rates.
+void MetricsRenderer::render_query_stats(std::string* out, const Snapshot& s, const std::string& host_labels) {
+  prom_family(out, "gpuopt_exporter_sample_seconds_total", "Time spent taking samples since the exporter started.",
+              PromType::kCounter);
+  prom_sample(out, "gpuopt_exporter_sample_seconds_total", host_labels, s.sample_seconds_total);
+  struct Family {
+    const char* name;
+    const char* help;
+    PromType type;
+    double (*get)(const QueryStat&, double slow_interval_s, double interval_s);
+  };
+  static const Family kFamilies[] = {
+      {"gpuopt_exporter_nvml_query_calls_total", "Reads of the NVML query group (one per GPU per read).",
+       PromType::kCounter, [](const QueryStat& q, double, double) { return double(q.calls); }},
+      {"gpuopt_exporter_nvml_query_seconds_total", "Wall time spent in the query group's calls (steady clock).",
+       PromType::kCounter, [](const QueryStat& q, double, double) { return q.wall_s; }},
+      {"gpuopt_exporter_nvml_query_cpu_seconds_total", "CPU time of the sampling thread in the query group's calls.",
+       PromType::kCounter, [](const QueryStat& q, double, double) { return q.cpu_s; }},
+      {"gpuopt_exporter_nvml_query_interval_seconds",
+       "How often the query group is read: the sampling interval, or the slow interval on the slow cadence.",
+       PromType::kGauge, [](const QueryStat& q, double slow, double every) { return q.slow ? slow : every; }},
+      {"gpuopt_exporter_nvml_query_moved", "1 when the query group moved to the slow cadence at run time (cost over budget).",
+       PromType::kGauge, [](const QueryStat& q, double, double) { return q.moved ? 1.0 : 0.0; }},
+  };
+  const double slow_interval = info_.interval_s * double(s.slow_every);
+  for (const Family& f : kFamilies) {
+    prom_family(out, f.name, f.help, f.type);
+    for (size_t k = 0; k < kQueryGroupCount; ++k)
+      if (s.queries[k].calls > 0)
+        prom_sample(out, f.name, host_labels, "query", query_group_info(k).name,
+                    f.get(s.queries[k], slow_interval, info_.interval_s));
+  }
 }
 
 MetricsRenderer::MetricsRenderer(ExporterInfo info) : info_(std::move(info)) {}
@@ -138,6 +181,7 @@ std::string MetricsRenderer::render(const Snapshot& s, const std::vector<Finding
     last_size_ = out.size();
     return out;
   }
+  render_query_stats(&out, s, l);
 
   for (const GpuMetricDef& m : gpu_metric_defs()) {
     bool header = false;
@@ -145,7 +189,7 @@ std::string MetricsRenderer::render(const Snapshot& s, const std::vector<Finding
       std::optional<double> v = g.lost && std::strcmp(m.name, "gpuopt_gpu_lost") != 0 ? std::nullopt : m.get(g);
       if (!v) continue;
       if (!header) prom_family(&out, m.name, m.help, m.type), header = true;
-      prom_sample(&out, m.name, labels_for(g), *v);
+      prom_sample(&out, m.name, labels_for(g), *v, read_ms(s, g, m.group));
     }
   }
 
@@ -156,7 +200,7 @@ std::string MetricsRenderer::render(const Snapshot& s, const std::vector<Finding
     if (!g.clock_event_reasons) continue;
     for (const auto& r : kClockEventReasons)
       prom_sample(&out, "gpuopt_clock_event_reason_active", labels_for(g), "reason", r.name,
-                  (*g.clock_event_reasons & r.bit) ? 1 : 0);
+                  (*g.clock_event_reasons & r.bit) ? 1 : 0, read_ms(s, g, QueryGroup::kClockEventReasons));
   }
   prom_family(&out, "gpuopt_clock_event_reason_seconds_total",
               "Seconds the clock-event reason was active since the exporter started (whole sample intervals).",
@@ -165,7 +209,7 @@ std::string MetricsRenderer::render(const Snapshot& s, const std::vector<Finding
     if (!g.clock_event_reasons) continue;
     for (size_t k = 0; k < kClockEventReasons.size(); ++k)
       prom_sample(&out, "gpuopt_clock_event_reason_seconds_total", labels_for(g), "reason",
-                  kClockEventReasons[k].name, g.clock_event_seconds[k]);
+                  kClockEventReasons[k].name, g.clock_event_seconds[k], read_ms(s, g, QueryGroup::kClockEventReasons));
   }
 
   // Per process: memory (and SM utilisation where the driver gives it).
@@ -181,12 +225,16 @@ std::string MetricsRenderer::render(const Snapshot& s, const std::vector<Finding
   };
   for (const GpuSample& g : s.gpus)
     for (const ProcessSample& p : g.processes)
-      if (p.gpu_memory_bytes) prom_sample(&out, "gpuopt_process_gpu_memory_bytes", proc_labels(g, p), double(*p.gpu_memory_bytes));
+      if (p.gpu_memory_bytes)
+        prom_sample(&out, "gpuopt_process_gpu_memory_bytes", proc_labels(g, p), double(*p.gpu_memory_bytes),
+                    read_ms(s, g, QueryGroup::kProcessList));
   prom_family(&out, "gpuopt_process_sm_util", "SM utilization of a process over the last interval (in %).",
               PromType::kGauge);
   for (const GpuSample& g : s.gpus)
     for (const ProcessSample& p : g.processes)
-      if (p.sm_util_pct) prom_sample(&out, "gpuopt_process_sm_util", proc_labels(g, p), double(*p.sm_util_pct));
+      if (p.sm_util_pct)
+        prom_sample(&out, "gpuopt_process_sm_util", proc_labels(g, p), double(*p.sm_util_pct),
+                    read_ms(s, g, QueryGroup::kProcessUtilization));
 
   // Diagnosis: one series per GPU and rule; 0 = not firing, else 1 info, 2 warning, 3 critical.
   prom_family(&out, "gpuopt_diagnosis",

@@ -28,6 +28,7 @@ struct GpuMetricDef {
   const char* help;
   PromType type;
   std::optional<double> (*get)(const GpuSample&);
+  QueryGroup group;  // the query group that reads it (kCount: none, static device info)
 };
 const std::vector<GpuMetricDef>& gpu_metric_defs();
 
@@ -41,6 +42,7 @@ class MetricsRenderer {
 
  private:
   const std::string& labels_for(const GpuSample& g);
+  void render_query_stats(std::string* out, const Snapshot& s, const std::string& host_labels);
 
   ExporterInfo info_;
   std::vector<std::pair<const DeviceInfo*, std::string>> labels_;  // pre-rendered per device

@@ -50,16 +50,22 @@ void prom_label(std::string* labels, std::string_view key, std::string_view valu
   labels->push_back('"');
 }
 
-void prom_sample(std::string* out, std::string_view name, std::string_view labels, double value) {
+static void append_timestamp(std::string* out, int64_t timestamp_ms) {
+  if (timestamp_ms > 0) fmt::format_to(std::back_inserter(*out), " {}", timestamp_ms);
+  out->push_back('\n');
+}
+
+void prom_sample(std::string* out, std::string_view name, std::string_view labels, double value,
+                 int64_t timestamp_ms) {
   out->append(name);
   if (!labels.empty()) out->append("{").append(labels).append("}");
   out->push_back(' ');
   append_value(out, value);
-  out->push_back('\n');
+  append_timestamp(out, timestamp_ms);
 }
 
 void prom_sample(std::string* out, std::string_view name, std::string_view labels, std::string_view key,
-                 std::string_view value_of_key, double value) {
+                 std::string_view value_of_key, double value, int64_t timestamp_ms) {
   out->append(name).push_back('{');
   out->append(labels);
   if (!labels.empty()) out->push_back(',');
@@ -67,7 +73,7 @@ void prom_sample(std::string* out, std::string_view name, std::string_view label
   append_escaped(out, value_of_key, true);
   out->append("\"} ");
   append_value(out, value);
-  out->push_back('\n');
+  append_timestamp(out, timestamp_ms);
 }
 
 void prom_comment(std::string* out, std::string_view text) {

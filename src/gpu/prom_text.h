@@ -9,6 +9,7 @@
 //   prom_sample(&out, "DCGM_FI_DEV_GPU_UTIL", labels, 87);   // DCGM_FI_DEV_GPU_UTIL{gpu="0",...} 87
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -24,11 +25,13 @@ void prom_family(std::string* out, std::string_view name, std::string_view help,
 // Adds `key="value"` (comma-separated) to a label list; the value is escaped (\\, \", \n).
 void prom_label(std::string* labels, std::string_view key, std::string_view value);
 // `name{labels} value`; `{}` left out when labels is empty. Integers print exactly, NaN as NaN,
-// infinities as +Inf/-Inf.
-void prom_sample(std::string* out, std::string_view name, std::string_view labels, double value);
+// infinities as +Inf/-Inf. timestamp_ms > 0 appends the sample's own time (ms since the epoch):
+// a value read earlier than the scrape and re-exported (the sampler's slow cadence).
+void prom_sample(std::string* out, std::string_view name, std::string_view labels, double value,
+                 int64_t timestamp_ms = 0);
 // As prom_sample with one extra label appended after `labels`.
 void prom_sample(std::string* out, std::string_view name, std::string_view labels, std::string_view key,
-                 std::string_view value_of_key, double value);
+                 std::string_view value_of_key, double value, int64_t timestamp_ms = 0);
 // Appends `# text` (a comment line; newlines in text become spaces).
 void prom_comment(std::string* out, std::string_view text);
 

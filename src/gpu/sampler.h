@@ -6,6 +6,8 @@
 //   s->start([](const Snapshot& snap) { ... });   // on the sampler thread, after each sample
 //   ...
 //   s->stop();
+// Every query group is timed (Snapshot::queries); slow or costly groups are read every Nth sample
+// (SamplerOptions::slow_interval_s, slow_budget_s; docs/monitoring.md "Cadence").
 // or, without a thread: `const Snapshot& snap = s->sample();` (twice for GPM and intervals).
 #pragma once
 
@@ -32,6 +34,13 @@ struct SamplerOptions {
   bool processes = true;  // per-process list, /proc details and process utilisation
   bool gpm = true;        // GPU performance metrics where the GPU supports them (Hopper+)
   bool events = true;     // XID events through an NVML event set
+  // Query groups on the slow cadence (slow by default, or moved there at run time) are read
+  // every round(slow_interval_s / interval_s) samples; their last values are kept in between.
+  // slow_interval_s <= interval_s reads everything every sample.
+  double slow_interval_s = 10;
+  // A fast group whose mean cost per read (wall time, after 3 reads) passes this budget moves to
+  // the slow cadence. 0: never.
+  double slow_budget_s = 0.002;
 };
 
 struct DriverInfo {
@@ -52,6 +61,8 @@ class Sampler {
   const std::vector<DeviceInfo>& devices() const { return devices_; }
   const DriverInfo& driver() const { return driver_; }
   const SamplerOptions& options() const { return options_; }
+  // Slow-cadence groups are read every this many samples (>= 1).
+  uint64_t slow_every() const;
 
   // Takes one sample on the calling thread; the reference stays valid until the next sample.
   const Snapshot& sample();

@@ -34,6 +34,11 @@ nlohmann::json snapshot_to_json(const Snapshot& s, const std::vector<Finding>& f
                        {"sm_util_pct", opt(p.sm_util_pct)},
                        {"mem_util_pct", opt(p.mem_util_pct)}});
     }
+    // Slow-cadence groups not read in this sample: when their values were read.
+    json cached = json::object();
+    for (size_t k = 0; k < kQueryGroupCount; ++k)
+      if (s.queries[k].slow && g.read_us[k] > 0 && g.read_us[k] != s.timestamp_us)
+        cached[query_group_info(k).name] = double(g.read_us[k]) / 1e6;
     std::optional<double> frac = memory_used_fraction(g);
     gpus.push_back(json{
         {"index", i.index},
@@ -86,6 +91,7 @@ nlohmann::json snapshot_to_json(const Snapshot& s, const std::vector<Finding>& f
           {"nvlink_tx_bytes_per_s", opt(g.gpm.nvlink_tx_bytes_per_s)},
           {"nvlink_rx_bytes_per_s", opt(g.gpm.nvlink_rx_bytes_per_s)}}},
         {"processes", g.processes_available ? procs : json(nullptr)},
+        {"cached", cached},
     });
   }
   json diag = json::array();

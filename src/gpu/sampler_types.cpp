@@ -4,6 +4,35 @@
 
 namespace gpuopt::gpu {
 
+const QueryGroupInfo& query_group_info(QueryGroup q) {
+  // Slow by default (read every --slow-interval): counters and settings that change rarely, and
+  // the known costly ones (PCIe throughput samples 20 ms per call inside the driver; per-process
+  // utilisation walks the driver's sample buffer). The rest is read every interval.
+  static const QueryGroupInfo kInfo[kQueryGroupCount + 1] = {
+      {"xid_events", "nvmlEventSetWait (timeout 0) until empty", false},
+      {"utilization", "nvmlDeviceGetUtilizationRates", false},
+      {"memory", "nvmlDeviceGetMemoryInfo_v2", false},
+      {"temperature", "nvmlDeviceGetTemperature", false},
+      {"memory_temperature", "nvmlDeviceGetFieldValues (memory temperature)", false},
+      {"power", "nvmlDeviceGetPowerUsage", false},
+      {"power_limit", "nvmlDeviceGetEnforcedPowerLimit", true},
+      {"energy", "nvmlDeviceGetTotalEnergyConsumption", false},
+      {"clocks", "nvmlDeviceGetClockInfo (SM, memory)", false},
+      {"clock_event_reasons", "nvmlDeviceGetCurrentClocksEventReasons", false},
+      {"pcie_replay", "nvmlDeviceGetPcieReplayCounter", true},
+      {"ecc", "nvmlDeviceGetTotalEccErrors x4", true},
+      {"mig", "nvmlDeviceGetMigMode (+ MIG handles)", true},
+      {"gpm", "nvmlGpmSampleGet + nvmlGpmMetricsGet", false},
+      {"pcie_throughput", "nvmlDeviceGetPcieThroughput (TX, RX) without GPM PCIe", true},
+      {"process_list", "nvmlDeviceGet{Compute,Graphics}RunningProcesses", false},
+      {"process_utilization", "nvmlDeviceGetProcessUtilization", true},
+      {"proc_files", "/proc/PID/{status,cmdline,cgroup} (not NVML)", false},
+      {"?", "", false},
+  };
+  size_t i = size_t(q);
+  return kInfo[i < kQueryGroupCount ? i : kQueryGroupCount];
+}
+
 std::optional<double> memory_used_fraction(const GpuSample& g) {
   if (!g.mem_used_bytes) return std::nullopt;
   // NVML v2: total = used + free + reserved; prefer the sum, so reserved counts as unavailable

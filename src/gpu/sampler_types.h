@@ -68,6 +68,7 @@ struct ProcessSample {
   char user[32] = {};           // "" when /proc does not tell (other namespaces)
   char command[96] = {};        // command line, NULs replaced by spaces, truncated
   char container_id[72] = {};   // from /proc/PID/cgroup, "" outside a container
+  bool proc_read = false;       // user/command/container were read from /proc for this pid
 };
 
 // GPM-derived activity, as fractions 0..1 (DCGM's DCGM_FI_PROF_* convention).
@@ -83,6 +84,33 @@ struct GpmSample {
 };
 
 inline constexpr size_t kMaxProcessesPerGpu = 64;
+
+// The sampler's NVML queries in groups, each timed on its own (self-bench, /metrics self-metrics)
+// and read on its own cadence: every sample ("fast") or every Nth sample ("slow"), DCGM-style.
+enum class QueryGroup : uint8_t {
+  kXidEvents, kUtilization, kMemory, kTemperature, kMemoryTemperature, kPower, kPowerLimit, kEnergy,
+  kClocks, kClockEventReasons, kPcieReplay, kEcc, kMig, kGpm, kPcieThroughput, kProcessList,
+  kProcessUtilization, kProcFiles, kCount  // the order the sampler reads them in
+};
+inline constexpr size_t kQueryGroupCount = size_t(QueryGroup::kCount);
+
+struct QueryGroupInfo {
+  const char* name;   // label value: query="ecc"
+  const char* calls;  // what one read of the group calls, for people
+  bool slow_by_default;  // changes slowly or costs a lot: read on the slow cadence from the start
+};
+const QueryGroupInfo& query_group_info(QueryGroup q);
+inline const QueryGroupInfo& query_group_info(size_t q) { return query_group_info(QueryGroup(q)); }
+
+// Cumulative cost of one query group since the sampler started (all GPUs together). One call is
+// one read of the group for one GPU (several NVML functions for some groups, e.g. ECC's four).
+struct QueryStat {
+  uint64_t calls = 0;
+  double wall_s = 0;  // steady clock around the calls
+  double cpu_s = 0;   // CPU time of the sampling thread over the calls (user + kernel)
+  bool slow = false;  // read every `slow_every` samples
+  bool moved = false; // moved to the slow cadence at run time: its mean cost passed the budget
+};
 
 struct GpuSample {
   const DeviceInfo* info = nullptr;
@@ -107,6 +135,9 @@ struct GpuSample {
   GpmSample gpm;
   std::vector<ProcessSample> processes;  // capacity kMaxProcessesPerGpu, reserved once
   bool processes_available = false;       // false: the driver would not list them
+  // Wall clock (us since the epoch) when each query group's fields were last read on this GPU;
+  // 0 = never. A slow-cadence group's values are the ones read then, re-exported in between.
+  std::array<int64_t, kQueryGroupCount> read_us{};
 };
 
 struct Snapshot {
@@ -114,6 +145,9 @@ struct Snapshot {
   double interval_s = 0;      // time since the previous sample (0 for the first)
   uint64_t sequence = 0;      // 1 for the first sample
   double sample_duration_s = 0;  // how long the NVML queries of this sample took
+  double sample_seconds_total = 0;  // sum of sample_duration_s since the sampler started
+  uint64_t slow_every = 1;          // slow-cadence groups are read every this many samples
+  std::array<QueryStat, kQueryGroupCount> queries{};  // per query group, cumulative
   std::vector<GpuSample> gpus;
 };
 

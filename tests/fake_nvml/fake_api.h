@@ -20,12 +20,14 @@ using namespace gpuopt::nvml;  // NOLINT: the types of the ABI we imitate
   if (s.init_count == 0) return kErrorUninitialized;                          \
   FakeDevice* d = as_device(device);                                          \
   if (!d) return kErrorInvalidArgument;                                       \
+  delay(s, d, fn_name);                                                       \
   if (Return f = failure(s, d, fn_name); f != kSuccess) return f;
 
 #define FAKE_SYSTEM_PROLOGUE(fn_name)                                         \
   State& s = state();                                                         \
   std::lock_guard<std::mutex> lock(s.mu);                                     \
   if (s.init_count == 0) return kErrorUninitialized;                          \
+  delay(s, nullptr, fn_name);                                                 \
   if (Return f = failure(s, nullptr, fn_name); f != kSuccess) return f;
 
 inline bool to_ull(const json& v, unsigned long long* out) {

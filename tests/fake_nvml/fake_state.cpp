@@ -1,6 +1,7 @@
 // Script loading, sequence expansion and failure injection for the fake NVML library.
 #include "fake_state.h"
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -161,6 +162,40 @@ Return failure(State& s, FakeDevice* d, const char* fn) {
     if (auto r = check(cur->j, cur->reads)) return *r;
   if (auto r = check(s.root, s.reads)) return *r;
   return gpuopt::nvml::kSuccess;
+}
+
+void delay(State& s, FakeDevice* d, const char* fn) {
+  const std::string base = strip_version(fn);
+  long long us = -1;
+  auto from = [&](const json& root) {
+    auto it = root.find("delay_us");
+    if (it == root.end() || !it->is_object()) return;
+    for (const std::string& key : {std::string(fn), base})
+      if (auto f = it->find(key); f != it->end() && f->is_number() && us < 0) us = f->get<long long>();
+  };
+  for (FakeDevice* cur = d; cur && us < 0; cur = cur->parent) from(cur->j);
+  if (us < 0) from(s.root);
+  if (us < 0) {
+    // GPUOPT_FAKE_NVML_DELAY_US="nvmlDeviceGetProcessUtilization=5000,nvmlDeviceGetPowerUsage=100"
+    const char* env = std::getenv("GPUOPT_FAKE_NVML_DELAY_US");
+    std::string text = env ? env : "";
+    size_t start = 0;
+    while (us < 0 && start < text.size()) {
+      size_t comma = text.find(',', start);
+      std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      size_t eq = item.find('=');
+      if (eq != std::string::npos && (item.substr(0, eq) == fn || item.substr(0, eq) == base))
+        us = std::atoll(item.c_str() + eq + 1);
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  if (us <= 0) return;
+  // Spin rather than sleep: the real driver's cost is CPU (ioctls), and the exporter's self-bench
+  // measures CPU share, so the fake's delay must burn CPU too.
+  auto end = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
+  while (std::chrono::steady_clock::now() < end) {
+  }
 }
 
 FakeDevice* as_device(gpuopt::nvml::Device h) {

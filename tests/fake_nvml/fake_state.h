@@ -64,6 +64,10 @@ std::optional<json> global_field(State& s, const std::string& path);
 // its name without a _vN suffix). kSuccess when none.
 Return failure(State& s, FakeDevice* d, const char* fn);
 
+// Scripted cost of `fn`: busy-waits for "delay_us": {"<fn>": us} (device, then top level; same
+// key rule as "fail") or GPUOPT_FAKE_NVML_DELAY_US="<fn>=us,...". Nothing when neither names it.
+void delay(State& s, FakeDevice* d, const char* fn);
+
 // "NOT_SUPPORTED" or "NVML_ERROR_NOT_SUPPORTED" -> code.
 std::optional<Return> parse_error_name(std::string name);
 

@@ -50,6 +50,7 @@ TEST(Sampler, ReadsEveryFieldAndFollowsTheScript) {
   GPUOPT_REQUIRE_FAKE_NVML(script);
   SamplerOptions o;
   o.processes = false;
+  o.slow_interval_s = 0;  // every group every sample: this test follows each field's sequence
   auto s = Sampler::create(o);
   ASSERT_TRUE(s.ok()) << s.status().to_string();
   Sampler& sm = **s;
@@ -186,7 +187,7 @@ TEST(Sampler, ProcessesWithUtilizationAndProcDetails) {
                      json::array({{{"pid", ::getpid()}, {"used_memory", 700 * kMiB}, {"sm_util", 55}}})}}}}});
   FakeNvmlScript script(json{{"devices", json::array({d})}});
   GPUOPT_REQUIRE_FAKE_NVML(script);
-  auto s = Sampler::create({});
+  auto s = Sampler::create({.slow_interval_s = 0});  // process utilisation every sample
   ASSERT_TRUE(s.ok()) << s.status().to_string();
   Sampler& sm = **s;
   const GpuSample& g = sm.sample().gpus[0];
