@@ -38,6 +38,29 @@ struct SessionOptions {
   // "fp32", "fp16" or "bf16": compute precision; the model's f32 inputs/outputs stay f32.
   std::string precision = "fp32";
   size_t memory_limit = 0;     // bytes the backend may hold for a run's tensors; 0 = no limit
+  // CUDA: capture each input shape's run as a CUDA graph and replay it (docs/cuda.md). Off
+  // when a memory limit is set (a graph keeps its intermediates' memory while it lives).
+  bool cuda_graphs = true;
+};
+
+// One node of a profiled run (gpuopt run --profile).
+struct NodeTime {
+  std::string node;    // node name
+  std::string op;      // op type
+  std::string device;  // where it ran: "cpu" or "cuda"
+  double wall_us = 0;  // host time from its launch until its work finished (includes copies)
+  double gpu_us = 0;   // device time between events around it (0 on the CPU)
+};
+
+// What one run measured (Session::run with a profile, RunOptions::profile).
+struct RunProfile {
+  bool per_node = false;                // ask for per-node times (the run goes node by node)
+  int64_t peak_intermediate_bytes = 0;  // largest sum of live intermediates (CPU backend)
+  // How the CUDA backend ran it: "eager" (node by node), "capture" (recorded as a CUDA graph
+  // this time), "graph" (replayed); "" on the CPU.
+  std::string mode;
+  std::string graph_note;               // why this shape runs eager, when capture was refused
+  std::vector<NodeTime> nodes;          // filled when per_node
 };
 
 // One model input or output as the model declares it (after load-time shape inference).
@@ -79,6 +102,8 @@ class Session {
   Result<NamedTensors> run(const NamedTensors& inputs) const;
   // Same, inputs in model order.
   Result<std::vector<Tensor>> run_ordered(const std::vector<Tensor>& inputs) const;
+  // Same as run(), and fills `profile` (per-node times when profile->per_node).
+  Result<NamedTensors> run(const NamedTensors& inputs, RunProfile* profile) const;
 
  private:
   Session();

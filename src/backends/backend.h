@@ -8,6 +8,7 @@
 
 #include "core/status.h"
 #include "core/tensor.h"
+#include "gpuopt/session.h"
 #include "ir/graph.h"
 
 #include <functional>
@@ -32,11 +33,7 @@ class Allocator {
 struct CompileOptions {
   bool enable_fusion = true;  // false when GPUOPT_DISABLE_FUSION=1
   size_t memory_limit = 0;    // device bytes a session may hold (--memory-limit); 0 = no limit
-};
-
-// What one run measured (filled when RunOptions::profile is set).
-struct RunProfile {
-  int64_t peak_intermediate_bytes = 0;  // largest sum of live intermediates (not inputs/constants)
+  bool cuda_graphs = true;    // SessionOptions::cuda_graphs
 };
 
 struct RunOptions {
@@ -53,11 +50,22 @@ class Executable {
   virtual Result<std::vector<Tensor>> run(const std::vector<Tensor>& inputs, const RunOptions& options) = 0;
 };
 
+// Where a backend runs each node of a graph.
+enum class NodePlace : uint8_t {
+  kDevice,       // on the backend's device
+  kCpuFallback,  // on the CPU backend: the device has no kernel for it
+  kHostShapes,   // on the CPU on purpose: integer shape arithmetic on values known on the host
+};
+std::string_view node_place_name(NodePlace p);
+
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string_view name() const = 0;
   virtual bool supports(const Node& node, const Graph& graph) const = 0;
+  // Per node of `graph` (topologically sorted): what compile() will do. The default is
+  // supports() ? kDevice : kCpuFallback.
+  virtual std::vector<NodePlace> place(const Graph& graph) const;
   virtual Allocator& allocator() = 0;
   virtual Result<std::unique_ptr<Executable>> compile(const Graph& graph, const CompileOptions& options) = 0;
 };

@@ -10,6 +10,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include <array>
 #include <map>
 
 namespace gpuopt::cli {
@@ -44,8 +45,9 @@ std::string format_flops(double f) {
 // same rule as the CUDA executor (Backend::supports per node with its input dtypes).
 struct Placement {
   std::string error;  // set when the backend cannot be created (e.g. no CUDA device)
-  std::map<std::string, std::pair<int, int>> ops;  // op type -> {on device, on CPU}
-  int on_device = 0, on_cpu = 0;
+  // op type -> nodes per NodePlace (device, cpu fallback, cpu shape math)
+  std::map<std::string, std::array<int, 3>> ops;
+  std::array<int, 3> total{};
 };
 
 Placement compute_placement(const Graph& bound, const std::string& device) {
@@ -60,15 +62,11 @@ Placement compute_placement(const Graph& bound, const std::string& device) {
     p.error = st.to_string();
     return p;
   }
-  for (const Node& n : g.nodes()) {
-    auto& [dev, cpu] = p.ops[n.op_type];
-    if ((*b)->supports(n, g)) {
-      ++dev;
-      ++p.on_device;
-    } else {
-      ++cpu;
-      ++p.on_cpu;
-    }
+  const std::vector<NodePlace> where = (*b)->place(g);
+  for (size_t n = 0; n < g.nodes().size(); ++n) {
+    const auto k = static_cast<size_t>(where[n]);
+    ++p.ops[g.nodes()[n].op_type][k];
+    ++p.total[k];
   }
   return p;
 }
@@ -80,11 +78,15 @@ void print_placement(const Placement& p, const std::string& device) {
     return;
   }
   fmt::print("\nplacement on {} (graph after passes, f32):\n", device);
-  Table t({"op", "nodes", device, "cpu (fallback)"});
-  for (const auto& [op, c] : p.ops)
-    t.add({op, fmt::format("{}", c.first + c.second), fmt::format("{}", c.first), fmt::format("{}", c.second)});
+  Table t({"op", "nodes", device, std::string(node_place_name(NodePlace::kCpuFallback)),
+           std::string(node_place_name(NodePlace::kHostShapes))});
+  auto row = [&](const std::string& name, const std::array<int, 3>& c) {
+    t.add({name, fmt::format("{}", c[0] + c[1] + c[2]), fmt::format("{}", c[0]), fmt::format("{}", c[1]),
+           fmt::format("{}", c[2])});
+  };
+  for (const auto& [op, c] : p.ops) row(op, c);
   t.add_separator();
-  t.add({"total", fmt::format("{}", p.on_device + p.on_cpu), fmt::format("{}", p.on_device), fmt::format("{}", p.on_cpu)});
+  row("total", p.total);
   fmt::print("{}", t.render());
 }
 
@@ -209,9 +211,11 @@ int run(const Options& o) {
       if (!placement.error.empty()) {
         pj["error"] = placement.error;
       } else {
-        pj["on_device"] = placement.on_device;
-        pj["on_cpu"] = placement.on_cpu;
-        for (const auto& [op, c] : placement.ops) pj["ops"].push_back({{"op", op}, {"on_device", c.first}, {"on_cpu", c.second}});
+        pj["on_device"] = placement.total[0];
+        pj["on_cpu"] = placement.total[1];
+        pj["on_cpu_shape_math"] = placement.total[2];
+        for (const auto& [op, c] : placement.ops)
+          pj["ops"].push_back({{"op", op}, {"on_device", c[0]}, {"on_cpu", c[1]}, {"on_cpu_shape_math", c[2]}});
       }
       j["placement"] = pj;
     }

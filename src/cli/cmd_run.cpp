@@ -31,6 +31,8 @@ struct Options {
   std::string precision = "fp32";
   std::string memory_limit;
   bool json = false;
+  bool profile = false;
+  bool no_cuda_graphs = false;
   uint64_t seed = 0;
 };
 
@@ -84,10 +86,78 @@ double percentile(std::vector<double> v, double p) {
   return v[lo] + (v[hi] - v[lo]) * (idx - static_cast<double>(lo));
 }
 
+// Per-op-type sums and the slowest nodes of one profiled run (each node timed on its own, with
+// a host wait after it, so the total exceeds a normal run's latency).
+struct OpSum {
+  std::string op, device;
+  int nodes = 0;
+  double wall_us = 0, gpu_us = 0;
+};
+std::vector<OpSum> sum_by_op(const RunProfile& p) {
+  std::map<std::pair<std::string, std::string>, OpSum> m;
+  for (const NodeTime& n : p.nodes) {
+    OpSum& s = m[{n.op, n.device}];
+    s.op = n.op;
+    s.device = n.device;
+    ++s.nodes;
+    s.wall_us += n.wall_us;
+    s.gpu_us += n.gpu_us;
+  }
+  std::vector<OpSum> v;
+  for (auto& [k, s] : m) v.push_back(s);
+  std::sort(v.begin(), v.end(), [](const OpSum& a, const OpSum& b) { return a.wall_us > b.wall_us; });
+  return v;
+}
+
+nlohmann::json profile_json(const RunProfile& p) {
+  nlohmann::json j;
+  for (const OpSum& s : sum_by_op(p))
+    j["ops"].push_back({{"op", s.op}, {"device", s.device}, {"nodes", s.nodes}, {"wall_us", s.wall_us}, {"gpu_us", s.gpu_us}});
+  for (const NodeTime& n : p.nodes)
+    j["nodes"].push_back({{"node", n.node}, {"op", n.op}, {"device", n.device}, {"wall_us", n.wall_us}, {"gpu_us", n.gpu_us}});
+  return j;
+}
+
+void print_profile(const RunProfile& p) {
+  double total = 0, gpu = 0;
+  bool on_gpu = false;  // GPU columns only when some node ran there
+  for (const NodeTime& n : p.nodes) {
+    total += n.wall_us;
+    gpu += n.gpu_us;
+    on_gpu = on_gpu || n.device != "cpu";
+  }
+  fmt::print("\nprofile: one run, node by node with a wait after each ({} nodes, {} in all{})\n", p.nodes.size(),
+             format_duration_us(total), on_gpu ? fmt::format(", {} on the GPU", format_duration_us(gpu)) : "");
+  std::vector<std::string> head{"op", "device", "nodes", "wall", "wall %"};
+  if (on_gpu) head.insert(head.end(), {"gpu", "gpu/node"});
+  Table t(head);
+  for (const OpSum& s : sum_by_op(p)) {
+    std::vector<std::string> row{s.op, s.device, fmt::format("{}", s.nodes), format_duration_us(s.wall_us),
+                                 fmt::format("{:.1f}", total > 0 ? 100.0 * s.wall_us / total : 0.0)};
+    if (on_gpu) row.insert(row.end(), {format_duration_us(s.gpu_us), format_duration_us(s.gpu_us / s.nodes)});
+    t.add(row);
+  }
+  fmt::print("{}", t.render());
+  std::vector<const NodeTime*> top;
+  for (const NodeTime& n : p.nodes) top.push_back(&n);
+  std::sort(top.begin(), top.end(), [](const NodeTime* a, const NodeTime* b) { return a->wall_us > b->wall_us; });
+  if (top.size() > 10) top.resize(10);
+  std::vector<std::string> nhead{"slowest nodes", "op", "device", "wall"};
+  if (on_gpu) nhead.push_back("gpu");
+  Table n(nhead);
+  for (const NodeTime* x : top) {
+    std::vector<std::string> row{x->node, x->op, x->device, format_duration_us(x->wall_us)};
+    if (on_gpu) row.push_back(format_duration_us(x->gpu_us));
+    n.add(row);
+  }
+  fmt::print("{}", n.render());
+}
+
 int run(const Options& o) {
   SessionOptions so;
   so.device = o.device;
   so.precision = o.precision;
+  so.cuda_graphs = !o.no_cuda_graphs;
   if (!o.memory_limit.empty()) {
     auto bytes = parse_byte_size(o.memory_limit);
     if (!bytes) return report_error(Status::InvalidArgument("--memory-limit '{}': expected bytes such as 512M or 2G", o.memory_limit), true);
@@ -139,9 +209,11 @@ int run(const Options& o) {
   using clock = std::chrono::steady_clock;
   Result<NamedTensors> outs = Status::Internal("not run");
   std::vector<double> ms;
+  RunProfile last;  // how the last timed run went (CUDA: eager, graph capture or replay)
   for (int i = 0; i < o.warmup + o.iterations; ++i) {
+    last = RunProfile{};
     const auto t0 = clock::now();
-    outs = s.run(feeds);
+    outs = s.run(feeds, &last);
     const double dt = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
     if (!outs.ok()) return report_error(outs.status());
     if (i >= o.warmup) ms.push_back(dt);
@@ -155,6 +227,12 @@ int run(const Options& o) {
       if (!st.ok()) return report_error(st);
     }
   }
+  RunProfile prof;
+  if (o.profile) {
+    prof.per_node = true;
+    auto p = s.run(feeds, &prof);
+    if (!p.ok()) return report_error(p.status());
+  }
   const double mn = *std::min_element(ms.begin(), ms.end());
   const double med = percentile(ms, 0.5), p99 = percentile(ms, 0.99);
   const double throughput = static_cast<double>(batch) * 1000.0 / med;
@@ -167,6 +245,11 @@ int run(const Options& o) {
     j["iterations"] = o.iterations;
     j["latency_ms"] = {{"min", mn}, {"median", med}, {"p99", p99}};
     j["throughput_per_s"] = throughput;
+    if (!last.mode.empty()) {
+      j["execution"] = last.mode;
+      if (!last.graph_note.empty()) j["execution_note"] = last.graph_note;
+    }
+    if (o.profile) j["profile"] = profile_json(prof);
     for (const auto& [name, t] : feeds) j["inputs"].push_back({{"name", name}, {"tensor", t.describe()}});
     for (const auto& [name, t] : *outs) {
       nlohmann::json oj = {{"name", name}, {"tensor", t.describe()}};
@@ -207,6 +290,10 @@ int run(const Options& o) {
   lat.add({fmt::format("{}", o.iterations), fmt::format("{}", batch), format_duration_us(mn * 1e3),
            format_duration_us(med * 1e3), format_duration_us(p99 * 1e3), fmt::format("{:.1f} samples/s", throughput)});
   fmt::print("{}", lat.render());
+  if (!last.mode.empty())
+    fmt::print("execution: {}{}\n", last.mode == "graph" ? "CUDA graph replay" : last.mode,
+               last.graph_note.empty() ? "" : fmt::format(" ({})", last.graph_note));
+  if (o.profile) print_profile(prof);
   if (!o.output_dir.empty()) fmt::print("outputs written to {}/ as .npy\n", o.output_dir);
   return kExitOk;
 }
@@ -228,6 +315,9 @@ void setup(CLI::App& app) {
   cmd->add_option("--memory-limit", o->memory_limit, "Cap on device memory for the run's tensors, e.g. 2G");
   cmd->add_option("--seed", o->seed, "Seed of --random-inputs (default 0)");
   cmd->add_flag("--json", o->json, "Print JSON");
+  cmd->add_flag("--profile", o->profile,
+                "After the timed runs, one more node by node: time per op type and the slowest nodes");
+  cmd->add_flag("--no-cuda-graphs", o->no_cuda_graphs, "CUDA: run node by node instead of replaying a CUDA graph");
   cmd->callback([o] { set_exit_code(run(*o)); });
 }
 GPUOPT_REGISTER_COMMAND(40, setup);

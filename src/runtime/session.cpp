@@ -77,6 +77,7 @@ Status Session::init(Graph graph, const SessionOptions& options) {
   const auto fusion_off = env_get("GPUOPT_DISABLE_FUSION");
   co.enable_fusion = !(fusion_off && *fusion_off == "1");
   co.memory_limit = options.memory_limit;
+  co.cuda_graphs = options.cuda_graphs && options.memory_limit == 0;
   GPUOPT_ASSIGN_OR_RETURN(exe_, backend_->compile(*graph_, co));
   return Status::Ok();
 }
@@ -122,7 +123,9 @@ Result<std::vector<Tensor>> Session::run_ordered(const std::vector<Tensor>& inpu
   return exe_->run(inputs, {});
 }
 
-Result<NamedTensors> Session::run(const NamedTensors& named) const {
+Result<NamedTensors> Session::run(const NamedTensors& named) const { return run(named, nullptr); }
+
+Result<NamedTensors> Session::run(const NamedTensors& named, RunProfile* profile) const {
   std::vector<Tensor> ordered(inputs_.size());
   std::vector<bool> given(inputs_.size(), false);
   for (const auto& [name, t] : named) {
@@ -139,7 +142,9 @@ Result<NamedTensors> Session::run(const NamedTensors& named) const {
       return Status::InvalidArgument("missing input '{}' ({} {}); the model's inputs: {}", inputs_[k].name,
                                      dtype_name(inputs_[k].dtype), inputs_[k].shape_string(), names_of(inputs_));
   GPUOPT_RETURN_IF_ERROR(validate(ordered));
-  GPUOPT_ASSIGN_OR_RETURN(std::vector<Tensor> outs, exe_->run(ordered, {}));
+  RunOptions ro;
+  ro.profile = profile;
+  GPUOPT_ASSIGN_OR_RETURN(std::vector<Tensor> outs, exe_->run(ordered, ro));
   NamedTensors result;
   for (size_t i = 0; i < outs.size(); ++i) result.emplace_back(outputs_[i].name, std::move(outs[i]));
   return result;

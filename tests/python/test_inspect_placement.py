@@ -1,6 +1,6 @@
 """`gpuopt inspect MODEL --device cuda`: per op type, how many nodes run on CUDA and how many fall
 back to the CPU. Without a CUDA device (or a build without CUDA) the report says placement needs a
-CUDA device and still exits 0 with the rest of the report; with one, NonZero (no CUDA kernel) is on
+CUDA device and still exits 0 with the rest of the report; with one, Det (no CUDA kernel) is on
 the CPU and Relu/Mul are on the GPU.
 """
 import json
@@ -21,14 +21,14 @@ def gpuopt_bin():
 
 
 def make_model(path):
-    two = numpy_helper.from_array(np.array(2, dtype=np.int64), "two")
+    two = numpy_helper.from_array(np.array(2, dtype=np.float32), "two")
     nodes = [
         helper.make_node("Relu", ["x"], ["r"], name="relu"),
-        helper.make_node("NonZero", ["r"], ["i"], name="nonzero"),
+        helper.make_node("Det", ["r"], ["i"], name="det"),
         helper.make_node("Mul", ["i", "two"], ["y"], name="double"),
     ]
-    g = helper.make_graph(nodes, "placement", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 9])],
-                          [helper.make_tensor_value_info("y", TensorProto.INT64, [2, None])], [two])
+    g = helper.make_graph(nodes, "placement", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 3, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])], [two])
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
 
 
@@ -37,7 +37,7 @@ def test_placement_text_and_json(tmp_path):
     make_model(path)
     r = subprocess.run([gpuopt_bin(), "inspect", str(path), "--device", "cuda"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "NonZero" in r.stdout  # the rest of the report is there
+    assert "Det" in r.stdout  # the rest of the report is there
     rj = subprocess.run([gpuopt_bin(), "inspect", str(path), "--device", "cuda", "--json"], capture_output=True, text=True,
                         timeout=120)
     assert rj.returncode == 0, rj.stdout + rj.stderr
@@ -47,7 +47,7 @@ def test_placement_text_and_json(tmp_path):
         assert "placement needs a CUDA device" in r.stdout, r.stdout
         return
     ops = {o["op"]: (o["on_device"], o["on_cpu"]) for o in p["ops"]}
-    assert ops["NonZero"] == (0, 1)
+    assert ops["Det"] == (0, 1)
     assert ops["Relu"] == (1, 0)
     assert ops["Mul"] == (1, 0)
     assert (p["on_device"], p["on_cpu"]) == (2, 1)

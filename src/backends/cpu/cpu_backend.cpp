@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <mutex>
 
@@ -67,7 +68,12 @@ class CpuExecutable final : public Executable {
                                   graph_.value(node.inputs[i]).name);
         in_ptrs[i] = &t;
       }
+      const auto t0 = std::chrono::steady_clock::now();
       GPUOPT_ASSIGN_OR_RETURN(std::vector<Tensor> outs, eval_node(node, in_ptrs, graph_.opset));
+      if (options.profile && options.profile->per_node)
+        options.profile->nodes.push_back(
+            {node.name, node.op_type, "cpu",
+             std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count(), 0.0});
       for (size_t i = 0; i < node.outputs.size() && i < outs.size(); ++i) {
         if (node.outputs[i] == kNoValue) continue;
         live += static_cast<int64_t>(outs[i].nbytes());
@@ -150,6 +156,26 @@ std::vector<std::string> backend_names() {
   // once static registration is over.
   for (const auto& [n, f] : registry()) names.push_back(n);
   return names;
+}
+
+}  // namespace gpuopt
+
+namespace gpuopt {
+
+std::vector<NodePlace> Backend::place(const Graph& graph) const {
+  std::vector<NodePlace> p;
+  p.reserve(graph.nodes().size());
+  for (const Node& n : graph.nodes()) p.push_back(supports(n, graph) ? NodePlace::kDevice : NodePlace::kCpuFallback);
+  return p;
+}
+
+std::string_view node_place_name(NodePlace p) {
+  switch (p) {
+    case NodePlace::kDevice: return "device";
+    case NodePlace::kCpuFallback: return "cpu (fallback)";
+    case NodePlace::kHostShapes: return "cpu (shape math)";
+  }
+  return "?";
 }
 
 }  // namespace gpuopt

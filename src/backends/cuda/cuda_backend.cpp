@@ -6,6 +6,7 @@
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/device_memory.h"
 #include "backends/cuda/elementwise.h"
+#include "backends/cuda/upload.h"
 #include "core/cuda_check.h"
 #include "core/log.h"
 #include "ir/eval.h"
@@ -14,6 +15,8 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -80,10 +83,38 @@ class Staging {
   size_t cap_ = 0;
 };
 
+// One captured CUDA graph: the run for one set of input shapes, replayed on later runs with the
+// same shapes. Its inputs and outputs live in buffers it owns; intermediates are the graph's own
+// (allocated and freed inside it).
+struct GraphEntry {
+  enum class State { kWarm, kReady, kRefused };
+  std::vector<std::pair<DType, Shape>> key;      // the inputs' dtypes and shapes
+  State state = State::kWarm;                    // kWarm: one eager run seen, capture on the next
+  std::string refused;                           // why this shape runs eager (kRefused)
+  std::vector<std::pair<DType, Shape>> out_sig;  // the outputs, from the eager run
+  std::vector<Tensor> in_bufs, out_bufs;
+  cudaGraphExec_t exec = nullptr;
+  uint64_t last_used = 0;
+  GraphEntry() = default;
+  GraphEntry(const GraphEntry&) = delete;
+  GraphEntry& operator=(const GraphEntry&) = delete;
+  ~GraphEntry() {
+    if (exec) cudaGraphExecDestroy(exec);
+  }
+};
+
+// A context keeps a few graphs (one per input shape seen most recently): a server with dynamic
+// batching sees a handful of batch sizes; beyond that the least recently used one goes.
+constexpr size_t kMaxGraphsPerContext = 8;
+
 struct Context {
   ExecContext ec;
   Staging staging;
+  std::vector<std::unique_ptr<GraphEntry>> graphs;
+  uint64_t tick = 0;
   ~Context() {
+    graphs.clear();  // their buffers free on the stream, before it goes
+    if (ec.stream) cudaStreamSynchronize(ec.stream);
     if (ec.dnn) cudnnDestroy(ec.dnn);
     if (ec.lt) cublasLtDestroy(ec.lt);
     if (ec.workspace) cudaFree(ec.workspace);
@@ -125,17 +156,26 @@ class CudaAllocator final : public Allocator {
   DeviceMemory* mem_;
 };
 
-enum class Place : uint8_t { kCpu, kCuda };
+// Ops whose result changes from run to run with the same inputs: a graph would freeze one draw.
+bool nondeterministic(std::string_view op) {
+  return op == "RandomNormal" || op == "RandomUniform" || op == "RandomNormalLike" || op == "RandomUniformLike" ||
+         op == "Bernoulli" || op == "Multinomial";
+}
 
 class CudaExecutable final : public Executable {
  public:
-  CudaExecutable(Graph g, std::vector<Place> place, DeviceMemory* mem, int device)
-      : graph_(std::move(g)), place_(std::move(place)), mem_(mem), device_(device) {
+  CudaExecutable(Graph g, std::vector<NodePlace> place, DeviceMemory* mem, int device, bool graphs)
+      : graph_(std::move(g)), place_(std::move(place)), mem_(mem), device_(device), graphs_(graphs) {
     last_use_.assign(graph_.values().size(), -1);
     for (size_t n = 0; n < graph_.nodes().size(); ++n)
       for (ValueId in : graph_.nodes()[n].inputs)
         if (in != kNoValue) last_use_[static_cast<size_t>(in)] = static_cast<int32_t>(n);
     for (ValueId o : graph_.outputs()) last_use_[static_cast<size_t>(o)] = INT32_MAX;
+    for (const Node& n : graph_.nodes())
+      if (graphs_ && nondeterministic(n.op_type)) {
+        GPUOPT_LOG(info, "cuda: CUDA graphs off for this model: {} draws new values on every run", node_label(n));
+        graphs_ = false;
+      }
   }
 
   // Uploads every constant a CUDA node reads on the device.
@@ -143,7 +183,7 @@ class CudaExecutable final : public Executable {
     GPUOPT_ASSIGN_OR_RETURN(auto ctx, make_context(device_, mem_));
     dev_const_.resize(graph_.values().size());
     for (size_t n = 0; n < graph_.nodes().size(); ++n) {
-      if (place_[n] != Place::kCuda) continue;
+      if (place_[n] != NodePlace::kDevice) continue;
       const Node& node = graph_.nodes()[n];
       const CudaOpEntry* e = cuda_op(node.op);
       for (size_t i = 0; i < node.inputs.size(); ++i) {
@@ -163,9 +203,10 @@ class CudaExecutable final : public Executable {
     return Status::Ok();
   }
 
-  Result<std::vector<Tensor>> run(const std::vector<Tensor>& inputs, const RunOptions&) override {
+  Result<std::vector<Tensor>> run(const std::vector<Tensor>& inputs, const RunOptions& options) override {
     GPUOPT_ASSIGN_OR_RETURN(std::unique_ptr<Context> ctx, acquire());
-    Result<std::vector<Tensor>> r = run_on(*ctx, inputs);
+    GPUOPT_CHECK_CALL(cudaSetDevice(device_));
+    Result<std::vector<Tensor>> r = dispatch(*ctx, inputs, options.profile);
     // Whatever happened, the context must be idle before another run takes it.
     const cudaError_t e = cudaStreamSynchronize(ctx->ec.stream);
     if (e != cudaSuccess && r.ok()) r = GPUOPT_CALL_STATUS(e);
@@ -195,9 +236,157 @@ class CudaExecutable final : public Executable {
     free_.push_back(std::move(c));
   }
 
+  // Eager the first time a context sees an input shape, captured as a CUDA graph the second
+  // time (the first run has chosen the cuDNN/cuBLASLt algorithms and warmed the pool), replayed
+  // from then on. A shape whose run cannot be captured (a node on the CPU reading device data,
+  // a data-dependent shape, a host wait inside a kernel) is remembered and runs eager.
+  Result<std::vector<Tensor>> dispatch(Context& c, const std::vector<Tensor>& inputs, RunProfile* prof) {
+    auto mode = [&](const char* m, const std::string& note = {}) {
+      if (prof) {
+        prof->mode = m;
+        prof->graph_note = note;
+      }
+    };
+    if (!graphs_ || (prof && prof->per_node)) {
+      mode("eager", graphs_ ? "per-node profiling runs eager" : "CUDA graphs are off");
+      return run_eager(c, inputs, prof);
+    }
+    GraphEntry* g = find_graph(c, inputs);
+    if (!g) {
+      mode("eager", "first run of this input shape (capture on the next)");
+      GPUOPT_ASSIGN_OR_RETURN(std::vector<Tensor> outs, run_eager(c, inputs, prof));
+      add_graph(c, inputs, outs);
+      return outs;
+    }
+    g->last_used = ++c.tick;
+    if (g->state == GraphEntry::State::kRefused) {
+      mode("eager", g->refused);
+      return run_eager(c, inputs, prof);
+    }
+    if (g->state == GraphEntry::State::kWarm) {
+      if (Status st = capture(c, *g, inputs); !st.ok()) {
+        g->state = GraphEntry::State::kRefused;
+        g->refused = st.message();
+        GPUOPT_LOG(info, "cuda: this input shape runs eager, not as a CUDA graph: {}", g->refused);
+        mode("eager", g->refused);
+        return run_eager(c, inputs, prof);
+      }
+      g->state = GraphEntry::State::kReady;
+      mode("capture");
+      return replay(c, *g, inputs, /*uploaded=*/true);
+    }
+    mode("graph");
+    return replay(c, *g, inputs, /*uploaded=*/false);
+  }
+
+  static std::vector<std::pair<DType, Shape>> signature(const std::vector<Tensor>& ts) {
+    std::vector<std::pair<DType, Shape>> s;
+    s.reserve(ts.size());
+    for (const Tensor& t : ts) s.emplace_back(t.dtype(), t.shape());
+    return s;
+  }
+  GraphEntry* find_graph(Context& c, const std::vector<Tensor>& inputs) {
+    for (auto& g : c.graphs) {
+      if (g->key.size() != inputs.size()) continue;
+      bool same = true;
+      for (size_t i = 0; i < inputs.size() && same; ++i)
+        same = g->key[i].first == inputs[i].dtype() && g->key[i].second == inputs[i].shape();
+      if (same) return g.get();
+    }
+    return nullptr;
+  }
+  void add_graph(Context& c, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outs) {
+    if (c.graphs.size() >= kMaxGraphsPerContext) {
+      auto lru = std::min_element(c.graphs.begin(), c.graphs.end(),
+                                  [](const auto& a, const auto& b) { return a->last_used < b->last_used; });
+      c.graphs.erase(lru);
+    }
+    auto g = std::make_unique<GraphEntry>();
+    g->key = signature(inputs);
+    g->out_sig = signature(outs);
+    g->last_used = ++c.tick;
+    c.graphs.push_back(std::move(g));
+  }
+
+  // Records one run into g.exec. Inputs are uploaded into g's buffers first (outside the
+  // capture); graph inputs have no host copy inside it, so a node that would read input data on
+  // the host needs a download, whose host wait ends the capture: such runs are refused rather
+  // than frozen with this run's values.
+  Status capture(Context& c, GraphEntry& g, const std::vector<Tensor>& inputs) {
+    const auto& gin = graph_.inputs();
+    for (size_t i = 0; i < gin.size(); ++i) {
+      GPUOPT_ASSIGN_OR_RETURN(Tensor b, mem_->alloc(inputs[i].dtype(), inputs[i].shape(), c.ec.stream, graph_.value(gin[i]).name));
+      g.in_bufs.push_back(std::move(b));
+    }
+    for (size_t o = 0; o < g.out_sig.size(); ++o) {
+      GPUOPT_ASSIGN_OR_RETURN(Tensor b, mem_->alloc(g.out_sig[o].first, g.out_sig[o].second, c.ec.stream,
+                                                    graph_.value(graph_.outputs()[o]).name));
+      g.out_bufs.push_back(std::move(b));
+    }
+    for (size_t i = 0; i < gin.size(); ++i) GPUOPT_RETURN_IF_ERROR(c.staging.upload(inputs[i], &g.in_bufs[i], c.ec.stream));
+
+    GPUOPT_CHECK_CALL(cudaStreamBeginCapture(c.ec.stream, cudaStreamCaptureModeThreadLocal));
+    Status st = Status::Ok();
+    {
+      std::vector<Slot> slots = init_slots();
+      for (size_t i = 0; i < gin.size(); ++i) slots[static_cast<size_t>(gin[i])].dev = g.in_bufs[i];
+      size_t failed = 0;
+      st = run_nodes(c, slots, nullptr, &failed);
+      if (!st.ok()) st = Status(st.code(), fmt::format("capture stopped at {}: {}", node_label(graph_.nodes()[failed]), st.message()));
+      for (size_t o = 0; st.ok() && o < graph_.outputs().size(); ++o) {
+        const Slot& s = slots[static_cast<size_t>(graph_.outputs()[o])];
+        if (!s.dev.defined()) {
+          st = Status::Unimplemented("output '{}' is computed on the host", graph_.value(graph_.outputs()[o]).name);
+        } else if (s.dev.dtype() != g.out_bufs[o].dtype() || s.dev.shape() != g.out_bufs[o].shape()) {
+          st = Status::Unimplemented("output '{}' changed shape between runs of one input shape",
+                                     graph_.value(graph_.outputs()[o]).name);
+        } else if (const cudaError_t e = cudaMemcpyAsync(g.out_bufs[o].raw(), s.dev.raw(), s.dev.nbytes(),
+                                                         cudaMemcpyDeviceToDevice, c.ec.stream);
+                   e != cudaSuccess) {
+          st = GPUOPT_CALL_STATUS(e);
+        }
+      }
+      // Every intermediate is released here, inside the capture: its free belongs to the graph.
+    }
+    cudaGraph_t graph = nullptr;
+    const cudaError_t end = cudaStreamEndCapture(c.ec.stream, &graph);
+    cudaGetLastError();
+    if (st.ok() && end != cudaSuccess) st = GPUOPT_CALL_STATUS(end);
+    if (st.ok()) {
+      const cudaError_t inst = cudaGraphInstantiate(&g.exec, graph, 0);
+      cudaGetLastError();
+      if (inst != cudaSuccess) {
+        g.exec = nullptr;
+        st = GPUOPT_CALL_STATUS(inst).with_context("instantiating the CUDA graph");
+      }
+    }
+    if (graph) cudaGraphDestroy(graph);
+    if (!st.ok()) {
+      g.in_bufs.clear();
+      g.out_bufs.clear();
+    }
+    return st;
+  }
+
+  Result<std::vector<Tensor>> replay(Context& c, GraphEntry& g, const std::vector<Tensor>& inputs, bool uploaded) {
+    if (!uploaded)
+      for (size_t i = 0; i < inputs.size(); ++i)
+        GPUOPT_RETURN_IF_ERROR(c.staging.upload(inputs[i], &g.in_bufs[i], c.ec.stream));
+    GPUOPT_CHECK_CALL(cudaGraphLaunch(g.exec, c.ec.stream));
+    std::vector<Tensor> result;
+    for (const Tensor& b : g.out_bufs) {
+      Tensor h = Tensor::empty(b.dtype(), b.shape());
+      GPUOPT_RETURN_IF_ERROR(c.staging.download(b, &h, c.ec.stream));
+      result.push_back(std::move(h));
+    }
+    return result;
+  }
+
   Status to_device(Context& c, Slot& s, const std::string& name) {
     if (s.dev.defined()) return Status::Ok();
     GPUOPT_ASSIGN_OR_RETURN(s.dev, mem_->alloc(s.host.dtype(), s.host.shape(), c.ec.stream, name));
+    // Small values (shape arithmetic, per-call parameters) go without a host wait.
+    if (s.host.nbytes() <= kInlineUploadMax) return upload_inline(s.host.raw(), s.dev.raw(), s.host.nbytes(), c.ec.stream);
     return c.staging.upload(s.host, &s.dev, c.ec.stream);
   }
   Status to_host(Context& c, Slot& s) {
@@ -206,35 +395,20 @@ class CudaExecutable final : public Executable {
     return c.staging.download(s.dev, &s.host, c.ec.stream);
   }
 
-  Result<std::vector<Tensor>> run_on(Context& c, const std::vector<Tensor>& inputs) {
-    GPUOPT_CHECK_CALL(cudaSetDevice(device_));
+  std::vector<Slot> init_slots() const {
     std::vector<Slot> slots(graph_.values().size());
-    const auto& gin = graph_.inputs();
-    for (size_t i = 0; i < gin.size(); ++i) slots[static_cast<size_t>(gin[i])].host = inputs[i];
     for (size_t v = 0; v < slots.size(); ++v) {
       if (graph_.values()[v].constant) slots[v].host = *graph_.values()[v].constant;
       if (v < dev_const_.size() && dev_const_[v].defined()) slots[v].dev = dev_const_[v];
     }
-    std::vector<const Tensor*> in_ptrs;
-    for (size_t n = 0; n < graph_.nodes().size(); ++n) {
-      const Node& node = graph_.nodes()[n];
-      if (place_[n] == Place::kCuda) {
-        GPUOPT_RETURN_IF_ERROR(run_cuda_node(c, node, slots));
-      } else {
-        in_ptrs.assign(node.inputs.size(), nullptr);
-        for (size_t i = 0; i < node.inputs.size(); ++i) {
-          if (node.inputs[i] == kNoValue) continue;
-          Slot& s = slots[static_cast<size_t>(node.inputs[i])];
-          GPUOPT_RETURN_IF_ERROR(to_host(c, s));
-          in_ptrs[i] = &s.host;
-        }
-        GPUOPT_ASSIGN_OR_RETURN(std::vector<Tensor> outs, eval_node(node, in_ptrs, graph_.opset));
-        for (size_t i = 0; i < node.outputs.size() && i < outs.size(); ++i)
-          if (node.outputs[i] != kNoValue) slots[static_cast<size_t>(node.outputs[i])].host = std::move(outs[i]);
-      }
-      for (ValueId in : node.inputs)
-        if (in != kNoValue && last_use_[static_cast<size_t>(in)] == static_cast<int32_t>(n)) slots[static_cast<size_t>(in)] = Slot{};
-    }
+    return slots;
+  }
+
+  Result<std::vector<Tensor>> run_eager(Context& c, const std::vector<Tensor>& inputs, RunProfile* prof) {
+    std::vector<Slot> slots = init_slots();
+    const auto& gin = graph_.inputs();
+    for (size_t i = 0; i < gin.size(); ++i) slots[static_cast<size_t>(gin[i])].host = inputs[i];
+    GPUOPT_RETURN_IF_ERROR(run_nodes(c, slots, prof && prof->per_node ? prof : nullptr));
     std::vector<Tensor> result;
     for (ValueId o : graph_.outputs()) {
       Slot& s = slots[static_cast<size_t>(o)];
@@ -242,6 +416,60 @@ class CudaExecutable final : public Executable {
       result.push_back(s.host);
     }
     return result;
+  }
+
+  // Every node in order; `prof` (per-node profiling) times each with events and a host wait.
+  Status run_nodes(Context& c, std::vector<Slot>& slots, RunProfile* prof, size_t* failed = nullptr) {
+    using clock = std::chrono::steady_clock;
+    cudaEvent_t ev[2] = {nullptr, nullptr};
+    if (prof)
+      for (auto& e : ev) GPUOPT_CHECK_CALL(cudaEventCreate(&e));
+    Status st = Status::Ok();
+    std::vector<const Tensor*> in_ptrs;
+    for (size_t n = 0; n < graph_.nodes().size() && st.ok(); ++n) {
+      const Node& node = graph_.nodes()[n];
+      const auto t0 = clock::now();
+      if (prof) cudaEventRecord(ev[0], c.ec.stream);
+      if (place_[n] == NodePlace::kDevice) {
+        st = run_cuda_node(c, node, slots);
+      } else {
+        st = run_cpu_node(c, node, slots, in_ptrs);
+      }
+      if (!st.ok() && failed) *failed = n;
+      if (prof && st.ok()) {
+        cudaEventRecord(ev[1], c.ec.stream);
+        if (const cudaError_t e = cudaEventSynchronize(ev[1]); e != cudaSuccess) st = GPUOPT_CALL_STATUS(e);
+        float gpu_ms = 0;
+        if (place_[n] == NodePlace::kDevice) cudaEventElapsedTime(&gpu_ms, ev[0], ev[1]);
+        prof->nodes.push_back({node.name, node.op_type, place_[n] == NodePlace::kDevice ? "cuda" : "cpu",
+                               std::chrono::duration<double, std::micro>(clock::now() - t0).count(), gpu_ms * 1e3});
+      }
+      for (ValueId in : node.inputs)
+        if (in != kNoValue && last_use_[static_cast<size_t>(in)] == static_cast<int32_t>(n)) slots[static_cast<size_t>(in)] = Slot{};
+    }
+    for (auto& e : ev)
+      if (e) cudaEventDestroy(e);
+    return st;
+  }
+
+  Status run_cpu_node(Context& c, const Node& node, std::vector<Slot>& slots, std::vector<const Tensor*>& in_ptrs) {
+    // Shape and Size read only the input's shape: a device tensor serves as it is, no download.
+    const bool shape_only = node.op_type == "Shape" || node.op_type == "Size";
+    in_ptrs.assign(node.inputs.size(), nullptr);
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      if (node.inputs[i] == kNoValue) continue;
+      Slot& s = slots[static_cast<size_t>(node.inputs[i])];
+      if (shape_only && !s.host.defined()) {
+        in_ptrs[i] = &s.dev;
+        continue;
+      }
+      GPUOPT_RETURN_IF_ERROR(to_host(c, s));
+      in_ptrs[i] = &s.host;
+    }
+    GPUOPT_ASSIGN_OR_RETURN(std::vector<Tensor> outs, eval_node(node, in_ptrs, graph_.opset));
+    for (size_t i = 0; i < node.outputs.size() && i < outs.size(); ++i)
+      if (node.outputs[i] != kNoValue) slots[static_cast<size_t>(node.outputs[i])].host = std::move(outs[i]);
+    return Status::Ok();
   }
 
   Status run_cuda_node(Context& c, const Node& node, std::vector<Slot>& slots) {
@@ -302,9 +530,10 @@ class CudaExecutable final : public Executable {
   }
 
   Graph graph_;
-  std::vector<Place> place_;
+  std::vector<NodePlace> place_;
   DeviceMemory* mem_;
   int device_;
+  bool graphs_;
   std::vector<int32_t> last_use_;
   std::mutex mu_;
   std::vector<std::unique_ptr<Context>> free_;
@@ -324,19 +553,54 @@ class CudaBackend final : public Backend {
     for (ValueId v : node.inputs) dts.push_back(v == kNoValue ? DType::Undefined : graph.value(v).info.dtype);
     return !e->supports || e->supports(node, dts);
   }
+
+  // Shape arithmetic stays on the host: Shape and Size, and every node whose inputs are all
+  // constants or such host values and whose outputs are integers, run on the CPU. Their
+  // consumers (Reshape's shape, Slice's starts, ...) read them there without a device round trip
+  // and a host wait, and a captured CUDA graph can hold them (they depend on shapes only).
+  std::vector<NodePlace> place(const Graph& graph) const override {
+    std::vector<bool> on_host(graph.values().size(), false);
+    for (size_t v = 0; v < on_host.size(); ++v) on_host[v] = graph.values()[v].constant.has_value();
+    std::vector<NodePlace> p;
+    p.reserve(graph.nodes().size());
+    for (const Node& n : graph.nodes()) {
+      bool host = n.op_type == "Shape" || n.op_type == "Size";
+      if (!host && !nondeterministic(n.op_type)) {
+        bool any_input = false, inputs_on_host = true, int_outputs = true;
+        for (ValueId v : n.inputs) {
+          if (v == kNoValue) continue;
+          any_input = true;
+          inputs_on_host = inputs_on_host && on_host[static_cast<size_t>(v)];
+        }
+        for (ValueId v : n.outputs) {
+          if (v == kNoValue) continue;
+          const DType t = graph.value(v).info.dtype;
+          int_outputs = int_outputs && (t == DType::I64 || t == DType::I32 || t == DType::Bool);
+        }
+        host = any_input && inputs_on_host && int_outputs;
+      }
+      if (host) {
+        for (ValueId v : n.outputs)
+          if (v != kNoValue) on_host[static_cast<size_t>(v)] = true;
+        p.push_back(NodePlace::kHostShapes);
+      } else {
+        p.push_back(supports(n, graph) ? NodePlace::kDevice : NodePlace::kCpuFallback);
+      }
+    }
+    return p;
+  }
   Allocator& allocator() override { return alloc_; }
 
   Result<std::unique_ptr<Executable>> compile(const Graph& graph, const CompileOptions& options) override {
     mem_->set_limit(options.memory_limit);
-    std::vector<Place> place(graph.nodes().size());
+    std::vector<NodePlace> place = this->place(graph);
     size_t on_gpu = 0;
     for (size_t n = 0; n < graph.nodes().size(); ++n) {
-      place[n] = supports(graph.nodes()[n], graph) ? Place::kCuda : Place::kCpu;
-      on_gpu += place[n] == Place::kCuda;
-      if (place[n] == Place::kCpu) GPUOPT_LOG(info, "cuda: {} runs on the CPU backend", node_label(graph.nodes()[n]));
+      on_gpu += place[n] == NodePlace::kDevice;
+      if (place[n] == NodePlace::kCpuFallback) GPUOPT_LOG(info, "cuda: {} runs on the CPU backend", node_label(graph.nodes()[n]));
     }
     GPUOPT_LOG(info, "cuda: {} of {} nodes on the GPU", on_gpu, graph.nodes().size());
-    auto exe = std::make_unique<CudaExecutable>(graph, std::move(place), mem_.get(), device_);
+    auto exe = std::make_unique<CudaExecutable>(graph, std::move(place), mem_.get(), device_, options.cuda_graphs);
     GPUOPT_RETURN_IF_ERROR(exe->upload_constants());
     return std::unique_ptr<Executable>(std::move(exe));
   }

@@ -1,6 +1,7 @@
 // Pad, Split and Tile on the GPU, built from the data-movement kernels of layout.h (strided
 // copy; Pad's edge/reflect/wrap index kernel) and async copies.
 #include "backends/cuda/cuda_ops.h"
+#include "backends/cuda/index_ops.h"
 #include "backends/cuda/layout.h"
 #include "core/cuda_check.h"
 
@@ -125,21 +126,16 @@ Status run_pad(CudaKernelContext& k) {
     return launch_pad_index(es, x.raw(), y.raw(), d, k.ctx.stream);
   }
 
-  // 1. Fill: memset for an all-zero bit pattern, else the value into y[0] and doubling copies
-  // (log2(n) async copies, no scratch memory, no overlapping ranges).
+  // 1. Fill: memset for an all-zero bit pattern, else one fill kernel with the value as a
+  // parameter (no host buffer for the copy to outlive, so the run can be a CUDA graph).
   Tensor host_value = Tensor::empty(x.dtype(), {1});
   host_value.set_f64(0, value);
   const auto* vb = static_cast<const unsigned char*>(host_value.raw());
-  const size_t total = static_cast<size_t>(y.numel()) * es;
   auto* yb = static_cast<char*>(y.raw());
   if (std::all_of(vb, vb + es, [](unsigned char c) { return c == 0; })) {
-    GPUOPT_CHECK_CALL(cudaMemsetAsync(yb, 0, total, k.ctx.stream));
+    GPUOPT_CHECK_CALL(cudaMemsetAsync(yb, 0, static_cast<size_t>(y.numel()) * es, k.ctx.stream));
   } else {
-    // Pageable source: the call returns once the bytes are staged, so host_value may go.
-    GPUOPT_CHECK_CALL(cudaMemcpyAsync(yb, host_value.raw(), es, cudaMemcpyHostToDevice, k.ctx.stream));
-    for (size_t done = es; done < total; done *= 2)
-      GPUOPT_CHECK_CALL(
-          cudaMemcpyAsync(yb + done, yb, std::min(done, total - done), cudaMemcpyDeviceToDevice, k.ctx.stream));
+    GPUOPT_RETURN_IF_ERROR(launch_fill(es, vb, yb, y.numel(), k.ctx.stream));
   }
 
   // 2. The window: per axis, input range [in0, in0 + len) lands at output offset out0.

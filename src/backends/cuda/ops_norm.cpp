@@ -4,6 +4,7 @@
 #include "backends/cuda/device_memory.h"
 #include "backends/cuda/layout.h"
 #include "backends/cuda/norm.h"
+#include "backends/cuda/upload.h"
 #include "core/cuda_check.h"
 
 #include <cuda_runtime.h>
@@ -90,9 +91,14 @@ Status run_batchnorm(CudaKernelContext& k) {
   float* dev = static_cast<float*>(k.ctx.workspace);
   std::vector<float> both(scale);
   both.insert(both.end(), shift.begin(), shift.end());
-  GPUOPT_CHECK_CALL(cudaMemcpyAsync(dev, both.data(), bytes, cudaMemcpyHostToDevice, k.ctx.stream));
-  // The host vector must outlive the copy.
-  GPUOPT_CHECK_CALL(cudaStreamSynchronize(k.ctx.stream));
+  if (bytes <= kInlineUploadMax) {
+    // As kernel parameters: no host wait, and the run stays capturable as a CUDA graph.
+    GPUOPT_RETURN_IF_ERROR(upload_inline(both.data(), dev, bytes, k.ctx.stream));
+  } else {
+    GPUOPT_CHECK_CALL(cudaMemcpyAsync(dev, both.data(), bytes, cudaMemcpyHostToDevice, k.ctx.stream));
+    // The host vector must outlive the copy.
+    GPUOPT_CHECK_CALL(cudaStreamSynchronize(k.ctx.stream));
+  }
   int64_t spatial = 1;
   for (int64_t i = 2; i < x.rank(); ++i) spatial *= x.shape()[i];
   return launch_channel_affine(x.dtype(), x.raw(), dev, dev + c, k.out(0).raw(), x.shape()[0], c, spatial, k.ctx.stream);

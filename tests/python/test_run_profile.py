@@ -1,0 +1,46 @@
+"""`gpuopt run --profile`: one extra run node by node, time per op type and the slowest nodes.
+
+Every node in the list has a positive time, the per-op sums add up to the node list, and on a
+MatMul-heavy model the CPU reference spends most of its time in MatMul.
+"""
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tools", "models"))
+from archs import ARCHS  # noqa: E402
+
+
+def gpuopt_bin():
+    b = os.environ.get("GPUOPT_BIN") or os.path.join(ROOT, "build", "gpuopt")
+    assert os.path.exists(b), f"gpuopt binary not found at {b} (set GPUOPT_BIN)"
+    return b
+
+
+def test_profile_covers_every_node(tmp_path):
+    import onnx
+    model, _ = ARCHS["gpt_block"]()
+    path = tmp_path / "m.onnx"
+    onnx.save(model, str(path))
+    r = subprocess.run([gpuopt_bin(), "run", str(path), "--random-inputs", "--dim", "sequence=16", "--iterations", "1",
+                        "--profile", "--json"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    prof = json.loads(r.stdout)["profile"]
+    nodes, ops = prof["nodes"], prof["ops"]
+    assert all(n["wall_us"] > 0 and n["device"] == "cpu" for n in nodes)
+    assert sum(o["nodes"] for o in ops) == len(nodes)
+    by_op = {}
+    for n in nodes:
+        by_op[n["op"]] = by_op.get(n["op"], 0.0) + n["wall_us"]
+    for o in ops:
+        assert abs(o["wall_us"] - by_op[o["op"]]) <= 1e-6 * max(1.0, by_op[o["op"]])
+    assert ops == sorted(ops, key=lambda o: -o["wall_us"])  # slowest op type first
+    assert ops[0]["op"] == "MatMul", ops[:3]
+
+    text = subprocess.run([gpuopt_bin(), "run", str(path), "--random-inputs", "--dim", "sequence=16", "--iterations", "1",
+                           "--profile"], capture_output=True, text=True, timeout=300)
+    assert text.returncode == 0, text.stderr
+    assert "profile: one run, node by node" in text.stdout
+    assert "slowest nodes" in text.stdout
