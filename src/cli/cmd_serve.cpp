@@ -29,6 +29,7 @@ struct ServeOptions {
   int64_t max_input_size = int64_t{64} << 20;
   int max_connections = 4096;
   std::string precision = "fp32";
+  bool no_cuda_graphs = false;
 };
 
 int run(const ServeOptions& o) {
@@ -46,6 +47,7 @@ int run(const ServeOptions& o) {
   so.repo.default_max_batch_size = o.default_max_batch_size;
   so.repo.cuda_devices = server::cuda_device_count();
   so.repo.precision = o.precision;
+  so.repo.cuda_graphs = !o.no_cuda_graphs;
   if (o.control_mode == "none") {
     so.control_mode = server::ControlMode::kNone;
     if (!o.load_models.empty())
@@ -127,6 +129,9 @@ void setup(CLI::App& app) {
   cmd->add_option("--precision", o->precision, "fp32, fp16 or bf16 for models without gpuopt.precision")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16"}))
       ->capture_default_str();
+  cmd->add_flag("--no-cuda-graphs", o->no_cuda_graphs,
+                "GPU instances run node by node instead of replaying CUDA graphs (unless the model's "
+                "config.pbtxt says optimization { cuda { graphs: true } })");
   cmd->add_option("--http-max-connections", o->max_connections, "Open connections at most (503 above)")
       ->capture_default_str();
   cmd->callback([o] { set_exit_code(run(*o)); });

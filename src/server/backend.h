@@ -33,6 +33,7 @@ struct InstanceSpec {
   InstanceKind kind = InstanceKind::kCpu;  // resolved: kCpu or kGpu
   int device = 0;                          // GPU index for kGpu
   std::string precision = "fp32";          // compute precision (SessionOptions::precision)
+  bool cuda_graphs = true;                 // SessionOptions::cuda_graphs
 };
 
 // A loaded model file: what it declares, and how to make an execution context for it.

@@ -360,6 +360,27 @@ std::string dtype_triton_name(DType t) {
   return "TYPE_" + std::string(dtype_kserve_name(t));
 }
 
+// optimization { cuda { graphs: BOOL } } turns CUDA graphs on or off for the model's GPU
+// instances (Triton's switch; gpuopt's default is on). The rest of `optimization` is ignored.
+Status parse_optimization(const Ctx& c, const PbMessage& m, ModelConfig* cfg) {
+  for (const PbField& f : m.fields) {
+    if (f.name != "cuda") {
+      ignored(c, f, "optimization.");
+      continue;
+    }
+    GPUOPT_ASSIGN_OR_RETURN(const PbMessage* cuda, to_msg(c, f));
+    for (const PbField& g : cuda->fields) {
+      if (g.name == "graphs") {
+        GPUOPT_ASSIGN_OR_RETURN(bool on, to_bool(c, g));
+        cfg->cuda_graphs = on;
+      } else {
+        ignored(c, g, "optimization.cuda.");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 Result<ModelConfig> parse_model_config(std::string_view text, const std::string& source_name) {
   GPUOPT_ASSIGN_OR_RETURN(PbMessage m, parse_pbtxt(text, source_name));
   ModelConfig cfg;
@@ -408,7 +429,10 @@ Result<ModelConfig> parse_model_config(std::string_view text, const std::string&
     } else if (f.name == "parameters") {
       GPUOPT_ASSIGN_OR_RETURN(const PbMessage* p, to_msg(c, f));
       GPUOPT_RETURN_IF_ERROR(parse_parameter(c, *p, &cfg));
-    } else if (f.name == "optimization" || f.name == "response_cache" || f.name == "model_metrics" ||
+    } else if (f.name == "optimization") {
+      GPUOPT_ASSIGN_OR_RETURN(const PbMessage* o, to_msg(c, f));
+      GPUOPT_RETURN_IF_ERROR(parse_optimization(c, *o, &cfg));
+    } else if (f.name == "response_cache" || f.name == "model_metrics" ||
                f.name == "runtime" || f.name == "cc_model_filenames" || f.name == "metric_tags" ||
                f.name == "model_operations") {
       ignored(c, f, "");

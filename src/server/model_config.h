@@ -115,6 +115,7 @@ struct ModelConfig {
   std::map<std::string, std::string> parameters;
   SequencePadding padding;
   std::string precision;              // parameters gpuopt.precision: fp32, fp16 or bf16 ("" = server default)
+  std::optional<bool> cuda_graphs;    // optimization { cuda { graphs: ... } } (unset = server default)
   std::vector<std::string> warnings;  // ignored fields, one line each
 };
 

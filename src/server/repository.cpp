@@ -240,7 +240,8 @@ Result<std::map<int64_t, std::shared_ptr<LoadedVersion>>> Repository::load_versi
       for (int d : devices)
         for (int i = 0; i < g.count; ++i) {
           InstanceSpec spec{fmt::format("{}_{}", g.name, instances.size()), kind, d,
-                            lv->config.precision.empty() ? opt_.precision : lv->config.precision};
+                            lv->config.precision.empty() ? opt_.precision : lv->config.precision,
+                            lv->config.cuda_graphs.value_or(opt_.cuda_graphs)};
           auto b = src.create(spec);
           if (!b.ok()) return b.status().with_context(fmt::format("model '{}' instance {}", name, spec.name));
           instances.push_back(std::move(b).value());

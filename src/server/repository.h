@@ -40,6 +40,7 @@ struct RepositoryOptions {
   int64_t default_max_batch_size = 4;
   int cuda_devices = 0;            // GPUs usable for KIND_GPU / KIND_AUTO instances
   std::string precision = "fp32";  // default for models without gpuopt.precision
+  bool cuda_graphs = true;         // default for models without optimization { cuda { graphs } }
 };
 
 class Repository {

@@ -48,6 +48,7 @@ ModelLoader session_model_loader() {
       SessionOptions so;
       so.device = dev;
       so.precision = spec.precision;
+      so.cuda_graphs = spec.cuda_graphs;
       GPUOPT_ASSIGN_OR_RETURN(auto s, Session::load(path, so));
       return std::unique_ptr<ModelBackend>(std::make_unique<SessionBackend>(std::move(s)));
     };

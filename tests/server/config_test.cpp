@@ -67,6 +67,23 @@ TEST(Pbtxt, ParsesEveryFieldOfTheFullExample) {
   EXPECT_NE(c.warnings[0].find("optimization"), std::string::npos);
 }
 
+TEST(Pbtxt, OptimizationCudaGraphsSwitch) {
+  auto unset = parse_model_config("name: \"m\"", "m/config.pbtxt");
+  ASSERT_TRUE(unset.ok());
+  EXPECT_FALSE(unset->cuda_graphs.has_value());  // the server's default applies
+  auto off = parse_model_config("optimization { cuda { graphs: false busy_wait_events: true } }", "m/config.pbtxt");
+  ASSERT_TRUE(off.ok()) << off.status().to_string();
+  ASSERT_TRUE(off->cuda_graphs.has_value());
+  EXPECT_FALSE(*off->cuda_graphs);
+  ASSERT_EQ(off->warnings.size(), 1u);
+  EXPECT_NE(off->warnings[0].find("optimization.cuda.busy_wait_events"), std::string::npos) << off->warnings[0];
+  auto on = parse_model_config("optimization { cuda { graphs: true } }", "m/config.pbtxt");
+  ASSERT_TRUE(on.ok());
+  EXPECT_TRUE(on->cuda_graphs.value_or(false));
+  auto bad = parse_model_config("optimization { cuda { graphs: 3 } }", "m/config.pbtxt");
+  EXPECT_FALSE(bad.ok());
+}
+
 TEST(Pbtxt, UnsupportedFieldsThatChangeResultsAreNamed) {
   auto r = parse_model_config("name: \"m\"\nsequence_batching { }\n", "m/config.pbtxt");
   ASSERT_FALSE(r.ok());
