@@ -622,6 +622,7 @@ std::vector<Case> all_cases() {
   add_scan_cases(cases);
   add_variadic_cases(cases);
   add_resize_more_cases(cases);
+  add_nonzero_cases(cases);
   return cases;
 }
 

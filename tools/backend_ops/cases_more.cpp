@@ -133,4 +133,24 @@ void add_resize_more_cases(std::vector<Case>& cases) {
   }
 }
 
+// ops_nonzero.cpp: NonZero at densities 100%, ~50%, ~3% and 0% (all zero), ranks 0 to 4, in
+// floats, integers and bool; one input large enough for many CUB tiles. The output's shape comes
+// from the reference (in a session the executor infers it from a host copy of the input).
+void add_nonzero_cases(std::vector<Case>& cases) {
+  const DType kTypes[] = {DType::F32, DType::F16, DType::BF16, DType::I32, DType::I64, DType::U8, DType::Bool};
+  const Shape shapes[] = {{}, {1000}, {37, 64}, {5, 7, 11}, {128, 2, 2, 2}, {2, 3, 5, 7}, {257, 1031}};
+  const std::pair<double, const char*> densities[] = {{0.0, "all non-zero"}, {0.5, "half zero"}, {0.97, "3% non-zero"},
+                                                      {1.0, "all zero"}};
+  for (DType dt : kTypes)
+    for (const Shape& s : shapes)
+      for (const auto& [zeros, what] : densities) {
+        if (s.size() == 4 && zeros != 0.5) continue;  // rank 4: one density per shape is enough
+        // Ranges without zeros of their own: integers in [1, 50), bool all true.
+        const bool exact = dtype_is_integer(dt) || dt == DType::Bool;
+        InputSpec in = data(dt, s, exact ? (dt == DType::Bool ? 0.5 : 1) : -2, exact ? 50 : 2);
+        in.zero_fraction = zeros;
+        cases.push_back({"NonZero", label(dt, s, what), {in}, {}, 13});
+      }
+}
+
 }  // namespace gpuopt::backend_ops
