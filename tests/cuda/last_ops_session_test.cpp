@@ -1,0 +1,105 @@
+// The last ops that used to fall back to the CPU inside a CUDA session, end to end through
+// gpuopt::Session against the CPU session: Sum / Mean / Max with 3 and 4 inputs broadcast
+// together (the first one smaller than the output), Resize cubic with antialias and cubic with
+// align_corners, and NonZero, whose output shape the executor learns from the data. Every node
+// must be placed on CUDA (the kernels' `supports` says yes). Skips without a CUDA device.
+#include "cuda_test_util.h"
+
+#include "backends/cuda/cuda_ops.h"
+#include "gpuopt/session.h"
+#include "ir/graph.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+namespace gpuopt {
+namespace {
+
+Attribute int_attr(int64_t v) {
+  Attribute a;
+  a.kind = Attribute::Kind::kInt;
+  a.i = v;
+  return a;
+}
+Attribute str_attr(const char* v) {
+  Attribute a;
+  a.kind = Attribute::Kind::kString;
+  a.s = v;
+  return a;
+}
+
+Graph make_graph() {
+  Graph g;
+  g.opset = 19;
+  ValueId x = g.add_input("x", DType::F32, {2, 3, 8, 9});
+  ValueId y = g.add_input("y", DType::F32, {9});
+  ValueId z = g.add_input("z", DType::F32, {3, 1, 9});
+  ValueId scales = g.add_constant("scales", Tensor::from_vector<float>(DType::F32, {4}, {1, 1, 0.5f, 0.7f}));
+  ValueId sizes = g.add_constant("sizes", Tensor::from_vector<int64_t>(DType::I64, {4}, {2, 3, 13, 5}));
+  ValueId zero = g.add_constant("zero", Tensor::scalar_f32(0.0f));
+
+  ValueId mean = g.add_node(Op::Mean, "mean", {x, y, z}, 1)[0];
+  ValueId sum = g.add_node(Op::Sum, "sum", {y, z, x, y}, 1)[0];
+  ValueId mx = g.add_node(Op::Max, "max", {z, x, y}, 1, {}, {"max"})[0];
+  ValueId aa = g.add_node(Op::Resize, "resize_aa", {mean, kNoValue, scales}, 1,
+                          {{"mode", str_attr("cubic")}, {"antialias", int_attr(1)}}, {"resize_aa"})[0];
+  ValueId cu = g.add_node(Op::Resize, "resize_cubic", {sum, kNoValue, kNoValue, sizes}, 1,
+                          {{"mode", str_attr("cubic")}, {"coordinate_transformation_mode", str_attr("align_corners")}},
+                          {"resize_cubic"})[0];
+  ValueId pos = g.add_node(Op::Greater, "positive", {aa, zero}, 1)[0];
+  ValueId nz = g.add_node(Op::NonZero, "nonzero", {pos}, 1, {}, {"nonzero"})[0];
+  for (ValueId o : {mx, aa, cu, nz}) g.mark_output(o);
+  return g;
+}
+
+TEST(CudaLastOpsSession, VariadicResizeNonZeroMatchCpuAndRunOnCuda) {
+  Graph g = make_graph();
+  ASSERT_TRUE(g.infer_shapes().ok());
+  for (const Node& n : g.nodes()) {
+    const cuda::CudaOpEntry* e = cuda::cuda_op(n.op);
+    ASSERT_NE(e, nullptr) << n.op_type << " has no CUDA kernel";
+    std::vector<DType> dts;
+    for (ValueId v : n.inputs) dts.push_back(v == kNoValue ? DType::Undefined : g.value(v).info.dtype);
+    EXPECT_TRUE(!e->supports || e->supports(n, dts)) << n.name << " would fall back to the CPU";
+  }
+  SessionOptions oc, og;
+  oc.device = "cpu";
+  og.device = "cuda";
+  auto cpu = Session::from_graph(g, oc);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
+  std::mt19937 rng(5);
+  std::normal_distribution<float> n(0.f, 1.f);
+  auto rnd = [&](Shape s) {
+    Tensor t = Tensor::empty(DType::F32, std::move(s));
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = n(rng);
+    return t;
+  };
+  NamedTensors in = {{"x", rnd({2, 3, 8, 9})}, {"y", rnd({9})}, {"z", rnd({3, 1, 9})}};
+  auto want = (*cpu)->run(in);
+  ASSERT_TRUE(want.ok()) << want.status().to_string();  // the graph itself is checked without a GPU too
+  GPUOPT_REQUIRE_CUDA();
+  auto gpu = Session::from_graph(g, og);
+  ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
+  auto got = (*gpu)->run(in);
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  ASSERT_EQ(got->size(), want->size());
+  for (size_t o = 0; o < want->size(); ++o) {
+    const Tensor &w = (*want)[o].second, &t = (*got)[o].second;
+    SCOPED_TRACE((*want)[o].first);
+    ASSERT_EQ(t.dtype(), w.dtype());
+    ASSERT_EQ(t.shape(), w.shape());
+    ASSERT_GT(w.numel(), 0);
+    for (int64_t i = 0; i < w.numel(); ++i) {
+      if (w.dtype() == DType::I64) {
+        ASSERT_EQ(t.get_i64(i), w.get_i64(i)) << "element " << i;  // NonZero indices: exact
+      } else {
+        ASSERT_NEAR(t.get_f64(i), w.get_f64(i), 1e-5 * (1 + std::fabs(w.get_f64(i)))) << "element " << i;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace gpuopt
