@@ -53,9 +53,11 @@ TEST(PromText, NameValidation) {
 }
 
 // Parses exposition text into name{labels} -> value, asserting the grammar on every line and
-// that each family's samples are contiguous and follow its TYPE line.
-std::map<std::string, double> parse_exposition(const std::string& text) {
-  static const std::regex kSample(R"re(^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{((?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*",?)*)\})? (\S+)$)re");
+// that each family's samples are contiguous and follow its TYPE line. Sample timestamps (ms)
+// go to *timestamps when given.
+std::map<std::string, double> parse_exposition(const std::string& text,
+                                               std::map<std::string, int64_t>* timestamps = nullptr) {
+  static const std::regex kSample(R"re(^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{((?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*",?)*)\})? (\S+)( -?[0-9]+)?$)re");
   static const std::regex kType(R"(^# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (gauge|counter|untyped)$)");
   std::map<std::string, double> out;
   std::set<std::string> closed;
@@ -76,6 +78,7 @@ std::map<std::string, double> parse_exposition(const std::string& text) {
     EXPECT_EQ(m[1].str(), current) << "sample outside its family: " << line;
     EXPECT_FALSE(out.count(m[1].str() + "{" + m[3].str() + "}")) << "duplicate series: " << line;
     out[m[1].str() + "{" + m[3].str() + "}"] = std::stod(m[4]);
+    if (timestamps && m[5].matched) (*timestamps)[m[1].str() + "{" + m[3].str() + "}"] = std::stoll(m[5].str());
   }
   return out;
 }
@@ -192,6 +195,54 @@ TEST(ExporterMetrics, LostGpuKeepsOnlyTheLostSeries) {
     if (k.rfind("gpuopt_gpu_lost{", 0) == 0) lost = v == 1;
   }
   EXPECT_TRUE(lost);
+}
+
+TEST(ExporterMetrics, QueryCostsAndSlowCadenceTimestamps) {
+  DeviceInfo info;
+  info.name = "NVIDIA H200";
+  Snapshot s;
+  s.sequence = 20;
+  s.timestamp_us = 1'700'000'020'000'000;
+  s.slow_every = 10;
+  s.sample_seconds_total = 0.375;
+  const size_t ecc = size_t(QueryGroup::kEcc), util = size_t(QueryGroup::kUtilization), power = size_t(QueryGroup::kPower);
+  s.queries[ecc] = {.calls = 2, .wall_s = 0.25, .cpu_s = 0.125, .slow = true};
+  s.queries[util] = {.calls = 20, .wall_s = 0.0625, .cpu_s = 0.03125};
+  s.queries[power] = {.calls = 3, .wall_s = 0.0075, .cpu_s = 0.007, .slow = true, .moved = true};
+  GpuSample g;
+  g.info = &info;
+  g.gpu_util_pct = 50;
+  g.power_w = 300;
+  g.ecc_corrected_volatile = 4;
+  g.read_us[util] = s.timestamp_us;
+  g.read_us[power] = 1'700'000'013'000'000;
+  g.read_us[ecc] = 1'700'000'011'000'500;
+  s.gpus.push_back(g);
+  ExporterInfo ei;
+  ei.hostname = "h";
+  ei.interval_s = 0.5;
+  MetricsRenderer r(ei);
+  std::map<std::string, int64_t> ts;
+  auto m = parse_exposition(r.render(s, {}), &ts);
+  const std::string H = R"(Hostname="h")";
+  EXPECT_EQ(m["gpuopt_exporter_nvml_query_calls_total{" + H + R"(,query="ecc"})"], 2);
+  EXPECT_EQ(m["gpuopt_exporter_nvml_query_seconds_total{" + H + R"(,query="ecc"})"], 0.25);
+  EXPECT_EQ(m["gpuopt_exporter_nvml_query_cpu_seconds_total{" + H + R"(,query="ecc"})"], 0.125);
+  EXPECT_EQ(m["gpuopt_exporter_nvml_query_calls_total{" + H + R"(,query="utilization"})"], 20);
+  EXPECT_EQ(m["gpuopt_exporter_nvml_query_interval_seconds{" + H + R"(,query="ecc"})"], 5);  // 10 x 0.5 s
+  EXPECT_EQ(m["gpuopt_exporter_nvml_query_interval_seconds{" + H + R"(,query="utilization"})"], 0.5);
+  EXPECT_EQ(m["gpuopt_exporter_nvml_query_moved{" + H + R"(,query="power"})"], 1);
+  EXPECT_EQ(m["gpuopt_exporter_nvml_query_moved{" + H + R"(,query="ecc"})"], 0);
+  EXPECT_EQ(m["gpuopt_exporter_sample_seconds_total{" + H + "}"], 0.375);
+  // Groups never read have no series.
+  EXPECT_EQ(m.count("gpuopt_exporter_nvml_query_calls_total{" + H + R"(,query="mig"})"), 0u);
+  // Slow-cadence series carry their read time in ms; fast ones the scrape's (none).
+  std::string L = R"(gpu="0",UUID="",pci_bus_id="",device="",modelName="NVIDIA H200",Hostname="h")";
+  EXPECT_EQ(ts["DCGM_FI_DEV_ECC_SBE_VOL_TOTAL{" + L + "}"], 1'700'000'011'000);
+  EXPECT_EQ(ts["DCGM_FI_DEV_POWER_USAGE{" + L + "}"], 1'700'000'013'000);
+  EXPECT_EQ(m["DCGM_FI_DEV_POWER_USAGE{" + L + "}"], 300);
+  EXPECT_EQ(ts.count("DCGM_FI_DEV_GPU_UTIL{" + L + "}"), 0u);
+  EXPECT_EQ(m["DCGM_FI_DEV_GPU_UTIL{" + L + "}"], 50);
 }
 
 TEST(ExporterMetrics, EveryMetricNameIsValid) {

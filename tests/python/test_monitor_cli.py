@@ -133,3 +133,64 @@ def test_self_bench_reports_cpu_and_latency():
         assert j["metrics_bytes"] > 1000
     finally:
         env.cleanup()
+
+
+def test_self_bench_names_a_slow_query_and_moves_it():
+    """A fake NVML function made slow (3 ms busy-wait per call) comes first in the self-bench's
+    per-query table, moves to the slow cadence, and the exporter says so once on stderr."""
+    env = Env(script())
+    e = env.environ()
+    e["GPUOPT_FAKE_NVML_DELAY_US"] = "nvmlDeviceGetTemperature=3000"
+    try:
+        args = ["exporter", "--self-bench", "--bench-seconds", "1.5", "--bench-warmup", "0.2", "--bench-scrapes", "20",
+                "--interval", "100ms", "--slow-interval", "1s"]
+        r = subprocess.run([gpuopt_bin(), *args, "--json"], env=e, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        j = json.loads(r.stdout)
+        q = j["queries"]
+        assert q[0]["query"] == "temperature", q[:3]
+        assert q[0]["cadence"] == "slow" and q[0]["moved"] is True
+        assert 3000 <= q[0]["mean_us"] < 100000
+        assert q[0]["cpu_mean_us"] >= 2000  # the delay burns CPU, as the driver's ioctls do
+        assert j["slow_every"] == 10 and j["slow_interval_s"] == 1.0
+        # Read 3 times at 100 ms, then every 10th sample; the cheap fast groups every sample.
+        util = next(x for x in q if x["query"] == "utilization")
+        assert util["cadence"] == "fast" and not util["moved"] and util["calls"] > 2 * q[0]["calls"]
+        assert util["mean_us"] < 2000
+        assert sum(x["share"] for x in q) <= 1.0 + 1e-9
+        assert any(t["name"] == "gpuopt-sampler" for t in j["threads"])
+        assert r.stderr.count("NVML query group 'temperature'") == 1, r.stderr
+        assert "read every 10 samples (1 s)" in r.stderr
+
+        # The text form prints the same table, costliest first.
+        r = subprocess.run([gpuopt_bin(), *args], env=e, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        lines = r.stdout.splitlines()
+        head = next(i for i, l in enumerate(lines) if l.startswith("NVML queries, costliest first"))
+        assert lines[head + 1].split()[:2] == ["query", "cadence"]
+        assert lines[head + 3].split()[:3] == ["temperature", "slow", "(moved)"], lines[head:head + 5]
+        assert any(l.startswith("CPU by thread") for l in lines)
+    finally:
+        env.cleanup()
+
+
+def test_slow_cadence_flags_and_errors():
+    env = Env(script())
+    try:
+        r = run(env, "exporter", "--slow-interval", "often")
+        assert r.returncode == 2 and "--slow-interval" in r.stderr and "'often'" in r.stderr
+        assert r.stderr.strip().count("\n") == 0
+        r = run(env, "exporter", "--slow-budget", "cheap")
+        assert r.returncode == 2 and "--slow-budget" in r.stderr
+        # Budget off: the slow temperature stays on the fast cadence.
+        e = env.environ()
+        e["GPUOPT_FAKE_NVML_DELAY_US"] = "nvmlDeviceGetTemperature=3000"
+        r = subprocess.run([gpuopt_bin(), "exporter", "--self-bench", "--bench-seconds", "1", "--bench-warmup", "0",
+                            "--bench-scrapes", "10", "--interval", "100ms", "--slow-budget", "0", "--json"],
+                           env=e, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        t = next(x for x in json.loads(r.stdout)["queries"] if x["query"] == "temperature")
+        assert t["cadence"] == "fast" and not t["moved"] and t["calls"] >= 8
+        assert "NVML query group" not in r.stderr
+    finally:
+        env.cleanup()
