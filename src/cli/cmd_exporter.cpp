@@ -157,6 +157,8 @@ int run(const Options& o) {
   eo.sampler.processes = !o.no_processes;
   auto slow = parse_interval(o.slow_interval);
   if (!slow.ok()) return report_error(Status::InvalidArgument("--slow-interval: {}", slow.status().message()), true);
+  // Slow series carry their read time; Prometheus rejects samples older than about an hour.
+  if (*slow > 3600) return report_error(Status::InvalidArgument("--slow-interval '{}': at most 1h", o.slow_interval), true);
   eo.sampler.slow_interval_s = *slow;
   if (o.slow_budget == "0" || o.slow_budget == "off") {
     eo.sampler.slow_budget_s = 0;

@@ -29,8 +29,9 @@ std::vector<QueryRow> query_rows(const Exporter::QueryReport& r) {
     row.share = r.sample_seconds_total > 0 ? q.wall_s / r.sample_seconds_total : 0;
     rows.push_back(std::move(row));
   }
-  std::stable_sort(rows.begin(), rows.end(),
-                   [](const QueryRow& a, const QueryRow& b) { return a.mean_us * double(a.calls) > b.mean_us * double(b.calls); });
+  std::stable_sort(rows.begin(), rows.end(), [](const QueryRow& a, const QueryRow& b) {
+    return a.mean_us * double(a.calls) > b.mean_us * double(b.calls);
+  });
   return rows;
 }
 
@@ -41,9 +42,12 @@ std::string format_query_table(const Exporter::QueryReport& r) {
                       r.samples, r.samples ? 1e3 * r.sample_seconds_total / double(r.samples) : 0.0, r.slow_every,
                       double(r.slow_every) * r.interval_s));
   for (const QueryRow& q : query_rows(r))
-    t.add({q.query, q.moved ? "slow (moved)" : q.slow ? "slow" : "fast", std::to_string(q.calls),
-           fmt::format("{:.1f}", q.mean_us), fmt::format("{:.1f}", q.cpu_mean_us), fmt::format("{:.1f}", q.per_sample_us),
-           fmt::format("{:.1f}%", 100 * q.share)});
+    t.add({q.query,
+           q.moved  ? "slow (moved)"
+           : q.slow ? "slow"
+                    : "fast",
+           std::to_string(q.calls), fmt::format("{:.1f}", q.mean_us), fmt::format("{:.1f}", q.cpu_mean_us),
+           fmt::format("{:.1f}", q.per_sample_us), fmt::format("{:.1f}%", 100 * q.share)});
   return t.render();
 }
 

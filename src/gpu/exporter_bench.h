@@ -19,7 +19,7 @@
 namespace gpuopt::gpu {
 
 struct QueryRow {
-  std::string query;    // group name, the `query` label
+  std::string query;       // group name, the `query` label
   std::string calls_what;  // the NVML functions behind it
   bool slow = false, moved = false;
   uint64_t calls = 0;
@@ -35,8 +35,8 @@ nlohmann::json query_rows_json(const Exporter::QueryReport& r);
 
 struct ThreadCpu {
   int tid = 0;
-  std::string name;   // /proc/self/task/TID/comm
-  double cpu_s = 0;   // user + system
+  std::string name;  // /proc/self/task/TID/comm
+  double cpu_s = 0;  // user + system
 };
 // Every thread of this process now (empty where /proc is not readable).
 std::vector<ThreadCpu> thread_cpu_times();

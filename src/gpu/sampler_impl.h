@@ -15,8 +15,24 @@ namespace gpuopt::gpu {
 
 // Fields that may answer NOT_SUPPORTED; once they do, the sampler stops asking.
 enum Field : size_t {
-  kFUtil, kFMem, kFTemp, kFMemTemp, kFPower, kFPowerLimit, kFEnergy, kFSmClock, kFMemClock, kFPcie,
-  kFReplay, kFReasons, kFEcc, kFMig, kFProcs, kFProcUtil, kFGpm, kFieldCount
+  kFUtil,
+  kFMem,
+  kFTemp,
+  kFMemTemp,
+  kFPower,
+  kFPowerLimit,
+  kFEnergy,
+  kFSmClock,
+  kFMemClock,
+  kFPcie,
+  kFReplay,
+  kFReasons,
+  kFEcc,
+  kFMig,
+  kFProcs,
+  kFProcUtil,
+  kFGpm,
+  kFieldCount
 };
 
 struct Sampler::Impl {
@@ -58,9 +74,9 @@ struct QueryCtx {
   Sampler::Impl& im;
   Sampler::Impl::Dev& dev;
   GpuSample& g;
-  double elapsed_s;   // sampling time since this group was last read on this GPU (0 the first time)
-  int64_t now_us;     // the sample's wall-clock time
-  bool processes;     // SamplerOptions::processes
+  double elapsed_s;  // sampling time since this group was last read on this GPU (0 the first time)
+  int64_t now_us;    // the sample's wall-clock time
+  bool processes;    // SamplerOptions::processes
 
   // Success; NOT_SUPPORTED turns the field off for good; GPU_IS_LOST marks the device.
   bool ok(Field f, nvml::Return r) {

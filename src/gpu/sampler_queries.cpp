@@ -41,18 +41,21 @@ bool read_utilization(QueryCtx& c) {
   c.g.gpu_util_pct.reset(), c.g.mem_util_pct.reset();
   if (!c.want(kFUtil, (const void*)c.api.device_get_utilization_rates)) return false;
   Utilization u{};
-  if (c.ok(kFUtil, c.api.device_get_utilization_rates(c.dev.handle, &u))) c.g.gpu_util_pct = u.gpu, c.g.mem_util_pct = u.memory;
+  if (c.ok(kFUtil, c.api.device_get_utilization_rates(c.dev.handle, &u)))
+    c.g.gpu_util_pct = u.gpu, c.g.mem_util_pct = u.memory;
   return true;
 }
 
 bool read_memory(QueryCtx& c) {
   GpuSample& g = c.g;
   g.mem_total_bytes.reset(), g.mem_used_bytes.reset(), g.mem_free_bytes.reset(), g.mem_reserved_bytes.reset();
-  if (!c.want(kFMem, (const void*)c.api.device_get_memory_info_v2) && !c.want(kFMem, (const void*)c.api.device_get_memory_info))
+  if (!c.want(kFMem, (const void*)c.api.device_get_memory_info_v2) &&
+      !c.want(kFMem, (const void*)c.api.device_get_memory_info))
     return false;
   MemoryV2 m{};
   m.version = kMemoryV2Version;
-  Return r = c.api.device_get_memory_info_v2 ? c.api.device_get_memory_info_v2(c.dev.handle, &m) : kErrorFunctionNotFound;
+  Return r =
+      c.api.device_get_memory_info_v2 ? c.api.device_get_memory_info_v2(c.dev.handle, &m) : kErrorFunctionNotFound;
   if (r == kSuccess) {
     g.mem_total_bytes = m.total, g.mem_used_bytes = m.used, g.mem_free_bytes = m.free;
     g.mem_reserved_bytes = m.reserved;
@@ -173,9 +176,11 @@ bool read_ecc(QueryCtx& c) {
   Device d = c.dev.handle;
   unsigned long long v = 0;
   if (c.ok(kFEcc, fn(d, kMemoryErrorCorrected, kVolatileEcc, &v))) g.ecc_corrected_volatile = v;
-  if (!c.dev.off[kFEcc] && c.ok(kFEcc, fn(d, kMemoryErrorUncorrected, kVolatileEcc, &v))) g.ecc_uncorrected_volatile = v;
+  if (!c.dev.off[kFEcc] && c.ok(kFEcc, fn(d, kMemoryErrorUncorrected, kVolatileEcc, &v)))
+    g.ecc_uncorrected_volatile = v;
   if (!c.dev.off[kFEcc] && c.ok(kFEcc, fn(d, kMemoryErrorCorrected, kAggregateEcc, &v))) g.ecc_corrected_aggregate = v;
-  if (!c.dev.off[kFEcc] && c.ok(kFEcc, fn(d, kMemoryErrorUncorrected, kAggregateEcc, &v))) g.ecc_uncorrected_aggregate = v;
+  if (!c.dev.off[kFEcc] && c.ok(kFEcc, fn(d, kMemoryErrorUncorrected, kAggregateEcc, &v)))
+    g.ecc_uncorrected_aggregate = v;
   return true;
 }
 
@@ -346,25 +351,43 @@ bool read_proc_files(QueryCtx& c) {
 
 bool read_query_group(QueryGroup q, QueryCtx& c) {
   switch (q) {
-    case QueryGroup::kUtilization: return read_utilization(c);
-    case QueryGroup::kMemory: return read_memory(c);
-    case QueryGroup::kTemperature: return read_temperature(c);
-    case QueryGroup::kMemoryTemperature: return read_memory_temperature(c);
-    case QueryGroup::kPower: return read_power(c);
-    case QueryGroup::kPowerLimit: return read_power_limit(c);
-    case QueryGroup::kEnergy: return read_energy(c);
-    case QueryGroup::kClocks: return read_clocks(c);
-    case QueryGroup::kClockEventReasons: return read_clock_event_reasons(c);
-    case QueryGroup::kPcieReplay: return read_pcie_replay(c);
-    case QueryGroup::kPcieThroughput: return read_pcie_throughput(c);
-    case QueryGroup::kEcc: return read_ecc(c);
-    case QueryGroup::kMig: return read_mig(c);
-    case QueryGroup::kGpm: return read_gpm(c);
-    case QueryGroup::kProcessList: return read_process_list(c);
-    case QueryGroup::kProcessUtilization: return read_process_utilization(c);
-    case QueryGroup::kProcFiles: return read_proc_files(c);
+    case QueryGroup::kUtilization:
+      return read_utilization(c);
+    case QueryGroup::kMemory:
+      return read_memory(c);
+    case QueryGroup::kTemperature:
+      return read_temperature(c);
+    case QueryGroup::kMemoryTemperature:
+      return read_memory_temperature(c);
+    case QueryGroup::kPower:
+      return read_power(c);
+    case QueryGroup::kPowerLimit:
+      return read_power_limit(c);
+    case QueryGroup::kEnergy:
+      return read_energy(c);
+    case QueryGroup::kClocks:
+      return read_clocks(c);
+    case QueryGroup::kClockEventReasons:
+      return read_clock_event_reasons(c);
+    case QueryGroup::kPcieReplay:
+      return read_pcie_replay(c);
+    case QueryGroup::kPcieThroughput:
+      return read_pcie_throughput(c);
+    case QueryGroup::kEcc:
+      return read_ecc(c);
+    case QueryGroup::kMig:
+      return read_mig(c);
+    case QueryGroup::kGpm:
+      return read_gpm(c);
+    case QueryGroup::kProcessList:
+      return read_process_list(c);
+    case QueryGroup::kProcessUtilization:
+      return read_process_utilization(c);
+    case QueryGroup::kProcFiles:
+      return read_proc_files(c);
     case QueryGroup::kXidEvents:  // per sampler, not per GPU: sampler.cpp polls the event set
-    case QueryGroup::kCount: break;
+    case QueryGroup::kCount:
+      break;
   }
   return false;
 }

@@ -37,8 +37,12 @@ json gpu(json extra = json::object()) {
       {"power_usage_mw", {100000, 200000, 300000, 400000, 500000}},
       {"enforced_power_limit_mw", 700000},
       {"clocks", {{"sm", 1980}, {"mem", 2619}}},
-      {"ecc", {{"enabled", 1}, {"corrected_volatile", {0, 1, 2, 3}}, {"uncorrected_volatile", 0},
-               {"corrected_aggregate", 5}, {"uncorrected_aggregate", 0}}},
+      {"ecc",
+       {{"enabled", 1},
+        {"corrected_volatile", {0, 1, 2, 3}},
+        {"uncorrected_volatile", 0},
+        {"corrected_aggregate", 5},
+        {"uncorrected_aggregate", 0}}},
   };
   d.update(extra);
   return d;
@@ -102,7 +106,8 @@ TEST(Cadence, SlowQueryIsDetectedReportedAndMovedToTheSlowCadence) {
   EXPECT_EQ(rows[0].calls, 4u);
   EXPECT_GE(rows[0].mean_us, 3000);
   EXPECT_GT(rows[0].share, 0.5);
-  for (size_t i = 1; i < rows.size(); ++i) EXPECT_GE(rows[i - 1].mean_us * rows[i - 1].calls, rows[i].mean_us * rows[i].calls);
+  for (size_t i = 1; i < rows.size(); ++i)
+    EXPECT_GE(rows[i - 1].mean_us * rows[i - 1].calls, rows[i].mean_us * rows[i].calls);
   std::string table = format_query_table(r);
   EXPECT_NE(table.find("power                slow (moved)"), std::string::npos) << table;
   json j = query_rows_json(r);
@@ -141,9 +146,11 @@ TEST(Cadence, NoBudgetNeverMovesAndEqualIntervalsReadEverything) {
 }
 
 TEST(Cadence, SlowGroupsRefreshOnScheduleAndAreCachedInBetween) {
-  json d = gpu({{"processes", {{"seq", {json::array({{{"pid", 4242}, {"used_memory", 1 << 20}, {"sm_util", 40}}}),
-                                        json::array({{{"pid", 4242}, {"used_memory", 2 << 20}, {"sm_util", 50}}}),
-                                        json::array({{{"pid", 4242}, {"used_memory", 3 << 20}, {"sm_util", 60}}})}}}}});
+  json d = gpu({{"processes",
+                 {{"seq",
+                   {json::array({{{"pid", 4242}, {"used_memory", 1 << 20}, {"sm_util", 40}}}),
+                    json::array({{{"pid", 4242}, {"used_memory", 2 << 20}, {"sm_util", 50}}}),
+                    json::array({{{"pid", 4242}, {"used_memory", 3 << 20}, {"sm_util", 60}}})}}}}});
   FakeNvmlScript script(json{{"devices", json::array({d})}});
   GPUOPT_REQUIRE_FAKE_NVML(script);
   SamplerOptions o;
@@ -175,8 +182,8 @@ TEST(Cadence, SlowGroupsRefreshOnScheduleAndAreCachedInBetween) {
       EXPECT_FALSE(j["gpus"][0]["cached"].contains("utilization"));
     }
     if (i == 6) {
-      EXPECT_EQ(snap.queries[kEcc].calls, 3u);      // samples 1, 4, 7
-      EXPECT_EQ(snap.queries[kUtil].calls, 7u);     // every sample
+      EXPECT_EQ(snap.queries[kEcc].calls, 3u);   // samples 1, 4, 7
+      EXPECT_EQ(snap.queries[kUtil].calls, 7u);  // every sample
       EXPECT_EQ(snap.queries[kProcUtil].calls, 3u);
     }
   }
@@ -241,7 +248,9 @@ TEST(Cadence, ExporterPublishesQueryCostsAndReadTimestamps) {
   EXPECT_EQ(words_after_labels(util), 1) << util;
   // The timestamp is the read time: within the exporter's life, in milliseconds.
   int64_t ts = std::stoll(ecc.substr(ecc.rfind(' ') + 1));
-  auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  auto now_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
   EXPECT_LE(ts, now_ms);
   EXPECT_GT(ts, now_ms - 60'000);
   ex.stop();
