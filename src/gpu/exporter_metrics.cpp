@@ -212,7 +212,9 @@ std::string MetricsRenderer::render(const Snapshot& s, const std::vector<Finding
                   kClockEventReasons[k].name, g.clock_event_seconds[k], read_ms(s, g, QueryGroup::kClockEventReasons));
   }
 
-  // Per process: memory (and SM utilisation where the driver gives it).
+  // Per process: memory (and SM utilisation where the driver gives it). No sample timestamps
+  // even on the slow cadence: Prometheus writes no staleness marker for timestamped series, so
+  // an exited process would linger for 5 minutes; without one it disappears at the next scrape.
   prom_family(&out, "gpuopt_process_gpu_memory_bytes", "GPU memory used by a process (in bytes).", PromType::kGauge);
   std::string pl;
   auto proc_labels = [&](const GpuSample& g, const ProcessSample& p) {
@@ -226,15 +228,12 @@ std::string MetricsRenderer::render(const Snapshot& s, const std::vector<Finding
   for (const GpuSample& g : s.gpus)
     for (const ProcessSample& p : g.processes)
       if (p.gpu_memory_bytes)
-        prom_sample(&out, "gpuopt_process_gpu_memory_bytes", proc_labels(g, p), double(*p.gpu_memory_bytes),
-                    read_ms(s, g, QueryGroup::kProcessList));
+        prom_sample(&out, "gpuopt_process_gpu_memory_bytes", proc_labels(g, p), double(*p.gpu_memory_bytes));
   prom_family(&out, "gpuopt_process_sm_util", "SM utilization of a process over the last interval (in %).",
               PromType::kGauge);
   for (const GpuSample& g : s.gpus)
     for (const ProcessSample& p : g.processes)
-      if (p.sm_util_pct)
-        prom_sample(&out, "gpuopt_process_sm_util", proc_labels(g, p), double(*p.sm_util_pct),
-                    read_ms(s, g, QueryGroup::kProcessUtilization));
+      if (p.sm_util_pct) prom_sample(&out, "gpuopt_process_sm_util", proc_labels(g, p), double(*p.sm_util_pct));
 
   // Diagnosis: one series per GPU and rule; 0 = not firing, else 1 info, 2 warning, 3 critical.
   prom_family(&out, "gpuopt_diagnosis",

@@ -217,6 +217,14 @@ TEST(ExporterMetrics, QueryCostsAndSlowCadenceTimestamps) {
   g.read_us[util] = s.timestamp_us;
   g.read_us[power] = 1'700'000'013'000'000;
   g.read_us[ecc] = 1'700'000'011'000'500;
+  const size_t putil = size_t(QueryGroup::kProcessUtilization);
+  s.queries[putil] = {.calls = 2, .wall_s = 0.001, .cpu_s = 0.001, .slow = true};
+  g.read_us[putil] = 1'700'000'011'000'000;
+  g.processes_available = true;
+  ProcessSample p;
+  p.pid = 7;
+  p.sm_util_pct = 33;
+  g.processes.push_back(p);
   s.gpus.push_back(g);
   ExporterInfo ei;
   ei.hostname = "h";
@@ -243,6 +251,15 @@ TEST(ExporterMetrics, QueryCostsAndSlowCadenceTimestamps) {
   EXPECT_EQ(m["DCGM_FI_DEV_POWER_USAGE{" + L + "}"], 300);
   EXPECT_EQ(ts.count("DCGM_FI_DEV_GPU_UTIL{" + L + "}"), 0u);
   EXPECT_EQ(m["DCGM_FI_DEV_GPU_UTIL{" + L + "}"], 50);
+  // Per-process series never: an exited process must go stale at the next scrape.
+  size_t procs = 0;
+  for (const auto& [k, v] : m)
+    if (k.rfind("gpuopt_process_sm_util{", 0) == 0) {
+      ++procs;
+      EXPECT_EQ(v, 33);
+      EXPECT_EQ(ts.count(k), 0u) << k;
+    }
+  EXPECT_EQ(procs, 1u);
 }
 
 TEST(ExporterMetrics, EveryMetricNameIsValid) {
