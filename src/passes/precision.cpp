@@ -20,6 +20,19 @@ bool keep_f32(std::string_view op) {
   return false;
 }
 
+// bf16 runs only these in bf16 (tensor-core math, f32 accumulation): PyTorch autocast's split.
+bool bf16_compute_op(std::string_view op) {
+  return op == "MatMul" || op == "Gemm" || op == "Conv" || op == "ConvTranspose" || op == "Einsum";
+}
+
+// Data movement: exact in any type, so under bf16 it keeps whatever type its data input has
+// (a Transpose between two bf16 MatMuls stays bf16 instead of costing two Casts).
+bool movement_op(std::string_view op) {
+  return op == "Reshape" || op == "Transpose" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze" ||
+         op == "Identity" || op == "Slice" || op == "Split" || op == "Concat" || op == "Gather" || op == "Expand" ||
+         op == "Tile" || op == "DepthToSpace" || op == "SpaceToDepth" || op == "MaxPool";
+}
+
 }  // namespace
 
 const std::vector<std::pair<std::string_view, std::string_view>>& keep_f32_ops() {
@@ -42,12 +55,15 @@ Result<PassStats> convert_precision(Graph* g, DType low) {
   if (!cast_op) return Status::Unimplemented("precision conversion needs the Cast op");
   PassStats stats;
 
-  // Which nodes compute in low precision: those with an f32 input or output, unless kept.
+  // Which nodes compute in low precision: those with an f32 input or output, unless kept; under
+  // bf16 only the tensor-core ops (and movement ops fed by them, decided below in order).
   const size_t num_nodes = g->nodes().size();
   std::vector<bool> low_node(num_nodes, false);
+  const bool bf16 = low == DType::BF16;
   for (size_t n = 0; n < num_nodes; ++n) {
     const Node& node = g->nodes()[n];
     if (keep_f32(node.op_type)) continue;
+    if (bf16 && !bf16_compute_op(node.op_type)) continue;
     bool touches_f32 = false;
     for (ValueId v : node.inputs) touches_f32 |= v != kNoValue && g->value(v).info.dtype == DType::F32;
     for (ValueId v : node.outputs) touches_f32 |= v != kNoValue && g->value(v).info.dtype == DType::F32;
@@ -87,6 +103,8 @@ Result<PassStats> convert_precision(Graph* g, DType low) {
   auto is_float = [&](DType t) { return t == DType::F32 || t == low; };
   for (size_t n = 0; n < num_nodes; ++n) {
     const std::string op_type = g->nodes()[n].op_type;
+    if (bf16 && movement_op(op_type) && !g->nodes()[n].inputs.empty() && g->nodes()[n].inputs[0] != kNoValue)
+      low_node[n] = g->value(g->nodes()[n].inputs[0]).info.dtype == low;
     for (size_t i = 0; i < g->nodes()[n].inputs.size(); ++i) {
       const ValueId v = g->nodes()[n].inputs[i];
       if (v == kNoValue) continue;
