@@ -60,6 +60,9 @@ struct RunProfile {
   // this time), "graph" (replayed); "" on the CPU.
   std::string mode;
   std::string graph_note;               // why this shape runs eager, when capture was refused
+  // CUDA: device time of the compute alone (inputs already uploaded, outputs not yet copied
+  // back), from events: what PyTorch's CUDA-event timings measure. 0 on the CPU.
+  double device_us = 0;
   std::vector<NodeTime> nodes;          // filled when per_node
 };
 

@@ -43,7 +43,7 @@ done
 
 echo "== full-size models: latency (ms) =="
 $PY tools/models/make_models.py --out $M resnet50_full bert_base >/dev/null
-run_json() { "$G" run "$@" --random-inputs --json 2>>"$D/full.err" | $PY -c "import json,sys; j=json.load(sys.stdin); l=j.get('latency_ms', j); print(l)" ; }
+run_json() { "$G" run "$@" --random-inputs --json 2>>"$D/full.err" | $PY -c "import json,sys; j=json.load(sys.stdin); print(j.get('latency_ms'), 'device', j.get('device_ms'), j.get('execution'))" ; }
 for m in resnet50_full bert_base; do
   dims=(); [ $m = bert_base ] && dims=(--dim sequence=128)
   echo "$m cpu b1:        $(run_json $M/$m.onnx --device cpu --batch 1 "${dims[@]}" --iterations 2 --warmup 0)"

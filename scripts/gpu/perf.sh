@@ -21,7 +21,7 @@ grep -E "^\[  (PASSED|FAILED|SKIPPED) " "$D/test_cuda.txt" | head -20
 
 M=/tmp/models
 $PY tools/models/make_models.py --out $M resnet50_full bert_base vit_tiny >/dev/null
-lat() { "$G" run "$@" --random-inputs --json 2>>"$D/run.err" | $PY -c "import json,sys; j=json.load(sys.stdin); print('%.3f ms (%s)' % (j['latency_ms']['median'], j.get('execution','?')))"; }
+lat() { "$G" run "$@" --random-inputs --json 2>>"$D/run.err" | $PY -c "import json,sys; j=json.load(sys.stdin); print('%.3f ms host-to-host, %.3f ms device (%s)' % (j['latency_ms']['median'], j.get('device_ms',{}).get('median',0), j.get('execution','?')))"; }
 echo "== full-size models, fp16, median of 50 =="
 for m in resnet50_full bert_base; do
   dims=(); [ $m = bert_base ] && dims=(--dim sequence=128)

@@ -119,6 +119,7 @@ TEST(CudaGraphs, ReplayReadsNewInputsAndMatchesCpu) {
     Ran got = run(*gpu, x);
     Ran ref = run(*cpu, x);
     EXPECT_EQ(got.prof.mode, want_mode[i]) << "run " << i << ": " << got.prof.graph_note;
+    EXPECT_GT(got.prof.device_us, 0.0) << "run " << i;  // the compute's device time, from events
     ASSERT_EQ(got.y.shape(), ref.y.shape());
     EXPECT_LE(max_err(got.y, ref.y), 1e-5) << "run " << i << " (" << got.prof.mode << ")";
     if (i > 0) {

@@ -171,6 +171,13 @@ class CudaExecutable final : public Executable {
       for (ValueId in : graph_.nodes()[n].inputs)
         if (in != kNoValue) last_use_[static_cast<size_t>(in)] = static_cast<int32_t>(n);
     for (ValueId o : graph_.outputs()) last_use_[static_cast<size_t>(o)] = INT32_MAX;
+    for (ValueId in : graph_.inputs()) {
+      bool dev = false;
+      for (size_t n = 0; n < graph_.nodes().size(); ++n)
+        if (place_[n] == NodePlace::kDevice)
+          for (ValueId v : graph_.nodes()[n].inputs) dev = dev || v == in;
+      input_on_device_.push_back(dev);
+    }
     for (const Node& n : graph_.nodes())
       if (graphs_ && nondeterministic(n.op_type)) {
         GPUOPT_LOG(info, "cuda: CUDA graphs off for this model: {} draws new values on every run", node_label(n));
@@ -273,10 +280,10 @@ class CudaExecutable final : public Executable {
       }
       g->state = GraphEntry::State::kReady;
       mode("capture");
-      return replay(c, *g, inputs, /*uploaded=*/true);
+      return replay(c, *g, inputs, /*uploaded=*/true, prof);
     }
     mode("graph");
-    return replay(c, *g, inputs, /*uploaded=*/false);
+    return replay(c, *g, inputs, /*uploaded=*/false, prof);
   }
 
   static std::vector<std::pair<DType, Shape>> signature(const std::vector<Tensor>& ts) {
@@ -368,11 +375,14 @@ class CudaExecutable final : public Executable {
     return st;
   }
 
-  Result<std::vector<Tensor>> replay(Context& c, GraphEntry& g, const std::vector<Tensor>& inputs, bool uploaded) {
+  Result<std::vector<Tensor>> replay(Context& c, GraphEntry& g, const std::vector<Tensor>& inputs, bool uploaded,
+                                     RunProfile* prof) {
     if (!uploaded)
       for (size_t i = 0; i < inputs.size(); ++i)
         GPUOPT_RETURN_IF_ERROR(c.staging.upload(inputs[i], &g.in_bufs[i], c.ec.stream));
+    DeviceSpan span(c.ec.stream, prof);
     GPUOPT_CHECK_CALL(cudaGraphLaunch(g.exec, c.ec.stream));
+    GPUOPT_RETURN_IF_ERROR(span.stop());
     std::vector<Tensor> result;
     for (const Tensor& b : g.out_bufs) {
       Tensor h = Tensor::empty(b.dtype(), b.shape());
@@ -381,6 +391,36 @@ class CudaExecutable final : public Executable {
     }
     return result;
   }
+
+  // Device time of the compute alone (inputs already on the GPU, outputs not yet copied back):
+  // what PyTorch's CUDA-event timings measure. Filled into RunProfile::device_us.
+  class DeviceSpan {
+   public:
+    DeviceSpan(cudaStream_t s, RunProfile* prof) : s_(s), prof_(prof) {
+      if (!prof_) return;
+      cudaEventCreate(&a_);
+      cudaEventCreate(&b_);
+      cudaEventRecord(a_, s_);
+    }
+    Status stop() {
+      if (!prof_ || !a_ || !b_) return Status::Ok();
+      GPUOPT_CHECK_CALL(cudaEventRecord(b_, s_));
+      GPUOPT_CHECK_CALL(cudaEventSynchronize(b_));
+      float ms = 0;
+      GPUOPT_CHECK_CALL(cudaEventElapsedTime(&ms, a_, b_));
+      prof_->device_us = ms * 1e3;
+      return Status::Ok();
+    }
+    ~DeviceSpan() {
+      if (a_) cudaEventDestroy(a_);
+      if (b_) cudaEventDestroy(b_);
+    }
+
+   private:
+    cudaStream_t s_;
+    RunProfile* prof_;
+    cudaEvent_t a_ = nullptr, b_ = nullptr;
+  };
 
   Status to_device(Context& c, Slot& s, const std::string& name) {
     if (s.dev.defined()) return Status::Ok();
@@ -407,8 +447,15 @@ class CudaExecutable final : public Executable {
   Result<std::vector<Tensor>> run_eager(Context& c, const std::vector<Tensor>& inputs, RunProfile* prof) {
     std::vector<Slot> slots = init_slots();
     const auto& gin = graph_.inputs();
-    for (size_t i = 0; i < gin.size(); ++i) slots[static_cast<size_t>(gin[i])].host = inputs[i];
+    for (size_t i = 0; i < gin.size(); ++i) {
+      Slot& s = slots[static_cast<size_t>(gin[i])];
+      s.host = inputs[i];
+      // Inputs a GPU node reads go up first, so the device span below is the compute alone.
+      if (prof && input_on_device_[i]) GPUOPT_RETURN_IF_ERROR(to_device(c, s, graph_.value(gin[i]).name));
+    }
+    DeviceSpan span(c.ec.stream, prof && !prof->per_node ? prof : nullptr);
     GPUOPT_RETURN_IF_ERROR(run_nodes(c, slots, prof && prof->per_node ? prof : nullptr));
+    GPUOPT_RETURN_IF_ERROR(span.stop());
     std::vector<Tensor> result;
     for (ValueId o : graph_.outputs()) {
       Slot& s = slots[static_cast<size_t>(o)];
@@ -535,6 +582,7 @@ class CudaExecutable final : public Executable {
   int device_;
   bool graphs_;
   std::vector<int32_t> last_use_;
+  std::vector<bool> input_on_device_;  // per graph input: read by a node on the GPU
   std::mutex mu_;
   std::vector<std::unique_ptr<Context>> free_;
   std::vector<Tensor> dev_const_;  // declared last: released before the contexts and their streams
