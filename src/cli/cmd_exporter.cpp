@@ -205,7 +205,8 @@ void setup(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--no-processes", o->no_processes, "Do not export per-process series");
   cmd->add_flag("--self-bench", o->self_bench,
-                "Measure the exporter on 127.0.0.1: CPU share at the interval and /metrics scrape latency");
+                "Measure the exporter on 127.0.0.1: CPU share at the interval, the cost of each NVML query group, "
+                "CPU by thread, and /metrics scrape latency");
   cmd->add_option("--bench-seconds", o->bench_seconds, "Self-bench: seconds of sampling without scrapes")->capture_default_str();
   cmd->add_option("--bench-scrapes", o->bench_scrapes, "Self-bench: timed scrapes")->capture_default_str();
   cmd->add_option("--bench-warmup", o->bench_warmup, "Self-bench: seconds to wait after start-up before measuring")
