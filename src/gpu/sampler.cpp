@@ -1,19 +1,16 @@
 #include "gpu/sampler.h"
 
 #include "core/log.h"
-#include "gpu/process_info.h"
 #include "gpu/sampler_impl.h"
 
 #include <pthread.h>
 #include <time.h>
 
-#include <cmath>
-
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
-#include <cstring>
 
 namespace gpuopt::gpu {
 
