@@ -18,9 +18,10 @@ using namespace nvml;  // NOLINT: the ABI's names
 
 namespace {
 
-// Reads before a group's mean cost is judged against the budget: the first read of some groups
-// (GPM, process utilisation from timestamp 0) costs more than the steady state.
-constexpr uint64_t kReadsBeforeBudget = 3;
+// A group is judged against the budget by the median of its last kRecentReads reads, so one
+// read stalled by the scheduler (or a costlier first read: GPM, process utilisation from
+// timestamp 0) does not move a cheap group.
+constexpr size_t kRecentReads = Sampler::Impl::kRecentReads;
 
 double thread_cpu_s() {
   timespec ts{};
@@ -141,12 +142,20 @@ const Snapshot& Sampler::sample() {
     bool called = read();
     if (!called) return false;
     QueryStat& st = im.stats[size_t(q)];
+    double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
+    auto& recent = im.recent[size_t(q)];
+    recent[st.calls % kRecentReads] = wall;
     ++st.calls;
-    st.wall_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
+    st.wall_s += wall;
     st.cpu_s += thread_cpu_s() - c0;
-    if (!st.slow && im.slow_every > 1 && options_.slow_budget_s > 0 && st.calls >= kReadsBeforeBudget &&
-        st.wall_s / double(st.calls) > options_.slow_budget_s)
-      st.slow = st.moved = true;
+    if (!st.slow && im.slow_every > 1 && options_.slow_budget_s > 0 && st.calls >= kRecentReads) {
+      auto sorted = recent;
+      std::nth_element(sorted.begin(), sorted.begin() + kRecentReads / 2, sorted.end());
+      if (sorted[kRecentReads / 2] > options_.slow_budget_s) {
+        st.slow = st.moved = true;
+        st.moved_median_s = sorted[kRecentReads / 2];
+      }
+    }
     return true;
   };
   auto is_due = [&](size_t k, uint64_t last_read) {

@@ -38,8 +38,8 @@ struct SamplerOptions {
   // every round(slow_interval_s / interval_s) samples; their last values are kept in between.
   // slow_interval_s <= interval_s reads everything every sample.
   double slow_interval_s = 10;
-  // A fast group whose mean cost per read (wall time, after 3 reads) passes this budget moves to
-  // the slow cadence. 0: never.
+  // A fast group whose cost per read (wall time, median of its last 5 reads) passes this budget
+  // moves to the slow cadence. 0: never.
   double slow_budget_s = 0.002;
 };
 

@@ -65,6 +65,8 @@ struct Sampler::Impl {
   bool have_last_tick = false;
   uint64_t slow_every = 1;
   std::array<QueryStat, kQueryGroupCount> stats{};
+  static constexpr size_t kRecentReads = 5;  // per group: wall time of the last reads (ring)
+  std::array<std::array<double, kRecentReads>, kQueryGroupCount> recent{};
   double sample_seconds_total = 0;
 };
 

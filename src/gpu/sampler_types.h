@@ -109,7 +109,8 @@ struct QueryStat {
   double wall_s = 0;  // steady clock around the calls
   double cpu_s = 0;   // CPU time of the sampling thread over the calls (user + kernel)
   bool slow = false;  // read every `slow_every` samples
-  bool moved = false; // moved to the slow cadence at run time: its mean cost passed the budget
+  bool moved = false; // moved to the slow cadence at run time: its cost passed the budget
+  double moved_median_s = 0;  // the median of its last 5 reads when it moved
 };
 
 struct GpuSample {

@@ -34,7 +34,7 @@ json gpu(json extra = json::object()) {
       {"utilization", {{"gpu", {10, 11, 12, 13, 14, 15, 16, 17, 18, 19}}, {"memory", 5}}},
       {"memory", {{"total", 1ull << 34}, {"used", 1ull << 30}}},
       {"temperature", 40},
-      {"power_usage_mw", {100000, 200000, 300000, 400000, 500000}},
+      {"power_usage_mw", {100000, 200000, 300000, 400000, 500000, 600000, 700000}},
       {"enforced_power_limit_mw", 700000},
       {"clocks", {{"sm", 1980}, {"mem", 2619}}},
       {"ecc",
@@ -67,30 +67,33 @@ TEST(Cadence, SlowQueryIsDetectedReportedAndMovedToTheSlowCadence) {
   std::vector<int64_t> power_read_us, stamp_us;
   std::vector<uint64_t> power_calls;
   Snapshot last;
-  for (int i = 0; i < 8; ++i) {
+  for (int i = 0; i < 10; ++i) {
     const Snapshot& snap = sm.sample();
     power.push_back(snap.gpus[0].power_w.value_or(-1));
     power_read_us.push_back(snap.gpus[0].read_us[kPower]);
     stamp_us.push_back(snap.timestamp_us);
     power_calls.push_back(snap.queries[kPower].calls);
-    if (i == 1) EXPECT_FALSE(snap.queries[kPower].slow) << "judged only after 3 reads";
+    if (i == 3) EXPECT_FALSE(snap.queries[kPower].slow) << "judged only after 5 reads";
     last = snap;
   }
-  // Fast for its first 3 reads (100, 200, 300 W), then moved: read again at sample 3 + 5 = 8.
-  EXPECT_EQ(power, (std::vector<double>{100, 200, 300, 300, 300, 300, 300, 400}));
-  EXPECT_EQ(power_calls, (std::vector<uint64_t>{1, 2, 3, 3, 3, 3, 3, 4}));
-  for (int i = 3; i < 7; ++i) EXPECT_EQ(power_read_us[i], stamp_us[2]) << "cached value keeps its read time";
-  EXPECT_EQ(power_read_us[7], stamp_us[7]);
+  // Fast for its first 5 reads (100..500 W), then moved: read again at sample 5 + 5 = 10.
+  EXPECT_EQ(power, (std::vector<double>{100, 200, 300, 400, 500, 500, 500, 500, 500, 600}));
+  EXPECT_EQ(power_calls, (std::vector<uint64_t>{1, 2, 3, 4, 5, 5, 5, 5, 5, 6}));
+  for (int i = 5; i < 9; ++i) EXPECT_EQ(power_read_us[i], stamp_us[4]) << "cached value keeps its read time";
+  EXPECT_EQ(power_read_us[9], stamp_us[9]);
   const QueryStat& p = last.queries[kPower];
   EXPECT_TRUE(p.slow);
   EXPECT_TRUE(p.moved);
+  EXPECT_GE(p.moved_median_s, 0.003);
   EXPECT_GE(p.wall_s / double(p.calls), 0.003);
-  EXPECT_GE(p.cpu_s / double(p.calls), 0.002) << "the fake's delay burns CPU, as driver ioctls do";
+  // The delay burns CPU, as driver ioctls do; under a loaded machine the spinning thread may be
+  // preempted, so CPU is only bounded by the wall time and well above a cheap group's.
+  EXPECT_LE(p.cpu_s, p.wall_s * 1.05 + 1e-3);
+  EXPECT_GT(p.cpu_s / double(p.calls), 20 * last.queries[kUtil].cpu_s / double(last.queries[kUtil].calls));
   // A cheap fast group stays fast and is read every sample.
   EXPECT_FALSE(last.queries[kUtil].slow);
-  EXPECT_EQ(last.queries[kUtil].calls, 8u);
-  EXPECT_EQ(last.gpus[0].gpu_util_pct, 17u);
-  EXPECT_LT(last.queries[kUtil].wall_s / 8, 0.002);
+  EXPECT_EQ(last.queries[kUtil].calls, 10u);
+  EXPECT_EQ(last.gpus[0].gpu_util_pct, 19u);
 
   // The self-bench table names it first, as moved.
   Exporter::QueryReport r;
@@ -103,9 +106,12 @@ TEST(Cadence, SlowQueryIsDetectedReportedAndMovedToTheSlowCadence) {
   ASSERT_FALSE(rows.empty());
   EXPECT_EQ(rows[0].query, "power");
   EXPECT_TRUE(rows[0].moved);
-  EXPECT_EQ(rows[0].calls, 4u);
+  EXPECT_EQ(rows[0].calls, 6u);
   EXPECT_GE(rows[0].mean_us, 3000);
-  EXPECT_GT(rows[0].share, 0.5);
+  EXPECT_DOUBLE_EQ(rows[0].share, p.wall_s / last.sample_seconds_total);
+  double shares = 0;
+  for (const QueryRow& q : rows) shares += q.share;
+  EXPECT_LE(shares, 1.0 + 1e-9) << "groups are timed inside the sample";
   for (size_t i = 1; i < rows.size(); ++i)
     EXPECT_GE(rows[i - 1].mean_us * rows[i - 1].calls, rows[i].mean_us * rows[i].calls);
   std::string table = format_query_table(r);
@@ -208,7 +214,7 @@ TEST(Cadence, ExporterPublishesQueryCostsAndReadTimestamps) {
   auto e = Exporter::start(o);
   ASSERT_TRUE(e.ok()) << e.status().to_string();
   Exporter& ex = **e;
-  for (int i = 0; i < 200 && ex.samples() < 6; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  for (int i = 0; i < 300 && ex.samples() < 8; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   net::HttpClient c("127.0.0.1", ex.port());
   auto r = c.get("/metrics");
   ASSERT_TRUE(r.ok());
@@ -229,7 +235,7 @@ TEST(Cadence, ExporterPublishesQueryCostsAndReadTimestamps) {
   double seconds = std::stod(body.substr(tpos + std::string("query=\"temperature\"} ").size()));
   size_t cpos = body.find("query=\"temperature\"} ", body.find("gpuopt_exporter_nvml_query_calls_total{"));
   double n = std::stod(body.substr(cpos + std::string("query=\"temperature\"} ").size()));
-  EXPECT_GE(n, 3);
+  EXPECT_GE(n, 5);
   EXPECT_GE(seconds / n, 0.0025);
   EXPECT_LT(seconds / n, 0.5);
   // Slow-cadence series carry the time they were read (ms); fast ones none.
