@@ -4,6 +4,8 @@
 
 #include "backends/cuda/elementwise.h"
 
+#include <vector>
+
 namespace gpuopt::cuda {
 
 // out[i0..ir] = in[offset + sum_k i_k * in_strides[k]] (strides in elements; 0 broadcasts,
@@ -16,7 +18,14 @@ struct StridedDesc {
   int64_t in_offset = 0;
 };
 
+// Picks 32-bit index math (magic-number division over merged axes) when the offsets allow.
 Status launch_strided_copy(size_t elem_size, const void* in, void* out, const StridedDesc& d, cudaStream_t s);
+
+// Transpose of the contiguous tensor `in_shape` by `perm` (empty: reverse the axes) into a
+// contiguous output: one memcpy, a row copy with 16-byte accesses when the last axis stays last,
+// 32x32 shared-memory tiles when it moves, the strided copy otherwise (layout_plan.h).
+Status launch_transpose(size_t elem_size, const void* in, void* out, const Shape& in_shape,
+                        const std::vector<int64_t>& perm, cudaStream_t s);
 
 // Pad in edge, reflect or wrap mode: each output coordinate c maps to input index c - begin,
 // brought back into [0, in_dim) as the CPU reference does (edge clamps; wrap is periodic;

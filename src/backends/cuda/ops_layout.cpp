@@ -17,15 +17,14 @@ Status run_transpose(CudaKernelContext& k) {
   std::vector<int64_t> perm = k.node.attr_ints("perm");
   if (perm.empty())
     for (int i = r - 1; i >= 0; --i) perm.push_back(i);
-  const auto st = strides_of(x.shape());
-  StridedDesc d;
-  d.rank = r;
-  d.numel = x.numel();
-  for (int i = 0; i < r; ++i) {
-    d.out_dims[i] = k.out(0).shape()[i];
-    d.in_strides[i] = st[static_cast<size_t>(perm[i])];
+  std::vector<bool> seen(static_cast<size_t>(r), false);
+  for (int64_t a : perm) {
+    if (perm.size() != static_cast<size_t>(r) || a < 0 || a >= r || seen[static_cast<size_t>(a)])
+      return k.error("perm is not a permutation of the {} input axes", r);
+    seen[static_cast<size_t>(a)] = true;
   }
-  return launch_strided_copy(dtype_size(x.dtype()), x.raw(), k.out(0).raw(), d, k.ctx.stream);
+  const Status st = launch_transpose(dtype_size(x.dtype()), x.raw(), k.out(0).raw(), x.shape(), perm, k.ctx.stream);
+  return st.ok() ? st : k.error("{}", st.message());
 }
 
 Status run_expand(CudaKernelContext& k) {
