@@ -49,5 +49,8 @@ std::string label(DType dt, const Shape& s, const std::string& extra = "");  // 
 void add_variadic_cases(std::vector<Case>& cases);
 void add_resize_more_cases(std::vector<Case>& cases);
 void add_nonzero_cases(std::vector<Case>& cases);
+// cases_elementwise.cpp: each fast path of the elementwise/Transpose kernels, and the "perf"
+// cases (BERT-base sizes) for `backend_ops perf --case perf`.
+void add_elementwise_cases(std::vector<Case>& cases);
 
 }  // namespace gpuopt::backend_ops
