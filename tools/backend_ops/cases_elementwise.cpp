@@ -112,8 +112,17 @@ void add_perf_cases(std::vector<Case>& cases) {
   const Shape h{32, 128, 768};
   for (DType dt : {DType::F16, DType::F32}) {
     auto add = [&](const char* op, std::vector<InputSpec> in, const std::string& what, AttributeMap attrs = {}) {
-      cases.push_back({op, label(dt, in[0].shape, what.empty() ? "perf" : what + " perf"), std::move(in), std::move(attrs), 13});
+      Shape big = in[0].shape;  // the label shows the largest input
+      for (const InputSpec& x : in)
+        if (shape_numel(x.shape) > shape_numel(big)) big = x.shape;
+      cases.push_back({op, label(dt, big, what.empty() ? "perf" : what + " perf"), std::move(in), std::move(attrs), 13});
     };
+    // The FFN's GELU, as exported: x / sqrt(2), erf, 1 + erf, x * that, * 0.5; plus its bias.
+    const Shape f{32, 128, 3072};
+    add("Div", {data(dt, f), scalar(dt, 1.4142135)}, "/ scalar");
+    add("Add", {scalar(dt, 1.0), data(dt, f)}, "scalar +");
+    add("Mul", {data(dt, f), data(dt, f)}, "x same");
+    add("Add", {data(dt, f), data(dt, {3072})}, "+ bias [3072]");
     add("Add", {data(dt, h), data(dt, h)}, "+ same");
     add("Add", {data(dt, h), data(dt, {768})}, "+ bias [768]");
     add("Add", {data(dt, {16, 512, 1024}), data(dt, {16, 512, 1024})}, "+ same (> L2)");
