@@ -65,6 +65,17 @@ BinaryPlan plan(const Shape& a, const Shape& b, size_t in = 2, size_t out = 2, c
   return plan_binary(*d, in, out, pa, pb, py);
 }
 
+// 64-bit reference offsets straight from the broadcast descriptor.
+void reference_offsets(const BroadcastDesc& d, int64_t i, int64_t* ia, int64_t* ib) {
+  *ia = *ib = 0;
+  for (int k = d.rank - 1; k >= 0; --k) {
+    const int64_t c = i % d.out_dims[k];
+    i /= d.out_dims[k];
+    *ia += c * d.a_strides[k];
+    *ib += c * d.b_strides[k];
+  }
+}
+
 TEST(PlanBinary, PicksTheFastPathOfEachPattern) {
   BinaryPlan p = plan({32, 128, 768}, {32, 128, 768});
   EXPECT_EQ(p.path, BinaryPath::kVector);
@@ -105,6 +116,46 @@ TEST(PlanBinary, PicksTheFastPathOfEachPattern) {
   EXPECT_EQ(p.vec, 8);
 }
 
+TEST(PlanBinary, VectorisesAnyBroadcastOfWholeInnermostVectors) {
+  BinaryPlan p = plan({32, 12, 128, 128}, {32, 1, 1, 128});  // BERT's attention mask
+  EXPECT_EQ(p.path, BinaryPath::kVector);
+  EXPECT_EQ(p.mode, VecMode::kBroadcast);
+  EXPECT_TRUE(p.a_vector);
+  EXPECT_TRUE(p.b_vector);
+  p = plan({6, 1, 32}, {5, 1});  // both broadcast; b one element per vector
+  EXPECT_EQ(p.mode, VecMode::kBroadcast);
+  EXPECT_TRUE(p.a_vector);
+  EXPECT_FALSE(p.b_vector);
+  EXPECT_EQ(plan({32, 12, 128, 128}, {32, 1, 1, 128}, 2, 2, kA, at(0x20004)).path, BinaryPath::kGeneral32);
+}
+
+// kBroadcast: the offsets the kernel computes once per vector, plus 0..V-1 for a vector operand
+// or nothing for a repeated element, are the reference offsets of each element.
+TEST(PlanBinary, BroadcastVectorOffsetsMatchReference) {
+  const std::pair<Shape, Shape> cases[] = {{{4, 3, 8, 16}, {4, 1, 1, 16}}, {{6, 1, 32}, {5, 1}}, {{5, 1, 11, 16}, {7, 1, 16}},
+                                           {{2, 1, 8}, {1, 3, 1}}, {{3, 1, 2, 8}, {1, 4, 2, 1}}};
+  for (const auto& [as, bs] : cases) {
+    auto d = make_broadcast(as, bs);
+    ASSERT_TRUE(d.ok());
+    const BinaryPlan p = plan_binary(*d, 2, 2, kA, kB, kY);
+    ASSERT_EQ(p.mode, VecMode::kBroadcast) << shape_to_string(as) << " " << shape_to_string(bs) << ": " << p.why;
+    ASSERT_EQ(d->numel % p.vec, 0);
+    const Index32 g = make_index32(p.shape);
+    for (int64_t i = 0; i < d->numel; i += p.vec) {
+      uint32_t ia, ib;
+      index32_offsets(g, static_cast<uint32_t>(i), &ia, &ib);
+      if (p.a_vector) ASSERT_EQ(ia % p.vec, 0u);  // aligned vector loads
+      if (p.b_vector) ASSERT_EQ(ib % p.vec, 0u);
+      for (int e = 0; e < p.vec; ++e) {
+        int64_t ra, rb;
+        reference_offsets(*d, i + e, &ra, &rb);
+        ASSERT_EQ(ia + (p.a_vector ? e : 0), ra) << shape_to_string(as) << " " << shape_to_string(bs) << " element " << i + e;
+        ASSERT_EQ(ib + (p.b_vector ? e : 0), rb) << shape_to_string(as) << " " << shape_to_string(bs) << " element " << i + e;
+      }
+    }
+  }
+}
+
 TEST(PlanBinary, FallsBackToGeneral32WhenVectorsDoNotFit) {
   EXPECT_EQ(plan({5, 7, 11, 13}, {13}, 4, 4).path, BinaryPath::kGeneral32);      // 13 % 4
   EXPECT_EQ(plan({5, 7, 11, 13}, {11, 1}, 4, 4).path, BinaryPath::kGeneral32);   // inner 13
@@ -121,17 +172,6 @@ TEST(PlanBinary, FallsBackToGeneral32WhenVectorsDoNotFit) {
   // 2^31 elements: the 64-bit kernel.
   EXPECT_EQ(plan({int64_t{1} << 31}, {int64_t{1} << 31}).path, BinaryPath::kGeneral64);
   EXPECT_EQ(plan({int64_t{1} << 16, int64_t{1} << 15}, {1}).path, BinaryPath::kGeneral64);
-}
-
-// 64-bit reference offsets straight from the broadcast descriptor.
-void reference_offsets(const BroadcastDesc& d, int64_t i, int64_t* ia, int64_t* ib) {
-  *ia = *ib = 0;
-  for (int k = d.rank - 1; k >= 0; --k) {
-    const int64_t c = i % d.out_dims[k];
-    i /= d.out_dims[k];
-    *ia += c * d.a_strides[k];
-    *ib += c * d.b_strides[k];
-  }
 }
 
 TEST(PlanBinary, IndexMathMatchesReferenceForEveryElement) {

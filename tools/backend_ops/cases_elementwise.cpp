@@ -36,7 +36,9 @@ void add_binary_path_cases(std::vector<Case>& cases) {
       {{6, 5, 1}, {6, 5, 32}},           // the mirror
       {{3, 8, 5, 16}, {8, 1, 1}},        // channel [C,1,1] over NCHW
       {{6, 5, 13}, {13}},                // row of 13: not whole vectors, general 32-bit
-      {{6, 1, 32}, {5, 1}},              // both broadcast: general 32-bit
+      {{6, 1, 32}, {5, 1}},              // both broadcast, innermost whole vectors: per-vector offsets
+      {{4, 3, 8, 16}, {4, 1, 1, 16}},    // attention-mask pattern [B,1,1,S] over [B,H,S,S]
+      {{6, 1, 13}, {5, 1}},              // both broadcast, innermost 13: general 32-bit
       {{2, 3, 1, 5, 1, 7, 1, 3}, {1, 3, 4, 1, 2, 1, 3, 1}},  // rank 8, alternating
   };
   const DType kTypes[] = {DType::F32, DType::F16, DType::BF16, DType::I32, DType::I64, DType::I8, DType::U8};
@@ -123,6 +125,10 @@ void add_perf_cases(std::vector<Case>& cases) {
     add("Add", {scalar(dt, 1.0), data(dt, f)}, "scalar +");
     add("Mul", {data(dt, f), data(dt, f)}, "x same");
     add("Add", {data(dt, f), data(dt, {3072})}, "+ bias [3072]");
+    // Attention: scores / sqrt(64), + the mask [B,1,1,S].
+    const Shape att{32, 12, 128, 128};
+    add("Div", {data(dt, att), scalar(dt, 8.0)}, "/ scalar");
+    add("Add", {data(dt, att), data(dt, {32, 1, 1, 128})}, "+ mask [32,1,1,128]");
     add("Add", {data(dt, h), data(dt, h)}, "+ same");
     add("Add", {data(dt, h), data(dt, {768})}, "+ bias [768]");
     add("Add", {data(dt, {16, 512, 1024}), data(dt, {16, 512, 1024})}, "+ same (> L2)");

@@ -137,6 +137,22 @@ BinaryPlan plan_binary(const BroadcastDesc& d, size_t in_size, size_t out_size, 
       return p;
     }
   }
+  // Anything else vectorises when a vector never crosses the innermost collapsed axis, so each
+  // operand's V elements are contiguous (stride 1) or one element (stride 0).
+  const int last = c.rank - 1;
+  if (last >= 0 && c.dims[last] % p.vec == 0) {
+    const bool av = c.a_strides[last] == 1, bv = c.b_strides[last] == 1;
+    if ((!av || full_ok(a)) && (!bv || full_ok(b))) {
+      p.path = BinaryPath::kVector;
+      p.mode = VecMode::kBroadcast;
+      p.a_vector = av;
+      p.b_vector = bv;
+      p.why = "general broadcast, innermost axis of whole vectors";
+      return p;
+    }
+    p.why = "general broadcast, inputs not aligned for vector loads";
+    return p;
+  }
   p.why = "general broadcast";
   return p;
 }

@@ -81,6 +81,9 @@ enum class VecMode : uint8_t {
   kScalarB,  // b is one element
   kMidA,     // b full; a indexed by (i / inner) % mid: a row [C] over [..., C] (inner 1),
   kMidB,     //   a column [N, 1] over [N, C] (mid N), a channel [C, 1, 1] over [N, C, H, W]
+  kBroadcast,  // any broadcast whose innermost collapsed axis is whole vectors (BERT's mask
+               // [B,1,1,S] over [B,H,S,S]): offsets once per vector; each operand loads a
+               // vector (innermost stride 1) or one element (stride 0)
 };
 
 // The output's broadcast with size-1 axes dropped and neighbours merged where both operands
@@ -101,7 +104,9 @@ struct BinaryPlan {
   int64_t inner = 1;          // kMid*: the small operand's element of output i is (i / inner) % mid
   int64_t mid = 1;
   bool small_vector = false;  // kMid* with inner 1: the small operand's V elements are contiguous
-  CollapsedBroadcast shape;   // kGeneral32
+  bool a_vector = false;      // kBroadcast: a's innermost collapsed stride is 1 (else 0)
+  bool b_vector = false;
+  CollapsedBroadcast shape;   // kGeneral32, kBroadcast
   const char* why = "";       // the reason for the path, for tests and logs
 };
 

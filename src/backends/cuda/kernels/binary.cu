@@ -2,6 +2,7 @@
 // call (elementwise_plan.h):
 //  - kVector: the output and every full-size input move 16 bytes per access; the other input is
 //    one element, or a row/column/channel read as (i / inner) % mid with magic-number division
+//    once per vector, or (any broadcast whose innermost axis is whole vectors) both offsets
 //    once per vector; the n % V tail runs one element per thread.
 //  - kGeneral32: any broadcast over collapsed dims, 32-bit offsets by magic-number division.
 //  - kGeneral64: 2^31 elements or more, the original 64-bit index math.
@@ -24,8 +25,10 @@ using namespace ew;  // NOLINT: the kernels' element helpers
 struct VecArgs {
   VecMode mode;
   bool small_vector;  // kMid*: V contiguous small elements (else one, repeated)
+  bool a_vector, b_vector;  // kBroadcast: V contiguous elements of a / b (else one, repeated)
   int64_t n;
   FastDivmod inner, mid;
+  Index32 index;  // kBroadcast
 };
 
 __device__ __forceinline__ uint32_t small_index(const VecArgs& g, uint32_t i) { return mid_index(g.inner, g.mid, i); }
@@ -57,7 +60,14 @@ __global__ void binary_vec_kernel(BinaryOp op, const T* __restrict__ a, const T*
       case VecMode::kScalarA: pa = fill<T, V>(a[0]); pb = load_pack<T, V>(b, i); break;
       case VecMode::kScalarB: pa = load_pack<T, V>(a, i); pb = fill<T, V>(b[0]); break;
       case VecMode::kMidA: pa = small_pack<T, V>(a, g, i); pb = load_pack<T, V>(b, i); break;
-      default: pa = load_pack<T, V>(a, i); pb = small_pack<T, V>(b, g, i); break;  // kMidB
+      case VecMode::kMidB: pa = load_pack<T, V>(a, i); pb = small_pack<T, V>(b, g, i); break;
+      default: {  // kBroadcast
+        uint32_t ia, ib;
+        index32_offsets(g.index, static_cast<uint32_t>(i), &ia, &ib);
+        pa = g.a_vector ? load_pack<T, V>(a, ia) : fill<T, V>(a[ia]);
+        pb = g.b_vector ? load_pack<T, V>(b, ib) : fill<T, V>(b[ib]);
+        break;
+      }
     }
     Pack<Out, V> py;
 #pragma unroll
@@ -71,7 +81,14 @@ __global__ void binary_vec_kernel(BinaryOp op, const T* __restrict__ a, const T*
       case VecMode::kScalarA: ia = 0; break;
       case VecMode::kScalarB: ib = 0; break;
       case VecMode::kMidA: ia = small_index(g, static_cast<uint32_t>(i)); break;
-      default: ib = small_index(g, static_cast<uint32_t>(i)); break;
+      case VecMode::kMidB: ib = small_index(g, static_cast<uint32_t>(i)); break;
+      default: {  // kBroadcast never has a tail (numel is whole vectors); kept for safety
+        uint32_t oa, ob;
+        index32_offsets(g.index, static_cast<uint32_t>(i), &oa, &ob);
+        ia = oa;
+        ib = ob;
+        break;
+      }
     }
     y[i] = binary_elem<T, Out>(op, a[ia], b[ib]);
   }
@@ -118,8 +135,9 @@ void launch_typed(BinaryOp op, const T* a, const T* b, Out* y, const BroadcastDe
   constexpr int V = vec_width(sizeof(T));
   const BinaryPlan p = plan_binary(d, sizeof(T), sizeof(Out), a, b, y);
   if (p.path == BinaryPath::kVector) {
-    const VecArgs g{p.mode, p.small_vector, d.numel, FastDivmod(static_cast<uint32_t>(p.inner)),
-                    FastDivmod(static_cast<uint32_t>(p.mid))};
+    const VecArgs g{p.mode, p.small_vector, p.a_vector, p.b_vector, d.numel, FastDivmod(static_cast<uint32_t>(p.inner)),
+                    FastDivmod(static_cast<uint32_t>(p.mid)),
+                    p.mode == VecMode::kBroadcast ? make_index32(p.shape) : Index32{}};
     binary_vec_kernel<T, Out, V><<<grid_for(d.numel / V), kThreads, 0, s>>>(op, a, b, y, g);
   } else if (p.path == BinaryPath::kGeneral32) {
     binary_general32_kernel<T, Out><<<grid_for(d.numel), kThreads, 0, s>>>(op, a, b, y, static_cast<uint32_t>(d.numel),
