@@ -91,6 +91,18 @@ Ran run(const Session& s, const Tensor& x) {
   return r;
 }
 
+// The test model itself is valid and runs on the CPU reference (no device needed).
+TEST(CudaGraphs, ModelRunsOnTheCpuReference) {
+  const Graph g = make_model();
+  auto cpu = session(g, "cpu");
+  ASSERT_TRUE(cpu);
+  Ran r = run(*cpu, randn({2, 3, 8, 8}, 1));
+  ASSERT_EQ(r.y.shape(), (Shape{2, 10}));
+  double row = 0;
+  for (int64_t j = 0; j < 10; ++j) row += r.y.get_f64(j);
+  EXPECT_NEAR(row, 1.0, 1e-5);  // a softmax row
+}
+
 TEST(CudaGraphs, ShapeArithmeticIsPlacedOnTheHost) {
   GPUOPT_REQUIRE_CUDA();
   Graph g = make_model();
