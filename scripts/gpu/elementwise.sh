@@ -23,7 +23,7 @@ for f in "$B/test_cuda" "$B/tests/test_cuda" "$B/../tests/test_cuda"; do [ -z "$
 fail=0
 
 OPS=(Add Sub Mul Div Mod Max Min Equal Less Greater GreaterOrEqual LessOrEqual And Or Xor PRelu Pow
-     Erf Relu Sigmoid Neg Gelu Cast Transpose Slice Expand Tile)
+     Erf Relu Sigmoid Neg Gelu Cast Transpose Slice Expand Tile Gather Where)
 declare -A res
 for op in "${OPS[@]}"; do
   timeout 300 "$BO" test --op "$op" >"$D/test_$op.log" 2>&1
@@ -35,7 +35,7 @@ done
 memcheck=skipped
 if command -v compute-sanitizer >/dev/null 2>&1; then
   memcheck=passed
-  for op in Add Equal Cast Transpose; do
+  for op in Add Equal Cast Transpose Gather Where; do
     if ! timeout 300 compute-sanitizer --tool memcheck --error-exitcode 3 "$BO" test --op "$op" --case path \
         >"$D/memcheck_$op.log" 2>&1; then
       memcheck="FAILED ($op, see memcheck_$op.log)"

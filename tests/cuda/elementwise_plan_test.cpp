@@ -361,5 +361,73 @@ TEST(StridedCopy, CollapseAndFitKeepEveryOffset) {
   EXPECT_EQ(collapse_strided(bcast).rank, 2);
 }
 
+// Numpy broadcast offset of output element i in an operand of shape s.
+int64_t broadcast_offset(const Shape& out, const Shape& s, int64_t i) {
+  const int r = static_cast<int>(out.size());
+  int64_t off = 0, run = 1;
+  for (int k = r - 1; k >= 0; --k) {
+    const int ks = k - (r - static_cast<int>(s.size()));
+    const int64_t d = ks >= 0 ? s[ks] : 1;
+    const int64_t c = i % out[k];
+    i /= out[k];
+    if (d != 1) off += c * run;
+    run *= d;
+  }
+  return off;
+}
+
+TEST(Where32, OffsetsMatchReference) {
+  struct W {
+    Shape out, c, a, b;
+  };
+  const W cases[] = {{{5, 7, 11, 13}, {7, 1, 13}, {5, 7, 11, 13}, {11, 13}},
+                     {{32, 12, 128, 128}, {32, 1, 1, 128}, {}, {32, 12, 128, 128}},
+                     {{4, 1, 6}, {4, 1, 6}, {1}, {6}},
+                     {{2, 3, 4, 5, 6, 7}, {3, 1, 5, 1, 7}, {2, 1, 4, 1, 6, 1}, {}}};
+  for (const W& w : cases) {
+    const Where32 g = make_where32(w.out, w.c, w.a, w.b);
+    const int64_t n = shape_numel(w.out);
+    ASSERT_EQ(g.n, static_cast<uint32_t>(n));
+    const int64_t step = n > 200000 ? 997 : 1;  // the attention-size case: a sample
+    for (int64_t i = 0; i < n; i += step) {
+      uint32_t oc, oa, ob;
+      where32_offsets(g, static_cast<uint32_t>(i), &oc, &oa, &ob);
+      ASSERT_EQ(oc, broadcast_offset(w.out, w.c, i)) << shape_to_string(w.out) << " element " << i;
+      ASSERT_EQ(oa, broadcast_offset(w.out, w.a, i)) << shape_to_string(w.out) << " element " << i;
+      ASSERT_EQ(ob, broadcast_offset(w.out, w.b, i)) << shape_to_string(w.out) << " element " << i;
+    }
+  }
+}
+
+// Gather32: the chunk split replayed on flat-index data against a plain gather.
+TEST(Gather32, ChunkSplitMatchesPlainGather) {
+  struct G {
+    int64_t outer, axis_dim, inner, es;
+    std::vector<int64_t> idx;
+  };
+  const G cases[] = {{1, 50, 768, 2, {3, 49, 0, 7, 7}}, {4, 9, 13, 4, {8, 0, 2}}, {6, 5, 1, 8, {4, 1, 0, 3, 2, 2}},
+                     {2, 30, 24, 1, {29, 11}}};
+  for (const G& t : cases) {
+    const int w = row_chunk_bytes(static_cast<size_t>(t.es), t.inner, at(0x10000), at(0x20000));
+    const int64_t per = w / t.es, nidx = static_cast<int64_t>(t.idx.size());
+    Gather32 g;
+    g.total = static_cast<uint32_t>(t.outer * nidx * t.inner / per);
+    g.inner = FastDivmod(static_cast<uint32_t>(t.inner / per));
+    g.nidx = FastDivmod(static_cast<uint32_t>(nidx));
+    g.axis_dim = static_cast<uint32_t>(t.axis_dim);
+    std::vector<int64_t> got(static_cast<size_t>(t.outer * nidx * t.inner)), want(got.size());
+    for (uint32_t i = 0; i < g.total; ++i) {
+      uint32_t o, j, c;
+      gather32_split(g, i, &o, &j, &c);
+      const int64_t src = (o * t.axis_dim + t.idx[j]) * (t.inner / per) + c;
+      for (int64_t e = 0; e < per; ++e) got[static_cast<size_t>(i * per + e)] = src * per + e;
+    }
+    for (int64_t o = 0, y = 0; o < t.outer; ++o)
+      for (int64_t j = 0; j < nidx; ++j)
+        for (int64_t e = 0; e < t.inner; ++e, ++y) want[static_cast<size_t>(y)] = (o * t.axis_dim + t.idx[j]) * t.inner + e;
+    EXPECT_EQ(got, want) << "inner " << t.inner << " es " << t.es << " chunk " << w;
+  }
+}
+
 }  // namespace
 }  // namespace gpuopt::cuda

@@ -108,6 +108,22 @@ void add_transpose_path_cases(std::vector<Case>& cases) {
     }
 }
 
+// Gather in 16-byte chunks of whole rows (or narrower ones), negative indices; Where's
+// three-way broadcast on 32-bit index math.
+void add_gather_where_cases(std::vector<Case>& cases) {
+  const DType kTypes[] = {DType::F32, DType::F16, DType::I64, DType::U8};
+  for (DType dt : kTypes) {
+    cases.push_back({"Gather", label(dt, {50, 64}, "idx [3,5] axis=0 path"), {data(dt, {50, 64}, 0, 100), data(DType::I64, {3, 5}, -50, 49.99)}});
+    cases.push_back({"Gather", label(dt, {6, 50, 7}, "idx i32 [4] axis=1 path"), {data(dt, {6, 50, 7}, 0, 100), data(DType::I32, {4}, -50, 49.99)},
+                     {{"axis", attr_i(1)}}});
+    cases.push_back({"Gather", label(dt, {9, 24}, "idx [] axis=0 path"), {data(dt, {9, 24}, 0, 100), const_tensor(DType::I64, {}, {-2})}});
+    cases.push_back({"Where", label(dt, {4, 3, 8, 16}, "cond [4,1,1,16] a [] path"),
+                     {data(DType::Bool, {4, 1, 1, 16}), data(dt, {}, 0, 100), data(dt, {4, 3, 8, 16}, 0, 100)}});
+    cases.push_back({"Where", label(dt, {2, 3, 4, 5, 6, 7}, "cond [3,1,5,1,7] b [] path"),
+                     {data(DType::Bool, {3, 1, 5, 1, 7}), data(dt, {2, 1, 4, 1, 6, 1}, 0, 100), data(dt, {}, 0, 100)}});
+  }
+}
+
 // BERT-base at batch 32, sequence 128 (hidden 768, 12 heads of 64, FFN 3072), and a same-shape
 // Add larger than the L2 so DRAM is what is measured.
 void add_perf_cases(std::vector<Case>& cases) {
@@ -138,6 +154,9 @@ void add_perf_cases(std::vector<Case>& cases) {
     add("Transpose", {data(dt, {32, 128, 12, 64})}, "perm=[0,2,1,3]", {{"perm", attr_ints({0, 2, 1, 3})}});
     add("Transpose", {data(dt, {32, 12, 128, 64})}, "perm=[0,1,3,2]", {{"perm", attr_ints({0, 1, 3, 2})}});
     add("Transpose", {data(dt, {2048, 4096})}, "perm=[1,0]", {{"perm", attr_ints({1, 0})}});
+    // A 512-row table (position embeddings): GB/s counts the whole table as read, so a small one.
+    add("Gather", {data(dt, {512, 768}), data(DType::I64, {32, 128}, 0, 511.99)}, "embedding rows idx [32,128]");
+    add("Where", {data(DType::Bool, {32, 1, 1, 128}), data(dt, att), scalar(dt, -10000.0)}, "mask cond [32,1,1,128]");
   }
   cases.push_back({"Cast", label(DType::F32, h, "to f16 perf"), {data(DType::F32, h)}, {{"to", to(DType::F16)}}});
   cases.push_back({"Cast", label(DType::F16, h, "to f32 perf"), {data(DType::F16, h)}, {{"to", to(DType::F32)}}});
@@ -149,6 +168,7 @@ void add_elementwise_cases(std::vector<Case>& cases) {
   add_binary_path_cases(cases);
   add_unary_path_cases(cases);
   add_transpose_path_cases(cases);
+  add_gather_where_cases(cases);
   add_perf_cases(cases);
 }
 

@@ -127,6 +127,47 @@ void transpose_strides(const TransposePlan& p, int64_t* in_st, int64_t* out_st) 
   }
 }
 
+Where32 make_where32(const Shape& out, const Shape& cond, const Shape& a, const Shape& b) {
+  const int r = static_cast<int>(out.size());
+  const Shape* ins[3] = {&cond, &a, &b};
+  int64_t st[3][kMaxRank] = {};
+  for (int o = 0; o < 3; ++o) {  // numpy broadcast strides: 0 along broadcast axes
+    int64_t run = 1;
+    const Shape& s = *ins[o];
+    for (int k = r - 1; k >= 0; --k) {
+      const int ks = k - (r - static_cast<int>(s.size()));
+      const int64_t d = ks >= 0 ? s[ks] : 1;
+      st[o][k] = d == 1 ? 0 : run;
+      run *= d;
+    }
+  }
+  // Drop size-1 axes; merge an axis into the previous kept one when all three walk the pair alike.
+  int64_t dims[kMaxRank] = {}, cs[3][kMaxRank] = {};
+  int n = 0;
+  for (int k = 0; k < r; ++k) {
+    if (out[k] == 1) continue;
+    bool merge = n > 0;
+    for (int o = 0; o < 3 && merge; ++o) merge = cs[o][n - 1] == st[o][k] * out[k];
+    if (merge) {
+      dims[n - 1] *= out[k];
+      for (int o = 0; o < 3; ++o) cs[o][n - 1] = st[o][k];
+      continue;
+    }
+    dims[n] = out[k];
+    for (int o = 0; o < 3; ++o) cs[o][n] = st[o][k];
+    ++n;
+  }
+  Where32 g;
+  g.rank = n;
+  g.n = static_cast<uint32_t>(shape_numel(out));
+  for (int k = 0; k < n; ++k) {  // innermost first
+    const int src = n - 1 - k;
+    g.dims[k] = FastDivmod(static_cast<uint32_t>(dims[src]));
+    for (int o = 0; o < 3; ++o) g.strides[o][k] = static_cast<uint32_t>(cs[o][src]);
+  }
+  return g;
+}
+
 RowsArgs make_rows(const TransposePlan& p, size_t es, int w) {
   int64_t in_st[kMaxRank], out_st[kMaxRank];
   transpose_strides(p, in_st, out_st);

@@ -117,6 +117,46 @@ GPUOPT_EW_HD int32_t strided32_offset(const Strided32& g, uint32_t i) {
   return off;
 }
 
+// Where's three-way broadcast over merged axes, innermost first, 32-bit offsets (out numel <=
+// kMax32). Operand 0 is the condition, 1 and 2 the values.
+struct Where32 {
+  int rank = 0;
+  uint32_t n = 0;
+  FastDivmod dims[kMaxRank];
+  uint32_t strides[3][kMaxRank] = {};
+};
+Where32 make_where32(const Shape& out, const Shape& cond, const Shape& a, const Shape& b);
+GPUOPT_EW_HD void where32_offsets(const Where32& g, uint32_t i, uint32_t* oc, uint32_t* oa, uint32_t* ob) {
+  uint32_t rem = i, c0 = 0, c1 = 0, c2 = 0;
+  GPUOPT_EW_UNROLL
+  for (int k = 0; k < kMaxRank; ++k) {
+    if (k >= g.rank) break;
+    uint32_t c = rem;
+    if (k < g.rank - 1) g.dims[k].divmod(rem, &rem, &c);
+    c0 += c * g.strides[0][k];
+    c1 += c * g.strides[1][k];
+    c2 += c * g.strides[2][k];
+  }
+  *oc = c0;
+  *oa = c1;
+  *ob = c2;
+}
+
+// Gather along an axis, data viewed as [outer, axis_dim, inner], in chunks of W bytes
+// (row_chunk_bytes of the inner block): output chunk i is (o, j, c) with c < inner chunks.
+struct Gather32 {
+  uint32_t total = 0;  // output chunks
+  FastDivmod inner;    // chunks per inner block
+  FastDivmod nidx;
+  uint32_t axis_dim = 0;
+};
+// Splits output chunk i into its outer index o, index position j and chunk c.
+GPUOPT_EW_HD void gather32_split(const Gather32& g, uint32_t i, uint32_t* o, uint32_t* j, uint32_t* c) {
+  uint32_t q;
+  g.inner.divmod(i, &q, c);
+  g.nidx.divmod(q, o, j);
+}
+
 // Contiguous strides of a plan's collapsed input, and of its output (output axis q has extent
 // dims[perm[q]]).
 void transpose_strides(const TransposePlan& p, int64_t* in_strides, int64_t* out_strides);

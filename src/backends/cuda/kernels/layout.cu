@@ -93,6 +93,35 @@ __global__ void where_kernel(const bool* __restrict__ c, const E* __restrict__ a
   }
 }
 
+template <typename E>
+__global__ void where32_kernel(const bool* __restrict__ c, const E* __restrict__ a, const E* __restrict__ b,
+                               E* __restrict__ y, Where32 g) {
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < g.n; i += gridDim.x * blockDim.x) {
+    uint32_t oc, oa, ob;
+    where32_offsets(g, i, &oc, &oa, &ob);
+    y[i] = c[oc] ? a[oa] : b[ob];
+  }
+}
+
+// Gather in chunks of W bytes of the inner block (an embedding row of 768 f16 moves as 96
+// 16-byte chunks), 32-bit index math.
+template <typename W, typename I>
+__global__ void gather32_kernel(const W* __restrict__ data, const I* __restrict__ idx, W* __restrict__ out, int* bad,
+                                Gather32 g) {
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < g.total; i += gridDim.x * blockDim.x) {
+    uint32_t o, j, c;
+    gather32_split(g, i, &o, &j, &c);
+    int64_t k = static_cast<int64_t>(idx[j]);
+    if (k < 0) k += g.axis_dim;
+    if (k < 0 || k >= g.axis_dim) {
+      out[i] = W{};
+      if (bad) *bad = 1;
+      continue;
+    }
+    out[i] = data[(o * g.axis_dim + static_cast<uint32_t>(k)) * g.inner.divisor + c];
+  }
+}
+
 template <typename E, typename I>
 __global__ void gather_kernel(const E* __restrict__ data, int64_t outer, int64_t axis_dim, int64_t inner,
                               const I* __restrict__ idx, int64_t nidx, E* __restrict__ out, int* bad) {
@@ -251,11 +280,23 @@ Status launch_pad_index(size_t es, const void* in, void* out, const PadDesc& d, 
 
 Status launch_where(size_t es, const bool* cond, const Shape& cs, const void* a, const Shape& as, const void* b,
                     const Shape& bs, void* y, const Shape& out, cudaStream_t s) {
+  const int rank = static_cast<int>(out.size());
+  if (rank > kMaxRank) return Status::Unimplemented("Where of rank {} exceeds {}", rank, kMaxRank);
+  const int64_t numel = shape_numel(out);
+  if (numel == 0) return Status::Ok();
+  if (numel <= kMax32) {
+    const Where32 g = make_where32(out, cs, as, bs);
+    GPUOPT_RETURN_IF_ERROR(by_size(es, [&](auto tag) {
+      using E = decltype(tag);
+      where32_kernel<E><<<grid_for(numel), kThreads, 0, s>>>(cond, static_cast<const E*>(a), static_cast<const E*>(b),
+                                                             static_cast<E*>(y), g);
+    }));
+    GPUOPT_CHECK_CALL(cudaGetLastError());
+    return Status::Ok();
+  }
   Where3 d{};
-  d.rank = static_cast<int>(out.size());
-  if (d.rank > kMaxRank) return Status::Unimplemented("Where of rank {} exceeds {}", d.rank, kMaxRank);
-  d.numel = shape_numel(out);
-  if (d.numel == 0) return Status::Ok();
+  d.rank = rank;
+  d.numel = numel;
   for (int k = 0; k < d.rank; ++k) d.dims[k] = out[k];
   broadcast_strides(cs, out, d.sc);
   broadcast_strides(as, out, d.sa);
@@ -273,6 +314,33 @@ Status launch_gather(size_t es, const void* data, int64_t outer, int64_t axis_di
                      bool i64, int64_t nidx, void* out, int* bad, cudaStream_t s) {
   const int64_t total = outer * nidx * inner;
   if (total == 0) return Status::Ok();
+  if (total <= kMax32 && outer * axis_dim * inner <= kMax32 && (es == 1 || es == 2 || es == 4 || es == 8)) {
+    const int w = row_chunk_bytes(es, inner, data, out);
+    const int64_t per = w / static_cast<int64_t>(es);  // elements per chunk
+    Gather32 g;
+    g.total = static_cast<uint32_t>(total / per);
+    g.inner = FastDivmod(static_cast<uint32_t>(inner / per));
+    g.nidx = FastDivmod(static_cast<uint32_t>(nidx));
+    g.axis_dim = static_cast<uint32_t>(axis_dim);
+    auto go = [&](auto tag) {
+      using W = decltype(tag);
+      if (i64)
+        gather32_kernel<W, int64_t><<<grid_for(g.total), kThreads, 0, s>>>(
+            static_cast<const W*>(data), static_cast<const int64_t*>(indices), static_cast<W*>(out), bad, g);
+      else
+        gather32_kernel<W, int32_t><<<grid_for(g.total), kThreads, 0, s>>>(
+            static_cast<const W*>(data), static_cast<const int32_t*>(indices), static_cast<W*>(out), bad, g);
+    };
+    switch (w) {
+      case 16: go(uint4{}); break;
+      case 8: go(uint2{}); break;
+      case 4: go(uint32_t{}); break;
+      case 2: go(uint16_t{}); break;
+      default: go(uint8_t{}); break;
+    }
+    GPUOPT_CHECK_CALL(cudaGetLastError());
+    return Status::Ok();
+  }
   GPUOPT_RETURN_IF_ERROR(by_size(es, [&](auto tag) {
     using E = decltype(tag);
     if (i64)
