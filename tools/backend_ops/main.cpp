@@ -7,7 +7,8 @@
 //                                        CUDA graph when the op allows capture: kernel time,
 //                                        not launch overhead; "loop" in the table otherwise)
 //   ... [--case TEXT]                    only the cases whose label contains TEXT
-//                                        (e.g. `perf --case perf`: the BERT-size cases)
+//                                        (e.g. `perf --case perf`: the BERT-size cases);
+//                                        `--case '!TEXT'`: only those whose label does not
 //   backend_ops test --reference-only 1  runs only each case's CPU reference: checks that new
 //                                        cases are valid on a machine without a GPU
 //   backend_ops support [--out FILE]     op x dtype support table (Markdown)
@@ -306,7 +307,11 @@ int main_impl(int argc, char** argv) {
   uint32_t seed = static_cast<uint32_t>(std::random_device{}());
   for (const Case& c : all_cases()) {
     if (!only.empty() && c.op != only) continue;
-    if (!label_part.empty() && c.label.find(label_part) == std::string::npos) continue;
+    if (!label_part.empty()) {
+      const bool negate = label_part[0] == '!';
+      const bool has = c.label.find(negate ? label_part.substr(1) : label_part) != std::string::npos;
+      if (has == negate) continue;
+    }
     Outcome o = h.run(c, mode == "perf", seed++);
     const std::string dt = c.inputs.empty() ? "-" : std::string(dtype_name(c.inputs[0].dtype));
     dtypes_seen.insert(dt);
