@@ -51,6 +51,7 @@ Graph make_model() {
   ValueId zero = g.add_constant("zero", Tensor::from_vector<int64_t>(DType::I64, {}, {0}));
   ValueId axes = g.add_constant("axes", Tensor::from_vector<int64_t>(DType::I64, {1}, {0}));
   ValueId rest = g.add_constant("rest", Tensor::from_vector<int64_t>(DType::I64, {1}, {256}));
+  // No kernel_shape: optional in ONNX (the weight gives it); the CUDA Conv must take it anyway.
   ValueId c = g.add_node(Op::Conv, "conv", {x, w}, 1, {{"pads", ints({1, 1, 1, 1})}})[0];
   ValueId r = g.add_node(Op::Relu, "relu", {c}, 1)[0];
   ValueId shp = g.add_node(Op::Shape, "shape", {r}, 1)[0];

@@ -599,7 +599,19 @@ class CudaBackend final : public Backend {
     if (!e) return false;
     std::vector<DType> dts;
     for (ValueId v : node.inputs) dts.push_back(v == kNoValue ? DType::Undefined : graph.value(v).info.dtype);
-    return !e->supports || e->supports(node, dts);
+    if (!e->supports) return true;
+    // kernel_shape is optional in ONNX (the weight's shape gives it); the CUDA Conv tells 2-D from
+    // the attribute, so a node without it is judged with the weight's spatial dims filled in.
+    if (node.op_type == "Conv" && !node.has_attr("kernel_shape") && node.inputs.size() > 1 && node.inputs[1] != kNoValue) {
+      const ValueInfo& w = graph.value(node.inputs[1]).info;
+      if (w.rank_known && w.shape.size() == 4) {
+        Node with = node;
+        with.attrs["kernel_shape"].kind = Attribute::Kind::kInts;
+        with.attrs["kernel_shape"].ints = {w.shape[2], w.shape[3]};
+        return e->supports(with, dts);
+      }
+    }
+    return e->supports(node, dts);
   }
 
   // Shape arithmetic stays on the host: Shape and Size, and every node whose inputs are all
