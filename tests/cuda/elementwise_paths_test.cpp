@@ -28,30 +28,37 @@ std::vector<uint16_t> to_half(const std::vector<float>& v) {
   for (size_t i = 0; i < v.size(); ++i) h[i] = Half::from_float(v[i]);
   return h;
 }
-char* shifted(GuardedBuffer& b, size_t bytes) { return static_cast<char*>(b.data()) + bytes; }
+char* shifted(GuardedBuffer& b, size_t bytes) {
+  return static_cast<char*>(b.data()) + bytes;
+}
 
 // f16 Add of every pattern with a, b and y shifted by 0, 1 or 3 elements off 16-byte alignment.
 TEST(CudaElementwisePaths, BinaryMisalignedViewsMatchHost) {
   GPUOPT_REQUIRE_CUDA();
-  const std::pair<Shape, Shape> shapes[] = {{{37, 64}, {37, 64}}, {{37, 64}, {64}}, {{37, 64}, {37, 1}}, {{37, 64}, {}}};
+  const std::pair<Shape, Shape> shapes[] = {
+      {{37, 64}, {37, 64}}, {{37, 64}, {64}}, {{37, 64}, {37, 1}}, {{37, 64}, {}}};
   for (const auto& [as, bs] : shapes) {
     auto d = make_broadcast(as, bs);
     ASSERT_TRUE(d.ok());
-    const auto a = random_floats(static_cast<size_t>(shape_numel(as)), 1), b = random_floats(static_cast<size_t>(shape_numel(bs)), 2);
+    const auto a = random_floats(static_cast<size_t>(shape_numel(as)), 1),
+               b = random_floats(static_cast<size_t>(shape_numel(bs)), 2);
     for (size_t shift : {0, 1, 3}) {
       const size_t off = shift * 2;
       GuardedBuffer da(a.size() * 2 + 16), db(b.size() * 2 + 16), dy(static_cast<size_t>(d->numel) * 2 + 16);
       cudaMemcpy(shifted(da, off), to_half(a).data(), a.size() * 2, cudaMemcpyHostToDevice);
       cudaMemcpy(shifted(db, (off * 3) % 8), to_half(b).data(), b.size() * 2, cudaMemcpyHostToDevice);
       const BinaryPlan p = plan_binary(*d, 2, 2, shifted(da, off), shifted(db, (off * 3) % 8), shifted(dy, off));
-      ASSERT_TRUE(launch_binary(BinaryOp::kAdd, DType::F16, shifted(da, off), shifted(db, (off * 3) % 8), shifted(dy, off), *d, nullptr).ok());
+      ASSERT_TRUE(launch_binary(BinaryOp::kAdd, DType::F16, shifted(da, off), shifted(db, (off * 3) % 8),
+                                shifted(dy, off), *d, nullptr)
+                      .ok());
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       std::vector<uint16_t> y(static_cast<size_t>(d->numel));
       cudaMemcpy(y.data(), shifted(dy, off), y.size() * 2, cudaMemcpyDeviceToHost);
       for (int64_t i = 0; i < d->numel; ++i) {
         const int64_t col = i % 64, row = i / 64;
         const float bv = bs.empty() ? b[0] : (bs.size() == 1 ? b[col] : (bs[1] == 1 ? b[row] : b[i]));
-        ASSERT_EQ(y[i], Half::from_float(a[i] + bv)) << shape_to_string(bs) << " shift " << shift << " element " << i << " path " << p.why;
+        ASSERT_EQ(y[i], Half::from_float(a[i] + bv))
+            << shape_to_string(bs) << " shift " << shift << " element " << i << " path " << p.why;
       }
       // The bytes before the shifted view are the output's own slack: they must stay untouched too.
       EXPECT_TRUE(dy.guards_intact());
@@ -66,7 +73,9 @@ TEST(CudaElementwisePaths, UnaryAndCastMisalignedViewsMatchHost) {
   for (size_t shift : {0, 1, 2}) {
     GuardedBuffer dx(n * 4 + 16), dy(n * 4 + 16), dh(n * 2 + 16);
     cudaMemcpy(shifted(dx, shift * 4), x.data(), n * 4, cudaMemcpyHostToDevice);
-    ASSERT_TRUE(launch_unary(UnaryOp::kNeg, DType::F32, shifted(dx, shift * 4), shifted(dy, 4 * ((shift + 1) % 3)), n, {}, nullptr).ok());
+    ASSERT_TRUE(launch_unary(UnaryOp::kNeg, DType::F32, shifted(dx, shift * 4), shifted(dy, 4 * ((shift + 1) % 3)), n,
+                             {}, nullptr)
+                    .ok());
     ASSERT_TRUE(launch_cast(DType::F32, DType::F16, shifted(dx, shift * 4), shifted(dh, 2 * shift), n, nullptr).ok());
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     std::vector<float> y(n);
@@ -100,7 +109,8 @@ TEST(CudaElementwisePaths, TransposeRowsFromMisalignedView) {
       for (int64_t c = 0; c < 7; ++c)
         for (int64_t b = 0; b < 5; ++b)
           for (int64_t e = 0; e < 64; ++e, ++o)
-            ASSERT_EQ(y[static_cast<size_t>(o)], x[static_cast<size_t>(((a * 5 + b) * 7 + c) * 64 + e)]) << "offset " << off << " at " << o;
+            ASSERT_EQ(y[static_cast<size_t>(o)], x[static_cast<size_t>(((a * 5 + b) * 7 + c) * 64 + e)])
+                << "offset " << off << " at " << o;
     EXPECT_TRUE(dy.guards_intact());
   }
 }

@@ -27,8 +27,16 @@ TEST(FastDivmod, MatchesIntegerDivisionOverTheWholeRange) {
   divisors.insert(divisors.end(), {768, 3072, 4096 * 768, 65535, 1000003, 2147483647u});
   for (uint32_t d : divisors) {
     const FastDivmod f(d);
-    std::vector<uint32_t> ns = {0, 1, d - 1, d, d + 1, 2 * d - 1, 2 * d, static_cast<uint32_t>(kMax32),
-                                static_cast<uint32_t>(kMax32) - 1, static_cast<uint32_t>(kMax32 / d * d),
+    std::vector<uint32_t> ns = {0,
+                                1,
+                                d - 1,
+                                d,
+                                d + 1,
+                                2 * d - 1,
+                                2 * d,
+                                static_cast<uint32_t>(kMax32),
+                                static_cast<uint32_t>(kMax32) - 1,
+                                static_cast<uint32_t>(kMax32 / d * d),
                                 static_cast<uint32_t>(kMax32 / d * d - 1)};
     for (int i = 0; i < 200; ++i) ns.push_back(any(rng));
     for (uint32_t n : ns) {
@@ -55,11 +63,13 @@ TEST(VecWidth, SixteenBytesAtMostEightElements) {
 }
 
 // Fake device addresses: only their alignment matters to the plan.
-const void* at(uintptr_t a) { return reinterpret_cast<const void*>(a); }
-const void* kA = at(0x10000), *kB = at(0x20000), *kY = at(0x30000);
+const void* at(uintptr_t a) {
+  return reinterpret_cast<const void*>(a);
+}
+const void *kA = at(0x10000), *kB = at(0x20000), *kY = at(0x30000);
 
-BinaryPlan plan(const Shape& a, const Shape& b, size_t in = 2, size_t out = 2, const void* pa = kA,
-                const void* pb = kB, const void* py = kY) {
+BinaryPlan plan(const Shape& a, const Shape& b, size_t in = 2, size_t out = 2, const void* pa = kA, const void* pb = kB,
+                const void* py = kY) {
   auto d = make_broadcast(a, b);
   EXPECT_TRUE(d.ok());
   return plan_binary(*d, in, out, pa, pb, py);
@@ -132,8 +142,11 @@ TEST(PlanBinary, VectorisesAnyBroadcastOfWholeInnermostVectors) {
 // kBroadcast: the offsets the kernel computes once per vector, plus 0..V-1 for a vector operand
 // or nothing for a repeated element, are the reference offsets of each element.
 TEST(PlanBinary, BroadcastVectorOffsetsMatchReference) {
-  const std::pair<Shape, Shape> cases[] = {{{4, 3, 8, 16}, {4, 1, 1, 16}}, {{6, 1, 32}, {5, 1}}, {{5, 1, 11, 16}, {7, 1, 16}},
-                                           {{2, 1, 8}, {1, 3, 1}}, {{3, 1, 2, 8}, {1, 4, 2, 1}}};
+  const std::pair<Shape, Shape> cases[] = {{{4, 3, 8, 16}, {4, 1, 1, 16}},
+                                           {{6, 1, 32}, {5, 1}},
+                                           {{5, 1, 11, 16}, {7, 1, 16}},
+                                           {{2, 1, 8}, {1, 3, 1}},
+                                           {{3, 1, 2, 8}, {1, 4, 2, 1}}};
   for (const auto& [as, bs] : cases) {
     auto d = make_broadcast(as, bs);
     ASSERT_TRUE(d.ok());
@@ -149,16 +162,18 @@ TEST(PlanBinary, BroadcastVectorOffsetsMatchReference) {
       for (int e = 0; e < p.vec; ++e) {
         int64_t ra, rb;
         reference_offsets(*d, i + e, &ra, &rb);
-        ASSERT_EQ(ia + (p.a_vector ? e : 0), ra) << shape_to_string(as) << " " << shape_to_string(bs) << " element " << i + e;
-        ASSERT_EQ(ib + (p.b_vector ? e : 0), rb) << shape_to_string(as) << " " << shape_to_string(bs) << " element " << i + e;
+        ASSERT_EQ(ia + (p.a_vector ? e : 0), ra)
+            << shape_to_string(as) << " " << shape_to_string(bs) << " element " << i + e;
+        ASSERT_EQ(ib + (p.b_vector ? e : 0), rb)
+            << shape_to_string(as) << " " << shape_to_string(bs) << " element " << i + e;
       }
     }
   }
 }
 
 TEST(PlanBinary, FallsBackToGeneral32WhenVectorsDoNotFit) {
-  EXPECT_EQ(plan({5, 7, 11, 13}, {13}, 4, 4).path, BinaryPath::kGeneral32);      // 13 % 4
-  EXPECT_EQ(plan({5, 7, 11, 13}, {11, 1}, 4, 4).path, BinaryPath::kGeneral32);   // inner 13
+  EXPECT_EQ(plan({5, 7, 11, 13}, {13}, 4, 4).path, BinaryPath::kGeneral32);        // 13 % 4
+  EXPECT_EQ(plan({5, 7, 11, 13}, {11, 1}, 4, 4).path, BinaryPath::kGeneral32);     // inner 13
   EXPECT_EQ(plan({5, 1, 11, 13}, {7, 1, 13}, 4, 4).path, BinaryPath::kGeneral32);  // both broadcast
   // Misaligned operands, output (bool output of an f16 comparison needs 8-byte alignment).
   EXPECT_EQ(plan({64, 64}, {64, 64}, 2, 2, at(0x10002)).path, BinaryPath::kGeneral32);
@@ -176,8 +191,15 @@ TEST(PlanBinary, FallsBackToGeneral32WhenVectorsDoNotFit) {
 
 TEST(PlanBinary, IndexMathMatchesReferenceForEveryElement) {
   const std::pair<Shape, Shape> cases[] = {
-      {{5, 7, 11, 13}, {11, 1}}, {{5, 1, 11, 13}, {7, 1, 13}}, {{3, 1, 8}, {1, 4, 1}}, {{2, 3, 4, 5, 6}, {3, 1, 5, 1}},
-      {{1, 9, 1, 7}, {4, 1, 1, 1}}, {{6, 1}, {1, 5}}, {{5, 7, 11, 13}, {}}, {{17}, {1}}, {{2, 1, 3, 1, 2, 1, 2, 3}, {1, 5, 1, 2, 1, 2, 1, 3}},
+      {{5, 7, 11, 13}, {11, 1}},
+      {{5, 1, 11, 13}, {7, 1, 13}},
+      {{3, 1, 8}, {1, 4, 1}},
+      {{2, 3, 4, 5, 6}, {3, 1, 5, 1}},
+      {{1, 9, 1, 7}, {4, 1, 1, 1}},
+      {{6, 1}, {1, 5}},
+      {{5, 7, 11, 13}, {}},
+      {{17}, {1}},
+      {{2, 1, 3, 1, 2, 1, 2, 3}, {1, 5, 1, 2, 1, 2, 1, 3}},
   };
   for (const auto& [as, bs] : cases) {
     auto d = make_broadcast(as, bs);
@@ -196,8 +218,11 @@ TEST(PlanBinary, IndexMathMatchesReferenceForEveryElement) {
 }
 
 TEST(PlanBinary, MidIndexMatchesReference) {
-  const std::pair<Shape, Shape> cases[] = {{{32, 16, 24}, {24}}, {{32, 16, 24}, {32, 16, 1}}, {{3, 8, 5, 16}, {8, 1, 1}},
-                                           {{4, 6, 8}, {6, 8}}, {{24}, {4, 6, 24}}};
+  const std::pair<Shape, Shape> cases[] = {{{32, 16, 24}, {24}},
+                                           {{32, 16, 24}, {32, 16, 1}},
+                                           {{3, 8, 5, 16}, {8, 1, 1}},
+                                           {{4, 6, 8}, {6, 8}},
+                                           {{24}, {4, 6, 24}}};
   for (const auto& [as, bs] : cases) {
     auto d = make_broadcast(as, bs);
     ASSERT_TRUE(d.ok());
@@ -236,7 +261,9 @@ std::vector<int64_t> replay(const TransposePlan& p, size_t es) {
   std::vector<int64_t> in(static_cast<size_t>(p.numel)), out(in.size(), -1);
   std::iota(in.begin(), in.end(), 0);
   switch (p.kind) {
-    case TransposeKind::kCopy: out = in; break;
+    case TransposeKind::kCopy:
+      out = in;
+      break;
     case TransposeKind::kRows: {
       // Chunks of w bytes over elements of es bytes: element e of chunk j is element j*ce + e.
       const int w = row_chunk_bytes(es, p.dims[p.rank - 1], at(0x10000), at(0x20000));
@@ -244,7 +271,8 @@ std::vector<int64_t> replay(const TransposePlan& p, size_t es) {
       const RowsArgs g = make_rows(p, es, w);
       EXPECT_EQ(static_cast<int64_t>(g.chunks) * ce, p.numel);
       for (uint32_t j = 0; j < g.chunks; ++j)
-        for (int64_t e = 0; e < ce; ++e) out[static_cast<size_t>(j * ce + e)] = in[static_cast<size_t>(rows_source(g, j) * ce + e)];
+        for (int64_t e = 0; e < ce; ++e)
+          out[static_cast<size_t>(j * ce + e)] = in[static_cast<size_t>(rows_source(g, j) * ce + e)];
       break;
     }
     case TransposeKind::kTiled: {
@@ -289,15 +317,15 @@ TEST(PlanTranspose, EveryKindMatchesTheReference) {
       {{32, 128, 12, 64}, {0, 2, 1, 3}, TransposeKind::kRows},  // BERT's heads
       {{3, 5, 7, 13}, {0, 2, 1, 3}, TransposeKind::kRows},      // odd rows: narrow chunks
       {{2, 3, 4, 5, 6}, {1, 0, 3, 2, 4}, TransposeKind::kRows},
-      {{4, 12, 32, 16}, {0, 1, 3, 2}, TransposeKind::kTiled},   // K^T: batch axes merge
-      {{33, 65}, {1, 0}, TransposeKind::kTiled},                // partial tiles
+      {{4, 12, 32, 16}, {0, 1, 3, 2}, TransposeKind::kTiled},  // K^T: batch axes merge
+      {{33, 65}, {1, 0}, TransposeKind::kTiled},               // partial tiles
       {{5, 9, 11, 13}, {0, 2, 3, 1}, TransposeKind::kTiled},
       {{9, 10, 11, 12}, {3, 1, 0, 2}, TransposeKind::kTiled},   // two batch axes in swapped order
       {{128, 2, 2, 2}, {3, 2, 1, 0}, TransposeKind::kGeneral},  // sides of 2: strided copy
       {{1, 5, 1, 7}, {3, 2, 1, 0}, TransposeKind::kGeneral},    // size-1 axes dropped: [5,7] -> [7,5], sides < 8
       {{6, 1, 4}, {1, 0, 2}, TransposeKind::kCopy},             // only a size-1 axis moves
       {{3, 4, 5}, {0, 1, 2}, TransposeKind::kCopy},
-      {{2, 3, 4}, {}, TransposeKind::kGeneral},                 // empty perm: reverse
+      {{2, 3, 4}, {}, TransposeKind::kGeneral},  // empty perm: reverse
   };
   for (const TransposeCase& tc : cases) {
     const TransposePlan p = plan_transpose(tc.shape, tc.perm);
@@ -405,7 +433,9 @@ TEST(Gather32, ChunkSplitMatchesPlainGather) {
     int64_t outer, axis_dim, inner, es;
     std::vector<int64_t> idx;
   };
-  const G cases[] = {{1, 50, 768, 2, {3, 49, 0, 7, 7}}, {4, 9, 13, 4, {8, 0, 2}}, {6, 5, 1, 8, {4, 1, 0, 3, 2, 2}},
+  const G cases[] = {{1, 50, 768, 2, {3, 49, 0, 7, 7}},
+                     {4, 9, 13, 4, {8, 0, 2}},
+                     {6, 5, 1, 8, {4, 1, 0, 3, 2, 2}},
                      {2, 30, 24, 1, {29, 11}}};
   for (const G& t : cases) {
     const int w = row_chunk_bytes(static_cast<size_t>(t.es), t.inner, at(0x10000), at(0x20000));
@@ -424,7 +454,8 @@ TEST(Gather32, ChunkSplitMatchesPlainGather) {
     }
     for (int64_t o = 0, y = 0; o < t.outer; ++o)
       for (int64_t j = 0; j < nidx; ++j)
-        for (int64_t e = 0; e < t.inner; ++e, ++y) want[static_cast<size_t>(y)] = (o * t.axis_dim + t.idx[j]) * t.inner + e;
+        for (int64_t e = 0; e < t.inner; ++e, ++y)
+          want[static_cast<size_t>(y)] = (o * t.axis_dim + t.idx[j]) * t.inner + e;
     EXPECT_EQ(got, want) << "inner " << t.inner << " es " << t.es << " chunk " << w;
   }
 }

@@ -13,7 +13,9 @@
 namespace gpuopt::backend_ops {
 namespace {
 
-Attribute to(DType dt) { return attr_i(static_cast<int64_t>(dt)); }
+Attribute to(DType dt) {
+  return attr_i(static_cast<int64_t>(dt));
+}
 
 // Random range of a data input: integers small enough that Mul cannot overflow i8, unsigned
 // ones never negative; divisors never zero.
@@ -50,24 +52,28 @@ void add_binary_path_cases(std::vector<Case>& cases) {
     for (const char* op : ops)
       for (const auto& [a, b] : shapes) {
         const bool div = op == std::string("Div") || op == std::string("Mod");
-        cases.push_back({op, label(dt, a, shape_to_string(b) + " path"), {operand(dt, a, false), operand(dt, b, div)}, {}, 13});
+        cases.push_back(
+            {op, label(dt, a, shape_to_string(b) + " path"), {operand(dt, a, false), operand(dt, b, div)}, {}, 13});
       }
   }
   for (const char* op : {"And", "Or", "Xor"})
-    for (const auto& [a, b] : {std::pair<Shape, Shape>{{5, 7, 11, 13}, {5, 7, 11, 13}}, {{6, 5, 32}, {32}}, {{6, 5, 32}, {6, 5, 1}}})
-      cases.push_back({op, label(DType::Bool, a, shape_to_string(b) + " path"), {data(DType::Bool, a), data(DType::Bool, b)}});
+    for (const auto& [a, b] :
+         {std::pair<Shape, Shape>{{5, 7, 11, 13}, {5, 7, 11, 13}}, {{6, 5, 32}, {32}}, {{6, 5, 32}, {6, 5, 1}}})
+      cases.push_back(
+          {op, label(DType::Bool, a, shape_to_string(b) + " path"), {data(DType::Bool, a), data(DType::Bool, b)}});
 }
 
 void add_unary_path_cases(std::vector<Case>& cases) {
   const DType kFloats[] = {DType::F32, DType::F16, DType::BF16};
   for (DType dt : kFloats)
     for (const Shape& s : {Shape{7, 129}, Shape{3}, Shape{8, 1024}})
-      for (const char* op : {"Erf", "Relu", "Sigmoid", "Neg"}) cases.push_back({op, label(dt, s, "path"), {data(dt, s)}});
+      for (const char* op : {"Erf", "Relu", "Sigmoid", "Neg"})
+        cases.push_back({op, label(dt, s, "path"), {data(dt, s)}});
   // Cast between every pair the graph uses, with tails; integer targets get integral ranges.
   const std::pair<DType, DType> casts[] = {
-      {DType::F32, DType::F16}, {DType::F16, DType::F32}, {DType::F32, DType::BF16}, {DType::BF16, DType::F32},
-      {DType::F16, DType::BF16}, {DType::F32, DType::I32}, {DType::I32, DType::F32}, {DType::I64, DType::I32},
-      {DType::I32, DType::I64}, {DType::U8, DType::F32}, {DType::F16, DType::I8}, {DType::I64, DType::F16},
+      {DType::F32, DType::F16},  {DType::F16, DType::F32},  {DType::F32, DType::BF16}, {DType::BF16, DType::F32},
+      {DType::F16, DType::BF16}, {DType::F32, DType::I32},  {DType::I32, DType::F32},  {DType::I64, DType::I32},
+      {DType::I32, DType::I64},  {DType::U8, DType::F32},   {DType::F16, DType::I8},   {DType::I64, DType::F16},
       {DType::F32, DType::Bool}, {DType::Bool, DType::F32}, {DType::I64, DType::Bool}, {DType::Bool, DType::I64},
       {DType::F16, DType::U8},
   };
@@ -102,7 +108,9 @@ void add_transpose_path_cases(std::vector<Case>& cases) {
   const DType kTypes[] = {DType::F32, DType::F16, DType::I64, DType::U8, DType::Bool};
   for (DType dt : kTypes)
     for (const T& t : ts) {
-      Case c{"Transpose", label(dt, t.shape, fmt::format("perm={} {}", shape_to_string(t.perm), t.kind)), {data(dt, t.shape, dt == DType::Bool ? -1 : 0, dt == DType::Bool ? 1 : 100)}};
+      Case c{"Transpose",
+             label(dt, t.shape, fmt::format("perm={} {}", shape_to_string(t.perm), t.kind)),
+             {data(dt, t.shape, dt == DType::Bool ? -1 : 0, dt == DType::Bool ? 1 : 100)}};
       if (!t.perm.empty()) c.attrs["perm"] = attr_ints(t.perm);
       cases.push_back(std::move(c));
     }
@@ -113,13 +121,21 @@ void add_transpose_path_cases(std::vector<Case>& cases) {
 void add_gather_where_cases(std::vector<Case>& cases) {
   const DType kTypes[] = {DType::F32, DType::F16, DType::I64, DType::U8};
   for (DType dt : kTypes) {
-    cases.push_back({"Gather", label(dt, {50, 64}, "idx [3,5] axis=0 path"), {data(dt, {50, 64}, 0, 100), data(DType::I64, {3, 5}, -50, 49.99)}});
-    cases.push_back({"Gather", label(dt, {6, 50, 7}, "idx i32 [4] axis=1 path"), {data(dt, {6, 50, 7}, 0, 100), data(DType::I32, {4}, -50, 49.99)},
+    cases.push_back({"Gather",
+                     label(dt, {50, 64}, "idx [3,5] axis=0 path"),
+                     {data(dt, {50, 64}, 0, 100), data(DType::I64, {3, 5}, -50, 49.99)}});
+    cases.push_back({"Gather",
+                     label(dt, {6, 50, 7}, "idx i32 [4] axis=1 path"),
+                     {data(dt, {6, 50, 7}, 0, 100), data(DType::I32, {4}, -50, 49.99)},
                      {{"axis", attr_i(1)}}});
-    cases.push_back({"Gather", label(dt, {9, 24}, "idx [] axis=0 path"), {data(dt, {9, 24}, 0, 100), const_tensor(DType::I64, {}, {-2})}});
-    cases.push_back({"Where", label(dt, {4, 3, 8, 16}, "cond [4,1,1,16] a [] path"),
+    cases.push_back({"Gather",
+                     label(dt, {9, 24}, "idx [] axis=0 path"),
+                     {data(dt, {9, 24}, 0, 100), const_tensor(DType::I64, {}, {-2})}});
+    cases.push_back({"Where",
+                     label(dt, {4, 3, 8, 16}, "cond [4,1,1,16] a [] path"),
                      {data(DType::Bool, {4, 1, 1, 16}), data(dt, {}, 0, 100), data(dt, {4, 3, 8, 16}, 0, 100)}});
-    cases.push_back({"Where", label(dt, {2, 3, 4, 5, 6, 7}, "cond [3,1,5,1,7] b [] path"),
+    cases.push_back({"Where",
+                     label(dt, {2, 3, 4, 5, 6, 7}, "cond [3,1,5,1,7] b [] path"),
                      {data(DType::Bool, {3, 1, 5, 1, 7}), data(dt, {2, 1, 4, 1, 6, 1}, 0, 100), data(dt, {}, 0, 100)}});
   }
 }
@@ -133,7 +149,8 @@ void add_perf_cases(std::vector<Case>& cases) {
       Shape big = in[0].shape;  // the label shows the largest input
       for (const InputSpec& x : in)
         if (shape_numel(x.shape) > shape_numel(big)) big = x.shape;
-      cases.push_back({op, label(dt, big, what.empty() ? "perf" : what + " perf"), std::move(in), std::move(attrs), 13});
+      cases.push_back(
+          {op, label(dt, big, what.empty() ? "perf" : what + " perf"), std::move(in), std::move(attrs), 13});
     };
     // The FFN's GELU, as exported: x / sqrt(2), erf, 1 + erf, x * that, * 0.5; plus its bias.
     const Shape f{32, 128, 3072};

@@ -67,7 +67,9 @@ constexpr int vec_width(size_t elem_size) {
 }
 
 // True when `p` is aligned to `bytes`.
-inline bool aligned_to(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+inline bool aligned_to(const void* p, size_t bytes) {
+  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+}
 
 enum class BinaryPath : uint8_t {
   kVector,     // contiguous output, V elements per access (mode below)
@@ -76,11 +78,11 @@ enum class BinaryPath : uint8_t {
 };
 
 enum class VecMode : uint8_t {
-  kSame,     // a and b have the output's shape
-  kScalarA,  // a is one element
-  kScalarB,  // b is one element
-  kMidA,     // b full; a indexed by (i / inner) % mid: a row [C] over [..., C] (inner 1),
-  kMidB,     //   a column [N, 1] over [N, C] (mid N), a channel [C, 1, 1] over [N, C, H, W]
+  kSame,       // a and b have the output's shape
+  kScalarA,    // a is one element
+  kScalarB,    // b is one element
+  kMidA,       // b full; a indexed by (i / inner) % mid: a row [C] over [..., C] (inner 1),
+  kMidB,       //   a column [N, 1] over [N, C] (mid N), a channel [C, 1, 1] over [N, C, H, W]
   kBroadcast,  // any broadcast whose innermost collapsed axis is whole vectors (BERT's mask
                // [B,1,1,S] over [B,H,S,S]): offsets once per vector; each operand loads a
                // vector (innermost stride 1) or one element (stride 0)
@@ -100,14 +102,14 @@ CollapsedBroadcast collapse_broadcast(const BroadcastDesc& d);
 struct BinaryPlan {
   BinaryPath path = BinaryPath::kGeneral64;
   VecMode mode = VecMode::kSame;
-  int vec = 1;                // kVector: elements per access
-  int64_t inner = 1;          // kMid*: the small operand's element of output i is (i / inner) % mid
+  int vec = 1;        // kVector: elements per access
+  int64_t inner = 1;  // kMid*: the small operand's element of output i is (i / inner) % mid
   int64_t mid = 1;
   bool small_vector = false;  // kMid* with inner 1: the small operand's V elements are contiguous
   bool a_vector = false;      // kBroadcast: a's innermost collapsed stride is 1 (else 0)
   bool b_vector = false;
-  CollapsedBroadcast shape;   // kGeneral32, kBroadcast
-  const char* why = "";       // the reason for the path, for tests and logs
+  CollapsedBroadcast shape;  // kGeneral32, kBroadcast
+  const char* why = "";      // the reason for the path, for tests and logs
 };
 
 // kGeneral32's index math: the collapsed axes innermost first, 32-bit strides.

@@ -71,7 +71,8 @@ TransposePlan plan_transpose(const Shape& in, const std::vector<int64_t>& perm_i
 int row_chunk_bytes(size_t es, int64_t row_elems, const void* in, const void* out) {
   const int64_t row_bytes = row_elems * static_cast<int64_t>(es);
   for (int w = 16; w > static_cast<int>(es); w /= 2)
-    if (row_bytes % w == 0 && aligned_to(in, static_cast<size_t>(w)) && aligned_to(out, static_cast<size_t>(w))) return w;
+    if (row_bytes % w == 0 && aligned_to(in, static_cast<size_t>(w)) && aligned_to(out, static_cast<size_t>(w)))
+      return w;
   return static_cast<int>(es);
 }
 

@@ -24,10 +24,10 @@ enum class TransposeKind : uint8_t {
 
 struct TransposePlan {
   TransposeKind kind = TransposeKind::kGeneral;
-  int rank = 0;                  // after dropping size-1 axes and merging axes that stay together
+  int rank = 0;  // after dropping size-1 axes and merging axes that stay together
   int64_t numel = 0;
-  int64_t dims[kMaxRank] = {};   // collapsed input extents
-  int perm[kMaxRank] = {};       // output axis q reads collapsed input axis perm[q]
+  int64_t dims[kMaxRank] = {};  // collapsed input extents
+  int perm[kMaxRank] = {};      // output axis q reads collapsed input axis perm[q]
   const char* why = "";
 };
 

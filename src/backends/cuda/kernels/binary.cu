@@ -24,14 +24,16 @@ using namespace ew;  // NOLINT: the kernels' element helpers
 
 struct VecArgs {
   VecMode mode;
-  bool small_vector;  // kMid*: V contiguous small elements (else one, repeated)
+  bool small_vector;        // kMid*: V contiguous small elements (else one, repeated)
   bool a_vector, b_vector;  // kBroadcast: V contiguous elements of a / b (else one, repeated)
   int64_t n;
   FastDivmod inner, mid;
   Index32 index;  // kBroadcast
 };
 
-__device__ __forceinline__ uint32_t small_index(const VecArgs& g, uint32_t i) { return mid_index(g.inner, g.mid, i); }
+__device__ __forceinline__ uint32_t small_index(const VecArgs& g, uint32_t i) {
+  return mid_index(g.inner, g.mid, i);
+}
 
 template <typename T, int V>
 __device__ __forceinline__ Pack<T, V> fill(T v) {
@@ -56,11 +58,26 @@ __global__ void binary_vec_kernel(BinaryOp op, const T* __restrict__ a, const T*
     const int64_t i = v * V;
     Pack<T, V> pa, pb;
     switch (g.mode) {
-      case VecMode::kSame: pa = load_pack<T, V>(a, i); pb = load_pack<T, V>(b, i); break;
-      case VecMode::kScalarA: pa = fill<T, V>(a[0]); pb = load_pack<T, V>(b, i); break;
-      case VecMode::kScalarB: pa = load_pack<T, V>(a, i); pb = fill<T, V>(b[0]); break;
-      case VecMode::kMidA: pa = small_pack<T, V>(a, g, i); pb = load_pack<T, V>(b, i); break;
-      case VecMode::kMidB: pa = load_pack<T, V>(a, i); pb = small_pack<T, V>(b, g, i); break;
+      case VecMode::kSame:
+        pa = load_pack<T, V>(a, i);
+        pb = load_pack<T, V>(b, i);
+        break;
+      case VecMode::kScalarA:
+        pa = fill<T, V>(a[0]);
+        pb = load_pack<T, V>(b, i);
+        break;
+      case VecMode::kScalarB:
+        pa = load_pack<T, V>(a, i);
+        pb = fill<T, V>(b[0]);
+        break;
+      case VecMode::kMidA:
+        pa = small_pack<T, V>(a, g, i);
+        pb = load_pack<T, V>(b, i);
+        break;
+      case VecMode::kMidB:
+        pa = load_pack<T, V>(a, i);
+        pb = small_pack<T, V>(b, g, i);
+        break;
       default: {  // kBroadcast
         uint32_t ia, ib;
         index32_offsets(g.index, static_cast<uint32_t>(i), &ia, &ib);
@@ -77,11 +94,20 @@ __global__ void binary_vec_kernel(BinaryOp op, const T* __restrict__ a, const T*
   for (int64_t i = nv * V + tid; i < g.n; i += stride) {
     int64_t ia = i, ib = i;
     switch (g.mode) {
-      case VecMode::kSame: break;
-      case VecMode::kScalarA: ia = 0; break;
-      case VecMode::kScalarB: ib = 0; break;
-      case VecMode::kMidA: ia = small_index(g, static_cast<uint32_t>(i)); break;
-      case VecMode::kMidB: ib = small_index(g, static_cast<uint32_t>(i)); break;
+      case VecMode::kSame:
+        break;
+      case VecMode::kScalarA:
+        ia = 0;
+        break;
+      case VecMode::kScalarB:
+        ib = 0;
+        break;
+      case VecMode::kMidA:
+        ia = small_index(g, static_cast<uint32_t>(i));
+        break;
+      case VecMode::kMidB:
+        ib = small_index(g, static_cast<uint32_t>(i));
+        break;
       default: {  // kBroadcast never has a tail (numel is whole vectors); kept for safety
         uint32_t oa, ob;
         index32_offsets(g.index, static_cast<uint32_t>(i), &oa, &ob);
@@ -121,27 +147,36 @@ __global__ void binary_general64_kernel(BinaryOp op, const T* __restrict__ a, co
                                         Out* __restrict__ y, BroadcastDesc d) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < d.numel; i += int64_t(gridDim.x) * blockDim.x) {
     int64_t ia = i, ib = i;
-    if (d.b_scalar && d.a_contiguous) ib = 0;
-    else if (!(d.a_contiguous && d.b_contiguous)) broadcast_offsets(d, i, &ia, &ib);
+    if (d.b_scalar && d.a_contiguous)
+      ib = 0;
+    else if (!(d.a_contiguous && d.b_contiguous))
+      broadcast_offsets(d, i, &ia, &ib);
     y[i] = binary_elem<T, Out>(op, a[ia], b[ib]);
   }
 }
 
 constexpr int kThreads = 256;
-unsigned grid_for(int64_t n) { return kern::grid_for(n, kThreads); }
+unsigned grid_for(int64_t n) {
+  return kern::grid_for(n, kThreads);
+}
 
 template <typename T, typename Out>
 void launch_typed(BinaryOp op, const T* a, const T* b, Out* y, const BroadcastDesc& d, cudaStream_t s) {
   constexpr int V = vec_width(sizeof(T));
   const BinaryPlan p = plan_binary(d, sizeof(T), sizeof(Out), a, b, y);
   if (p.path == BinaryPath::kVector) {
-    const VecArgs g{p.mode, p.small_vector, p.a_vector, p.b_vector, d.numel, FastDivmod(static_cast<uint32_t>(p.inner)),
+    const VecArgs g{p.mode,
+                    p.small_vector,
+                    p.a_vector,
+                    p.b_vector,
+                    d.numel,
+                    FastDivmod(static_cast<uint32_t>(p.inner)),
                     FastDivmod(static_cast<uint32_t>(p.mid)),
                     p.mode == VecMode::kBroadcast ? make_index32(p.shape) : Index32{}};
     binary_vec_kernel<T, Out, V><<<grid_for(d.numel / V), kThreads, 0, s>>>(op, a, b, y, g);
   } else if (p.path == BinaryPath::kGeneral32) {
-    binary_general32_kernel<T, Out><<<grid_for(d.numel), kThreads, 0, s>>>(op, a, b, y, static_cast<uint32_t>(d.numel),
-                                                                         make_index32(p.shape));
+    binary_general32_kernel<T, Out>
+        <<<grid_for(d.numel), kThreads, 0, s>>>(op, a, b, y, static_cast<uint32_t>(d.numel), make_index32(p.shape));
   } else {
     binary_general64_kernel<T, Out><<<grid_for(d.numel), kThreads, 0, s>>>(op, a, b, y, d);
   }
@@ -156,8 +191,10 @@ Status launch_binary(BinaryOp op, DType dt, const void* a, const void* b, void* 
     using T = decltype(tag);
     const T* at = static_cast<const T*>(a);
     const T* bt = static_cast<const T*>(b);
-    if (binary_op_is_comparison(op)) launch_typed<T, bool>(op, at, bt, static_cast<bool*>(y), d, s);
-    else launch_typed<T, T>(op, at, bt, static_cast<T*>(y), d, s);
+    if (binary_op_is_comparison(op))
+      launch_typed<T, bool>(op, at, bt, static_cast<bool*>(y), d, s);
+    else
+      launch_typed<T, T>(op, at, bt, static_cast<T*>(y), d, s);
   }));
   GPUOPT_CHECK_CALL(cudaGetLastError());
   return Status::Ok();
