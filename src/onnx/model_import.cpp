@@ -23,6 +23,12 @@ using onnx_detail::convert_attribute;
 
 bool is_default_domain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
 
+// Contrib ops (ONNX Runtime's com.microsoft domain) in gpuopt's op list; they are read only in
+// their own domain (a default-domain "FusedConv" is as unknown as in ONNX itself).
+bool is_contrib_op(const std::string& domain, const std::string& op) {
+  return domain == "com.microsoft" && op == "FusedConv";
+}
+
 // Type and shape of a graph input/output/value_info. A leading dim with neither a value nor a
 // name (or -1) becomes the symbol "batch": the dynamic batch dimension.
 Result<ValueInfo> convert_value_info(const onnx::ValueInfoProto& vi, Graph* g, bool leading_is_batch, const char* kind) {
@@ -124,7 +130,8 @@ struct Importer {
       const onnx::NodeProto& np = gp.node(k);
       const std::string name = np.name().empty() ? fmt::format("{}_{}", np.op_type(), k) : np.name();
       const std::string where = fmt::format("[{}] node '{}'", np.op_type(), name);
-      if (!is_default_domain(np.domain())) {
+      const bool contrib = is_contrib_op(np.domain(), np.op_type());
+      if (!is_default_domain(np.domain()) && !contrib) {
         int64_t version = -1;
         for (const auto& o : model.opset_import())
           if (o.domain() == np.domain()) version = o.version();
@@ -139,7 +146,8 @@ struct Importer {
         GPUOPT_RETURN_IF_ERROR(add_named(np.output(0), id, where));
         continue;
       }
-      const std::optional<Op> op = op_from_name(np.op_type());
+      const std::optional<Op> op =
+          contrib || !is_contrib_op("com.microsoft", np.op_type()) ? op_from_name(np.op_type()) : std::nullopt;
       if (!op)
         return Status::Unimplemented("unknown op '{}' (domain 'ai.onnx', opset {}) at node '{}': not in gpuopt's op list",
                                      np.op_type(), g.opset, name);

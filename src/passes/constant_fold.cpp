@@ -1,3 +1,4 @@
+#include "core/env.h"
 #include "core/log.h"
 #include "ir/eval.h"
 #include "passes/passes.h"
@@ -106,8 +107,14 @@ Status run_default_passes(Graph* g) {
   GPUOPT_ASSIGN_OR_RETURN(PassStats bn, fold_batchnorm(g));
   GPUOPT_ASSIGN_OR_RETURN(PassStats ident, eliminate_identity(g));
   GPUOPT_ASSIGN_OR_RETURN(PassStats dead, remove_dead_nodes(g));
-  GPUOPT_LOG(debug, "passes: folded {}, batchnorms folded {}, identities {}, dead {}", folded.removed, bn.removed,
-             ident.removed, dead.removed);
+  // After dead-node removal, so a Conv output read also by a dead node still fuses.
+  const auto fusion_off = env_get("GPUOPT_DISABLE_FUSION");
+  PassStats fused;
+  if (!(fusion_off && *fusion_off == "1")) {
+    GPUOPT_ASSIGN_OR_RETURN(fused, fuse_conv_activation(g));
+  }
+  GPUOPT_LOG(debug, "passes: folded {}, batchnorms folded {}, identities {}, dead {}, conv fusions removed {}",
+             folded.removed, bn.removed, ident.removed, dead.removed, fused.removed);
   GPUOPT_RETURN_IF_ERROR(g->topo_sort());
   return g->infer_shapes();
 }

@@ -24,7 +24,12 @@ Result<PassStats> fold_constants(Graph* g);
 // the BN) folded into the Conv's weights and bias.
 Result<PassStats> fold_batchnorm(Graph* g);
 
-// fold constants -> fold BatchNormalization -> identity -> dead, then shapes again.
+// Conv -> Relu, Conv -> Add(z) -> Relu and Conv -> Add(z) (z of the Conv output's known shape,
+// every intermediate read once and not a graph output) become one com.microsoft FusedConv.
+Result<PassStats> fuse_conv_activation(Graph* g);
+
+// fold constants -> fold BatchNormalization -> identity -> dead -> fuse Conv+Add+Relu (skipped
+// when GPUOPT_DISABLE_FUSION=1), then shapes again.
 Status run_default_passes(Graph* g);
 
 }  // namespace gpuopt

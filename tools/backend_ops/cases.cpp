@@ -624,6 +624,7 @@ std::vector<Case> all_cases() {
   add_resize_more_cases(cases);
   add_nonzero_cases(cases);
   add_elementwise_cases(cases);
+  add_fusedconv_cases(cases);
   return cases;
 }
 

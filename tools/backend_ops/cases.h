@@ -52,5 +52,7 @@ void add_nonzero_cases(std::vector<Case>& cases);
 // cases_elementwise.cpp: each fast path of the elementwise/Transpose kernels, and the "perf"
 // cases (BERT-base sizes) for `backend_ops perf --case perf`.
 void add_elementwise_cases(std::vector<Case>& cases);
+// cases_fusedconv.cpp: FusedConv (conv + bias + residual + Relu/identity in one cuDNN call).
+void add_fusedconv_cases(std::vector<Case>& cases);
 
 }  // namespace gpuopt::backend_ops

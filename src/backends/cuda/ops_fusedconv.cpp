@@ -1,0 +1,157 @@
+// FusedConv (com.microsoft): y = act(conv(x, w) + bias + z) in one cudnnConvolutionBiasActivationForward
+// call: the residual add and the Relu ride in the convolution's epilogue instead of two more
+// kernels that each read and write the whole activation. 2-D NCHW with symmetric pads, as Conv.
+//
+// cuDNN's rules: the activation is RELU or IDENTITY, and IDENTITY only with the
+// IMPLICIT_PRECOMP_GEMM algorithm; bias is [1, M, 1, 1] in the data type; alpha1/alpha2 are
+// floats (f32 compute for every storage type); z may be y when alpha2 = 0. A node without B gets
+// a zeroed bias carved from the end of the workspace. Where cuDNN declines the fused call (no
+// precomputed-GEMM algorithm for an identity, or NOT_SUPPORTED at the first call: seen for some
+// dtype/algorithm pairs), the plan runs the same math as conv + add-tensor + activation calls.
+#include "backends/cuda/cuda_ops.h"
+#include "backends/cuda/cudnn_conv.h"
+#include "core/cuda_check.h"
+#include "core/log.h"
+
+#include <cudnn.h>
+
+#include <atomic>
+#include <vector>
+
+namespace gpuopt::cuda {
+namespace {
+
+constexpr size_t kAlign = 256;
+size_t align_up(size_t v) {
+  return (v + kAlign - 1) / kAlign * kAlign;
+}
+
+struct FusedPlan {
+  Status status;
+  ConvDescs d;
+  cudnnActivationDescriptor_t act = nullptr;
+  cudnnConvolutionFwdAlgo_t algo{};
+  size_t workspace = 0;
+  mutable std::atomic<bool> decomposed{false};  // run as separate cuDNN calls (see the header comment)
+
+  FusedPlan() = default;
+  FusedPlan(const FusedPlan&) = delete;
+  FusedPlan& operator=(const FusedPlan&) = delete;
+  ~FusedPlan() {
+    if (act) cudnnDestroyActivationDescriptor(act);
+  }
+};
+
+// One cache per (activation, bias present): the algorithm choice and the workspace reserve differ.
+ConvPlanCache<FusedPlan> g_plans[2][2];
+
+Status build(FusedPlan* p, const ConvKey& k, bool relu, size_t bias_reserve, cudnnHandle_t h, size_t ws_bytes) {
+  GPUOPT_RETURN_IF_ERROR(p->d.build(k, k.m, k.c / k.group));
+  GPUOPT_CHECK_CALL(cudnnCreateActivationDescriptor(&p->act));
+  GPUOPT_CHECK_CALL(cudnnSetActivationDescriptor(p->act, relu ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_IDENTITY,
+                                                 CUDNN_PROPAGATE_NAN, 0.0));
+  cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+  int found = 0;
+  GPUOPT_CHECK_CALL(cudnnGetConvolutionForwardAlgorithm_v7(h, p->d.x, p->d.w, p->d.conv, p->d.y,
+                                                           CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf));
+  if (ws_bytes < bias_reserve) return Status::Unimplemented("workspace of {} bytes cannot hold the bias", ws_bytes);
+  const size_t max_ws = ws_bytes - bias_reserve;
+  if (!relu) {
+    std::vector<cudnnConvolutionFwdAlgoPerf_t> precomp;
+    for (int a = 0; a < found; ++a)
+      if (perf[a].algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM) precomp.push_back(perf[a]);
+    if (choose_algo(precomp.data(), static_cast<int>(precomp.size()), k.dt, max_ws, p->d.conv, &p->algo, &p->workspace,
+                    "forward")
+            .ok())
+      return Status::Ok();
+    p->decomposed = true;  // any algorithm, bias and z added by separate calls
+  }
+  return choose_algo(perf, found, k.dt, max_ws, p->d.conv, &p->algo, &p->workspace, "forward");
+}
+
+// conv, then bias, z and the activation as separate cuDNN calls (in place on y).
+Status run_decomposed(cudnnHandle_t h, const FusedPlan& p, bool relu, const void* x, const void* w, const void* b,
+                      const void* z, void* y, void* ws) {
+  const float one = 1.f, zero = 0.f;
+  const ConvDescs& d = p.d;
+  GPUOPT_CHECK_CALL(cudnnConvolutionForward(h, &one, d.x, x, d.w, w, d.conv, p.algo, ws, p.workspace, &zero, d.y, y));
+  if (b) GPUOPT_CHECK_CALL(cudnnAddTensor(h, &one, d.bias, b, &one, d.y, y));
+  if (z) GPUOPT_CHECK_CALL(cudnnAddTensor(h, &one, d.y, z, &one, d.y, y));
+  if (relu) GPUOPT_CHECK_CALL(cudnnActivationForward(h, p.act, &one, d.y, y, &zero, d.y, y));
+  return Status::Ok();
+}
+
+Status run_fused_conv(CudaKernelContext& k) {
+  const Tensor& x = k.in(0);
+  const Tensor& w = k.in(1);
+  Tensor& y = k.out(0);
+  const bool has_b = k.inputs.size() > 2 && k.inputs[2];
+  const bool has_z = k.inputs.size() > 3 && k.inputs[3];
+  const bool relu = k.node.attr_s("activation", "") == "Relu";
+  if (has_z && k.in(3).shape() != y.shape())
+    return k.error("Z has shape {} but the convolution output is {}", shape_to_string(k.in(3).shape()),
+                   shape_to_string(y.shape()));
+  const auto pads = k.node.attr_ints("pads", {0, 0, 0, 0});
+  const auto strides = k.node.attr_ints("strides", {1, 1});
+  const auto dil = k.node.attr_ints("dilations", {1, 1});
+  ConvKey key{x.shape()[0], x.shape()[1], x.shape()[2], x.shape()[3], w.shape()[0],
+              w.shape()[2], w.shape()[3], y.shape()[2], y.shape()[3], k.node.attr_i("group", 1),
+              pads[0],      pads[1],      strides[0],   strides[1],   dil[0],
+              dil[1],       x.dtype()};
+  const size_t bias_bytes = static_cast<size_t>(key.m) * dtype_size(x.dtype());
+  const size_t bias_reserve = has_b ? 0 : align_up(bias_bytes);
+  GPUOPT_ASSIGN_OR_RETURN(cudnnHandle_t h, k.ctx.cudnn());
+  const FusedPlan* plan = g_plans[relu][has_b].get(
+      key, [&](FusedPlan* p) { return build(p, key, relu, bias_reserve, h, k.ctx.workspace_bytes); });
+  GPUOPT_RETURN_IF_ERROR(plan->status.with_context(node_label(k.node)));
+
+  const void* bias = has_b ? k.in(2).raw() : nullptr;
+  if (!has_b) {
+    // Zeroed on the stream each run (a few hundred bytes): other kernels share the workspace.
+    void* zb = static_cast<char*>(k.ctx.workspace) + align_up(plan->workspace);
+    GPUOPT_CHECK_CALL(cudaMemsetAsync(zb, 0, bias_bytes, k.ctx.stream));
+    bias = zb;
+  }
+  const void* z = has_z ? k.in(3).raw() : nullptr;
+  if (plan->decomposed.load(std::memory_order_relaxed))
+    return run_decomposed(h, *plan, relu, x.raw(), w.raw(), has_b ? bias : nullptr, z, y.raw(), k.ctx.workspace);
+  const float alpha1 = 1.f, alpha2 = has_z ? 1.f : 0.f;
+  const ConvDescs& d = plan->d;
+  const cudnnStatus_t s = cudnnConvolutionBiasActivationForward(
+      h, &alpha1, d.x, x.raw(), d.w, w.raw(), d.conv, plan->algo, k.ctx.workspace, plan->workspace, &alpha2, d.y,
+      has_z ? z : y.raw(), d.bias, bias, plan->act, d.y, y.raw());
+  if (s == CUDNN_STATUS_SUCCESS) return Status::Ok();
+  // cuDNN 9 codes 2xxx (BAD_PARAM_*) and 3xxx (NOT_SUPPORTED_*) are refusals checked on the host
+  // before anything is queued, so the separate calls can take over for good; others are errors.
+  const int family = static_cast<int>(s) / 1000;
+  if (family != 2 && family != 3) GPUOPT_CHECK_CALL(s);
+  if (!plan->decomposed.exchange(true))
+    GPUOPT_LOG(info,
+               "{}: cuDNN declined the fused conv-bias-activation call for this {} shape ({}); "
+               "running conv, add and activation as separate calls",
+               node_label(k.node), dtype_name(x.dtype()), cudnnGetErrorString(s));
+  return run_decomposed(h, *plan, relu, x.raw(), w.raw(), has_b ? bias : nullptr, z, y.raw(), k.ctx.workspace);
+}
+
+bool fused_conv_supported(const Node& n, const std::vector<DType>& in) {
+  if (in.size() < 2 || in[0] != in[1]) return false;
+  for (size_t i = 2; i < in.size() && i < 4; ++i)
+    if (in[i] != DType::Undefined && in[i] != in[0]) return false;
+  if (in[0] != DType::F32 && in[0] != DType::F16 && in[0] != DType::BF16) return false;
+  const std::string act = n.attr_s("activation", "");
+  if (!act.empty() && act != "Relu") return false;  // the other activations run on the CPU
+  // The rest as Conv's CUDA kernel: 2-D, symmetric explicit pads or VALID.
+  const std::string ap = n.attr_s("auto_pad", "NOTSET");
+  if (ap != "NOTSET" && ap != "VALID") return false;
+  if (n.attr_ints("kernel_shape").size() != 2) return false;
+  const auto pads = n.attr_ints("pads");
+  if (!pads.empty() && (pads.size() != 4 || pads[0] != pads[2] || pads[1] != pads[3])) return false;
+  const auto st = n.attr_ints("strides"), dl = n.attr_ints("dilations");
+  return (st.empty() || st.size() == 2) && (dl.empty() || dl.size() == 2);
+}
+
+}  // namespace
+
+GPUOPT_CUDA_OP(FusedConv, &run_fused_conv, &fused_conv_supported);
+
+}  // namespace gpuopt::cuda
