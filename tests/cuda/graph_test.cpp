@@ -4,6 +4,7 @@
 // (a CPU node reading device data) must stay eager with a reason. Shape arithmetic runs on the
 // host on purpose. Per-node profiling times every node. Every test skips without a CUDA device.
 #include "cuda_test_util.h"
+#include "session_util.h"
 
 #include "backends/backend.h"
 #include "gpuopt/session.h"
@@ -18,26 +19,10 @@
 namespace gpuopt {
 namespace {
 
-Tensor randn(Shape shape, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> n(0.f, scale);
-  Tensor t = Tensor::empty(DType::F32, std::move(shape));
-  for (int64_t i = 0; i < t.numel(); ++i) t.set_f64(i, n(rng));
-  return t;
-}
+using testing::randn;
 
-Attribute ints(std::vector<int64_t> v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kInts;
-  a.ints = std::move(v);
-  return a;
-}
-Attribute int1(int64_t v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kInt;
-  a.i = v;
-  return a;
-}
+Attribute ints(std::vector<int64_t> v) { return testing::ints_attr(std::move(v)); }
+Attribute int1(int64_t v) { return testing::int_attr(v); }
 
 // x[N,3,8,8] -> Conv(3->4, 3x3, pad 1) -> Relu -> Reshape to [N, 256] where the target shape is
 // computed from Shape(x) (Shape -> Gather -> Unsqueeze -> Concat: shape arithmetic) -> MatMul

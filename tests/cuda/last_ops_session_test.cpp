@@ -4,6 +4,7 @@
 // align_corners, and NonZero, whose output shape the executor learns from the data. Every node
 // must be placed on CUDA (the kernels' `supports` says yes). Skips without a CUDA device.
 #include "cuda_test_util.h"
+#include "session_util.h"
 
 #include "backends/cuda/cuda_ops.h"
 #include "gpuopt/session.h"
@@ -17,18 +18,8 @@
 namespace gpuopt {
 namespace {
 
-Attribute int_attr(int64_t v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kInt;
-  a.i = v;
-  return a;
-}
-Attribute str_attr(const char* v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kString;
-  a.s = v;
-  return a;
-}
+using testing::int_attr;
+using testing::str_attr;
 
 Graph make_graph() {
   Graph g;
@@ -84,21 +75,7 @@ TEST(CudaLastOpsSession, VariadicResizeNonZeroMatchCpuAndRunOnCuda) {
   ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
   auto got = (*gpu)->run(in);
   ASSERT_TRUE(got.ok()) << got.status().to_string();
-  ASSERT_EQ(got->size(), want->size());
-  for (size_t o = 0; o < want->size(); ++o) {
-    const Tensor &w = (*want)[o].second, &t = (*got)[o].second;
-    SCOPED_TRACE((*want)[o].first);
-    ASSERT_EQ(t.dtype(), w.dtype());
-    ASSERT_EQ(t.shape(), w.shape());
-    ASSERT_GT(w.numel(), 0);
-    for (int64_t i = 0; i < w.numel(); ++i) {
-      if (w.dtype() == DType::I64) {
-        ASSERT_EQ(t.get_i64(i), w.get_i64(i)) << "element " << i;  // NonZero indices: exact
-      } else {
-        ASSERT_NEAR(t.get_f64(i), w.get_f64(i), 1e-5 * (1 + std::fabs(w.get_f64(i)))) << "element " << i;
-      }
-    }
-  }
+  testing::expect_outputs_match(*got, *want, 1e-5);  // indices exact
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // kOutOfMemory Status naming the tensor and leaves the session usable, concurrent runs of one
 // session stay correct. Every test skips without a CUDA device.
 #include "cuda_test_util.h"
+#include "session_util.h"
 
 #include "backends/cuda/cuda_ops.h"
 #include "gpuopt/session.h"
@@ -21,31 +22,10 @@
 namespace gpuopt {
 namespace {
 
-Tensor random_tensor(DType dt, Shape shape, std::mt19937& rng, float scale = 1.0f) {
-  Tensor t = Tensor::empty(dt, std::move(shape));
-  std::normal_distribution<float> n(0.f, scale);
-  for (int64_t i = 0; i < t.numel(); ++i) t.set_f64(i, n(rng));
-  return t;
-}
-
-Attribute ints_attr(std::vector<int64_t> v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kInts;
-  a.ints = std::move(v);
-  return a;
-}
-Attribute int_attr(int64_t v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kInt;
-  a.i = v;
-  return a;
-}
-Attribute float_attr(float v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kFloat;
-  a.f = v;
-  return a;
-}
+using testing::float_attr;
+using testing::int_attr;
+using testing::ints_attr;
+using testing::random_tensor;
 
 // x[N,3,16,16] -> Conv(3->8, 3x3, pad 1) -> BatchNormalization -> Relu -> MaxPool(2, stride 2)
 // -> Flatten -> Gemm(transB) -> y[N,10]. N is symbolic so the OOM test can vary the batch.
