@@ -161,3 +161,36 @@ void add_nonzero_cases(std::vector<Case>& cases) {
 }
 
 }  // namespace gpuopt::backend_ops
+
+namespace gpuopt::backend_ops {
+
+// kernels/norm.cu: Softmax/LogSoftmax/LayerNormalization rows take the one-warp-per-row path up
+// to 1024 values (held in registers, 1..32 per lane) and the block-per-row one past it: widths
+// on both sides of each register-count step, rows not a multiple of the 8 rows per block, and
+// BERT-base sizes as perf cases.
+void add_norm_width_cases(std::vector<Case>& cases) {
+  const std::vector<Shape> shapes = {{3, 1},   {9, 31},   {5, 32},    {7, 33},   {11, 100}, {13, 128},
+                                     {6, 129}, {3, 257},  {17, 768},  {4, 1000}, {2, 1024}, {3, 1025},
+                                     {2, 3000}, {2, 3, 5, 64}};
+  for (DType dt : {DType::F32, DType::F16, DType::BF16})
+    for (const Shape& s : shapes) {
+      const int64_t last = s.back();
+      cases.push_back({"Softmax", label(dt, s, "width"), {data(dt, s, -8, 8)}, {{"axis", attr_i(-1)}}});
+      cases.push_back({"LogSoftmax", label(dt, s, "width"), {data(dt, s, -8, 8)}, {{"axis", attr_i(-1)}}});
+      cases.push_back({"LayerNormalization", label(dt, s, "width"), {data(dt, s), data(dt, {last}), data(dt, {last})},
+                       {{"axis", attr_i(-1)}, {"epsilon", attr_f(1e-5f)}}});
+    }
+  // No bias input, and a mask-like row of -1e4 entries (attention after masking).
+  cases.push_back({"LayerNormalization", label(DType::F16, {9, 768}, "no bias"),
+                   {data(DType::F16, {9, 768}), data(DType::F16, {768})}, {{"axis", attr_i(-1)}}});
+  cases.push_back({"Softmax", label(DType::F16, {6, 77}, "masked"), {data(DType::F16, {6, 77}, -1e4, 8)},
+                   {{"axis", attr_i(-1)}}});
+  for (DType dt : {DType::F16, DType::F32}) {
+    cases.push_back({"Softmax", label(dt, {32, 12, 128, 128}, "perf"), {data(dt, {32, 12, 128, 128}, -8, 8)},
+                     {{"axis", attr_i(-1)}}});
+    cases.push_back({"LayerNormalization", label(dt, {32, 128, 768}, "perf"),
+                     {data(dt, {32, 128, 768}), data(dt, {768}), data(dt, {768})}, {{"axis", attr_i(-1)}}});
+  }
+}
+
+}  // namespace gpuopt::backend_ops

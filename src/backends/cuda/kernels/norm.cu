@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <cfloat>
+#include <type_traits>
 
 namespace gpuopt::cuda {
 namespace {
@@ -74,6 +75,92 @@ __global__ void softmax_rows(const T* __restrict__ x, T* __restrict__ y, int64_t
     st(yr, j, log ? v - ls : __expf(v) * inv);
   }
 }
+
+// Rows of up to 32 * N values: one warp per row, the row held in registers (N per lane), max and
+// sum by shuffles, no shared memory and no block barriers. Attention scores ([B,H,S,S], S <= 1024)
+// and hidden states (768, 1024) take this path: one block of 256 threads per short row left
+// most threads idle and paid four barriers per reduction.
+constexpr int kRowsPerBlock = 8;  // warps per block
+
+template <typename T, int N>
+__global__ void softmax_warp(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int cols, bool log) {
+  const int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + (threadIdx.x >> 5);
+  if (row >= rows) return;
+  const int lane = threadIdx.x & 31;
+  const T* xr = x + row * cols;
+  T* yr = y + row * cols;
+  float v[N];
+  float m = -FLT_MAX;
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+    const int j = lane + 32 * k;
+    v[k] = j < cols ? ld(xr, j) : -FLT_MAX;
+    m = fmaxf(m, v[k]);
+  }
+  m = warp_max(m);
+  float s = 0.f;
+#pragma unroll
+  for (int k = 0; k < N; ++k)
+    if (lane + 32 * k < cols) s += __expf(v[k] - m);
+  s = warp_sum(s);
+  const float ls = __logf(s), inv = 1.f / s;
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+    const int j = lane + 32 * k;
+    if (j < cols) st(yr, j, log ? (v[k] - m) - ls : __expf(v[k] - m) * inv);
+  }
+}
+
+template <typename T, int N>
+__global__ void layernorm_warp(const T* __restrict__ x, const T* __restrict__ scale, const T* __restrict__ bias,
+                               T* __restrict__ y, int64_t rows, int cols, float eps, float* mean_out, float* inv_out) {
+  const int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + (threadIdx.x >> 5);
+  if (row >= rows) return;
+  const int lane = threadIdx.x & 31;
+  const T* xr = x + row * cols;
+  T* yr = y + row * cols;
+  float v[N];
+  float s = 0.f;
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+    const int j = lane + 32 * k;
+    v[k] = j < cols ? ld(xr, j) : 0.f;
+    s += v[k];
+  }
+  const float mean = warp_sum(s) / static_cast<float>(cols);
+  float q = 0.f;
+#pragma unroll
+  for (int k = 0; k < N; ++k)
+    if (lane + 32 * k < cols) q += (v[k] - mean) * (v[k] - mean);
+  const float inv = rsqrtf(warp_sum(q) / static_cast<float>(cols) + eps);
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+    const int j = lane + 32 * k;
+    if (j >= cols) continue;
+    float o = (v[k] - mean) * inv * ld(scale, j);
+    if (bias) o += ld(bias, j);
+    st(yr, j, o);
+  }
+  if (lane == 0) {
+    if (mean_out) mean_out[row] = mean;
+    if (inv_out) inv_out[row] = inv;
+  }
+}
+
+// Calls f(std::integral_constant<int, N>) with the smallest N in {1,2,4,8,16,32} with 32 * N >=
+// cols; false when cols > 1024.
+template <typename F>
+bool by_row_width(int64_t cols, F&& f) {
+  if (cols <= 32) f(std::integral_constant<int, 1>{});
+  else if (cols <= 64) f(std::integral_constant<int, 2>{});
+  else if (cols <= 128) f(std::integral_constant<int, 4>{});
+  else if (cols <= 256) f(std::integral_constant<int, 8>{});
+  else if (cols <= 512) f(std::integral_constant<int, 16>{});
+  else if (cols <= 1024) f(std::integral_constant<int, 32>{});
+  else return false;
+  return true;
+}
+unsigned warp_row_blocks(int64_t rows) { return static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock); }
 
 // inner > 1: one thread per (outer, inner) column, walking the axis.
 template <typename T>
@@ -256,6 +343,11 @@ Status launch_softmax(DType dt, const void* x, void* y, int64_t outer, int64_t a
   if (outer * axis * inner == 0) return Status::Ok();
   GPUOPT_RETURN_IF_ERROR(by_float(dt, [&](auto tag) {
     using T = decltype(tag);
+    const bool warp = inner == 1 && outer < (int64_t{1} << 31) * kRowsPerBlock && by_row_width(axis, [&](auto n) {
+      softmax_warp<T, decltype(n)::value><<<warp_row_blocks(outer), 32 * kRowsPerBlock, 0, s>>>(
+          static_cast<const T*>(x), static_cast<T*>(y), outer, static_cast<int>(axis), log);
+    });
+    if (warp) return;
     if (inner == 1) softmax_rows<T><<<static_cast<unsigned>(outer), kBlock, 0, s>>>(static_cast<const T*>(x), static_cast<T*>(y), axis, log);
     else softmax_strided<T><<<grid_for(outer * inner), kBlock, 0, s>>>(static_cast<const T*>(x), static_cast<T*>(y), outer, axis, inner, log);
   }));
@@ -268,6 +360,12 @@ Status launch_layernorm(DType dt, const void* x, const void* scale, const void* 
   if (rows * cols == 0) return Status::Ok();
   GPUOPT_RETURN_IF_ERROR(by_float(dt, [&](auto tag) {
     using T = decltype(tag);
+    const bool warp = rows < (int64_t{1} << 31) * kRowsPerBlock && by_row_width(cols, [&](auto n) {
+      layernorm_warp<T, decltype(n)::value><<<warp_row_blocks(rows), 32 * kRowsPerBlock, 0, s>>>(
+          static_cast<const T*>(x), static_cast<const T*>(scale), static_cast<const T*>(bias), static_cast<T*>(y), rows,
+          static_cast<int>(cols), eps, mean, inv_std);
+    });
+    if (warp) return;
     layernorm_rows<T><<<static_cast<unsigned>(rows), kBlock, 0, s>>>(static_cast<const T*>(x), static_cast<const T*>(scale),
                                                                      static_cast<const T*>(bias), static_cast<T*>(y),
                                                                      cols, eps, mean, inv_std);
