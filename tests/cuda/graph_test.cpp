@@ -193,7 +193,7 @@ TEST(CudaGraphs, PerNodeProfileTimesEveryNode) {
   ASSERT_EQ(p.nodes.size(), gpu->graph().nodes().size());
   for (const NodeTime& n : p.nodes) {
     EXPECT_GT(n.wall_us, 0.0) << n.node;
-    if (n.op == "Conv" || n.op == "MatMul") {
+    if (n.op == "Conv" || n.op == "FusedConv" || n.op == "MatMul") {  // conv+relu arrives fused
       EXPECT_EQ(n.device, "cuda") << n.node;
       EXPECT_GT(n.gpu_us, 0.0) << n.node;
     }
