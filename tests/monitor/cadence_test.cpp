@@ -122,6 +122,35 @@ TEST(Cadence, SlowQueryIsDetectedReportedAndMovedToTheSlowCadence) {
   EXPECT_EQ(j[0]["moved"], true);
 }
 
+// GPM feeds the bottleneck diagnosis every sample: however much it costs, the budget never
+// moves it (on the H200 one read takes ~2 ms, at the 2 ms budget), while another slow group moves.
+TEST(Cadence, GpmStaysOnTheFastCadenceWhateverItCosts) {
+  json d = gpu({{"gpm", {{"supported", 1}, {"metrics", {{"sm_util", {10, 20, 30, 40, 50, 60, 70, 80, 90}}}}}},
+                {"delay_us", {{"nvmlGpmSampleGet", 3000}, {"nvmlDeviceGetPowerUsage", 3000}}}});
+  FakeNvmlScript script(json{{"devices", json::array({d})}});
+  GPUOPT_REQUIRE_FAKE_NVML(script);
+  SamplerOptions o;
+  o.interval_s = 1;
+  o.slow_interval_s = 5;
+  o.slow_budget_s = 0.002;
+  o.events = false;
+  auto s = Sampler::create(o);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  Snapshot last;
+  std::vector<double> sm_active;
+  for (int i = 0; i < 9; ++i) {
+    last = (*s)->sample();
+    if (i > 0) sm_active.push_back(last.gpus[0].gpm.sm_active.value_or(-1));
+  }
+  constexpr size_t kGpm = size_t(QueryGroup::kGpm);
+  EXPECT_GE(last.queries[kGpm].wall_s / double(last.queries[kGpm].calls), 0.003);  // the delay is real
+  EXPECT_FALSE(last.queries[kGpm].slow);
+  EXPECT_EQ(last.queries[kGpm].calls, 9u);
+  // A new GPM interval every sample from the second on (the fake's sequence, one step per read).
+  EXPECT_EQ(sm_active, (std::vector<double>{0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8}));
+  EXPECT_TRUE(last.queries[kPower].moved);  // the same budget still moves other groups
+}
+
 TEST(Cadence, NoBudgetNeverMovesAndEqualIntervalsReadEverything) {
   FakeNvmlScript script(json{{"devices", json::array({gpu()})}});
   GPUOPT_REQUIRE_FAKE_NVML(script);
