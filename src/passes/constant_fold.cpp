@@ -102,6 +102,15 @@ Result<PassStats> fold_constants(Graph* g) {
   return stats;
 }
 
+void erase_nodes(Graph* g, const std::vector<bool>& drop) {
+  std::vector<Node> kept;
+  kept.reserve(g->nodes().size());
+  for (size_t n = 0; n < g->nodes().size(); ++n)
+    if (!drop[n]) kept.push_back(std::move(g->nodes()[n]));
+  g->nodes() = std::move(kept);
+  g->rebuild_producers();
+}
+
 Status run_default_passes(Graph* g) {
   GPUOPT_ASSIGN_OR_RETURN(PassStats folded, fold_constants(g));
   GPUOPT_ASSIGN_OR_RETURN(PassStats bn, fold_batchnorm(g));

@@ -85,13 +85,7 @@ Result<PassStats> fold_batchnorm(Graph* g) {
     drop[bn_i] = true;
     ++stats.removed;
   }
-  if (stats.removed == 0) return stats;
-  std::vector<Node> kept;
-  kept.reserve(g->nodes().size() - static_cast<size_t>(stats.removed));
-  for (size_t n = 0; n < g->nodes().size(); ++n)
-    if (!drop[n]) kept.push_back(std::move(g->nodes()[n]));
-  g->nodes() = std::move(kept);
-  g->rebuild_producers();
+  if (stats.removed > 0) erase_nodes(g, drop);
   return stats;
 }
 

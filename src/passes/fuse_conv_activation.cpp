@@ -100,12 +100,7 @@ Result<PassStats> fuse_conv_activation(Graph* g) {
     g->nodes()[static_cast<size_t>(chain.back())] = std::move(fused);
     stats.removed += static_cast<int>(chain.size());
   }
-  if (stats.removed == 0) return stats;
-  std::vector<Node> kept;
-  for (size_t n = 0; n < g->nodes().size(); ++n)
-    if (!drop[n]) kept.push_back(std::move(g->nodes()[n]));
-  g->nodes() = std::move(kept);
-  g->rebuild_producers();
+  if (stats.removed > 0) erase_nodes(g, drop);
   return stats;
 }
 

@@ -28,6 +28,10 @@ Result<PassStats> fold_batchnorm(Graph* g);
 // every intermediate read once and not a graph output) become one com.microsoft FusedConv.
 Result<PassStats> fuse_conv_activation(Graph* g);
 
+// Removes the nodes marked in `drop` (indexed like g->nodes()), keeping the order of the rest, and
+// rebuilds the producer table. For passes that rewrite in place and then drop what they replaced.
+void erase_nodes(Graph* g, const std::vector<bool>& drop);
+
 // fold constants -> fold BatchNormalization -> identity -> dead -> fuse Conv+Add+Relu (skipped
 // when GPUOPT_DISABLE_FUSION=1), then shapes again.
 Status run_default_passes(Graph* g);

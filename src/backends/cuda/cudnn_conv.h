@@ -6,12 +6,14 @@
 #include "core/cuda_check.h"
 #include "core/dtype.h"
 #include "core/status.h"
+#include "ir/graph.h"
 
 #include <cudnn.h>
 
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <string_view>
 #include <tuple>
 
@@ -24,6 +26,19 @@ struct ConvKey {
   auto tie() const { return std::tie(n, c, h, w, m, kh, kw, oh, ow, group, ph, pw, sh, sw, dh, dw, dt); }
   bool operator<(const ConvKey& o) const { return tie() < o.tie(); }
 };
+
+// The attributes the cuDNN 2-D convolution handles: kernel_shape of rank 2 (it tells the rank
+// before shapes are known), symmetric explicit pads or VALID, 2-D strides and dilations. Conv and
+// FusedConv accept exactly these.
+inline bool conv2d_attrs_supported(const Node& n) {
+  const std::string ap = n.attr_s("auto_pad", "NOTSET");
+  if (ap != "NOTSET" && ap != "VALID") return false;
+  if (n.attr_ints("kernel_shape").size() != 2) return false;
+  const auto pads = n.attr_ints("pads");
+  if (!pads.empty() && (pads.size() != 4 || pads[0] != pads[2] || pads[1] != pads[3])) return false;
+  const auto st = n.attr_ints("strides"), dl = n.attr_ints("dilations");
+  return (st.empty() || st.size() == 2) && (dl.empty() || dl.size() == 2);
+}
 
 inline cudnnDataType_t dnn_type(DType dt) {
   return dt == DType::F16 ? CUDNN_DATA_HALF : dt == DType::BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;

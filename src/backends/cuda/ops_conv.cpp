@@ -53,14 +53,7 @@ Status run_conv(CudaKernelContext& k) {
 bool conv_supported(const Node& n, const std::vector<DType>& in) {
   if (in.size() < 2 || in[0] != in[1] || (in.size() > 2 && in[2] != DType::Undefined && in[2] != in[0])) return false;
   if (in[0] != DType::F32 && in[0] != DType::F16 && in[0] != DType::BF16) return false;
-  const std::string ap = n.attr_s("auto_pad", "NOTSET");
-  if (ap != "NOTSET" && ap != "VALID") return false;
-  const auto ks = n.attr_ints("kernel_shape");
-  if (ks.size() != 2) return false;  // 2-D only; kernel_shape tells the rank before shapes are known
-  const auto pads = n.attr_ints("pads");
-  if (!pads.empty() && (pads.size() != 4 || pads[0] != pads[2] || pads[1] != pads[3])) return false;
-  const auto st = n.attr_ints("strides"), dl = n.attr_ints("dilations");
-  return (st.empty() || st.size() == 2) && (dl.empty() || dl.size() == 2);
+  return conv2d_attrs_supported(n);
 }
 
 }  // namespace

@@ -140,14 +140,7 @@ bool fused_conv_supported(const Node& n, const std::vector<DType>& in) {
   if (in[0] != DType::F32 && in[0] != DType::F16 && in[0] != DType::BF16) return false;
   const std::string act = n.attr_s("activation", "");
   if (!act.empty() && act != "Relu") return false;  // the other activations run on the CPU
-  // The rest as Conv's CUDA kernel: 2-D, symmetric explicit pads or VALID.
-  const std::string ap = n.attr_s("auto_pad", "NOTSET");
-  if (ap != "NOTSET" && ap != "VALID") return false;
-  if (n.attr_ints("kernel_shape").size() != 2) return false;
-  const auto pads = n.attr_ints("pads");
-  if (!pads.empty() && (pads.size() != 4 || pads[0] != pads[2] || pads[1] != pads[3])) return false;
-  const auto st = n.attr_ints("strides"), dl = n.attr_ints("dilations");
-  return (st.empty() || st.size() == 2) && (dl.empty() || dl.size() == 2);
+  return conv2d_attrs_supported(n);  // the rest as Conv's CUDA kernel
 }
 
 }  // namespace
