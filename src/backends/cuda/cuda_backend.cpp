@@ -8,6 +8,7 @@
 #include "backends/cuda/elementwise.h"
 #include "backends/cuda/upload.h"
 #include "core/cuda_check.h"
+#include "core/parallel_copy.h"
 #include "core/log.h"
 #include "ir/eval.h"
 
@@ -51,7 +52,7 @@ class Staging {
     const size_t n = host.nbytes();
     if (!n) return Status::Ok();
     GPUOPT_RETURN_IF_ERROR(reserve(n, s));
-    std::memcpy(buf_, host.raw(), n);
+    parallel_memcpy(buf_, host.raw(), n);
     GPUOPT_CHECK_CALL(cudaMemcpyAsync(dev->raw(), buf_, n, cudaMemcpyHostToDevice, s));
     // The staging buffer is reused by the next copy: wait until this one has read it.
     GPUOPT_CHECK_CALL(cudaStreamSynchronize(s));
@@ -63,7 +64,7 @@ class Staging {
     GPUOPT_RETURN_IF_ERROR(reserve(n, s));
     GPUOPT_CHECK_CALL(cudaMemcpyAsync(buf_, dev.raw(), n, cudaMemcpyDeviceToHost, s));
     GPUOPT_CHECK_CALL(cudaStreamSynchronize(s));
-    std::memcpy(host->raw(), buf_, n);
+    parallel_memcpy(host->raw(), buf_, n);
     return Status::Ok();
   }
 
