@@ -7,8 +7,10 @@
 // floats (f32 compute for every storage type); z may be y when alpha2 = 0. A node without B gets
 // a zeroed bias carved from the end of the workspace. Where cuDNN declines the fused call (no
 // precomputed-GEMM algorithm for an identity, or NOT_SUPPORTED at the first call: seen for some
-// dtype/algorithm pairs), the plan runs the same math as conv + add-tensor + activation calls.
+// dtype/algorithm pairs), or where the plain convolution plus one epilogue pass of our own
+// (conv_epilogue.h: bias, z and Relu together) is faster (timed per shape), the plan runs that.
 #include "backends/cuda/cuda_ops.h"
+#include "backends/cuda/conv_epilogue.h"
 #include "backends/cuda/cudnn_conv.h"
 #include "core/cuda_check.h"
 #include "core/log.h"
@@ -71,16 +73,21 @@ Status build(FusedPlan* p, const ConvKey& k, bool relu, size_t bias_reserve, cud
   return choose_algo(perf, found, k.dt, max_ws, p->d.conv, &p->algo, &p->workspace, "forward");
 }
 
-// conv, then bias, z and the activation as separate cuDNN calls (in place on y).
+// Where the separate path writes: y's dtype, element count and channel layout, and the stream.
+struct Epilogue {
+  DType dt;
+  int64_t n, channels, spatial;
+  cudaStream_t stream;
+};
+
+// The plain cuDNN convolution, then bias, z and the activation in one pass of our own over y.
 Status run_decomposed(cudnnHandle_t h, const FusedPlan& p, bool relu, const void* x, const void* w, const void* b,
-                      const void* z, void* y, void* ws) {
+                      const void* z, void* y, void* ws, const Epilogue& e) {
   const float one = 1.f, zero = 0.f;
   const ConvDescs& d = p.d;
   GPUOPT_CHECK_CALL(cudnnConvolutionForward(h, &one, d.x, x, d.w, w, d.conv, p.algo, ws, p.workspace, &zero, d.y, y));
-  if (b) GPUOPT_CHECK_CALL(cudnnAddTensor(h, &one, d.bias, b, &one, d.y, y));
-  if (z) GPUOPT_CHECK_CALL(cudnnAddTensor(h, &one, d.y, z, &one, d.y, y));
-  if (relu) GPUOPT_CHECK_CALL(cudnnActivationForward(h, p.act, &one, d.y, y, &zero, d.y, y));
-  return Status::Ok();
+  if (!b && !z && !relu) return Status::Ok();
+  return launch_conv_epilogue(e.dt, y, b, z, e.n, e.channels, e.spatial, relu, e.stream);
 }
 
 Status run_fused(cudnnHandle_t h, const FusedPlan& p, const void* x, const void* w, const void* bias, const void* z,
@@ -100,7 +107,8 @@ Status run_fused(cudnnHandle_t h, const FusedPlan& p, const void* x, const void*
 // best of five each after a warm-up, and keeps the faster. Inside a capture, or if a call fails, it keeps what the
 // plan says.
 Status time_fused_vs_separate(CudaKernelContext& k, cudnnHandle_t h, const FusedPlan& p, bool relu, const void* x,
-                              const void* w, const void* b_or_null, const void* bias, const void* z, void* y) {
+                              const void* w, const void* b_or_null, const void* bias, const void* z, void* y,
+                              const Epilogue& epi) {
   cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(k.ctx.stream, &cap) != cudaSuccess || cap != cudaStreamCaptureStatusNone) {
     cudaGetLastError();
@@ -113,7 +121,7 @@ Status time_fused_vs_separate(CudaKernelContext& k, cudnnHandle_t h, const Fused
   cudaEvent_t ev[2 * kReps + 1];
   for (auto& e : ev) GPUOPT_CHECK_CALL(cudaEventCreate(&e));
   auto fused = [&] { return run_fused(h, p, x, w, bias, z, y, k.ctx.workspace); };
-  auto separate = [&] { return run_decomposed(h, p, relu, x, w, b_or_null, z, y, k.ctx.workspace); };
+  auto separate = [&] { return run_decomposed(h, p, relu, x, w, b_or_null, z, y, k.ctx.workspace, epi); };
   Status st = fused();
   if (st.ok()) st = separate();
   if (st.ok()) {
@@ -175,11 +183,12 @@ Status run_fused_conv(CudaKernelContext& k) {
     bias = zb;
   }
   const void* z = has_z ? k.in(3).raw() : nullptr;
+  const Epilogue epi{x.dtype(), y.numel(), y.shape()[1], y.shape()[2] * y.shape()[3], k.ctx.stream};
   if (!plan->decomposed.load() && !plan->timed.exchange(true))
     GPUOPT_RETURN_IF_ERROR(time_fused_vs_separate(k, h, *plan, relu, x.raw(), w.raw(), has_b ? bias : nullptr, bias, z,
-                                                  y.raw()));
+                                                  y.raw(), epi));
   if (plan->decomposed.load(std::memory_order_relaxed))
-    return run_decomposed(h, *plan, relu, x.raw(), w.raw(), has_b ? bias : nullptr, z, y.raw(), k.ctx.workspace);
+    return run_decomposed(h, *plan, relu, x.raw(), w.raw(), has_b ? bias : nullptr, z, y.raw(), k.ctx.workspace, epi);
   const float alpha1 = 1.f, alpha2 = has_z ? 1.f : 0.f;
   const ConvDescs& d = plan->d;
   const cudnnStatus_t s = cudnnConvolutionBiasActivationForward(
@@ -195,7 +204,7 @@ Status run_fused_conv(CudaKernelContext& k) {
                "{}: cuDNN declined the fused conv-bias-activation call for this {} shape ({}); "
                "running conv, add and activation as separate calls",
                node_label(k.node), dtype_name(x.dtype()), cudnnGetErrorString(s));
-  return run_decomposed(h, *plan, relu, x.raw(), w.raw(), has_b ? bias : nullptr, z, y.raw(), k.ctx.workspace);
+  return run_decomposed(h, *plan, relu, x.raw(), w.raw(), has_b ? bias : nullptr, z, y.raw(), k.ctx.workspace, epi);
 }
 
 bool fused_conv_supported(const Node& n, const std::vector<DType>& in) {
