@@ -121,8 +121,10 @@ Status run_default_passes(Graph* g) {
   PassStats fused;
   if (!(fusion_off && *fusion_off == "1")) {
     GPUOPT_ASSIGN_OR_RETURN(fused, fuse_conv_activation(g));
+    GPUOPT_ASSIGN_OR_RETURN(PassStats linear, fuse_matmul_bias(g));
+    fused.removed += linear.removed;
   }
-  GPUOPT_LOG(debug, "passes: folded {}, batchnorms folded {}, identities {}, dead {}, conv fusions removed {}",
+  GPUOPT_LOG(debug, "passes: folded {}, batchnorms folded {}, identities {}, dead {}, conv and matmul-bias fusions removed {}",
              folded.removed, bn.removed, ident.removed, dead.removed, fused.removed);
   GPUOPT_RETURN_IF_ERROR(g->topo_sort());
   return g->infer_shapes();

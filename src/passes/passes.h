@@ -28,12 +28,16 @@ Result<PassStats> fold_batchnorm(Graph* g);
 // every intermediate read once and not a graph output) become one com.microsoft FusedConv.
 Result<PassStats> fuse_conv_activation(Graph* g);
 
+// MatMul(X, W const [K,N]) -> Add(bias const [N]) (either order, the MatMul output read only by
+// the Add) becomes one Gemm with C = bias, X flattened to [-1, K] and the result reshaped back.
+Result<PassStats> fuse_matmul_bias(Graph* g);
+
 // Removes the nodes marked in `drop` (indexed like g->nodes()), keeping the order of the rest, and
 // rebuilds the producer table. For passes that rewrite in place and then drop what they replaced.
 void erase_nodes(Graph* g, const std::vector<bool>& drop);
 
-// fold constants -> fold BatchNormalization -> identity -> dead -> fuse Conv+Add+Relu (skipped
-// when GPUOPT_DISABLE_FUSION=1), then shapes again.
+// fold constants -> fold BatchNormalization -> identity -> dead -> fuse Conv+Add+Relu and
+// MatMul+bias (both skipped when GPUOPT_DISABLE_FUSION=1), then shapes again.
 Status run_default_passes(Graph* g);
 
 }  // namespace gpuopt
