@@ -257,7 +257,7 @@ void setup(CLI::App& app) {
   auto* cmd = app.add_subcommand("inspect", "Show a model's opset, inputs/outputs, ops, parameters, FLOPs and backend support");
   cmd->add_option("model", o->model, "ONNX model file")->required();
   cmd->add_flag("--json", o->json, "Print JSON");
-  cmd->add_flag("--optimized", o->optimized, "Show the graph after gpuopt's passes (constant and BatchNormalization folding, Identity/Dropout removal, Conv+Add+Relu fusion into FusedConv)");
+  cmd->add_flag("--optimized", o->optimized, "Show the graph after gpuopt's passes (constant and BatchNormalization folding, Identity/Dropout removal, Conv+Add+Relu fusion into FusedConv, MatMul+bias into Gemm)");
   cmd->add_option("--batch", o->batch, "Value of the dynamic batch dim for FLOP counts (default 1)")->check(CLI::PositiveNumber);
   cmd->add_option("--dim", o->dims, "Bind another symbolic dim for FLOP counts: NAME=VALUE (repeatable)");
   cmd->add_option("--device", o->device,

@@ -1,7 +1,7 @@
 """`gpuopt run --profile`: one extra run node by node, time per op type and the slowest nodes.
 
 Every node in the list has a positive time, the per-op sums add up to the node list, and on a
-MatMul-heavy model the CPU reference spends most of its time in MatMul.
+MatMul-heavy model the CPU reference spends most of its time in matrix products.
 """
 import json
 import os
@@ -37,7 +37,10 @@ def test_profile_covers_every_node(tmp_path):
     for o in ops:
         assert abs(o["wall_us"] - by_op[o["op"]]) <= 1e-6 * max(1.0, by_op[o["op"]])
     assert ops == sorted(ops, key=lambda o: -o["wall_us"])  # slowest op type first
-    assert ops[0]["op"] == "MatMul", ops[:3]
+    # Matrix products (MatMul, and Gemm where a Linear layer's MatMul + bias Add were fused)
+    # dominate a transformer block on the CPU reference.
+    products = sum(o["wall_us"] for o in ops if o["op"] in ("MatMul", "Gemm"))
+    assert products > 0.5 * sum(o["wall_us"] for o in ops), ops[:4]
 
     text = subprocess.run([gpuopt_bin(), "run", str(path), "--random-inputs", "--dim", "sequence=16", "--iterations", "1",
                            "--profile"], capture_output=True, text=True, timeout=300)
