@@ -90,106 +90,71 @@ constexpr int kZigzag[64] = {0,  1,  8,  16, 9,  2,  3,  10, 17, 24, 32, 25, 18,
                              30, 37, 44, 51, 58, 59, 52, 45, 38, 31, 39, 46, 53, 60, 61, 54, 47, 55, 62, 63};
 
 // jidctint.c jpeg_idct_islow: 13-bit fixed-point constants, PASS1_BITS 2; coef already dequantized.
-void idct_islow(const int* in, uint8_t* out, int stride) {
-  constexpr int kConst = 13, kPass1 = 2;
+constexpr int kIdctConst = 13, kIdctPass1 = 2;
+
+// One 8-point pass of the islow IDCT, the same butterfly for columns and rows: x[k] is the k-th
+// input of the line, y[k] the k-th output before descaling.
+void idct8(const int64_t x[8], int64_t y[8]) {
   constexpr int64_t F0298 = 2446, F0390 = 3196, F0541 = 4433, F0765 = 6270, F0899 = 7373, F1175 = 9633, F1501 = 12299,
                     F1847 = 15137, F1961 = 16069, F2053 = 16819, F2562 = 20995, F3072 = 25172;
+  // Even part.
+  const int64_t z1 = (x[2] + x[6]) * F0541;
+  const int64_t e2 = z1 + x[6] * (-F1847), e3 = z1 + x[2] * F0765;
+  const int64_t e0 = (x[0] + x[4]) * (int64_t{1} << kIdctConst), e1 = (x[0] - x[4]) * (int64_t{1} << kIdctConst);
+  const int64_t t10 = e0 + e3, t13 = e0 - e3, t11 = e1 + e2, t12 = e1 - e2;
+  // Odd part.
+  int64_t o0 = x[7], o1 = x[5], o2 = x[3], o3 = x[1];
+  int64_t a1 = o0 + o3, a2 = o1 + o2, a3 = o0 + o2, a4 = o1 + o3;
+  const int64_t z5 = (a3 + a4) * F1175;
+  o0 *= F0298;
+  o1 *= F2053;
+  o2 *= F3072;
+  o3 *= F1501;
+  a1 *= -F0899;
+  a2 *= -F2562;
+  a3 = a3 * -F1961 + z5;
+  a4 = a4 * -F0390 + z5;
+  o0 += a1 + a3;
+  o1 += a2 + a4;
+  o2 += a2 + a3;
+  o3 += a1 + a4;
+  y[0] = t10 + o3;
+  y[7] = t10 - o3;
+  y[1] = t11 + o2;
+  y[6] = t11 - o2;
+  y[2] = t12 + o1;
+  y[5] = t12 - o1;
+  y[3] = t13 + o0;
+  y[4] = t13 - o0;
+}
+
+void idct_islow(const int* in, uint8_t* out, int stride) {
   auto descale = [](int64_t x, int n) { return static_cast<int>((x + (int64_t{1} << (n - 1))) >> n); };
   int ws[64];
-  for (int c = 0; c < 8; ++c) {
+  int64_t x[8], y[8];
+  for (int c = 0; c < 8; ++c) {  // columns, into ws with PASS1_BITS of extra precision
     const int* p = in + c;
     if (!p[8] && !p[16] && !p[24] && !p[32] && !p[40] && !p[48] && !p[56]) {
-      const int dc = p[0] * (1 << kPass1);
+      const int dc = p[0] * (1 << kIdctPass1);
       for (int r = 0; r < 8; ++r) ws[r * 8 + c] = dc;
       continue;
     }
-    int64_t z2 = p[16], z3 = p[48];
-    int64_t z1 = (z2 + z3) * F0541;
-    int64_t tmp2 = z1 + z3 * (-F1847), tmp3 = z1 + z2 * F0765;
-    z2 = p[0];
-    z3 = p[32];
-    int64_t tmp0 = (z2 + z3) * (int64_t{1} << kConst), tmp1 = (z2 - z3) * (int64_t{1} << kConst);
-    const int64_t t10 = tmp0 + tmp3, t13 = tmp0 - tmp3, t11 = tmp1 + tmp2, t12 = tmp1 - tmp2;
-    tmp0 = p[56];
-    tmp1 = p[40];
-    tmp2 = p[24];
-    tmp3 = p[8];
-    z1 = tmp0 + tmp3;
-    z2 = tmp1 + tmp2;
-    z3 = tmp0 + tmp2;
-    int64_t z4 = tmp1 + tmp3;
-    const int64_t z5 = (z3 + z4) * F1175;
-    tmp0 *= F0298;
-    tmp1 *= F2053;
-    tmp2 *= F3072;
-    tmp3 *= F1501;
-    z1 *= -F0899;
-    z2 *= -F2562;
-    z3 *= -F1961;
-    z4 *= -F0390;
-    z3 += z5;
-    z4 += z5;
-    tmp0 += z1 + z3;
-    tmp1 += z2 + z4;
-    tmp2 += z2 + z3;
-    tmp3 += z1 + z4;
-    const int n = kConst - kPass1;
-    ws[0 * 8 + c] = descale(t10 + tmp3, n);
-    ws[7 * 8 + c] = descale(t10 - tmp3, n);
-    ws[1 * 8 + c] = descale(t11 + tmp2, n);
-    ws[6 * 8 + c] = descale(t11 - tmp2, n);
-    ws[2 * 8 + c] = descale(t12 + tmp1, n);
-    ws[5 * 8 + c] = descale(t12 - tmp1, n);
-    ws[3 * 8 + c] = descale(t13 + tmp0, n);
-    ws[4 * 8 + c] = descale(t13 - tmp0, n);
+    for (int k = 0; k < 8; ++k) x[k] = p[k * 8];
+    idct8(x, y);
+    for (int k = 0; k < 8; ++k) ws[k * 8 + c] = descale(y[k], kIdctConst - kIdctPass1);
   }
   auto clamp = [](int v) { return static_cast<uint8_t>(std::min(255, std::max(0, v + 128))); };
-  for (int r = 0; r < 8; ++r) {
+  for (int r = 0; r < 8; ++r) {  // rows, to pixels
     const int* w = ws + r * 8;
     uint8_t* o = out + r * stride;
-    const int n = kConst + kPass1 + 3;
     if (!w[1] && !w[2] && !w[3] && !w[4] && !w[5] && !w[6] && !w[7]) {
-      const uint8_t v = clamp(descale(w[0], kPass1 + 3));
+      const uint8_t v = clamp(descale(w[0], kIdctPass1 + 3));
       for (int c = 0; c < 8; ++c) o[c] = v;
       continue;
     }
-    int64_t z2 = w[2], z3 = w[6];
-    int64_t z1 = (z2 + z3) * F0541;
-    int64_t tmp2 = z1 + z3 * (-F1847), tmp3 = z1 + z2 * F0765;
-    int64_t tmp0 = (static_cast<int64_t>(w[0]) + w[4]) * (int64_t{1} << kConst);
-    int64_t tmp1 = (static_cast<int64_t>(w[0]) - w[4]) * (int64_t{1} << kConst);
-    const int64_t t10 = tmp0 + tmp3, t13 = tmp0 - tmp3, t11 = tmp1 + tmp2, t12 = tmp1 - tmp2;
-    tmp0 = w[7];
-    tmp1 = w[5];
-    tmp2 = w[3];
-    tmp3 = w[1];
-    z1 = tmp0 + tmp3;
-    z2 = tmp1 + tmp2;
-    z3 = tmp0 + tmp2;
-    int64_t z4 = tmp1 + tmp3;
-    const int64_t z5 = (z3 + z4) * F1175;
-    tmp0 *= F0298;
-    tmp1 *= F2053;
-    tmp2 *= F3072;
-    tmp3 *= F1501;
-    z1 *= -F0899;
-    z2 *= -F2562;
-    z3 *= -F1961;
-    z4 *= -F0390;
-    z3 += z5;
-    z4 += z5;
-    tmp0 += z1 + z3;
-    tmp1 += z2 + z4;
-    tmp2 += z2 + z3;
-    tmp3 += z1 + z4;
-    o[0] = clamp(descale(t10 + tmp3, n));
-    o[7] = clamp(descale(t10 - tmp3, n));
-    o[1] = clamp(descale(t11 + tmp2, n));
-    o[6] = clamp(descale(t11 - tmp2, n));
-    o[2] = clamp(descale(t12 + tmp1, n));
-    o[5] = clamp(descale(t12 - tmp1, n));
-    o[3] = clamp(descale(t13 + tmp0, n));
-    o[4] = clamp(descale(t13 - tmp0, n));
+    for (int k = 0; k < 8; ++k) x[k] = w[k];
+    idct8(x, y);
+    for (int k = 0; k < 8; ++k) o[k] = clamp(descale(y[k], kIdctConst + kIdctPass1 + 3));
   }
 }
 
