@@ -158,14 +158,7 @@ TEST(CudaGraphs, OffWhenDisabledOrUnderAMemoryLimit) {
 // there, the shape is remembered as eager, and results stay right.
 TEST(CudaGraphs, RunThatReadsDeviceDataOnTheHostStaysEager) {
   GPUOPT_REQUIRE_CUDA();
-  Graph g;
-  g.opset = 17;
-  ValueId x = g.add_input("x", DType::F32, {4, 3, 3});
-  ValueId two = g.add_constant("two", Tensor::scalar_f32(2.0f));
-  ValueId r = g.add_node(Op::Relu, "relu", {x}, 1)[0];
-  ValueId d = g.add_node(Op::Det, "det", {r}, 1)[0];
-  ValueId y = g.add_node(Op::Mul, "double", {d, two}, 1, {}, {"y"})[0];
-  g.mark_output(y);
+  const Graph g = testing::relu_det_double(4);
   auto gpu = session(g, "cuda");
   auto cpu = session(g, "cpu");
   ASSERT_TRUE(gpu && cpu);

@@ -55,27 +55,11 @@ TEST(CudaLastOpsSession, VariadicResizeNonZeroMatchCpuAndRunOnCuda) {
     for (ValueId v : n.inputs) dts.push_back(v == kNoValue ? DType::Undefined : g.value(v).info.dtype);
     EXPECT_TRUE(!e->supports || e->supports(n, dts)) << n.name << " would fall back to the CPU";
   }
-  SessionOptions oc, og;
-  oc.device = "cpu";
-  og.device = "cuda";
-  auto cpu = Session::from_graph(g, oc);
-  ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
   std::mt19937 rng(5);
-  std::normal_distribution<float> n(0.f, 1.f);
-  auto rnd = [&](Shape s) {
-    Tensor t = Tensor::empty(DType::F32, std::move(s));
-    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = n(rng);
-    return t;
-  };
-  NamedTensors in = {{"x", rnd({2, 3, 8, 9})}, {"y", rnd({9})}, {"z", rnd({3, 1, 9})}};
-  auto want = (*cpu)->run(in);
-  ASSERT_TRUE(want.ok()) << want.status().to_string();  // the graph itself is checked without a GPU too
-  GPUOPT_REQUIRE_CUDA();
-  auto gpu = Session::from_graph(g, og);
-  ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
-  auto got = (*gpu)->run(in);
-  ASSERT_TRUE(got.ok()) << got.status().to_string();
-  testing::expect_outputs_match(*got, *want, 1e-5);  // indices exact
+  NamedTensors in = {{"x", testing::random_tensor(DType::F32, {2, 3, 8, 9}, rng)},
+                     {"y", testing::random_tensor(DType::F32, {9}, rng)},
+                     {"z", testing::random_tensor(DType::F32, {3, 1, 9}, rng)}};
+  testing::expect_cuda_matches_cpu(g, in, 1e-5);  // NonZero indices exact
 }
 
 }  // namespace

@@ -23,12 +23,7 @@ using testing::str_attr;
 
 Graph make_graph() {
   std::mt19937 rng(11);
-  std::normal_distribution<float> n(0.f, 1.f);
-  auto rnd = [&](Shape s) {
-    Tensor t = Tensor::empty(DType::F32, std::move(s));
-    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = n(rng);
-    return t;
-  };
+  auto rnd = [&](Shape s) { return testing::random_tensor(DType::F32, std::move(s), rng); };
   Graph g;
   g.opset = 18;
   ValueId x = g.add_input("x", DType::F32, {2, 4, 6, 6});
@@ -60,27 +55,12 @@ Graph make_graph() {
 TEST(CudaNewOpsSession, ChainMatchesCpuAndRunsOnCuda) {
   const Graph g = make_graph();
   for (const Node& n : g.nodes()) ASSERT_NE(cuda::cuda_op(n.op), nullptr) << n.op_type << " has no CUDA kernel";
-  SessionOptions oc, og;
-  oc.device = "cpu";
-  og.device = "cuda";
-  auto cpu = Session::from_graph(g, oc);
-  ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
   std::mt19937 rng(12);
-  std::normal_distribution<float> n(0.f, 1.f);
-  Tensor x = Tensor::empty(DType::F32, {2, 4, 6, 6});
-  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = n(rng);
-  NamedTensors in = {{"x", x},
+  NamedTensors in = {{"x", testing::random_tensor(DType::F32, {2, 4, 6, 6}, rng)},
                      {"shape", Tensor::from_vector<int64_t>(DType::I64, {2}, {5, 7})},
                      {"start", Tensor::scalar_f32(-1.5f)},
                      {"limit", Tensor::scalar_f32(9.0f)}};
-  auto want = (*cpu)->run(in);
-  ASSERT_TRUE(want.ok()) << want.status().to_string();  // the graph itself is checked without a GPU too
-  GPUOPT_REQUIRE_CUDA();
-  auto gpu = Session::from_graph(g, og);
-  ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
-  auto got = (*gpu)->run(in);
-  ASSERT_TRUE(got.ok()) << got.status().to_string();
-  testing::expect_outputs_match(*got, *want, 1e-4);  // indices exact
+  testing::expect_cuda_matches_cpu(g, in, 1e-4);  // TopK indices exact
 }
 
 }  // namespace

@@ -232,14 +232,7 @@ INSTANTIATE_TEST_SUITE_P(Precisions, CudaSession, ::testing::Values("fp32", "fp1
 // boundaries) and the result still matches the CPU reference.
 TEST(CudaSessionFallback, OpWithoutCudaKernelRunsOnCpu) {
   GPUOPT_REQUIRE_CUDA();
-  Graph g;
-  g.opset = 17;
-  ValueId x = g.add_input("x", DType::F32, {5, 3, 3});
-  ValueId two = g.add_constant("two", Tensor::scalar_f32(2.0f));
-  ValueId r = g.add_node(Op::Relu, "relu", {x}, 1)[0];
-  ValueId d = g.add_node(Op::Det, "det", {r}, 1)[0];
-  ValueId y = g.add_node(Op::Mul, "double", {d, two}, 1, {}, {"y"})[0];
-  g.mark_output(y);
+  const Graph g = testing::relu_det_double(5);
 
   // The test is only meaningful if Det really is a fallback node and its neighbours are not.
   ASSERT_EQ(cuda::cuda_op(Op::Det), nullptr) << "Det now has a CUDA kernel: pick another fallback op";

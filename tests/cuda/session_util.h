@@ -2,6 +2,7 @@
 // the element-by-element comparison of a CUDA session's outputs with the CPU reference's.
 #pragma once
 
+#include "cuda_test_util.h"
 #include "gpuopt/session.h"
 #include "ir/graph.h"
 
@@ -51,6 +52,20 @@ inline Tensor randn(Shape shape, uint32_t seed, float scale = 1.0f) {
   return random_tensor(DType::F32, std::move(shape), rng, scale);
 }
 
+// x [n,3,3] -> Relu -> Det -> Mul by 2 -> y: Det has no CUDA kernel, so a CUDA session runs it
+// on the CPU between two GPU nodes, reading the Relu's device output on the host.
+inline Graph relu_det_double(int64_t n) {
+  Graph g;
+  g.opset = 17;
+  ValueId x = g.add_input("x", DType::F32, {n, 3, 3});
+  ValueId two = g.add_constant("two", Tensor::scalar_f32(2.0f));
+  ValueId r = g.add_node(Op::Relu, "relu", {x}, 1)[0];
+  ValueId d = g.add_node(Op::Det, "det", {r}, 1)[0];
+  ValueId y = g.add_node(Op::Mul, "double", {d, two}, 1, {}, {"y"})[0];
+  g.mark_output(y);
+  return g;
+}
+
 // Every output equal in dtype and shape; integers exactly, floats within rel_tol * (1 + |want|).
 inline void expect_outputs_match(const NamedTensors& got, const NamedTensors& want, double rel_tol) {
   ASSERT_EQ(got.size(), want.size());
@@ -68,6 +83,24 @@ inline void expect_outputs_match(const NamedTensors& got, const NamedTensors& wa
       }
     }
   }
+}
+
+// Runs `g` on the CPU reference (checked without a GPU too), then, when there is a device, on
+// CUDA, and compares every output with expect_outputs_match.
+inline void expect_cuda_matches_cpu(const Graph& g, const NamedTensors& in, double rel_tol) {
+  SessionOptions oc, og;
+  oc.device = "cpu";
+  og.device = "cuda";
+  auto cpu = Session::from_graph(g, oc);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
+  auto want = (*cpu)->run(in);
+  ASSERT_TRUE(want.ok()) << want.status().to_string();
+  if (!have_cuda_device()) GTEST_SKIP() << "skipped: no CUDA device";
+  auto gpu = Session::from_graph(g, og);
+  ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
+  auto got = (*gpu)->run(in);
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  expect_outputs_match(*got, *want, rel_tol);
 }
 
 }  // namespace gpuopt::testing
