@@ -13,29 +13,18 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from gpuopt_cli import ROOT, gpuopt_bin, run_gpuopt
 sys.path.insert(0, os.path.join(ROOT, "tools", "models"))
 from archs import ARCHS, bert, gpt_block  # noqa: E402
 
 MAX_ABS_ERR = 1e-4
 
 
-def gpuopt_bin():
-    b = os.environ.get("GPUOPT_BIN") or os.path.join(ROOT, "build", "gpuopt")
-    assert os.path.exists(b), f"gpuopt binary not found at {b} (set GPUOPT_BIN)"
-    return b
-
-
 def run_both(model, feeds, tmp_path):
     import onnx
     path = tmp_path / "model.onnx"
     onnx.save(model, str(path))
-    args = [gpuopt_bin(), "run", str(path), "--iterations", "1", "--warmup", "0", "--output-dir", str(tmp_path / "out")]
-    for k, v in feeds.items():
-        np.save(tmp_path / f"{k}.npy", v)
-        args += ["--input", f"{k}={tmp_path / f'{k}.npy'}"]
-    r = subprocess.run(args, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, f"gpuopt run failed:\n{r.stdout}\n{r.stderr}"
+    run_gpuopt(path, feeds, tmp_path / "out")
     sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     ref = sess.run(None, feeds)
     for o, expected in zip(sess.get_outputs(), ref):

@@ -14,28 +14,13 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def gpuopt_bin():
-    b = os.environ.get("GPUOPT_BIN") or os.path.join(ROOT, "build", "gpuopt")
-    assert os.path.exists(b), f"gpuopt binary not found at {b} (set GPUOPT_BIN)"
-    return b
+from gpuopt_cli import gpuopt_bin, run_gpuopt
 
 
 def save(model, path):
     import onnx
     onnx.save(model, str(path))
     return path
-
-
-def run_gpuopt(path, feeds, out_dir, env=None):
-    args = [gpuopt_bin(), "run", str(path), "--iterations", "1", "--warmup", "0", "--output-dir", str(out_dir)]
-    for k, v in feeds.items():
-        np.save(out_dir.parent / f"{k}.npy", v)
-        args += ["--input", f"{k}={out_dir.parent / f'{k}.npy'}"]
-    r = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env)
-    assert r.returncode == 0, f"gpuopt run failed:\n{r.stdout}\n{r.stderr}"
 
 
 def fused_model(rng, with_b, with_z, activation, params=None, stride=1, group=1):

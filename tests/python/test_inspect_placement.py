@@ -4,20 +4,13 @@ CUDA device and still exits 0 with the rest of the report; with one, Det (no CUD
 the CPU and Relu/Mul are on the GPU.
 """
 import json
-import os
 import subprocess
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def gpuopt_bin():
-    b = os.environ.get("GPUOPT_BIN") or os.path.join(ROOT, "build", "gpuopt")
-    assert os.path.exists(b), f"gpuopt binary not found at {b} (set GPUOPT_BIN)"
-    return b
+from gpuopt_cli import gpuopt_bin
 
 
 def make_model(path):

@@ -8,15 +8,9 @@ import os
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from gpuopt_cli import ROOT, gpuopt_bin
 sys.path.insert(0, os.path.join(ROOT, "tools", "models"))
 from archs import ARCHS  # noqa: E402
-
-
-def gpuopt_bin():
-    b = os.environ.get("GPUOPT_BIN") or os.path.join(ROOT, "build", "gpuopt")
-    assert os.path.exists(b), f"gpuopt binary not found at {b} (set GPUOPT_BIN)"
-    return b
 
 
 def test_profile_covers_every_node(tmp_path):

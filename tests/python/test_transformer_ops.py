@@ -8,7 +8,7 @@ nonpad_kv_seqlen and float16. The oracle is onnx.reference (the evaluator the no
 generated with; onnxruntime 1.22 has no kernels for these opset-23 ops). Max abs error <= 1e-4
 in f32 (2e-3 in f16, where the reference itself computes in f16).
 """
-import os
+
 import subprocess
 
 import numpy as np
@@ -18,13 +18,7 @@ from onnx import TensorProto as TP
 from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def gpuopt_bin():
-    b = os.environ.get("GPUOPT_BIN") or os.path.join(ROOT, "build", "gpuopt")
-    assert os.path.exists(b), f"gpuopt binary not found at {b} (set GPUOPT_BIN)"
-    return b
+from gpuopt_cli import gpuopt_bin, run_gpuopt
 
 
 def make_model(nodes, inputs, outputs, initializers=(), opset=23):
@@ -35,20 +29,15 @@ def make_model(nodes, inputs, outputs, initializers=(), opset=23):
     return m
 
 
-def run_gpuopt(model, feeds, tmp_path):
+def run_model(model, feeds, tmp_path):
     path = tmp_path / "model.onnx"
     onnx.save(model, str(path))
-    args = [gpuopt_bin(), "run", str(path), "--iterations", "1", "--warmup", "0", "--output-dir", str(tmp_path / "out")]
-    for k, v in feeds.items():
-        np.save(tmp_path / f"{k}.npy", v)
-        args += ["--input", f"{k}={tmp_path / f'{k}.npy'}"]
-    r = subprocess.run(args, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, f"gpuopt run failed:\n{r.stdout}\n{r.stderr}"
+    run_gpuopt(path, feeds, tmp_path / "out")
     return {o.name: np.load(tmp_path / "out" / f"{o.name}.npy") for o in model.graph.output}
 
 
 def check(model, feeds, tmp_path, tol=1e-4):
-    got = run_gpuopt(model, feeds, tmp_path)
+    got = run_model(model, feeds, tmp_path)
     ref = ReferenceEvaluator(model).run(None, feeds)
     for o, want in zip(model.graph.output, ref):
         g = got[o.name]
@@ -146,7 +135,7 @@ def test_attention_mask_broadcast_softcap_modes(mode, tmp_path):
         return
     # Mode 0 is the raw scaled Q K^T (spec text); the Python reference returns the softcapped value
     # there, so QK is checked against numpy and Y against the reference.
-    got = run_gpuopt(model, feeds, tmp_path)
+    got = run_model(model, feeds, tmp_path)
     k = np.repeat(feeds["K"].astype(np.float64), 2, axis=1)  # GQA: query heads (0,1) use KV head 0
     qk = float(np.float32(0.3)) * (feeds["Q"].astype(np.float64) @ k.transpose(0, 1, 3, 2))
     assert np.max(np.abs(got["QK"] - qk)) <= 1e-4
