@@ -287,16 +287,7 @@ std::vector<int64_t> replay(const TransposePlan& p, size_t es) {
       break;
     }
     case TransposeKind::kGeneral: {
-      int64_t in_st[kMaxRank], out_st[kMaxRank];
-      transpose_strides(p, in_st, out_st);
-      StridedDesc d;
-      d.rank = p.rank;
-      d.numel = p.numel;
-      for (int q = 0; q < p.rank; ++q) {
-        d.out_dims[q] = p.dims[p.perm[q]];
-        d.in_strides[q] = in_st[p.perm[q]];
-      }
-      const StridedDesc c = collapse_strided(d);
+      const StridedDesc c = collapse_strided(transpose_as_strided(p));
       EXPECT_TRUE(strided_fits_32(c));
       const Strided32 g = make_strided32(c);
       for (uint32_t i = 0; i < g.n; ++i) out[i] = in[static_cast<size_t>(strided32_offset(g, i))];

@@ -128,6 +128,19 @@ void transpose_strides(const TransposePlan& p, int64_t* in_st, int64_t* out_st) 
   }
 }
 
+StridedDesc transpose_as_strided(const TransposePlan& p) {
+  int64_t in_st[kMaxRank], out_st[kMaxRank];
+  transpose_strides(p, in_st, out_st);
+  StridedDesc d;
+  d.rank = p.rank;
+  d.numel = p.numel;
+  for (int q = 0; q < p.rank; ++q) {
+    d.out_dims[q] = p.dims[p.perm[q]];
+    d.in_strides[q] = in_st[p.perm[q]];
+  }
+  return d;
+}
+
 Where32 make_where32(const Shape& out, const Shape& cond, const Shape& a, const Shape& b) {
   const int r = static_cast<int>(out.size());
   const Shape* ins[3] = {&cond, &a, &b};

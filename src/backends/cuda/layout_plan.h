@@ -160,5 +160,7 @@ GPUOPT_EW_HD void gather32_split(const Gather32& g, uint32_t i, uint32_t* o, uin
 // Contiguous strides of a plan's collapsed input, and of its output (output axis q has extent
 // dims[perm[q]]).
 void transpose_strides(const TransposePlan& p, int64_t* in_strides, int64_t* out_strides);
+// The transpose as a general strided copy (kGeneral): output dims in order, input strides permuted.
+StridedDesc transpose_as_strided(const TransposePlan& p);
 
 }  // namespace gpuopt::cuda

@@ -16,6 +16,18 @@ namespace {
 constexpr int kThreads = 256;
 unsigned grid_for(int64_t n) { return kern::grid_for(n, kThreads); }
 
+// Calls f with a value of the word type that moves `w` bytes (16, 8, 4, 2, else 1) per access.
+template <typename F>
+void by_chunk_width(int w, F&& f) {
+  switch (w) {
+    case 16: f(uint4{}); break;
+    case 8: f(uint2{}); break;
+    case 4: f(uint32_t{}); break;
+    case 2: f(uint16_t{}); break;
+    default: f(uint8_t{}); break;
+  }
+}
+
 template <typename E>
 __global__ void strided_copy_kernel(const E* __restrict__ in, E* __restrict__ out, StridedDesc d) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < d.numel; i += int64_t(gridDim.x) * blockDim.x) {
@@ -218,13 +230,7 @@ Status launch_rows(size_t es, const void* in, void* out, const TransposePlan& p,
     using W = decltype(tag);
     transpose_rows_kernel<W><<<grid_for(g.chunks), kThreads, 0, s>>>(static_cast<const W*>(in), static_cast<W*>(out), g);
   };
-  switch (w) {
-    case 16: go(uint4{}); break;
-    case 8: go(uint2{}); break;
-    case 4: go(uint32_t{}); break;
-    case 2: go(uint16_t{}); break;
-    default: go(uint8_t{}); break;
-  }
+  by_chunk_width(w, go);
   return Status::Ok();
 }
 
@@ -252,16 +258,7 @@ Status launch_transpose(size_t es, const void* in, void* out, const Shape& in_sh
     case TransposeKind::kRows: GPUOPT_RETURN_IF_ERROR(launch_rows(es, in, out, p, s)); break;
     case TransposeKind::kTiled: GPUOPT_RETURN_IF_ERROR(launch_tiled(es, in, out, p, s)); break;
     case TransposeKind::kGeneral: {
-      int64_t in_st[kMaxRank], out_st[kMaxRank];
-      transpose_strides(p, in_st, out_st);
-      StridedDesc d;
-      d.rank = p.rank;
-      d.numel = p.numel;
-      for (int q = 0; q < p.rank; ++q) {
-        d.out_dims[q] = p.dims[p.perm[q]];
-        d.in_strides[q] = in_st[p.perm[q]];
-      }
-      return launch_strided_copy(es, in, out, d, s);
+      return launch_strided_copy(es, in, out, transpose_as_strided(p), s);
     }
   }
   GPUOPT_CHECK_CALL(cudaGetLastError());
@@ -331,13 +328,7 @@ Status launch_gather(size_t es, const void* data, int64_t outer, int64_t axis_di
         gather32_kernel<W, int32_t><<<grid_for(g.total), kThreads, 0, s>>>(
             static_cast<const W*>(data), static_cast<const int32_t*>(indices), static_cast<W*>(out), bad, g);
     };
-    switch (w) {
-      case 16: go(uint4{}); break;
-      case 8: go(uint2{}); break;
-      case 4: go(uint32_t{}); break;
-      case 2: go(uint16_t{}); break;
-      default: go(uint8_t{}); break;
-    }
+    by_chunk_width(w, go);
     GPUOPT_CHECK_CALL(cudaGetLastError());
     return Status::Ok();
   }
