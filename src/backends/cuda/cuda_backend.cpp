@@ -275,6 +275,8 @@ class CudaExecutable final : public Executable {
       if (Status st = capture(c, *g, inputs); !st.ok()) {
         g->state = GraphEntry::State::kRefused;
         g->refused = st.message();
+        g->in_bufs.clear();  // whichever step failed, a refused shape holds no buffers
+        g->out_bufs.clear();
         GPUOPT_LOG(info, "cuda: this input shape runs eager, not as a CUDA graph: {}", g->refused);
         mode("eager", g->refused);
         return run_eager(c, inputs, prof);
@@ -369,10 +371,6 @@ class CudaExecutable final : public Executable {
       }
     }
     if (graph) cudaGraphDestroy(graph);
-    if (!st.ok()) {
-      g.in_bufs.clear();
-      g.out_bufs.clear();
-    }
     return st;
   }
 
