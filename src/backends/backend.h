@@ -31,7 +31,6 @@ class Allocator {
 };
 
 struct CompileOptions {
-  bool enable_fusion = true;  // false when GPUOPT_DISABLE_FUSION=1
   size_t memory_limit = 0;    // device bytes a session may hold (--memory-limit); 0 = no limit
   bool cuda_graphs = true;    // SessionOptions::cuda_graphs
 };

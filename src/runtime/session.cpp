@@ -2,7 +2,6 @@
 #include "gpuopt/session.h"
 
 #include "backends/backend.h"
-#include "core/env.h"
 #include "core/log.h"
 #include "ir/graph.h"
 #include "onnx/importer.h"
@@ -74,8 +73,6 @@ Status Session::init(Graph graph, const SessionOptions& options) {
   for (ValueId v : graph_->outputs()) outputs_.push_back(make_info(*graph_, v));
   GPUOPT_ASSIGN_OR_RETURN(backend_, create_backend(options.device));
   CompileOptions co;
-  const auto fusion_off = env_get("GPUOPT_DISABLE_FUSION");
-  co.enable_fusion = !(fusion_off && *fusion_off == "1");
   co.memory_limit = options.memory_limit;
   co.cuda_graphs = options.cuda_graphs && options.memory_limit == 0;
   GPUOPT_ASSIGN_OR_RETURN(exe_, backend_->compile(*graph_, co));
