@@ -269,26 +269,17 @@ bool read_process_list(QueryCtx& c) {
     p.type = type;
     if (mem != kValueNotAvailable) p.gpu_memory_bytes = mem;
   };
-  auto list = [&](auto fn, auto fn_v1, char type) {
+  // One process-list call into `buf` (the current struct layout or the v1 one).
+  auto read = [&](auto fn, auto& buf, char type) -> bool {
     unsigned n = kMaxProcessesPerGpu;
-    if (fn) {
-      Return r = fn(dev.handle, &n, im.proc_buf.data());
-      if (r == kSuccess || r == kErrorInsufficientSize) {
-        for (unsigned k = 0; k < std::min<unsigned>(n, kMaxProcessesPerGpu); ++k)
-          add(im.proc_buf[k].pid, im.proc_buf[k].used_gpu_memory, type);
-        return true;
-      }
-      return c.ok(kFProcs, r);
-    }
-    if (fn_v1) {
-      Return r = fn_v1(dev.handle, &n, im.proc_buf_v1.data());
-      if (r == kSuccess || r == kErrorInsufficientSize) {
-        for (unsigned k = 0; k < std::min<unsigned>(n, kMaxProcessesPerGpu); ++k)
-          add(im.proc_buf_v1[k].pid, im.proc_buf_v1[k].used_gpu_memory, type);
-        return true;
-      }
-      return c.ok(kFProcs, r);
-    }
+    const Return r = fn(dev.handle, &n, buf.data());
+    if (r != kSuccess && r != kErrorInsufficientSize) return c.ok(kFProcs, r);
+    for (unsigned k = 0; k < std::min<unsigned>(n, kMaxProcessesPerGpu); ++k) add(buf[k].pid, buf[k].used_gpu_memory, type);
+    return true;
+  };
+  auto list = [&](auto fn, auto fn_v1, char type) -> bool {
+    if (fn) return read(fn, im.proc_buf, type);
+    if (fn_v1) return read(fn_v1, im.proc_buf_v1, type);
     return false;
   };
   const Api& api = c.api;
