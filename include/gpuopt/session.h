@@ -63,6 +63,9 @@ struct RunProfile {
   // CUDA: device time of the compute alone (inputs already uploaded, outputs not yet copied
   // back), from events: what PyTorch's CUDA-event timings measure. 0 on the CPU.
   double device_us = 0;
+  // CUDA: the most device memory the session's tensors (constants, inputs, intermediates,
+  // outputs, large library workspaces) have held at once so far, from its pool. 0 on the CPU.
+  int64_t peak_device_bytes = 0;
   std::vector<NodeTime> nodes;          // filled when per_node
 };
 

@@ -163,7 +163,10 @@ int run(const Options& o) {
     if (!bytes) return report_error(Status::InvalidArgument("--memory-limit '{}': expected bytes such as 512M or 2G", o.memory_limit), true);
     so.memory_limit = *bytes;
   }
+  using clock = std::chrono::steady_clock;
+  const auto load_start = clock::now();
   auto loaded = Session::load(o.model, so);
+  const double load_s = std::chrono::duration<double>(clock::now() - load_start).count();
   if (!loaded.ok()) return report_error(loaded.status());
   const Session& s = **loaded;
 
@@ -206,8 +209,8 @@ int run(const Options& o) {
   if (!feeds.empty() && feeds[0].second.rank() > 0 && !s.inputs().empty() && s.inputs()[0].dynamic_batch())
     batch = feeds[0].second.dim(0);
 
-  using clock = std::chrono::steady_clock;
   Result<NamedTensors> outs = Status::Internal("not run");
+  double first_run_ms = 0;  // the first run: algorithm choice and plan building included
   std::vector<double> ms, device_ms;  // device_ms: the compute alone, CUDA events (CUDA only)
   RunProfile last;  // how the last timed run went (CUDA: eager, graph capture or replay)
   for (int i = 0; i < o.warmup + o.iterations; ++i) {
@@ -216,6 +219,7 @@ int run(const Options& o) {
     outs = s.run(feeds, &last);
     const double dt = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
     if (!outs.ok()) return report_error(outs.status());
+    if (i == 0) first_run_ms = dt;
     if (i >= o.warmup) ms.push_back(dt);
     if (i >= o.warmup && last.device_us > 0) device_ms.push_back(last.device_us / 1e3);
   }
@@ -246,6 +250,9 @@ int run(const Options& o) {
     j["iterations"] = o.iterations;
     j["latency_ms"] = {{"min", mn}, {"median", med}, {"p99", p99}};
     j["throughput_per_s"] = throughput;
+    j["load_s"] = load_s;  // Session::load: import, passes, placement, constant upload
+    j["first_run_ms"] = first_run_ms;
+    if (last.peak_device_bytes > 0) j["peak_device_bytes"] = last.peak_device_bytes;
     if (!device_ms.empty())
       j["device_ms"] = {{"min", *std::min_element(device_ms.begin(), device_ms.end())},
                         {"median", percentile(device_ms, 0.5)}};

@@ -173,6 +173,36 @@ TEST(CudaGraphs, RunThatReadsDeviceDataOnTheHostStaysEager) {
   }
 }
 
+// Shape arithmetic whose result is larger than a kernel-parameter upload (64 KB): Range over
+// x's width, 32768 int64 values, computed on the host and added to x on the GPU. It depends on
+// the input shape alone, so the graph copies it up from a pinned buffer of its own on every
+// replay; this used to end the capture (BERT's token-type ids at batch 256, GPT-2's causal mask).
+TEST(CudaGraphs, LargeShapeDerivedValuesAreCaptured) {
+  GPUOPT_REQUIRE_CUDA();
+  constexpr int64_t kWidth = 32768;
+  Graph g;
+  g.opset = 17;
+  ValueId x = g.add_input("x", DType::F32, {g.symbol_dim("N"), kWidth});
+  ValueId one = g.add_constant("one", Tensor::from_vector<int64_t>(DType::I64, {}, {1}));
+  ValueId zero = g.add_constant("zero", Tensor::from_vector<int64_t>(DType::I64, {}, {0}));
+  ValueId shp = g.add_node(Op::Shape, "shape", {x}, 1)[0];
+  ValueId width = g.add_node(Op::Gather, "width", {shp, one}, 1, {{"axis", int1(0)}})[0];
+  ValueId r = g.add_node(Op::Range, "range", {zero, width, one}, 1)[0];
+  ValueId rf = g.add_node(Op::Cast, "to_float", {r}, 1, {{"to", int1(static_cast<int64_t>(DType::F32))}})[0];
+  ValueId y = g.add_node(Op::Add, "add", {x, rf}, 1, {}, {"y"})[0];
+  g.mark_output(y);
+  auto gpu = session(g, "cuda");
+  auto cpu = session(g, "cpu");
+  ASSERT_TRUE(gpu && cpu);
+  const char* want_mode[] = {"eager", "capture", "graph", "graph"};
+  for (int i = 0; i < 4; ++i) {
+    const Tensor in = randn({2, kWidth}, 400 + i);
+    Ran a = run(*gpu, in);
+    EXPECT_EQ(a.prof.mode, want_mode[i]) << "run " << i << ": " << a.prof.graph_note;
+    EXPECT_LE(max_err(a.y, run(*cpu, in).y), 1e-5) << "run " << i;
+  }
+}
+
 TEST(CudaGraphs, PerNodeProfileTimesEveryNode) {
   GPUOPT_REQUIRE_CUDA();
   const Graph g = make_model();

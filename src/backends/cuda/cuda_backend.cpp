@@ -6,9 +6,9 @@
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/device_memory.h"
 #include "backends/cuda/elementwise.h"
+#include "backends/cuda/staging.h"
 #include "backends/cuda/upload.h"
 #include "core/cuda_check.h"
-#include "core/parallel_copy.h"
 #include "core/log.h"
 #include "ir/eval.h"
 
@@ -42,48 +42,6 @@ bool have_device(int* count) {
   return e == cudaSuccess && *count > 0;
 }
 
-// Host <-> device copies for one context, through a pinned staging buffer that grows as needed.
-class Staging {
- public:
-  ~Staging() {
-    if (buf_) cudaFreeHost(buf_);
-  }
-  Status upload(const Tensor& host, Tensor* dev, cudaStream_t s) {
-    const size_t n = host.nbytes();
-    if (!n) return Status::Ok();
-    GPUOPT_RETURN_IF_ERROR(reserve(n, s));
-    parallel_memcpy(buf_, host.raw(), n);
-    GPUOPT_CHECK_CALL(cudaMemcpyAsync(dev->raw(), buf_, n, cudaMemcpyHostToDevice, s));
-    // The staging buffer is reused by the next copy: wait until this one has read it.
-    GPUOPT_CHECK_CALL(cudaStreamSynchronize(s));
-    return Status::Ok();
-  }
-  Status download(const Tensor& dev, Tensor* host, cudaStream_t s) {
-    const size_t n = dev.nbytes();
-    if (!n) return Status::Ok();
-    GPUOPT_RETURN_IF_ERROR(reserve(n, s));
-    GPUOPT_CHECK_CALL(cudaMemcpyAsync(buf_, dev.raw(), n, cudaMemcpyDeviceToHost, s));
-    GPUOPT_CHECK_CALL(cudaStreamSynchronize(s));
-    parallel_memcpy(host->raw(), buf_, n);
-    return Status::Ok();
-  }
-
- private:
-  Status reserve(size_t n, cudaStream_t s) {
-    if (n <= cap_) return Status::Ok();
-    if (buf_) {
-      GPUOPT_CHECK_CALL(cudaStreamSynchronize(s));
-      cudaFreeHost(buf_);
-      buf_ = nullptr;
-    }
-    cap_ = std::max(n, cap_ * 2);
-    GPUOPT_CHECK_CALL(cudaHostAlloc(&buf_, cap_, cudaHostAllocDefault));
-    return Status::Ok();
-  }
-  void* buf_ = nullptr;
-  size_t cap_ = 0;
-};
-
 // One captured CUDA graph: the run for one set of input shapes, replayed on later runs with the
 // same shapes. Its inputs and outputs live in buffers it owns; intermediates are the graph's own
 // (allocated and freed inside it).
@@ -94,6 +52,7 @@ struct GraphEntry {
   std::string refused;                           // why this shape runs eager (kRefused)
   std::vector<std::pair<DType, Shape>> out_sig;  // the outputs, from the eager run
   std::vector<Tensor> in_bufs, out_bufs;
+  PinnedUploads uploads;                         // shape-derived host values the graph copies up
   cudaGraphExec_t exec = nullptr;
   uint64_t last_used = 0;
   GraphEntry() = default;
@@ -106,12 +65,13 @@ struct GraphEntry {
 
 // A context keeps a few graphs (one per input shape seen most recently): a server with dynamic
 // batching sees a handful of batch sizes; beyond that the least recently used one goes.
-constexpr size_t kMaxGraphsPerContext = 8;
+constexpr size_t kMaxGraphsPerContext = 16;
 
 struct Context {
   ExecContext ec;
   Staging staging;
   std::vector<std::unique_ptr<GraphEntry>> graphs;
+  GraphEntry* capturing = nullptr;  // the graph being recorded, during capture()
   uint64_t tick = 0;
   ~Context() {
     graphs.clear();  // their buffers free on the stream, before it goes
@@ -215,6 +175,7 @@ class CudaExecutable final : public Executable {
     GPUOPT_ASSIGN_OR_RETURN(std::unique_ptr<Context> ctx, acquire());
     GPUOPT_CHECK_CALL(cudaSetDevice(device_));
     Result<std::vector<Tensor>> r = dispatch(*ctx, inputs, options.profile);
+    if (options.profile) options.profile->peak_device_bytes = static_cast<int64_t>(mem_->peak());
     // Whatever happened, the context must be idle before another run takes it.
     const cudaError_t e = cudaStreamSynchronize(ctx->ec.stream);
     if (e != cudaSuccess && r.ok()) r = GPUOPT_CALL_STATUS(e);
@@ -277,6 +238,7 @@ class CudaExecutable final : public Executable {
         g->refused = st.message();
         g->in_bufs.clear();  // whichever step failed, a refused shape holds no buffers
         g->out_bufs.clear();
+        g->uploads.clear();
         GPUOPT_LOG(info, "cuda: this input shape runs eager, not as a CUDA graph: {}", g->refused);
         mode("eager", g->refused);
         return run_eager(c, inputs, prof);
@@ -336,6 +298,7 @@ class CudaExecutable final : public Executable {
     for (size_t i = 0; i < gin.size(); ++i) GPUOPT_RETURN_IF_ERROR(c.staging.upload(inputs[i], &g.in_bufs[i], c.ec.stream));
 
     GPUOPT_CHECK_CALL(cudaStreamBeginCapture(c.ec.stream, cudaStreamCaptureModeThreadLocal));
+    c.capturing = &g;
     Status st = Status::Ok();
     {
       std::vector<Slot> slots = init_slots();
@@ -358,6 +321,7 @@ class CudaExecutable final : public Executable {
       }
       // Every intermediate is released here, inside the capture: its free belongs to the graph.
     }
+    c.capturing = nullptr;
     cudaGraph_t graph = nullptr;
     const cudaError_t end = cudaStreamEndCapture(c.ec.stream, &graph);
     cudaGetLastError();
@@ -426,6 +390,10 @@ class CudaExecutable final : public Executable {
     GPUOPT_ASSIGN_OR_RETURN(s.dev, mem_->alloc(s.host.dtype(), s.host.shape(), c.ec.stream, name));
     // Small values (shape arithmetic, per-call parameters) go without a host wait.
     if (s.host.nbytes() <= kInlineUploadMax) return upload_inline(s.host.raw(), s.dev.raw(), s.host.nbytes(), c.ec.stream);
+    // Inside a capture every host value is shape-derived (a node reading device data on the host
+    // refuses the capture), so the graph may copy it from a pinned buffer of its own on each
+    // replay: no host wait, and the run stays one graph (BERT's token-type ids at batch 256).
+    if (c.capturing) return c.capturing->uploads.upload(s.host, &s.dev, c.ec.stream);
     return c.staging.upload(s.host, &s.dev, c.ec.stream);
   }
   Status to_host(Context& c, Slot& s) {

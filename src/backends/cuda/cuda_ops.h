@@ -32,6 +32,13 @@ struct ExecContext {
   Result<cudnnHandle_t> cudnn();
 };
 
+// Library workspaces larger than the context's own (cuDNN's fastest convolution at batch 256
+// wants hundreds of MB) come from the stream-ordered pool for one call; `hold` keeps them until
+// the kernel returns, and the free is ordered after the launch (inside a capture, a graph
+// allocation). A convolution may ask for up to kMaxCallWorkspace.
+constexpr size_t kMaxCallWorkspace = size_t{2} << 30;
+Result<void*> call_workspace(ExecContext& ctx, size_t bytes, Tensor* hold);
+
 struct CudaKernelContext {
   const Node& node;
   std::vector<const Tensor*> inputs;   // device tensors; nullptr for absent inputs and host-only inputs

@@ -7,9 +7,12 @@
 #include "core/dtype.h"
 #include "core/status.h"
 #include "ir/graph.h"
+#include "backends/cuda/cuda_ops.h"
+#include "backends/cuda/device_memory.h"
 
 #include <cudnn.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -100,6 +103,14 @@ Status choose_algo(const Perf* perf, int found, DType dt, size_t max_ws, cudnnCo
   }
   return Status::Unimplemented("cuDNN has no {} algorithm for this {} convolution within {} bytes of workspace", what,
                                dtype_name(dt), max_ws);
+}
+
+// The most workspace a convolution's algorithm may ask for: kMaxCallWorkspace, or a quarter of
+// --memory-limit when one is set. The context's 64 MB used to be the cap, and at batch 256 it
+// excluded cuDNN's tensor-core algorithms for ResNet-50's large activations.
+inline size_t conv_workspace_cap(const ExecContext& ctx) {
+  const size_t limit = ctx.memory ? ctx.memory->limit() : 0;
+  return limit ? std::min(kMaxCallWorkspace, std::max(ctx.workspace_bytes, limit / 4)) : kMaxCallWorkspace;
 }
 
 // Plans (descriptors + chosen algorithm + the status of building them) per shape, shared by

@@ -39,11 +39,13 @@ Status run_conv(CudaKernelContext& k) {
               dil[0], dil[1], x.dtype()};
   GPUOPT_ASSIGN_OR_RETURN(cudnnHandle_t h, k.ctx.cudnn());
   const ConvPlan* plan =
-      g_plans.get(key, [&](ConvPlan* p) { return build(p, key, h, k.ctx.workspace_bytes); });
+      g_plans.get(key, [&](ConvPlan* p) { return build(p, key, h, conv_workspace_cap(k.ctx)); });
   GPUOPT_RETURN_IF_ERROR(plan->status.with_context(node_label(k.node)));
+  Tensor hold;
+  GPUOPT_ASSIGN_OR_RETURN(void* ws, call_workspace(k.ctx, plan->workspace, &hold));
   const float one = 1.f, zero = 0.f;
   const ConvDescs& d = plan->d;
-  GPUOPT_CHECK_CALL(cudnnConvolutionForward(h, &one, d.x, x.raw(), d.w, w.raw(), d.conv, plan->algo, k.ctx.workspace,
+  GPUOPT_CHECK_CALL(cudnnConvolutionForward(h, &one, d.x, x.raw(), d.w, w.raw(), d.conv, plan->algo, ws,
                                             plan->workspace, &zero, d.y, k.out(0).raw()));
   if (k.inputs.size() > 2 && k.inputs[2])
     GPUOPT_CHECK_CALL(cudnnAddTensor(h, &one, d.bias, k.in(2).raw(), &one, d.y, k.out(0).raw()));

@@ -46,12 +46,14 @@ Status run_conv_transpose(CudaKernelContext& k) {
   ConvKey key{x.shape()[0], x.shape()[1], x.shape()[2], x.shape()[3], y.shape()[1], w.shape()[2], w.shape()[3],
               y.shape()[2], y.shape()[3], group, pads[0], pads[1], strides[0], strides[1], dil[0], dil[1], x.dtype()};
   GPUOPT_ASSIGN_OR_RETURN(cudnnHandle_t h, k.ctx.cudnn());
-  const Plan* plan = g_plans.get(key, [&](Plan* p) { return build(p, key, h, k.ctx.workspace_bytes); });
+  const Plan* plan = g_plans.get(key, [&](Plan* p) { return build(p, key, h, conv_workspace_cap(k.ctx)); });
   GPUOPT_RETURN_IF_ERROR(plan->status.with_context(node_label(k.node)));
+  Tensor hold;
+  GPUOPT_ASSIGN_OR_RETURN(void* ws, call_workspace(k.ctx, plan->workspace, &hold));
   const float one = 1.f, zero = 0.f;
   const ConvDescs& d = plan->d;
   GPUOPT_CHECK_CALL(cudnnConvolutionBackwardData(h, &one, d.w, w.raw(), d.x, x.raw(), d.conv, plan->algo,
-                                                 k.ctx.workspace, plan->workspace, &zero, d.y, k.out(0).raw()));
+                                                 ws, plan->workspace, &zero, d.y, k.out(0).raw()));
   if (k.inputs.size() > 2 && k.inputs[2])
     GPUOPT_CHECK_CALL(cudnnAddTensor(h, &one, d.bias, k.in(2).raw(), &one, d.y, k.out(0).raw()));
   return Status::Ok();

@@ -105,7 +105,7 @@ cudnnStatus_t run_fused(cudnnHandle_t h, const FusedPlan& p, const void* x, cons
 // best of five each after a warm-up, and keeps the faster. Inside a capture, or if a call fails, it keeps what the
 // plan says.
 Status time_fused_vs_separate(CudaKernelContext& k, cudnnHandle_t h, const FusedPlan& p, bool relu, const void* x,
-                              const void* w, const void* b_or_null, const void* bias, const void* z, void* y,
+                              const void* w, const void* b_or_null, const void* bias, const void* z, void* y, void* ws,
                               const Epilogue& epi) {
   cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(k.ctx.stream, &cap) != cudaSuccess || cap != cudaStreamCaptureStatusNone) {
@@ -119,10 +119,10 @@ Status time_fused_vs_separate(CudaKernelContext& k, cudnnHandle_t h, const Fused
   cudaEvent_t ev[2 * kReps + 1];
   for (auto& e : ev) GPUOPT_CHECK_CALL(cudaEventCreate(&e));
   auto fused = [&] {
-    const cudnnStatus_t st = run_fused(h, p, x, w, bias, z, y, k.ctx.workspace);
+    const cudnnStatus_t st = run_fused(h, p, x, w, bias, z, y, ws);
     return st == CUDNN_STATUS_SUCCESS ? Status::Ok() : Status::Unimplemented("{}", cudnnGetErrorString(st));
   };
-  auto separate = [&] { return run_decomposed(h, p, relu, x, w, b_or_null, z, y, k.ctx.workspace, epi); };
+  auto separate = [&] { return run_decomposed(h, p, relu, x, w, b_or_null, z, y, ws, epi); };
   Status st = fused();
   if (st.ok()) st = separate();
   if (st.ok()) {
@@ -173,13 +173,15 @@ Status run_fused_conv(CudaKernelContext& k) {
   const size_t bias_reserve = has_b ? 0 : align_up(bias_bytes);
   GPUOPT_ASSIGN_OR_RETURN(cudnnHandle_t h, k.ctx.cudnn());
   const FusedPlan* plan = g_plans[relu][has_b].get(
-      key, [&](FusedPlan* p) { return build(p, key, relu, bias_reserve, h, k.ctx.workspace_bytes); });
+      key, [&](FusedPlan* p) { return build(p, key, relu, bias_reserve, h, conv_workspace_cap(k.ctx)); });
   GPUOPT_RETURN_IF_ERROR(plan->status.with_context(node_label(k.node)));
 
+  Tensor hold;
+  GPUOPT_ASSIGN_OR_RETURN(void* ws, call_workspace(k.ctx, align_up(plan->workspace) + bias_reserve, &hold));
   const void* bias = has_b ? k.in(2).raw() : nullptr;
   if (!has_b) {
     // Zeroed on the stream each run (a few hundred bytes): other kernels share the workspace.
-    void* zb = static_cast<char*>(k.ctx.workspace) + align_up(plan->workspace);
+    void* zb = static_cast<char*>(ws) + align_up(plan->workspace);
     GPUOPT_CHECK_CALL(cudaMemsetAsync(zb, 0, bias_bytes, k.ctx.stream));
     bias = zb;
   }
@@ -187,10 +189,10 @@ Status run_fused_conv(CudaKernelContext& k) {
   const Epilogue epi{x.dtype(), y.numel(), y.shape()[1], y.shape()[2] * y.shape()[3], k.ctx.stream};
   if (!plan->decomposed.load() && !plan->timed.exchange(true))
     GPUOPT_RETURN_IF_ERROR(time_fused_vs_separate(k, h, *plan, relu, x.raw(), w.raw(), has_b ? bias : nullptr, bias, z,
-                                                  y.raw(), epi));
+                                                  y.raw(), ws, epi));
   if (plan->decomposed.load(std::memory_order_relaxed))
-    return run_decomposed(h, *plan, relu, x.raw(), w.raw(), has_b ? bias : nullptr, z, y.raw(), k.ctx.workspace, epi);
-  const cudnnStatus_t s = run_fused(h, *plan, x.raw(), w.raw(), bias, z, y.raw(), k.ctx.workspace);
+    return run_decomposed(h, *plan, relu, x.raw(), w.raw(), has_b ? bias : nullptr, z, y.raw(), ws, epi);
+  const cudnnStatus_t s = run_fused(h, *plan, x.raw(), w.raw(), bias, z, y.raw(), ws);
   if (s == CUDNN_STATUS_SUCCESS) return Status::Ok();
   // cuDNN 9 codes 2xxx (BAD_PARAM_*) and 3xxx (NOT_SUPPORTED_*) are refusals checked on the host
   // before anything is queued, so the separate calls can take over for good; others are errors.
@@ -201,7 +203,7 @@ Status run_fused_conv(CudaKernelContext& k) {
                "{}: cuDNN declined the fused conv-bias-activation call for this {} shape ({}); "
                "running the plain convolution and one epilogue pass instead",
                node_label(k.node), dtype_name(x.dtype()), cudnnGetErrorString(s));
-  return run_decomposed(h, *plan, relu, x.raw(), w.raw(), has_b ? bias : nullptr, z, y.raw(), k.ctx.workspace, epi);
+  return run_decomposed(h, *plan, relu, x.raw(), w.raw(), has_b ? bias : nullptr, z, y.raw(), ws, epi);
 }
 
 bool fused_conv_supported(const Node& n, const std::vector<DType>& in) {

@@ -1,0 +1,14 @@
+// call_workspace (cuda_ops.h): the context's workspace, or a pool allocation for one call.
+#include "backends/cuda/cuda_ops.h"
+#include "backends/cuda/device_memory.h"
+
+namespace gpuopt::cuda {
+
+Result<void*> call_workspace(ExecContext& ctx, size_t bytes, Tensor* hold) {
+  if (bytes <= ctx.workspace_bytes) return ctx.workspace;
+  GPUOPT_ASSIGN_OR_RETURN(*hold, ctx.memory->alloc(DType::U8, Shape{static_cast<int64_t>(bytes)}, ctx.stream,
+                                                   "library workspace"));
+  return hold->raw();
+}
+
+}  // namespace gpuopt::cuda
