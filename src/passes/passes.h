@@ -32,12 +32,28 @@ Result<PassStats> fuse_conv_activation(Graph* g);
 // the Add) becomes one Gemm with C = bias, X flattened to [-1, K] and the result reshaped back.
 Result<PassStats> fuse_matmul_bias(Graph* g);
 
+// GELU written element by element (Erf or Tanh form, as torch exporters write it) becomes one
+// ONNX Gelu node (approximate "none" or "tanh").
+Result<PassStats> fuse_gelu(Graph* g);
+
+// Scaled dot-product attention written as MatMul -> [scale] -> [causal Where] -> [mask Add] ->
+// Softmax -> [NaN guard] -> MatMul, with 3-D or 4-D heads, becomes one ONNX Attention node.
+Result<PassStats> fuse_attention(Graph* g);
+
+// Which fusions run: GPUOPT_DISABLE_FUSION unset or empty = all; "1" or "all" = none; otherwise a
+// comma-separated list of the fusions to leave out (conv, matmul_bias, gelu, attention).
+// Unknown names are an error that lists the valid ones. Read once per run_default_passes call.
+struct FusionSwitches {
+  bool conv = true, matmul_bias = true, gelu = true, attention = true;
+  static Result<FusionSwitches> from_env();
+};
+
 // Removes the nodes marked in `drop` (indexed like g->nodes()), keeping the order of the rest, and
 // rebuilds the producer table. For passes that rewrite in place and then drop what they replaced.
 void erase_nodes(Graph* g, const std::vector<bool>& drop);
 
-// fold constants -> fold BatchNormalization -> identity -> dead -> fuse Conv+Add+Relu and
-// MatMul+bias (both skipped when GPUOPT_DISABLE_FUSION=1), then shapes again.
+// fold constants -> fold BatchNormalization -> identity -> dead -> fusions (Conv+Add+Relu, GELU,
+// attention, MatMul+bias; each as FusionSwitches says), then shapes again.
 Status run_default_passes(Graph* g);
 
 }  // namespace gpuopt

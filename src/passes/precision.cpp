@@ -21,10 +21,11 @@ bool keep_f32(std::string_view op) {
 }
 
 // bf16 runs only these in bf16 (tensor-core math, f32 accumulation): PyTorch autocast's split.
-// FusedConv (Conv + residual + activation) too: as a Conv it would otherwise fall to f32 math.
+// FusedConv (Conv + residual + activation) too: as a Conv it would otherwise fall to f32 math;
+// and Attention, as autocast runs scaled_dot_product_attention (the kernel's softmax is f32).
 bool bf16_compute_op(std::string_view op) {
   return op == "MatMul" || op == "Gemm" || op == "Conv" || op == "ConvTranspose" || op == "Einsum" ||
-         op == "FusedConv";
+         op == "FusedConv" || op == "Attention";
 }
 
 // Data movement: exact in any type, so under bf16 it keeps whatever type its data input has

@@ -55,5 +55,7 @@ void add_nonzero_cases(std::vector<Case>& cases);
 void add_elementwise_cases(std::vector<Case>& cases);
 // cases_fusedconv.cpp: FusedConv (conv + bias + residual + Relu/identity in one cuDNN call).
 void add_fusedconv_cases(std::vector<Case>& cases);
+// cases_attention.cpp: Attention (4-D, masks, causal, grouped KV heads) and BERT-size perf cases.
+void add_attention_cases(std::vector<Case>& cases);
 
 }  // namespace gpuopt::backend_ops

@@ -1,0 +1,36 @@
+// Fused scaled dot-product attention on the GPU (ONNX Attention, 4-D inputs): one kernel reads
+// Q, K, V (and the mask) once and writes Y, with an online softmax over key tiles in shared
+// memory, so the [batch, heads, q_seq, kv_seq] scores never reach device memory.
+#pragma once
+
+#include "core/dtype.h"
+#include "core/status.h"
+
+#include <cstdint>
+
+typedef struct CUstream_st* cudaStream_t;
+
+namespace gpuopt::cuda {
+
+struct AttentionArgs {
+  DType dt = DType::F16;           // Q, K, V, Y (and a float mask)
+  const void* q = nullptr;         // [batch, q_heads, q_seq, head]
+  const void* k = nullptr;         // [batch, kv_heads, kv_seq, head]
+  const void* v = nullptr;         // [batch, kv_heads, kv_seq, v_head]
+  void* y = nullptr;               // [batch, q_heads, q_seq, v_head]
+  int64_t batch = 0, q_heads = 0, kv_heads = 0, q_seq = 0, kv_seq = 0, head = 0, v_head = 0;
+  float scale = 1.f;
+  bool causal = false;             // key j > query i is masked
+  // Mask, broadcast to [batch, q_heads, q_seq, mask_len]: element strides per dim (0 where the
+  // mask has size 1), added (float of dt) or keep-if-true (bool). Keys j >= mask_len are masked.
+  const void* mask = nullptr;
+  bool mask_bool = false;
+  int64_t mask_sb = 0, mask_sh = 0, mask_sq = 0, mask_sk = 1, mask_len = 0;
+};
+
+// The largest head sizes the kernel takes (registers per lane hold v_head / 32 accumulators).
+constexpr int64_t kAttentionMaxHead = 256;
+
+Status launch_attention(const AttentionArgs& a, cudaStream_t stream);
+
+}  // namespace gpuopt::cuda

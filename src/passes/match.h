@@ -1,0 +1,97 @@
+// What the pattern-matching fusion passes (GELU, attention) share: the producer of a value, its
+// single reader, scalar constants and the node-building shorthand. A Matcher is made once per
+// pass run, after rebuild_producers(); nodes marked in `drop` are skipped as readers.
+#pragma once
+
+#include "ir/graph.h"
+
+#include <cmath>
+#include <string_view>
+#include <vector>
+
+namespace gpuopt {
+
+class Matcher {
+ public:
+  explicit Matcher(Graph* g) : g_(g), consumers_(g->consumers()), drop_(g->nodes().size(), false) {}
+
+  Graph& graph() { return *g_; }
+  std::vector<bool>& drop() { return drop_; }
+
+  // The node (default domain, op type `op`) that writes v, or nullptr.
+  const Node* producer(ValueId v, std::string_view op) const {
+    if (v == kNoValue) return nullptr;
+    const int32_t p = g_->value(v).producer;
+    if (p < 0 || drop_[static_cast<size_t>(p)]) return nullptr;
+    const Node& n = g_->nodes()[static_cast<size_t>(p)];
+    return n.op_type == op && n.domain.empty() ? &n : nullptr;
+  }
+  int32_t index_of(const Node* n) const { return static_cast<int32_t>(n - g_->nodes().data()); }
+
+  // The nodes reading v (v not a graph output), else empty.
+  std::vector<int32_t> readers(ValueId v) const {
+    if (v == kNoValue || g_->value(v).is_graph_output) return {};
+    std::vector<int32_t> r;
+    for (int32_t c : consumers_[static_cast<size_t>(v)])
+      if (!drop_[static_cast<size_t>(c)]) r.push_back(c);
+    return r;
+  }
+  // The one node reading v, if it is of type `op` (default domain) and v is no graph output.
+  const Node* sole_reader(ValueId v, std::string_view op) const {
+    const auto r = readers(v);
+    if (r.size() != 1) return nullptr;
+    const Node& n = g_->nodes()[static_cast<size_t>(r[0])];
+    return n.op_type == op && n.domain.empty() ? &n : nullptr;
+  }
+
+  // v is a constant with one element (any float or integer dtype): its value.
+  bool scalar(ValueId v, double* out) const {
+    if (v == kNoValue || !g_->value(v).constant || g_->value(v).constant->numel() != 1) return false;
+    const Tensor& t = *g_->value(v).constant;
+    if (t.dtype() == DType::String || t.dtype() == DType::Bool) return false;
+    *out = t.get_f64(0);
+    return true;
+  }
+  bool scalar_near(ValueId v, double want, double rel = 1e-4) const {
+    double x;
+    return scalar(v, &x) && std::abs(x - want) <= rel * std::abs(want);
+  }
+  // For a binary node reading `v`, its other input (kNoValue when both are v).
+  static ValueId other(const Node& n, ValueId v) {
+    if (n.inputs.size() != 2 || n.inputs[0] == n.inputs[1]) return kNoValue;
+    return n.inputs[0] == v ? n.inputs[1] : n.inputs[1] == v ? n.inputs[0] : kNoValue;
+  }
+  void mark(const Node* n) { drop_[static_cast<size_t>(index_of(n))] = true; }
+
+ private:
+  Graph* g_;
+  std::vector<std::vector<int32_t>> consumers_;
+  std::vector<bool> drop_;
+};
+
+inline Attribute int_attr(int64_t v) {
+  Attribute a;
+  a.kind = Attribute::Kind::kInt;
+  a.i = v;
+  return a;
+}
+inline Attribute float_attr(float v) {
+  Attribute a;
+  a.kind = Attribute::Kind::kFloat;
+  a.f = v;
+  return a;
+}
+inline Attribute string_attr(std::string v) {
+  Attribute a;
+  a.kind = Attribute::Kind::kString;
+  a.s = std::move(v);
+  return a;
+}
+inline Attribute ints_attr(std::vector<int64_t> v) {
+  Attribute a;
+  a.kind = Attribute::Kind::kInts;
+  a.ints = std::move(v);
+  return a;
+}
+
+}  // namespace gpuopt

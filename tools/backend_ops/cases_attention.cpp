@@ -1,0 +1,45 @@
+// Attention (ONNX opset 23, 4-D) on the CUDA kernel against the CPU reference: sequence lengths
+// 1, 7, 129 and 1024 (on both sides of the kernel's 16-query and 64-key tiles), head sizes 16 to
+// 128 (v_head != head too), batch 1 and odd, grouped KV heads, no mask, an additive BERT-style
+// [B,1,1,S] mask, a [Sq,Skv] mask, a bool mask, is_causal, an explicit scale; and BERT-base sizes
+// as perf cases.
+#include "cases.h"
+
+#include <fmt/format.h>
+
+namespace gpuopt::backend_ops {
+
+void add_attention_cases(std::vector<Case>& cases) {
+  struct Dims {
+    int64_t b, hq, hkv, sq, skv, d, dv;
+  };
+  const std::vector<Dims> dims = {{1, 2, 2, 1, 7, 64, 64},     {3, 2, 2, 7, 7, 80, 80},   {2, 4, 4, 129, 129, 64, 64},
+                                  {1, 2, 2, 33, 1024, 128, 128}, {2, 3, 3, 16, 48, 32, 16}, {2, 4, 2, 17, 17, 64, 64}};
+  for (DType dt : {DType::F32, DType::F16, DType::BF16})
+    for (const Dims& x : dims) {
+      const Shape q{x.b, x.hq, x.sq, x.d}, k{x.b, x.hkv, x.skv, x.d}, v{x.b, x.hkv, x.skv, x.dv};
+      auto add = [&](const std::string& what, std::vector<InputSpec> extra, AttributeMap attrs) {
+        std::vector<InputSpec> in{data(dt, q, -1, 1), data(dt, k, -1, 1), data(dt, v)};
+        in.insert(in.end(), extra.begin(), extra.end());
+        Case c{"Attention", label(dt, q, fmt::format("kv {} {}", x.skv, what)), std::move(in), std::move(attrs)};
+        c.opset = 23;
+        cases.push_back(std::move(c));
+      };
+      add("no mask", {}, {});
+      add("mask [B,1,1,S]", {data(dt, {x.b, 1, 1, x.skv}, -8, 0)}, {});
+      add("mask [Sq,Skv] scale", {data(dt, {x.sq, x.skv}, -4, 4)}, {{"scale", attr_f(0.3f)}});
+      InputSpec keep = data(DType::Bool, {x.b, 1, x.sq, x.skv});
+      add("bool mask", {keep}, {});
+      if (x.sq == x.skv) add("causal", {}, {{"is_causal", attr_i(1)}});
+    }
+  for (DType dt : {DType::F16, DType::BF16}) {
+    Case c{"Attention", label(dt, {32, 12, 128, 64}, "perf BERT-base b32"),
+           {data(dt, {32, 12, 128, 64}, -1, 1), data(dt, {32, 12, 128, 64}, -1, 1), data(dt, {32, 12, 128, 64}),
+            data(dt, {32, 1, 1, 128}, -8, 0)},
+           {}};
+    c.opset = 23;
+    cases.push_back(std::move(c));
+  }
+}
+
+}  // namespace gpuopt::backend_ops
