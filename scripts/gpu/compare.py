@@ -28,6 +28,8 @@ def build_model(name):
     if name in CNN or name == "vit_b_16":
         import torchvision
         m = getattr(torchvision.models, name)(weights=None)
+        if name == "vit_b_16":  # torchvision zeroes the head: every output would be 0
+            torch.nn.init.normal_(m.heads.head.weight, std=0.02)
         return m, lambda b: {"input": torch.randn(b, 3, 224, 224)}
     import transformers as tf
     if name == "bert_base":
