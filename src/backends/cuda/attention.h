@@ -31,6 +31,11 @@ struct AttentionArgs {
 // The largest head sizes the kernel takes (registers per lane hold v_head / 32 accumulators).
 constexpr int64_t kAttentionMaxHead = 256;
 
+// Picks the tensor-core kernel (attention_wmma.cu) where it applies, else the scalar one.
 Status launch_attention(const AttentionArgs& a, cudaStream_t stream);
+
+// The tensor-core kernel: f16/bf16, head sizes multiples of 16 up to 128, compute capability 8+.
+bool attention_wmma_applies(const AttentionArgs& a, int device_major);
+Status launch_attention_wmma(const AttentionArgs& a, cudaStream_t stream);
 
 }  // namespace gpuopt::cuda

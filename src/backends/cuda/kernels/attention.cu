@@ -11,6 +11,8 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <string_view>
 
 namespace gpuopt::cuda {
 namespace {
@@ -157,6 +159,16 @@ Status launch_for(const AttentionArgs& a, cudaStream_t stream) {
   return launch_typed<T, 8>(a, stream);
 }
 
+// GPUOPT_ATTENTION_KERNEL=scalar runs the scalar kernel for every shape (A/B runs, and the
+// reference the tensor-core path is compared with).
+bool scalar_forced() {
+  static const bool forced = [] {
+    const char* v = std::getenv("GPUOPT_ATTENTION_KERNEL");
+    return v && std::string_view(v) == "scalar";
+  }();
+  return forced;
+}
+
 }  // namespace
 
 Status launch_attention(const AttentionArgs& a, cudaStream_t stream) {
@@ -166,6 +178,10 @@ Status launch_attention(const AttentionArgs& a, cudaStream_t stream) {
                                  kAttentionMaxHead);
   if (a.q_seq > 65535 * kRows || a.q_heads > 65535 || a.batch > 65535)
     return Status::Unimplemented("attention grid too large: batch {}, heads {}, q_seq {}", a.batch, a.q_heads, a.q_seq);
+  int device = 0, major = 0;
+  GPUOPT_CHECK_CALL(cudaGetDevice(&device));
+  GPUOPT_CHECK_CALL(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  if (attention_wmma_applies(a, major) && !scalar_forced()) return launch_attention_wmma(a, stream);
   switch (a.dt) {
     case DType::F32: return launch_for<float>(a, stream);
     case DType::F16: return launch_for<__half>(a, stream);
