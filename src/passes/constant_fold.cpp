@@ -2,6 +2,7 @@
 #include "core/log.h"
 #include "ir/eval.h"
 #include "passes/passes.h"
+#include "passes/shape_select.h"
 
 namespace gpuopt {
 namespace {
@@ -45,7 +46,16 @@ Status reinfer(Graph* g, const Node& n) {
 Result<PassStats> fold_constants(Graph* g) {
   PassStats stats;
   std::vector<Node> kept;
+  ShapeSelections shapes;
   for (Node& n : g->nodes()) {
+    if (std::optional<Tensor> picked = shapes.fold(*g, n)) {  // known dims of a partly known Shape
+      Value& o = g->value(n.outputs[0]);
+      o.info = ValueInfo{DType::I64, true, picked->shape(), nullptr};
+      o.constant = std::move(*picked);
+      o.producer = -1;
+      ++stats.removed;
+      continue;
+    }
     bool all_const = true;  // every op in the table is deterministic, so zero-input nodes fold too
     for (ValueId in : n.inputs)
       if (in != kNoValue && !g->value(in).constant) all_const = false;
@@ -54,6 +64,7 @@ Result<PassStats> fold_constants(Graph* g) {
       // Re-infer with what folding has learnt so far (a Reshape whose shape input just became
       // constant gets a concrete shape, so a later Shape of it can fold too).
       GPUOPT_RETURN_IF_ERROR(reinfer(g, n));
+      shapes.record(*g, n);
       kept.push_back(std::move(n));
       continue;
     }
