@@ -167,23 +167,4 @@ std::string encode_infer_request(const std::vector<std::pair<std::string, Tensor
   return out;
 }
 
-Result<std::vector<std::pair<std::string, Tensor>>> decode_infer_response(std::string_view body,
-                                                                          std::optional<size_t> header_length) {
-  // The response has the same tensor framing as a request, under "outputs".
-  size_t hlen = header_length.value_or(body.size());
-  if (hlen > body.size()) return Status::InvalidArgument("response header length past the body");
-  json j = json::parse(body.substr(0, hlen), nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return Status::InvalidArgument("response is not a JSON object");
-  if (j.contains("error")) return Status::InvalidArgument("server error: {}", j["error"].dump());
-  if (!j.contains("outputs")) return Status::InvalidArgument("response has no 'outputs'");
-  json as_req = {{"inputs", j["outputs"]}};
-  std::string rebuilt = as_req.dump();
-  size_t new_hlen = rebuilt.size();
-  rebuilt.append(body.substr(hlen));
-  GPUOPT_ASSIGN_OR_RETURN(InferRequest r, decode_infer_request(rebuilt, new_hlen));
-  std::vector<std::pair<std::string, Tensor>> out;
-  for (auto& in : r.inputs) out.emplace_back(in.name, std::move(in.tensor));
-  return out;
-}
-
 }  // namespace gpuopt::server
