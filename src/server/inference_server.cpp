@@ -103,6 +103,7 @@ Result<std::unique_ptr<InferenceServer>> InferenceServer::start(InferenceServerO
     else
       GPUOPT_LOG(info, "metrics: no GPU metrics ({})", n.status().message());
   }
+  s->opt_.request_limits.inflight = s->opt_.http.inflight;
   s->loader_ = std::thread([p = s.get()] { p->loader_loop(); });
   GPUOPT_ASSIGN_OR_RETURN(s->http_, net::HttpServer::start(s->opt_.http, s->routes()));
   if (s->opt_.metrics_port) {
