@@ -2,9 +2,7 @@
 // and the tests use (the same tensor framing under "outputs").
 #include "server/kserve.h"
 
-#include <cmath>
 #include <cstring>
-#include <limits>
 
 #include "server/kserve_sax.h"
 

@@ -1,5 +1,6 @@
-// KServe v2 response encoding (and the client-side request encoder / response decoder that
-// `gpuopt perf` and the tests use). The response JSON is written directly: it is on the hot path.
+// KServe v2 response encoding (and the client-side request encoder that `gpuopt perf` and the
+// tests use; their response decoder shares the request decoder in kserve.cpp). The response JSON
+// is written directly: it is on the hot path.
 #include <fmt/format.h>
 
 #include <cmath>
