@@ -95,6 +95,16 @@ def test_deeply_nested_data_is_a_400_not_a_crash(server):
     assert alive(server)
 
 
+def test_control_endpoints_refuse_large_bodies(server):
+    # A DOM of this would cost ~20x; the index endpoint needs a few keys.
+    big = b'{"ready":true,"pad":[' + b"0," * (512 * 1024) + b"0]}"
+    st, out = post(server.http_port, "/v2/repository/index", big)
+    assert st == 400, out
+    assert json.loads(out)["error"] == f"request body of {len(big)} bytes is larger than the 65536 this endpoint accepts"
+    st, out = post(server.http_port, "/v2/repository/index", b'{"ready":true}')
+    assert st == 200 and {m["name"] for m in json.loads(out)} >= {"simple", "big"}
+
+
 def test_values_out_of_range_name_input_and_element(server):
     vals = [1.0] * 16
     body = json.dumps(simple_request(vals)).replace("[1.0, 1.0, 1.0, 1.0", "[1.0, 1.0, 1.0, 1e300", 1)
