@@ -257,7 +257,8 @@ class Reader {
 
   // Adds a value to the DOM under the open container (or as the root); nullptr on failure.
   json* add(json v, size_t extra_bytes) {
-    if (Status s = mem_->charge(kJsonValueCost + extra_bytes); !s.ok()) {
+    const bool keyed = !frames_.empty() && frames_.back().node->is_object();
+    if (Status s = mem_->charge(kJsonValueCost + extra_bytes + (keyed ? key_.size() : 0)); !s.ok()) {
       fail(std::move(s));
       return nullptr;
     }
@@ -277,7 +278,7 @@ class Reader {
     }
     return &top.node->emplace(key_, std::move(v)).first.value();
   }
-  bool insert(json v, size_t extra_bytes) { return add(std::move(v), extra_bytes + key_.size()) != nullptr; }
+  bool insert(json v, size_t extra_bytes) { return add(std::move(v), extra_bytes) != nullptr; }
 
   bool open(json v) {
     if (frames_.size() + 1 > limits_.max_json_depth) return fail(too_deep());
@@ -291,7 +292,7 @@ class Reader {
       kind = Kind::kTensor;
       index = frames_.back().node->size();
     }
-    json* node = add(std::move(v), key_.size());
+    json* node = add(std::move(v), 0);
     if (!node) return false;
     frames_.push_back({node, kind, index});
     return true;
