@@ -2,6 +2,8 @@
 #include <fmt/format.h>
 #include <signal.h>
 
+#include <unistd.h>
+
 #include <chrono>
 #include <filesystem>
 
@@ -28,9 +30,21 @@ struct ServeOptions {
   int64_t default_max_batch_size = 4;
   int64_t max_input_size = int64_t{64} << 20;
   int max_connections = 4096;
+  int max_connections_per_client = 1024;
+  double idle_timeout_secs = 10;
+  int64_t max_request_memory = static_cast<int64_t>(server::kMaxRequestMemory);
+  int64_t max_inflight_bytes = 0;  // 0 = a quarter of physical memory
   std::string precision = "fp32";
   bool no_cuda_graphs = false;
 };
+
+// --max-inflight-bytes 0: a quarter of the host's physical memory.
+size_t inflight_budget(int64_t flag) {
+  if (flag > 0) return static_cast<size_t>(flag);
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page <= 0) return size_t{4} << 30;
+  return static_cast<size_t>(pages) * static_cast<size_t>(page) / 4;
+}
 
 int run(const ServeOptions& o) {
   if (o.log_verbose > 0) set_log_level(o.log_verbose >= 2 ? LogLevel::debug : LogLevel::info);
@@ -65,6 +79,10 @@ int run(const ServeOptions& o) {
   so.http.threads = o.http_threads;
   so.http.max_body_bytes = static_cast<size_t>(o.max_input_size);
   so.http.max_connections = static_cast<size_t>(o.max_connections);
+  so.http.max_connections_per_client = static_cast<size_t>(o.max_connections_per_client);
+  so.http.first_request_timeout = std::chrono::milliseconds(static_cast<int64_t>(o.idle_timeout_secs * 1000.0));
+  so.http.inflight = std::make_shared<net::ByteBudget>(inflight_budget(o.max_inflight_bytes));
+  so.request_limits.max_memory_bytes = static_cast<size_t>(o.max_request_memory);
   so.http.server_name = "gpuopt";
   if (o.allow_metrics) so.metrics_port = static_cast<uint16_t>(o.metrics_port);
   so.metrics_host = o.http_address;
@@ -133,6 +151,24 @@ void setup(CLI::App& app) {
                 "GPU instances run node by node instead of replaying CUDA graphs (unless the model's "
                 "config.pbtxt says optimization { cuda { graphs: true } })");
   cmd->add_option("--http-max-connections", o->max_connections, "Open connections at most (503 above)")
+      ->capture_default_str();
+  cmd->add_option("--http-max-connections-per-client", o->max_connections_per_client,
+                  "Open connections from one client address at most (503 above; 0 = no cap)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--http-idle-timeout", o->idle_timeout_secs,
+                  "Seconds a new connection may wait before its first request's headers are in (then closed); "
+                  "kept-alive connections that completed a request wait 120 s")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--max-request-memory", o->max_request_memory,
+                  "Bytes decoding one inference request may allocate (413 above)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--max-inflight-bytes", o->max_inflight_bytes,
+                  "Bytes all requests in flight may hold: bodies and decoded tensors (503 above, at once; "
+                  "0 = a quarter of physical memory)")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->callback([o] { set_exit_code(run(*o)); });
 }

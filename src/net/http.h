@@ -22,8 +22,10 @@
 //   GPUOPT_ASSIGN_OR_RETURN(net::HttpResponse r, client.get("/v2/health/live"));   // r.status == 200
 //
 // Limits: a body over max_body_bytes gets 413, headers over max_header_bytes get 431, a request
-// the parser rejects gets 400, a connection over max_connections gets 503; each closes the
-// connection and never disturbs the others.
+// the parser rejects gets 400, a connection over max_connections (or over
+// max_connections_per_client from one address) gets 503, a body that would take the in-flight
+// budget past its capacity gets 503; each closes the connection and never disturbs the others.
+// A connection that has not completed a request within first_request_timeout is closed.
 #pragma once
 
 #include "core/status.h"
@@ -118,6 +120,28 @@ class Router {
   Handler not_found_;
 };
 
+// Bytes that requests in flight may hold across a server: the HTTP layer takes each body's size
+// while it is read and handled; handlers take what they add (decoded tensors) through the same
+// object. Thread-safe; create it with make_shared (holds keep it alive).
+//
+//   auto budget = std::make_shared<ByteBudget>(size_t{4} << 30);
+//   std::shared_ptr<void> hold = budget->take(n);   // nullptr: over capacity (answer 503)
+//   ...                                             // bytes come back when the last copy drops
+class ByteBudget : public std::enable_shared_from_this<ByteBudget> {
+ public:
+  explicit ByteBudget(size_t capacity) : capacity_(capacity) {}
+  std::shared_ptr<void> take(size_t bytes);
+  bool try_take(size_t bytes);                // the raw form of take(): pair with give_back or adopt
+  std::shared_ptr<void> adopt(size_t bytes);  // a hold for bytes already taken with try_take
+  void give_back(size_t bytes) { used_.fetch_sub(bytes); }
+  size_t capacity() const { return capacity_; }
+  size_t used() const { return used_.load(); }
+
+ private:
+  size_t capacity_;
+  std::atomic<size_t> used_{0};
+};
+
 struct ServerOptions {
   std::string host = "0.0.0.0";
   uint16_t port = 0;  // 0 = ephemeral
@@ -125,13 +149,17 @@ struct ServerOptions {
   size_t max_body_bytes = size_t{64} << 20;
   size_t max_header_bytes = size_t{16} << 10;
   size_t max_connections = 4096;
+  size_t max_connections_per_client = 0;                              // per remote address; 0 = no cap
   std::chrono::milliseconds idle_timeout{std::chrono::seconds(120)};  // keep-alive and slow reads
+  // A connection that has sent no complete request yet: time to send its first headers.
+  std::chrono::milliseconds first_request_timeout{std::chrono::seconds(120)};
+  std::shared_ptr<ByteBudget> inflight;  // request bodies count against it; null = unbounded
   std::string server_name = "gpuopt";
 };
 
 struct ServerCounters {
   uint64_t connections_accepted = 0;
-  uint64_t connections_rejected = 0;  // over max_connections
+  uint64_t connections_rejected = 0;  // over max_connections or max_connections_per_client
   uint64_t connections_open = 0;
   uint64_t requests = 0;      // requests answered (all statuses)
   uint64_t bad_requests = 0;  // 400/413/431 from the transport layer

@@ -51,6 +51,24 @@ std::string_view find_header(const Headers& headers, std::string_view name) {
   return {};
 }
 
+bool ByteBudget::try_take(size_t bytes) {
+  size_t cur = used_.load();
+  do {
+    if (bytes > capacity_ || cur > capacity_ - bytes) return false;
+  } while (!used_.compare_exchange_weak(cur, cur + bytes));
+  return true;
+}
+
+std::shared_ptr<void> ByteBudget::take(size_t bytes) {
+  return try_take(bytes) ? adopt(bytes) : nullptr;
+}
+
+std::shared_ptr<void> ByteBudget::adopt(size_t bytes) {
+  // A non-null hold even for 0 bytes; the deleter gives the bytes back.
+  static char token;
+  return std::shared_ptr<void>(&token, [self = shared_from_this(), bytes](void*) { self->give_back(bytes); });
+}
+
 std::string_view HttpRequest::param(std::string_view name) const {
   for (const auto& [k, v] : params)
     if (k == name) return v;

@@ -49,9 +49,10 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
   std::atomic<bool> joined{false};
   std::mutex stop_mu;  // serialises stop()
 
-  std::mutex mu;  // guards conns
+  std::mutex mu;  // guards conns and per_client
   std::condition_variable cv;
   std::unordered_map<Connection*, std::weak_ptr<Connection>> conns;
+  std::unordered_map<std::string, size_t> per_client;  // open connections by remote address
 
   std::atomic<uint64_t> accepted{0}, rejected{0}, requests{0}, bad_requests{0};
 
@@ -62,10 +63,15 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
   }
   void do_accept();
   void on_accept(beast::error_code ec, tcp::socket socket);
-  void unregister(Connection* c) {
+  void unregister(Connection* c, const std::string& client) {
     std::lock_guard<std::mutex> lk(mu);
     conns.erase(c);
+    if (auto it = per_client.find(client); it != per_client.end() && --it->second == 0) per_client.erase(it);
     cv.notify_all();
+  }
+  size_t open_connections() {
+    std::lock_guard<std::mutex> lk(mu);
+    return conns.size();
   }
   template <typename F>
   void for_each_connection(F f) {
@@ -81,20 +87,23 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
 
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(std::shared_ptr<HttpServer::Impl> server, tcp::socket socket)
-      : server_(std::move(server)), stream_(std::move(socket)) {
+  Connection(std::shared_ptr<HttpServer::Impl> server, tcp::socket socket, std::string client)
+      : server_(std::move(server)), client_(std::move(client)), stream_(std::move(socket)) {
     // Beast reads at most the buffer's free capacity (never under 512 bytes) per call: a
     // default flat_buffer read a 4.8 MB body 512 bytes at a time, 9400 system calls and about
     // 20 ms; with 64 KiB free it takes 75.
     buffer_.reserve(64 * 1024);
   }
-  ~Connection() { server_->unregister(this); }
+  ~Connection() {
+    release_body_budget();
+    server_->unregister(this, client_);
+  }
 
   void start() { read_next(); }
 
-  // Over max_connections: answer 503 and close.
-  void reject() {
-    HttpResponse r = HttpResponse::error(503, "too many connections");
+  // Over max_connections (or the per-client cap): answer 503 and close.
+  void reject(std::string_view why) {
+    HttpResponse r = HttpResponse::error(503, why);
     keep_alive_ = false;
     write_response(std::move(r), /*error_close=*/true);
   }
@@ -125,7 +134,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     parser_.emplace();
     parser_->header_limit(static_cast<std::uint32_t>(server_->opts.max_header_bytes));
     parser_->body_limit(server_->opts.max_body_bytes);
-    stream_.expires_after(server_->opts.idle_timeout);
+    if (server_->opts.inflight) parser_->on_chunk_header(on_chunk_);
+    stream_.expires_after(served_ ? server_->opts.idle_timeout : server_->opts.first_request_timeout);
     http::async_read_header(stream_, buffer_, *parser_,
                             [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
   }
@@ -133,6 +143,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void on_header(beast::error_code ec) {
     if (ec) return on_read_error(ec);
     state_ = State::kReading;
+    stream_.expires_after(server_->opts.idle_timeout);  // the body: a request is under way
+    if (auto n = parser_->content_length(); n && server_->opts.inflight && !take_body_budget(*n))
+      return on_read_error(http::error::body_limit);
     auto& req = parser_->get();
     auto expect = req[http::field::expect];
     if (beast::iequals(expect, "100-continue")) {
@@ -161,6 +174,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
       return close();
     server_->bad_requests++;
     keep_alive_ = false;
+    if (budget_refused_)
+      return write_response(
+          HttpResponse::error(503, fmt::format("server busy: request bodies in flight would pass the limit of {} "
+                                               "bytes (--max-inflight-bytes); retry later",
+                                               server_->opts.inflight->capacity())),
+          true);
     if (ec == http::error::body_limit)
       return write_response(HttpResponse::error(413, fmt::format("request body larger than the limit of {} bytes",
                                                                  server_->opts.max_body_bytes)),
@@ -174,6 +193,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void dispatch() {
     state_ = State::kHandling;
+    served_ = true;
     stream_.expires_never();
     auto msg = parser_->release();
     parser_.reset();
@@ -197,6 +217,21 @@ class Connection : public std::enable_shared_from_this<Connection> {
     auto state = std::make_shared<detail::ResponderState>();
     state->conn = shared_from_this();
     server_->router.dispatch(std::move(req), Responder(std::move(state)));
+    release_body_budget();  // the body is gone with `req`; handlers account for what they keep
+  }
+
+  // The in-flight budget holds each body from its header to the end of its handler.
+  bool take_body_budget(uint64_t n) {
+    if (!server_->opts.inflight->try_take(n)) {
+      budget_refused_ = true;
+      return false;
+    }
+    body_held_ += n;
+    return true;
+  }
+  void release_body_budget() {
+    if (body_held_) server_->opts.inflight->give_back(body_held_);
+    body_held_ = 0;
   }
 
  public:
@@ -236,6 +271,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // short while lets the client read our answer instead of a connection reset.
   void linger_close() {
     state_ = State::kClosed;
+    parser_.reset();  // what was read of the body is dropped, and with it its budget
+    release_body_budget();
     beast::error_code ec;
     stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
     stream_.expires_after(std::chrono::seconds(2));
@@ -255,6 +292,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void close() {
     state_ = State::kClosed;
+    parser_.reset();
+    release_body_budget();
     beast::error_code ec;
     stream_.socket().close(ec);
   }
@@ -263,6 +302,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::shared_ptr<HttpServer::Impl> server_;  // declared first: destroyed after the socket
 
  private:
+  std::string client_;  // remote address
+  uint64_t body_held_ = 0;
+  bool budget_refused_ = false;
+  bool served_ = false;  // a complete request arrived (then the idle timeout is the keep-alive one)
+  // Chunked bodies take the in-flight budget chunk by chunk (the parser keeps a reference).
+  std::function<void(std::uint64_t, beast::string_view, beast::error_code&)> on_chunk_ =
+      [this](std::uint64_t size, beast::string_view, beast::error_code& ec) {
+        if (!take_body_budget(size)) ec = http::error::body_limit;  // on_read_error answers 503
+      };
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
@@ -285,9 +333,10 @@ void Responder::operator()(HttpResponse response) const {
 
 void HttpServer::Impl::do_accept() {
   asio::io_context& peer = io[next_io++ % io.size()]->ioc;
-  acceptor->async_accept(peer, [self = shared_from_this()](beast::error_code ec, tcp::socket s) {
-    self->on_accept(ec, std::move(s));
-  });
+  // `this`, not shared_from_this(): the pending accept lives in io[0], which this object owns, so
+  // a shared pointer here would be a cycle that keeps the server alive after stop(). stop()
+  // joins the threads before the last owner can destroy us.
+  acceptor->async_accept(peer, [this](beast::error_code ec, tcp::socket s) { on_accept(ec, std::move(s)); });
 }
 
 void HttpServer::Impl::on_accept(beast::error_code ec, tcp::socket socket) {
@@ -298,17 +347,23 @@ void HttpServer::Impl::on_accept(beast::error_code ec, tcp::socket socket) {
   }
   beast::error_code ignored;
   socket.set_option(tcp::no_delay(true), ignored);
-  auto c = std::make_shared<Connection>(shared_from_this(), std::move(socket));
-  bool over = false;
+  std::string client = socket.remote_endpoint(ignored).address().to_string();
+  auto c = std::make_shared<Connection>(shared_from_this(), std::move(socket), client);
+  std::string over;
   {
     std::lock_guard<std::mutex> lk(mu);
-    over = conns.size() >= opts.max_connections;
+    size_t& mine = per_client[client];
+    if (conns.size() >= opts.max_connections)
+      over = fmt::format("too many connections: {} open (--http-max-connections)", conns.size());
+    else if (opts.max_connections_per_client && mine >= opts.max_connections_per_client)
+      over = fmt::format("too many connections from {}: {} open (--http-max-connections-per-client)", client, mine);
     conns.emplace(c.get(), c);
+    ++mine;
   }
   accepted++;
-  if (over) {
+  if (!over.empty()) {
     rejected++;
-    c->reject();
+    c->reject(over);
   } else {
     c->start();
   }
@@ -356,8 +411,7 @@ ServerCounters HttpServer::counters() const {
   c.connections_rejected = impl_->rejected.load();
   c.requests = impl_->requests.load();
   c.bad_requests = impl_->bad_requests.load();
-  std::lock_guard<std::mutex> lk(impl_->mu);
-  c.connections_open = impl_->conns.size();
+  c.connections_open = impl_->open_connections();
   return c;
 }
 
@@ -365,7 +419,7 @@ void HttpServer::stop(std::chrono::milliseconds grace) {
   std::lock_guard<std::mutex> stop_lk(impl_->stop_mu);
   if (impl_->joined.load()) return;
   impl_->stopping.store(true);
-  asio::post(impl_->acceptor->get_executor(), [p = impl_] {
+  asio::post(impl_->acceptor->get_executor(), [p = impl_.get()] {  // raw: see do_accept
     beast::error_code ec;
     p->acceptor->close(ec);
   });
@@ -375,7 +429,7 @@ void HttpServer::stop(std::chrono::milliseconds grace) {
     return impl_->cv.wait_for(lk, d, [&] { return impl_->conns.empty(); });
   };
   if (!wait_empty(grace)) {
-    GPUOPT_LOG(warn, "http: closing {} connection(s) still busy after the grace period", impl_->conns.size());
+    GPUOPT_LOG(warn, "http: closing {} connection(s) still busy after the grace period", impl_->open_connections());
     impl_->for_each_connection([](auto& c) { c->force_close(); });
     wait_empty(std::chrono::milliseconds(500));
   }

@@ -126,12 +126,18 @@ void InferenceServer::handle_infer(HttpRequest&& req, net::Responder done) {
     }
     header_len = n;
   }
-  auto fail = [&](const Status& s, FailReason reason) {
+  auto fail = [&](const Status& s, FailReason reason, int http_status = 0) {
     v->stats->record_request(false, now_ns() - t_start, 0, 0, 0, 0, 0, reason);
-    done(HttpResponse::error(http_status_for(s), s.message()));
+    done(HttpResponse::error(http_status ? http_status : http_status_for(s), s.message()));
   };
-  auto decoded = decode_infer_request(req.body, header_len);
-  if (!decoded.ok()) return fail(decoded.status(), FailReason::kOther);
+  auto decoded = decode_infer_request(req.body, header_len, opt_.request_limits);
+  if (!decoded.ok()) {
+    const Status& s = decoded.status();
+    // The decoder's out-of-memory is the per-request limit: the request can never fit (413);
+    // Unavailable is the server-wide budget (503, retry later).
+    if (s.code() == StatusCode::kOutOfMemory) return fail(s, FailReason::kOther, 413);
+    return fail(s, s.code() == StatusCode::kUnavailable ? FailReason::kRejected : FailReason::kOther);
+  }
   InferRequest& ir = *decoded;
   auto inputs = arrange_inputs(*v, ir.inputs);
   if (!inputs.ok()) return fail(inputs.status(), FailReason::kOther);
@@ -147,8 +153,9 @@ void InferenceServer::handle_infer(HttpRequest&& req, net::Responder done) {
   v->stats->pending++;
   std::weak_ptr<LoadedVersion> wv = v;
   auto stats = v->stats;
-  br.done = [this, done, meta = std::move(meta), plan = std::move(plan).value(), stats, t_start](
-                Result<std::vector<Tensor>> out, const Timing& t) {
+  // memory_hold: the decoded tensors stay in the in-flight budget until the answer is out.
+  br.done = [this, done, meta = std::move(meta), plan = std::move(plan).value(), stats, t_start,
+             hold = std::move(ir.memory_hold)](Result<std::vector<Tensor>> out, const Timing& t) mutable {
     HttpResponse resp;
     if (!out.ok()) {
       bool rejected = out.status().code() == StatusCode::kUnavailable;
@@ -176,6 +183,7 @@ void InferenceServer::handle_infer(HttpRequest&& req, net::Responder done) {
       stats->record_request(true, now_ns() - t_start, t.queue_ns, t.compute_input_ns, t.compute_infer_ns,
                             t.compute_output_ns, t.batch_rows);
     }
+    hold.reset();  // before the answer: a client that has it may send the next request at once
     done(std::move(resp));
     stats->pending--;
     if (--pending_ == 0) {

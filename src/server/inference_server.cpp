@@ -31,6 +31,20 @@ int http_status_for(const Status& s) {
 
 namespace {
 
+// The control endpoints' bodies hold a few keys. A JSON DOM costs ~20x its text, so a large body
+// is refused before parsing rather than allowed to cost a gigabyte.
+constexpr size_t kMaxControlBody = size_t{64} << 10;
+
+// The body as a JSON object, or the error answer.
+Result<json> control_body(const HttpRequest& req) {
+  if (req.body.size() > kMaxControlBody)
+    return Status::InvalidArgument("request body of {} bytes is larger than the {} this endpoint accepts",
+                                   req.body.size(), kMaxControlBody);
+  json j = json::parse(req.body, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return Status::InvalidArgument("request body is not a JSON object");
+  return j;
+}
+
 HttpResponse error_response(const Status& s) {
   return HttpResponse::error(http_status_for(s), s.message());
 }
@@ -103,6 +117,7 @@ Result<std::unique_ptr<InferenceServer>> InferenceServer::start(InferenceServerO
     else
       GPUOPT_LOG(info, "metrics: no GPU metrics ({})", n.status().message());
   }
+  s->opt_.request_limits.inflight = s->opt_.http.inflight;
   s->loader_ = std::thread([p = s.get()] { p->loader_loop(); });
   GPUOPT_ASSIGN_OR_RETURN(s->http_, net::HttpServer::start(s->opt_.http, s->routes()));
   if (s->opt_.metrics_port) {
@@ -161,11 +176,12 @@ void InferenceServer::handle_load(HttpRequest&& req, net::Responder done, bool l
   }
   std::string name(req.param("model"));
   if (!req.body.empty()) {
-    json j = json::parse(req.body, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) {
-      done(HttpResponse::error(400, "request body is not a JSON object"));
+    auto parsed = control_body(req);
+    if (!parsed.ok()) {
+      done(error_response(parsed.status()));
       return;
     }
+    const json& j = *parsed;
     if (j.contains("parameters") && j["parameters"].is_object())
       for (auto& [k, v] : j["parameters"].items())
         if (k == "config" || k.rfind("file:", 0) == 0) {
@@ -254,8 +270,9 @@ net::Router InferenceServer::routes() {
   r.post("/v2/repository/index", [this](const HttpRequest& q) {
     bool ready_only = false;
     if (!q.body.empty()) {
-      json j = json::parse(q.body, nullptr, false);
-      if (j.is_discarded() || !j.is_object()) return HttpResponse::error(400, "request body is not a JSON object");
+      auto parsed = control_body(q);
+      if (!parsed.ok()) return error_response(parsed.status());
+      const json& j = *parsed;
       if (j.contains("ready") && j["ready"].is_boolean()) ready_only = j["ready"].get<bool>();
     }
     return HttpResponse::json(200, repo_->index(ready_only).dump());

@@ -12,6 +12,7 @@
 #pragma once
 
 #include "net/http.h"
+#include "server/kserve.h"
 #include "server/repository.h"
 
 #include <atomic>
@@ -39,6 +40,9 @@ struct InferenceServerOptions {
   ControlMode control_mode = ControlMode::kNone;
   std::vector<std::string> load_models;  // explicit mode: loaded at start ("*" = all)
   net::ServerOptions http;               // port 8000 by default in the CLI
+  // Limits of one inference request (nesting, tensors, elements, memory). The server-wide
+  // in-flight budget goes in http.inflight; start() shares it with the decoder.
+  DecodeLimits request_limits;
   std::optional<uint16_t> metrics_port;  // unset = no metrics endpoint
   std::string metrics_host = "0.0.0.0";
   bool gpu_metrics = true;  // NVML metrics when a driver is present

@@ -1,88 +1,18 @@
-// KServe v2 request decoding (JSON + binary extension).
+// KServe v2 request decoding (JSON + binary extension), and the response decoder `gpuopt perf`
+// and the tests use (the same tensor framing under "outputs").
 #include "server/kserve.h"
 
-#include <cmath>
 #include <cstring>
-#include <limits>
 
-#include "core/dispatch.h"
+#include "server/kserve_sax.h"
 
 namespace gpuopt::server {
 namespace {
 
+using detail::MemoryCharge;
+using detail::ParsedHeader;
+using detail::TensorSpec;
 using nlohmann::json;
-
-// Product of dims, refusing negatives and overflow (a request must not make us allocate 2^60).
-Result<int64_t> checked_numel(const Shape& s, const std::string& name) {
-  int64_t n = 1;
-  for (int64_t d : s) {
-    if (d < 0) return Status::InvalidArgument("input '{}': negative dim {} in shape", name, d);
-    if (d != 0 && n > std::numeric_limits<int64_t>::max() / d)
-      return Status::InvalidArgument("input '{}': shape is too large", name);
-    n *= d;
-  }
-  return n;
-}
-
-void flatten(const json& j, std::vector<const json*>* out) {
-  if (j.is_array()) {
-    for (const auto& e : j) flatten(e, out);
-  } else {
-    out->push_back(&j);
-  }
-}
-
-template <typename T>
-Status store_json(const json& v, T* dst, const std::string& name, int64_t i) {
-  if constexpr (std::is_same_v<T, bool>) {
-    if (!v.is_boolean()) return Status::InvalidArgument("input '{}': element {} is not a boolean (BOOL)", name, i);
-    *dst = v.get<bool>();
-  } else if constexpr (std::is_integral_v<T>) {
-    if (v.is_number_unsigned()) {
-      uint64_t u = v.get<uint64_t>();
-      if (u > static_cast<uint64_t>(std::numeric_limits<T>::max()))
-        return Status::InvalidArgument("input '{}': element {} ({}) is out of range", name, i, u);
-      *dst = static_cast<T>(u);
-    } else if (v.is_number_integer()) {
-      int64_t s = v.get<int64_t>();
-      if (s < static_cast<int64_t>(std::numeric_limits<T>::min()) ||
-          (s > 0 && static_cast<uint64_t>(s) > static_cast<uint64_t>(std::numeric_limits<T>::max())))
-        return Status::InvalidArgument("input '{}': element {} ({}) is out of range", name, i, s);
-      *dst = static_cast<T>(s);
-    } else {
-      return Status::InvalidArgument("input '{}': element {} is not an integer", name, i);
-    }
-  } else {
-    if (!v.is_number()) return Status::InvalidArgument("input '{}': element {} is not a number", name, i);
-    *dst = from_f64<T>(v.get<double>());
-  }
-  return Status::Ok();
-}
-
-Status fill_json(Tensor* t, const json& data, const std::string& name) {
-  std::vector<const json*> elems;
-  elems.reserve(static_cast<size_t>(t->numel()));
-  flatten(data, &elems);
-  if (static_cast<int64_t>(elems.size()) != t->numel())
-    return Status::InvalidArgument("input '{}': shape {} needs {} elements but 'data' has {}", name,
-                                   shape_to_string(t->shape()), t->numel(), elems.size());
-  if (t->dtype() == DType::String) {
-    auto& s = t->strings();
-    for (size_t i = 0; i < elems.size(); ++i) {
-      if (!elems[i]->is_string())
-        return Status::InvalidArgument("input '{}': element {} is not a string (BYTES)", name, i);
-      s[i] = elems[i]->get<std::string>();
-    }
-    return Status::Ok();
-  }
-  return dispatch_dtype(t->dtype(), [&](auto tag) -> Status {
-    using T = decltype(tag);
-    T* p = t->data<T>();
-    for (size_t i = 0; i < elems.size(); ++i)
-      GPUOPT_RETURN_IF_ERROR(store_json<T>(*elems[i], p + i, name, static_cast<int64_t>(i)));
-    return Status::Ok();
-  });
-}
 
 Status fill_binary(Tensor* t, std::string_view blob, const std::string& name) {
   if (t->dtype() == DType::String) {
@@ -124,15 +54,85 @@ Result<uint64_t> get_uint(const json& v, const char* what) {
   return Status::InvalidArgument("parameter '{}' must be a non-negative integer", what);
 }
 
+// The tensors of h.dom[list_key] (request inputs, response outputs); binary blobs follow the
+// JSON header in order.
+Result<std::vector<InferInput>> decode_tensors(ParsedHeader& h, const json& list, std::string_view body, size_t hlen,
+                                               const DecodeLimits& limits, MemoryCharge* mem) {
+  std::vector<InferInput> out;
+  size_t offset = hlen;
+  for (size_t idx = 0; idx < list.size(); ++idx) {
+    const json& in = list[idx];
+    GPUOPT_ASSIGN_OR_RETURN(TensorSpec spec, detail::tensor_spec(in));
+    const std::string& name = spec.name;
+    for (const auto& prev : out)
+      if (prev.name == name) return Status::InvalidArgument("input '{}' is given twice", name);
+    std::optional<uint64_t> binary_size;
+    if (auto pit = in.find("parameters"); pit != in.end()) {
+      if (!pit->is_object()) return Status::InvalidArgument("input '{}': 'parameters' must be an object", name);
+      if (auto b = pit->find("binary_data_size"); b != pit->end()) {
+        GPUOPT_ASSIGN_OR_RETURN(uint64_t n, get_uint(*b, "binary_data_size"));
+        binary_size = n;
+      }
+      if (pit->contains("shared_memory_region"))
+        return Status::InvalidArgument("input '{}': shared memory is not supported over HTTP by gpuopt", name);
+    }
+    std::optional<detail::TensorData>* data = idx < h.data.size() && h.data[idx] ? &h.data[idx] : nullptr;
+    if (binary_size && data) return Status::InvalidArgument("input '{}' has both 'data' and binary_data_size", name);
+    InferInput x;
+    x.name = name;
+    if (!binary_size) {
+      if (!data) return Status::InvalidArgument("input '{}' has neither 'data' nor parameters.binary_data_size", name);
+      GPUOPT_ASSIGN_OR_RETURN(x.tensor, detail::finish_data(std::move(**data), spec, mem));
+      data->reset();
+      out.push_back(std::move(x));
+      continue;
+    }
+    // Size checks come before allocation so a forged shape cannot make us allocate.
+    if (*binary_size > body.size() - offset)
+      return Status::InvalidArgument("input '{}': binary_data_size {} runs past the end of the body ({} bytes left)",
+                                     name, *binary_size, body.size() - offset);
+    if (spec.dtype != DType::String && static_cast<uint64_t>(spec.numel) * dtype_size(spec.dtype) != *binary_size)
+      return Status::InvalidArgument("input '{}': shape {} of {} needs {} bytes but binary_data_size is {}", name,
+                                     shape_to_string(spec.shape), spec.datatype, spec.numel * dtype_size(spec.dtype),
+                                     *binary_size);
+    if (spec.dtype == DType::String && static_cast<uint64_t>(spec.numel) > *binary_size / 4)
+      return Status::InvalidArgument("input '{}': {} BYTES elements cannot fit in {} bytes", name, spec.numel,
+                                     *binary_size);
+    if (spec.numel > limits.max_elements_per_tensor)
+      return Status::InvalidArgument("input '{}': more than {} elements in one tensor (the limit per tensor)", name,
+                                     limits.max_elements_per_tensor);
+    GPUOPT_RETURN_IF_ERROR(mem->charge(spec.dtype == DType::String
+                                           ? static_cast<size_t>(spec.numel) * sizeof(std::string) + *binary_size
+                                           : *binary_size));
+    x.tensor = Tensor::empty(spec.dtype, spec.shape);
+    GPUOPT_RETURN_IF_ERROR(fill_binary(&x.tensor, body.substr(offset, *binary_size), name));
+    offset += *binary_size;
+    out.push_back(std::move(x));
+  }
+  if (offset != body.size())
+    return Status::InvalidArgument("{} bytes after the JSON header are not claimed by any binary_data_size",
+                                   body.size() - offset);
+  return out;
+}
+
+Result<ParsedHeader> read_json_header(std::string_view body, std::optional<size_t> header_length, const char* list_key,
+                                      const char* what, const DecodeLimits& limits, MemoryCharge* mem, size_t* hlen) {
+  *hlen = header_length.value_or(body.size());
+  if (*hlen > body.size())
+    return Status::InvalidArgument("Inference-Header-Content-Length {} is larger than the body ({} bytes)", *hlen,
+                                   body.size());
+  return detail::read_header(body.substr(0, *hlen), list_key, what, body.size(), limits, mem);
+}
+
 }  // namespace
 
-Result<InferRequest> decode_infer_request(std::string_view body, std::optional<size_t> header_length) {
-  size_t hlen = header_length.value_or(body.size());
-  if (hlen > body.size())
-    return Status::InvalidArgument("Inference-Header-Content-Length {} is larger than the body ({} bytes)", hlen,
-                                   body.size());
-  json j = json::parse(body.substr(0, hlen), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return Status::InvalidArgument("request body is not valid JSON");
+Result<InferRequest> decode_infer_request(std::string_view body, std::optional<size_t> header_length,
+                                          const DecodeLimits& limits) {
+  MemoryCharge mem(limits);
+  size_t hlen = 0;
+  GPUOPT_ASSIGN_OR_RETURN(ParsedHeader h,
+                          read_json_header(body, header_length, "inputs", "request", limits, &mem, &hlen));
+  const json& j = h.dom;
   if (!j.is_object()) return Status::InvalidArgument("request JSON must be an object");
   InferRequest req;
   if (auto it = j.find("id"); it != j.end()) {
@@ -160,76 +160,12 @@ Result<InferRequest> decode_infer_request(std::string_view body, std::optional<s
   auto inputs = j.find("inputs");
   if (inputs == j.end() || !inputs->is_array() || inputs->empty())
     return Status::InvalidArgument("request needs a non-empty 'inputs' array");
-  size_t offset = hlen;
-  for (const auto& in : *inputs) {
-    if (!in.is_object()) return Status::InvalidArgument("each input must be an object");
-    auto nit = in.find("name");
-    if (nit == in.end() || !nit->is_string()) return Status::InvalidArgument("an input has no 'name'");
-    std::string name = nit->get<std::string>();
-    for (const auto& prev : req.inputs)
-      if (prev.name == name) return Status::InvalidArgument("input '{}' is given twice", name);
-    auto dit = in.find("datatype");
-    if (dit == in.end() || !dit->is_string()) return Status::InvalidArgument("input '{}' has no 'datatype'", name);
-    auto dt = dtype_from_kserve(dit->get<std::string>());
-    if (!dt) return Status::InvalidArgument("input '{}': unknown datatype '{}'", name, dit->get<std::string>());
-    auto sit = in.find("shape");
-    if (sit == in.end() || !sit->is_array()) return Status::InvalidArgument("input '{}' has no 'shape' array", name);
-    Shape shape;
-    for (const auto& d : *sit) {
-      if (!d.is_number_integer() || d.get<int64_t>() < 0)
-        return Status::InvalidArgument("input '{}': shape entries must be non-negative integers", name);
-      shape.push_back(d.get<int64_t>());
-    }
-    if (shape.size() > 16) return Status::InvalidArgument("input '{}': rank {} is too large", name, shape.size());
-    GPUOPT_ASSIGN_OR_RETURN(int64_t numel, checked_numel(shape, name));
-    std::optional<uint64_t> binary_size;
-    if (auto pit = in.find("parameters"); pit != in.end()) {
-      if (!pit->is_object()) return Status::InvalidArgument("input '{}': 'parameters' must be an object", name);
-      if (auto b = pit->find("binary_data_size"); b != pit->end()) {
-        GPUOPT_ASSIGN_OR_RETURN(uint64_t n, get_uint(*b, "binary_data_size"));
-        binary_size = n;
-      }
-      if (pit->contains("shared_memory_region"))
-        return Status::InvalidArgument("input '{}': shared memory is not supported over HTTP by gpuopt", name);
-    }
-    auto data = in.find("data");
-    if (binary_size && data != in.end())
-      return Status::InvalidArgument("input '{}' has both 'data' and binary_data_size", name);
-    // Size checks come before allocation so a forged shape cannot make us allocate.
-    if (binary_size) {
-      if (*binary_size > body.size() - offset)
-        return Status::InvalidArgument("input '{}': binary_data_size {} runs past the end of the body ({} bytes left)",
-                                       name, *binary_size, body.size() - offset);
-      if (*dt != DType::String && static_cast<uint64_t>(numel) * dtype_size(*dt) != *binary_size)
-        return Status::InvalidArgument("input '{}': shape {} of {} needs {} bytes but binary_data_size is {}", name,
-                                       shape_to_string(shape), dit->get<std::string>(), numel * dtype_size(*dt),
-                                       *binary_size);
-      if (*dt == DType::String && static_cast<uint64_t>(numel) > *binary_size / 4)
-        return Status::InvalidArgument("input '{}': {} BYTES elements cannot fit in {} bytes", name, numel,
-                                       *binary_size);
-    } else {
-      if (data == in.end())
-        return Status::InvalidArgument("input '{}' has neither 'data' nor parameters.binary_data_size", name);
-      if (static_cast<uint64_t>(numel) > body.size())  // every JSON element takes at least one byte
-        return Status::InvalidArgument("input '{}': shape {} needs {} elements but the request is {} bytes", name,
-                                       shape_to_string(shape), numel, body.size());
-    }
-    InferInput x;
-    x.name = name;
-    x.tensor = Tensor::empty(*dt, shape);
-    if (binary_size) {
-      GPUOPT_RETURN_IF_ERROR(fill_binary(&x.tensor, body.substr(offset, *binary_size), name));
-      offset += *binary_size;
-    } else {
-      GPUOPT_RETURN_IF_ERROR(fill_json(&x.tensor, *data, name));
-    }
-    req.inputs.push_back(std::move(x));
-  }
-  if (offset != body.size())
-    return Status::InvalidArgument("{} bytes after the JSON header are not claimed by any binary_data_size",
-                                   body.size() - offset);
+  GPUOPT_ASSIGN_OR_RETURN(req.inputs, decode_tensors(h, *inputs, body, hlen, limits, &mem));
   if (auto oit = j.find("outputs"); oit != j.end()) {
     if (!oit->is_array()) return Status::InvalidArgument("'outputs' must be an array");
+    if (oit->size() > limits.max_tensors)
+      return Status::InvalidArgument("request asks for more than {} outputs (the limit per request)",
+                                     limits.max_tensors);
     for (const auto& o : *oit) {
       if (!o.is_object() || !o.contains("name") || !o["name"].is_string())
         return Status::InvalidArgument("each requested output needs a 'name'");
@@ -248,7 +184,28 @@ Result<InferRequest> decode_infer_request(std::string_view body, std::optional<s
       req.outputs.push_back(std::move(r));
     }
   }
+  req.memory_bytes = mem.used();
+  req.memory_hold = mem.hold();
   return req;
+}
+
+Result<std::vector<std::pair<std::string, Tensor>>> decode_infer_response(std::string_view body,
+                                                                          std::optional<size_t> header_length) {
+  DecodeLimits limits;
+  MemoryCharge mem(limits);
+  size_t hlen = 0;
+  GPUOPT_ASSIGN_OR_RETURN(ParsedHeader h,
+                          read_json_header(body, header_length, "outputs", "response", limits, &mem, &hlen));
+  const json& j = h.dom;
+  if (!j.is_object()) return Status::InvalidArgument("response is not a JSON object");
+  if (auto e = j.find("error"); e != j.end()) return Status::InvalidArgument("server error: {}", e->dump());
+  auto outs = j.find("outputs");
+  if (outs == j.end()) return Status::InvalidArgument("response has no 'outputs'");
+  if (!outs->is_array() || outs->empty()) return Status::InvalidArgument("response needs a non-empty 'outputs' array");
+  GPUOPT_ASSIGN_OR_RETURN(auto tensors, decode_tensors(h, *outs, body, hlen, limits, &mem));
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (auto& t : tensors) out.emplace_back(std::move(t.name), std::move(t.tensor));
+  return out;
 }
 
 }  // namespace gpuopt::server

@@ -9,10 +9,16 @@
 // Every KServe datatype is handled: BOOL, UINT8..64, INT8..64, FP16, BF16, FP32, FP64, BYTES
 // (binary BYTES elements are a 4-byte little-endian length followed by the bytes). Errors are
 // InvalidArgument with a message naming the input and what is wrong.
+//
+// The JSON header is read with a streaming (SAX) parser: numbers of a tensor's `data` go straight
+// into the typed tensor when `datatype` and `shape` came before `data` in its object (as every
+// real client sends them), otherwise into a compact buffer converted once; no JSON DOM of the
+// data is ever built. DecodeLimits bounds nesting, tensor count and size, and memory.
 #pragma once
 
 #include "core/status.h"
 #include "core/tensor.h"
+#include "net/http.h"
 
 #include <nlohmann/json.hpp>
 
@@ -22,6 +28,24 @@
 #include <vector>
 
 namespace gpuopt::server {
+
+// Limits on what one request can make the decoder do (docs/server.md lists each).
+constexpr size_t kMaxJsonDepth = 64;                         // nested arrays/objects (400 above)
+constexpr int64_t kMaxElementsPerTensor = int64_t{1} << 28;  // (400 above)
+constexpr size_t kMaxTensorsPerRequest = 1024;               // inputs, and requested outputs (400 above)
+constexpr size_t kMaxRequestMemory = size_t{512} << 20;      // bytes the decoded request may hold
+
+struct DecodeLimits {
+  size_t max_json_depth = kMaxJsonDepth;
+  int64_t max_elements_per_tensor = kMaxElementsPerTensor;
+  size_t max_tensors = kMaxTensorsPerRequest;
+  // Tensors, compact buffers and JSON values the decoder allocates (an estimate, never below the
+  // tensor bytes); over it the error is StatusCode::kOutOfMemory, which the server answers 413.
+  size_t max_memory_bytes = kMaxRequestMemory;
+  // Server-wide: what decoding allocates is also taken from here (in 1 MiB steps); when it is
+  // exhausted the error is StatusCode::kUnavailable (503). Null = no server-wide budget.
+  std::shared_ptr<net::ByteBudget> inflight;
+};
 
 struct InferInput {
   std::string name;
@@ -41,10 +65,16 @@ struct InferRequest {
   bool binary_output_default = false;    // parameters.binary_data_output
   std::optional<uint64_t> timeout_us;    // parameters.timeout (microseconds)
   std::optional<uint32_t> priority;      // parameters.priority
+  size_t memory_bytes = 0;               // what decoding allocated (counted against the limits)
+  std::shared_ptr<void> memory_hold;     // DecodeLimits::inflight bytes, given back when dropped
 };
 
 // `header_length`: value of Inference-Header-Content-Length (nullopt = the whole body is JSON).
-Result<InferRequest> decode_infer_request(std::string_view body, std::optional<size_t> header_length);
+Result<InferRequest> decode_infer_request(std::string_view body, std::optional<size_t> header_length,
+                                          const DecodeLimits& limits);
+inline Result<InferRequest> decode_infer_request(std::string_view body, std::optional<size_t> header_length) {
+  return decode_infer_request(body, header_length, DecodeLimits{});
+}
 
 struct ResponseMeta {
   std::string model_name;

@@ -1,5 +1,6 @@
-// KServe v2 response encoding (and the client-side request encoder / response decoder that
-// `gpuopt perf` and the tests use). The response JSON is written directly: it is on the hot path.
+// KServe v2 response encoding (and the client-side request encoder that `gpuopt perf` and the
+// tests use; their response decoder shares the request decoder in kserve.cpp). The response JSON
+// is written directly: it is on the hot path.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -164,25 +165,6 @@ std::string encode_infer_request(const std::vector<std::pair<std::string, Tensor
   *json_length = out.size();
   if (binary_inputs)
     for (const auto& [name, t] : inputs) append_binary(&out, t);
-  return out;
-}
-
-Result<std::vector<std::pair<std::string, Tensor>>> decode_infer_response(std::string_view body,
-                                                                          std::optional<size_t> header_length) {
-  // The response has the same tensor framing as a request, under "outputs".
-  size_t hlen = header_length.value_or(body.size());
-  if (hlen > body.size()) return Status::InvalidArgument("response header length past the body");
-  json j = json::parse(body.substr(0, hlen), nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return Status::InvalidArgument("response is not a JSON object");
-  if (j.contains("error")) return Status::InvalidArgument("server error: {}", j["error"].dump());
-  if (!j.contains("outputs")) return Status::InvalidArgument("response has no 'outputs'");
-  json as_req = {{"inputs", j["outputs"]}};
-  std::string rebuilt = as_req.dump();
-  size_t new_hlen = rebuilt.size();
-  rebuilt.append(body.substr(hlen));
-  GPUOPT_ASSIGN_OR_RETURN(InferRequest r, decode_infer_request(rebuilt, new_hlen));
-  std::vector<std::pair<std::string, Tensor>> out;
-  for (auto& in : r.inputs) out.emplace_back(in.name, std::move(in.tensor));
   return out;
 }
 

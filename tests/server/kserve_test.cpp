@@ -1,6 +1,7 @@
 // KServe v2 codec: every datatype through JSON and the binary extension, and malformed input.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 
 #include "server/kserve.h"
@@ -155,6 +156,186 @@ TEST(Codec, MalformedRequestsAreClearErrors) {
     EXPECT_NE(r.status().message().find(c.want), std::string::npos)
         << "got: " << r.status().message() << "\nfor: " << c.body;
   }
+}
+
+std::string nested_data(size_t depth) {
+  return R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":)" + std::string(depth, '[') + "1" +
+         std::string(depth, ']') + "}]}";
+}
+
+TEST(CodecLimits, DeepNestingIsAnErrorNotACrash) {
+  // 100,000 levels once overflowed the stack of a recursive flatten(); now the depth limit answers.
+  for (size_t depth : {size_t{100000}, kMaxJsonDepth + 1}) {
+    auto r = decode_infer_request(nested_data(depth), std::nullopt);
+    ASSERT_FALSE(r.ok()) << depth;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find("more than 64 levels deep"), std::string::npos) << r.status().message();
+  }
+  // Outside `data` too (parameters, unknown keys).
+  std::string deep_params = R"({"parameters":{"x":)" + std::string(200000, '[') + std::string(200000, ']') +
+                            R"(},"inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":[1]}]})";
+  auto r = decode_infer_request(deep_params, std::nullopt);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("levels deep"), std::string::npos) << r.status().message();
+  // Just under the limit is fine: the root object, "inputs", the input object and 61 arrays.
+  auto ok = decode_infer_request(nested_data(kMaxJsonDepth - 3), std::nullopt);
+  ASSERT_TRUE(ok.ok()) << ok.status().to_string();
+  EXPECT_EQ(ok->inputs[0].tensor.get_f64(0), 1.0);
+}
+
+TEST(CodecLimits, TensorsElementsAndMemoryHaveLimits) {
+  DecodeLimits lim;
+  lim.max_tensors = 2;
+  std::string three = R"({"inputs":[{"name":"a","datatype":"FP32","shape":[1],"data":[1]},
+      {"name":"b","datatype":"FP32","shape":[1],"data":[1]},{"name":"c","datatype":"FP32","shape":[1],"data":[1]}]})";
+  auto r = decode_infer_request(three, std::nullopt, lim);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("more than 2 tensors"), std::string::npos) << r.status().message();
+
+  lim = DecodeLimits{};
+  lim.max_elements_per_tensor = 3;
+  // Typed (datatype and shape first) and compact (data first) both stop at the limit.
+  for (const char* body :
+       {R"({"inputs":[{"name":"a","datatype":"FP32","shape":[4],"data":[1,2,3,4]}]})",
+        R"({"inputs":[{"data":[1,2,3,4],"name":"a","datatype":"FP32","shape":[4]}]})",
+        R"({"inputs":[{"name":"a","datatype":"FP32","shape":[4],"parameters":{"binary_data_size":16}}]})"}) {
+    std::string b = body;
+    std::optional<size_t> hlen;
+    if (b.find("binary_data_size") != std::string::npos) {
+      hlen = b.size();
+      b += std::string(16, '\0');
+    }
+    auto e = decode_infer_request(b, hlen, lim);
+    ASSERT_FALSE(e.ok()) << body;
+    EXPECT_EQ(e.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(e.status().message().find("more than 3 elements"), std::string::npos) << e.status().message();
+  }
+
+  lim = DecodeLimits{};
+  lim.max_memory_bytes = 1000;
+  std::string big = R"({"inputs":[{"name":"a","datatype":"FP64","shape":[200],"data":[)";
+  for (int i = 0; i < 200; ++i) big += i ? ",1" : "1";
+  big += "]}]}";
+  auto m = decode_infer_request(big, std::nullopt, lim);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), StatusCode::kOutOfMemory);
+  EXPECT_NE(m.status().message().find("--max-request-memory"), std::string::npos) << m.status().message();
+  lim.max_memory_bytes = 1 << 20;
+  auto fits = decode_infer_request(big, std::nullopt, lim);
+  ASSERT_TRUE(fits.ok()) << fits.status().to_string();
+  EXPECT_GE(fits->memory_bytes, 1600u);  // the tensor's bytes at least
+}
+
+TEST(CodecLimits, ServerWideBudgetIsTakenAndGivenBack) {
+  DecodeLimits lim;
+  lim.inflight = std::make_shared<net::ByteBudget>(size_t{3} << 20);
+  std::string body = R"({"inputs":[{"name":"a","datatype":"FP32","shape":[2],"data":[1,2]}]})";
+  {
+    auto a = decode_infer_request(body, std::nullopt, lim);
+    ASSERT_TRUE(a.ok());
+    EXPECT_EQ(lim.inflight->used(), size_t{1} << 20);  // one 1 MiB step
+    auto b = decode_infer_request(body, std::nullopt, lim);
+    auto c = decode_infer_request(body, std::nullopt, lim);
+    ASSERT_TRUE(b.ok() && c.ok());
+    auto d = decode_infer_request(body, std::nullopt, lim);
+    ASSERT_FALSE(d.ok());
+    EXPECT_EQ(d.status().code(), StatusCode::kUnavailable);
+    EXPECT_NE(d.status().message().find("--max-inflight-bytes"), std::string::npos) << d.status().message();
+  }
+  EXPECT_EQ(lim.inflight->used(), 0u);  // every hold dropped; failures never kept any
+}
+
+TEST(CodecLimits, FloatsBeyondTheirRangeAreRefused) {
+  struct Case {
+    const char* type;
+    const char* value;
+    bool ok;
+  };
+  for (const Case& c :
+       {Case{"FP32", "1e300", false}, Case{"FP32", "-1e39", false}, Case{"FP32", "3.4e38", true},
+        Case{"FP16", "70000", false}, Case{"FP16", "65504", true}, Case{"BF16", "1e39", false},
+        Case{"BF16", "3e38", true}, Case{"FP64", "1e300", true}, Case{"UINT8", "256", false},
+        Case{"INT16", "-32769", false}, Case{"UINT64", "-1", false}, Case{"INT64", "9223372036854775808", false}}) {
+    for (bool data_first : {false, true}) {
+      std::string body = data_first
+                             ? fmt::format(R"({{"inputs":[{{"data":[0,{}],"name":"x","datatype":"{}","shape":[2]}}]}})",
+                                           c.value, c.type)
+                             : fmt::format(R"({{"inputs":[{{"name":"x","datatype":"{}","shape":[2],"data":[0,{}]}}]}})",
+                                           c.type, c.value);
+      auto r = decode_infer_request(body, std::nullopt);
+      if (c.ok) {
+        ASSERT_TRUE(r.ok()) << body << ": " << r.status().to_string();
+        EXPECT_TRUE(std::isfinite(r->inputs[0].tensor.get_f64(1))) << body;
+        continue;
+      }
+      ASSERT_FALSE(r.ok()) << body;
+      EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+      std::string want = fmt::format("input 'x': element 1 (");
+      EXPECT_NE(r.status().message().find(want), std::string::npos) << r.status().message();
+      EXPECT_NE(r.status().message().find(std::string("out of range for ") + c.type), std::string::npos)
+          << r.status().message();
+    }
+  }
+  // A number no double holds is not JSON the parser accepts: still a 400 that says why.
+  auto r =
+      decode_infer_request(R"({"inputs":[{"name":"x","datatype":"FP64","shape":[1],"data":[1e400]}]})", std::nullopt);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("not valid JSON: number overflow parsing '1e400'"), std::string::npos)
+      << r.status().message();
+}
+
+TEST(CodecLimits, DataBeforeShapeMatchesDataAfterShape) {
+  // The compact path (data first) and the typed path give the same tensors and the same errors.
+  std::string typed =
+      R"({"inputs":[{"name":"x","datatype":"INT64","shape":[2,2],"data":[[1,-2],[9223372036854775807,4]]},
+                         {"name":"s","datatype":"BYTES","shape":[2],"data":["ab",""]}]})";
+  std::string compact =
+      R"({"inputs":[{"data":[[1,-2],[9223372036854775807,4]],"shape":[2,2],"datatype":"INT64","name":"x"},
+                           {"data":["ab",""],"datatype":"BYTES","name":"s","shape":[2]}]})";
+  auto a = decode_infer_request(typed, std::nullopt);
+  auto b = decode_infer_request(compact, std::nullopt);
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  ASSERT_TRUE(b.ok()) << b.status().to_string();
+  for (size_t i = 0; i < 2; ++i) expect_same(a->inputs[i].tensor, b->inputs[i].tensor, a->inputs[i].name);
+  EXPECT_EQ(b->inputs[0].tensor.get_i64(2), INT64_MAX);
+  EXPECT_EQ(b->inputs[1].tensor.strings()[0], "ab");
+  for (const char* bad : {R"({"inputs":[{"data":[1,"a"],"name":"x","datatype":"FP32","shape":[2]}]})",
+                          R"({"inputs":[{"name":"x","datatype":"FP32","shape":[2],"data":[1,"a"]}]})"}) {
+    auto r = decode_infer_request(bad, std::nullopt);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("element 1 is not a number"), std::string::npos) << r.status().message();
+  }
+}
+
+TEST(CodecLimits, ElementCountErrorSpeaksOfElements) {
+  // A shape larger than a small JSON body could hold: the error counts elements, not bytes.
+  std::string body = R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1,3,64,64],"data":[1,2,3]}]})";
+  auto r = decode_infer_request(body, std::nullopt);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "input 'x': shape [1,3,64,64] needs 12288 elements but 'data' has 3");
+  std::string more = R"({"inputs":[{"name":"x","datatype":"FP32","shape":[2],"data":[1,2,3]}]})";
+  r = decode_infer_request(more, std::nullopt);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "input 'x': shape [2] needs 2 elements but 'data' has 3");
+}
+
+TEST(CodecLimits, DuplicateKeysAndObjectsInDataAreRefused) {
+  for (auto [body, want] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":[1],"data":[2]}]})", "'data' twice"},
+           {R"({"inputs":[{"name":"x","name":"y","datatype":"FP32","shape":[1],"data":[1]}]})", "'name' twice"},
+           {R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":[{"a":1}]}]})", "holds an object"}}) {
+    auto r = decode_infer_request(body, std::nullopt);
+    ASSERT_FALSE(r.ok()) << body;
+    EXPECT_NE(r.status().message().find(want), std::string::npos) << r.status().message();
+  }
+}
+
+TEST(CodecLimits, DeepResponsesAreErrorsToo) {
+  std::string deep = R"({"outputs":[{"name":"y","datatype":"FP32","shape":[1],"data":)" + std::string(100000, '[') +
+                     "1" + std::string(100000, ']') + "}]}";
+  auto r = decode_infer_response(deep, std::nullopt);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("levels deep"), std::string::npos) << r.status().message();
 }
 
 }  // namespace

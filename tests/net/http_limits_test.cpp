@@ -1,0 +1,157 @@
+// HttpServer's defences against one client taking everything (issue 17): per-client connection
+// cap, the first-request timeout, the in-flight body budget, and no leak of the server at stop.
+#include "net/http.h"
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+
+#include <boost/asio.hpp>
+
+#include <chrono>
+#include <thread>
+
+namespace gpuopt::net {
+namespace {
+
+using namespace std::chrono_literals;
+namespace asio = boost::asio;
+
+std::unique_ptr<HttpServer> start(Router router, ServerOptions opts) {
+  opts.host = "127.0.0.1";
+  opts.port = 0;
+  opts.threads = 2;
+  auto r = HttpServer::start(opts, std::move(router));
+  EXPECT_TRUE(r.ok()) << r.status().to_string();
+  return std::move(r).value();
+}
+
+Router ping_router() {
+  Router r;
+  r.get("/ping", [](const HttpRequest&) { return HttpResponse::text(200, "pong"); });
+  r.post("/echo", [](const HttpRequest& q) { return HttpResponse::text(200, q.body); });
+  return r;
+}
+
+// A raw connection from `source` (any 127.x address is loopback on Linux) with a 5 s receive
+// timeout, so a bug cannot hang the test.
+struct RawConn {
+  asio::io_context ioc;
+  asio::ip::tcp::socket s{ioc};
+  RawConn(uint16_t port, const char* source = "127.0.0.1") {
+    s.open(asio::ip::tcp::v4());
+    s.bind({asio::ip::make_address(source), 0});
+    s.connect({asio::ip::make_address("127.0.0.1"), port});
+    timeval tv{5, 0};
+    setsockopt(s.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  }
+  // Sends `bytes` (if any) and reads until the server closes or 5 s pass.
+  std::string exchange(const std::string& bytes) {
+    boost::system::error_code ec;
+    if (!bytes.empty()) asio::write(s, asio::buffer(bytes), ec);
+    std::string out;
+    char buf[4096];
+    for (;;) {
+      size_t n = s.read_some(asio::buffer(buf), ec);
+      if (ec) break;
+      out.append(buf, n);
+      if (out.find("\r\n\r\n") != std::string::npos && out.find("Connection: close") == std::string::npos &&
+          out.find("connection: close") == std::string::npos)
+        break;  // a keep-alive answer: the server will not close
+    }
+    return out;
+  }
+};
+
+TEST(HttpLimits, ServerIsFreedAfterStop) {
+  // The router lives in the server; a handler's capture dies with it. The pending accept once
+  // held the server (a cycle), so it never died and LeakSanitizer failed every process.
+  auto sentinel = std::make_shared<int>(7);
+  std::weak_ptr<int> watch = sentinel;
+  {
+    Router r = ping_router();
+    r.get("/s", [sentinel](const HttpRequest&) { return HttpResponse::text(200, std::to_string(*sentinel)); });
+    sentinel.reset();
+    auto server = start(std::move(r), {});
+    HttpClient c("127.0.0.1", server->port());
+    ASSERT_EQ(c.get("/s")->body, "7");
+    c.close();
+    server->stop(1s);
+  }
+  for (int i = 0; i < 100 && !watch.expired(); ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_TRUE(watch.expired()) << "the HTTP server outlived its owner";
+}
+
+TEST(HttpLimits, PerClientCapGives503AndOthersAreServed) {
+  ServerOptions o;
+  o.max_connections_per_client = 2;
+  auto server = start(ping_router(), o);
+  HttpClient a("127.0.0.1", server->port()), b("127.0.0.1", server->port()), c("127.0.0.1", server->port());
+  ASSERT_EQ(a.get("/ping")->status, 200);
+  ASSERT_EQ(b.get("/ping")->status, 200);
+  auto r = c.get("/ping");
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->status, 503);
+  EXPECT_NE(r->body.find("too many connections from 127.0.0.1"), std::string::npos) << r->body;
+  EXPECT_NE(r->body.find("--http-max-connections-per-client"), std::string::npos) << r->body;
+  // Another address is not locked out by the first one's connections.
+  RawConn other(server->port(), "127.0.0.2");
+  std::string answer = other.exchange("GET /ping HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_NE(answer.find("HTTP/1.1 200"), std::string::npos) << answer;
+  // A slot freed is a slot for the same client again.
+  a.close();
+  for (int i = 0; i < 100 && server->counters().connections_open > 3; ++i) std::this_thread::sleep_for(10ms);
+  c.close();
+  EXPECT_EQ(c.get("/ping")->status, 200);
+}
+
+TEST(HttpLimits, SilentConnectionsAreClosedAfterTheFirstRequestTimeout) {
+  ServerOptions o;
+  o.first_request_timeout = 300ms;
+  auto server = start(ping_router(), o);
+  RawConn silent(server->port());
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(silent.exchange(""), "");  // closed without a word
+  auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_GE(took, 250ms);
+  EXPECT_LT(took, 3s);
+  // Headers trickling in past the timeout count as silence too.
+  RawConn slow(server->port());
+  boost::system::error_code ec;
+  asio::write(slow.s, asio::buffer(std::string("GET /ping HTTP/1.1\r\n")), ec);
+  EXPECT_EQ(slow.exchange(""), "");
+  // A connection that completed a request keeps the long keep-alive timeout.
+  HttpClient kept("127.0.0.1", server->port());
+  ASSERT_EQ(kept.get("/ping")->status, 200);
+  std::this_thread::sleep_for(600ms);
+  ASSERT_EQ(kept.get("/ping")->status, 200);
+  EXPECT_EQ(kept.connects(), 1);
+}
+
+TEST(HttpLimits, InflightBudgetRefusesBodiesWith503) {
+  ServerOptions o;
+  o.inflight = std::make_shared<ByteBudget>(1000);
+  auto server = start(ping_router(), o);
+  HttpClient c("127.0.0.1", server->port());
+  auto big = c.post("/echo", std::string(2000, 'x'));
+  ASSERT_TRUE(big.ok()) << big.status().to_string();
+  EXPECT_EQ(big->status, 503);
+  EXPECT_NE(big->body.find("--max-inflight-bytes"), std::string::npos) << big->body;
+  // Chunked bodies are counted chunk by chunk.
+  RawConn chunked(server->port());
+  std::string answer =
+      chunked.exchange("POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3e8\r\n" +
+                       std::string(1000, 'y') + "\r\n3e8\r\n" + std::string(1000, 'y') + "\r\n0\r\n\r\n");
+  EXPECT_NE(answer.find("HTTP/1.1 503"), std::string::npos) << answer.substr(0, 200);
+  // What fits passes, and every refused or finished body gave its bytes back.
+  for (int i = 0; i < 3; ++i) {
+    auto ok = c.post("/echo", std::string(900, 'z'));
+    ASSERT_TRUE(ok.ok()) << ok.status().to_string();
+    EXPECT_EQ(ok->status, 200);
+  }
+  for (int i = 0; i < 100 && o.inflight->used() != 0; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(o.inflight->used(), 0u);
+}
+
+}  // namespace
+}  // namespace gpuopt::net
