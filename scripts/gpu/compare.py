@@ -65,10 +65,9 @@ def export(model, sample, path, exporter):
     if exporter == "legacy":
         torch.onnx.export(w, args, path, input_names=names, output_names=["output"], opset_version=17,
                           dynamic_axes={n: {0: "batch"} for n in names + ["output"]}, dynamo=False)
-    else:
-        batch = torch.export.Dim("batch", min=1, max=1024)
+    else:  # torch.export; dynamic_axes is turned into its dynamic shapes
         torch.onnx.export(w, args, path, input_names=names, output_names=["output"], dynamo=True,
-                          dynamic_shapes=tuple({0: batch} for _ in names), external_data=False)
+                          dynamic_axes={n: {0: "batch"} for n in names + ["output"]}, external_data=False)
 
 
 def time_ms(fn, warm=5, reps=30):
@@ -175,7 +174,11 @@ def main():
                     paths[ex] = path
                     print(f"compare: exported {name} ({ex}) in {time.time() - t0:.0f} s", flush=True)
                 except Exception as e:  # an exporter that fails on a model is a record, not the end
-                    emit(model=name, exporter=ex, batch=0, runner="gpuopt", error=f"export failed: {str(e)[:300]}")
+                    cause = e
+                    while cause.__cause__ is not None:
+                        cause = cause.__cause__
+                    emit(model=name, exporter=ex, batch=0, runner="gpuopt",
+                         error=f"export failed: {type(cause).__name__}: {str(cause)[:300]}")
             for b in batches:
                 inputs = make_inputs(b)
                 ref = None

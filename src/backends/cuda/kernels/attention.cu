@@ -6,13 +6,12 @@
 // masked gives 0/0 = NaN, as the CPU reference does.
 #include "backends/cuda/attention.h"
 #include "core/cuda_check.h"
+#include "core/env.h"
 #include "kernel_common.cuh"
 
 #include <cuda_runtime.h>
 
 #include <cmath>
-#include <cstdlib>
-#include <string_view>
 
 namespace gpuopt::cuda {
 namespace {
@@ -163,8 +162,8 @@ Status launch_for(const AttentionArgs& a, cudaStream_t stream) {
 // reference the tensor-core path is compared with).
 bool scalar_forced() {
   static const bool forced = [] {
-    const char* v = std::getenv("GPUOPT_ATTENTION_KERNEL");
-    return v && std::string_view(v) == "scalar";
+    const auto v = env_get("GPUOPT_ATTENTION_KERNEL");
+    return v && *v == "scalar";
   }();
   return forced;
 }
