@@ -13,7 +13,7 @@ namespace gpuopt {
 #define GPUOPT_ENV_VARS(X)                                                                                   \
   X(GPUOPT_LOG_LEVEL, "warn", "Log level: error, warn, info, debug or trace (0-4).")                          \
   X(GPUOPT_NVML_LIBRARY, "libnvidia-ml.so.1", "Path of the NVML library to dlopen (the tests point it at a fake).") \
-  X(GPUOPT_DISABLE_FUSION, "0", "1 turns every fusion pass off (the unfused decomposition runs instead).")   \
+  X(GPUOPT_DISABLE_FUSION, "0", "1 turns every fusion pass off; or a comma list of passes to turn off: conv, matmul_bias, nhwc.") \
   X(GPUOPT_NUM_THREADS, "all cores", "Threads of the CPU backend's pool.")                                   \
   X(GPUOPT_SYSFS_ROOT, "/sys", "Root of the sysfs tree scanned for PCI display devices (tests use a fake tree).") \
   X(GPUOPT_PROC_ROOT, "/proc", "Root of procfs read for CPU, memory and process details (tests use a fake tree).")

@@ -1,4 +1,3 @@
-#include "core/env.h"
 #include "core/log.h"
 #include "ir/eval.h"
 #include "passes/passes.h"
@@ -109,25 +108,6 @@ void erase_nodes(Graph* g, const std::vector<bool>& drop) {
     if (!drop[n]) kept.push_back(std::move(g->nodes()[n]));
   g->nodes() = std::move(kept);
   g->rebuild_producers();
-}
-
-Status run_default_passes(Graph* g) {
-  GPUOPT_ASSIGN_OR_RETURN(PassStats folded, fold_constants(g));
-  GPUOPT_ASSIGN_OR_RETURN(PassStats bn, fold_batchnorm(g));
-  GPUOPT_ASSIGN_OR_RETURN(PassStats ident, eliminate_identity(g));
-  GPUOPT_ASSIGN_OR_RETURN(PassStats dead, remove_dead_nodes(g));
-  // After dead-node removal, so a Conv output read also by a dead node still fuses.
-  const auto fusion_off = env_get("GPUOPT_DISABLE_FUSION");
-  PassStats fused;
-  if (!(fusion_off && *fusion_off == "1")) {
-    GPUOPT_ASSIGN_OR_RETURN(fused, fuse_conv_activation(g));
-    GPUOPT_ASSIGN_OR_RETURN(PassStats linear, fuse_matmul_bias(g));
-    fused.removed += linear.removed;
-  }
-  GPUOPT_LOG(debug, "passes: folded {}, batchnorms folded {}, identities {}, dead {}, conv and matmul-bias fusions removed {}",
-             folded.removed, bn.removed, ident.removed, dead.removed, fused.removed);
-  GPUOPT_RETURN_IF_ERROR(g->topo_sort());
-  return g->infer_shapes();
 }
 
 }  // namespace gpuopt

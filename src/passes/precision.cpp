@@ -24,7 +24,7 @@ bool keep_f32(std::string_view op) {
 // FusedConv (Conv + residual + activation) too: as a Conv it would otherwise fall to f32 math.
 bool bf16_compute_op(std::string_view op) {
   return op == "MatMul" || op == "Gemm" || op == "Conv" || op == "ConvTranspose" || op == "Einsum" ||
-         op == "FusedConv";
+         op == "FusedConv" || op == "NhwcFusedConv";
 }
 
 // Data movement: exact in any type, so under bf16 it keeps whatever type its data input has
@@ -32,7 +32,7 @@ bool bf16_compute_op(std::string_view op) {
 bool movement_op(std::string_view op) {
   return op == "Reshape" || op == "Transpose" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze" ||
          op == "Identity" || op == "Slice" || op == "Split" || op == "Concat" || op == "Gather" || op == "Expand" ||
-         op == "Tile" || op == "DepthToSpace" || op == "SpaceToDepth" || op == "MaxPool";
+         op == "Tile" || op == "DepthToSpace" || op == "SpaceToDepth" || op == "MaxPool" || op == "NhwcMaxPool";
 }
 
 }  // namespace

@@ -626,6 +626,7 @@ std::vector<Case> all_cases() {
   add_norm_width_cases(cases);
   add_elementwise_cases(cases);
   add_fusedconv_cases(cases);
+  add_nhwc_cases(cases);
   return cases;
 }
 

@@ -55,5 +55,7 @@ void add_nonzero_cases(std::vector<Case>& cases);
 void add_elementwise_cases(std::vector<Case>& cases);
 // cases_fusedconv.cpp: FusedConv (conv + bias + residual + Relu/identity in one cuDNN call).
 void add_fusedconv_cases(std::vector<Case>& cases);
+// cases_nhwc.cpp: the layout_nhwc pass's channels-last NhwcFusedConv and NhwcMaxPool.
+void add_nhwc_cases(std::vector<Case>& cases);
 
 }  // namespace gpuopt::backend_ops
