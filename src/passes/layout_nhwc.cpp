@@ -145,7 +145,6 @@ struct Rewriter {
     t.outputs = {out};
     t.attrs["perm"] = ints_attr(perm);
     added.push_back(std::move(t));
-    ++stats.added;
     return out;
   }
 
@@ -262,22 +261,37 @@ struct Rewriter {
     if (nhwc_of.empty()) return Status::Ok();
     // A Transpose to NHWC that the model applies to a region value reads our NHWC value instead.
     std::map<ValueId, ValueId> replace;
-    for (const Node& n : g->nodes())
-      if (is_transpose(n, kToNhwc) && nhwc_of.count(n.inputs[0]) && !g->value(n.outputs[0]).is_graph_output)
+    std::vector<bool> drop(g->nodes().size(), false);
+    for (size_t i = 0; i < g->nodes().size(); ++i) {
+      const Node& n = g->nodes()[i];
+      if (is_transpose(n, kToNhwc) && nhwc_of.count(n.inputs[0]) && !g->value(n.outputs[0]).is_graph_output) {
         replace[n.outputs[0]] = nhwc_of.at(n.inputs[0]);
-    std::vector<bool> read(g->values().size(), false);
-    for (Node& n : g->nodes())
-      for (ValueId& v : n.inputs) {
-        if (auto it = replace.find(v); it != replace.end()) v = it->second;
-        if (v != kNoValue) read[static_cast<size_t>(v)] = true;
+        drop[i] = true;
       }
+    }
+    std::vector<bool> read(g->values().size(), false);
+    for (size_t i = 0; i < g->nodes().size(); ++i)
+      for (ValueId& v : g->nodes()[i].inputs) {
+        if (auto it = replace.find(v); it != replace.end()) v = it->second;
+        if (v != kNoValue && !drop[i]) read[static_cast<size_t>(v)] = true;
+      }
+    erase_nodes(g, drop);
+    stats.removed = static_cast<int>(replace.size());
     for (const auto& [v, nv] : nhwc_of) {
       const Value& val = g->value(v);
       if (val.is_graph_output || read[static_cast<size_t>(v)]) add_transpose(nv, v, kToNchw, val.name + "/to_nchw");
     }
-    for (Node& t : added) g->nodes().push_back(std::move(t));
+    std::vector<ValueId> ours;
+    for (Node& t : added) {
+      ours.push_back(t.outputs[0]);
+      g->nodes().push_back(std::move(t));
+    }
     GPUOPT_RETURN_IF_ERROR(g->topo_sort());  // remove_dead_nodes walks the nodes in reverse order
-    GPUOPT_RETURN_IF_ERROR(remove_dead_nodes(g).status());
+    // What goes: the model's Transposes we cancelled (and exits only they read), old weights.
+    GPUOPT_ASSIGN_OR_RETURN(PassStats dead, remove_dead_nodes(g));
+    stats.removed += dead.removed;
+    stats.added = 0;
+    for (ValueId v : ours) stats.added += g->value(v).producer >= 0;
     return g->infer_shapes();
   }
 };

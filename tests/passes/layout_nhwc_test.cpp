@@ -180,9 +180,12 @@ TEST(LayoutNhwc, ModelTransposesAreCancelledNotStacked) {
   b.output(b.relu(b.op(Op::Transpose, {c}, to_nhwc)));
   const Graph ref = half(b.done());
   Graph g = ref;
-  ASSERT_TRUE(layout_nhwc(&g).ok());
+  auto st = layout_nhwc(&g);
+  ASSERT_TRUE(st.ok()) << st.status().to_string();
   EXPECT_EQ(count(g, "NhwcFusedConv"), 2);
   EXPECT_EQ(count(g, "Transpose"), 0);
+  EXPECT_EQ(st->added, 0);
+  EXPECT_EQ(st->removed, 2);  // the model's two Transposes
   std::mt19937 rng(9);
   expect_same_outputs(ref, g, random_tensor({2, 9, 9, 4}, rng, -2, 2), 2e-3);
 }
