@@ -39,6 +39,7 @@ struct Model {
 struct Runs {
   NamedTensors out;  // third run's outputs (a CUDA graph replay)
   std::string mode;  // the third run's RunProfile::mode
+  std::string note;  // and its graph_note (why a shape runs eager)
 };
 
 // Builds a CUDA session (GPUOPT_DISABLE_FUSION=`off` while it compiles), checks where its
@@ -63,15 +64,18 @@ void run_cuda(const Graph& g, const std::string& precision, const char* off, con
   prof.per_node = true;
   auto first = (*s)->run(in, &prof);
   ASSERT_TRUE(first.ok()) << first.status().to_string();
-  for (const NodeTime& n : prof.nodes)
-    if (n.op == "NhwcFusedConv" || n.op == "NhwcMaxPool" || n.op == "ReduceMean" || n.op == "Transpose")
+  for (const NodeTime& n : prof.nodes) {
+    if (n.op == "NhwcFusedConv" || n.op == "NhwcMaxPool" || n.op == "ReduceMean" || n.op == "Transpose") {
       EXPECT_EQ(n.device, "cuda") << n.op << " node '" << n.node << "' fell back to the CPU";
+    }
+  }
   for (int i = 0; i < 3; ++i) {
     RunProfile p;
     auto out = (*s)->run(in, &p);
     ASSERT_TRUE(out.ok()) << "run " << i << ": " << out.status().to_string();
     r->out = std::move(*out);
     r->mode = p.mode;
+    r->note = p.graph_note;
   }
 }
 
@@ -101,7 +105,7 @@ TEST_P(NhwcSession, MatchesCpuWithAndWithoutThePass) {
       Runs nhwc, nchw;
       ASSERT_NO_FATAL_FAILURE(run_cuda(m.graph, precision, nullptr, in, true, &nhwc));
       ASSERT_NO_FATAL_FAILURE(run_cuda(m.graph, precision, "nhwc", in, false, &nchw));
-      EXPECT_EQ(nhwc.mode, "graph") << "the third run should replay a CUDA graph";
+      EXPECT_EQ(nhwc.mode, "graph") << "the third run should replay a CUDA graph: " << nhwc.note;
       for (size_t o = 0; o < want->size(); ++o) {
         const Tensor& ref = (*want)[o].second;
         ASSERT_EQ(nhwc.out[o].second.shape(), ref.shape());
