@@ -93,14 +93,10 @@ struct Rewriter {
       return Kind::kConv;
     }
     if (is_default(n, "MaxPool")) {
-      if (n.inputs.empty() || !rank4(n.inputs[0]) || (n.outputs.size() > 1 && n.outputs[1] != kNoValue))
-        return Kind::kNone;
-      const auto pads = n.attr_ints("pads", {0, 0, 0, 0});
-      const auto dil = n.attr_ints("dilations", {1, 1});
+      // The CUDA kernels read explicit pads (auto_pad SAME_* stays NCHW); Indices is NCHW-only.
       const std::string ap = n.attr_s("auto_pad", "NOTSET");
-      if (n.attr_ints("kernel_shape").size() != 2 || pads.size() != 4 || pads[0] != pads[2] || pads[1] != pads[3] ||
-          n.attr_i("ceil_mode", 0) != 0 || dil.size() != 2 || dil[0] != 1 || dil[1] != 1 ||
-          (ap != "NOTSET" && ap != "VALID"))
+      if (n.inputs.empty() || !rank4(n.inputs[0]) || (n.outputs.size() > 1 && n.outputs[1] != kNoValue) ||
+          n.attr_ints("kernel_shape").size() != 2 || (ap != "NOTSET" && ap != "VALID"))
         return Kind::kNone;
       acts->push_back(0);
       return Kind::kPool;

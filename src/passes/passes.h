@@ -45,7 +45,7 @@ void erase_nodes(Graph* g, const std::vector<bool>& drop);
 // Channels-last convolutions for the CUDA backend (run on fp16/bf16 graphs after
 // convert_precision): maximal connected regions of 2-D Conv/FusedConv (fp16/bf16, constant W,
 // attributes conv2d_attrs_supported takes; Relu or no activation), MaxPool (2-D, no Indices,
-// symmetric pads, no ceil_mode or dilation), GlobalAveragePool and elementwise ops between them
+// explicit pads or VALID), GlobalAveragePool and elementwise ops between them
 // (Relu, Clip, Add, Mul, Cast, ... with every input 4-D or a one-element constant) that hold at
 // least one conv keep their activations NHWC: Conv/FusedConv become ai.gpuopt NhwcFusedConv
 // (W transposed to [M, kH, kW, C/group] here, once), MaxPool NhwcMaxPool, GlobalAveragePool a

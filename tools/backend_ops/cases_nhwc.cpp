@@ -1,8 +1,9 @@
 // Channels-last ops of the layout_nhwc pass (ai.gpuopt): NhwcFusedConv through cuDNN's NHWC
 // descriptors (x/z/y [N,H,W,C], w [M,kH,kW,C/group]) and NhwcMaxPool through cudnnPoolingForward.
 // The edges: odd channel counts (cuDNN's tensor-core kernels want multiples of 8), the C=3 stem
-// conv, grouped and depthwise convs, stride 2, every bias/z/activation combination, and a max
-// pool over negative values with padding (a padded tap must never win the maximum). The CPU
+// conv, grouped and depthwise convs, stride 2, every bias/z/activation combination, and max
+// pools over negative values with padding (a padded tap must never win the maximum), through
+// cuDNN and, for ceil_mode/dilations/asymmetric pads, through our channels-last kernel. The CPU
 // reference is the NCHW op between transposes, so each case also checks the weight layout.
 #include "cases.h"
 
@@ -81,12 +82,23 @@ void add_nhwc_cases(std::vector<Case>& cases) {
                      pool(3, 1, 1)});
     cases.push_back({"NhwcMaxPool", label(dt, {1, 8, 8, 64}, "k2 s2"), {data(dt, {1, 8, 8, 64})}, pool(2, 0, 2)});
   }
-  AttributeMap ceil = pool(3, 1, 2);
-  ceil["ceil_mode"] = attr_i(1);
-  cases.push_back({"NhwcMaxPool",
-                   label(DType::F16, {1, 10, 10, 8}, "ceil_mode (CPU fallback)"),
-                   {data(DType::F16, {1, 10, 10, 8})},
-                   ceil});
+  // cuDNN cannot: our channels-last pool2d kernel runs these.
+  for (DType dt : kHalves) {
+    AttributeMap ceil = pool(3, 1, 2);
+    ceil["ceil_mode"] = attr_i(1);
+    cases.push_back(
+        {"NhwcMaxPool", label(dt, {1, 10, 10, 8}, "ceil_mode (own kernel)"), {data(dt, {1, 10, 10, 8})}, ceil});
+    AttributeMap dil = pool(3, 2, 1);
+    dil["dilations"] = attr_ints({2, 2});
+    cases.push_back(
+        {"NhwcMaxPool", label(dt, {2, 9, 11, 6}, "dilation 2 (own kernel)"), {data(dt, {2, 9, 11, 6}, -3, -1)}, dil});
+    AttributeMap asym = pool(2, 0, 2);
+    asym["pads"] = attr_ints({0, 1, 1, 0});
+    cases.push_back({"NhwcMaxPool",
+                     label(dt, {2, 7, 7, 3}, "asymmetric pads (own kernel)"),
+                     {data(dt, {2, 7, 7, 3}, -3, -1)},
+                     asym});
+  }
 }
 
 }  // namespace gpuopt::backend_ops

@@ -1,15 +1,20 @@
-// NhwcMaxPool (ai.gpuopt, written by the layout_nhwc pass): MaxPool over [N, H, W, C] through
-// cudnnPoolingForward with NHWC descriptors; adjacent threads read adjacent channels, so the
-// window gathers are coalesced (ResNet-50's NCHW stem MaxPool took 1.24 ms at batch 256 on the
-// H200 through our own NCHW kernel). cuDNN's max pooling leaves padded taps out of the maximum,
-// as ONNX does; its output size is the floor formula, so ceil_mode and dilations run on the CPU
-// (the layout pass converts neither). Descriptors are cached per shape in a ConvPlanCache (a
-// pool is a depthwise window op: ConvKey names every size it has).
+// NhwcMaxPool (ai.gpuopt, written by the layout_nhwc pass): MaxPool over [N, H, W, C]. Where
+// cuDNN's pooling computes exactly the node (symmetric pads below the window, no ceil_mode, no
+// dilation) it is cudnnPoolingForward with NHWC descriptors, cached per shape in a ConvPlanCache
+// (a pool is a depthwise window op: ConvKey names every size it has); otherwise, or where cuDNN
+// refuses the call (a dtype its legacy pooling lacks), our pool2d kernel in its channels-last
+// form (norm.h: any pads, ceil_mode, dilations). Either way adjacent threads read adjacent
+// channels, so the window gathers are coalesced: ResNet-50's NCHW stem MaxPool took 1.24 ms at
+// batch 256 on the H200. Both leave padded taps out of the maximum, as ONNX does.
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/cudnn_conv.h"
+#include "backends/cuda/pool.h"
 #include "core/cuda_check.h"
+#include "core/log.h"
 
 #include <cudnn.h>
+
+#include <atomic>
 
 namespace gpuopt::cuda {
 namespace {
@@ -18,6 +23,7 @@ struct PoolPlan {
   Status status;
   cudnnTensorDescriptor_t x = nullptr, y = nullptr;
   cudnnPoolingDescriptor_t pool = nullptr;
+  mutable std::atomic<bool> declined{false};  // cuDNN refused the call: our kernel runs it
 
   PoolPlan() = default;
   PoolPlan(const PoolPlan&) = delete;
@@ -48,7 +54,19 @@ Status build(PoolPlan* p, const ConvKey& k) {
   return Status::Ok();
 }
 
+// The attributes cudnnPoolingForward computes exactly.
+bool cudnn_pools(const Node& n) {
+  const auto ks = n.attr_ints("kernel_shape");
+  const auto pads = n.attr_ints("pads", {0, 0, 0, 0});
+  if (pads.size() != 4 || pads[0] != pads[2] || pads[1] != pads[3] || pads[0] >= ks[0] || pads[1] >= ks[1])
+    return false;
+  return n.attr_i("ceil_mode", 0) == 0 && n.attr_ints("dilations", {1, 1}) == std::vector<int64_t>{1, 1};
+}
+
+Status run_own_kernel(CudaKernelContext& k) { return run_pool2d(k, /*max=*/true, /*nhwc=*/true); }
+
 Status run_nhwc_maxpool(CudaKernelContext& k) {
+  if (!cudnn_pools(k.node)) return run_own_kernel(k);
   const Tensor& x = k.in(0);
   Tensor& y = k.out(0);
   const auto ks = k.node.attr_ints("kernel_shape");
@@ -73,26 +91,26 @@ Status run_nhwc_maxpool(CudaKernelContext& k) {
                     x.dtype(),
                     true};
   const PoolPlan* plan = g_plans.get(key, [&](PoolPlan* p) { return build(p, key); });
-  GPUOPT_RETURN_IF_ERROR(plan->status.with_context(node_label(k.node)));
+  if (!plan->status.ok() || plan->declined.load()) return run_own_kernel(k);
   GPUOPT_ASSIGN_OR_RETURN(cudnnHandle_t h, k.ctx.cudnn());
   const float one = 1.f, zero = 0.f;
-  GPUOPT_CHECK_CALL(cudnnPoolingForward(h, plan->pool, &one, plan->x, x.raw(), &zero, plan->y, y.raw()));
-  return Status::Ok();
+  const cudnnStatus_t s = cudnnPoolingForward(h, plan->pool, &one, plan->x, x.raw(), &zero, plan->y, y.raw());
+  if (s == CUDNN_STATUS_SUCCESS) return Status::Ok();
+  // As in ops_fusedconv.cpp: 2xxx/3xxx are refusals checked before anything is queued.
+  const int family = static_cast<int>(s) / 1000;
+  if (family != 2 && family != 3) GPUOPT_CHECK_CALL(s);
+  if (!plan->declined.exchange(true))
+    GPUOPT_LOG(info, "{}: cuDNN declined NHWC max pooling for {} ({}); running our kernel instead", node_label(k.node),
+               dtype_name(x.dtype()), cudnnGetErrorString(s));
+  return run_own_kernel(k);
 }
 
-// What cudnnPoolingForward computes exactly: 2-D, symmetric pads below the window, no
-// ceil_mode, no dilation, no Indices output.
+// 2-D, explicit pads or VALID (the kernels read `pads`), no Indices output.
 bool nhwc_maxpool_supported(const Node& n, const std::vector<DType>& in) {
   if (in.empty() || (in[0] != DType::F32 && in[0] != DType::F16 && in[0] != DType::BF16)) return false;
   if (n.outputs.size() > 1 && n.outputs[1] != kNoValue) return false;
-  const auto ks = n.attr_ints("kernel_shape");
-  const auto pads = n.attr_ints("pads", {0, 0, 0, 0});
-  const auto dil = n.attr_ints("dilations", {1, 1});
-  const auto st = n.attr_ints("strides", {1, 1});
   const std::string ap = n.attr_s("auto_pad", "NOTSET");
-  if (ks.size() != 2 || pads.size() != 4 || st.size() != 2 || dil != std::vector<int64_t>{1, 1}) return false;
-  if (pads[0] != pads[2] || pads[1] != pads[3] || pads[0] >= ks[0] || pads[1] >= ks[1]) return false;
-  return n.attr_i("ceil_mode", 0) == 0 && (ap == "NOTSET" || ap == "VALID");
+  return n.attr_ints("kernel_shape").size() == 2 && (ap == "NOTSET" || ap == "VALID");
 }
 
 }  // namespace
