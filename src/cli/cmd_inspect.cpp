@@ -23,6 +23,7 @@ struct Options {
   int64_t batch = 1;
   std::vector<std::string> dims;  // NAME=VALUE
   std::string device;             // --device: show where each node runs on that backend
+  std::string precision = "fp32";  // --precision: with --optimized, the session's conversion and layout pass
 };
 
 struct OpRow {
@@ -50,7 +51,8 @@ struct Placement {
   std::array<int, 3> total{};
 };
 
-Placement compute_placement(const Graph& bound, const std::string& device) {
+// `optimized`: the graph already went through the session's passes for this device and precision.
+Placement compute_placement(const Graph& bound, const std::string& device, bool optimized) {
   Placement p;
   auto b = create_backend(device);
   if (!b.ok()) {
@@ -58,7 +60,7 @@ Placement compute_placement(const Graph& bound, const std::string& device) {
     return p;
   }
   Graph g = bound;
-  if (Status st = run_default_passes(&g); !st.ok()) {
+  if (Status st = optimized ? Status::Ok() : run_default_passes(&g); !st.ok()) {
     p.error = st.to_string();
     return p;
   }
@@ -71,13 +73,13 @@ Placement compute_placement(const Graph& bound, const std::string& device) {
   return p;
 }
 
-void print_placement(const Placement& p, const std::string& device) {
+void print_placement(const Placement& p, const std::string& device, const std::string& precision) {
   if (!p.error.empty()) {
     fmt::print("\nplacement on {}: not available ({}); placement needs a {} device\n", device, p.error,
                device == "cuda" ? "CUDA" : device);
     return;
   }
-  fmt::print("\nplacement on {} (graph after passes, f32):\n", device);
+  fmt::print("\nplacement on {} (graph after passes, {}):\n", device, precision);
   Table t({"op", "nodes", device, std::string(node_place_name(NodePlace::kCpuFallback)),
            std::string(node_place_name(NodePlace::kHostShapes))});
   auto row = [&](const std::string& name, const std::array<int, 3>& c) {
@@ -120,7 +122,8 @@ int run(const Options& o) {
     if (!s.empty() && s[0] <= kFirstSymbolDim) bound.bind_symbol(bound.symbol_name(s[0]), o.batch);
   }
   Status st = bound.infer_shapes();
-  if (st.ok() && o.optimized) st = run_default_passes(&bound);
+  // The session's passes for --device and --precision (layout_nhwc for cuda at fp16/bf16).
+  if (st.ok() && o.optimized) st = run_session_passes(&bound, o.device.empty() ? "cpu" : o.device, o.precision, true);
   if (!st.ok()) return report_error(st);
   // FLOPs come from a folded copy: with the symbols bound, shape subgraphs (Shape -> Gather ->
   // Concat -> Reshape) fold, so every later node has concrete shapes. Folded nodes cost nothing
@@ -182,7 +185,7 @@ int run(const Options& o) {
     }
   }
   Placement placement;
-  if (!o.device.empty()) placement = compute_placement(bound, o.device);
+  if (!o.device.empty()) placement = compute_placement(bound, o.device, o.optimized);
   int64_t params = 0, param_bytes = 0;
   for (const Value& v : declared.values())
     if (v.constant) {
@@ -248,7 +251,7 @@ int run(const Options& o) {
   ops.add({"total", fmt::format("{}", bound.nodes().size()), (total_exact ? "" : "~") + format_flops(total)});
   fmt::print("{}", ops.render());
   if (!total_exact) fmt::print("~ : some shapes stay symbolic; give --dim NAME=VALUE for an exact count\n");
-  if (!o.device.empty()) print_placement(placement, o.device);
+  if (!o.device.empty()) print_placement(placement, o.device, o.optimized ? o.precision : "fp32");
   return kExitOk;
 }
 
@@ -257,7 +260,9 @@ void setup(CLI::App& app) {
   auto* cmd = app.add_subcommand("inspect", "Show a model's opset, inputs/outputs, ops, parameters, FLOPs and backend support");
   cmd->add_option("model", o->model, "ONNX model file")->required();
   cmd->add_flag("--json", o->json, "Print JSON");
-  cmd->add_flag("--optimized", o->optimized, "Show the graph after gpuopt's passes (constant and BatchNormalization folding, Identity/Dropout removal, Conv+Add+Relu fusion into FusedConv, MatMul+bias into Gemm)");
+  cmd->add_flag("--optimized", o->optimized, "Show the graph after gpuopt's passes (constant and BatchNormalization folding, Identity/Dropout removal, Conv+Add+Relu fusion into FusedConv, MatMul+bias into Gemm; with --device cuda and --precision fp16/bf16, the channels-last layout pass)");
+  cmd->add_option("--precision", o->precision, "With --optimized: the precision conversion the session runs (fp32, fp16, bf16)")
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
   cmd->add_option("--batch", o->batch, "Value of the dynamic batch dim for FLOP counts (default 1)")->check(CLI::PositiveNumber);
   cmd->add_option("--dim", o->dims, "Bind another symbolic dim for FLOP counts: NAME=VALUE (repeatable)");
   cmd->add_option("--device", o->device,

@@ -14,7 +14,7 @@ namespace gpuopt {
   X(GPUOPT_LOG_LEVEL, "warn", "Log level: error, warn, info, debug or trace (0-4).")                          \
   X(GPUOPT_NVML_LIBRARY, "libnvidia-ml.so.1", "Path of the NVML library to dlopen (the tests point it at a fake).") \
   X(GPUOPT_DISABLE_FUSION, "0",                                                                              \
-    "1 or all turns every fusion off; or a list of fusions to leave out: conv,matmul_bias,gelu,attention.")    \
+    "1 or all turns every fusion off; or a list to leave out: conv,matmul_bias,gelu,attention,nhwc.")    \
   X(GPUOPT_ATTENTION_KERNEL, "auto", "scalar runs the CUDA Attention op's scalar kernel for every shape (A/B).") \
   X(GPUOPT_NUM_THREADS, "all cores", "Threads of the CPU backend's pool.")                                   \
   X(GPUOPT_SYSFS_ROOT, "/sys", "Root of the sysfs tree scanned for PCI display devices (tests use a fake tree).") \

@@ -13,6 +13,7 @@
 
 #include <climits>
 #include <filesystem>
+#include <string_view>
 #include <unordered_map>
 
 namespace gpuopt {
@@ -23,10 +24,24 @@ using onnx_detail::convert_attribute;
 
 bool is_default_domain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
 
-// Contrib ops (ONNX Runtime's com.microsoft domain) in gpuopt's op list; they are read only in
+// Ops of other domains in gpuopt's op list: ONNX Runtime's com.microsoft FusedConv and gpuopt's
+// own channels-last ops (ai.gpuopt, written by the layout_nhwc pass). They are read only in
 // their own domain (a default-domain "FusedConv" is as unknown as in ONNX itself).
+struct DomainOp {
+  std::string_view domain, op;
+};
+constexpr DomainOp kDomainOps[] = {
+    {"com.microsoft", "FusedConv"}, {"ai.gpuopt", "NhwcFusedConv"}, {"ai.gpuopt", "NhwcMaxPool"}};
+
 bool is_contrib_op(const std::string& domain, const std::string& op) {
-  return domain == "com.microsoft" && op == "FusedConv";
+  for (const DomainOp& d : kDomainOps)
+    if (d.domain == domain && d.op == op) return true;
+  return false;
+}
+bool is_other_domain_op_name(const std::string& op) {
+  for (const DomainOp& d : kDomainOps)
+    if (d.op == op) return true;
+  return false;
 }
 
 // Type and shape of a graph input/output/value_info. A leading dim with neither a value nor a
@@ -147,7 +162,7 @@ struct Importer {
         continue;
       }
       const std::optional<Op> op =
-          contrib || !is_contrib_op("com.microsoft", np.op_type()) ? op_from_name(np.op_type()) : std::nullopt;
+          contrib || !is_other_domain_op_name(np.op_type()) ? op_from_name(np.op_type()) : std::nullopt;
       if (!op)
         return Status::Unimplemented("unknown op '{}' (domain 'ai.onnx', opset {}) at node '{}': not in gpuopt's op list",
                                      np.op_type(), g.opset, name);

@@ -1,4 +1,3 @@
-#include "core/env.h"
 #include "core/log.h"
 #include "ir/eval.h"
 #include "passes/passes.h"
@@ -120,59 +119,6 @@ void erase_nodes(Graph* g, const std::vector<bool>& drop) {
     if (!drop[n]) kept.push_back(std::move(g->nodes()[n]));
   g->nodes() = std::move(kept);
   g->rebuild_producers();
-}
-
-Result<FusionSwitches> FusionSwitches::from_env() {
-  FusionSwitches s;
-  const auto v = env_get("GPUOPT_DISABLE_FUSION");
-  if (!v || v->empty() || *v == "0") return s;
-  if (*v == "1" || *v == "all") return FusionSwitches{false, false, false, false};
-  size_t start = 0;
-  while (start <= v->size()) {
-    const size_t comma = std::min(v->find(',', start), v->size());
-    const std::string name = v->substr(start, comma - start);
-    bool* flag = name == "conv" ? &s.conv : name == "matmul_bias" ? &s.matmul_bias : name == "gelu" ? &s.gelu
-               : name == "attention" ? &s.attention : nullptr;
-    if (!flag)
-      return Status::InvalidArgument(
-          "GPUOPT_DISABLE_FUSION: unknown fusion '{}' (valid: 1 or all, or a list of conv, matmul_bias, gelu, attention)",
-          name);
-    *flag = false;
-    start = comma + 1;
-  }
-  return s;
-}
-
-Status run_default_passes(Graph* g) {
-  GPUOPT_ASSIGN_OR_RETURN(PassStats folded, fold_constants(g));
-  GPUOPT_ASSIGN_OR_RETURN(PassStats bn, fold_batchnorm(g));
-  GPUOPT_ASSIGN_OR_RETURN(PassStats ident, eliminate_identity(g));
-  GPUOPT_ASSIGN_OR_RETURN(PassStats dead, remove_dead_nodes(g));
-  // After dead-node removal, so a Conv output read also by a dead node still fuses.
-  GPUOPT_ASSIGN_OR_RETURN(const FusionSwitches on, FusionSwitches::from_env());
-  PassStats conv, gelu, attention, linear;
-  if (on.conv) {
-    GPUOPT_ASSIGN_OR_RETURN(conv, fuse_conv_activation(g));
-  }
-  // GELU and attention first: their patterns hold the MatMul + bias pairs' outputs, not inside.
-  if (on.gelu) {
-    GPUOPT_ASSIGN_OR_RETURN(gelu, fuse_gelu(g));
-  }
-  if (on.attention) {
-    GPUOPT_RETURN_IF_ERROR(g->topo_sort());
-    GPUOPT_RETURN_IF_ERROR(g->infer_shapes());  // the attention pass reads ranks and dtypes
-    GPUOPT_ASSIGN_OR_RETURN(attention, fuse_attention(g));
-  }
-  if (on.matmul_bias) {
-    GPUOPT_ASSIGN_OR_RETURN(linear, fuse_matmul_bias(g));
-  }
-  GPUOPT_LOG(debug,
-             "passes: folded {}, batchnorms folded {}, identities {}, dead {}; fusions removed: conv {}, gelu {}, "
-             "attention {}, matmul-bias {}",
-             folded.removed, bn.removed, ident.removed, dead.removed, conv.removed, gelu.removed, attention.removed,
-             linear.removed);
-  GPUOPT_RETURN_IF_ERROR(g->topo_sort());
-  return g->infer_shapes();
 }
 
 }  // namespace gpuopt

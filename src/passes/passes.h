@@ -6,10 +6,16 @@
 #include "core/status.h"
 #include "ir/graph.h"
 
+#include <string>
+#include <string_view>
+#include <vector>
+
 namespace gpuopt {
 
 struct PassStats {
-  int removed = 0;  // nodes removed (dead, eliminated or folded)
+  int removed = 0;    // nodes removed (dead, eliminated or folded)
+  int rewritten = 0;  // nodes rewritten in place (layout_nhwc: nodes made channels-last)
+  int added = 0;      // nodes added (layout_nhwc: transposes at region edges)
 };
 
 // Nodes whose outputs reach no graph output; also drops constants nothing reads.
@@ -40,20 +46,43 @@ Result<PassStats> fuse_gelu(Graph* g);
 // Softmax -> [NaN guard] -> MatMul, with 3-D or 4-D heads, becomes one ONNX Attention node.
 Result<PassStats> fuse_attention(Graph* g);
 
-// Which fusions run: GPUOPT_DISABLE_FUSION unset or empty = all; "1" or "all" = none; otherwise a
-// comma-separated list of the fusions to leave out (conv, matmul_bias, gelu, attention).
-// Unknown names are an error that lists the valid ones. Read once per run_default_passes call.
-struct FusionSwitches {
-  bool conv = true, matmul_bias = true, gelu = true, attention = true;
-  static Result<FusionSwitches> from_env();
-};
-
 // Removes the nodes marked in `drop` (indexed like g->nodes()), keeping the order of the rest, and
 // rebuilds the producer table. For passes that rewrite in place and then drop what they replaced.
 void erase_nodes(Graph* g, const std::vector<bool>& drop);
 
-// fold constants -> fold BatchNormalization -> identity -> dead -> fusions (Conv+Add+Relu, GELU,
-// attention, MatMul+bias; each as FusionSwitches says), then shapes again.
-Status run_default_passes(Graph* g);
+// Channels-last convolutions for the CUDA backend (run on fp16/bf16 graphs after
+// convert_precision): maximal connected regions of 2-D Conv/FusedConv (fp16/bf16, constant W,
+// attributes conv2d_attrs_supported takes; Relu or no activation), MaxPool (2-D, no Indices,
+// explicit pads or VALID), GlobalAveragePool and elementwise ops between them
+// (Relu, Clip, Add, Mul, Cast, ... with every input 4-D or a one-element constant) that hold at
+// least one conv keep their activations NHWC: Conv/FusedConv become ai.gpuopt NhwcFusedConv
+// (W transposed to [M, kH, kW, C/group] here, once), MaxPool NhwcMaxPool, GlobalAveragePool a
+// ReduceMean over axes [1, 2]. Transposes are inserted only at region edges, one per value.
+Result<PassStats> layout_nhwc(Graph* g);
+
+// GPUOPT_DISABLE_FUSION, read once per pipeline: "1" (or "all") turns every fusion pass off;
+// otherwise a comma-separated list of pass names to turn off (conv, matmul_bias, gelu, attention,
+// nhwc); validate() names an unknown one (the pipelines call it first).
+//
+//   const FusionSwitches sw = FusionSwitches::from_env();
+//   if (sw.enabled("nhwc")) ...
+struct FusionSwitches {
+  bool all_off = false;
+  std::vector<std::string> off;
+  static FusionSwitches from_env();
+  static FusionSwitches parse(std::string_view value);
+  bool enabled(std::string_view pass) const;
+  Status validate() const;
+};
+
+// fold constants -> fold BatchNormalization -> identity -> dead -> fuse Conv+Add+Relu ("conv"),
+// GELU ("gelu"), attention ("attention") and MatMul+bias ("matmul_bias"), each skipped when
+// GPUOPT_DISABLE_FUSION names it, then shapes.
+Status run_default_passes(Graph* g, const FusionSwitches& sw = FusionSwitches::from_env());
+
+// What Session::init runs (and `inspect --optimized`): run_default_passes when `optimize`, the
+// precision conversion ("fp32", "fp16" or "bf16"), then the device's layout pass (layout_nhwc
+// for a "cuda*" device at fp16/bf16, unless "nhwc" is turned off).
+Status run_session_passes(Graph* g, std::string_view device, std::string_view precision, bool optimize);
 
 }  // namespace gpuopt

@@ -25,7 +25,7 @@ bool keep_f32(std::string_view op) {
 // and Attention, as autocast runs scaled_dot_product_attention (the kernel's softmax is f32).
 bool bf16_compute_op(std::string_view op) {
   return op == "MatMul" || op == "Gemm" || op == "Conv" || op == "ConvTranspose" || op == "Einsum" ||
-         op == "FusedConv" || op == "Attention";
+         op == "FusedConv" || op == "NhwcFusedConv" || op == "Attention";
 }
 
 // Data movement: exact in any type, so under bf16 it keeps whatever type its data input has
@@ -33,7 +33,7 @@ bool bf16_compute_op(std::string_view op) {
 bool movement_op(std::string_view op) {
   return op == "Reshape" || op == "Transpose" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze" ||
          op == "Identity" || op == "Slice" || op == "Split" || op == "Concat" || op == "Gather" || op == "Expand" ||
-         op == "Tile" || op == "DepthToSpace" || op == "SpaceToDepth" || op == "MaxPool";
+         op == "Tile" || op == "DepthToSpace" || op == "SpaceToDepth" || op == "MaxPool" || op == "NhwcMaxPool";
 }
 
 }  // namespace

@@ -6,7 +6,6 @@
 #include "ir/graph.h"
 #include "onnx/importer.h"
 #include "passes/passes.h"
-#include "passes/precision.h"
 
 #include <fmt/ranges.h>
 
@@ -61,13 +60,7 @@ Status Session::init(Graph graph, const SessionOptions& options) {
   options_ = options;
   GPUOPT_RETURN_IF_ERROR(graph.topo_sort());
   GPUOPT_RETURN_IF_ERROR(graph.infer_shapes());
-  if (options.optimize) GPUOPT_RETURN_IF_ERROR(run_default_passes(&graph));
-  if (options.precision == "fp16" || options.precision == "bf16") {
-    GPUOPT_RETURN_IF_ERROR(
-        convert_precision(&graph, options.precision == "fp16" ? DType::F16 : DType::BF16).status());
-  } else if (options.precision != "fp32") {
-    return Status::InvalidArgument("precision '{}' is not one of fp32, fp16, bf16", options.precision);
-  }
+  GPUOPT_RETURN_IF_ERROR(run_session_passes(&graph, options.device, options.precision, options.optimize));
   graph_ = std::make_unique<Graph>(std::move(graph));
   for (ValueId v : graph_->inputs()) inputs_.push_back(make_info(*graph_, v));
   for (ValueId v : graph_->outputs()) outputs_.push_back(make_info(*graph_, v));

@@ -26,6 +26,7 @@ using testing::float_attr;
 using testing::int_attr;
 using testing::ints_attr;
 using testing::random_tensor;
+using testing::rel_l2;
 
 // x[N,3,16,16] -> Conv(3->8, 3x3, pad 1) -> BatchNormalization -> Relu -> MaxPool(2, stride 2)
 // -> Flatten -> Gemm(transB) -> y[N,10]. N is symbolic so the OOM test can vary the batch.
@@ -147,16 +148,6 @@ double scaled_max_err(const Tensor& got, const Tensor& ref) {
   double m = 0;
   for (int64_t i = 0; i < ref.numel(); ++i) m = std::max(m, std::abs(got.get_f64(i) - ref.get_f64(i)));
   return m / std::max(1.0, max_abs(ref));
-}
-
-double rel_l2(const Tensor& got, const Tensor& ref) {
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < ref.numel(); ++i) {
-    const double d = got.get_f64(i) - ref.get_f64(i);
-    num += d * d;
-    den += ref.get_f64(i) * ref.get_f64(i);
-  }
-  return std::sqrt(num / std::max(den, 1e-30));
 }
 
 bool all_finite(const Tensor& t) {

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -64,6 +65,17 @@ inline Graph relu_det_double(int64_t n) {
   ValueId y = g.add_node(Op::Mul, "double", {d, two}, 1, {}, {"y"})[0];
   g.mark_output(y);
   return g;
+}
+
+// ||got - ref|| / ||ref|| over all elements (the reduced-precision accuracy measure).
+inline double rel_l2(const Tensor& got, const Tensor& ref) {
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < ref.numel(); ++i) {
+    const double d = got.get_f64(i) - ref.get_f64(i);
+    num += d * d;
+    den += ref.get_f64(i) * ref.get_f64(i);
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
 }
 
 // Every output equal in dtype and shape; integers exactly, floats within rel_tol * (1 + |want|).

@@ -165,6 +165,34 @@ TEST(Importer, UnknownOpNamesOpDomainOpsetAndNode) {
   EXPECT_NE(g2.status().message().find("domain 'com.microsoft', opset 1"), std::string::npos) << g2.status().to_string();
 }
 
+// gpuopt's channels-last ops are read in their own domain (ai.gpuopt) only, as FusedConv in
+// com.microsoft: a default-domain NhwcMaxPool is an unknown op.
+TEST(Importer, ChannelsLastOpsOnlyInTheirDomain) {
+  auto model = [](const char* domain) {
+    auto m = make_model();
+    add_input(&m, "x", onnx::TensorProto::FLOAT, {2, 8, 6, 5}, {"", "", "", ""});
+    auto* n = add_node(&m, "NhwcMaxPool", {"x"}, {"y"}, "pool");
+    n->set_domain(domain);
+    for (const char* name : {"kernel_shape", "strides"}) {
+      auto* a = n->add_attribute();
+      a->set_name(name);
+      a->set_type(onnx::AttributeProto::INTS);
+      a->add_ints(2);
+      a->add_ints(2);
+    }
+    add_output(&m, "y");
+    return m;
+  };
+  auto plain = import_onnx_model(model(""), "");
+  ASSERT_FALSE(plain.ok());
+  EXPECT_NE(plain.status().message().find("unknown op 'NhwcMaxPool'"), std::string::npos) << plain.status().to_string();
+  auto own = import_onnx_model(model("ai.gpuopt"), "");
+  ASSERT_TRUE(own.ok()) << own.status().to_string();
+  ASSERT_TRUE(own->infer_shapes().ok());
+  const ValueId y = own->outputs()[0];
+  EXPECT_EQ(own->value(y).info.shape, (Shape{2, 4, 3, 5}));  // [N, H, W, C] pooled over H and W
+}
+
 TEST(Importer, UnsupportedDtypeAndOpset) {
   auto m = relu_model();
   m.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT8E4M3FN);

@@ -4,6 +4,8 @@
 #include "backends/backend.h"
 #include "passes/passes.h"
 
+#include "cnn_graphs.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,12 +15,8 @@
 namespace gpuopt {
 namespace {
 
-Tensor random_tensor(Shape shape, std::mt19937& rng, float lo, float hi, DType dt = DType::F32) {
-  Tensor t = Tensor::empty(dt, std::move(shape));
-  std::uniform_real_distribution<float> u(lo, hi);
-  for (int64_t i = 0; i < t.numel(); ++i) t.set_f64(i, u(rng));
-  return t;
-}
+using test::expect_same_outputs;
+using test::random_tensor;
 
 AttributeMap conv_attrs(int64_t stride = 1) {
   AttributeMap a;
@@ -39,33 +37,6 @@ const Node* find(const Graph& g, const std::string& op) {
   for (const Node& n : g.nodes())
     if (n.op_type == op) return &n;
   return nullptr;
-}
-
-std::vector<Tensor> run(const Graph& g, const std::vector<Tensor>& inputs) {
-  auto cpu = make_cpu_backend();
-  auto e = cpu->compile(g, {});
-  EXPECT_TRUE(e.ok()) << e.status().to_string();
-  if (!e.ok()) return {};
-  auto out = (*e)->run(inputs, {});
-  EXPECT_TRUE(out.ok()) << out.status().to_string();
-  return out.ok() ? *out : std::vector<Tensor>{};
-}
-
-// Runs both graphs on the same input and compares every output: max |diff| <= tol * max(1, max|ref|).
-void expect_same(const Graph& ref, const Graph& fused, const Tensor& x, double tol) {
-  std::vector<Tensor> want = run(ref, {x});
-  std::vector<Tensor> got = run(fused, {x});
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t o = 0; o < want.size(); ++o) {
-    ASSERT_EQ(got[o].shape(), want[o].shape());
-    double max_err = 0, max_ref = 0;
-    for (int64_t i = 0; i < want[o].numel(); ++i) {
-      max_err = std::max(max_err, std::abs(got[o].get_f64(i) - want[o].get_f64(i)));
-      max_ref = std::max(max_ref, std::abs(want[o].get_f64(i)));
-    }
-    EXPECT_GT(max_ref, 0.1) << "output " << o;
-    EXPECT_LE(max_err, tol * std::max(1.0, max_ref)) << "output " << o;
-  }
 }
 
 void finish(Graph& g) {
@@ -115,7 +86,7 @@ TEST(FuseConvActivation, ResidualBlockBecomesTwoFusedConvs) {
     EXPECT_EQ(second.inputs[3], fused.nodes()[0].outputs[0]);
     EXPECT_EQ(fused.value(fused.outputs()[0]).name, "y");
     std::mt19937 in_rng(3);
-    expect_same(ref, fused, random_tensor({2, 4, 9, 7}, in_rng, -2, 2), 1e-6);
+    expect_same_outputs(ref, fused, random_tensor({2, 4, 9, 7}, in_rng, -2, 2), 1e-6);
   }
 }
 
@@ -128,7 +99,7 @@ TEST(FuseConvActivation, HalfPrecisionMatchesWithinF16Tolerance) {
   EXPECT_EQ(count(fused, "FusedConv"), 2);
   std::mt19937 in_rng(4);
   // The unfused graph rounds to f16 after the conv and after the add; the fused one once.
-  expect_same(ref, fused, random_tensor({2, 4, 9, 7}, in_rng, -2, 2, DType::F16), 4e-3);
+  expect_same_outputs(ref, fused, random_tensor({2, 4, 9, 7}, in_rng, -2, 2, DType::F16), 4e-3);
 }
 
 TEST(FuseConvActivation, ConvAddWithoutReluFusesWithIdentity) {
@@ -149,7 +120,7 @@ TEST(FuseConvActivation, ConvAddWithoutReluFusesWithIdentity) {
   ASSERT_NE(f, nullptr);
   EXPECT_FALSE(f->has_attr("activation"));  // identity, as ONNX Runtime writes it
   std::mt19937 in_rng(5);
-  expect_same(g, fused, random_tensor({1, 3, 8, 8}, in_rng, -2, 2), 1e-6);
+  expect_same_outputs(g, fused, random_tensor({1, 3, 8, 8}, in_rng, -2, 2), 1e-6);
 }
 
 TEST(FuseConvActivation, AddOutputReadTwiceKeepsTheRelu) {
@@ -172,7 +143,7 @@ TEST(FuseConvActivation, AddOutputReadTwiceKeepsTheRelu) {
   EXPECT_EQ(count(fused, "Add"), 0);
   EXPECT_FALSE(find(fused, "FusedConv")->has_attr("activation"));
   std::mt19937 in_rng(6);
-  expect_same(g, fused, random_tensor({1, 3, 8, 8}, in_rng, -2, 2), 1e-6);
+  expect_same_outputs(g, fused, random_tensor({1, 3, 8, 8}, in_rng, -2, 2), 1e-6);
 }
 
 TEST(FuseConvActivation, LeavesChainsWhoseIntermediatesAreSeen) {

@@ -57,5 +57,7 @@ void add_elementwise_cases(std::vector<Case>& cases);
 void add_fusedconv_cases(std::vector<Case>& cases);
 // cases_attention.cpp: Attention (4-D, masks, causal, grouped KV heads) and BERT-size perf cases.
 void add_attention_cases(std::vector<Case>& cases);
+// cases_nhwc.cpp: the layout_nhwc pass's channels-last NhwcFusedConv and NhwcMaxPool.
+void add_nhwc_cases(std::vector<Case>& cases);
 
 }  // namespace gpuopt::backend_ops

@@ -1,4 +1,4 @@
-// The epilogue of a convolution in one pass over its NCHW output: y = act(y + bias[c] + z), with
+// The epilogue of a convolution in one pass over its output: y = act(y + bias[c] + z), with
 // bias and z optional and act Relu or none. FusedConv runs it after a plain cuDNN convolution
 // where cuDNN's fused conv-bias-activation kernels are slower than the plain ones (ops_fusedconv.cpp).
 #pragma once
@@ -13,7 +13,8 @@ typedef struct CUstream_st* cudaStream_t;
 namespace gpuopt::cuda {
 
 // y: n elements, `channels` channels of `spatial` elements each (n = batch * channels * spatial);
-// f32, f16 or bf16, computed in f32 and rounded once.
+// f32, f16 or bf16, computed in f32 and rounded once. Channels-last (NHWC) output: spatial = 1,
+// the channel of element i is i % channels.
 Status launch_conv_epilogue(DType dt, void* y, const void* bias, const void* z, int64_t n, int64_t channels,
                             int64_t spatial, bool relu, cudaStream_t s);
 

@@ -6,6 +6,7 @@
 #include "core/cuda_check.h"
 #include "core/dtype.h"
 #include "core/status.h"
+#include "ir/conv2d_attrs.h"
 #include "ir/graph.h"
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/device_memory.h"
@@ -23,24 +24,26 @@
 namespace gpuopt::cuda {
 
 // x: [n, c, h, w]; y: [n, m, oh, ow]; kernel kh x kw; symmetric pads, strides, dilations, groups.
+// nhwc: x, y and the filter are channels-last ([n, h, w, c], [m, kh, kw, c/group]); the sizes
+// above name the same dims in either layout.
 struct ConvKey {
   int64_t n, c, h, w, m, kh, kw, oh, ow, group, ph, pw, sh, sw, dh, dw;
   DType dt;
-  auto tie() const { return std::tie(n, c, h, w, m, kh, kw, oh, ow, group, ph, pw, sh, sw, dh, dw, dt); }
+  bool nhwc = false;
+  auto tie() const { return std::tie(n, c, h, w, m, kh, kw, oh, ow, group, ph, pw, sh, sw, dh, dw, dt, nhwc); }
   bool operator<(const ConvKey& o) const { return tie() < o.tie(); }
 };
 
-// The attributes the cuDNN 2-D convolution handles: kernel_shape of rank 2 (it tells the rank
-// before shapes are known), symmetric explicit pads or VALID, 2-D strides and dilations. Conv and
-// FusedConv accept exactly these.
-inline bool conv2d_attrs_supported(const Node& n) {
-  const std::string ap = n.attr_s("auto_pad", "NOTSET");
-  if (ap != "NOTSET" && ap != "VALID") return false;
-  if (n.attr_ints("kernel_shape").size() != 2) return false;
-  const auto pads = n.attr_ints("pads");
-  if (!pads.empty() && (pads.size() != 4 || pads[0] != pads[2] || pads[1] != pads[3])) return false;
-  const auto st = n.attr_ints("strides"), dl = n.attr_ints("dilations");
-  return (st.empty() || st.size() == 2) && (dl.empty() || dl.size() == 2);
+// The key of a forward convolution x (*) w -> y from a Conv/FusedConv/NhwcFusedConv node's
+// attributes and shapes: x, w, y are [n, c, h, w], [m, c/g, kh, kw], [n, m, oh, ow], or
+// [n, h, w, c], [m, kh, kw, c/g], [n, oh, ow, m] when nhwc.
+inline ConvKey forward_conv_key(const Node& node, const Shape& x, const Shape& w, const Shape& y, DType dt, bool nhwc) {
+  const auto pads = node.attr_ints("pads", {0, 0, 0, 0});
+  const auto strides = node.attr_ints("strides", {1, 1});
+  const auto dil = node.attr_ints("dilations", {1, 1});
+  const int c = nhwc ? 3 : 1, h = nhwc ? 1 : 2;  // channel axis, first spatial axis
+  return ConvKey{x[0],  x[c],       x[h],       x[h + 1],   w[0],   w[h],   w[h + 1], y[h], y[h + 1],
+                 node.attr_i("group", 1), pads[0], pads[1], strides[0], strides[1], dil[0], dil[1], dt, nhwc};
 }
 
 inline cudnnDataType_t dnn_type(DType dt) {
@@ -63,21 +66,24 @@ struct ConvDescs {
     if (conv) cudnnDestroyConvolutionDescriptor(conv);
   }
 
-  // The filter is [filter_k, filter_c, kh, kw] (Conv: [m, c/group]; ConvTranspose: [c, m/group]).
+  // The filter is [filter_k, filter_c, kh, kw] (Conv: [m, c/group]; ConvTranspose: [c, m/group]),
+  // or [filter_k, kh, kw, filter_c] when k.nhwc (cuDNN's KRSC); bias [1, m, 1, 1] is the same
+  // bytes in either format.
   // Accumulation is f32 for every storage type. f32 gets FMA math: cuDNN's default lets Ampere+
   // use TF32 (seen on the H200: rel L2 3e-4 on ResNet-50 against the CPU reference, over the 1e-4
   // f32 bound); reduced precision may use tensor cores.
   Status build(const ConvKey& k, int64_t filter_k, int64_t filter_c) {
     const cudnnDataType_t t = dnn_type(k.dt);
+    const cudnnTensorFormat_t f = k.nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
     auto i = [](int64_t v) { return static_cast<int>(v); };
     GPUOPT_CHECK_CALL(cudnnCreateTensorDescriptor(&x));
-    GPUOPT_CHECK_CALL(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, t, i(k.n), i(k.c), i(k.h), i(k.w)));
+    GPUOPT_CHECK_CALL(cudnnSetTensor4dDescriptor(x, f, t, i(k.n), i(k.c), i(k.h), i(k.w)));
     GPUOPT_CHECK_CALL(cudnnCreateTensorDescriptor(&y));
-    GPUOPT_CHECK_CALL(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NCHW, t, i(k.n), i(k.m), i(k.oh), i(k.ow)));
+    GPUOPT_CHECK_CALL(cudnnSetTensor4dDescriptor(y, f, t, i(k.n), i(k.m), i(k.oh), i(k.ow)));
     GPUOPT_CHECK_CALL(cudnnCreateTensorDescriptor(&bias));
-    GPUOPT_CHECK_CALL(cudnnSetTensor4dDescriptor(bias, CUDNN_TENSOR_NCHW, t, 1, i(k.m), 1, 1));
+    GPUOPT_CHECK_CALL(cudnnSetTensor4dDescriptor(bias, f, t, 1, i(k.m), 1, 1));
     GPUOPT_CHECK_CALL(cudnnCreateFilterDescriptor(&w));
-    GPUOPT_CHECK_CALL(cudnnSetFilter4dDescriptor(w, t, CUDNN_TENSOR_NCHW, i(filter_k), i(filter_c), i(k.kh), i(k.kw)));
+    GPUOPT_CHECK_CALL(cudnnSetFilter4dDescriptor(w, t, f, i(filter_k), i(filter_c), i(k.kh), i(k.kw)));
     GPUOPT_CHECK_CALL(cudnnCreateConvolutionDescriptor(&conv));
     GPUOPT_CHECK_CALL(cudnnSetConvolution2dDescriptor(conv, i(k.ph), i(k.pw), i(k.sh), i(k.sw), i(k.dh), i(k.dw),
                                                       CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));

@@ -34,6 +34,7 @@ struct Pool2d {
   int64_t kh, kw, sh, sw, ph, pw, dh, dw;  // pads: top/left; bottom/right follow from the output size
   bool max = true;
   bool count_include_pad = false;
+  bool nhwc = false;  // x [n, h, w, c] and y [n, oh, ow, c] (channels-last), else NCHW
 };
 Status launch_pool2d(DType dt, const void* x, void* y, const Pool2d& p, cudaStream_t s);
 

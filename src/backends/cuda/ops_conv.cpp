@@ -31,12 +31,7 @@ Status run_conv(CudaKernelContext& k) {
   const Tensor& x = k.in(0);
   const Tensor& w = k.in(1);
   const Tensor& y = k.out(0);
-  const auto pads = k.node.attr_ints("pads", {0, 0, 0, 0});
-  const auto strides = k.node.attr_ints("strides", {1, 1});
-  const auto dil = k.node.attr_ints("dilations", {1, 1});
-  ConvKey key{x.shape()[0], x.shape()[1], x.shape()[2], x.shape()[3], w.shape()[0], w.shape()[2], w.shape()[3],
-              y.shape()[2], y.shape()[3], k.node.attr_i("group", 1), pads[0], pads[1], strides[0], strides[1],
-              dil[0], dil[1], x.dtype()};
+  const ConvKey key = forward_conv_key(k.node, x.shape(), w.shape(), y.shape(), x.dtype(), false);
   GPUOPT_ASSIGN_OR_RETURN(cudnnHandle_t h, k.ctx.cudnn());
   const ConvPlan* plan =
       g_plans.get(key, [&](ConvPlan* p) { return build(p, key, h, conv_workspace_cap(k.ctx)); });

@@ -9,9 +9,15 @@
 // precomputed-GEMM algorithm for an identity, or NOT_SUPPORTED at the first call: seen for some
 // dtype/algorithm pairs), or where the plain convolution plus one epilogue pass of our own
 // (conv_epilogue.h: bias, z and Relu together) is faster (timed per shape), the plan runs that.
-#include "backends/cuda/cuda_ops.h"
+//
+// NhwcFusedConv (ai.gpuopt, written by the layout_nhwc pass) is the same op channels-last: x, z,
+// y [N, H, W, C], w [M, kH, kW, C/group]. It shares every line here; only the descriptors'
+// format (ConvKey::nhwc) and the epilogue's channel index (i % C) differ. Where cuDNN has no
+// channels-last algorithm for a shape, that node runs the NCHW plan between transposes.
 #include "backends/cuda/conv_epilogue.h"
+#include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/cudnn_conv.h"
+#include "backends/cuda/layout.h"
 #include "core/cuda_check.h"
 #include "core/log.h"
 
@@ -152,7 +158,89 @@ Status time_fused_vs_separate(CudaKernelContext& k, cudnnHandle_t h, const Fused
   return Status::Ok();
 }
 
-Status run_fused_conv(CudaKernelContext& k) {
+// One call's device pointers: b and z may be null.
+struct ConvArgs {
+  const void *x, *w, *b, *z;
+  void* y;
+};
+
+size_t bias_bytes(const ConvKey& key) {
+  return static_cast<size_t>(key.m) * dtype_size(key.dt);
+}
+// What a plan's call takes from the workspace: cuDNN's own bytes, then a zeroed bias if B is absent.
+size_t call_bytes(const FusedPlan& plan, const ConvKey& key, bool has_b) {
+  return align_up(plan.workspace) + (has_b ? 0 : align_up(bias_bytes(key)));
+}
+
+const FusedPlan* find_plan(CudaKernelContext& k, cudnnHandle_t h, const ConvKey& key, bool relu, bool has_b) {
+  const size_t bias_reserve = has_b ? 0 : align_up(bias_bytes(key));
+  return g_plans[relu][has_b].get(
+      key, [&](FusedPlan* p) { return build(p, key, relu, bias_reserve, h, conv_workspace_cap(k.ctx)); });
+}
+
+// Runs a built plan; ws holds call_bytes(plan, key, a.b != nullptr).
+Status run_plan(CudaKernelContext& k, cudnnHandle_t h, const FusedPlan& plan, const ConvKey& key, bool relu,
+                const ConvArgs& a, void* ws, int64_t y_numel) {
+  const void* bias = a.b;
+  if (!a.b) {
+    // Zeroed on the stream each run (a few hundred bytes): other kernels share the workspace.
+    void* zb = static_cast<char*>(ws) + align_up(plan.workspace);
+    GPUOPT_CHECK_CALL(cudaMemsetAsync(zb, 0, bias_bytes(key), k.ctx.stream));
+    bias = zb;
+  }
+  // Channels-last: the channel of element i is i % M (spatial extent 1 in the epilogue's terms).
+  const Epilogue epi{key.dt, y_numel, key.m, key.nhwc ? 1 : key.oh * key.ow, k.ctx.stream};
+  if (!plan.decomposed.load() && !plan.timed.exchange(true))
+    GPUOPT_RETURN_IF_ERROR(time_fused_vs_separate(k, h, plan, relu, a.x, a.w, a.b, bias, a.z, a.y, ws, epi));
+  if (plan.decomposed.load(std::memory_order_relaxed))
+    return run_decomposed(h, plan, relu, a.x, a.w, a.b, a.z, a.y, ws, epi);
+  const cudnnStatus_t s = run_fused(h, plan, a.x, a.w, bias, a.z, a.y, ws);
+  if (s == CUDNN_STATUS_SUCCESS) return Status::Ok();
+  // cuDNN 9 codes 2xxx (BAD_PARAM_*) and 3xxx (NOT_SUPPORTED_*) are refusals checked on the host
+  // before anything is queued, so the separate calls can take over for good; others are errors.
+  const int family = static_cast<int>(s) / 1000;
+  if (family != 2 && family != 3) GPUOPT_CHECK_CALL(s);
+  if (!plan.decomposed.exchange(true))
+    GPUOPT_LOG(info,
+               "{}: cuDNN declined the fused conv-bias-activation call for this {} shape ({}); "
+               "running the plain convolution and one epilogue pass instead",
+               node_label(k.node), dtype_name(key.dt), cudnnGetErrorString(s));
+  return run_decomposed(h, plan, relu, a.x, a.w, a.b, a.z, a.y, ws, epi);
+}
+
+// cuDNN has no channels-last algorithm for this NhwcFusedConv shape (its plan failed to build):
+// the NCHW plan on transposed copies keeps the node on the GPU and correct, at the price of the
+// transposes NHWC was meant to save (logged once per shape at info).
+Status run_nhwc_through_nchw(CudaKernelContext& k, cudnnHandle_t h, const FusedPlan& nhwc_plan, const ConvKey& key,
+                             bool relu, const ConvArgs& a) {
+  ConvKey nchw = key;
+  nchw.nhwc = false;
+  const FusedPlan* plan = find_plan(k, h, nchw, relu, a.b != nullptr);
+  GPUOPT_RETURN_IF_ERROR(plan->status.with_context(node_label(k.node)));
+  if (!nhwc_plan.decomposed.exchange(true))
+    GPUOPT_LOG(info, "{}: no channels-last cuDNN algorithm for this {} shape ({}); running it NCHW between transposes",
+               node_label(k.node), dtype_name(key.dt), nhwc_plan.status.to_string());
+  const size_t es = dtype_size(key.dt);
+  const Shape xs{key.n, key.h, key.w, key.c}, ws{key.m, key.kh, key.kw, key.c / key.group},
+      ys{key.n, key.oh, key.ow, key.m};
+  auto bytes = [es](const Shape& sh) { return align_up(static_cast<size_t>(shape_numel(sh)) * es); };
+  const size_t xb = bytes(xs), wb = bytes(ws), yb = bytes(ys);
+  Tensor hold;
+  GPUOPT_ASSIGN_OR_RETURN(void* buf,
+                          call_workspace(k.ctx, xb + wb + yb * (a.z ? 2 : 1) + call_bytes(*plan, nchw, a.b), &hold));
+  char* p = static_cast<char*>(buf);
+  void *x2 = p, *w2 = p + xb, *y2 = p + xb + wb, *z2 = a.z ? p + xb + wb + yb : nullptr;
+  void* conv_ws = p + xb + wb + yb * (a.z ? 2 : 1);
+  const std::vector<int64_t> to_nchw{0, 3, 1, 2}, to_nhwc{0, 2, 3, 1};
+  cudaStream_t s = k.ctx.stream;
+  GPUOPT_RETURN_IF_ERROR(launch_transpose(es, a.x, x2, xs, to_nchw, s));
+  GPUOPT_RETURN_IF_ERROR(launch_transpose(es, a.w, w2, ws, to_nchw, s));
+  if (a.z) GPUOPT_RETURN_IF_ERROR(launch_transpose(es, a.z, z2, ys, to_nchw, s));
+  GPUOPT_RETURN_IF_ERROR(run_plan(k, h, *plan, nchw, relu, {x2, w2, a.b, z2, y2}, conv_ws, shape_numel(ys)));
+  return launch_transpose(es, y2, a.y, Shape{key.n, key.m, key.oh, key.ow}, to_nhwc, s);
+}
+
+Status run_fused_conv_as(CudaKernelContext& k, bool nhwc) {
   const Tensor& x = k.in(0);
   const Tensor& w = k.in(1);
   Tensor& y = k.out(0);
@@ -162,48 +250,22 @@ Status run_fused_conv(CudaKernelContext& k) {
   if (has_z && k.in(3).shape() != y.shape())
     return k.error("Z has shape {} but the convolution output is {}", shape_to_string(k.in(3).shape()),
                    shape_to_string(y.shape()));
-  const auto pads = k.node.attr_ints("pads", {0, 0, 0, 0});
-  const auto strides = k.node.attr_ints("strides", {1, 1});
-  const auto dil = k.node.attr_ints("dilations", {1, 1});
-  ConvKey key{x.shape()[0], x.shape()[1], x.shape()[2], x.shape()[3], w.shape()[0],
-              w.shape()[2], w.shape()[3], y.shape()[2], y.shape()[3], k.node.attr_i("group", 1),
-              pads[0],      pads[1],      strides[0],   strides[1],   dil[0],
-              dil[1],       x.dtype()};
-  const size_t bias_bytes = static_cast<size_t>(key.m) * dtype_size(x.dtype());
-  const size_t bias_reserve = has_b ? 0 : align_up(bias_bytes);
+  const ConvKey key = forward_conv_key(k.node, x.shape(), w.shape(), y.shape(), x.dtype(), nhwc);
   GPUOPT_ASSIGN_OR_RETURN(cudnnHandle_t h, k.ctx.cudnn());
-  const FusedPlan* plan = g_plans[relu][has_b].get(
-      key, [&](FusedPlan* p) { return build(p, key, relu, bias_reserve, h, conv_workspace_cap(k.ctx)); });
+  const FusedPlan* plan = find_plan(k, h, key, relu, has_b);
+  const ConvArgs a{x.raw(), w.raw(), has_b ? k.in(2).raw() : nullptr, has_z ? k.in(3).raw() : nullptr, y.raw()};
+  if (nhwc && !plan->status.ok()) return run_nhwc_through_nchw(k, h, *plan, key, relu, a);
   GPUOPT_RETURN_IF_ERROR(plan->status.with_context(node_label(k.node)));
-
   Tensor hold;
-  GPUOPT_ASSIGN_OR_RETURN(void* ws, call_workspace(k.ctx, align_up(plan->workspace) + bias_reserve, &hold));
-  const void* bias = has_b ? k.in(2).raw() : nullptr;
-  if (!has_b) {
-    // Zeroed on the stream each run (a few hundred bytes): other kernels share the workspace.
-    void* zb = static_cast<char*>(ws) + align_up(plan->workspace);
-    GPUOPT_CHECK_CALL(cudaMemsetAsync(zb, 0, bias_bytes, k.ctx.stream));
-    bias = zb;
-  }
-  const void* z = has_z ? k.in(3).raw() : nullptr;
-  const Epilogue epi{x.dtype(), y.numel(), y.shape()[1], y.shape()[2] * y.shape()[3], k.ctx.stream};
-  if (!plan->decomposed.load() && !plan->timed.exchange(true))
-    GPUOPT_RETURN_IF_ERROR(time_fused_vs_separate(k, h, *plan, relu, x.raw(), w.raw(), has_b ? bias : nullptr, bias, z,
-                                                  y.raw(), ws, epi));
-  if (plan->decomposed.load(std::memory_order_relaxed))
-    return run_decomposed(h, *plan, relu, x.raw(), w.raw(), has_b ? bias : nullptr, z, y.raw(), ws, epi);
-  const cudnnStatus_t s = run_fused(h, *plan, x.raw(), w.raw(), bias, z, y.raw(), ws);
-  if (s == CUDNN_STATUS_SUCCESS) return Status::Ok();
-  // cuDNN 9 codes 2xxx (BAD_PARAM_*) and 3xxx (NOT_SUPPORTED_*) are refusals checked on the host
-  // before anything is queued, so the separate calls can take over for good; others are errors.
-  const int family = static_cast<int>(s) / 1000;
-  if (family != 2 && family != 3) GPUOPT_CHECK_CALL(s);
-  if (!plan->decomposed.exchange(true))
-    GPUOPT_LOG(info,
-               "{}: cuDNN declined the fused conv-bias-activation call for this {} shape ({}); "
-               "running the plain convolution and one epilogue pass instead",
-               node_label(k.node), dtype_name(x.dtype()), cudnnGetErrorString(s));
-  return run_decomposed(h, *plan, relu, x.raw(), w.raw(), has_b ? bias : nullptr, z, y.raw(), ws, epi);
+  GPUOPT_ASSIGN_OR_RETURN(void* ws, call_workspace(k.ctx, call_bytes(*plan, key, has_b), &hold));
+  return run_plan(k, h, *plan, key, relu, a, ws, y.numel());
+}
+
+Status run_fused_conv(CudaKernelContext& k) {
+  return run_fused_conv_as(k, false);
+}
+Status run_nhwc_fused_conv(CudaKernelContext& k) {
+  return run_fused_conv_as(k, true);
 }
 
 bool fused_conv_supported(const Node& n, const std::vector<DType>& in) {
@@ -213,11 +275,18 @@ bool fused_conv_supported(const Node& n, const std::vector<DType>& in) {
   if (in[0] != DType::F32 && in[0] != DType::F16 && in[0] != DType::BF16) return false;
   const std::string act = n.attr_s("activation", "");
   if (!act.empty() && act != "Relu") return false;  // the other activations run on the CPU
-  return conv2d_attrs_supported(n);  // the rest as Conv's CUDA kernel
+  return conv2d_attrs_supported(n);                 // the rest as Conv's CUDA kernel
+}
+
+// cuDNN's channels-last convolutions are the tensor-core ones: fp16 and bf16 only (an f32
+// NhwcFusedConv, which the layout pass never writes, runs on the CPU).
+bool nhwc_fused_conv_supported(const Node& n, const std::vector<DType>& in) {
+  return !in.empty() && (in[0] == DType::F16 || in[0] == DType::BF16) && fused_conv_supported(n, in);
 }
 
 }  // namespace
 
 GPUOPT_CUDA_OP(FusedConv, &run_fused_conv, &fused_conv_supported);
+GPUOPT_CUDA_OP(NhwcFusedConv, &run_nhwc_fused_conv, &nhwc_fused_conv_supported);
 
 }  // namespace gpuopt::cuda

@@ -4,6 +4,7 @@
 #include "backends/cuda/device_memory.h"
 #include "backends/cuda/layout.h"
 #include "backends/cuda/norm.h"
+#include "backends/cuda/pool.h"
 #include "backends/cuda/upload.h"
 #include "core/cuda_check.h"
 
@@ -107,19 +108,8 @@ bool batchnorm_supported(const Node& n, const std::vector<DType>& in) {
   return first_float(n, in) && n.attr_i("training_mode", 0) == 0;
 }
 
-Status run_pool(CudaKernelContext& k, bool max) {
-  const Tensor& x = k.in(0);
-  Tensor& y = k.out(0);
-  const auto ks = k.node.attr_ints("kernel_shape");
-  const auto st = k.node.attr_ints("strides", {1, 1});
-  const auto pads = k.node.attr_ints("pads", {0, 0, 0, 0});
-  const auto dl = k.node.attr_ints("dilations", {1, 1});
-  Pool2d p{x.shape()[0], x.shape()[1], x.shape()[2], x.shape()[3], y.shape()[2], y.shape()[3], ks[0], ks[1], st[0],
-           st[1], pads[0], pads[1], dl[0], dl[1], max, k.node.attr_i("count_include_pad", 0) != 0};
-  return launch_pool2d(x.dtype(), x.raw(), y.raw(), p, k.ctx.stream);
-}
-Status run_maxpool(CudaKernelContext& k) { return run_pool(k, true); }
-Status run_avgpool(CudaKernelContext& k) { return run_pool(k, false); }
+Status run_maxpool(CudaKernelContext& k) { return run_pool2d(k, true, false); }
+Status run_avgpool(CudaKernelContext& k) { return run_pool2d(k, false, false); }
 bool pool_supported(const Node& n, const std::vector<DType>& in) {
   if (!first_float(n, in) || n.attr_ints("kernel_shape").size() != 2) return false;
   if (n.attr_s("auto_pad", "NOTSET") != "NOTSET" && n.attr_s("auto_pad", "NOTSET") != "VALID") return false;
@@ -151,6 +141,20 @@ bool gather_supported(const Node& n, const std::vector<DType>& in) {
 }
 
 }  // namespace
+
+Status run_pool2d(CudaKernelContext& k, bool max, bool nhwc) {
+  const Tensor& x = k.in(0);
+  Tensor& y = k.out(0);
+  const auto ks = k.node.attr_ints("kernel_shape");
+  const auto st = k.node.attr_ints("strides", {1, 1});
+  const auto pads = k.node.attr_ints("pads", {0, 0, 0, 0});
+  const auto dl = k.node.attr_ints("dilations", {1, 1});
+  const int c = nhwc ? 3 : 1, h = nhwc ? 1 : 2;  // channel axis, first spatial axis
+  Pool2d p{x.shape()[0], x.shape()[c], x.shape()[h], x.shape()[h + 1], y.shape()[h], y.shape()[h + 1],
+           ks[0],        ks[1],        st[0],        st[1],            pads[0],      pads[1],
+           dl[0],        dl[1],        max,          k.node.attr_i("count_include_pad", 0) != 0, nhwc};
+  return launch_pool2d(x.dtype(), x.raw(), y.raw(), p, k.ctx.stream);
+}
 
 GPUOPT_CUDA_OP(Softmax, &run_softmax, &first_float);
 GPUOPT_CUDA_OP(LogSoftmax, &run_log_softmax, &first_float);

@@ -20,12 +20,13 @@ template <> __device__ __forceinline__ float to<float>(float v) { return v; }
 template <> __device__ __forceinline__ __half to<__half>(float v) { return __float2half_rn(v); }
 template <> __device__ __forceinline__ __nv_bfloat16 to<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
 
-template <typename T, typename I>
+// kChannelsLast: y is [.., C] (spatial == 1), so the channel is i % C without the division.
+template <typename T, typename I, bool kChannelsLast>
 __global__ void epilogue(T* __restrict__ y, const T* __restrict__ bias, const T* __restrict__ z, I n, I channels,
                          I spatial, bool relu) {
   for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < n; i += I(gridDim.x) * I(blockDim.x)) {
     float v = f(y[i]);
-    if (bias) v += f(bias[(i / spatial) % channels]);
+    if (bias) v += f(bias[(kChannelsLast ? i : i / spatial) % channels]);
     if (z) v += f(z[i]);
     if (relu) v = v > 0.f ? v : 0.f;
     y[i] = to<T>(v);
@@ -38,10 +39,14 @@ void launch(void* y, const void* bias, const void* z, int64_t n, int64_t c, int6
   auto* yy = static_cast<T*>(y);
   const auto* bb = static_cast<const T*>(bias);
   const auto* zz = static_cast<const T*>(z);
-  if (n < (int64_t{1} << 31))
-    epilogue<T, uint32_t><<<blocks, kThreads, 0, s>>>(yy, bb, zz, uint32_t(n), uint32_t(c), uint32_t(sp), relu);
-  else
-    epilogue<T, int64_t><<<blocks, kThreads, 0, s>>>(yy, bb, zz, n, c, sp, relu);
+  const bool last = sp == 1;
+  if (n < (int64_t{1} << 31)) {
+    auto* k = last ? &epilogue<T, uint32_t, true> : &epilogue<T, uint32_t, false>;
+    k<<<blocks, kThreads, 0, s>>>(yy, bb, zz, uint32_t(n), uint32_t(c), uint32_t(sp), relu);
+  } else {
+    auto* k = last ? &epilogue<T, int64_t, true> : &epilogue<T, int64_t, false>;
+    k<<<blocks, kThreads, 0, s>>>(yy, bb, zz, n, c, sp, relu);
+  }
 }
 
 }  // namespace

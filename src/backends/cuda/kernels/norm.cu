@@ -301,8 +301,12 @@ template <typename T>
 __global__ void pool2d(const T* __restrict__ x, T* __restrict__ y, Pool2d p) {
   const int64_t total = p.n * p.c * p.oh * p.ow;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t ox = i % p.ow, oy = (i / p.ow) % p.oh, nc = i / (p.ow * p.oh);
-    const T* xp = x + nc * p.h * p.w;
+    // Channels-last: the channel is the fastest index, so a warp reads adjacent channels of one
+    // pixel (coalesced), and pixels are p.c elements apart.
+    const int64_t pix = p.nhwc ? i / p.c : i;
+    const int64_t ox = pix % p.ow, oy = (pix / p.ow) % p.oh, img = pix / (p.ow * p.oh);
+    const int64_t step = p.nhwc ? p.c : 1;
+    const T* xp = p.nhwc ? x + img * p.h * p.w * p.c + i % p.c : x + img * p.h * p.w;
     float acc = p.max ? -INFINITY : 0.f;
     int64_t count = 0;
     const int64_t y0 = oy * p.sh - p.ph, x0 = ox * p.sw - p.pw;
@@ -315,7 +319,7 @@ __global__ void pool2d(const T* __restrict__ x, T* __restrict__ y, Pool2d p) {
           if (!p.max && p.count_include_pad && iy < p.h + p.ph && ix < p.w + p.pw) ++count;
           continue;
         }
-        const float v = ld(xp, iy * p.w + ix);
+        const float v = ld(xp, (iy * p.w + ix) * step);
         acc = p.max ? fmaxf(acc, v) : acc + v;
         ++count;
       }

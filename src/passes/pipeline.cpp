@@ -1,0 +1,104 @@
+// The pass pipelines: run_default_passes (every backend) and run_session_passes (what a Session
+// runs: those, the precision conversion, then the device's layout pass), and the one reading of
+// GPUOPT_DISABLE_FUSION they share.
+#include "core/env.h"
+#include "core/log.h"
+#include "passes/passes.h"
+#include "passes/precision.h"
+
+#include <algorithm>
+#include <iterator>
+
+namespace gpuopt {
+
+FusionSwitches FusionSwitches::parse(std::string_view value) {
+  FusionSwitches sw;
+  size_t start = 0;
+  while (start <= value.size()) {
+    size_t end = value.find(',', start);
+    if (end == std::string_view::npos) end = value.size();
+    std::string_view item = value.substr(start, end - start);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    if (item == "1" || item == "all")
+      sw.all_off = true;
+    else if (!item.empty() && item != "0")
+      sw.off.emplace_back(item);
+    start = end + 1;
+  }
+  return sw;
+}
+
+FusionSwitches FusionSwitches::from_env() {
+  const auto v = env_get("GPUOPT_DISABLE_FUSION");
+  return v ? parse(*v) : FusionSwitches{};
+}
+
+bool FusionSwitches::enabled(std::string_view pass) const {
+  if (all_off) return false;
+  for (const auto& n : off)
+    if (n == pass) return false;
+  return true;
+}
+
+Status FusionSwitches::validate() const {
+  static constexpr std::string_view kNames[] = {"conv", "matmul_bias", "gelu", "attention", "nhwc"};
+  for (const auto& n : off)
+    if (std::find(std::begin(kNames), std::end(kNames), n) == std::end(kNames))
+      return Status::InvalidArgument(
+          "GPUOPT_DISABLE_FUSION: unknown fusion '{}' (valid: 1 or all, or a list of conv, matmul_bias, gelu, attention, "
+          "nhwc)",
+          n);
+  return Status::Ok();
+}
+
+Status run_default_passes(Graph* g, const FusionSwitches& sw) {
+  GPUOPT_RETURN_IF_ERROR(sw.validate());
+  GPUOPT_ASSIGN_OR_RETURN(PassStats folded, fold_constants(g));
+  GPUOPT_ASSIGN_OR_RETURN(PassStats bn, fold_batchnorm(g));
+  GPUOPT_ASSIGN_OR_RETURN(PassStats ident, eliminate_identity(g));
+  GPUOPT_ASSIGN_OR_RETURN(PassStats dead, remove_dead_nodes(g));
+  // After dead-node removal, so a Conv output read also by a dead node still fuses.
+  PassStats conv, gelu, attention, linear;
+  if (sw.enabled("conv")) {
+    GPUOPT_ASSIGN_OR_RETURN(conv, fuse_conv_activation(g));
+  }
+  if (sw.enabled("gelu")) {
+    GPUOPT_ASSIGN_OR_RETURN(gelu, fuse_gelu(g));
+  }
+  if (sw.enabled("attention")) {
+    GPUOPT_RETURN_IF_ERROR(g->topo_sort());
+    GPUOPT_RETURN_IF_ERROR(g->infer_shapes());  // the attention pass reads ranks and dtypes
+    GPUOPT_ASSIGN_OR_RETURN(attention, fuse_attention(g));
+  }
+  if (sw.enabled("matmul_bias")) {
+    GPUOPT_ASSIGN_OR_RETURN(linear, fuse_matmul_bias(g));
+  }
+  GPUOPT_LOG(debug,
+             "passes: folded {}, batchnorms folded {}, identities {}, dead {}; fusions removed: conv {}, gelu {}, "
+             "attention {}, matmul-bias {}",
+             folded.removed, bn.removed, ident.removed, dead.removed, conv.removed, gelu.removed, attention.removed,
+             linear.removed);
+  GPUOPT_RETURN_IF_ERROR(g->topo_sort());
+  return g->infer_shapes();
+}
+
+Status run_session_passes(Graph* g, std::string_view device, std::string_view precision, bool optimize) {
+  const FusionSwitches sw = FusionSwitches::from_env();
+  if (optimize) GPUOPT_RETURN_IF_ERROR(run_default_passes(g, sw));
+  const bool low = precision == "fp16" || precision == "bf16";
+  if (low) {
+    GPUOPT_RETURN_IF_ERROR(convert_precision(g, precision == "fp16" ? DType::F16 : DType::BF16).status());
+  } else if (precision != "fp32") {
+    return Status::InvalidArgument("precision '{}' is not one of fp32, fp16, bf16", precision);
+  }
+  // cuDNN's tensor-core convolutions are channels-last; NCHW ones transpose inside every call.
+  if (optimize && low && device.substr(0, 4) == "cuda" && sw.enabled("nhwc")) {
+    GPUOPT_ASSIGN_OR_RETURN(PassStats nhwc, layout_nhwc(g));
+    GPUOPT_LOG(debug, "passes: layout_nhwc made {} nodes channels-last, added {} transposes", nhwc.rewritten,
+               nhwc.added);
+  }
+  return Status::Ok();
+}
+
+}  // namespace gpuopt

@@ -1,0 +1,104 @@
+// Channels-last ops of the layout_nhwc pass (ai.gpuopt): NhwcFusedConv through cuDNN's NHWC
+// descriptors (x/z/y [N,H,W,C], w [M,kH,kW,C/group]) and NhwcMaxPool through cudnnPoolingForward.
+// The edges: odd channel counts (cuDNN's tensor-core kernels want multiples of 8), the C=3 stem
+// conv, grouped and depthwise convs, stride 2, every bias/z/activation combination, and max
+// pools over negative values with padding (a padded tap must never win the maximum), through
+// cuDNN and, for ceil_mode/dilations/asymmetric pads, through our channels-last kernel. The CPU
+// reference is the NCHW op between transposes, so each case also checks the weight layout.
+#include "cases.h"
+
+namespace gpuopt::backend_ops {
+namespace {
+
+const DType kHalves[] = {DType::F16, DType::BF16};
+
+AttributeMap conv(int64_t k, int64_t pad, int64_t stride, int64_t group, const std::string& act) {
+  AttributeMap a{{"kernel_shape", attr_ints({k, k})},
+                 {"pads", attr_ints({pad, pad, pad, pad})},
+                 {"strides", attr_ints({stride, stride})},
+                 {"group", attr_i(group)}};
+  if (!act.empty()) a["activation"] = attr_s(act);
+  return a;
+}
+
+AttributeMap pool(int64_t k, int64_t pad, int64_t stride) {
+  return {{"kernel_shape", attr_ints({k, k})},
+          {"pads", attr_ints({pad, pad, pad, pad})},
+          {"strides", attr_ints({stride, stride})}};
+}
+
+// One NhwcFusedConv case: x [n,h,w,c] -> m channels, k x k, output spatial oh x ow.
+struct ConvCase {
+  Shape x;
+  int64_t m, k, pad, stride, group, oh, ow;
+  bool bias, z;
+  std::string act, what;
+};
+
+}  // namespace
+
+void add_nhwc_cases(std::vector<Case>& cases) {
+  const InputSpec none{DType::Undefined, {}, false, {}, 0, 0};
+  const ConvCase convs[] = {
+      {{2, 9, 11, 5}, 7, 3, 1, 1, 1, 9, 11, true, true, "Relu", "odd C/M bias z relu"},
+      {{2, 9, 11, 5}, 7, 3, 1, 1, 1, 9, 11, true, false, "Relu", "odd C/M bias relu"},
+      {{2, 9, 11, 5}, 7, 3, 1, 1, 1, 9, 11, false, true, "Relu", "odd C/M no-bias z relu"},
+      {{2, 9, 11, 5}, 7, 3, 1, 1, 1, 9, 11, true, true, "", "odd C/M bias z identity"},
+      {{2, 9, 11, 5}, 7, 3, 1, 1, 1, 9, 11, false, false, "", "odd C/M no-bias identity"},
+      {{2, 32, 32, 3}, 64, 7, 3, 2, 1, 16, 16, true, false, "Relu", "C=3 stem k7 s2 bias relu"},
+      {{3, 13, 13, 3}, 5, 5, 2, 1, 1, 13, 13, false, true, "", "C=3 k5 no-bias z identity"},
+      {{2, 17, 17, 16}, 32, 3, 1, 2, 1, 9, 9, true, true, "Relu", "k3 s2 bias z relu"},
+      {{4, 7, 7, 64}, 256, 1, 0, 1, 1, 7, 7, true, true, "Relu", "1x1 ->256 bias z relu"},
+      {{2, 14, 14, 128}, 128, 3, 1, 1, 1, 14, 14, true, true, "Relu", "k3 128->128 bias z relu"},
+      {{1, 10, 10, 8}, 12, 3, 1, 1, 4, 10, 10, true, true, "Relu", "group 4 bias z relu"},
+      {{2, 14, 14, 32}, 32, 3, 1, 1, 32, 14, 14, true, false, "Relu", "depthwise 32 bias relu"},
+      {{2, 15, 15, 24}, 24, 3, 1, 2, 24, 8, 8, true, false, "", "depthwise 24 s2 bias identity"},
+      {{1, 9, 9, 40}, 40, 7, 3, 1, 40, 9, 9, true, true, "", "depthwise 40 k7 bias z identity"},
+  };
+  for (DType dt : kHalves) {
+    for (const ConvCase& c : convs) {
+      const Shape y{c.x[0], c.oh, c.ow, c.m};
+      std::vector<InputSpec> in{data(dt, c.x, -1, 1), data(dt, {c.m, c.k, c.k, c.x[3] / c.group}, -0.5, 0.5)};
+      in.push_back(c.bias ? data(dt, {c.m}) : none);
+      if (c.z) in.push_back(data(dt, y));
+      while (in.size() > 2 && in.back().dtype == DType::Undefined) in.pop_back();
+      cases.push_back({"NhwcFusedConv", label(dt, c.x, c.what), in, conv(c.k, c.pad, c.stride, c.group, c.act)});
+    }
+  }
+  // f32 NhwcFusedConv is declined (the layout pass writes it only for fp16/bf16): CPU fallback.
+  cases.push_back({"NhwcFusedConv",
+                   label(DType::F32, {1, 8, 8, 3}, "k3 p1 (CPU fallback)"),
+                   {data(DType::F32, {1, 8, 8, 3}), data(DType::F32, {4, 3, 3, 3}, -0.5, 0.5), data(DType::F32, {4})},
+                   conv(3, 1, 1, 1, "Relu")});
+
+  for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+    cases.push_back({"NhwcMaxPool", label(dt, {2, 16, 16, 8}, "k3 s2 p1"), {data(dt, {2, 16, 16, 8})}, pool(3, 1, 2)});
+    cases.push_back(
+        {"NhwcMaxPool", label(dt, {3, 11, 13, 5}, "odd k3 s2 p1"), {data(dt, {3, 11, 13, 5})}, pool(3, 1, 2)});
+    // All negative: a padded tap counted as 0 would win at every border.
+    cases.push_back({"NhwcMaxPool",
+                     label(dt, {2, 9, 9, 16}, "negative k3 s1 p1"),
+                     {data(dt, {2, 9, 9, 16}, -3, -1)},
+                     pool(3, 1, 1)});
+    cases.push_back({"NhwcMaxPool", label(dt, {1, 8, 8, 64}, "k2 s2"), {data(dt, {1, 8, 8, 64})}, pool(2, 0, 2)});
+  }
+  // cuDNN cannot: our channels-last pool2d kernel runs these.
+  for (DType dt : kHalves) {
+    AttributeMap ceil = pool(3, 1, 2);
+    ceil["ceil_mode"] = attr_i(1);
+    cases.push_back(
+        {"NhwcMaxPool", label(dt, {1, 10, 10, 8}, "ceil_mode (own kernel)"), {data(dt, {1, 10, 10, 8})}, ceil});
+    AttributeMap dil = pool(3, 2, 1);
+    dil["dilations"] = attr_ints({2, 2});
+    cases.push_back(
+        {"NhwcMaxPool", label(dt, {2, 9, 11, 6}, "dilation 2 (own kernel)"), {data(dt, {2, 9, 11, 6}, -3, -1)}, dil});
+    AttributeMap asym = pool(2, 0, 2);
+    asym["pads"] = attr_ints({0, 1, 1, 0});
+    cases.push_back({"NhwcMaxPool",
+                     label(dt, {2, 7, 7, 3}, "asymmetric pads (own kernel)"),
+                     {data(dt, {2, 7, 7, 3}, -3, -1)},
+                     asym});
+  }
+}
+
+}  // namespace gpuopt::backend_ops
