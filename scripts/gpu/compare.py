@@ -47,21 +47,36 @@ def build_model(name):
 
 
 class Wrapped(torch.nn.Module):
-    """Positional inputs in a fixed order, first output only (last_hidden_state / logits)."""
+    """Positional inputs in a fixed order, first output only (last_hidden_state / logits).
+    torch.export wants named parameters, not *args: one input, or two (ids and mask)."""
 
     def __init__(self, m, names):
         super().__init__()
         self.m, self.names = m, names
 
-    def forward(self, *xs):
+    def run(self, xs):
         out = self.m(**dict(zip(self.names, xs))) if self.names[0] != "input" else self.m(xs[0])
         return out if torch.is_tensor(out) else out[0]
+
+
+class Wrapped1(Wrapped):
+    def forward(self, a):
+        return self.run([a])
+
+
+class Wrapped2(Wrapped):
+    def forward(self, a, b):
+        return self.run([a, b])
+
+
+def wrap(m, names):
+    return (Wrapped1 if len(names) == 1 else Wrapped2)(m, names)
 
 
 def export(model, sample, path, exporter):
     names = list(sample)
     args = tuple(sample[n] for n in names)
-    w = Wrapped(model, names).eval()
+    w = wrap(model, names).eval()
     if exporter == "legacy":
         torch.onnx.export(w, args, path, input_names=names, output_names=["output"], opset_version=17,
                           dynamic_axes={n: {0: "batch"} for n in names + ["output"]}, dynamo=False)
@@ -96,7 +111,7 @@ def run_torch(model, inputs, runner, dtype):
         m = m.to(memory_format=torch.channels_last)
         xs = [x.contiguous(memory_format=torch.channels_last) for x in xs]
     names = list(inputs)
-    w = Wrapped(m, names)
+    w = wrap(m, names)
     if runner.startswith("torch_compile"):
         w = torch.compile(w, mode="max-autotune" if runner.endswith("max_autotune") else None)
     with torch.inference_mode():
@@ -186,7 +201,7 @@ def main():
                     emit(model=name, exporter="", batch=b, runner="all", error="skipped: time budget")
                     continue
                 with torch.inference_mode():
-                    ref = Wrapped(model.to("cuda", torch.float32), list(inputs))(
+                    ref = wrap(model.to("cuda", torch.float32), list(inputs))(
                         *[v.to("cuda") for v in inputs.values()]).float().cpu().numpy()
                 for runner in a.runners.split(","):
                     if runner == "torch_eager_channels_last" and name not in CNN:

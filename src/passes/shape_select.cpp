@@ -12,9 +12,11 @@ const Tensor* const_input(const Graph& g, const Node& n, size_t i) {
   return c ? &*c : nullptr;
 }
 
-int64_t clamp_index(int64_t v, int64_t size, bool is_end) {
+// Slice's rule for a positive step: negative counts from the end, then clamped to [0, size] (a
+// start past the end selects nothing).
+int64_t clamp_index(int64_t v, int64_t size) {
   if (v < 0) v += size;
-  return std::clamp<int64_t>(v, 0, is_end ? size : std::max<int64_t>(size - 1, 0));
+  return std::clamp<int64_t>(v, 0, size);
 }
 
 }  // namespace
@@ -59,8 +61,8 @@ std::optional<Tensor> ShapeSelections::fold(const Graph& g, const Node& n) const
     if (ax && ax->get_f64(0) != 0 && ax->get_f64(0) != -1) return std::nullopt;
     const int64_t step = sp ? static_cast<int64_t>(sp->get_f64(0)) : 1;
     if (step != 1) return std::nullopt;
-    const int64_t b = clamp_index(static_cast<int64_t>(std::max(-9e18, std::min(9e18, st->get_f64(0)))), size, false);
-    const int64_t e = clamp_index(static_cast<int64_t>(std::max(-9e18, std::min(9e18, en->get_f64(0)))), size, true);
+    const int64_t b = clamp_index(static_cast<int64_t>(std::max(-9e18, std::min(9e18, st->get_f64(0)))), size);
+    const int64_t e = clamp_index(static_cast<int64_t>(std::max(-9e18, std::min(9e18, en->get_f64(0)))), size);
     for (int64_t i = b; i < e; ++i) picked.push_back(dims[static_cast<size_t>(i)]);
     out_shape = {static_cast<int64_t>(picked.size())};
   } else {

@@ -3,7 +3,10 @@
 // by Gather or by Slice, and the folded graph computes what the original does; picking the
 // symbolic batch dim folds nothing.
 #include "pass_test_util.h"
+#include "passes/match.h"
 #include "passes/passes.h"
+
+#include <algorithm>
 
 namespace gpuopt {
 namespace {
@@ -59,6 +62,34 @@ TEST(ShapeSelect, TheSymbolicBatchStaysComputed) {
     ASSERT_TRUE(run_default_passes(&g).ok());
     EXPECT_EQ(count(g, "Shape"), 1) << by_slice;
     EXPECT_EQ(count(g, "Sqrt"), 1);
+  }
+}
+
+// Every Slice of a [N, 197, 2304] shape that a Reshape target is built from (torch's unflatten:
+// shape[:2] + [3, 768] + shape[3:]) folds to what the Slice kernel computes, the empty tail too.
+TEST(ShapeSelect, SlicesFoldAsTheKernelComputesThem) {
+  const std::vector<std::pair<int64_t, int64_t>> ranges = {{0, 2}, {3, 1000}, {2, 3}, {-1, 1000}, {-2, -1}, {5, 9}, {0, -3}};
+  for (auto [start, end] : ranges) {
+    Graph g;
+    g.opset = 17;
+    ValueId x = g.add_input("x", DType::F32, {g.symbol_dim("N"), 197, 2304});
+    ValueId shp = g.add_node(Op::Shape, "shape", {x}, 1)[0];
+    ValueId sl = g.add_node(Op::Slice, "slice", {shp, i64(g, "s", {start}), i64(g, "e", {end})}, 1)[0];
+    ValueId y = g.add_node(Op::Concat, "cat", {sl, i64(g, "tail", {7})}, 1, {{"axis", int_attr(0)}}, {"y"})[0];
+    g.mark_output(y);
+    finish(g);
+    std::mt19937 rng(1);
+    const Tensor in = uniform({2, 197, 2304}, rng);
+    const auto want = run_cpu(g, {in});
+    Graph folded = g;
+    ASSERT_TRUE(run_default_passes(&folded).ok());
+    const auto got = run_cpu(folded, {in});
+    ASSERT_FALSE(want.empty() || got.empty());
+    ASSERT_EQ(got[0].shape(), want[0].shape()) << start << ".." << end;
+    for (int64_t i = 0; i < want[0].numel(); ++i) EXPECT_EQ(got[0].get_f64(i), want[0].get_f64(i)) << start << ".." << end;
+    auto norm = [](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + 3 : v, 0, 3); };
+    const bool picks_batch = norm(start) == 0 && norm(end) > 0;  // dim 0 is the symbolic batch
+    EXPECT_EQ(count(folded, "Shape"), picks_batch ? 1 : 0) << start << ".." << end;
   }
 }
 
