@@ -32,6 +32,12 @@ struct AttnMatch {
   ValueId causal_cond = kNoValue, causal_fill = kNoValue;  // Where(cond, scores, fill)
   bool guard = false;
   size_t rank = 4;
+  // The heads form: Q, K^T, V are head splits (Reshape [B,S,H,D] of a [B,S,H*D] tensor, then
+  // Transpose) and Y is merged back the same way. The fused node then takes the 3-D tensors
+  // (ONNX Attention's 3-D form, q_num_heads/kv_num_heads) and writes the merged output: the
+  // four Transposes per layer go.
+  ValueId q3 = kNoValue, k3 = kNoValue, v3 = kNoValue, y3 = kNoValue;
+  int64_t q_heads = 0, kv_heads = 0;
   std::vector<const Node*> nodes;  // replaced (MatMul2, the result's writer, first)
 };
 
@@ -100,6 +106,53 @@ bool same_float_dtype(const Graph& g, std::initializer_list<ValueId> vs) {
   return true;
 }
 
+// x4 = Transpose(Reshape(x3 [B, S, H*D]), perm): x3 and H when the Reshape splits the last dim
+// of a 3-D tensor into [H, D] (H and D known from x4's shape).
+std::pair<ValueId, int64_t> head_split(const Matcher& m, ValueId x4, std::vector<int64_t> perm, int head_axis,
+                                       int dim_axis) {
+  const Graph& g = const_cast<Matcher&>(m).graph();
+  const Node* t = m.producer(x4, "Transpose");
+  if (!t || t->attr_ints("perm") != perm) return {kNoValue, 0};
+  const Node* r = m.producer(t->inputs[0], "Reshape");
+  if (!r || r->inputs.size() != 2) return {kNoValue, 0};
+  const ValueInfo& x3 = g.value(r->inputs[0]).info;
+  const ValueInfo& xi = g.value(x4).info;
+  const ValueInfo& ri = g.value(t->inputs[0]).info;
+  if (!x3.rank_known || x3.shape.size() != 3 || !xi.rank_known || !ri.rank_known || ri.shape.size() != 4) return {kNoValue, 0};
+  const int64_t h = xi.shape[static_cast<size_t>(head_axis)], d = xi.shape[static_cast<size_t>(dim_axis)];
+  if (!dim_is_known(h) || !dim_is_known(d) || !dim_is_known(x3.shape[2]) || x3.shape[2] != h * d) return {kNoValue, 0};
+  // The Reshape keeps batch and sequence: [B, S, H, D] from [B, S, H*D] (S known and equal, so the
+  // first dim is B whatever the Reshape's target computes it from).
+  if (ri.shape[2] != h || ri.shape[3] != d || !dim_is_known(x3.shape[1]) || ri.shape[1] != x3.shape[1])
+    return {kNoValue, 0};
+  return {r->inputs[0], h};
+}
+
+void match_heads(const Matcher& m, AttnMatch* a) {
+  const Graph& g = const_cast<Matcher&>(m).graph();
+  const auto [q3, hq] = head_split(m, a->q, {0, 2, 1, 3}, 1, 3);
+  const auto [k3, hk] = head_split(m, a->kt, {0, 2, 3, 1}, 1, 2);
+  const auto [v3, hv] = head_split(m, a->v, {0, 2, 1, 3}, 1, 3);
+  if (q3 == kNoValue || k3 == kNoValue || v3 == kNoValue || hk != hv) return;
+  const Node* t = m.sole_reader(a->y, "Transpose");
+  if (!t || t->attr_ints("perm") != std::vector<int64_t>{0, 2, 1, 3}) return;
+  const Node* r = m.sole_reader(t->outputs[0], "Reshape");
+  if (!r || r->inputs[0] != t->outputs[0]) return;
+  const ValueInfo& yi = g.value(a->y).info;
+  const ValueInfo& y3 = g.value(r->outputs[0]).info;
+  if (!y3.rank_known || y3.shape.size() != 3 || !dim_is_known(yi.shape[1]) || !dim_is_known(yi.shape[3]) ||
+      y3.shape[2] != yi.shape[1] * yi.shape[3] || !dim_is_known(yi.shape[2]) || y3.shape[1] != yi.shape[2])
+    return;
+  a->q3 = q3;
+  a->k3 = k3;
+  a->v3 = v3;
+  a->y3 = r->outputs[0];
+  a->q_heads = hq;
+  a->kv_heads = hk;
+  a->nodes.push_back(t);
+  a->nodes.push_back(r);
+}
+
 std::optional<AttnMatch> match(const Matcher& m, const Node& sm, int opset) {
   const Graph& g = const_cast<Matcher&>(m).graph();
   AttnMatch a;
@@ -148,6 +201,7 @@ std::optional<AttnMatch> match(const Matcher& m, const Node& sm, int opset) {
   }
   if (const Node* t = m.producer(a.kt, "Transpose"); t && t->attr_ints("perm").size() == a.rank)
     a.kt_transpose = t;
+  if (a.rank == 4) match_heads(m, &a);
   return a;
 }
 
@@ -160,6 +214,28 @@ ValueId constant_like(Graph* g, const std::string& name, DType dt, double v) {
 void rewrite(Graph* g, const AttnMatch& a, const std::string& base, Op attention) {
   const DType dt = g->value(a.q).info.dtype;
   const size_t r = a.rank;
+  if (a.q3 != kNoValue) {  // the heads form: 3-D in, 3-D out, no Transposes
+    ValueId mask = a.mask;
+    if (a.causal_cond != kNoValue) {
+      const ValueId zero = constant_like(g, base + "/zero", dt, 0.0);
+      ValueId bias = g->add_node(Op::Where, base + "/causal_bias", {a.causal_cond, zero, a.causal_fill}, 1)[0];
+      mask = mask == kNoValue ? bias : g->add_node(Op::Add, base + "/mask", {bias, mask}, 1)[0];
+    }
+    std::vector<ValueId> ins{a.q3, a.k3, a.v3};
+    if (mask != kNoValue) ins.push_back(mask);
+    ValueId y = g->add_node(attention, base, ins, 1,
+                            {{"scale", float_attr(static_cast<float>(a.scale))},
+                             {"q_num_heads", int_attr(a.q_heads)},
+                             {"kv_num_heads", int_attr(a.kv_heads)}})[0];
+    if (a.guard) {
+      const ValueId isnan = g->add_node(Op::IsNaN, base + "/isnan", {y}, 1)[0];
+      const ValueId zero = constant_like(g, base + "/guard_zero", dt, 0.0);
+      y = g->add_node(Op::Where, base + "/nan_guard", {isnan, zero, y}, 1)[0];
+    }
+    g->nodes().back().outputs[0] = a.y3;
+    g->value(y).producer = -1;
+    return;
+  }
   // K [.., seq, head] from K^T [.., head, seq].
   std::vector<int64_t> perm(r);
   for (size_t i = 0; i < r; ++i) perm[i] = static_cast<int64_t>(i);
@@ -240,6 +316,11 @@ Result<PassStats> fuse_attention(Graph* g) {
   if (!todo.empty()) {
     drop.resize(g->nodes().size(), false);
     erase_nodes(g, drop);
+    // The head splits the fused node now reads around (Reshape, Transpose) have no readers left;
+    // dead-node removal walks the nodes in reverse topological order, and ours were appended.
+    GPUOPT_RETURN_IF_ERROR(g->topo_sort());
+    GPUOPT_ASSIGN_OR_RETURN(PassStats dead, remove_dead_nodes(g));
+    stats.removed += dead.removed;
   }
   return stats;
 }

@@ -91,7 +91,14 @@ Built attention_graph(Form form, bool leak = false, int64_t axis = -1) {
     ValueId nan = g.add_node(Op::IsNaN, "isnan", {p}, 1)[0];
     p = g.add_node(Op::Where, "guard", {nan, scalar(g, "zero", 0.f), p}, 1)[0];
   }
-  ValueId y = g.add_node(Op::MatMul, "context", {p, v}, 1, {}, {"y"})[0];
+  ValueId y;
+  if (form == Form::kSdpa || form == Form::kGpt2) {  // heads merged back: [B, S, H*D]
+    ValueId c = g.add_node(Op::MatMul, "context", {p, v}, 1)[0];
+    ValueId t = g.add_node(Op::Transpose, "merge/transpose", {c}, 1, {{"perm", perm({0, 2, 1, 3})}})[0];
+    y = g.add_node(Op::Reshape, "merge/reshape", {t, i64s(g, "merged", {kB, kS, kH * kD})}, 1, {}, {"y"})[0];
+  } else {
+    y = g.add_node(Op::MatMul, "context", {p, v}, 1, {}, {"y"})[0];
+  }
   g.mark_output(y);
   if (leak) g.mark_output(scores);
   finish(g);
@@ -109,6 +116,10 @@ TEST(FuseAttention, EachExporterFormBecomesOneAttentionAndMatchesTheUnfusedGraph
     EXPECT_EQ(count(fused, "Softmax"), 0);
     EXPECT_EQ(count(fused, "MatMul"), 0);
     EXPECT_EQ(fused.value(fused.outputs()[0]).name, "y");
+    if (form == Form::kSdpa || form == Form::kGpt2) {  // head splits read in place: 3-D form, no Transposes
+      EXPECT_EQ(count(fused, "Transpose"), 0) << static_cast<int>(form);
+      EXPECT_EQ(count(fused, "Reshape"), 0) << static_cast<int>(form);
+    }
     const auto want = run_cpu(ref.g, ref.inputs), got = run_cpu(fused, ref.inputs);
     EXPECT_LE(max_rel_err(got, want), 1e-5) << static_cast<int>(form);
     if (form == Form::kSdpa) {  // batch 0: every key masked, the guard's zeros

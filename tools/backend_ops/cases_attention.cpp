@@ -32,6 +32,20 @@ void add_attention_cases(std::vector<Case>& cases) {
       add("bool mask", {keep}, {});
       if (x.sq == x.skv) add("causal", {}, {{"is_causal", attr_i(1)}});
     }
+  // The 3-D form [B, S, H*D] (q_num_heads / kv_num_heads), read and written in place: what the
+  // attention fusion writes for head splits.
+  struct Dims3 {
+    int64_t b, sq, skv, hq, hkv, d;
+  };
+  for (DType dt : {DType::F32, DType::F16, DType::BF16})
+    for (const Dims3& x : std::vector<Dims3>{{2, 7, 7, 4, 4, 16}, {3, 129, 129, 12, 12, 64}, {2, 17, 33, 8, 2, 32}}) {
+      Case c{"Attention", label(dt, {x.b, x.sq, x.hq * x.d}, fmt::format("3-D heads {}/{} mask", x.hq, x.hkv)),
+             {data(dt, {x.b, x.sq, x.hq * x.d}, -1, 1), data(dt, {x.b, x.skv, x.hkv * x.d}, -1, 1),
+              data(dt, {x.b, x.skv, x.hkv * x.d}), data(dt, {x.b, 1, 1, x.skv}, -8, 0)},
+             {{"q_num_heads", attr_i(x.hq)}, {"kv_num_heads", attr_i(x.hkv)}}};
+      c.opset = 23;
+      cases.push_back(std::move(c));
+    }
   for (DType dt : {DType::F16, DType::BF16}) {
     Case c{"Attention", label(dt, {32, 12, 128, 64}, "perf BERT-base b32"),
            {data(dt, {32, 12, 128, 64}, -1, 1), data(dt, {32, 12, 128, 64}, -1, 1), data(dt, {32, 12, 128, 64}),

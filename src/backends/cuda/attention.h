@@ -12,12 +12,21 @@ typedef struct CUstream_st* cudaStream_t;
 
 namespace gpuopt::cuda {
 
+// Element strides of a [batch, heads, seq, head] view (the head dim is contiguous): 4-D
+// [B, H, S, D] tensors, or ONNX Attention's 3-D form [B, S, H*D] read in place.
+struct HeadStrides {
+  int64_t b = 0, h = 0, s = 0;
+  static HeadStrides bhsd(int64_t heads, int64_t seq, int64_t d) { return {heads * seq * d, seq * d, d}; }
+  static HeadStrides bshd(int64_t heads, int64_t seq, int64_t d) { return {seq * heads * d, d, heads * d}; }
+};
+
 struct AttentionArgs {
   DType dt = DType::F16;           // Q, K, V, Y (and a float mask)
-  const void* q = nullptr;         // [batch, q_heads, q_seq, head]
-  const void* k = nullptr;         // [batch, kv_heads, kv_seq, head]
-  const void* v = nullptr;         // [batch, kv_heads, kv_seq, v_head]
-  void* y = nullptr;               // [batch, q_heads, q_seq, v_head]
+  const void* q = nullptr;         // [batch, q_heads, q_seq, head] through qs
+  const void* k = nullptr;         // [batch, kv_heads, kv_seq, head] through ks
+  const void* v = nullptr;         // [batch, kv_heads, kv_seq, v_head] through vs
+  void* y = nullptr;               // [batch, q_heads, q_seq, v_head] through ys
+  HeadStrides qs, ks, vs, ys;
   int64_t batch = 0, q_heads = 0, kv_heads = 0, q_seq = 0, kv_seq = 0, head = 0, v_head = 0;
   float scale = 1.f;
   bool causal = false;             // key j > query i is masked

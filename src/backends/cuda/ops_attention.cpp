@@ -1,8 +1,9 @@
-// Attention (ONNX opset 23/24) on the GPU for the 4-D form without a KV cache: Q [B, Hq, Sq, D],
-// K [B, Hkv, Skv, D], V [B, Hkv, Skv, Dv] (Hq a multiple of Hkv), an optional bool or additive mask
-// broadcast to [B, Hq, Sq, Skv], is_causal and scale — what fuse_attention writes and what the
-// exporters' SDPA becomes. Past/present KV, nonpad_kv_seqlen, softcap, the qk_matmul output and
-// the 3-D form (q_num_heads) run on the CPU reference.
+// Attention (ONNX opset 23/24) on the GPU without a KV cache: 4-D Q [B, Hq, Sq, D], K [B, Hkv,
+// Skv, D], V [B, Hkv, Skv, Dv] (Hq a multiple of Hkv), or the 3-D form [B, S, H*D] with
+// q_num_heads/kv_num_heads (read and written in place through strides: no head-split
+// transposes); an optional bool or additive mask broadcast to [B, Hq, Sq, Skv], is_causal and
+// scale — what fuse_attention writes and what the exporters' SDPA becomes. Past/present KV,
+// nonpad_kv_seqlen, softcap and the qk_matmul output run on the CPU reference.
 #include "backends/cuda/attention.h"
 #include "backends/cuda/cuda_ops.h"
 
@@ -15,8 +16,9 @@ Status run_attention(CudaKernelContext& k) {
   const Tensor& q = k.in(0);
   const Tensor& kk = k.in(1);
   const Tensor& v = k.in(2);
-  if (q.rank() != 4 || kk.rank() != 4 || v.rank() != 4)
-    return k.error("the CUDA kernel takes 4-D Q, K, V (got ranks {}, {}, {})", q.rank(), kk.rank(), v.rank());
+  const bool three_d = q.rank() == 3 && kk.rank() == 3 && v.rank() == 3;
+  if (!three_d && (q.rank() != 4 || kk.rank() != 4 || v.rank() != 4))
+    return k.error("Q, K, V must all be 3-D or all 4-D (got ranks {}, {}, {})", q.rank(), kk.rank(), v.rank());
   AttentionArgs a;
   a.dt = q.dtype();
   a.q = q.raw();
@@ -24,14 +26,39 @@ Status run_attention(CudaKernelContext& k) {
   a.v = v.raw();
   a.y = k.out(0).raw();
   a.batch = q.dim(0);
-  a.q_heads = q.dim(1);
-  a.q_seq = q.dim(2);
-  a.head = q.dim(3);
-  a.kv_heads = kk.dim(1);
-  a.kv_seq = kk.dim(2);
-  a.v_head = v.dim(3);
-  if (kk.dim(0) != a.batch || v.dim(0) != a.batch || kk.dim(3) != a.head || v.dim(1) != a.kv_heads ||
-      v.dim(2) != a.kv_seq || a.kv_heads == 0 || a.q_heads % a.kv_heads != 0)
+  if (three_d) {
+    a.q_heads = k.node.attr_i("q_num_heads", 0);
+    a.kv_heads = k.node.attr_i("kv_num_heads", 0);
+    if (a.q_heads <= 0 || a.kv_heads <= 0 || q.dim(2) % a.q_heads || kk.dim(2) % a.kv_heads || v.dim(2) % a.kv_heads)
+      return k.error("3-D Q {}, K {}, V {} do not split into {} / {} heads", shape_to_string(q.shape()),
+                     shape_to_string(kk.shape()), shape_to_string(v.shape()), a.q_heads, a.kv_heads);
+    a.q_seq = q.dim(1);
+    a.kv_seq = kk.dim(1);
+    a.head = q.dim(2) / a.q_heads;
+    a.v_head = v.dim(2) / a.kv_heads;
+    if (kk.dim(2) / a.kv_heads != a.head || v.dim(1) != a.kv_seq)
+      return k.error("Q {}, K {}, V {} do not fit together", shape_to_string(q.shape()), shape_to_string(kk.shape()),
+                     shape_to_string(v.shape()));
+    a.qs = HeadStrides::bshd(a.q_heads, a.q_seq, a.head);
+    a.ks = HeadStrides::bshd(a.kv_heads, a.kv_seq, a.head);
+    a.vs = HeadStrides::bshd(a.kv_heads, a.kv_seq, a.v_head);
+    a.ys = HeadStrides::bshd(a.q_heads, a.q_seq, a.v_head);
+  } else {
+    a.q_heads = q.dim(1);
+    a.q_seq = q.dim(2);
+    a.head = q.dim(3);
+    a.kv_heads = kk.dim(1);
+    a.kv_seq = kk.dim(2);
+    a.v_head = v.dim(3);
+    if (kk.dim(3) != a.head || v.dim(1) != a.kv_heads || v.dim(2) != a.kv_seq)
+      return k.error("Q {}, K {}, V {} do not fit together", shape_to_string(q.shape()), shape_to_string(kk.shape()),
+                     shape_to_string(v.shape()));
+    a.qs = HeadStrides::bhsd(a.q_heads, a.q_seq, a.head);
+    a.ks = HeadStrides::bhsd(a.kv_heads, a.kv_seq, a.head);
+    a.vs = HeadStrides::bhsd(a.kv_heads, a.kv_seq, a.v_head);
+    a.ys = HeadStrides::bhsd(a.q_heads, a.q_seq, a.v_head);
+  }
+  if (kk.dim(0) != a.batch || v.dim(0) != a.batch || a.kv_heads == 0 || a.q_heads % a.kv_heads != 0)
     return k.error("Q {}, K {}, V {} do not fit together", shape_to_string(q.shape()), shape_to_string(kk.shape()),
                    shape_to_string(v.shape()));
   a.scale = k.node.has_attr("scale") ? k.node.attr_f("scale", 1.f) : 1.f / std::sqrt(static_cast<float>(a.head));
@@ -70,7 +97,6 @@ bool attention_supported(const Node& n, const std::vector<DType>& in) {
     if (in[i] != DType::Undefined) return false;  // past key/value, nonpad_kv_seqlen
   for (size_t o = 1; o < n.outputs.size(); ++o)
     if (n.outputs[o] != kNoValue) return false;  // present key/value, qk_matmul_output
-  if (n.has_attr("q_num_heads") || n.has_attr("kv_num_heads")) return false;  // the 3-D form
   return n.attr_f("softcap", 0.f) == 0.f;
 }
 

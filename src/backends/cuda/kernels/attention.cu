@@ -50,13 +50,13 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttentionArgs a)
   float* vs = ks + kKeys * (D + 1);       // [kKeys][Dv]
   const int64_t b = blockIdx.z, h = blockIdx.y, q0 = static_cast<int64_t>(blockIdx.x) * kRows;
   const int64_t hk = h / (a.q_heads / a.kv_heads);
-  const T* q = static_cast<const T*>(a.q) + ((b * a.q_heads + h) * a.q_seq) * D;
-  const T* k = static_cast<const T*>(a.k) + ((b * a.kv_heads + hk) * a.kv_seq) * D;
-  const T* v = static_cast<const T*>(a.v) + ((b * a.kv_heads + hk) * a.kv_seq) * Dv;
+  const T* q = static_cast<const T*>(a.q) + b * a.qs.b + h * a.qs.h;
+  const T* k = static_cast<const T*>(a.k) + b * a.ks.b + hk * a.ks.h;
+  const T* v = static_cast<const T*>(a.v) + b * a.vs.b + hk * a.vs.h;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   for (int i = tid; i < kRows * D; i += blockDim.x) {
     const int64_t r = q0 + i / D;
-    qs[i] = r < a.q_seq ? to_f(q[r * D + i % D]) * a.scale : 0.f;
+    qs[i] = r < a.q_seq ? to_f(q[r * a.qs.s + i % D]) * a.scale : 0.f;
   }
   float m[kRows / kWarps], l[kRows / kWarps], acc[kRows / kWarps][kVRegs];
 #pragma unroll
@@ -70,11 +70,11 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttentionArgs a)
     __syncthreads();  // the previous tile is no longer read (and qs is written, first time)
     for (int i = tid; i < kKeys * D; i += blockDim.x) {
       const int64_t j = k0 + i / D;
-      ks[(i / D) * (D + 1) + i % D] = j < a.kv_seq ? to_f(k[j * D + i % D]) : 0.f;
+      ks[(i / D) * (D + 1) + i % D] = j < a.kv_seq ? to_f(k[j * a.ks.s + i % D]) : 0.f;
     }
     for (int i = tid; i < kKeys * Dv; i += blockDim.x) {
       const int64_t j = k0 + i / Dv;
-      vs[i] = j < a.kv_seq ? to_f(v[j * Dv + i % Dv]) : 0.f;
+      vs[i] = j < a.kv_seq ? to_f(v[j * a.vs.s + i % Dv]) : 0.f;
     }
     __syncthreads();
 #pragma unroll
@@ -126,14 +126,14 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttentionArgs a)
       }
     }
   }
-  T* y = static_cast<T*>(a.y) + ((b * a.q_heads + h) * a.q_seq) * Dv;
+  T* y = static_cast<T*>(a.y) + b * a.ys.b + h * a.ys.h;
 #pragma unroll
   for (int r = 0; r < kRows / kWarps; ++r) {
     const int64_t qi = q0 + warp + r * kWarps;
     if (qi >= a.q_seq) break;
     for (int c = 0; c < kVRegs; ++c) {
       const int d = lane + 32 * c;
-      if (d < Dv) y[qi * Dv + d] = from_f<T>(acc[r][c] / l[r]);  // l == 0: every key masked, NaN
+      if (d < Dv) y[qi * a.ys.s + d] = from_f<T>(acc[r][c] / l[r]);  // l == 0: every key masked, NaN
     }
   }
 }

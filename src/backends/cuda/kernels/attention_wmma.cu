@@ -30,15 +30,15 @@ __device__ __forceinline__ __half from_float<__half>(float v) { return __float2h
 template <>
 __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
 
-// rows x cols (cols a multiple of 8) from global (row stride `cols`) into shared (row stride
+// rows x cols (cols a multiple of 8) from global (row stride `src_ld`) into shared (row stride
 // `ld`), rows past `valid` zero-filled, with 16-byte copies.
 template <typename T>
-__device__ void load_tile(T* dst, int ld, const T* src, int rows, int cols, int64_t valid) {
+__device__ void load_tile(T* dst, int ld, const T* src, int64_t src_ld, int rows, int cols, int64_t valid) {
   const int vec = cols / 8;
   for (int i = threadIdx.x; i < rows * vec; i += blockDim.x) {
     const int r = i / vec, c = (i % vec) * 8;
     uint4 v = make_uint4(0, 0, 0, 0);
-    if (r < valid) v = *reinterpret_cast<const uint4*>(src + static_cast<int64_t>(r) * cols + c);
+    if (r < valid) v = *reinterpret_cast<const uint4*>(src + static_cast<int64_t>(r) * src_ld + c);
     *reinterpret_cast<uint4*>(dst + r * ld + c) = v;
   }
 }
@@ -62,10 +62,10 @@ __global__ void __launch_bounds__(kWarps * 32) attention_wmma_kernel(AttentionAr
 
   const int64_t b = blockIdx.z, h = blockIdx.y, q0 = static_cast<int64_t>(blockIdx.x) * kRows;
   const int64_t hk = h / (a.q_heads / a.kv_heads);
-  const T* q = static_cast<const T*>(a.q) + ((b * a.q_heads + h) * a.q_seq + q0) * D;
-  const T* k = static_cast<const T*>(a.k) + (b * a.kv_heads + hk) * a.kv_seq * D;
-  const T* v = static_cast<const T*>(a.v) + (b * a.kv_heads + hk) * a.kv_seq * Dv;
-  load_tile(qs, ldq, q, kRows, D, a.q_seq - q0);
+  const T* q = static_cast<const T*>(a.q) + b * a.qs.b + h * a.qs.h + q0 * a.qs.s;
+  const T* k = static_cast<const T*>(a.k) + b * a.ks.b + hk * a.ks.h;
+  const T* v = static_cast<const T*>(a.v) + b * a.vs.b + hk * a.vs.h;
+  load_tile(qs, ldq, q, a.qs.s, kRows, D, a.q_seq - q0);
   for (int i = lane; i < kRowsPerWarp * ldo; i += 32) of[i] = 0.f;
 
   // Two lanes per row: lane 2r and 2r + 1 hold row r's running max and sum, and each scores and
@@ -75,8 +75,8 @@ __global__ void __launch_bounds__(kWarps * 32) attention_wmma_kernel(AttentionAr
   float m = -INFINITY, l = 0.f;
   for (int64_t k0 = 0; k0 < a.kv_seq; k0 += kKeys) {
     __syncthreads();  // every warp is done with the previous K/V tile
-    load_tile(ks, ldq, k + k0 * D, kKeys, D, a.kv_seq - k0);
-    load_tile(vs, ldv, v + k0 * Dv, kKeys, Dv, a.kv_seq - k0);
+    load_tile(ks, ldq, k + k0 * a.ks.s, a.ks.s, kKeys, D, a.kv_seq - k0);
+    load_tile(vs, ldv, v + k0 * a.vs.s, a.vs.s, kKeys, Dv, a.kv_seq - k0);
     __syncthreads();
     // S = Q K^T for this warp's 16 rows and the tile's 64 keys.
     for (int n = 0; n < kKeys / 16; ++n) {
@@ -145,7 +145,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_wmma_kernel(AttentionAr
     __syncwarp();
   }
   if (qi < a.q_seq) {
-    T* y = static_cast<T*>(a.y) + ((b * a.q_heads + h) * a.q_seq + qi) * Dv;
+    T* y = static_cast<T*>(a.y) + b * a.ys.b + h * a.ys.h + qi * a.ys.s;
     for (int c = half; c < Dv; c += 2) y[c] = from_float<T>(of[row * ldo + c] / l);  // l == 0: all masked, NaN
   }
 #endif
