@@ -89,7 +89,7 @@ Status cpu_ConstantOfShape(KernelContext& ctx) {
   Tensor& out = ctx.out(0);
   const Attribute* a = ctx.node.attr("value");
   if (!a) {
-    std::memset(out.raw(), 0, out.nbytes());
+    if (out.nbytes()) std::memset(out.raw(), 0, out.nbytes());  // an empty output has no buffer
     return Status::Ok();
   }
   if (out.dtype() == DType::String) {

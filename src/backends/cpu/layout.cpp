@@ -540,7 +540,7 @@ Status cpu_Trilu(KernelContext& ctx) {
   const int64_t rows = in.dim(-2), cols = in.dim(-1);
   const int64_t mats = rows * cols == 0 ? 0 : in.numel() / (rows * cols);
   const size_t es = dtype_size(in.dtype());
-  std::memset(out.raw(), 0, out.nbytes());
+  if (out.nbytes()) std::memset(out.raw(), 0, out.nbytes());  // an empty output has no buffer
   for (int64_t m = 0; m < mats; ++m)
     for (int64_t i = 0; i < rows; ++i) {
       // Kept columns: j >= i + k (upper) or j <= i + k (lower).
