@@ -60,7 +60,7 @@ int Session::opset() const { return graph_->opset; }
 Status Session::init(Graph graph, const SessionOptions& options) {
   options_ = options;
   GPUOPT_RETURN_IF_ERROR(graph.topo_sort());
-  GPUOPT_RETURN_IF_ERROR(graph.infer_shapes());
+  GPUOPT_RETURN_IF_ERROR(graph.infer_shapes());  // refuses a tensor larger than physical memory
   if (options.optimize) GPUOPT_RETURN_IF_ERROR(run_default_passes(&graph));
   if (options.precision == "fp16" || options.precision == "bf16") {
     GPUOPT_RETURN_IF_ERROR(
@@ -68,6 +68,9 @@ Status Session::init(Graph graph, const SessionOptions& options) {
   } else if (options.precision != "fp32") {
     return Status::InvalidArgument("precision '{}' is not one of fp32, fp16, bf16", options.precision);
   }
+  // A tensor that can never fit in --memory-limit refuses the model now, not in the middle of a
+  // run (checked after precision conversion: fp16 tensors take half the bytes).
+  if (options.memory_limit) GPUOPT_RETURN_IF_ERROR(graph.check_tensor_sizes(options.memory_limit));
   graph_ = std::make_unique<Graph>(std::move(graph));
   for (ValueId v : graph_->inputs()) inputs_.push_back(make_info(*graph_, v));
   for (ValueId v : graph_->outputs()) outputs_.push_back(make_info(*graph_, v));

@@ -23,8 +23,13 @@ inline void set_output(InferContext& ctx, size_t i, DType dtype, Shape shape) {
 }
 
 // Rank known (dims unknown) when rank >= 0, otherwise nothing but the dtype.
+// A rank read from a dim (Reshape's shape input declared [N], say) is left unknown past 2^16:
+// a hostile declared dim of 2^31 would otherwise allocate a 16 GiB shape vector.
+constexpr int64_t kMaxInferredRank = int64_t{1} << 16;
+
 inline void set_output_rank(InferContext& ctx, size_t i, DType dtype, int64_t rank) {
   if (i >= ctx.outputs.size()) return;
+  if (rank > kMaxInferredRank) rank = -1;
   ctx.outputs[i].dtype = dtype;
   ctx.outputs[i].rank_known = rank >= 0;
   ctx.outputs[i].shape = rank >= 0 ? Shape(static_cast<size_t>(rank), kUnknownDim) : Shape{};
