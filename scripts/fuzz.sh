@@ -55,9 +55,11 @@ run_one() {
   "$FUZZ_DIR/gpuopt_fuzz_$t" -max_total_time="$EACH" -max_len="$max_len" -dict="$SRC/$dict" \
     -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 -artifact_prefix="$work/" \
     "$work" "$SRC/$seeds" >"$FUZZ_DIR/$t.log" 2>&1
+  echo $? >"$FUZZ_DIR/$t.rc"
 }
 export -f run_one spec
 export MODE EACH ROOT BUILD_DIR FUZZ_DIR SRC
+rm -f "$FUZZ_DIR"/*.rc
 echo "fuzz: running $TARGETS for $EACH s each, $PARALLEL at a time"
 set +e
 printf '%s\n' $TARGETS | xargs -P "$PARALLEL" -I{} bash -c 'run_one {}'
@@ -66,12 +68,12 @@ rc=0
 for t in $TARGETS; do
   log=$FUZZ_DIR/$t.log
   # libFuzzer's last status line: "#123456 DONE cov: 2345 ft: 6789 corp: 310/2104Kb ..."
-  last=$(grep -E '^#[0-9]+ +(DONE|pulse|NEW|REDUCE|INITED)' "$log" | tail -1)
+  last=$(grep -E '^#[0-9]+[[:space:]]+(DONE|pulse|NEW|REDUCE|INITED)' "$log" | tail -1)
   cov=$(sed -nE 's/.* cov: ([0-9]+).*/\1/p' <<<"$last")
   ft=$(sed -nE 's/.* ft: ([0-9]+).*/\1/p' <<<"$last")
   corp=$(sed -nE 's/.* corp: ([0-9]+\/[0-9]+[a-zA-Z]*).*/\1/p' <<<"$last")
   runs=$(sed -nE 's/^stat::number_of_executed_units: ([0-9]+)/\1/p' "$log")
-  if grep -qE '^==[0-9]+==ERROR|^SUMMARY: |deadly signal|Test unit written to' "$log"; then
+  if [ "$(cat "$FUZZ_DIR/$t.rc" 2>/dev/null)" != 0 ] || grep -qE '^==[0-9]+== ?ERROR|deadly signal|Test unit written to' "$log"; then
     status="CRASH ($(grep -m1 -oE 'Test unit written to .*' "$log" || echo "see $log"))"
     rc=1
   else

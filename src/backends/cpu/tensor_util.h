@@ -9,6 +9,7 @@
 #include <fmt/ranges.h>
 
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -67,13 +68,15 @@ inline Status require_int_tensor(const InferContext& ctx, size_t i, const char* 
 }
 
 // Product of dims [b, e): known when every dim is; a lone symbolic dim among 1s stays symbolic.
+// Saturates at INT64_MAX (the output size check then refuses the shape) instead of wrapping.
 inline int64_t dims_product(const Shape& s, size_t b, size_t e) {
   int64_t p = 1;
   int64_t sym = 0;
   int non_known = 0;
   for (size_t i = b; i < e; ++i) {
-    if (s[i] >= 0) p *= s[i];
-    else {
+    if (s[i] >= 0) {
+      if (!checked_mul(p, s[i], &p)) p = std::numeric_limits<int64_t>::max();
+    } else {
       ++non_known;
       sym = s[i];
     }
