@@ -14,8 +14,8 @@ J=$(nproc)
 common=(-G Ninja -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -g1" "-DCMAKE_C_FLAGS_RELEASE=-O1 -g1"
         -DGPUOPT_CUDA=OFF -DGPUOPT_BUILD_TESTS=ON)
 # The test list of a folder whose binary is not built here reads <target>_NOT_BUILT; the Python
-# checks drive the release binary and run in the normal test job.
-skip='_NOT_BUILT|^py\.'
+# checks, the conformance runner and the example drive release builds and run in the normal test job.
+skip='_NOT_BUILT|^py\.|^conformance\.|^example\.|^fuzz\.replay'
 # allocator_may_return_null: an allocation too large for the host must fail as in a normal build
 # (the out-of-memory tests expect a Status), not stop the process.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1:strict_string_checks=1}
