@@ -12,8 +12,10 @@ bool same_pci_bus_id(const std::string& a, const std::string& b) {
   auto split = [](const std::string& s, unsigned long* domain, std::string* rest) {
     const auto colon = s.find(':');
     if (colon == std::string::npos || colon == 0) return false;
+    // The substring lives until `end` has been read (a temporary would be gone by then).
+    const std::string hex = s.substr(0, colon);
     char* end = nullptr;
-    *domain = std::strtoul(s.substr(0, colon).c_str(), &end, 16);
+    *domain = std::strtoul(hex.c_str(), &end, 16);
     if (!end || *end != '\0') return false;
     *rest = s.substr(colon + 1);
     std::transform(rest->begin(), rest->end(), rest->begin(), [](unsigned char c) { return std::tolower(c); });

@@ -108,7 +108,7 @@ Result<std::string> build_body(const PerfOptions& o, const json& meta, size_t* h
     if (!shape.empty() && shape[0] < 0) shape[0] = o.batch;
     for (auto d : shape)
       if (d < 0) return Status::InvalidArgument("input '{}' has a dynamic dim: give --shape {}:d1,d2,...", name, name);
-    Tensor t = Tensor::empty(*dt, shape);
+    GPUOPT_ASSIGN_OR_RETURN(Tensor t, Tensor::try_empty(*dt, shape, name));
     if (*dt == DType::String) {
       for (auto& s : t.strings()) s = "gpuopt";
     } else {

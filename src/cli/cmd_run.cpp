@@ -38,8 +38,8 @@ struct Options {
 
 // Random values a model accepts: floats uniform in [-1, 1); integers in [0, 8) so they are
 // valid indices/token ids for small vocabularies; bools fair coins.
-Tensor random_tensor(DType dt, const Shape& shape, std::mt19937_64& rng) {
-  Tensor t = Tensor::empty(dt, shape);
+Result<Tensor> random_tensor(DType dt, const Shape& shape, std::mt19937_64& rng, const std::string& name) {
+  GPUOPT_ASSIGN_OR_RETURN(Tensor t, Tensor::try_empty(dt, shape, name));
   std::uniform_real_distribution<double> uf(-1.0, 1.0);
   std::uniform_int_distribution<int> ui(0, 7);
   for (int64_t i = 0; i < t.numel(); ++i) {
@@ -68,7 +68,7 @@ Result<Tensor> make_random_input(const TensorInfo& in, const Options& o, const s
                                      d, in.dims[d], in.dims[d], in.name);
     }
   }
-  return random_tensor(in.dtype, shape, rng);
+  return random_tensor(in.dtype, shape, rng, in.name);
 }
 
 std::string file_name_for(const std::string& name) {

@@ -103,10 +103,13 @@ Result<Tensor> parse_npy(const void* data, size_t size, const std::string& what)
     if (v < 0) return Status::InvalidArgument("{}: negative dimension in .npy shape {}", what, *shape_s);
     shape.push_back(v);
   }
-  Tensor t = Tensor::empty(*dt, shape);
+  // Checked before allocating: a header's shape must not ask for more than the file holds.
   const size_t off = header_start + header_len;
-  if (size - off < t.nbytes())
-    return Status::InvalidArgument("{}: .npy data is {} bytes, {} needs {}", what, size - off, t.describe(), t.nbytes());
+  const std::optional<uint64_t> need = checked_nbytes(shape, dtype_size(*dt));
+  if (!need || size - off < *need)
+    return Status::InvalidArgument("{}: .npy data is {} bytes, {}{} needs {}", what, size - off, dtype_name(*dt),
+                                   shape_to_string(shape), need ? fmt::format("{}", *need) : std::string("more than 2^64"));
+  GPUOPT_ASSIGN_OR_RETURN(Tensor t, Tensor::try_empty(*dt, shape, what));
   if (t.nbytes()) std::memcpy(t.raw(), b + off, t.nbytes());
   return t;
 }

@@ -8,6 +8,7 @@
 namespace gpuopt {
 
 void parallel_memcpy(void* dst, const void* src, size_t n, unsigned max_threads) {
+  if (n == 0) return;  // an empty tensor may have no buffer at all (null), which memcpy forbids
   if (max_threads == 0) {
     const unsigned hw = std::thread::hardware_concurrency();
     max_threads = hw >= 4 ? std::min(hw / 2, 8u) : 1u;

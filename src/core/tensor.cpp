@@ -1,9 +1,14 @@
 #include "core/tensor.h"
 
 #include "core/dispatch.h"
+#include "core/table.h"
 
 #include <cstdlib>
 #include <cstring>
+#include <new>
+#include <stdexcept>
+
+#include <unistd.h>
 
 namespace gpuopt {
 
@@ -11,26 +16,76 @@ std::string Device::to_string() const {
   return kind == DeviceKind::kCpu ? "cpu" : fmt::format("cuda:{}", index);
 }
 
-Tensor Tensor::empty(DType dtype, Shape shape) {
+size_t physical_memory_bytes() {
+  static const size_t bytes = [] {
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : SIZE_MAX;
+  }();
+  return bytes;
+}
+
+namespace {
+// Bytes a host tensor takes: string tensors hold one std::string per element.
+size_t host_elem_size(DType dtype) { return dtype == DType::String ? sizeof(std::string) : dtype_size(dtype); }
+}  // namespace
+
+Status check_tensor_size(DType dtype, const Shape& shape, size_t limit) {
+  if (!shape_is_concrete(shape)) return Status::Ok();
+  const std::optional<uint64_t> bytes = checked_nbytes(shape, host_elem_size(dtype));
+  if (!bytes) {
+    double approx = static_cast<double>(host_elem_size(dtype));
+    for (int64_t d : shape) approx *= static_cast<double>(d);
+    return Status::InvalidArgument("{} {} needs {:.3g} bytes, more than a 64-bit size can count", dtype_name(dtype),
+                                   shape_to_string(shape), approx);
+  }
+  const size_t cap = limit ? limit : physical_memory_bytes();
+  if (*bytes <= cap) return Status::Ok();
+  return Status::OutOfMemory("{} {} needs {}, more than {}", dtype_name(dtype), shape_to_string(shape),
+                             format_bytes(static_cast<double>(*bytes)),
+                             limit ? fmt::format("--memory-limit {}", format_bytes(static_cast<double>(limit)))
+                                   : fmt::format("the {} of physical memory", format_bytes(static_cast<double>(cap))));
+}
+
+Result<Tensor> Tensor::try_empty(DType dtype, Shape shape, std::string_view what) {
+  auto oom = [&](const Shape& s, uint64_t bytes) {
+    return Status::OutOfMemory("out of memory allocating '{}' ({} {}): {} requested on the host", what, dtype_name(dtype),
+                               shape_to_string(s), format_bytes(static_cast<double>(bytes)));
+  };
+  if (!shape_is_concrete(shape))
+    return Status::Internal("allocating '{}' with non-concrete shape {}", what, shape_to_string(shape));
+  const std::optional<uint64_t> bytes = checked_nbytes(shape, host_elem_size(dtype));
+  if (!bytes || *bytes > SIZE_MAX - 64) return oom(shape, bytes ? *bytes : UINT64_MAX);
   Tensor t;
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
   t.numel_ = shape_numel(t.shape_);
-  GPUOPT_ASSERT(t.numel_ >= 0, "Tensor::empty with non-concrete shape {}", shape_to_string(t.shape_));
   t.storage_ = std::make_shared<Storage>();
   if (dtype == DType::String) {
-    t.storage_->strings.resize(static_cast<size_t>(t.numel_));
+    try {
+      t.storage_->strings.resize(static_cast<size_t>(t.numel_));
+    } catch (const std::bad_alloc&) {
+      return oom(t.shape_, *bytes);
+    } catch (const std::length_error&) {
+      return oom(t.shape_, *bytes);
+    }
     return t;
   }
-  const size_t bytes = t.nbytes();
-  const size_t alloc = ((bytes + 63) / 64) * 64;
-  t.storage_->bytes = bytes;
+  const size_t n = t.nbytes();
+  const size_t alloc = ((n + 63) / 64) * 64;
+  t.storage_->bytes = n;
   if (alloc) {
     t.storage_->data = std::aligned_alloc(64, alloc);
-    GPUOPT_ASSERT(t.storage_->data != nullptr, "host allocation of {} bytes failed", alloc);
+    if (!t.storage_->data) return oom(t.shape_, n);
     t.storage_->deleter = [](void* p) { std::free(p); };
   }
   return t;
+}
+
+Tensor Tensor::empty(DType dtype, Shape shape) {
+  GPUOPT_ASSERT(shape_is_concrete(shape), "Tensor::empty with non-concrete shape {}", shape_to_string(shape));
+  Result<Tensor> t = try_empty(dtype, std::move(shape), "tensor");
+  GPUOPT_ASSERT(t.ok(), "{}", t.status().message());
+  return std::move(*t);
 }
 
 Tensor Tensor::zeros(DType dtype, Shape shape) {

@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace gpuopt {
@@ -40,11 +41,23 @@ struct Storage {
   }
 };
 
+// Physical memory of this host (the cap on any one tensor when no --memory-limit is set).
+size_t physical_memory_bytes();
+// Checks that a tensor of `dtype` and `shape` can exist in `limit` bytes (0: physical memory):
+// OK for a shape with unknown dims; InvalidArgument "f32 [2^40,2^40] needs 4.84e+24 bytes, more
+// than a 64-bit size can count" when its size overflows; OutOfMemory
+// "f32 [1000000000000,3] needs 10.92 TiB, more than the 23.47 GiB of physical memory" otherwise.
+Status check_tensor_size(DType dtype, const Shape& shape, size_t limit);
+
 class Tensor {
  public:
   Tensor() = default;
-  // Uninitialised host tensor (64-byte aligned).
+  // Uninitialised host tensor (64-byte aligned). Aborts if the allocation fails: for sizes the
+  // program chose; sizes that come from a model or a request go through try_empty.
   static Tensor empty(DType dtype, Shape shape);
+  // Same, but an allocation that fails (or whose size overflows) is an out-of-memory Status
+  // naming `what`: "out of memory allocating 'relu:0' (f32 [1000000,3]): 11.44 MiB requested on the host".
+  static Result<Tensor> try_empty(DType dtype, Shape shape, std::string_view what);
   static Tensor zeros(DType dtype, Shape shape);
   // Host tensor that borrows `data` without owning it (caller keeps it alive).
   static Tensor borrow(DType dtype, Shape shape, void* data, Device device = {});

@@ -77,14 +77,14 @@ Result<std::unique_ptr<Exporter>> Exporter::start(const ExporterOptions& options
   e->diagnoser_ = std::make_unique<Diagnoser>(options.diagnosis);
   // The first sample before serving, so no scrape ever sees an exporter without GPU series.
   if (e->sampler_) e->on_sample(e->sampler_->sample());
-  else e->body_.store(std::make_shared<const std::string>(e->renderer_->render(Snapshot{}, {})));
+  else e->set_body(std::make_shared<const std::string>(e->renderer_->render(Snapshot{}, {})));
   e->last_sample_steady_us_ = steady_us();
 
   net::Router router;
   Exporter* self = e.get();
   router.get("/metrics", [self](const net::HttpRequest&) {
     self->scrapes_.fetch_add(1, std::memory_order_relaxed);
-    std::shared_ptr<const std::string> body = self->body_.load();
+    std::shared_ptr<const std::string> body = self->metrics();
     return net::HttpResponse::text(200, *body, kPromContentType);
   });
   router.get("/health", [self](const net::HttpRequest&) {
@@ -149,7 +149,7 @@ void Exporter::on_sample(const Snapshot& s) {
   std::vector<Finding> findings = diagnoser_->findings();
   for (const Finding& f : findings)
     GPUOPT_LOG(debug, "GPU {} {} [{}]: {}", f.gpu, f.title, severity_name(f.severity), f.detail);
-  body_.store(std::make_shared<const std::string>(renderer_->render(s, findings)));
+  set_body(std::make_shared<const std::string>(renderer_->render(s, findings)));
   last_sample_duration_s_.store(s.sample_duration_s);
   samples_.fetch_add(1, std::memory_order_relaxed);
   last_sample_steady_us_.store(steady_us());

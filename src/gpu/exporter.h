@@ -47,7 +47,10 @@ class Exporter {
   uint16_t port() const;
   const std::string& host() const { return host_; }
   // The body /metrics serves now.
-  std::shared_ptr<const std::string> metrics() const { return body_.load(); }
+  std::shared_ptr<const std::string> metrics() const {
+    std::lock_guard<std::mutex> lock(body_mu_);
+    return body_;
+  }
   // Empty when GPUs are sampled; the reason otherwise.
   const std::string& no_gpu_reason() const { return no_gpu_reason_; }
   size_t gpu_count() const;
@@ -74,7 +77,14 @@ class Exporter {
   std::unique_ptr<Sampler> sampler_;
   std::unique_ptr<Diagnoser> diagnoser_;
   std::unique_ptr<MetricsRenderer> renderer_;
-  std::atomic<std::shared_ptr<const std::string>> body_;
+  // Swapped by the sampler thread, read by scrapes. A mutex, not std::atomic<shared_ptr>: GCC 12's
+  // atomic<shared_ptr> load unlocks with a relaxed store, so TSan reports the swap as a race.
+  mutable std::mutex body_mu_;
+  std::shared_ptr<const std::string> body_;
+  void set_body(std::shared_ptr<const std::string> b) {
+    std::lock_guard<std::mutex> lock(body_mu_);
+    body_.swap(b);  // the old body is freed outside the lock, when `b` goes
+  }
   std::atomic<int64_t> last_sample_steady_us_{0};
   std::atomic<uint64_t> samples_{0}, scrapes_{0};
   std::atomic<double> last_sample_duration_s_{0};

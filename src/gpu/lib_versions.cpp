@@ -18,8 +18,10 @@ std::string loaded_path(void* handle) {
   return {};
 }
 
-// Tries each soname; calls `query(handle)` on the first that loads. The handle is closed after:
-// the libraries are only asked their version here.
+// Tries each soname; calls `query(handle)` on the first that loads. The handle stays open for
+// the life of the process: the libraries' constructors allocate (cuDNN, cuBLASLt), and closing
+// them unmaps the globals that point at that memory, which then leaks (72 KB under LSan). The
+// CUDA backend keeps the same libraries loaded anyway.
 template <typename Query>
 FoundLibrary probe(const char* name, std::initializer_list<const char*> sonames, Query query) {
   FoundLibrary f;
@@ -36,7 +38,6 @@ FoundLibrary probe(const char* name, std::initializer_list<const char*> sonames,
     std::string err;
     f.version = query(h, &err);
     if (!f.version) f.detail = err;
-    dlclose(h);
     return f;
   }
   f.detail = fmt::format("not found (tried {})", tried);

@@ -2,15 +2,26 @@
 
 namespace gpuopt {
 
-Result<std::vector<ValueInfo>> infer_node(const Node& node, const std::vector<const ValueInfo*>& inputs, int opset) {
+Status check_output_size(const Node& node, size_t index, const ValueInfo& vi, size_t max_tensor_bytes) {
+  if (!vi.rank_known) return Status::Ok();
+  const Status st = check_tensor_size(vi.dtype, vi.shape, max_tensor_bytes);
+  if (st.ok()) return st;
+  return Status(st.code(), fmt::format("{}: output {} {}", node_label(node), index, st.message()));
+}
+
+Result<std::vector<ValueInfo>> infer_node(const Node& node, const std::vector<const ValueInfo*>& inputs, int opset,
+                                          size_t max_tensor_bytes) {
   // Every op in the table produces at least one output; infer functions write output 0 unchecked.
   if (node.outputs.empty()) return Status::InvalidArgument("{}: the node has no outputs", node_label(node));
   InferContext ctx{node, inputs, std::vector<ValueInfo>(node.outputs.size()), opset};
   GPUOPT_RETURN_IF_ERROR(op_def(node.op).infer(ctx));
+  for (size_t i = 0; i < ctx.outputs.size(); ++i)
+    GPUOPT_RETURN_IF_ERROR(check_output_size(node, i, ctx.outputs[i], max_tensor_bytes));
   return std::move(ctx.outputs);
 }
 
-Result<std::vector<Tensor>> eval_node(const Node& node, const std::vector<const Tensor*>& inputs, int opset) {
+Result<std::vector<Tensor>> eval_node(const Node& node, const std::vector<const Tensor*>& inputs, int opset,
+                                      size_t max_tensor_bytes) {
   std::vector<ValueInfo> infos(inputs.size());
   std::vector<const ValueInfo*> in_ptrs(inputs.size(), nullptr);
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -21,7 +32,7 @@ Result<std::vector<Tensor>> eval_node(const Node& node, const std::vector<const 
     infos[i].value = inputs[i];
     in_ptrs[i] = &infos[i];
   }
-  GPUOPT_ASSIGN_OR_RETURN(std::vector<ValueInfo> out_infos, infer_node(node, in_ptrs, opset));
+  GPUOPT_ASSIGN_OR_RETURN(std::vector<ValueInfo> out_infos, infer_node(node, in_ptrs, opset, max_tensor_bytes));
   std::vector<Tensor> outs(out_infos.size());
   std::vector<Tensor*> out_ptrs(out_infos.size());
   for (size_t i = 0; i < out_infos.size(); ++i) {
@@ -30,7 +41,7 @@ Result<std::vector<Tensor>> eval_node(const Node& node, const std::vector<const 
     if (!vi.rank_known || !shape_is_concrete(vi.shape) || vi.dtype == DType::Undefined)
       return Status::Internal("{}: output {} has no concrete type/shape after inference with all inputs known",
                               node_label(node), i);
-    outs[i] = Tensor::empty(vi.dtype, vi.shape);
+    GPUOPT_ASSIGN_OR_RETURN(outs[i], Tensor::try_empty(vi.dtype, vi.shape, fmt::format("{}:{}", node.name, i)));
     out_ptrs[i] = &outs[i];
   }
   KernelContext kctx{node, inputs, out_ptrs, opset};

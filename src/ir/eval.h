@@ -10,9 +10,18 @@
 namespace gpuopt {
 
 // `inputs[i]` may be nullptr for an absent optional input. Outputs follow node.outputs.
-Result<std::vector<Tensor>> eval_node(const Node& node, const std::vector<const Tensor*>& inputs, int opset);
+// An output larger than `max_tensor_bytes` (0: physical memory) is refused before anything is
+// allocated, and an allocation that fails is an out-of-memory Status, never an abort.
+Result<std::vector<Tensor>> eval_node(const Node& node, const std::vector<const Tensor*>& inputs, int opset,
+                                      size_t max_tensor_bytes = 0);
 
-// Shape inference for one node from ValueInfos (load-time form).
-Result<std::vector<ValueInfo>> infer_node(const Node& node, const std::vector<const ValueInfo*>& inputs, int opset);
+// The check infer_node applies to each output: "[Op] node 'n': output 0 f32 [..] needs X, more than Y".
+Status check_output_size(const Node& node, size_t index, const ValueInfo& vi, size_t max_tensor_bytes);
+
+// Shape inference for one node from ValueInfos (load-time form). A concrete output shape whose
+// size overflows or exceeds `max_tensor_bytes` (0: physical memory) is an error naming the node,
+// the shape and the bytes.
+Result<std::vector<ValueInfo>> infer_node(const Node& node, const std::vector<const ValueInfo*>& inputs, int opset,
+                                          size_t max_tensor_bytes = 0);
 
 }  // namespace gpuopt

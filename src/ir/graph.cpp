@@ -202,7 +202,25 @@ ValueInfo Graph::info_with_value(ValueId id) const {
   return vi;
 }
 
-Status Graph::infer_shapes() {
+namespace {
+Status check_input_size(const Value& v, size_t max_tensor_bytes) {
+  if (!v.info.rank_known) return Status::Ok();
+  const Status st = check_tensor_size(v.info.dtype, v.info.shape, max_tensor_bytes);
+  return st.ok() ? st : Status(st.code(), fmt::format("input '{}': {}", v.name, st.message()));
+}
+}  // namespace
+
+Status Graph::check_tensor_sizes(size_t max_tensor_bytes) const {
+  for (ValueId in : inputs_) GPUOPT_RETURN_IF_ERROR(check_input_size(value(in), max_tensor_bytes));
+  for (const Node& node : nodes_)
+    for (size_t i = 0; i < node.outputs.size(); ++i)
+      if (node.outputs[i] != kNoValue)
+        GPUOPT_RETURN_IF_ERROR(check_output_size(node, i, value(node.outputs[i]).info, max_tensor_bytes));
+  return Status::Ok();
+}
+
+Status Graph::infer_shapes(size_t max_tensor_bytes) {
+  for (ValueId in : inputs_) GPUOPT_RETURN_IF_ERROR(check_input_size(value(in), max_tensor_bytes));
   std::vector<ValueInfo> in_infos;
   std::vector<const ValueInfo*> in_ptrs;
   for (const Node& node : nodes_) {
@@ -215,12 +233,13 @@ Status Graph::infer_shapes() {
     }
     // Trailing absent optional inputs are dropped so `num_inputs()` counts what is present.
     while (!in_ptrs.empty() && in_ptrs.back() == nullptr) in_ptrs.pop_back();
-    GPUOPT_ASSIGN_OR_RETURN(std::vector<ValueInfo> outs, infer_node(node, in_ptrs, opset));
+    GPUOPT_ASSIGN_OR_RETURN(std::vector<ValueInfo> outs, infer_node(node, in_ptrs, opset, max_tensor_bytes));
     for (size_t i = 0; i < node.outputs.size() && i < outs.size(); ++i) {
       if (node.outputs[i] == kNoValue) continue;
       Value& v = value(node.outputs[i]);
       outs[i].value = nullptr;
       merge_declared(&outs[i], v.declared);
+      GPUOPT_RETURN_IF_ERROR(check_output_size(node, i, outs[i], max_tensor_bytes));
       v.info = std::move(outs[i]);
     }
   }

@@ -95,8 +95,13 @@ class Graph {
   // Sorts nodes topologically; error names a cycle or a value with no producer.
   Status topo_sort();
   // Runs every node's shape function in order (nodes must be topologically sorted), filling
-  // Value::info; dims inference leaves unknown are taken from Value::declared.
-  Status infer_shapes();
+  // Value::info; dims inference leaves unknown are taken from Value::declared. A graph input or
+  // a value whose concrete shape would take more than `max_tensor_bytes` (0: physical memory)
+  // refuses the model, naming the input or node, the shape and the bytes.
+  Status infer_shapes(size_t max_tensor_bytes = 0);
+  // The same size check over the graph as it stands (after passes and precision conversion):
+  // every input and node output with a concrete shape must fit in `max_tensor_bytes`.
+  Status check_tensor_sizes(size_t max_tensor_bytes) const;
 
  private:
   std::vector<Value> values_;

@@ -98,7 +98,7 @@ Result<Tensor> tensor_from_proto(const onnx::TensorProto& p, const std::string& 
     if (numel > p.string_data_size())
       return Status::InvalidArgument("{}: string{} needs {} values, string_data holds {}", what,
                                      shape_to_string(shape), numel, p.string_data_size());
-    Tensor t = Tensor::empty(dtype, shape);
+    GPUOPT_ASSIGN_OR_RETURN(Tensor t, Tensor::try_empty(dtype, shape, what));
     GPUOPT_RETURN_IF_ERROR(copy_typed(p.string_data(), numel, what, "string_data",
                                       [&](int64_t i, const std::string& s) { t.strings()[static_cast<size_t>(i)] = s; }));
     return t;
@@ -116,7 +116,7 @@ Result<Tensor> tensor_from_proto(const onnx::TensorProto& p, const std::string& 
     if (raw->size() != nbytes)
       return Status::InvalidArgument("{}: raw_data has {} bytes, {}{} needs {}", what, raw->size(), dtype_name(dtype),
                                      shape_to_string(shape), nbytes);
-    Tensor t = Tensor::empty(dtype, shape);
+    GPUOPT_ASSIGN_OR_RETURN(Tensor t, Tensor::try_empty(dtype, shape, what));
     if (nbytes) std::memcpy(t.raw(), raw->data(), nbytes);  // ONNX raw data is little-endian, like the host
     return t;
   }
@@ -131,7 +131,7 @@ Result<Tensor> tensor_from_proto(const onnx::TensorProto& p, const std::string& 
   if (numel > given)
     return Status::InvalidArgument("{}: {}{} needs {} values, the typed data fields hold at most {}", what,
                                    dtype_name(dtype), shape_to_string(shape), numel, given);
-  Tensor t = Tensor::empty(dtype, shape);
+  GPUOPT_ASSIGN_OR_RETURN(Tensor t, Tensor::try_empty(dtype, shape, what));
   if (numel == 0) return t;
   Status st;
   dispatch_dtype(dtype, [&](auto tag) {

@@ -87,7 +87,8 @@ Result<PassStats> fold_constants(Graph* g) {
     std::vector<const Tensor*> ins(n.inputs.size(), nullptr);
     for (size_t i = 0; i < n.inputs.size(); ++i)
       if (n.inputs[i] != kNoValue) ins[i] = &*g->value(n.inputs[i]).constant;
-    auto outs = eval_node(n, ins, g->opset);
+    // Bounded before anything is allocated: a ConstantOfShape of 2^50 elements is left alone.
+    auto outs = eval_node(n, ins, g->opset, kMaxFoldedBytes);
     size_t bytes = 0;
     if (outs.ok())
       for (const Tensor& t : *outs) bytes += t.defined() ? t.nbytes() : 0;

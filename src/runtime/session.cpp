@@ -59,8 +59,11 @@ int Session::opset() const { return graph_->opset; }
 Status Session::init(Graph graph, const SessionOptions& options) {
   options_ = options;
   GPUOPT_RETURN_IF_ERROR(graph.topo_sort());
-  GPUOPT_RETURN_IF_ERROR(graph.infer_shapes());
+  GPUOPT_RETURN_IF_ERROR(graph.infer_shapes());  // refuses a tensor larger than physical memory
   GPUOPT_RETURN_IF_ERROR(run_session_passes(&graph, options.device, options.precision, options.optimize));
+  // A tensor that can never fit in --memory-limit refuses the model now, not in the middle of a
+  // run (checked after precision conversion: fp16 tensors take half the bytes).
+  if (options.memory_limit) GPUOPT_RETURN_IF_ERROR(graph.check_tensor_sizes(options.memory_limit));
   graph_ = std::make_unique<Graph>(std::move(graph));
   for (ValueId v : graph_->inputs()) inputs_.push_back(make_info(*graph_, v));
   for (ValueId v : graph_->outputs()) outputs_.push_back(make_info(*graph_, v));

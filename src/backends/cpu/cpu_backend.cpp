@@ -20,7 +20,7 @@ class CpuAllocator final : public Allocator {
   Device device() const override { return Device{}; }
   Result<Tensor> alloc(DType dtype, const Shape& shape) override {
     if (!shape_is_concrete(shape)) return Status::InvalidArgument("cpu alloc: shape {} is not concrete", shape_to_string(shape));
-    return Tensor::empty(dtype, shape);
+    return Tensor::try_empty(dtype, shape, "cpu tensor");
   }
   Status copy_in(const Tensor& src, Tensor* dst) override { return copy(src, dst); }
   Status copy_out(const Tensor& src, Tensor* dst) override { return copy(src, dst); }
@@ -37,7 +37,7 @@ class CpuAllocator final : public Allocator {
 
 class CpuExecutable final : public Executable {
  public:
-  explicit CpuExecutable(const Graph& g) : graph_(g) {
+  CpuExecutable(const Graph& g, size_t memory_limit) : graph_(g), memory_limit_(memory_limit) {
     // last_use[v] = index of the last node reading v; graph outputs are never freed.
     last_use_.assign(graph_.values().size(), -1);
     for (size_t n = 0; n < graph_.nodes().size(); ++n)
@@ -69,7 +69,7 @@ class CpuExecutable final : public Executable {
         in_ptrs[i] = &t;
       }
       const auto t0 = std::chrono::steady_clock::now();
-      GPUOPT_ASSIGN_OR_RETURN(std::vector<Tensor> outs, eval_node(node, in_ptrs, graph_.opset));
+      GPUOPT_ASSIGN_OR_RETURN(std::vector<Tensor> outs, eval_node(node, in_ptrs, graph_.opset, memory_limit_));
       if (options.profile && options.profile->per_node)
         options.profile->nodes.push_back(
             {node.name, node.op_type, "cpu",
@@ -98,6 +98,7 @@ class CpuExecutable final : public Executable {
 
  private:
   Graph graph_;
+  size_t memory_limit_;  // cap on any one tensor (--memory-limit); 0: physical memory
   std::vector<int32_t> last_use_;
 };
 
@@ -108,10 +109,10 @@ class CpuBackend final : public Backend {
   // by the kernel as a Status at run time.
   bool supports(const Node& node, const Graph&) const override { return node.op < Op::kCount; }
   Allocator& allocator() override { return alloc_; }
-  Result<std::unique_ptr<Executable>> compile(const Graph& graph, const CompileOptions&) override {
+  Result<std::unique_ptr<Executable>> compile(const Graph& graph, const CompileOptions& options) override {
     for (const Node& n : graph.nodes())
       if (!supports(n, graph)) return Status::Unimplemented("{}: not supported by the cpu backend", node_label(n));
-    return std::unique_ptr<Executable>(std::make_unique<CpuExecutable>(graph));
+    return std::unique_ptr<Executable>(std::make_unique<CpuExecutable>(graph, options.memory_limit));
   }
 
  private:

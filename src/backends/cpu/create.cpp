@@ -89,7 +89,7 @@ Status cpu_ConstantOfShape(KernelContext& ctx) {
   Tensor& out = ctx.out(0);
   const Attribute* a = ctx.node.attr("value");
   if (!a) {
-    std::memset(out.raw(), 0, out.nbytes());
+    if (out.nbytes()) std::memset(out.raw(), 0, out.nbytes());  // an empty output has no buffer
     return Status::Ok();
   }
   if (out.dtype() == DType::String) {
@@ -110,9 +110,12 @@ Result<int64_t> range_count(const Tensor& s, const Tensor& l, const Tensor& d) {
   if (dtype_is_integer(s.dtype())) {
     const int64_t a = s.get_i64(0), b = l.get_i64(0), st = d.get_i64(0);
     if (st == 0) return Status::InvalidArgument("delta must not be 0");
-    const int64_t span = b - a;
+    // In 128 bits: limit - start and the rounding can pass int64 for hostile inputs.
+    const __int128 span = static_cast<__int128>(b) - a;
     if ((span > 0) != (st > 0) || span == 0) return int64_t{0};
-    return (span + st - (st > 0 ? 1 : -1)) / st;
+    const __int128 n = (span + st - (st > 0 ? 1 : -1)) / st;
+    if (n > INT64_MAX) return Status::InvalidArgument("range of {} to {} by {} has too many elements", a, b, st);
+    return static_cast<int64_t>(n);
   }
   const double a = s.get_f64(0), b = l.get_f64(0), st = d.get_f64(0);
   if (st == 0.0 || !std::isfinite(st) || !std::isfinite(a) || !std::isfinite(b))

@@ -158,7 +158,9 @@ Status infer_Concat(InferContext& ctx) {
                          shape_to_string(v.shape), shape_to_string(ctx.in(0).shape), axis);
     }
     first = false;
-    if (axis_sum >= 0) axis_sum = v.shape[axis] >= 0 ? axis_sum + v.shape[axis] : kUnknownDim;
+    if (axis_sum >= 0 && v.shape[axis] >= 0 && !checked_add(axis_sum, v.shape[axis], &axis_sum))
+      return ctx.error("the inputs' extents along axis {} overflow an int64", axis);
+    if (v.shape[axis] < 0) axis_sum = kUnknownDim;
   }
   out[axis] = axis_sum;
   set_output(ctx, 0, dt, std::move(out));
@@ -438,7 +440,11 @@ Status infer_Tile(InferContext& ctx) {
   Shape out = in.shape;
   for (size_t d = 0; d < out.size(); ++d) {
     if ((*reps)[d] < 0) return ctx.error("repeats {} has a negative entry", dims_string(*reps));
-    out[d] = out[d] >= 0 ? out[d] * (*reps)[d] : ((*reps)[d] == 1 ? out[d] : kUnknownDim);
+    if (out[d] < 0) {
+      out[d] = (*reps)[d] == 1 ? out[d] : kUnknownDim;
+    } else if (!checked_mul(out[d], (*reps)[d], &out[d])) {
+      return ctx.error("repeats {} overflow the shape {}", dims_string(*reps), shape_to_string(in.shape));
+    }
   }
   set_output(ctx, 0, in.dtype, std::move(out));
   return Status::Ok();
@@ -460,12 +466,13 @@ namespace {
 Status d2s_check(InferContext& ctx, int64_t* b) {
   GPUOPT_RETURN_IF_ERROR(check_inputs(ctx, 1, 1));
   *b = ctx.node.attr_i("blocksize", 0);
-  if (*b <= 0) return ctx.error("attribute 'blocksize' must be positive, got {}", *b);
+  if (*b <= 0 || *b > (int64_t{1} << 20)) return ctx.error("attribute 'blocksize' must be in [1, 2^20], got {}", *b);
   const ValueInfo& in = ctx.in(0);
   if (in.rank_known && in.shape.size() != 4) return ctx.error("input must be 4-D (NCHW), got rank {}", in.shape.size());
   return Status::Ok();
 }
-int64_t mul_dim(int64_t d, int64_t f) { return d >= 0 ? d * f : kUnknownDim; }
+// d * f; an overflow (a hostile blocksize) makes the dim unknown here and is refused by d2s_check.
+int64_t mul_dim(int64_t d, int64_t f) { return d >= 0 && checked_mul(d, f, &d) ? d : kUnknownDim; }
 }  // namespace
 
 Status infer_DepthToSpace(InferContext& ctx) {
@@ -540,7 +547,7 @@ Status cpu_Trilu(KernelContext& ctx) {
   const int64_t rows = in.dim(-2), cols = in.dim(-1);
   const int64_t mats = rows * cols == 0 ? 0 : in.numel() / (rows * cols);
   const size_t es = dtype_size(in.dtype());
-  std::memset(out.raw(), 0, out.nbytes());
+  if (out.nbytes()) std::memset(out.raw(), 0, out.nbytes());  // an empty output has no buffer
   for (int64_t m = 0; m < mats; ++m)
     for (int64_t i = 0; i < rows; ++i) {
       // Kept columns: j >= i + k (upper) or j <= i + k (lower).
@@ -626,7 +633,8 @@ Status infer_Pad(InferContext& ctx) {
     }
     if (mode != "constant" && out[d] == 0 && b[d] + e[d] > 0)
       return ctx.error("cannot {}-pad axis {} of extent 0", mode, d);
-    out[d] += b[d] + e[d];
+    if (!checked_add(out[d], b[d], &out[d]) || !checked_add(out[d], e[d], &out[d]))
+      return ctx.error("pads overflow axis {} of shape {}", d, shape_to_string(in.shape));
     if (out[d] < 0) return ctx.error("pads {} crop axis {} of shape {} below 0", dims_string(*pads), d, shape_to_string(in.shape));
   }
   set_output(ctx, 0, in.dtype, std::move(out));

@@ -67,7 +67,11 @@ class Reader {
     for (int len = 1; len <= 16; ++len) {
       code |= bit();
       const int c = t.counts[len];
-      if (code - c < first) return static_cast<int>(t.symbols[index + (code - first)]);
+      if (code - c < first) {
+        // A table whose counts over-fill the code space (hostile DHT) can leave code below first.
+        if (code < first) break;
+        return static_cast<int>(t.symbols[static_cast<size_t>(index + (code - first))]);
+      }
       index += c;
       first = (first + c) << 1;
       code <<= 1;
@@ -249,8 +253,9 @@ Status decode(const std::vector<uint8_t>& d, int64_t* height, int64_t* width, st
         const int cid = d[s + 1 + 2 * k];
         auto it = std::find_if(comps.begin(), comps.end(), [&](const Component& c) { return c.id == cid; });
         if (it == comps.end()) return Status::InvalidArgument("JPEG scan names unknown component {}", cid);
-        it->td = d[s + 2 + 2 * k] >> 4;
+        it->td = d[s + 2 + 2 * k] >> 4;  // 0-15 in the byte; a baseline decoder has tables 0-3
         it->ta = d[s + 2 + 2 * k] & 3;
+        if (it->td > 3) return Status::InvalidArgument("JPEG scan uses DC Huffman table {} (0-3 exist)", it->td);
       }
       i = e;
       break;

@@ -170,6 +170,13 @@ inline Result<Window> resolve_window(const Ctx& ctx, const Shape& in_spatial, st
                      w.nd);
   if (auto_pad != "NOTSET" && auto_pad != "VALID" && auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER")
     return ctx.error("auto_pad '{}' is not NOTSET, VALID, SAME_UPPER or SAME_LOWER", auto_pad);
+  // Bounded so the window arithmetic below cannot overflow an int64 (dims are bounded by the
+  // tensor size checks; a hostile attribute could still be near 2^63).
+  constexpr int64_t kMaxWindowAttr = int64_t{1} << 31;
+  for (const std::vector<int64_t>* v : {&w.kernel, &w.strides, &w.dilations, &pads})
+    for (int64_t x : *v)
+      if (x > kMaxWindowAttr)
+        return ctx.error("kernel_shape/strides/dilations/pads value {} is larger than 2^31", x);
   w.pad_begin.assign(w.nd, 0);
   w.pad_end.assign(w.nd, 0);
   w.out.assign(w.nd, kUnknownDim);

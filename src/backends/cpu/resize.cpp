@@ -105,7 +105,9 @@ Result<Plan> make_plan(const ResizeAttrs& a, const Shape& in, const std::vector<
       p.scale[d] = s;
       const double extent =
           a.ctm == "tf_crop_and_resize" ? in[d] * (p.roi_end[d] - p.roi_start[d]) : static_cast<double>(in[d]);
-      p.out[d] = static_cast<int64_t>(std::floor(extent * s));
+      const std::optional<int64_t> o = extent_from_double(std::floor(extent * s));
+      if (!o) return Status::InvalidArgument("scale {} makes axis {} of extent {} too large", s, d, in[d]);
+      p.out[d] = *o;
     }
     return p;
   }
@@ -122,7 +124,9 @@ Result<Plan> make_plan(const ResizeAttrs& a, const Shape& in, const std::vector<
     for (int64_t d : p.axes) s = a.policy == "not_larger" ? std::min(s, p.scale[d]) : std::max(s, p.scale[d]);
     for (int64_t d : p.axes) {
       p.scale[d] = s;
-      p.out[d] = static_cast<int64_t>(s * static_cast<double>(in[d]) + 0.5);  // round half up
+      const std::optional<int64_t> o = extent_from_double(s * static_cast<double>(in[d]) + 0.5);  // round half up
+      if (!o) return Status::InvalidArgument("scale {} makes axis {} of extent {} too large", s, d, in[d]);
+      p.out[d] = *o;
     }
   }
   return p;

@@ -47,7 +47,7 @@ Status reshape_target(const InferContext& ctx, const ValueInfo& in, std::vector<
     if (static_cast<int>(i) == infer_at) continue;
     const int64_t t = target[i];
     if (t >= 0) {
-      out_known *= t;
+      if (!checked_mul(out_known, t, &out_known)) return ctx.error("shape {} overflows an int64 element count", dims_string(target));
       continue;
     }
     auto it = t == kUnknownDim ? in_rest.end() : std::find(in_rest.begin(), in_rest.end(), t);
@@ -57,8 +57,9 @@ Status reshape_target(const InferContext& ctx, const ValueInfo& in, std::vector<
   int64_t in_sym = 0;
   int in_sym_count = 0;
   for (int64_t d : in_rest) {
-    if (d >= 0) in_known *= d;
-    else if (d == kUnknownDim) in_unknown = true;
+    if (d >= 0) {
+      if (!checked_mul(in_known, d, &in_known)) return ctx.error("input shape {} overflows an int64 element count", shape_to_string(in.shape));
+    } else if (d == kUnknownDim) in_unknown = true;
     else {
       ++in_sym_count;
       in_sym = d;

@@ -9,6 +9,7 @@
 #include <fmt/ranges.h>
 
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,8 +24,13 @@ inline void set_output(InferContext& ctx, size_t i, DType dtype, Shape shape) {
 }
 
 // Rank known (dims unknown) when rank >= 0, otherwise nothing but the dtype.
+// A rank read from a dim (Reshape's shape input declared [N], say) is left unknown past 2^16:
+// a hostile declared dim of 2^31 would otherwise allocate a 16 GiB shape vector.
+constexpr int64_t kMaxInferredRank = int64_t{1} << 16;
+
 inline void set_output_rank(InferContext& ctx, size_t i, DType dtype, int64_t rank) {
   if (i >= ctx.outputs.size()) return;
+  if (rank > kMaxInferredRank) rank = -1;
   ctx.outputs[i].dtype = dtype;
   ctx.outputs[i].rank_known = rank >= 0;
   ctx.outputs[i].shape = rank >= 0 ? Shape(static_cast<size_t>(rank), kUnknownDim) : Shape{};
@@ -62,13 +68,15 @@ inline Status require_int_tensor(const InferContext& ctx, size_t i, const char* 
 }
 
 // Product of dims [b, e): known when every dim is; a lone symbolic dim among 1s stays symbolic.
+// Saturates at INT64_MAX (the output size check then refuses the shape) instead of wrapping.
 inline int64_t dims_product(const Shape& s, size_t b, size_t e) {
   int64_t p = 1;
   int64_t sym = 0;
   int non_known = 0;
   for (size_t i = b; i < e; ++i) {
-    if (s[i] >= 0) p *= s[i];
-    else {
+    if (s[i] >= 0) {
+      if (!checked_mul(p, s[i], &p)) p = std::numeric_limits<int64_t>::max();
+    } else {
       ++non_known;
       sym = s[i];
     }
