@@ -288,6 +288,32 @@ __global__ void reduce_rows(ReduceOp op, const T* __restrict__ x, T* __restrict_
   if (threadIdx.x == 0) st(y, blockIdx.x, reduce_final(op, acc, cols));
 }
 
+// Reduced axes form one run in the middle: [outer, mid, inner] with mid reduced (NHWC spatial
+// means: [N, H*W, C]). A block takes 32 adjacent inner elements of one outer index (coalesced
+// loads across the warp) and 32 rows of warps split mid; shared memory combines the 32 partials.
+// One thread per output (reduce_general) ran N*C threads over H*W values each: 1024 threads for
+// EfficientNet's first squeeze-excitation mean at batch 32, 0.86 ms.
+template <typename T>
+__global__ void __launch_bounds__(1024) reduce_mid(ReduceOp op, const T* __restrict__ x, T* __restrict__ y, int64_t mid,
+                                                   int64_t inner) {
+  __shared__ float part[32][33];
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
+  const int64_t o = blockIdx.y;
+  float acc = reduce_init(op);
+  if (i < inner)
+    for (int64_t m = threadIdx.y; m < mid; m += 32) acc = reduce_step(op, acc, ld(x, (o * mid + m) * inner + i));
+  part[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && i < inner) {
+    float a = part[0][threadIdx.x];
+    for (int k = 1; k < 32; ++k) {
+      const float v = part[k][threadIdx.x];
+      a = op == ReduceOp::kMax ? fmaxf(a, v) : op == ReduceOp::kMin ? fminf(a, v) : op == ReduceOp::kProd ? a * v : a + v;
+    }
+    st(y, o * inner + i, reduce_final(op, a, mid));
+  }
+}
+
 template <typename T>
 __global__ void channel_affine(const T* __restrict__ x, const float* __restrict__ scale, const float* __restrict__ shift,
                                T* __restrict__ y, int64_t total, int64_t c, int64_t spatial) {
@@ -388,6 +414,16 @@ Status launch_reduce(ReduceOp op, DType dt, const void* x, void* y, const Shape&
   d.out_numel = 1;
   bool trailing = true;  // reduced axes form a suffix
   bool seen_reduced = false;
+  // One run of reduced axes (size-1 axes ignored) splits the tensor into [outer, mid, inner].
+  int64_t outer = 1, inner = 1;
+  int runs = 0;
+  bool in_run = false;
+  for (int k = 0; k < r; ++k) {
+    if (in[k] == 1) continue;
+    if (reduced[k] && !in_run) ++runs;
+    in_run = reduced[k];
+    if (!reduced[k]) (runs == 0 ? outer : inner) *= in[k];
+  }
   for (int k = 0; k < r; ++k) {
     if (reduced[k]) {
       d.red_dims[d.red_rank] = in[k];
@@ -406,6 +442,9 @@ Status launch_reduce(ReduceOp op, DType dt, const void* x, void* y, const Shape&
     using T = decltype(tag);
     if (trailing && d.red_count >= 32)
       reduce_rows<T><<<static_cast<unsigned>(d.out_numel), kBlock, 0, s>>>(op, static_cast<const T*>(x), static_cast<T*>(y), d.red_count);
+    else if (runs == 1 && inner >= 8 && d.red_count >= 64 && outer <= 65535)
+      reduce_mid<T><<<dim3(static_cast<unsigned>((inner + 31) / 32), static_cast<unsigned>(outer)), dim3(32, 32), 0, s>>>(
+          op, static_cast<const T*>(x), static_cast<T*>(y), d.red_count, inner);
     else
       reduce_general<T><<<grid_for(d.out_numel), kBlock, 0, s>>>(op, static_cast<const T*>(x), static_cast<T*>(y), d);
   }));
