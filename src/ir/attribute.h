@@ -24,4 +24,30 @@ struct Attribute {
 
 using AttributeMap = std::map<std::string, Attribute, std::less<>>;
 
+// Attributes built in code (passes, tests): int_attr(3), ints_attr({0, 2, 1, 3}), ...
+inline Attribute int_attr(int64_t v) {
+  Attribute a;
+  a.kind = Attribute::Kind::kInt;
+  a.i = v;
+  return a;
+}
+inline Attribute float_attr(float v) {
+  Attribute a;
+  a.kind = Attribute::Kind::kFloat;
+  a.f = v;
+  return a;
+}
+inline Attribute string_attr(std::string v) {
+  Attribute a;
+  a.kind = Attribute::Kind::kString;
+  a.s = std::move(v);
+  return a;
+}
+inline Attribute ints_attr(std::vector<int64_t> v) {
+  Attribute a;
+  a.kind = Attribute::Kind::kInts;
+  a.ints = std::move(v);
+  return a;
+}
+
 }  // namespace gpuopt

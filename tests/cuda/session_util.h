@@ -16,30 +16,10 @@
 
 namespace gpuopt::testing {
 
-inline Attribute ints_attr(std::vector<int64_t> v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kInts;
-  a.ints = std::move(v);
-  return a;
-}
-inline Attribute int_attr(int64_t v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kInt;
-  a.i = v;
-  return a;
-}
-inline Attribute float_attr(float v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kFloat;
-  a.f = v;
-  return a;
-}
-inline Attribute str_attr(const char* v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kString;
-  a.s = v;
-  return a;
-}
+using ::gpuopt::ints_attr;
+using ::gpuopt::int_attr;
+using ::gpuopt::float_attr;
+inline Attribute str_attr(const char* v) { return string_attr(v); }
 
 // Normal(0, scale) values of dtype `dt` (any numeric dtype; rounded by set_f64).
 inline Tensor random_tensor(DType dt, Shape shape, std::mt19937& rng, float scale = 1.0f) {

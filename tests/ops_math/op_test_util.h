@@ -30,30 +30,10 @@ inline Node make_node(Op op, size_t n_in, size_t n_out = 1, AttributeMap attrs =
   return n;
 }
 
-inline Attribute attr_i(int64_t v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kInt;
-  a.i = v;
-  return a;
-}
-inline Attribute attr_f(float v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kFloat;
-  a.f = v;
-  return a;
-}
-inline Attribute attr_s(std::string v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kString;
-  a.s = std::move(v);
-  return a;
-}
-inline Attribute attr_ints(std::vector<int64_t> v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kInts;
-  a.ints = std::move(v);
-  return a;
-}
+inline Attribute attr_i(int64_t v) { return int_attr(v); }
+inline Attribute attr_f(float v) { return float_attr(v); }
+inline Attribute attr_s(std::string v) { return string_attr(std::move(v)); }
+inline Attribute attr_ints(std::vector<int64_t> v) { return ints_attr(std::move(v)); }
 
 // Uniform random values in [lo, hi]; integer dtypes get integers; bool a fair coin.
 inline Tensor random_tensor(DType dt, const Shape& shape, double lo = -3.0, double hi = 3.0) {

@@ -35,30 +35,10 @@ inline std::vector<double> values(const Tensor& t) {
   return v;
 }
 
-inline Attribute attr_i(int64_t v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kInt;
-  a.i = v;
-  return a;
-}
-inline Attribute attr_f(float v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kFloat;
-  a.f = v;
-  return a;
-}
-inline Attribute attr_s(std::string v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kString;
-  a.s = std::move(v);
-  return a;
-}
-inline Attribute attr_ints(std::vector<int64_t> v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kInts;
-  a.ints = std::move(v);
-  return a;
-}
+inline Attribute attr_i(int64_t v) { return int_attr(v); }
+inline Attribute attr_f(float v) { return float_attr(v); }
+inline Attribute attr_s(std::string v) { return string_attr(std::move(v)); }
+inline Attribute attr_ints(std::vector<int64_t> v) { return ints_attr(std::move(v)); }
 
 inline Node make_node(Op op, size_t num_inputs, size_t num_outputs, AttributeMap attrs = {}, std::string name = "n1") {
   Node n;

@@ -27,30 +27,10 @@ inline Node node_of(Op op, size_t n_in, size_t n_out = 1, AttributeMap attrs = {
   return n;
 }
 
-inline Attribute a_int(int64_t v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kInt;
-  a.i = v;
-  return a;
-}
-inline Attribute a_float(float v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kFloat;
-  a.f = v;
-  return a;
-}
-inline Attribute a_str(std::string v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kString;
-  a.s = std::move(v);
-  return a;
-}
-inline Attribute a_ints(std::vector<int64_t> v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kInts;
-  a.ints = std::move(v);
-  return a;
-}
+inline Attribute a_int(int64_t v) { return int_attr(v); }
+inline Attribute a_float(float v) { return float_attr(v); }
+inline Attribute a_str(std::string v) { return string_attr(std::move(v)); }
+inline Attribute a_ints(std::vector<int64_t> v) { return ints_attr(std::move(v)); }
 inline Attribute a_tensor(Tensor t) {
   Attribute a;
   a.kind = Attribute::Kind::kTensor;

@@ -11,30 +11,10 @@
 
 namespace gpuopt::backend_ops {
 
-Attribute attr_i(int64_t v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kInt;
-  a.i = v;
-  return a;
-}
-Attribute attr_f(float v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kFloat;
-  a.f = v;
-  return a;
-}
-Attribute attr_ints(std::vector<int64_t> v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kInts;
-  a.ints = std::move(v);
-  return a;
-}
-Attribute attr_s(std::string v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kString;
-  a.s = std::move(v);
-  return a;
-}
+Attribute attr_i(int64_t v) { return int_attr(v); }
+Attribute attr_f(float v) { return float_attr(v); }
+Attribute attr_ints(std::vector<int64_t> v) { return ints_attr(std::move(v)); }
+Attribute attr_s(std::string v) { return string_attr(std::move(v)); }
 
 InputSpec data(DType dt, Shape s, double lo, double hi) {
   InputSpec in;
