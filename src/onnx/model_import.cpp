@@ -63,6 +63,11 @@ Result<ValueInfo> convert_value_info(const onnx::ValueInfoProto& vi, Graph* g, b
   info.rank_known = true;
   for (int i = 0; i < tt.shape().dim_size(); ++i) {
     const auto& d = tt.shape().dim(i);
+    // No tensor has an extent of 2^40 (a trillion elements along one axis); a declared one that
+    // large only feeds overflows into the window and shape arithmetic of the ops it reaches.
+    if (d.has_dim_value() && d.dim_value() > (int64_t{1} << 40))
+      return Status::InvalidArgument("graph {} '{}': dim {} is {}, larger than any tensor can be (2^40)", kind, vi.name(),
+                                     i, d.dim_value());
     if (d.has_dim_value() && d.dim_value() >= 0) info.shape.push_back(d.dim_value());
     else if (d.has_dim_param() && !d.dim_param().empty()) info.shape.push_back(g->symbol_dim(d.dim_param()));
     else if (i == 0 && leading_is_batch) info.shape.push_back(g->symbol_dim("batch"));

@@ -100,12 +100,21 @@ Result<Window> resolve_transpose(const Ctx& ctx, const Shape& in, const std::vec
   w.pad_begin.assign(nd, 0);
   w.pad_end.assign(nd, 0);
   w.out.assign(nd, kUnknownDim);
+  for (const std::vector<int64_t>* v : {&w.kernel, &w.strides, &w.dilations, &pads})
+    for (int64_t x : *v)
+      if (x > (int64_t{1} << 31)) return ctx.error("kernel_shape/strides/dilations/pads value {} is larger than 2^31", x);
   for (size_t i = 0; i < nd; ++i) {
     if (w.strides[i] < 1 || w.dilations[i] < 1 || out_pad[i] < 0 || w.kernel[i] < 1)
       return ctx.error("strides {}, dilations {}, kernel {} must be positive and output_padding {} non-negative",
                        nn::ints_str(w.strides), nn::ints_str(w.dilations), nn::ints_str(w.kernel),
                        nn::ints_str(out_pad));
     const int64_t eff = (w.kernel[i] - 1) * w.dilations[i] + 1;
+    // Extents and output_padding under 2^31 (the window attributes are bounded the same way)
+    // keep every product and sum below in range.
+    constexpr int64_t kMaxExtent = int64_t{1} << 31;
+    if (in[i] > kMaxExtent || out_pad[i] > kMaxExtent || (!out_shape.empty() && out_shape[i] > kMaxExtent))
+      return ctx.error("spatial dim {}: input extent {}, output_padding {} or output_shape too large for ConvTranspose", i,
+                       in[i], out_pad[i]);
     const bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
     if (!same && out_shape.empty()) {
       if (auto_pad == "NOTSET") {

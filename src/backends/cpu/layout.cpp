@@ -206,7 +206,7 @@ Status split_sizes(const InferContext& ctx, int64_t extent, std::vector<int64_t>
     int64_t sum = 0;
     for (int64_t s : *split) {
       if (s < 0) return ctx.error("split {} has a negative size", dims_string(*split));
-      sum += s;
+      if (!checked_add(sum, s, &sum)) return ctx.error("split {} sums past 2^63", dims_string(*split));
     }
     if (extent >= 0 && sum != extent)
       return ctx.error("split {} sums to {} but the axis has extent {}", dims_string(*split), sum, extent);

@@ -263,6 +263,14 @@ Status decode(const std::vector<uint8_t>& d, int64_t* height, int64_t* width, st
     i = e;
   }
   if (W <= 0 || H <= 0 || W > 65535 || H > 65535) return Status::InvalidArgument("JPEG size {}x{} is invalid", W, H);
+  // A few hundred bytes can declare a 65535 x 65535 frame whose blocks are all EOB: bound what
+  // the decoded pixels may cost by what was sent (real JPEGs compress 10-20x; a hostile one gets
+  // at most 16 MiB plus 256 bytes per byte of file, e.g. 16 Mpx of RGB for a 4 KB file).
+  const uint64_t decoded = static_cast<uint64_t>(W) * static_cast<uint64_t>(H) * comps.size();
+  if (decoded > (uint64_t{16} << 20) + 256 * static_cast<uint64_t>(d.size()))
+    return Status::InvalidArgument("JPEG declares {}x{} pixels ({} bytes decoded) from a {}-byte file: over the 256x "
+                                   "expansion (plus 16 MiB) gpuopt accepts",
+                                   W, H, decoded, d.size());
   if (comps.size() == 1) comps[0].h = comps[0].v = 1;  // a single-component scan is non-interleaved
   int hmax = 1, vmax = 1;
   for (const Component& c : comps) hmax = std::max(hmax, c.h), vmax = std::max(vmax, c.v);

@@ -190,6 +190,9 @@ inline Result<Window> resolve_window(const Ctx& ctx, const Shape& in_spatial, st
       if (w.pad_begin[i] < 0 || w.pad_end[i] < 0) return ctx.error("pads {} has a negative value", ints_str(pads));
     }
     if (!dim_is_known(x)) continue;
+    // With attributes under 2^31, an input extent under 2^62 keeps the sums below in range (a
+    // declared dim near 2^63 overflowed `x + s - 1`; found by the model_loader fuzzer).
+    if (x > (int64_t{1} << 62)) return ctx.error("spatial dim {} has extent {}, too large for a window op", i, x);
     if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
       const int64_t out = (x + s - 1) / s;
       const int64_t total = std::max<int64_t>(0, (out - 1) * s + eff - x);
