@@ -153,7 +153,9 @@ Status cpu_Range(KernelContext& ctx) {
     T* o = out.data<T>();
     if constexpr (std::is_integral_v<T>) {
       const int64_t a = ctx.in(0).get_i64(0), st = ctx.in(2).get_i64(0);
-      for (int64_t i = 0; i < out.numel(); ++i) o[i] = static_cast<T>(a + i * st);
+      // Two's-complement wraparound as numpy computes it, without signed-overflow UB.
+      for (int64_t i = 0; i < out.numel(); ++i)
+        o[i] = static_cast<T>(static_cast<uint64_t>(a) + static_cast<uint64_t>(i) * static_cast<uint64_t>(st));
     } else {
       // Accumulated in T as the spec's loop does (start, start+delta, ...): matters for f16.
       T v = from_f64<T>(ctx.in(0).get_f64(0));
