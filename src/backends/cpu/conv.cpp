@@ -102,7 +102,8 @@ Result<Window> resolve_transpose(const Ctx& ctx, const Shape& in, const std::vec
   w.out.assign(nd, kUnknownDim);
   for (const std::vector<int64_t>* v : {&w.kernel, &w.strides, &w.dilations, &pads})
     for (int64_t x : *v)
-      if (x > (int64_t{1} << 31)) return ctx.error("kernel_shape/strides/dilations/pads value {} is larger than 2^31", x);
+      if (x > (int64_t{1} << 31) || x < -(int64_t{1} << 31))
+        return ctx.error("kernel_shape/strides/dilations/pads value {} is beyond 2^31 in magnitude", x);
   for (size_t i = 0; i < nd; ++i) {
     if (w.strides[i] < 1 || w.dilations[i] < 1 || out_pad[i] < 0 || w.kernel[i] < 1)
       return ctx.error("strides {}, dilations {}, kernel {} must be positive and output_padding {} non-negative",

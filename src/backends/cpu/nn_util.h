@@ -175,8 +175,8 @@ inline Result<Window> resolve_window(const Ctx& ctx, const Shape& in_spatial, st
   constexpr int64_t kMaxWindowAttr = int64_t{1} << 31;
   for (const std::vector<int64_t>* v : {&w.kernel, &w.strides, &w.dilations, &pads})
     for (int64_t x : *v)
-      if (x > kMaxWindowAttr)
-        return ctx.error("kernel_shape/strides/dilations/pads value {} is larger than 2^31", x);
+      if (x > kMaxWindowAttr || x < -kMaxWindowAttr)
+        return ctx.error("kernel_shape/strides/dilations/pads value {} is beyond 2^31 in magnitude", x);
   w.pad_begin.assign(w.nd, 0);
   w.pad_end.assign(w.nd, 0);
   w.out.assign(w.nd, kUnknownDim);
