@@ -7,7 +7,7 @@
 #include "backends/cuda/attention.h"
 #include "core/cuda_check.h"
 #include "core/env.h"
-#include "kernel_common.cuh"
+#include "float_convert.cuh"
 
 #include <cuda_runtime.h>
 
@@ -16,21 +16,10 @@
 namespace gpuopt::cuda {
 namespace {
 
-using kern::to_d;
+using kern::from_f;
+using kern::to_f;
 
 constexpr int kRows = 16, kWarps = 4, kKeys = 64;
-
-__device__ __forceinline__ float to_f(float v) { return v; }
-__device__ __forceinline__ float to_f(__half v) { return __half2float(v); }
-__device__ __forceinline__ float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <typename T>
-__device__ __forceinline__ T from_f(float v);
-template <>
-__device__ __forceinline__ float from_f<float>(float v) { return v; }
-template <>
-__device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
 
 __device__ __forceinline__ float warp_max(float v) {
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));

@@ -7,6 +7,7 @@
 // is the reference it is tested against (backend-ops) and the path for every other shape.
 #include "backends/cuda/attention.h"
 #include "core/cuda_check.h"
+#include "float_convert.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -17,18 +18,11 @@ namespace gpuopt::cuda {
 namespace {
 
 using namespace nvcuda;
+using kern::from_f;
+using kern::to_f;
 
 constexpr int kWarps = 4, kRowsPerWarp = 16, kRows = kWarps * kRowsPerWarp, kKeys = 64;
 constexpr int kPadT = 8, kPadF = 4;  // row padding (elements) against bank conflicts; WMMA ldm rules
-
-__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
-__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <typename T>
-__device__ __forceinline__ T from_float(float v);
-template <>
-__device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
 
 // rows x cols (cols a multiple of 8) from global (row stride `src_ld`) into shared (row stride
 // `ld`), rows past `valid` zero-filled, with 16-byte copies.
@@ -107,7 +101,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_wmma_kernel(AttentionAr
         } else {
           const int64_t off = b * a.mask_sb + h * a.mask_sh + qi * a.mask_sq + j * a.mask_sk;
           if (a.mask_bool) masked = !static_cast<const bool*>(a.mask)[off];
-          else x += to_float(static_cast<const T*>(a.mask)[off]);
+          else x += to_f(static_cast<const T*>(a.mask)[off]);
         }
       }
       s[c] = masked ? -INFINITY : x;
@@ -120,8 +114,8 @@ __global__ void __launch_bounds__(kWarps * 32) attention_wmma_kernel(AttentionAr
 #pragma unroll
     for (int c = 0; c < kKeys / 2; ++c) {
       const float p = s[c] == -INFINITY ? 0.f : __expf(s[c] - m_new);
-      const T pt = from_float<T>(p);
-      sum += to_float(pt);  // the sum of what P V adds up, not of the unrounded p
+      const T pt = from_f<T>(p);
+      sum += to_f(pt);  // the sum of what P V adds up, not of the unrounded p
       ps[row * ldp + half * (kKeys / 2) + c] = pt;
     }
     sum += __shfl_xor_sync(0xffffffffu, sum, 1);
@@ -146,7 +140,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_wmma_kernel(AttentionAr
   }
   if (qi < a.q_seq) {
     T* y = static_cast<T*>(a.y) + b * a.ys.b + h * a.ys.h + qi * a.ys.s;
-    for (int c = half; c < Dv; c += 2) y[c] = from_float<T>(of[row * ldo + c] / l);  // l == 0: all masked, NaN
+    for (int c = half; c < Dv; c += 2) y[c] = from_f<T>(of[row * ldo + c] / l);  // l == 0: all masked, NaN
   }
 #endif
 }
