@@ -2,8 +2,8 @@
 // division against `/` and `%`, the path chosen per broadcast pattern and alignment, and the
 // kernels' own index functions (the same inline code the device runs) replayed on the host
 // against plain 64-bit reference index math.
-#include "backends/cuda/elementwise_plan.h"
-#include "backends/cuda/layout_plan.h"
+#include "ops/elementwise/cuda/elementwise_plan.h"
+#include "ops/tensor/cuda/layout_plan.h"
 
 #include <gtest/gtest.h>
 

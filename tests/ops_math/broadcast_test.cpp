@@ -1,6 +1,6 @@
 // Broadcast shape rules (partial and concrete) and the row iterator, against a per-element
 // unravel/modulo oracle.
-#include "backends/cpu/broadcast.h"
+#include "ops/common/broadcast.h"
 
 #include <gtest/gtest.h>
 
