@@ -34,6 +34,8 @@ std::optional<uint64_t> checked_nbytes(const Shape& s, size_t elem_size);
 std::optional<int64_t> extent_from_double(double v);
 // "[1,3,224,224]"; symbolic dims print as "?" unless names are given.
 std::string shape_to_string(const Shape& s);
+// "[1,-1,3]": every number as it is (config dims, attribute lists), -1 included.
+std::string dims_string(const std::vector<int64_t>& v);
 // Row-major strides in elements.
 std::vector<int64_t> shape_strides(const Shape& s);
 // Normalises a possibly-negative axis into [0, rank); returns false when out of range.

@@ -13,12 +13,6 @@ using net::HttpResponse;
 
 namespace {
 
-std::string dims_string(const Shape& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
 // Puts the request's tensors in model input order and checks dtype and shape against the config.
 Result<std::vector<Tensor>> arrange_inputs(const LoadedVersion& v, std::vector<InferInput>& given) {
   const ModelConfig& c = v.config;

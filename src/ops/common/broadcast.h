@@ -55,6 +55,32 @@ template <typename T>
 inline constexpr bool kIsFloatLike =
     std::is_floating_point_v<T> || std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
 
+// The shape left after reducing the flagged dims (kept as 1 with keepdims): reductions, ArgMax.
+inline Shape reduced_shape(const Shape& in, const std::vector<bool>& reduced, bool keepdims) {
+  Shape out;
+  for (size_t d = 0; d < in.size(); ++d) {
+    if (!reduced[d])
+      out.push_back(in[d]);
+    else if (keepdims)
+      out.push_back(1);
+  }
+  return out;
+}
+
+// Integer sums and products accumulate in 64 bits of the input's signedness.
+template <typename T>
+using IntAcc = std::conditional_t<std::is_unsigned_v<T>, uint64_t, int64_t>;
+
+// Wrapping 64-bit integer arithmetic (no signed-overflow UB): reductions and scans.
+template <typename A>
+inline A wrap_add(A a, A b) {
+  return static_cast<A>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+}
+template <typename A>
+inline A wrap_mul(A a, A b) {
+  return static_cast<A>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
+}
+
 // double -> T with a single rounding. For f16/bf16 the double is narrowed to float with
 // round-to-odd first, which makes the later float -> f16/bf16 rounding equal to a direct one.
 template <typename T>

@@ -321,4 +321,13 @@ inline const ValueInfo* flops_out(const FlopsContext& ctx, size_t i) {
   return i < ctx.outputs.size() ? ctx.outputs[i] : nullptr;
 }
 
+// One float input X of rank >= min_rank ([N, C, ...] ops).
+inline Status require_nc_input(const InferContext& ctx, size_t min_rank) {
+  GPUOPT_RETURN_IF_ERROR(require_inputs(ctx, 1));
+  GPUOPT_RETURN_IF_ERROR(require_float(ctx, 0, "X"));
+  const ValueInfo& x = ctx.in(0);
+  if (x.rank_known && x.shape.size() < min_rank) return ctx.error("input rank {} is below {}", x.shape.size(), min_rank);
+  return Status::Ok();
+}
+
 }  // namespace gpuopt::nn

@@ -128,8 +128,6 @@ inline Status norm_axis(const InferContext& ctx, int64_t* axis, int64_t rank, co
   return Status::Ok();
 }
 
-inline std::string dims_string(const std::vector<int64_t>& v) { return fmt::format("[{}]", fmt::join(v, ",")); }
-
 inline double numel_or_zero(const ValueInfo* v) {
   if (!v || !v->rank_known) return 0.0;
   const int64_t n = shape_numel(v->shape);

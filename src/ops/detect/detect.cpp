@@ -101,7 +101,7 @@ Status infer_NonMaxSuppression(InferContext& ctx) {
   const ValueInfo& boxes = ctx.in(0);
   const ValueInfo& scores = ctx.in(1);
   if (boxes.rank_known && (boxes.shape.size() != 3 || (boxes.shape[2] >= 0 && boxes.shape[2] != 4)))
-    return ctx.error("boxes must be [batch, boxes, 4], got {}", tensor_util::dims_string(boxes.shape));
+    return ctx.error("boxes must be [batch, boxes, 4], got {}", dims_string(boxes.shape));
   if (scores.rank_known && scores.shape.size() != 3)
     return ctx.error("scores must be [batch, classes, boxes], got rank {}", scores.shape.size());
   int64_t count = kUnknownDim;

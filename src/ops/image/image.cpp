@@ -1,5 +1,6 @@
-// Image-geometry ops beyond the engine-core list: Col2Im (N-d), AffineGrid (2-D and 3-D), RoiAlign and
-// GridSample (N-d; nearest, linear, cubic; zeros, border, reflection padding). Semantics are
+// Image-geometry ops: Col2Im (N-d), AffineGrid (2-D and 3-D) and GridSample (N-d; nearest,
+// linear, cubic; zeros, border, reflection padding); RoiAlign is in ops/detect, DeformConv in
+// ops/conv. Semantics are
 // those of onnx/reference/ops (PyTorch's), computed in double.
 #include "ops/common/nn_util.h"
 #include "ops/common/tensor_util.h"
@@ -140,14 +141,14 @@ Status infer_AffineGrid(InferContext& ctx) {
     return Status::Ok();
   }
   if (size->size() != 4 && size->size() != 5)
-    return ctx.error("size {} must be [N, C, H, W] or [N, C, D, H, W]", tensor_util::dims_string(*size));
+    return ctx.error("size {} must be [N, C, H, W] or [N, C, D, H, W]", dims_string(*size));
   const int64_t nd = static_cast<int64_t>(size->size()) - 2;
   for (int64_t v : *size)
-    if (v < 0) return ctx.error("size {} has a negative extent", tensor_util::dims_string(*size));
+    if (v < 0) return ctx.error("size {} has a negative extent", dims_string(*size));
   if (th.rank_known) {
     if (th.shape.size() != 3 || (th.shape[1] >= 0 && th.shape[1] != nd) || (th.shape[2] >= 0 && th.shape[2] != nd + 1))
-      return ctx.error("theta shape {} must be [N, {}, {}] for size {}", tensor_util::dims_string(th.shape), nd, nd + 1,
-                       tensor_util::dims_string(*size));
+      return ctx.error("theta shape {} must be [N, {}, {}] for size {}", dims_string(th.shape), nd, nd + 1,
+                       dims_string(*size));
     if (th.shape[0] >= 0 && th.shape[0] != (*size)[0])
       return ctx.error("theta has batch {} but size says {}", th.shape[0], (*size)[0]);
   }
@@ -165,7 +166,7 @@ Status cpu_AffineGrid(KernelContext& ctx) {
   const std::vector<int64_t> size = ctx.in(1).to_i64_vector();
   const int64_t nd = static_cast<int64_t>(size.size()) - 2, N = size[0];
   if (th.rank() != 3 || th.dim(0) != N || th.dim(1) != nd || th.dim(2) != nd + 1)
-    return ctx.error("theta {} does not match size {}", th.describe(), tensor_util::dims_string(size));
+    return ctx.error("theta {} does not match size {}", th.describe(), dims_string(size));
   const bool align = ctx.node.attr_i("align_corners", 0) != 0;
   auto base = [&](int64_t i, int64_t n) {
     if (align) return n == 1 ? -1.0 : -1.0 + 2.0 * static_cast<double>(i) / static_cast<double>(n - 1);
@@ -270,8 +271,8 @@ Status infer_GridSample(InferContext& ctx) {
   const size_t nd = x.shape.size() - 2;
   if (x.shape.size() < 3) return ctx.error("X rank {} is below 3", x.shape.size());
   if (grid.shape.size() != x.shape.size() || (grid.shape.back() >= 0 && grid.shape.back() != static_cast<int64_t>(nd)))
-    return ctx.error("grid shape {} must be [N, spatial..., {}] for X {}", tensor_util::dims_string(grid.shape), nd,
-                     tensor_util::dims_string(x.shape));
+    return ctx.error("grid shape {} must be [N, spatial..., {}] for X {}", dims_string(grid.shape), nd,
+                     dims_string(x.shape));
   if (x.shape[0] >= 0 && grid.shape[0] >= 0 && x.shape[0] != grid.shape[0])
     return ctx.error("grid batch {} differs from X batch {}", grid.shape[0], x.shape[0]);
   if ((mode == "cubic" || mode == "bicubic") && nd != 2 && ctx.opset < 20)
@@ -383,226 +384,6 @@ Status cpu_GridSample(KernelContext& ctx) {
 double flops_GridSample(const FlopsContext& ctx) {
   const double n = nn::est_numel(nn::flops_out(ctx, 0));
   return n < 0 ? 0 : n * 16;
-}
-
-// ---- RoiAlign -----------------------------------------------------------------------------------
-
-Status infer_RoiAlign(InferContext& ctx) {
-  GPUOPT_RETURN_IF_ERROR(tensor_util::check_inputs(ctx, 3, 3));
-  GPUOPT_RETURN_IF_ERROR(nn::require_float(ctx, 0, "X"));
-  GPUOPT_RETURN_IF_ERROR(nn::require_float(ctx, 1, "rois"));
-  GPUOPT_RETURN_IF_ERROR(tensor_util::require_int_tensor(ctx, 2, "batch_indices"));
-  const std::string mode = ctx.node.attr_s("mode", "avg");
-  if (mode != "avg" && mode != "max") return ctx.error("mode '{}' is not avg or max", mode);
-  const std::string ctm = ctx.node.attr_s("coordinate_transformation_mode", "half_pixel");
-  if (ctm != "half_pixel" && ctm != "output_half_pixel")
-    return ctx.error("coordinate_transformation_mode '{}' is not half_pixel or output_half_pixel", ctm);
-  const int64_t oh = ctx.node.attr_i("output_height", 1), ow = ctx.node.attr_i("output_width", 1);
-  if (oh < 1 || ow < 1) return ctx.error("output_height {} and output_width {} must be positive", oh, ow);
-  const ValueInfo& x = ctx.in(0);
-  const ValueInfo& rois = ctx.in(1);
-  const ValueInfo& bi = ctx.in(2);
-  if (x.rank_known && x.shape.size() != 4) return ctx.error("X must be [N, C, H, W], got rank {}", x.shape.size());
-  if (rois.rank_known && (rois.shape.size() != 2 || (rois.shape[1] >= 0 && rois.shape[1] != 4)))
-    return ctx.error("rois must be [num_rois, 4], got {}", tensor_util::dims_string(rois.shape));
-  if (bi.rank_known && bi.shape.size() != 1) return ctx.error("batch_indices must be 1-D, got rank {}", bi.shape.size());
-  int64_t R = rois.rank_known ? rois.shape[0] : kUnknownDim;
-  if (bi.rank_known && !tensor_util::merge_dim(R, bi.shape[0], &R))
-    return ctx.error("rois has {} rows but batch_indices {}", rois.shape[0], bi.shape[0]);
-  tensor_util::set_output(ctx, 0, x.dtype, {R, x.rank_known ? x.shape[1] : kUnknownDim, oh, ow});
-  return Status::Ok();
-}
-
-// Each output bin averages (or maxes) bilinear samples on a sampling_ratio^2 grid (adaptive:
-// ceil(roi extent / bins) when 0); as the reference, the max mode takes the largest weighted
-// corner term of each sample, and samples outside [-1, extent] count as 0.
-Status cpu_RoiAlign(KernelContext& ctx) {
-  const Tensor& x = ctx.in(0);
-  const int64_t C = x.dim(1), H = x.dim(2), W = x.dim(3), B = x.dim(0);
-  const int64_t R = ctx.in(1).dim(0), PH = ctx.out(0).dim(2), PW = ctx.out(0).dim(3);
-  const bool half_pixel = ctx.node.attr_s("coordinate_transformation_mode", "half_pixel") == "half_pixel";
-  const bool avg = ctx.node.attr_s("mode", "avg") == "avg";
-  const double scale = ctx.node.attr_f("spatial_scale", 1.0f);
-  const int64_t ratio = ctx.node.attr_i("sampling_ratio", 0);
-  const std::vector<double> xv = nn::to_doubles(x), rv = nn::to_doubles(ctx.in(1));
-  std::vector<double> y(static_cast<size_t>(R * C * PH * PW));
-  struct Tap {
-    int64_t pos[4];
-    double w[4];
-  };
-  for (int64_t r = 0; r < R; ++r) {
-    const int64_t b = ctx.in(2).get_i64(r);
-    if (b < 0 || b >= B) return ctx.error("batch_indices[{}] = {} is outside [0, {})", r, b, B);
-    const double off = half_pixel ? 0.5 : 0.0;
-    const double x0 = rv[r * 4] * scale - off, y0 = rv[r * 4 + 1] * scale - off;
-    double rw = rv[r * 4 + 2] * scale - off - x0, rh = rv[r * 4 + 3] * scale - off - y0;
-    if (!half_pixel) rw = std::max(rw, 1.0), rh = std::max(rh, 1.0);
-    const double bh = rh / static_cast<double>(PH), bw = rw / static_cast<double>(PW);
-    auto grid = [&](double extent, int64_t bins) {
-      const double g = std::ceil(extent / static_cast<double>(bins));
-      return std::isfinite(g) ? static_cast<int64_t>(std::min(std::max(g, 0.0), 1e9)) : int64_t{0};
-    };
-    const int64_t gh = ratio > 0 ? ratio : grid(rh, PH);
-    const int64_t gw = ratio > 0 ? ratio : grid(rw, PW);
-    if (!std::isfinite(x0) || !std::isfinite(y0) || !std::isfinite(rw) || !std::isfinite(rh))
-      return ctx.error("roi {} has a non-finite coordinate", r);
-    if (gh * gw > (int64_t{1} << 20))
-      return ctx.error("roi {} needs a {}x{} sampling grid per bin; set sampling_ratio", r, gh, gw);
-    const double count = static_cast<double>(std::max<int64_t>(gh * gw, 1));
-    std::vector<Tap> taps;
-    taps.reserve(static_cast<size_t>(PH * PW * std::max<int64_t>(gh * gw, 0)));
-    for (int64_t ph = 0; ph < PH; ++ph)
-      for (int64_t pw = 0; pw < PW; ++pw)
-        for (int64_t iy = 0; iy < gh; ++iy) {
-          const double yy = y0 + static_cast<double>(ph) * bh + (static_cast<double>(iy) + 0.5) * bh / static_cast<double>(gh);
-          for (int64_t ix = 0; ix < gw; ++ix) {
-            const double xx = x0 + static_cast<double>(pw) * bw + (static_cast<double>(ix) + 0.5) * bw / static_cast<double>(gw);
-            Tap t{{0, 0, 0, 0}, {0, 0, 0, 0}};
-            if (!(yy < -1.0 || yy > static_cast<double>(H) || xx < -1.0 || xx > static_cast<double>(W))) {
-              double sy = std::max(yy, 0.0), sx = std::max(xx, 0.0);
-              int64_t yl = static_cast<int64_t>(sy), xl = static_cast<int64_t>(sx), yh, xh;
-              if (yl >= H - 1) yh = yl = H - 1, sy = static_cast<double>(yl);
-              else yh = yl + 1;
-              if (xl >= W - 1) xh = xl = W - 1, sx = static_cast<double>(xl);
-              else xh = xl + 1;
-              const double ly = sy - static_cast<double>(yl), lx = sx - static_cast<double>(xl);
-              const double hy = 1 - ly, hx = 1 - lx;
-              t = Tap{{yl * W + xl, yl * W + xh, yh * W + xl, yh * W + xh}, {hy * hx, hy * lx, ly * hx, ly * lx}};
-            }
-            taps.push_back(t);
-          }
-        }
-    for (int64_t c = 0; c < C; ++c) {
-      const double* img = xv.data() + (b * C + c) * H * W;
-      size_t k = 0;
-      for (int64_t p = 0; p < PH * PW; ++p) {
-        double acc = 0;
-        for (int64_t s = 0; s < gh * gw; ++s, ++k) {
-          const Tap& t = taps[k];
-          if (avg) {
-            acc += t.w[0] * img[t.pos[0]] + t.w[1] * img[t.pos[1]] + t.w[2] * img[t.pos[2]] + t.w[3] * img[t.pos[3]];
-          } else {
-            const double v = std::max(std::max(t.w[0] * img[t.pos[0]], t.w[1] * img[t.pos[1]]),
-                                      std::max(t.w[2] * img[t.pos[2]], t.w[3] * img[t.pos[3]]));
-            acc = s == 0 ? v : std::max(acc, v);
-          }
-        }
-        y[(r * C + c) * PH * PW + p] = avg ? acc / count : acc;
-      }
-    }
-  }
-  nn::from_doubles(ctx.out(0), y);
-  return Status::Ok();
-}
-double flops_RoiAlign(const FlopsContext& ctx) {
-  const double n = nn::est_numel(nn::flops_out(ctx, 0));
-  return n < 0 ? 0 : n * 4 * 8;
-}
-
-// ---- DeformConv ---------------------------------------------------------------------------------
-// Inputs: X [N, C, H, W], W [M, C/group, kH, kW], offset [N, offset_group*kH*kW*2, oH, oW],
-// B [M] (optional), mask [N, offset_group*kH*kW, oH, oW] (optional). 2-D only.
-
-Status infer_DeformConv(InferContext& ctx) {
-  GPUOPT_RETURN_IF_ERROR(tensor_util::check_inputs(ctx, 3, 5));
-  for (size_t i = 0; i < 5; ++i)
-    if (ctx.has_input(i)) GPUOPT_RETURN_IF_ERROR(nn::require_float(ctx, i, "input"));
-  const ValueInfo& x = ctx.in(0);
-  const ValueInfo& w = ctx.in(1);
-  const ValueInfo& off = ctx.in(2);
-  if (x.rank_known && x.shape.size() != 4) return ctx.error("only 2-D deformable convolution is supported (X rank {})", x.shape.size());
-  if (w.rank_known && w.shape.size() != 4) return ctx.error("W must be rank 4, got {}", w.shape.size());
-  if (off.rank_known && off.shape.size() != 4) return ctx.error("offset must be rank 4, got {}", off.shape.size());
-  const int64_t G = ctx.node.attr_i("group", 1), OG = ctx.node.attr_i("offset_group", 1);
-  if (G < 1 || OG < 1) return ctx.error("group {} and offset_group {} must be positive", G, OG);
-  if (x.rank_known && w.rank_known && x.shape[1] >= 0 && w.shape[1] >= 0 && x.shape[1] != w.shape[1] * G)
-    return ctx.error("X has {} channels but W expects {} x group {}", x.shape[1], w.shape[1], G);
-  tensor_util::set_output(ctx, 0, x.dtype,
-                          {x.rank_known ? x.shape[0] : kUnknownDim, w.rank_known ? w.shape[0] : kUnknownDim,
-                           off.rank_known ? off.shape[2] : kUnknownDim, off.rank_known ? off.shape[3] : kUnknownDim});
-  return Status::Ok();
-}
-
-// y[n, m, i, j] = B[m] + sum over c in m's group, taps (a, b) of
-//   W[m, c, a, b] * mask * bilinear(X[n, c], i*sh - pad_t + a*dh + dy, j*sw - pad_l + b*dw + dx)
-// where (dy, dx) and mask come from the tap's offset group; samples outside X read 0.
-Status cpu_DeformConv(KernelContext& ctx) {
-  const Tensor& x = ctx.in(0);
-  const Tensor& wt = ctx.in(1);
-  const Tensor& off = ctx.in(2);
-  if (x.rank() != 4 || wt.rank() != 4 || off.rank() != 4) return ctx.error("only 2-D deformable convolution is supported");
-  const int64_t N = x.dim(0), C = x.dim(1), H = x.dim(2), W = x.dim(3), M = wt.dim(0), Cg = wt.dim(1);
-  const int64_t G = ctx.node.attr_i("group", 1), OG = ctx.node.attr_i("offset_group", 1);
-  std::vector<int64_t> ks = ctx.node.attr_ints("kernel_shape", {wt.dim(2), wt.dim(3)});
-  if (ks.size() != 2 || ks[0] != wt.dim(2) || ks[1] != wt.dim(3)) return ctx.error("kernel_shape does not match W {}", wt.describe());
-  const int64_t KH = ks[0], KW = ks[1], OH = off.dim(2), OW = off.dim(3);
-  const std::vector<int64_t> st = ctx.node.attr_ints("strides", {1, 1}), dl = ctx.node.attr_ints("dilations", {1, 1});
-  const std::vector<int64_t> pd = ctx.node.attr_ints("pads", {0, 0, 0, 0});
-  if (st.size() != 2 || dl.size() != 2 || pd.size() != 4) return ctx.error("strides/dilations need 2 values and pads 4");
-  if (C != Cg * G || M % G != 0 || C % OG != 0) return ctx.error("channels {} / {} do not fit group {} and offset_group {}", C, M, G, OG);
-  if (off.dim(0) != N || off.dim(1) != OG * KH * KW * 2)
-    return ctx.error("offset {} must be [{}, {}, oH, oW]", off.describe(), N, OG * KH * KW * 2);
-  const int64_t eh = (KH - 1) * dl[0] + 1, ew = (KW - 1) * dl[1] + 1;
-  if (OH != (H - eh + pd[0] + pd[2]) / st[0] + 1 || OW != (W - ew + pd[1] + pd[3]) / st[1] + 1)
-    return ctx.error("offset spatial dims {}x{} do not match the convolution output", OH, OW);
-  const bool has_mask = ctx.has_input(4);
-  if (has_mask && ctx.in(4).shape() != Shape{N, OG * KH * KW, OH, OW})
-    return ctx.error("mask {} must be [{}, {}, {}, {}]", ctx.in(4).describe(), N, OG * KH * KW, OH, OW);
-  if (ctx.has_input(3) && ctx.in(3).numel() != M) return ctx.error("B has {} values for {} output channels", ctx.in(3).numel(), M);
-  const std::vector<double> xv = nn::to_doubles(x), wv = nn::to_doubles(wt), ov = nn::to_doubles(off);
-  const std::vector<double> mv = has_mask ? nn::to_doubles(ctx.in(4)) : std::vector<double>{};
-  const std::vector<double> bv = ctx.has_input(3) ? nn::to_doubles(ctx.in(3)) : std::vector<double>(M, 0.0);
-  auto sample = [&](const double* img, double py, double px) {
-    if (!std::isfinite(py) || !std::isfinite(px) || std::fabs(py) > 1e9 || std::fabs(px) > 1e9) return 0.0;
-    const double fy = std::floor(py), fx = std::floor(px);
-    const int64_t y0 = static_cast<int64_t>(fy), x0 = static_cast<int64_t>(fx);
-    const double ty = py - fy, tx = px - fx;
-    double s = 0;
-    for (int a = 0; a < 2; ++a)
-      for (int b = 0; b < 2; ++b) {
-        const int64_t yy = y0 + a, xx = x0 + b;
-        if (yy < 0 || yy >= H || xx < 0 || xx >= W) continue;
-        s += (a ? ty : 1 - ty) * (b ? tx : 1 - tx) * img[yy * W + xx];
-      }
-    return s;
-  };
-  const int64_t Mg = M / G, Cog = C / OG, K = KH * KW;
-  std::vector<double> y(static_cast<size_t>(N * M * OH * OW));
-  std::vector<double> cols(static_cast<size_t>(C * K));  // sampled (and masked) input per output position
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t i = 0; i < OH; ++i)
-      for (int64_t j = 0; j < OW; ++j) {
-        for (int64_t c = 0; c < C; ++c) {
-          const int64_t og = c / Cog;
-          for (int64_t k = 0; k < K; ++k) {
-            const int64_t a = k / KW, b = k % KW;
-            const int64_t obase = ((n * OG + og) * K + k) * 2;
-            const double dy = ov[(obase * OH + i) * OW + j], dx = ov[((obase + 1) * OH + i) * OW + j];
-            const double py = static_cast<double>(i * st[0] - pd[0] + a * dl[0]) + dy;
-            const double px = static_cast<double>(j * st[1] - pd[1] + b * dl[1]) + dx;
-            double v = sample(xv.data() + (n * C + c) * H * W, py, px);
-            if (has_mask) v *= mv[(((n * OG + og) * K + k) * OH + i) * OW + j];
-            cols[c * K + k] = v;
-          }
-        }
-        for (int64_t m = 0; m < M; ++m) {
-          const int64_t g = m / Mg;
-          double s = bv[m];
-          for (int64_t cg = 0; cg < Cg; ++cg)
-            for (int64_t k = 0; k < K; ++k) s += wv[(m * Cg + cg) * K + k] * cols[(g * Cg + cg) * K + k];
-          y[((n * M + m) * OH + i) * OW + j] = s;
-        }
-      }
-  nn::from_doubles(ctx.out(0), y);
-  return Status::Ok();
-}
-double flops_DeformConv(const FlopsContext& ctx) {
-  const double n = nn::est_numel(nn::flops_out(ctx, 0));
-  const ValueInfo* w = nn::flops_in(ctx, 1);
-  if (n < 0 || !w || !w->rank_known) return 0;
-  double per = 1;
-  for (size_t i = 1; i < w->shape.size(); ++i) per *= nn::est_dim(w, static_cast<int64_t>(i));
-  return 2 * n * per;
 }
 
 }  // namespace gpuopt

@@ -147,7 +147,7 @@ Status run_rnn(KernelContext& ctx, Cell cell) {
     if (!ctx.has_input(i)) return s;
     const Tensor& t = ctx.in(i);
     const Shape want = c.layout1 ? Shape{B, D, H} : Shape{D, B, H};
-    if (t.shape() != want) return ctx.error("{} {} must be {}", what, t.describe(), tensor_util::dims_string(want));
+    if (t.shape() != want) return ctx.error("{} {} must be {}", what, t.describe(), dims_string(want));
     const std::vector<double> v = nn::to_doubles(t);
     for (int64_t d = 0; d < D; ++d)
       for (int64_t b = 0; b < B; ++b)

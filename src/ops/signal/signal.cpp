@@ -346,7 +346,7 @@ Result<StftParams> stft_params(const Node& node, int64_t len, const Tensor* step
   } else if (window && window->rank_known && window->shape.size() == 1) p.frame = window->shape[0];
   if (window && window->rank_known && (window->shape.size() != 1 || (p.frame >= 0 && window->shape[0] >= 0 && window->shape[0] != p.frame)))
     return Status::InvalidArgument("{}: window shape {} does not match frame_length {}", node_label(node),
-                                   tensor_util::dims_string(window->shape), p.frame);
+                                   dims_string(window->shape), p.frame);
   if (p.frame == kUnknownDim && !frame_t && !window && len >= 0) p.frame = len;
   if (p.frame != kUnknownDim && p.frame < 1)
     return Status::InvalidArgument("{}: frame_length {} must be positive", node_label(node), p.frame);

@@ -38,7 +38,7 @@ Status infer_CausalConvWithState(InferContext& ctx) {
   const ValueInfo& w = ctx.in(1);
   if (x.rank_known && x.shape.size() != 3) return ctx.error("input must be [batch, channels, length], got rank {}", x.shape.size());
   if (w.rank_known && (w.shape.size() != 3 || (w.shape[1] >= 0 && w.shape[1] != 1)))
-    return ctx.error("weight must be [channels, 1, kernel], got {}", tensor_util::dims_string(w.shape));
+    return ctx.error("weight must be [channels, 1, kernel], got {}", dims_string(w.shape));
   if (x.rank_known && w.rank_known && x.shape[1] >= 0 && w.shape[0] >= 0 && x.shape[1] != w.shape[0])
     return ctx.error("weight has {} channels, input {}", w.shape[0], x.shape[1]);
   const int64_t K = w.rank_known && w.shape.size() == 3 ? w.shape[2] : kUnknownDim;

@@ -1,5 +1,5 @@
-// The window pools' kernel call from a node, shared by MaxPool/AveragePool (NCHW, ops_norm.cpp)
-// and NhwcMaxPool's own-kernel path (ops_nhwc_pool.cpp): kernel_shape, strides, pads (top/left)
+// The window pools' kernel call from a node, shared by MaxPool/AveragePool (NCHW, pool.cpp)
+// and NhwcMaxPool's own-kernel path (nhwc_pool.cpp): kernel_shape, strides, pads (top/left)
 // and dilations from the attributes, sizes from x and y in either layout.
 #pragma once
 
