@@ -3,7 +3,7 @@
 #include "cli/command.h"
 #include "core/env.h"
 #include "core/table.h"
-#include "gpu/system_info.h"
+#include "monitor/system_info.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-// Device properties through the CUDA runtime (src/gpu/cuda/cuda_props.cpp, CUDA builds only; a
+// Device properties through the CUDA runtime (src/monitor/cuda/cuda_props.cpp, CUDA builds only; a
 // build without CUDA answers Unavailable("built without CUDA")).
 #pragma once
 

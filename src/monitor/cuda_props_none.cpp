@@ -1,5 +1,5 @@
 // CUDA runtime queries in a build without CUDA: say so.
-#include "gpu/cuda_props.h"
+#include "monitor/cuda_props.h"
 
 #ifndef GPUOPT_HAVE_CUDA
 namespace gpuopt {
@@ -12,7 +12,7 @@ bool built_with_cuda() { return false; }
 #endif
 
 #ifndef GPUOPT_HAVE_CUDA
-#include "gpu/lib_versions.h"
+#include "monitor/lib_versions.h"
 namespace gpuopt {
 void fill_built_versions(LibraryVersions*) {}  // built without CUDA: nothing to report
 }  // namespace gpuopt

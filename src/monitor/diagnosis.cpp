@@ -1,4 +1,4 @@
-#include "gpu/diagnosis.h"
+#include "monitor/diagnosis.h"
 
 #include <fmt/format.h>
 

@@ -6,7 +6,7 @@
 //   for (const Finding& f : d.findings()) fmt::print("GPU {}: {} — {}\n", f.gpu, f.title, f.advice);
 #pragma once
 
-#include "gpu/sampler_types.h"
+#include "monitor/sampler_types.h"
 
 #include <array>
 #include <optional>

@@ -1,4 +1,4 @@
-#include "gpu/exporter.h"
+#include "monitor/exporter.h"
 
 #include "core/log.h"
 #include "net/http.h"

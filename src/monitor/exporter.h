@@ -11,9 +11,9 @@
 #pragma once
 
 #include "core/status.h"
-#include "gpu/diagnosis.h"
-#include "gpu/exporter_metrics.h"
-#include "gpu/sampler.h"
+#include "monitor/diagnosis.h"
+#include "monitor/exporter_metrics.h"
+#include "monitor/sampler.h"
 
 #include <array>
 #include <atomic>

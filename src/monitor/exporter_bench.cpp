@@ -1,4 +1,4 @@
-#include "gpu/exporter_bench.h"
+#include "monitor/exporter_bench.h"
 
 #include "core/table.h"
 

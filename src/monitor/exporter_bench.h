@@ -9,7 +9,7 @@
 //   fmt::print("{}", format_thread_table(thread_cpu_delta(before, thread_cpu_times()), wall_s));
 #pragma once
 
-#include "gpu/exporter.h"
+#include "monitor/exporter.h"
 
 #include <nlohmann/json.hpp>
 

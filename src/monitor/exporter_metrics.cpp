@@ -1,4 +1,4 @@
-#include "gpu/exporter_metrics.h"
+#include "monitor/exporter_metrics.h"
 
 #include "gpuopt/build_info.h"
 

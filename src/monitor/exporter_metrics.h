@@ -6,9 +6,9 @@
 //   std::string text = r.render(snapshot, findings);
 #pragma once
 
-#include "gpu/diagnosis.h"
-#include "gpu/prom_text.h"
-#include "gpu/sampler_types.h"
+#include "monitor/diagnosis.h"
+#include "monitor/prom_text.h"
+#include "monitor/sampler_types.h"
 
 #include <string>
 #include <vector>

@@ -1,5 +1,5 @@
 // Host CPU/memory from procfs and GPUs from sysfs (see host_info.h).
-#include "gpu/host_info.h"
+#include "monitor/host_info.h"
 
 #include "core/env.h"
 

@@ -1,7 +1,7 @@
 // Run-time discovery of the CUDA libraries through dlopen (works in builds without CUDA too).
-#include "gpu/lib_versions.h"
+#include "monitor/lib_versions.h"
 
-#include "gpu/cuda_props.h"
+#include "monitor/cuda_props.h"
 
 #include <dlfcn.h>
 #include <fmt/format.h>

@@ -34,7 +34,7 @@ std::string cuda_version_text(int v);
 std::string cublas_version_text(long v);
 std::string cudnn_version_text(long v);
 
-// Header macros, from src/gpu/cuda/build_versions.cpp (CUDA builds) or the no-CUDA fallback.
+// Header macros, from src/monitor/cuda/build_versions.cpp (CUDA builds) or the no-CUDA fallback.
 void fill_built_versions(LibraryVersions* out);
 
 }  // namespace gpuopt

@@ -1,5 +1,5 @@
 // NVML loader and typed queries (see nvml.h).
-#include "gpu/nvml.h"
+#include "monitor/nvml.h"
 
 #include "core/env.h"
 #include "core/log.h"

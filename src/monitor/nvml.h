@@ -13,7 +13,7 @@
 #pragma once
 
 #include "core/status.h"
-#include "gpu/nvml_types.h"
+#include "monitor/nvml_types.h"
 
 #include <array>
 #include <memory>

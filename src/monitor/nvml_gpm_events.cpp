@@ -1,5 +1,5 @@
 // GPM samples/metrics and the NVML event set (XID errors), over the loader in nvml.cpp.
-#include "gpu/nvml.h"
+#include "monitor/nvml.h"
 
 #include <memory>
 

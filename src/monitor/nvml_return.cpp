@@ -1,5 +1,5 @@
 // nvmlReturn_t names and texts, and the StatusCode each maps to.
-#include "gpu/nvml_types.h"
+#include "monitor/nvml_types.h"
 
 #include <cstring>
 #include <string>

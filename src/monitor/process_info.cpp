@@ -1,4 +1,4 @@
-#include "gpu/process_info.h"
+#include "monitor/process_info.h"
 
 #include "core/env.h"
 

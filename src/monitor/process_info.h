@@ -6,7 +6,7 @@
 //   fill_process_info(proc_root(), &p);   // p.user "alice", p.command "python3 train.py", ...
 #pragma once
 
-#include "gpu/sampler_types.h"
+#include "monitor/sampler_types.h"
 
 #include <string>
 #include <string_view>

@@ -1,4 +1,4 @@
-#include "gpu/prom_text.h"
+#include "monitor/prom_text.h"
 
 #include <fmt/format.h>
 

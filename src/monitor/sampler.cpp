@@ -1,7 +1,7 @@
-#include "gpu/sampler.h"
+#include "monitor/sampler.h"
 
 #include "core/log.h"
-#include "gpu/sampler_impl.h"
+#include "monitor/sampler_impl.h"
 
 #include <pthread.h>
 #include <time.h>

@@ -12,7 +12,7 @@
 #pragma once
 
 #include "core/status.h"
-#include "gpu/sampler_types.h"
+#include "monitor/sampler_types.h"
 
 #include <atomic>
 #include <condition_variable>

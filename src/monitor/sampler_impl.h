@@ -2,8 +2,8 @@
 // sampler_queries.cpp (one read function per query group). Not a public header.
 #pragma once
 
-#include "gpu/nvml.h"
-#include "gpu/sampler.h"
+#include "monitor/nvml.h"
+#include "monitor/sampler.h"
 
 #include <array>
 #include <chrono>

@@ -1,4 +1,4 @@
-#include "gpu/sampler_json.h"
+#include "monitor/sampler_json.h"
 
 #include <fmt/format.h>
 

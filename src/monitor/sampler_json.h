@@ -2,8 +2,8 @@
 // snapshot, n/a fields as null, units in the key names.
 #pragma once
 
-#include "gpu/diagnosis.h"
-#include "gpu/sampler_types.h"
+#include "monitor/diagnosis.h"
+#include "monitor/sampler_types.h"
 
 #include <nlohmann/json.hpp>
 

@@ -2,8 +2,8 @@
 // first, so a read that fails leaves n/a rather than the previous value; the fields of groups not
 // read in a sample keep the values of their last read (the slow cadence).
 #include "core/log.h"
-#include "gpu/process_info.h"
-#include "gpu/sampler_impl.h"
+#include "monitor/process_info.h"
+#include "monitor/sampler_impl.h"
 
 #include <algorithm>
 

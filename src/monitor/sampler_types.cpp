@@ -1,4 +1,4 @@
-#include "gpu/sampler_types.h"
+#include "monitor/sampler_types.h"
 
 #include <fmt/format.h>
 

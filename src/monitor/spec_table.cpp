@@ -1,7 +1,7 @@
 // The per-architecture table. Sources: NVIDIA architecture whitepapers (Turing, GA100, GA102,
 // AD102, GH100, Blackwell) — per-SM dense rates; checked against datasheets in
 // tests/gpu/spec_table_test.cpp (T4, A100, A40, L40S, H100/H200 SXM, RTX PRO 6000, B200).
-#include "gpu/spec_table.h"
+#include "monitor/spec_table.h"
 
 namespace gpuopt {
 namespace {

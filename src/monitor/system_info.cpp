@@ -1,8 +1,8 @@
 // Gathers SystemInfo: host, PCI, CUDA runtime and NVML, matched by PCI bus id.
-#include "gpu/system_info.h"
+#include "monitor/system_info.h"
 
-#include "gpu/cuda_props.h"
-#include "gpu/lib_versions.h"
+#include "monitor/cuda_props.h"
+#include "monitor/lib_versions.h"
 #include "core/env.h"
 
 #include <cctype>

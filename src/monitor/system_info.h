@@ -7,9 +7,9 @@
 //   fmt::print("{}\n", system_info_json(s).dump(2));
 #pragma once
 
-#include "gpu/host_info.h"
-#include "gpu/nvml.h"
-#include "gpu/spec_table.h"
+#include "monitor/host_info.h"
+#include "monitor/nvml.h"
+#include "monitor/spec_table.h"
 
 #include <nlohmann/json.hpp>
 

@@ -1,5 +1,5 @@
 // SystemInfo -> JSON (`gpuopt info --json`). Absent values are null, never invented.
-#include "gpu/system_info.h"
+#include "monitor/system_info.h"
 
 namespace gpuopt {
 namespace {

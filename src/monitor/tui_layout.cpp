@@ -1,4 +1,4 @@
-#include "gpu/tui_layout.h"
+#include "monitor/tui_layout.h"
 
 #include "core/table.h"
 

@@ -8,8 +8,8 @@
 //   Screen s = view.render(80, 24);   // s.rows[i] is exactly 80 chars
 #pragma once
 
-#include "gpu/diagnosis.h"
-#include "gpu/sampler_types.h"
+#include "monitor/diagnosis.h"
+#include "monitor/sampler_types.h"
 
 #include <cstdint>
 #include <deque>

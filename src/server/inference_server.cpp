@@ -3,7 +3,7 @@
 #include "server/inference_server.h"
 
 #include "core/log.h"
-#include "gpu/nvml.h"
+#include "monitor/nvml.h"
 #include "gpuopt/build_info.h"
 
 namespace gpuopt::server {

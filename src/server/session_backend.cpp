@@ -1,7 +1,7 @@
 // ModelBackend over gpuopt::Session: each instance owns its own Session (its own backend
 // context, stream and buffers on the GPU), so instances never share mutable state.
 #include "core/log.h"
-#include "gpu/cuda_props.h"
+#include "monitor/cuda_props.h"
 #include "gpuopt/session.h"
 #include "server/backend.h"
 

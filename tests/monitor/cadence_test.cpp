@@ -3,10 +3,10 @@
 // moved to the slow cadence; slow-cadence groups are refreshed every Nth sample and keep their
 // values, with the time they were read, in between; the exporter publishes the real costs.
 #include "fake_script.h"
-#include "gpu/exporter.h"
-#include "gpu/exporter_bench.h"
-#include "gpu/sampler.h"
-#include "gpu/sampler_json.h"
+#include "monitor/exporter.h"
+#include "monitor/exporter_bench.h"
+#include "monitor/sampler.h"
+#include "monitor/sampler_json.h"
 #include "net/http.h"
 
 #include <gtest/gtest.h>

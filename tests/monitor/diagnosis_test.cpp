@@ -1,6 +1,6 @@
 // Each diagnosis rule driven by a scripted sequence of samples: it fires on the pattern it names
 // and stays quiet on a nearby pattern that must not trigger it.
-#include "gpu/diagnosis.h"
+#include "monitor/diagnosis.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // The monitor's screen layout without a terminal: every row exactly the width, panels and bars
 // where they belong, compact mode for many GPUs, n/a for missing fields, lost GPUs.
-#include "gpu/tui_layout.h"
+#include "monitor/tui_layout.h"
 
 #include <gtest/gtest.h>
 

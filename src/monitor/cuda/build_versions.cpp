@@ -1,5 +1,5 @@
 // Library versions from the headers this binary was compiled against (CUDA builds only).
-#include "gpu/lib_versions.h"
+#include "monitor/lib_versions.h"
 
 #include <cuda_runtime_api.h>
 #if __has_include(<cublas_api.h>)

@@ -1,5 +1,5 @@
 // Device properties through the CUDA runtime (compiled only in CUDA builds).
-#include "gpu/cuda_props.h"
+#include "monitor/cuda_props.h"
 
 #include "core/cuda_check.h"
 
