@@ -8,7 +8,7 @@
 
 #include "core/status.h"
 #include "core/tensor.h"
-#include "gpuopt/session.h"
+#include "gpuopt/run_profile.h"
 #include "ir/graph.h"
 
 #include <functional>
