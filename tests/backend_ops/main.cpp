@@ -13,7 +13,7 @@
 //                                        cases are valid on a machine without a GPU
 //   backend_ops support [--out FILE]     op x dtype support table (Markdown)
 //   backend_ops support --list FILE      the same as "Op: dtype dtype ..." lines: the checked-in
-//                                        tools/backend_ops/cuda_support.txt, from which
+//                                        tests/backend_ops/cuda_support.txt, from which
 //                                        `gpuopt_conformance --ops-table` fills docs/ops.md's CUDA
 //                                        column (CTest backend_ops.support_list checks it is current)
 #include "backends/cuda/cuda_ops.h"
@@ -283,6 +283,29 @@ struct Harness {
   }
 };
 
+// Every op with a CUDA kernel (GPUOPT_CUDA_OP) has at least one case here, so `test` compares it
+// with the CPU reference; a kernel added without a case fails CTest backend_ops.coverage. The
+// registry is static, so no GPU is needed.
+int coverage() {
+  std::set<std::string> with_case;
+  for (const Case& c : all_cases()) with_case.insert(c.op);
+  std::vector<std::string> missing;
+  int registered = 0;
+  for (size_t i = 0; i < kNumOps; ++i) {
+    const Op op = static_cast<Op>(i);
+    if (!cuda_op(op)) continue;
+    ++registered;
+    if (!with_case.count(std::string(op_name(op)))) missing.push_back(std::string(op_name(op)));
+  }
+  if (!missing.empty()) {
+    fmt::print(stderr, "backend_ops: {} of {} CUDA ops have no case in tests/backend_ops/cases*.cpp: {}\n",
+               missing.size(), registered, fmt::join(missing, ", "));
+    return 1;
+  }
+  fmt::print("all {} CUDA ops have backend-ops cases\n", registered);
+  return 0;
+}
+
 int main_impl(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "test";
   std::string only, out_path, list_path, label_part;
@@ -294,10 +317,11 @@ int main_impl(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--case")) label_part = argv[i + 1];
     else if (!std::strcmp(argv[i], "--reference-only")) reference_only = std::strcmp(argv[i + 1], "0") != 0;
   }
-  if (mode != "test" && mode != "perf" && mode != "support") {
-    fmt::print(stderr, "usage: backend_ops test|perf|support [--op NAME] [--case TEXT] [--reference-only 1] [--out FILE] [--list FILE]\n");
+  if (mode != "test" && mode != "perf" && mode != "support" && mode != "coverage") {
+    fmt::print(stderr, "usage: backend_ops test|perf|support|coverage [--op NAME] [--case TEXT] [--reference-only 1] [--out FILE] [--list FILE]\n");
     return 2;
   }
+  if (mode == "coverage") return coverage();
   Harness h;
   h.reference_only = reference_only && mode == "test";
   int passed = 0, failed = 0, skipped = 0;
