@@ -11,11 +11,6 @@
 
 namespace gpuopt::backend_ops {
 
-Attribute attr_i(int64_t v) { return int_attr(v); }
-Attribute attr_f(float v) { return float_attr(v); }
-Attribute attr_ints(std::vector<int64_t> v) { return ints_attr(std::move(v)); }
-Attribute attr_s(std::string v) { return string_attr(std::move(v)); }
-
 InputSpec data(DType dt, Shape s, double lo, double hi) {
   InputSpec in;
   in.dtype = dt;
@@ -50,12 +45,6 @@ InputSpec const_tensor(DType dt, Shape s, std::vector<double> v) {
   in.host_constant = true;
   in.values = std::move(v);
   return in;
-}
-Attribute attr_t(Tensor t) {
-  Attribute a;
-  a.kind = Attribute::Kind::kTensor;
-  a.t = std::move(t);
-  return a;
 }
 
 std::string label(DType dt, const Shape& s, const std::string& extra) {

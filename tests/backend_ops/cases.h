@@ -6,6 +6,7 @@
 #include "core/shape.h"
 #include "core/tensor.h"
 #include "ir/attribute.h"
+#include "op_test.h"
 
 #include <string>
 #include <vector>
@@ -34,15 +35,15 @@ struct Case {
 std::vector<Case> all_cases();
 
 // Builders shared by the case files (cases.cpp, cases_more.cpp).
-Attribute attr_i(int64_t v);
-Attribute attr_f(float v);
-Attribute attr_ints(std::vector<int64_t> v);
-Attribute attr_s(std::string v);
+using op_test::attr_f;  // attribute builders: tests/op_test.h
+using op_test::attr_i;
+using op_test::attr_ints;
+using op_test::attr_s;
+using op_test::attr_t;
 InputSpec data(DType dt, Shape s, double lo = -2, double hi = 2);  // fresh random values in [lo, hi)
 InputSpec constant_i64(std::vector<double> v);
 InputSpec scalar(DType dt, double v);
 InputSpec const_tensor(DType dt, Shape s, std::vector<double> v);  // fixed values, still uploaded
-Attribute attr_t(Tensor t);
 std::string label(DType dt, const Shape& s, const std::string& extra = "");  // "f16 [5,7,11,13] extra"
 
 // cases_more.cpp: variadic Sum/Mean/Min/Max, Resize cubic and antialias, NonZero.
