@@ -1,6 +1,7 @@
 // Conv and ConvTranspose: CPU reference (N-d, groups, dilations, pads/auto_pad, output_padding,
 // output_shape). Direct loops over a precomputed tap->input offset table, accumulated in double.
 #include "ops/common/nn_util.h"
+#include "core/thread_pool.h"
 
 namespace gpuopt {
 
@@ -184,19 +185,24 @@ Status cpu_Conv(KernelContext& ctx) {
   std::vector<double> bv = ctx.has_input(2) ? nn::to_doubles(ctx.in(2)) : std::vector<double>(M, 0.0);
   const std::vector<int64_t> table = nn::window_gather_table(win);
   // Per input channel, gather its K x O window matrix once (zeros in the padding), then every
-  // output channel of the group does branch-free multiply-adds over it.
+  // output channel of the group does branch-free multiply-adds over it. The work is cut into
+  // (image, group, block of output channels) units across the CPU pool (core/thread_pool.h),
+  // each with its own window matrix; every output still sums over (c, t) in order.
   std::vector<double> yv(static_cast<size_t>(N * M * O));
-  std::vector<double> col(static_cast<size_t>(K * O));
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t g = 0; g < G; ++g) {
-      for (int64_t mm = 0; mm < Mg; ++mm) {
+  const int64_t blocks = std::max<int64_t>(1, std::min<int64_t>(Mg, cpu_threads()));
+  parallel_for(N * G * blocks, 1, [&](int64_t u_begin, int64_t u_end) {
+    std::vector<double> col(static_cast<size_t>(K * O));
+    for (int64_t u = u_begin; u < u_end; ++u) {
+      const int64_t n = u / (G * blocks), g = u / blocks % G, blk = u % blocks;
+      const int64_t mm0 = Mg * blk / blocks, mm1 = Mg * (blk + 1) / blocks;
+      for (int64_t mm = mm0; mm < mm1; ++mm) {
         double* acc = yv.data() + (n * M + g * Mg + mm) * O;
         std::fill(acc, acc + O, bv[g * Mg + mm]);
       }
       for (int64_t c = 0; c < Cg; ++c) {
         const double* xin = xv.data() + (n * C + g * Cg + c) * I;
         for (int64_t j = 0; j < K * O; ++j) col[j] = table[j] >= 0 ? xin[table[j]] : 0.0;
-        for (int64_t mm = 0; mm < Mg; ++mm) {
+        for (int64_t mm = mm0; mm < mm1; ++mm) {
           const int64_t m = g * Mg + mm;
           double* acc = yv.data() + (n * M + m) * O;
           const double* wk = wv.data() + (m * Cg + c) * K;
@@ -208,6 +214,7 @@ Status cpu_Conv(KernelContext& ctx) {
         }
       }
     }
+  });
   nn::from_doubles(y, yv);
   return Status::Ok();
 }

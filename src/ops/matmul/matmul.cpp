@@ -3,6 +3,7 @@
 // (int64 accumulation, wrapped to the output type like a C cast). Einsum at the end.
 #include "ops/common/broadcast.h"
 #include "ops/common/nn_util.h"
+#include "core/thread_pool.h"
 
 #include <algorithm>
 #include <cctype>
@@ -16,25 +17,30 @@ bool matmul_dtype_ok(DType t) {
 }
 
 // C[m,n] (+)= sum_k A[m,k] * B[k,n] over plain row-major panels with given element strides.
-// Column tiles of kTileN keep the B panel in cache across the rows of A.
+// Column tiles of kTileN keep the B panel in cache across the rows of A. Rows are split across
+// the CPU pool (core/thread_pool.h); each C element still sums over k in order.
 template <typename Acc>
 void gemm_panel(const Acc* a, int64_t a_rs, int64_t a_cs, const Acc* b, int64_t b_rs, int64_t b_cs, Acc* c, int64_t M,
                 int64_t N, int64_t K) {
   constexpr int64_t kTileN = 256;
-  for (int64_t n0 = 0; n0 < N; n0 += kTileN) {
-    const int64_t n1 = std::min(N, n0 + kTileN);
-    for (int64_t m = 0; m < M; ++m) {
-      Acc* crow = c + m * N;
-      for (int64_t k = 0; k < K; ++k) {
-        const Acc av = a[m * a_rs + k * a_cs];
-        const Acc* brow = b + k * b_rs;
-        if (b_cs == 1)  // the common row-major case, kept separate so it vectorises
-          for (int64_t n = n0; n < n1; ++n) crow[n] += av * brow[n];
-        else
-          for (int64_t n = n0; n < n1; ++n) crow[n] += av * brow[n * b_cs];
+  // At least ~64K multiply-adds per chunk, so small products stay on the calling thread.
+  const int64_t min_rows = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, N * K));
+  parallel_for(M, min_rows, [&](int64_t m_begin, int64_t m_end) {
+    for (int64_t n0 = 0; n0 < N; n0 += kTileN) {
+      const int64_t n1 = std::min(N, n0 + kTileN);
+      for (int64_t m = m_begin; m < m_end; ++m) {
+        Acc* crow = c + m * N;
+        for (int64_t k = 0; k < K; ++k) {
+          const Acc av = a[m * a_rs + k * a_cs];
+          const Acc* brow = b + k * b_rs;
+          if (b_cs == 1)  // the common row-major case, kept separate so it vectorises
+            for (int64_t n = n0; n < n1; ++n) crow[n] += av * brow[n];
+          else
+            for (int64_t n = n0; n < n1; ++n) crow[n] += av * brow[n * b_cs];
+        }
       }
     }
-  }
+  });
 }
 
 template <typename T>
