@@ -1,6 +1,6 @@
 // Einsum on the GPU (kernels/einsum.cu): any equation of up to 4 float operands and 12 labels,
 // explicit or implicit output, repeated labels (diagonals), ellipsis with broadcasting. The plan
-// is the CPU reference's (src/backends/cpu/matmul.cpp); the sums run in double.
+// is the CPU reference's (src/ops/matmul/matmul.cpp); the sums run in double.
 #include "backends/cuda/cuda_ops.h"
 #include "ops/matmul/cuda/einsum_plan.h"
 
