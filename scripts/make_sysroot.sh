@@ -12,7 +12,11 @@ boost=$(for f in $(grep -l 'boost/' -r src tests --include='*.cpp'); do g++ -std
 (cd /usr/include && cp -a --parents $boost boost/*.hpp fmt CLI nlohmann google gtest gmock curses.h ncurses.h ncurses_dll.h \
   term.h unctrl.h termcap.h term_entry.h "$S/usr/include/")
 cp -L /usr/include/x86_64-linux-gnu/cblas.h /usr/include/x86_64-linux-gnu/openblas-pthread/openblas_config.h "$S/usr/include/"
+# Image codecs (ImageDecoder): libpng, libjpeg-turbo, zlib headers; jconfig.h from the multiarch dir.
+cp -L /usr/include/png.h /usr/include/pngconf.h /usr/include/pnglibconf.h /usr/include/zlib.h /usr/include/zconf.h \
+  /usr/include/jpeglib.h /usr/include/jmorecfg.h /usr/include/jerror.h /usr/include/x86_64-linux-gnu/jconfig.h "$S/usr/include/"
 L=/usr/lib/x86_64-linux-gnu
+cp -L $L/libpng16.a $L/libjpeg.a $L/libz.a "$S$L/"
 cp -a $L/libprotobuf.a $L/libgtest.a $L/libgtest_main.a $L/libgmock.a $L/libgmock_main.a $L/libncursesw.a $L/libtinfo.a "$S$L/"
 cp -L $L/libprotoc.so.32 $L/libprotobuf.so.32 $L/libfmt.so.9.1.0 $L/libgfortran.so.5 "$S$L/"
 mkdir -p "$S$L/openblas-pthread" && cp -L $L/openblas-pthread/libopenblas.a "$S$L/openblas-pthread/"
