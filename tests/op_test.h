@@ -8,12 +8,31 @@
 #include "ir/attribute.h"
 #include "ir/graph.h"
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace gpuopt::op_test {
+
+// Random source of the op tests' fresh inputs (a new seed each run; the tests print what failed).
+inline std::mt19937_64& rng() {
+  static std::mt19937_64 r(std::random_device{}());
+  return r;
+}
+
+// The case folders (those holding a case.json) under `dir`, sorted; none when it is missing.
+inline std::vector<std::string> case_names(const std::filesystem::path& dir) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+    if (std::filesystem::exists(e.path() / "case.json")) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
 
 // One node of `op` reading values 0..n_in-1 and writing n_in..n_in+n_out-1 (eval_node's layout).
 inline Node make_node(Op op, size_t n_in, size_t n_out = 1, AttributeMap attrs = {}, std::string name = "n0") {

@@ -17,10 +17,7 @@
 
 namespace gpuopt::testing {
 
-inline std::mt19937_64& rng() {
-  static std::mt19937_64 r(std::random_device{}());
-  return r;
-}
+using op_test::rng;
 
 using op_test::attr_f;
 using op_test::attr_i;

@@ -17,14 +17,7 @@ namespace fs = std::filesystem;
 
 fs::path data_dir() { return fs::path(GPUOPT_SOURCE_DIR) / "tests" / "ops_tensor" / "data"; }
 
-std::vector<std::string> case_names() {
-  std::vector<std::string> names;
-  if (fs::is_directory(data_dir()))
-    for (const auto& e : fs::directory_iterator(data_dir()))
-      if (fs::exists(e.path() / "case.json")) names.push_back(e.path().filename().string());
-  std::sort(names.begin(), names.end());
-  return names;
-}
+std::vector<std::string> case_names() { return op_test::case_names(data_dir()); }
 
 Tensor load(const fs::path& p) {
   Result<Tensor> t = read_npy(p.string());
