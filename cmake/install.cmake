@@ -13,7 +13,13 @@ set(GPUOPT_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/gpuopt)
 
 add_library(gpuopt_package INTERFACE)
 set_target_properties(gpuopt_package PROPERTIES EXPORT_NAME gpuopt)
-target_link_libraries(gpuopt_package INTERFACE ${GPUOPT_CUDA_BACKEND} gpuopt_engine)
+# In the build tree the CUDA backend is ${GPUOPT_CUDA_BACKEND}; in the installed package the same
+# whole-archive link names the exported target (a bare name would become -lgpuopt_cuda).
+target_link_libraries(gpuopt_package INTERFACE $<BUILD_INTERFACE:${GPUOPT_CUDA_BACKEND}> gpuopt_engine)
+if(GPUOPT_HAVE_CUDA)
+  target_link_libraries(gpuopt_package INTERFACE
+    "$<INSTALL_INTERFACE:$<LINK_LIBRARY:WHOLE_ARCHIVE,gpuopt::gpuopt_cuda>>")
+endif()
 target_include_directories(gpuopt_package INTERFACE $<INSTALL_INTERFACE:${GPUOPT_INSTALL_INCLUDEDIR}>)
 
 set(_gpuopt_export gpuopt_package gpuopt_options gpuopt_core gpuopt_engine gpuopt_onnx_proto)
