@@ -4,7 +4,6 @@
 #pragma once
 
 #include "core/cuda_check.h"
-#include "core/env.h"
 #include "core/dtype.h"
 #include "core/status.h"
 #include "ir/conv2d_attrs.h"
@@ -110,28 +109,6 @@ Status choose_algo(const Perf* perf, int found, DType dt, size_t max_ws, cudnnCo
   }
   return Status::Unimplemented("cuDNN has no {} algorithm for this {} convolution within {} bytes of workspace", what,
                                dtype_name(dt), max_ws);
-}
-
-// cuDNN's forward algorithms for the descriptors, best first. By default they are timed
-// (cudnnFindConvolutionForwardAlgorithm: each candidate run on scratch buffers cuDNN allocates,
-// host-blocking, so only on a shape's first, eager run); GPUOPT_CONV_ALGO=heuristic, a stream
-// under capture, or a failed search (out of memory) take cuDNN's heuristic ranking instead.
-inline Status rank_forward_algos(cudnnHandle_t h, const ConvDescs& d, cudnnConvolutionFwdAlgoPerf_t* perf,
-                                 int* found) {
-  static const bool heuristic = env_get("GPUOPT_CONV_ALGO").value_or("timed") == "heuristic";
-  cudaStream_t s = nullptr;
-  cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
-  const bool capturing = cudnnGetStream(h, &s) != CUDNN_STATUS_SUCCESS ||
-                         cudaStreamIsCapturing(s, &cap) != cudaSuccess || cap != cudaStreamCaptureStatusNone;
-  if (!heuristic && !capturing &&
-      cudnnFindConvolutionForwardAlgorithm(h, d.x, d.w, d.conv, d.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, found, perf) ==
-          CUDNN_STATUS_SUCCESS &&
-      *found > 0)
-    return Status::Ok();
-  cudaGetLastError();  // a failed search's allocation error is not this run's
-  GPUOPT_CHECK_CALL(
-      cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, found, perf));
-  return Status::Ok();
 }
 
 // The most workspace a convolution's algorithm may ask for: kMaxCallWorkspace, or a quarter of

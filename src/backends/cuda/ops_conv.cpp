@@ -22,7 +22,8 @@ Status build(ConvPlan* p, const ConvKey& k, cudnnHandle_t h, size_t max_ws) {
   GPUOPT_RETURN_IF_ERROR(p->d.build(k, k.m, k.c / k.group));
   cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
   int found = 0;
-  GPUOPT_RETURN_IF_ERROR(rank_forward_algos(h, p->d, perf, &found));
+  GPUOPT_CHECK_CALL(cudnnGetConvolutionForwardAlgorithm_v7(h, p->d.x, p->d.w, p->d.conv, p->d.y,
+                                                           CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf));
   return choose_algo(perf, found, k.dt, max_ws, p->d.conv, &p->algo, &p->workspace, "forward");
 }
 

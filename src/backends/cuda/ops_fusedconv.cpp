@@ -63,7 +63,8 @@ Status build(FusedPlan* p, const ConvKey& k, bool relu, size_t bias_reserve, cud
                                                  CUDNN_PROPAGATE_NAN, 0.0));
   cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
   int found = 0;
-  GPUOPT_RETURN_IF_ERROR(rank_forward_algos(h, p->d, perf, &found));
+  GPUOPT_CHECK_CALL(cudnnGetConvolutionForwardAlgorithm_v7(h, p->d.x, p->d.w, p->d.conv, p->d.y,
+                                                           CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf));
   if (ws_bytes < bias_reserve) return Status::Unimplemented("workspace of {} bytes cannot hold the bias", ws_bytes);
   const size_t max_ws = ws_bytes - bias_reserve;
   if (!relu) {
