@@ -34,3 +34,12 @@ if [ ! -x .venv/bin/python3 ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; t
   .venv/bin/python3 -m pip install -q -r requirements.txt
   echo "$want" > "$stamp"
 fi
+# NVIDIA's header-only libraries, pinned (without their Python dependencies, which gpuopt does
+# not use): the cuDNN frontend (graph API: SDPA flash attention) under .venv/.../include.
+HEADER_PKGS="nvidia-cudnn-frontend==1.32.0"
+hstamp=.venv/.headers.pinned
+if [ "$(cat "$hstamp" 2>/dev/null)" != "$HEADER_PKGS" ]; then
+  echo "deps: installing pinned header-only packages into .venv: $HEADER_PKGS"
+  .venv/bin/python3 -m pip install -q --no-deps $HEADER_PKGS
+  echo "$HEADER_PKGS" > "$hstamp"
+fi
