@@ -229,5 +229,52 @@ TEST(PodResources, ExporterLabelsProcessSeries) {
   ::unsetenv("GPUOPT_PROC_ROOT");
 }
 
+// On the GPU machine (scripts/gpu/deploy.sh, GPUOPT_POD_LABELS_REAL_GPU=1): the real NVML, a GPU
+// process the script started, and the fake kubelet allocating GPU 0 to a pod: that process's
+// series carry the pod.
+TEST(PodResources, RealGpuProcessGetsPodLabels) {
+  if (!std::getenv("GPUOPT_POD_LABELS_REAL_GPU"))
+    GTEST_SKIP() << "skipped: no CUDA device (scripts/gpu/deploy.sh runs it on the GPU machine)";
+  ::unsetenv("GPUOPT_NVML_LIBRARY");
+  ::unsetenv("GPUOPT_FAKE_NVML_SCRIPT");
+  FakeKubelet kubelet;
+  FakeServer server(&kubelet);
+  auto client = PodResourcesClient::connect(server.path, 0.5);
+  ASSERT_TRUE(client.ok());
+  std::shared_ptr<PodResourcesClient> c = std::move(*client);
+  gpu::ExporterOptions o;
+  o.listen = "127.0.0.1:0";
+  o.interval_s = 0.5;
+  o.pods = [c] { return c->list(); };
+  auto e = gpu::Exporter::start(o);
+  ASSERT_TRUE(e.ok()) << e.status().to_string();
+  ASSERT_GT((*e)->gpu_count(), 0u) << (*e)->no_gpu_reason();
+  net::HttpClient http("127.0.0.1", (*e)->port());
+  auto r = http.get("/metrics");
+  ASSERT_TRUE(r.ok());
+  const std::string key = "gpuopt_gpu_lost{gpu=\"0\",UUID=\"";  // present for every GPU
+  size_t at = r->body.find(key);
+  ASSERT_NE(at, std::string::npos) << r->body;
+  std::string uuid = r->body.substr(at + key.size(), r->body.find('"', at + key.size()) - at - key.size());
+  v1::ListPodResourcesResponse answer;
+  add_container(&answer, "gpu-check", "deploy", "bench", "nvidia.com/gpu", {uuid});
+  kubelet.set(answer);
+  std::string body;
+  bool labelled = false;
+  for (int i = 0; i < 120 && !labelled; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    auto m = http.get("/metrics");
+    ASSERT_TRUE(m.ok());
+    body = m->body;
+    for (size_t p = body.find("gpuopt_process_gpu_memory_bytes{gpu=\"0\""); p != std::string::npos && !labelled;
+         p = body.find("gpuopt_process_gpu_memory_bytes{gpu=\"0\"", p + 1))
+      labelled = body.substr(p, body.find('\n', p) - p).find(R"(pod="gpu-check",namespace="deploy",container="bench")") !=
+                 std::string::npos;
+  }
+  EXPECT_TRUE(labelled) << "no process series on GPU 0 (" << uuid << ") with the pod's labels:\n" << body;
+  EXPECT_NE(body.find("gpuopt_gpu_pod_info{gpu=\"0\",UUID=\"" + uuid + "\""), std::string::npos);
+  (*e)->stop();
+}
+
 }  // namespace
 }  // namespace gpuopt::kube
