@@ -43,9 +43,9 @@ class Entry:
         self._t = threading.Thread(target=self._read, daemon=True)
         self._t.start()
         end = time.time() + timeout
-        while time.time() < end and self.http_port is None and self.proc.poll() is None:
+        while time.time() < end and None in (self.http_port, self.metrics_port) and self.proc.poll() is None:
             time.sleep(0.05)
-        if self.http_port is None:
+        if None in (self.http_port, self.metrics_port):
             self.kill()
             raise AssertionError("entrypoint did not start gpuopt serve:\n" + "".join(self.log))
 
@@ -119,10 +119,15 @@ def test_serves_the_repository_and_drains_on_sigterm(repo):
         e.kill()
 
 
-def test_extra_flags_reach_serve(repo):
+def test_environment_ports_and_extra_flags_reach_serve(repo):
     httpclient = pytest.importorskip("tritonclient.http")
-    e = Entry(entry_env(repo), "--default-max-batch-size", "2")
+    from monitor_fixtures import free_port
+    http, metrics = free_port(), free_port()
+    e = Entry(entry_env(repo, GPUOPT_HTTP_PORT=str(http), GPUOPT_METRICS_PORT=str(metrics)),
+              "--default-max-batch-size", "2")
     try:
+        # The ports the manifests' probes and Services use are the ones gpuopt listens on.
+        assert (e.http_port, e.metrics_port) == (http, metrics), "".join(e.log)
         c = httpclient.InferenceServerClient(f"127.0.0.1:{e.http_port}")
         assert c.get_model_config("mlp")["max_batch_size"] == 2  # derived config: the flag's value
     finally:
