@@ -244,3 +244,21 @@ def test_grafana_provisioning_points_at_the_dashboard():
     for panel in d["panels"]:
         if "datasource" in panel:
             assert panel["datasource"]["uid"] == "${datasource}", panel["title"]
+
+
+def test_dashboard_layout_is_sound():
+    """Unique panel ids, panels inside the 24-column grid and not overlapping (Grafana would
+    silently move them), the serving row above the GPU rows."""
+    panels = dashboard()["panels"]
+    ids = [p["id"] for p in panels]
+    assert len(ids) == len(set(ids)), ids
+    boxes = []
+    for p in panels:
+        g = p["gridPos"]
+        assert g["x"] >= 0 and g["x"] + g["w"] <= 24, p["title"]
+        for q, h in boxes:
+            overlap = g["x"] < h["x"] + h["w"] and h["x"] < g["x"] + g["w"] and g["y"] < h["y"] + h["h"] and h["y"] < g["y"] + g["h"]
+            assert not overlap, f"panels '{p['title']}' and '{q}' overlap"
+        boxes.append((p["title"], g))
+    rows = [(p["gridPos"]["y"], p["title"]) for p in panels if p["type"] == "row"]
+    assert sorted(rows)[0][1].startswith("Serving"), rows
