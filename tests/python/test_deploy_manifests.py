@@ -60,7 +60,7 @@ def test_overlay_objects_validate_against_their_schemas(overlay):
 def test_kserve_objects_validate_against_their_crds():
     objs = kserve_objects()
     kinds = {o["kind"] for _, o in objs}
-    assert {"ServingRuntime", "ClusterServingRuntime", "InferenceService", "HorizontalPodAutoscaler"} <= kinds
+    assert {"ServingRuntime", "ClusterServingRuntime", "InferenceService", "HorizontalPodAutoscaler", "PodMonitor"} <= kinds
     for path, o in objs:
         try:
             validate_object(o)
@@ -194,6 +194,10 @@ def test_kserve_runtime_ports_and_probe():
         assert c["readinessProbe"]["httpGet"]["path"] == "/v2/health/ready"
         assert o["spec"]["annotations"]["prometheus.kserve.io/port"] == env["GPUOPT_METRICS_PORT"]
         assert "v2" in o["spec"]["protocolVersions"]
+    # The PodMonitor scrapes the runtime's metrics port, on pods KServe labels as predictors.
+    pm = next(o for _, o in kserve_objects() if o["kind"] == "PodMonitor")
+    assert pm["spec"]["podMetricsEndpoints"][0]["portNumber"] == int(env["GPUOPT_METRICS_PORT"])
+    assert pm["spec"]["selector"]["matchLabels"] == {"component": "predictor"}
     runtimes = [o for _, o in kserve_objects() if o["kind"].endswith("ServingRuntime")]
     assert runtimes[0]["spec"] == runtimes[1]["spec"], "ServingRuntime and ClusterServingRuntime differ"
     names = {o["metadata"]["name"] for o in runtimes}
