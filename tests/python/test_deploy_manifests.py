@@ -331,3 +331,23 @@ def test_entrypoint_flags_exist_in_serve_help():
             continue
         # Passed only where this gpuopt has it: the script must ask `serve --help` first.
         assert re.search(rf"serve --help .*grep -q -- '{flag}'", script), f"entrypoint passes {flag} unguarded"
+
+
+def test_dockerfile_build_context_configures(tmp_path):
+    """The build stage sees only what it COPYs: that subset alone configures (CMake, tests off as
+    in the image; CUDA off here, so it runs on CI's machine in seconds)."""
+    import shutil
+    ins = dockerfile_instructions()
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    for i, a in ins:
+        if i == "COPY" and "--from=" not in a:
+            words = [w for w in shlex.split(a) if not w.startswith("--")]
+            for src in words[:-1]:
+                if src.startswith("deploy/"):
+                    continue  # copied after the build, into the image
+                s = os.path.join(ROOT, src)
+                (shutil.copytree if os.path.isdir(s) else shutil.copy)(s, ctx / src.rstrip("/"))
+    r = subprocess.run(["cmake", "-S", str(ctx), "-B", str(tmp_path / "b"), "-DGPUOPT_CUDA=OFF",
+                        "-DGPUOPT_BUILD_TESTS=OFF"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
