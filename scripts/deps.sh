@@ -22,6 +22,13 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+# kubectl renders deploy/kubernetes' Kustomize overlays in the deploy tests: Debian's
+# kubernetes-client, unless a kubectl is already installed (another package owns the path then).
+if ! command -v kubectl >/dev/null 2>&1; then
+  echo "deps: installing Debian package kubernetes-client (kubectl)"
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends kubernetes-client >/dev/null
+fi
 # The Debian prometheus package starts a system service; the tests start their own on loopback.
 $SUDO systemctl disable --now prometheus prometheus-node-exporter >/dev/null 2>&1 || true
 
