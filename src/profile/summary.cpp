@@ -105,7 +105,7 @@ Summary summarize(const ProfileResult& r, const std::optional<Ceilings>& ceiling
       row.tflops = row.flops / (row.time_us * 1e-6) / 1e12;
     }
     row.intensity = row.bytes > 0 ? row.flops / row.bytes : 0;
-    if (ceilings && row.device != "cpu") {
+    if (ceilings) {  // the ceilings of the device they came from, whatever ran the node
       const double peak = ceilings->peak_for(row.dtype) * 1e12, bw = ceilings->bandwidth_GBps * 1e9;
       if (peak > 0 && bw > 0 && row.bytes > 0) {
         row.bound = row.intensity < peak / bw ? "memory" : "compute";

@@ -68,8 +68,6 @@ nlohmann::json profile_trace(const ProfileResult& r) {
     if (!nodes.empty()) {
       // Before the first node: input validation and upload; after the last: output download.
       w.complete(1, host, "validate + stage inputs", "staging", run.start_us - origin, nodes.front().start_us - run.start_us);
-      const double last_end = nodes.back().start_us + nodes.back().wall_us;
-      w.complete(1, host, "stage outputs", "staging", last_end - origin, run.end_us - last_end);
     }
     // The device clock against the host's: the smallest shift that starts no node on the GPU
     // before its launch began (events are relative to the first node's launch event).
@@ -94,6 +92,10 @@ nlohmann::json profile_trace(const ProfileResult& r) {
         args["wall_us"] = n.wall_us;
         w.complete(1, gpu, label, "kernel", first + n.gpu_start_us + shift - origin, n.gpu_us, args);
       }
+    }
+    if (!nodes.empty()) {
+      const double last_end = nodes.back().start_us + nodes.back().wall_us;
+      w.complete(1, host, "stage outputs", "staging", last_end - origin, run.end_us - last_end);
     }
   }
   return w.to_json();
