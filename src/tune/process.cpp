@@ -2,10 +2,8 @@
 #include "tune/process.h"
 
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -116,22 +114,6 @@ void stop_process(pid_t pid, double grace_s) {
   }
   kill(pid, SIGKILL);
   waitpid(pid, &status, 0);
-}
-
-Result<int> free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return Status::Internal("socket: {}", std::strerror(errno));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  socklen_t len = sizeof a;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    close(fd);
-    return Status::Internal("no free port: {}", std::strerror(errno));
-  }
-  close(fd);
-  return static_cast<int>(ntohs(a.sin_port));
 }
 
 std::string self_exe() {

@@ -21,8 +21,6 @@ Result<std::string> run_captured(const std::vector<std::string>& argv, double ti
 bool is_running(pid_t pid);
 // SIGTERM, then SIGKILL after `grace_s`; always reaps.
 void stop_process(pid_t pid, double grace_s);
-// A TCP port on 127.0.0.1 free right now.
-Result<int> free_port();
 // The running executable's path (/proc/self/exe).
 std::string self_exe();
 

@@ -72,18 +72,29 @@ Status write_repo(const fs::path& repo, const TuneOptions& o, const std::string&
   return Status::Ok();
 }
 
-Status wait_ready(pid_t pid, int port, const std::string& log) {
+// Waits for the server's "Started HTTPService at ADDR:PORT" line (it was started on port 0, so
+// the kernel chose a free one) and then for /v2/health/ready.
+Result<int> wait_ready(pid_t pid, const std::string& log) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
+  const std::string mark = "Started HTTPService at ";
+  int port = 0;
   while (std::chrono::steady_clock::now() < deadline) {
+    std::ifstream in(log);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     if (!is_running(pid)) {
-      std::ifstream in(log);
-      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
       const size_t cut = text.size() > 400 ? text.size() - 400 : 0;
       return Status::Internal("gpuopt serve exited before it was ready: {}", text.substr(cut));
     }
-    net::HttpClient c("127.0.0.1", static_cast<uint16_t>(port), std::chrono::seconds(2));
-    auto r = c.get("/v2/health/ready");
-    if (r.ok() && r->status == 200) return Status::Ok();
+    if (port == 0)
+      if (size_t at = text.find(mark); at != std::string::npos) {
+        const size_t colon = text.find(':', at + mark.size());
+        if (colon != std::string::npos) port = std::atoi(text.c_str() + colon + 1);
+      }
+    if (port > 0) {
+      net::HttpClient c("127.0.0.1", static_cast<uint16_t>(port), std::chrono::seconds(2));
+      auto r = c.get("/v2/health/ready");
+      if (r.ok() && r->status == 200) return port;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   return Status::DeadlineExceeded("gpuopt serve was not ready within 300 s (log: {})", log);
@@ -142,24 +153,18 @@ void search_online(const TuneOptions& o, const std::string& precision, Searcher&
           fail(st.message());
           continue;
         }
-        auto port = free_port();
-        auto mport = free_port();
-        if (!port.ok() || !mport.ok()) {
-          fail("no free port");
-          continue;
-        }
         sr.begin(fmt::format("online {} max_batch {} x{} delay {} us: starting serve", precision, mbs, inst, delay));
         std::vector<std::string> serve{exe, "serve", "--model-repository", repo.string(), "--http-address", "127.0.0.1",
-                                       "--http-port", std::to_string(*port), "--metrics-port", std::to_string(*mport),
-                                       "--exit-timeout-secs", "5"};
+                                       "--http-port", "0", "--metrics-port", "0", "--exit-timeout-secs", "5"};
         auto pid = spawn_logged(serve, log);
         if (!pid.ok()) {
           fail(pid.status().message());
           continue;
         }
-        if (Status st = wait_ready(*pid, *port, log); !st.ok()) {
+        auto port = wait_ready(*pid, log);
+        if (!port.ok()) {
           stop_process(*pid, 5);
-          fail(st.message());
+          fail(port.status().message());
           continue;
         }
         double prev = 0;
