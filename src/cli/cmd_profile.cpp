@@ -24,7 +24,7 @@ struct Options {
   int warmup = 3;
   int runs = 1;
   int top = 10;
-  std::string ceilings;
+  std::vector<std::string> ceilings;
   std::string trace;
   bool no_trace = false;
   bool json = false;
@@ -48,10 +48,17 @@ int run(const Options& o) {
   auto dims = profile::parse_dims(o.dims);
   if (!dims.ok()) return report_error(dims.status(), true);
   std::optional<profile::Ceilings> ceilings;
-  if (!o.ceilings.empty()) {
-    auto c = profile::read_ceilings(o.ceilings);
+  for (const std::string& path : o.ceilings) {  // several files (bench memory, bench compute): the best of each
+    auto c = profile::read_ceilings(path);
     if (!c.ok()) return report_error(c.status(), true);
-    ceilings = *c;
+    if (!ceilings) {
+      ceilings = *c;
+      continue;
+    }
+    ceilings->source += ", " + c->source;
+    ceilings->bandwidth_GBps = std::max(ceilings->bandwidth_GBps, c->bandwidth_GBps);
+    for (const auto& [k, v] : c->peak_TFLOPs) ceilings->peak_TFLOPs[k] = std::max(ceilings->peak_TFLOPs[k], v);
+    if (ceilings->device.empty()) ceilings->device = c->device;
   }
   std::string trace_path = o.trace;
   if (trace_path.empty() && !o.no_trace) trace_path = std::filesystem::path(o.model).stem().string() + ".trace.json";
@@ -91,7 +98,7 @@ void setup(CLI::App& app) {
       ->check(CLI::Range(1, 100000));
   cmd->add_option("--runs", o->runs, "Node-by-node runs recorded (default 1)")->check(CLI::Range(1, 1000));
   cmd->add_option("--top", o->top, "Nodes in the summary table (default 10)")->check(CLI::Range(1, 100000));
-  cmd->add_option("--ceilings", o->ceilings, "JSON of `gpuopt bench all --json` (or bench.json): roofline per node")
+  cmd->add_option("--ceilings", o->ceilings, "JSON of `gpuopt bench all --json` (or bench.json, or bench memory/compute --json; repeatable): roofline per node")
       ->check(CLI::ExistingFile);
   cmd->add_option("--trace", o->trace, "Chrome trace-event file to write (default MODEL_STEM.trace.json)");
   cmd->add_flag("--no-trace", o->no_trace, "Write no trace file");
