@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <fstream>
 #include <mutex>
@@ -156,7 +157,9 @@ Result<Level> measure(const PerfOptions& o, const Target& tgt, const std::vector
         ++sent;
         if (!req.expected.empty()) {
           const std::string_view hl = r->header("Inference-Header-Content-Length");
-          valid = check_response(req, r->body, hl.empty() ? std::nullopt : std::optional<size_t>(std::stoull(std::string(hl))));
+          size_t n = 0;
+          const bool has = !hl.empty() && std::from_chars(hl.data(), hl.data() + hl.size(), n).ec == std::errc();
+          valid = check_response(req, r->body, has ? std::optional<size_t>(n) : std::nullopt);
         }
       }
       if (!r.ok() || r->status != 200 || !valid.ok()) {
