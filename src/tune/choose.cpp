@@ -109,7 +109,9 @@ std::string config_pbtxt(const TuneResult& r) {
   s += fmt::format("instance_group [\n  {{\n    count: {}\n    kind: {}\n  }}\n]\n", instances,
                    r.options.device == "cpu" ? "KIND_CPU" : "KIND_GPU");
   if (r.options.device != "cpu") s += "optimization {\n  cuda {\n    graphs: true\n  }\n}\n";
-  s += fmt::format("parameters {{\n  key: \"gpuopt.precision\"\n  value {{\n    string_value: \"{}\"\n  }}\n}}\n", c.precision);
+  // int8 is the model's own quantized nodes: the session runs the rest at fp32.
+  s += fmt::format("parameters {{\n  key: \"gpuopt.precision\"\n  value {{\n    string_value: \"{}\"\n  }}\n}}\n",
+                   c.precision == "int8" ? "fp32" : c.precision);
   return s;
 }
 

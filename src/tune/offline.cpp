@@ -2,6 +2,8 @@
 // at the memory edge; each point measured on the engine alone.
 #include "tune/search.h"
 
+#include "ir/graph.h"
+#include "onnx/importer.h"
 #include "profile/inputs.h"
 
 #include <fmt/format.h>
@@ -28,10 +30,26 @@ double percentile(std::vector<double> v, double p) {
 
 }  // namespace
 
+std::string session_precision(const std::string& precision) { return precision == "int8" ? "fp32" : precision; }
+
+std::string precision_unavailable(const TuneOptions& o, const std::string& precision) {
+  if (precision != "int8") return {};
+  auto g = load_onnx_model(o.model);
+  if (!g.ok()) return g.status().message();
+  for (const Node& n : g->nodes()) {
+    const std::string& t = n.op_type;
+    if (t == "QuantizeLinear" || t == "DequantizeLinear" || t.rfind("QLinear", 0) == 0 ||
+        (t.size() > 7 && t.compare(t.size() - 7, 7, "Integer") == 0))
+      return {};
+  }
+  return "the model has no quantized nodes (QuantizeLinear/DequantizeLinear, QLinear*, *Integer): quantize it first "
+         "and tune the quantized model";
+}
+
 Result<std::unique_ptr<Session>> load_session(const TuneOptions& o, const std::string& precision) {
   SessionOptions so;
   so.device = o.device;
-  so.precision = precision;
+  so.precision = session_precision(precision);
   so.memory_limit = o.memory_limit;
   return Session::load(o.model, so);
 }

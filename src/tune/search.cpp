@@ -223,8 +223,8 @@ Result<TuneResult> run_tune(const TuneOptions& o, const ProgressFn& progress) {
   if (precisions.empty()) precisions = o.device == "cpu" ? std::vector<std::string>{"fp32"} : std::vector<std::string>{"fp32", "fp16", "bf16"};
   sr.expected = static_cast<int>(precisions.size()) * expected_offline_points(o);
   for (const std::string& p : precisions) {
-    if (p == "int8") {
-      r.notes.push_back("int8: not a session precision; quantize the model first (Q/DQ nodes) and tune that model at fp32");
+    if (std::string why = precision_unavailable(o, p); !why.empty()) {
+      r.notes.push_back(fmt::format("{}: not searched: {}", p, why));
       continue;
     }
     if (sr.out_of_time()) break;
@@ -232,7 +232,7 @@ Result<TuneResult> run_tune(const TuneOptions& o, const ProgressFn& progress) {
   }
   if (o.mode == "online")
     for (const std::string& p : precisions) {
-      if (p == "int8" || sr.out_of_time()) continue;
+      if (!precision_unavailable(o, p).empty() || sr.out_of_time()) continue;
       search_online(o, p, sr);
     }
   r.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - sr.start).count();

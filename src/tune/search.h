@@ -39,6 +39,11 @@ struct Searcher {
 };
 
 Result<std::unique_ptr<Session>> load_session(const TuneOptions& o, const std::string& precision);
+// The session precision a tune precision runs at: "int8" is the model's own quantized nodes
+// (QuantizeLinear/DequantizeLinear, QLinear*, *Integer), the rest of it at fp32.
+std::string session_precision(const std::string& precision);
+// Why the model cannot be searched at `precision` ("" when it can): int8 needs quantized nodes.
+std::string precision_unavailable(const TuneOptions& o, const std::string& precision);
 Point measure_offline(Session& s, const TuneOptions& o, const std::string& precision, int64_t batch, GpuUtil* util);
 void search_offline(const TuneOptions& o, const std::string& precision, Searcher& sr);
 // Online points for one precision, at max_batch_size candidates from the offline search.

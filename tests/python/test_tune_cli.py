@@ -158,3 +158,32 @@ def test_online_mode_and_repository_input(model, tmp_path):
     text = (out / "repository" / "small" / "config.pbtxt").read_text()
     assert f"max_batch_size: {chosen['batch']}" in text and f"count: {chosen['instances']}" in text
     assert f"max_queue_delay_microseconds: {chosen['max_queue_delay_us']}" in text
+
+
+def test_int8_only_where_the_model_is_quantized(model, tmp_path):
+    # resnet_small has no quantized nodes: int8 is skipped with the reason, fp32 still searched.
+    r = tune([str(model), "--precision", "int8", "--precision", "fp32", "--max-batch", "2", "--iterations", "2",
+              "--output-dir", str(tmp_path / "a"), "--json"])
+    assert r.returncode == 0, r.stderr
+    j = json.loads(r.stdout)
+    assert {p["precision"] for p in j["points"]} == {"fp32"}
+    assert any(n.startswith("int8: not searched: the model has no quantized nodes") for n in j["notes"])
+    # A Q/DQ model: int8 points run (its quantized nodes, the rest at fp32), and the config the
+    # server loads says fp32 for the session.
+    from onnx import TensorProto, helper, numpy_helper
+    w = np.random.default_rng(0).standard_normal((32, 16)).astype(np.float32)
+    g = helper.make_graph(
+        [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]), helper.make_node("DequantizeLinear", ["q", "s", "z"], ["d"]),
+         helper.make_node("MatMul", ["d", "w"], ["y"])],
+        "qdq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 32])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 16])],
+        [numpy_helper.from_array(np.array(0.05, np.float32), "s"), numpy_helper.from_array(np.array(0, np.int8), "z"),
+         numpy_helper.from_array(w, "w")])
+    path = tmp_path / "qdq.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    r = tune([str(path), "--precision", "int8", "--max-batch", "4", "--iterations", "2", "--output-dir", str(tmp_path / "b"),
+              "--json"])
+    assert r.returncode == 0, r.stdout + r.stderr
+    j = json.loads(r.stdout)
+    assert [p["batch"] for p in j["points"]] == [1, 2, 4] and all(p["ok"] and p["precision"] == "int8" for p in j["points"])
+    assert 'string_value: "fp32"' in j["config_pbtxt"]
