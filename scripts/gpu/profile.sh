@@ -21,6 +21,9 @@ $PY tools/models/make_models.py --out $M resnet50_full bert_base >/dev/null || e
 
 echo "== test_tune =="
 "$B/test_tune" >"$D/test_tune.txt" 2>&1; echo "exit $?"; grep -E "^\[  (PASSED|FAILED) " "$D/test_tune.txt"
+echo "== test_cuda: per-node profile times (trace origin, order) =="
+"$B/test_cuda" --gtest_filter='CudaTraceTimes.*:CudaGraphs.PerNodeProfile*' >"$D/test_cuda_trace.txt" 2>&1; echo "exit $?"
+grep -E "^\[  (PASSED|FAILED|SKIPPED) " "$D/test_cuda_trace.txt"
 
 echo "== ceilings (gpuopt bench memory, compute) =="
 "$G" bench memory --json >"$D/bench_memory.json" 2>"$D/bench.err"; echo "bench memory exit $?"
