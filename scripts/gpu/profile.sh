@@ -48,7 +48,8 @@ serve_perf() {  # $1 repository, $2 label
   local pid=$! port=""
   for _ in $(seq 600); do
     port=$(sed -n 's/.*Started HTTPService at [0-9.]*:\([0-9]*\).*/\1/p' "$D/serve_$2.log" | head -1)
-    [ -n "$port" ] && curl -sf "127.0.0.1:$port/v2/health/ready" >/dev/null && break
+    [ -n "$port" ] && $PY -c "import urllib.request as u; u.urlopen('http://127.0.0.1:$port/v2/health/ready', timeout=2)" \
+      2>/dev/null && break
     sleep 0.2
   done
   "$G" perf -m resnet50 -u "127.0.0.1:$port" --concurrency-range "$conc" -p 2000 --json >"$D/perf_$2.json" 2>>"$D/serve_$2.log"
