@@ -56,7 +56,11 @@ serve_perf() {  # $1 repository, $2 label
   kill $pid; wait $pid 2>/dev/null
   $PY -c "import json; l=json.load(open('$D/perf_$2.json'))['results'][0]; print('%-8s concurrency %d: %.0f infer/s, p50 %.2f ms, p99 %.2f ms' % ('$2', l['concurrency'], l['throughput_infer_per_s'], l['p50_us']/1e3, l['p99_us']/1e3))"
 }
-serve_perf "$D/tune_resnet50/repository" chosen
+if [ -f "$D/tune_resnet50/repository/resnet50/config.pbtxt" ]; then
+  serve_perf "$D/tune_resnet50/repository" chosen
+else
+  echo "no config chosen: see $D/tune_resnet50.txt"
+fi
 serve_perf "$D/default_repo" default
 
 echo "== profile BERT-base fp16, batch 32, seq 128 =="
