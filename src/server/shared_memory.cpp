@@ -240,6 +240,10 @@ Result<void*> open(const std::string&, int) {
 void close(void*, int) {}
 Status copy_to_host(void*, const void*, size_t, int) { return Status::Unavailable("no CUDA in this build"); }
 Status copy_to_device(void*, const void*, size_t, int) { return Status::Unavailable("no CUDA in this build"); }
+Result<void*> alloc_exportable(size_t, int, std::string*) {
+  return Status::Unavailable("CUDA shared memory needs a CUDA build of gpuopt (this one is CPU only)");
+}
+void free_exportable(void*, int) {}
 }  // namespace cuda_ipc
 #endif
 

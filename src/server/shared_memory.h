@@ -84,6 +84,9 @@ Result<void*> open(const std::string& raw_handle, int device_id);
 void close(void* ptr, int device_id);
 Status copy_to_host(void* dst, const void* src, size_t bytes, int device_id);
 Status copy_to_device(void* dst, const void* src, size_t bytes, int device_id);
+// The client side (gpuopt perf --shared-memory cuda): a device allocation and its IPC handle.
+Result<void*> alloc_exportable(size_t bytes, int device_id, std::string* raw_handle);
+void free_exportable(void* ptr, int device_id);
 }  // namespace cuda_ipc
 
 // Base64 (RFC 4648) of Triton's HTTP raw_handle {"b64": "..."}; nullopt when malformed.

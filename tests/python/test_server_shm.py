@@ -197,3 +197,30 @@ def test_sigterm_under_mixed_http_and_grpc_load(tmp_path):
     assert counts["wrong"] == 0
     assert not counts["lost"], counts["lost"]
     print(counts)
+
+
+@pytest.mark.parametrize("proto,shm_kind", [("grpc", "none"), ("grpc", "system"), ("http", "system")])
+def test_perf_over_grpc_and_shared_memory(server, proto, shm_kind):
+    """`gpuopt perf -i grpc --shared-memory system`: no errors, every request it counted is in the
+    server's statistics, and its regions are unregistered and unlinked when it exits."""
+    import json
+    import subprocess
+    hc = httpclient.InferenceServerClient(server.url)
+
+    def successes():
+        return int(hc.get_inference_statistics("simple")["model_stats"][0]["inference_stats"]["success"]["count"])
+
+    before = successes()
+    url = server.grpc_url if proto == "grpc" else server.url
+    r = subprocess.run([H.gpuopt_bin(), "perf", "-m", "simple", "-u", url, "-i", proto, "--shared-memory", shm_kind,
+                        "-b", "2", "--concurrency-range", "2", "-p", "300", "-r", "3", "--json"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["protocol"] == proto and out["shared_memory"] == shm_kind
+    res = out["results"][0]
+    assert res["errors"] == 0 and res["requests"] > 0
+    assert successes() - before >= res["requests"]  # the windows' requests, plus the ones around them
+    assert res["server_compute_infer_us"] > 0
+    assert hc.get_system_shared_memory_status() == []
+    assert not [f for f in os.listdir("/dev/shm") if f.startswith("gpuopt_perf_")]

@@ -50,4 +50,22 @@ Status copy_to_device(void* dst, const void* src, size_t bytes, int device_id) {
   return check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy (host to shared memory)");
 }
 
+Result<void*> alloc_exportable(size_t bytes, int device_id, std::string* raw_handle) {
+  GPUOPT_RETURN_IF_ERROR(check(cudaSetDevice(device_id), "cudaSetDevice"));
+  void* p = nullptr;
+  GPUOPT_RETURN_IF_ERROR(check(cudaMalloc(&p, bytes), "cudaMalloc"));
+  cudaIpcMemHandle_t h;
+  if (Status s = check(cudaIpcGetMemHandle(&h, p), "cudaIpcGetMemHandle"); !s.ok()) {
+    cudaFree(p);
+    return s;
+  }
+  raw_handle->assign(reinterpret_cast<const char*>(&h), sizeof(h));
+  return p;
+}
+
+void free_exportable(void* ptr, int device_id) {
+  if (cudaSetDevice(device_id) == cudaSuccess) cudaFree(ptr);
+  cudaGetLastError();
+}
+
 }  // namespace gpuopt::server::cuda_ipc
