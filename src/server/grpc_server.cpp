@@ -4,6 +4,7 @@
 #include "server/grpc_server.h"
 
 #include <google/protobuf/util/json_util.h>
+#include <grpc/support/log.h>
 #include <grpcpp/grpcpp.h>
 
 #include <climits>
@@ -32,6 +33,10 @@ Status json_to_proto(const nlohmann::json& j, google::protobuf::Message* m) {
   if (!st.ok()) return Status::Internal("JSON to {}: {}", m->GetTypeName(), st.ToString());
   return Status::Ok();
 }
+
+// grpc's own log lines (a failed bind prints a nested error tree) go to gpuopt's log at debug
+// level; the user sees the one-line Status the server returns.
+void grpc_log(gpr_log_func_args* a) { GPUOPT_LOG(debug, "grpc: {}:{}: {}", a->file, a->line, a->message); }
 
 ServerUnaryReactor* answer(CallbackServerContext* ctx, const Status& s) {
   auto* r = ctx->DefaultReactor();
@@ -317,12 +322,16 @@ struct GrpcServer::Impl {
 };
 
 Result<std::unique_ptr<GrpcServer>> GrpcServer::start(InferenceServer* server, const GrpcOptions& o) {
+  static std::once_flag log_once;
+  std::call_once(log_once, [] { gpr_set_log_function(grpc_log); });
   std::unique_ptr<GrpcServer> g(new GrpcServer());
   g->impl_ = std::make_unique<Impl>();
   g->impl_->service = std::make_unique<Service>(server);
   grpc::ServerBuilder b;
   int selected = 0;
   std::string addr = (o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host) + ":" + std::to_string(o.port);
+  // No SO_REUSEPORT (grpc's default): a second server on a taken port must fail, not share it.
+  b.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   b.AddListeningPort(addr, grpc::InsecureServerCredentials(), &selected);
   b.RegisterService(g->impl_->service.get());
   b.SetMaxReceiveMessageSize(static_cast<int>(std::min<size_t>(o.max_message_bytes, INT_MAX)));
@@ -337,6 +346,7 @@ Result<std::unique_ptr<GrpcServer>> GrpcServer::start(InferenceServer* server, c
 GrpcServer::~GrpcServer() { stop(std::chrono::milliseconds(0)); }
 
 void GrpcServer::stop(std::chrono::milliseconds grace) {
+  if (!impl_ || !impl_->server) return;  // start() failed: nothing was bound
   std::call_once(impl_->stopped, [&] {
     impl_->server->Shutdown(std::chrono::system_clock::now() + grace);
     impl_->server->Wait();

@@ -233,3 +233,14 @@ def test_explicit_model_control(tmp_path):
         assert st == "StatusCode.INVALID_ARGUMENT" and "no_such_model" in msg
         code, _, out = s.stop()
         assert code == 0, out
+
+
+def test_grpc_port_in_use_is_one_clear_line(server, tmp_path):
+    import subprocess
+    H.make_repository(str(tmp_path))
+    r = subprocess.run([H.gpuopt_bin(), "serve", "--model-repository", str(tmp_path), "--http-address", "127.0.0.1",
+                        "--http-port", "0", "--metrics-port", "0", "--grpc-port", str(server.grpc_port)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1, r.stdout + r.stderr
+    err = r.stderr.strip().splitlines()
+    assert len(err) == 1 and f"cannot listen on 127.0.0.1:{server.grpc_port}" in err[0], r.stderr
