@@ -9,6 +9,7 @@
 
 #include "cli/command.h"
 #include "core/log.h"
+#include "server/grpc_server.h"
 #include "server/inference_server.h"
 
 namespace gpuopt::cli {
@@ -20,6 +21,8 @@ struct ServeOptions {
   std::string http_address = "0.0.0.0";
   int http_port = 8000;
   int metrics_port = 8002;
+  int grpc_port = 8001;
+  bool allow_grpc = true;
   bool allow_metrics = true;
   bool allow_gpu_metrics = true;
   std::string control_mode = "none";
@@ -91,6 +94,12 @@ int run(const ServeOptions& o) {
   if (o.allow_metrics) so.metrics_port = static_cast<uint16_t>(o.metrics_port);
   so.metrics_host = o.http_address;
   so.gpu_metrics = o.allow_gpu_metrics;
+  if (o.allow_grpc) {
+    so.grpc = std::make_shared<server::GrpcOptions>();
+    so.grpc->host = o.http_address;
+    so.grpc->port = static_cast<uint16_t>(o.grpc_port);
+    so.grpc->max_message_bytes = static_cast<size_t>(o.max_input_size);
+  }
 
   // Block the shutdown signals before any thread starts so that only sigwait below sees them.
   sigset_t set;
@@ -105,6 +114,7 @@ int run(const ServeOptions& o) {
   for (const auto& v : s.repository().ready_versions())
     fmt::print("model '{}' version {} READY (max_batch_size {}, {} instance(s))\n", v->name, v->version_str,
                v->config.max_batch_size, v->batcher->instance_count());
+  if (o.allow_grpc) fmt::print("Started GRPCInferenceService at {}:{}\n", o.http_address, s.grpc_port());
   fmt::print("Started HTTPService at {}:{}\n", o.http_address, s.http_port());
   if (o.allow_metrics) fmt::print("Started Metrics Service at {}:{}\n", o.http_address, s.metrics_port());
   std::fflush(stdout);
@@ -127,7 +137,7 @@ int run(const ServeOptions& o) {
 }
 
 void setup(CLI::App& app) {
-  auto* cmd = app.add_subcommand("serve", "Serve models over KServe v2 HTTP (Triton-compatible) with dynamic batching");
+  auto* cmd = app.add_subcommand("serve", "Serve models over KServe v2 HTTP and gRPC (Triton-compatible) with dynamic batching");
   auto o = std::make_shared<ServeOptions>();
   cmd->add_option("model", o->model_file, "Serve one ONNX model file (name = file stem, version 1)");
   cmd->add_option("--model-repository,--model-store", o->repository, "Triton model repository directory");
@@ -135,6 +145,10 @@ void setup(CLI::App& app) {
   cmd->add_option("--trace-rate", o->trace_rate, "Trace one request in N (default 1000)")->check(CLI::Range(1, 1000000000));
   cmd->add_option("--http-address", o->http_address, "Address to listen on")->capture_default_str();
   cmd->add_option("--http-port", o->http_port, "HTTP port (0 = any free port)")->capture_default_str();
+  cmd->add_option("--grpc-port", o->grpc_port, "KServe v2 gRPC port (0 = any free port)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  cmd->add_option("--allow-grpc", o->allow_grpc, "Serve the gRPC endpoint (on --http-address)")->capture_default_str();
   cmd->add_option("--http-thread-count", o->http_threads, "HTTP threads (0 = one per core)")->capture_default_str();
   cmd->add_option("--metrics-port", o->metrics_port, "Prometheus metrics port (0 = any free port)")
       ->capture_default_str();
@@ -148,7 +162,7 @@ void setup(CLI::App& app) {
   cmd->add_option("--default-max-batch-size", o->default_max_batch_size,
                   "max_batch_size for models without config.pbtxt that take any batch")
       ->capture_default_str();
-  cmd->add_option("--http-max-input-size", o->max_input_size, "Largest request body in bytes (413 above)")
+  cmd->add_option("--http-max-input-size", o->max_input_size, "Largest request body in bytes (413 above; gRPC: largest request message, RESOURCE_EXHAUSTED above)")
       ->capture_default_str();
   cmd->add_option("--precision", o->precision, "fp32, fp16 or bf16 for models without gpuopt.precision")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16"}))
