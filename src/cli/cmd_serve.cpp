@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "cli/command.h"
+#include "core/env.h"
 #include "core/log.h"
 #include "server/grpc_server.h"
 #include "server/inference_server.h"
@@ -41,6 +42,7 @@ struct ServeOptions {
   bool no_cuda_graphs = false;
   std::string trace_file;
   int trace_rate = 1000;
+  std::string cache_dir;  // --cache-dir, else GPUOPT_CACHE_DIR
 };
 
 // --max-inflight-bytes 0: a quarter of the host's physical memory.
@@ -67,6 +69,7 @@ int run(const ServeOptions& o) {
   so.repo.cuda_devices = server::cuda_device_count();
   so.repo.precision = o.precision;
   so.repo.cuda_graphs = !o.no_cuda_graphs;
+  so.repo.cache_dir = o.cache_dir.empty() ? env_get("GPUOPT_CACHE_DIR").value_or("") : o.cache_dir;
   if (o.control_mode == "none") {
     so.control_mode = server::ControlMode::kNone;
     if (!o.load_models.empty())
@@ -111,9 +114,17 @@ int run(const ServeOptions& o) {
   auto server = server::InferenceServer::start(std::move(so));
   if (!server.ok()) return report_error(server.status());
   auto& s = **server;
-  for (const auto& v : s.repository().ready_versions())
-    fmt::print("model '{}' version {} READY (max_batch_size {}, {} instance(s))\n", v->name, v->version_str,
-               v->config.max_batch_size, v->batcher->instance_count());
+  for (const auto& v : s.repository().ready_versions()) {
+    // Start -> ready per model, and what the plan cache gave it (cold and warm starts compare here).
+    std::string cache;
+    if (v->plan_cache.state != "off") {
+      cache = fmt::format(", plan cache {}", v->plan_cache.state);
+      if (v->plan_cache.state == "warm") cache += fmt::format(" ({} choices)", v->plan_cache.entries);
+      if (!v->plan_cache.note.empty()) cache += fmt::format(" ({})", v->plan_cache.note);
+    }
+    fmt::print("model '{}' version {} READY (max_batch_size {}, {} instance(s), start {:.2f} s{})\n", v->name,
+               v->version_str, v->config.max_batch_size, v->batcher->instance_count(), v->start_s, cache);
+  }
   if (o.allow_grpc) fmt::print("Started GRPCInferenceService at {}:{}\n", o.http_address, s.grpc_port());
   fmt::print("Started HTTPService at {}:{}\n", o.http_address, s.http_port());
   if (o.allow_metrics) fmt::print("Started Metrics Service at {}:{}\n", o.http_address, s.metrics_port());
@@ -167,6 +178,9 @@ void setup(CLI::App& app) {
   cmd->add_option("--precision", o->precision, "fp32, fp16 or bf16 for models without gpuopt.precision")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16"}))
       ->capture_default_str();
+  cmd->add_option("--cache-dir", o->cache_dir,
+                  "CUDA plan cache: keep each model's algorithm and fusion choices in DIR for the next start "
+                  "(default: $GPUOPT_CACHE_DIR); the log gives each model's start time and cache state");
   cmd->add_flag("--no-cuda-graphs", o->no_cuda_graphs,
                 "GPU instances run node by node instead of replaying CUDA graphs (unless the model's "
                 "config.pbtxt says optimization { cuda { graphs: true } })");

@@ -50,7 +50,7 @@ Graph make_model() {
   return g;
 }
 
-std::unique_ptr<Session> session(const Graph& g, const std::string& device, bool graphs = true) {
+std::unique_ptr<Session> session(const Graph& g, const Device& device, bool graphs = true) {
   SessionOptions o;
   o.device = device;
   o.cuda_graphs = graphs;
