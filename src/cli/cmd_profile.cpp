@@ -1,6 +1,7 @@
 // `gpuopt profile MODEL`: where the time goes. A Chrome trace (host track, GPU stream track,
 // every node with shapes, dtype, bytes, FLOPs), the top-k nodes against the roofline of the
 // ceilings `gpuopt bench` measured, and the share of the run spent in host gaps (docs/profile.md).
+#include "core/device.h"
 #include "cli/command.h"
 #include "core/table.h"
 #include "profile/inputs.h"
@@ -35,7 +36,9 @@ struct Options {
 int run(const Options& o) {
   profile::ProfileOptions po;
   po.model = o.model;
-  po.session.device = o.device;
+  auto device = parse_device(o.device);
+  if (!device.ok()) return report_error(device.status(), true);
+  po.session.device = *device;
   po.session.precision = o.precision;
   po.session.cuda_graphs = !o.no_cuda_graphs;
   po.warmup = o.warmup;

@@ -248,7 +248,7 @@ int run(const Options& o) {
   if (!o.trace.empty()) {  // one more run node by node, as `gpuopt profile` records it
     profile::ProfileResult tr;
     tr.model = o.model;
-    tr.device = o.device;
+    tr.device = o.device.to_string();
     tr.precision = o.precision;
     tr.batch = batch;
     tr.spans.push_back({"load", "load", std::chrono::duration<double, std::micro>(load_start.time_since_epoch()).count(),
