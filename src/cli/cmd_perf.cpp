@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <mutex>
 #include <random>
@@ -243,10 +245,21 @@ int run(const PerfOptions& o) {
   Target tgt;
   auto colon = o.url.rfind(':');
   tgt.host = o.url.substr(0, colon);
-  if (colon != std::string::npos) tgt.port = static_cast<uint16_t>(std::atoi(o.url.c_str() + colon + 1));
+  if (colon != std::string::npos) {
+    const int port = std::atoi(o.url.c_str() + colon + 1);
+    if (port < 1 || port > 65535 || o.url.find_first_not_of("0123456789", colon + 1) != std::string::npos)
+      return report_error(Status::InvalidArgument("--url '{}': expected host:port with a port in 1..65535", o.url), true);
+    tgt.port = static_cast<uint16_t>(port);
+  }
   bool rate = !o.request_rate_range.empty();
   auto range = parse_range(rate ? o.request_rate_range : o.concurrency_range);
   if (!range.ok()) return report_error(range.status(), true);
+  // The CSV file is opened before the measurement, so a path that cannot be written fails at once.
+  std::ofstream csv;
+  if (!o.csv.empty()) {
+    csv.open(o.csv);
+    if (!csv) return report_error(Status::NotFound("--csv '{}': cannot be written: {}", o.csv, std::strerror(errno)));
+  }
   net::HttpClient c(tgt.host, tgt.port);
   auto meta = get_json(c, "/v2/models/" + o.model);
   if (!meta.ok()) return report_error(meta.status().with_context("model metadata"));
@@ -263,13 +276,12 @@ int run(const PerfOptions& o) {
                  lv->stable ? "" : " (not stable)");
   }
   if (!o.csv.empty()) {
-    std::ofstream f(o.csv);
-    f << (rate ? "Request Rate" : "Concurrency")
+    csv << (rate ? "Request Rate" : "Concurrency")
       << ",Inferences/Second,Client Avg us,p50 latency,p90 latency,p95 latency,p99 latency,Server Queue,"
          "Server Compute Input,Server Compute Infer,Server Compute Output,Overhead us,Server Request us,"
          "Server Overhead us,Errors\n";
     for (const auto& l : levels)
-      f << fmt::format("{},{:.2f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{}\n",
+      csv << fmt::format("{},{:.2f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{}\n",
                        l.value, l.throughput, l.avg_us, l.p50, l.p90, l.p95, l.p99, l.queue_us, l.compute_input_us,
                        l.compute_infer_us, l.compute_output_us, l.overhead_us, l.server_request_us,
                        l.server_overhead_us, l.errors);
@@ -320,13 +332,18 @@ void setup(CLI::App& app) {
   cmd->add_option("--concurrency-range", o->concurrency_range, "start[:end[:step]] requests in flight")
       ->capture_default_str();
   cmd->add_option("--request-rate-range", o->request_rate_range, "start[:end[:step]] requests/s (open loop)");
-  cmd->add_option("-b,--batch-size", o->batch, "Rows per request")->capture_default_str();
+  cmd->add_option("-b,--batch-size", o->batch, "Rows per request")->check(int_range(1, kMaxBatch))->capture_default_str();
   cmd->add_option("--shape", o->shapes, "NAME:d1,d2 for inputs with dynamic dims (without the batch dim)");
   cmd->add_flag("--json-data", o->json_data, "Send JSON tensors (default: binary tensor extension)");
-  cmd->add_option("-p,--measurement-interval", o->interval_ms, "Window length in ms")->capture_default_str();
-  cmd->add_option("-s,--stability-percentage", o->stability, "Allowed throughput spread of 3 windows")
+  cmd->add_option("-p,--measurement-interval", o->interval_ms, "Window length in ms")
+      ->check(int_range(10, 3600000))
       ->capture_default_str();
-  cmd->add_option("-r,--max-trials", o->max_trials, "Windows at most per level")->capture_default_str();
+  cmd->add_option("-s,--stability-percentage", o->stability, "Allowed throughput spread of 3 windows")
+      ->check(real_range(0.01, 1000))
+      ->capture_default_str();
+  cmd->add_option("-r,--max-trials", o->max_trials, "Windows at most per level")
+      ->check(int_range(1, 10000))
+      ->capture_default_str();
   cmd->add_flag("--json", o->json_out, "Print JSON");
   cmd->add_option("-f,--csv", o->csv, "Also write a CSV file");
   cmd->callback([o] {
