@@ -116,12 +116,12 @@ def hardware(job):
 
 def model(job):
     t = job.step(f"Generate a model: {MODEL} (ResNet-18-style, 64x64 images, 10 classes) with tools/models/make_models.py")
-    os.makedirs(job.a.out, exist_ok=True)
-    r = subprocess.run([sys.executable, os.path.join(HERE, "models", "make_models.py"), MODEL, "--out", job.a.out],
+    os.makedirs(job.a.models, exist_ok=True)
+    r = subprocess.run([sys.executable, os.path.join(HERE, "models", "make_models.py"), MODEL, "--out", job.a.models],
                        capture_output=True, text=True)
     if r.returncode != 0:
         raise StepFailed(f"make_models.py failed: {r.stderr.strip().splitlines()[-1] if r.stderr.strip() else r.returncode}")
-    path = os.path.join(job.a.out, MODEL + ".onnx")
+    path = os.path.join(job.a.models, MODEL + ".onnx")
     insp = json.loads(job.gpuopt("inspect", path, "--json"))
     res = f"{path}: {insp['nodes']} nodes, {insp['parameters'] / 1e6:.2f} M parameters, " \
           f"{insp['flops_total'] / 1e9:.2f} GFLOP per image"
@@ -274,7 +274,8 @@ def next_steps(job, path, best):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--gpuopt", default="build/gpuopt", help="the gpuopt binary (default build/gpuopt)")
-    ap.add_argument("--out", default="build/mainjob", help="where the model and logs go (default build/mainjob)")
+    ap.add_argument("--out", default="build/mainjob", help="where the logs go (default build/mainjob)")
+    ap.add_argument("--models", default="build/models", help="where the model goes (default build/models)")
     ap.add_argument("--batch", type=int, default=8, help="batch of the `gpuopt run` step (default 8)")
     ap.add_argument("--window-ms", type=int, default=1000, help="gpuopt perf measurement window (default 1000)")
     ap.add_argument("--no-bench", action="store_true", help="skip the GPU ceilings")
@@ -285,7 +286,8 @@ def main():
     job = Job(args)
     failed = None
     best = ("cpu", "fp32")
-    path = os.path.join(args.out, MODEL + ".onnx")
+    path = os.path.join(args.models, MODEL + ".onnx")
+    os.makedirs(args.out, exist_ok=True)
     try:
         gpu, _ = hardware(job)
         path = model(job)

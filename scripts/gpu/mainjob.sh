@@ -18,7 +18,7 @@ CUDNN_DIR=$(ls -d /opt/torch/.venv/lib/python3*/site-packages/nvidia/cudnn/lib 2
 PY=${PY:-python3}
 $PY -c "import onnx" 2>/dev/null || PY=/opt/torch/.venv/bin/python3
 start=$(date +%s)
-$PY tools/mainjob.py --gpuopt "$G" --out "$D" --json "$D/summary.json" 2>&1 | tee "$D/mainjob.log"
+$PY tools/mainjob.py --gpuopt "$G" --out "$D" --models "$D/models" --json "$D/summary.json" 2>&1 | tee "$D/mainjob.log"
 rc=${PIPESTATUS[0]}
 echo "mainjob.sh: exit $rc in $(( $(date +%s) - start )) s; log $D/mainjob.log, JSON $D/summary.json"
 exit "$rc"
