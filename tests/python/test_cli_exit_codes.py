@@ -29,13 +29,17 @@ FILE_CASES = {
     "serve": ["serve", MISSING, "--http-port", "0", "--metrics-port", "0"],
     "perf": ["perf", "-m", "m", "-f", "/nonexistent-gpuopt-dir/out.csv"],
     "bench": ["bench", "all", "-q", "--report", "/proc/gpuopt-no-such-dir/", "--cpu-sizes", "64"],
+    "tune": ["tune", MISSING],
+    "profile": ["profile", MISSING],
 }
 # Required arguments, given so that an unknown option is the only error.
-REQUIRED = {"run": ["m.onnx"], "inspect": ["m.onnx"], "perf": ["-m", "m"]}
+REQUIRED = {"run": ["m.onnx"], "inspect": ["m.onnx"], "perf": ["-m", "m"], "tune": ["m.onnx"], "profile": ["m.onnx"]}
 # Extra runtime errors named by the rule: a second way each file-reading subcommand meets one.
 MORE_FILE_CASES = [
     ["serve", "--model-repository", "/nonexistent-gpuopt-dir", "--http-port", "0", "--metrics-port", "0"],
     ["perf", "-m", "m", "-u", "127.0.0.1:1"],  # nothing listens on port 1: the server is unreachable
+    ["perf", "-m", "m", "--input-data", MISSING],
+    ["tune", "--model-repository", "/nonexistent-gpuopt-dir", "-m", "m"],
 ]
 
 
@@ -138,6 +142,12 @@ def test_unknown_subcommand_names_it_and_the_valid_ones():
     (["serve", "m.onnx", "--model-control-mode", "poll"], ["'poll'", "none, explicit"]),
     (["perf", "-m", "m", "-b", "0"], ["--batch-size", "1..65536"]),
     (["perf", "-m", "m", "-u", "localhost:http"], ["--url", "1..65535"]),
+    (["perf", "-m", "m", "-i", "quic"], ["'quic'", "http, grpc"]),
+    (["serve", "m.onnx", "--grpc-port", "70000"], ["--grpc-port", "0..65535"]),
+    (["tune", "m.onnx", "--max-batch", "0"], ["--max-batch", "1.."]),
+    (["tune", "m.onnx", "--latency-budget-ms", "-1"], ["--latency-budget-ms", "0"]),
+    (["profile", "m.onnx", "--batch", "0"], ["--batch", "1..65536"]),
+    (["profile", "m.onnx", "--device", "gpu"], ["'gpu'", "cpu"]),
     (["--log-level", "loud", "info"], ["'loud'", "error, warn, info, debug, trace"]),
     (["monitor", "--sort", "name"], ["--sort 'name'", "memory or util"]),
 ])
