@@ -155,7 +155,8 @@ def serve_and_perf(job, path, best):
     dev, prec = best
     t = job.step(f"Serve it (gpuopt serve: KServe v2 HTTP, {'GPU' if dev == 'cuda' else 'CPU'} instances, "
                  "dynamic batching)")
-    argv = [job.a.gpuopt, "serve", path, "--http-address", "127.0.0.1", "--http-port", "0", "--metrics-port", "0",
+    argv = [job.a.gpuopt, "serve", path, "--http-address", "127.0.0.1", "--http-port", "0", "--grpc-port", "0",
+            "--metrics-port", "0",
             "--default-max-batch-size", "8", "--precision", prec, "--exit-timeout-secs", "10"]
     print("    $ " + " ".join(argv), flush=True)
     log = open(os.path.join(job.a.out, "serve.log"), "w+")

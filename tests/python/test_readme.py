@@ -3,7 +3,7 @@
 The fenced ```sh and ```python blocks are extracted in order and run in a sandbox folder that
 looks like a checkout after ./scripts/run.sh: build/gpuopt (the binary under test),
 build/models/resnet_small.onnx, model.onnx and repo/model/1/model.onnx for the placeholders,
-scripts/ and .venv from the source tree. The README's ports (8000, 8002, 9400) are mapped to
+scripts/ and .venv from the source tree. The README's ports (8000, 8001, 8002, 9400) are mapped to
 free ones. `gpuopt serve` and `gpuopt exporter` lines start in the background and the block goes
 on once they answer; they stop (SIGTERM) when a later block starts servers of its own, or at
 the end. curl fails on an HTTP error. Python blocks run through scripts/client.sh.
@@ -30,7 +30,7 @@ from gpuopt_cli import ROOT, gpuopt_bin  # noqa: E402
 README = os.path.join(ROOT, "README.md")
 GPU_MARK = re.compile(r"#\s*\(GPU\)")
 BG = re.compile(r"^build/gpuopt (serve|exporter)\b")
-PORTS = (8000, 8002, 9400)
+PORTS = (8000, 8001, 8002, 9400)
 
 
 def blocks():
