@@ -265,8 +265,8 @@ void setup(CLI::App& app) {
   cmd->add_flag("--json", o->json, "Print JSON");
   cmd->add_flag("--optimized", o->optimized, "Show the graph after gpuopt's passes (constant and BatchNormalization folding, Identity/Dropout removal, Conv+Add+Relu fusion into FusedConv, MatMul+bias into Gemm; with --device cuda and --precision fp16/bf16, the channels-last layout pass)");
   cmd->add_option("--precision", o->precision, "With --optimized: the precision conversion the session runs (fp32, fp16, bf16)")
-      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
-  cmd->add_option("--batch", o->batch, "Value of the dynamic batch dim for FLOP counts (default 1)")->check(CLI::PositiveNumber);
+      ->check(one_of({"fp32", "fp16", "bf16"}));
+  cmd->add_option("--batch", o->batch, "Value of the dynamic batch dim for FLOP counts (default 1)")->check(int_range(1, kMaxBatch));
   cmd->add_option("--dim", o->dims, "Bind another symbolic dim for FLOP counts: NAME=VALUE (repeatable)");
   cmd->add_option("--device", o->device,
                   "Show per op type how many nodes run on this backend (cuda, cuda:N) and how many fall back to the CPU")

@@ -7,7 +7,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <random>
@@ -256,10 +259,23 @@ int run(const PerfOptions& o) {
   auto colon = url.rfind(':');
   tgt.host = url.substr(0, colon);
   tgt.port = o.protocol == "grpc" ? 8001 : 8000;
-  if (colon != std::string::npos) tgt.port = static_cast<uint16_t>(std::atoi(url.c_str() + colon + 1));
+  if (colon != std::string::npos) {
+    const int port = std::atoi(url.c_str() + colon + 1);
+    if (port < 1 || port > 65535 || url.find_first_not_of("0123456789", colon + 1) != std::string::npos)
+      return report_error(Status::InvalidArgument("--url '{}': expected host:port with a port in 1..65535", url), true);
+    tgt.port = static_cast<uint16_t>(port);
+  }
   bool rate = !o.request_rate_range.empty();
   auto range = parse_range(rate ? o.request_rate_range : o.concurrency_range);
   if (!range.ok()) return report_error(range.status(), true);
+  // The CSV file is opened before the measurement, so a path that cannot be written fails at once.
+  std::ofstream csv;
+  if (!o.csv.empty()) {
+    csv.open(o.csv);
+    if (!csv) return report_error(Status::NotFound("--csv '{}': cannot be written: {}", o.csv, std::strerror(errno)));
+  }
+  if (!o.input_data.empty() && !std::filesystem::is_regular_file(o.input_data))
+    return report_error(Status::NotFound("--input-data '{}': no such file", o.input_data));
   auto meta_client = make_perf_client(tgt, nullptr, -1);
   if (!meta_client.ok()) return report_error(meta_client.status());
   auto meta = (*meta_client)->metadata(o.model);
@@ -289,13 +305,12 @@ int run(const PerfOptions& o) {
                  lv->stable ? "" : " (not stable)");
   }
   if (!o.csv.empty()) {
-    std::ofstream f(o.csv);
-    f << (rate ? "Request Rate" : "Concurrency")
+    csv << (rate ? "Request Rate" : "Concurrency")
       << ",Inferences/Second,Client Avg us,p50 latency,p90 latency,p95 latency,p99 latency,Server Queue,"
          "Server Compute Input,Server Compute Infer,Server Compute Output,Overhead us,Server Request us,"
          "Server Overhead us,Errors\n";
     for (const auto& l : levels)
-      f << fmt::format("{},{:.2f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{}\n",
+      csv << fmt::format("{},{:.2f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{}\n",
                        l.value, l.throughput, l.avg_us, l.p50, l.p90, l.p95, l.p99, l.queue_us, l.compute_input_us,
                        l.compute_infer_us, l.compute_output_us, l.overhead_us, l.server_request_us,
                        l.server_overhead_us, l.errors);
@@ -355,30 +370,34 @@ void setup(CLI::App& app) {
   cmd->add_option("-m,--model-name", o->model, "Model to load-test")->required();
   cmd->add_option("-u,--url", o->url, "Server host:port (default 127.0.0.1:8000, with -i grpc 127.0.0.1:8001)");
   cmd->add_option("-i,--protocol", o->protocol, "http or grpc")
-      ->check(CLI::IsMember({"http", "grpc"}))
+      ->check(one_of({"http", "grpc"}))
       ->capture_default_str();
   cmd->add_option("--shared-memory", o->shared_memory,
                   "none, system or cuda: pass input and output tensors through shared memory regions")
-      ->check(CLI::IsMember({"none", "system", "cuda"}))
+      ->check(one_of({"none", "system", "cuda"}))
       ->capture_default_str();
   cmd->add_option("--output-shared-memory-size", o->output_shm_size, "Bytes of shared memory per output")
-      ->check(CLI::PositiveNumber)
+      ->check(int_range(1))
       ->capture_default_str();
   cmd->add_option("--concurrency-range", o->concurrency_range, "start[:end[:step]] requests in flight")
       ->capture_default_str();
   cmd->add_option("--request-rate-range", o->request_rate_range, "start[:end[:step]] requests/s (open loop)");
-  cmd->add_option("-b,--batch-size", o->batch, "Rows per request")->capture_default_str();
+  cmd->add_option("-b,--batch-size", o->batch, "Rows per request")->check(int_range(1, kMaxBatch))->capture_default_str();
   cmd->add_option("--shape", o->shapes, "NAME:d1,d2 for inputs with dynamic dims (without the batch dim)");
   cmd->add_flag("--json-data", o->json_data, "Send JSON tensors (default: binary tensor extension)");
-  cmd->add_option("-p,--measurement-interval", o->interval_ms, "Window length in ms")->capture_default_str();
-  cmd->add_option("-s,--stability-percentage", o->stability, "Allowed throughput spread of 3 windows")
+  cmd->add_option("-p,--measurement-interval", o->interval_ms, "Window length in ms")
+      ->check(int_range(10, 3600000))
       ->capture_default_str();
-  cmd->add_option("-r,--max-trials", o->max_trials, "Windows at most per level")->capture_default_str();
+  cmd->add_option("-s,--stability-percentage", o->stability, "Allowed throughput spread of 3 windows")
+      ->check(real_range(0.01, 1000))
+      ->capture_default_str();
+  cmd->add_option("-r,--max-trials", o->max_trials, "Windows at most per level")
+      ->check(int_range(1, 10000))
+      ->capture_default_str();
   cmd->add_flag("--json", o->json_out, "Print JSON");
-  cmd->add_option("--input-data", o->input_data, "perf_analyzer's JSON of request inputs (and validation_data)")
-      ->check(CLI::ExistingFile);
+  cmd->add_option("--input-data", o->input_data, "perf_analyzer's JSON of request inputs (and validation_data)");
   cmd->add_option("--request-distribution", o->distribution, "Open loop: constant or poisson intervals")
-      ->check(CLI::IsMember({"constant", "poisson"}));
+      ->check(one_of({"constant", "poisson"}));
   cmd->add_option("-f,--csv", o->csv, "Also write a CSV file");
   cmd->callback([o] {
     o->binary = !o->json_data;

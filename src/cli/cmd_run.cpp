@@ -1,5 +1,6 @@
 // `gpuopt run MODEL.onnx`: run a model on given (.npy) or random inputs, write outputs as .npy,
 // report latency (min / median / p99) and throughput.
+#include "backends/backend.h"
 #include "cli/command.h"
 #include "cli/device_option.h"
 #include "core/env.h"
@@ -159,6 +160,15 @@ void print_profile(const RunProfile& p) {
   fmt::print("{}", n.render());
 }
 
+// What --precision means on --device: on the GPU, fp16/bf16 tensor-core kernels; on the CPU
+// reference, the same converted graph (weights and activations rounded to f16/bf16 between ops,
+// as ONNX Runtime's CPU provider runs an fp16 model): its numerics, not a speed-up.
+std::string precision_note(const Options& o) {
+  if (o.precision == "fp32" || o.device != "cpu") return o.precision;
+  return fmt::format("{} (CPU reference: {} tensors, f32 math: {} numerics, not {} speed)", o.precision,
+                     o.precision == "fp16" ? "f16" : "bf16", o.precision, o.precision);
+}
+
 int run(const Options& o) {
   SessionOptions so;
   so.device = o.device;
@@ -265,6 +275,7 @@ int run(const Options& o) {
     nlohmann::json j;
     j["model"] = o.model;
     j["device"] = o.device.to_string();
+    j["precision"] = o.precision;
     j["batch"] = batch;
     j["iterations"] = o.iterations;
     j["latency_ms"] = {{"min", mn}, {"median", med}, {"p99", p99}};
@@ -294,7 +305,7 @@ int run(const Options& o) {
     fmt::print("{}\n", j.dump(2));
     return kExitOk;
   }
-  fmt::print("model   {}  (opset {}, device {})\n", o.model, s.opset(), o.device.to_string());
+  fmt::print("model   {}  (opset {}, device {}, precision {})\n", o.model, s.opset(), o.device.to_string(), precision_note(o));
   Table io({"", "name", "tensor", "min", "max", "mean"});
   auto stats = [](const Tensor& t, std::vector<std::string>* row) {
     if (t.dtype() == DType::String || t.numel() == 0) {
@@ -352,14 +363,15 @@ void setup(CLI::App& app) {
   cmd->add_option("model", o->model, "ONNX model file")->required();
   cmd->add_option("--input", o->inputs, "NAME=FILE.npy (repeatable)");
   cmd->add_flag("--random-inputs", o->random, "Fill inputs not given with --input with random values (seeded)");
-  cmd->add_option("--batch", o->batch, "Batch size for random inputs with a dynamic leading dim")->check(CLI::PositiveNumber);
+  cmd->add_option("--batch", o->batch, "Batch size for random inputs with a dynamic leading dim")
+      ->check(int_range(1, kMaxBatch));
   cmd->add_option("--dim", o->dims, "NAME=VALUE for another symbolic dim of random inputs (repeatable)");
   cmd->add_option("--output-dir", o->output_dir, "Write each output as DIR/<name>.npy");
-  cmd->add_option("--iterations", o->iterations, "Timed runs (default 10)")->check(CLI::Range(1, 1000000));
-  cmd->add_option("--warmup", o->warmup, "Untimed runs first (default 1)")->check(CLI::Range(0, 1000000));
+  cmd->add_option("--iterations", o->iterations, "Timed runs (default 10)")->check(int_range(1, 1000000));
+  cmd->add_option("--warmup", o->warmup, "Untimed runs first (default 1)")->check(int_range(0, 1000000));
   add_device_option(cmd, &o->device, "cpu (reference), or cuda / cuda:N (a CUDA device by index) when built in");
   cmd->add_option("--precision", o->precision, "fp32, fp16 or bf16 (inputs and outputs stay f32)")
-      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
+      ->check(one_of({"fp32", "fp16", "bf16"}));
   cmd->add_option("--memory-limit", o->memory_limit, "Cap on device memory for the run's tensors, e.g. 2G");
   cmd->add_option("--seed", o->seed, "Seed of --random-inputs (default 0)");
   cmd->add_option("--cache-dir", o->cache_dir,

@@ -126,7 +126,8 @@ Status Batcher::submit(BatchRequest request) {
         // Inputs padded together must agree on the length (tokens and their mask, say).
         return Status::InvalidArgument("inputs disagree on the length of the padded axis {}", opt_.padding.axis);
       }
-    item->key += "L" + std::to_string(bucket_length(item->seq_len));
+    item->key += 'L';
+    item->key += std::to_string(bucket_length(item->seq_len));
   }
   uint32_t level = request.priority.value_or(default_level_);
   if (level == 0) level = default_level_;

@@ -168,7 +168,7 @@ TEST(CudaGraphs, RunThatReadsDeviceDataOnTheHostStaysEager) {
     auto want = cpu->run({{"x", in}});
     ASSERT_TRUE(want.ok());
     EXPECT_EQ(a.prof.mode, "eager") << "run " << i;
-    if (i >= 1) EXPECT_NE(a.prof.graph_note.find("det"), std::string::npos) << a.prof.graph_note;
+    if (i >= 1) { EXPECT_NE(a.prof.graph_note.find("det"), std::string::npos) << a.prof.graph_note; }
     EXPECT_LE(max_err(a.y, (*want)[0].second), 1e-5);
   }
 }
