@@ -39,7 +39,9 @@ int cuda_device_count() {
 ModelLoader session_model_loader() {
   return [](const std::string& path) -> Result<ModelSource> {
     // One session up front reads and checks the model and gives its declared inputs/outputs.
-    GPUOPT_ASSIGN_OR_RETURN(auto probe, Session::load(path, SessionOptions{.device = Device::cpu()}));
+    SessionOptions cpu;
+    cpu.device = Device::cpu();
+    GPUOPT_ASSIGN_OR_RETURN(auto probe, Session::load(path, cpu));
     ModelSource src;
     src.inputs = to_specs(probe->inputs());
     src.outputs = to_specs(probe->outputs());
