@@ -19,11 +19,21 @@ namespace gpuopt {
 
 enum class DeviceKind : uint8_t { kCpu, kCuda };
 
+// A typed device id: the CPU, or CUDA device `index` ("cuda" is cuda:0). Text from users goes
+// through parse_device (core/device.h) once, at the edge; inside, devices travel as this type.
+// A string literal converts for code and tests (`{.device = "cuda:1"}`); a literal that is not a
+// device is a programmer error and aborts.
 struct Device {
   DeviceKind kind = DeviceKind::kCpu;
   int index = 0;
+  constexpr Device() = default;
+  constexpr Device(DeviceKind k, int i = 0) : kind(k), index(i) {}
+  Device(const char* literal);  // NOLINT(google-explicit-constructor): literals only, see above
+  static constexpr Device cpu() { return Device{}; }
+  static constexpr Device cuda(int i = 0) { return Device{DeviceKind::kCuda, i}; }
+  bool is_cuda() const { return kind == DeviceKind::kCuda; }
   bool operator==(const Device&) const = default;
-  std::string to_string() const;
+  std::string to_string() const;  // "cpu" or "cuda:N"
 };
 
 // A block of memory and how to free it. String tensors keep their elements in `strings`.

@@ -34,7 +34,9 @@ class Backend;
 class Executable;
 
 struct SessionOptions {
-  std::string device = "cpu";  // "cpu" (reference) or "cuda" when that backend is built in
+  // Device::cpu() (reference) or a CUDA device ("cuda" = cuda:0, "cuda:N") when built in; user
+  // text goes through parse_device (core/device.h). A device that does not exist fails the load.
+  Device device = Device::cpu();
   bool optimize = true;        // run the graph passes (dead nodes, Identity/Dropout, constant folding)
   // "fp32", "fp16" or "bf16": compute precision; the model's f32 inputs/outputs stay f32.
   std::string precision = "fp32";
@@ -42,6 +44,18 @@ struct SessionOptions {
   // CUDA: capture each input shape's run as a CUDA graph and replay it (docs/cuda.md). Off
   // when a memory limit is set (a graph keeps its intermediates' memory while it lives).
   bool cuda_graphs = true;
+  // CUDA: the plan cache directory (--cache-dir, GPUOPT_CACHE_DIR; docs/engine.md): each shape's
+  // algorithm and fusion choices are read from DIR/<model hash>.plans and written back. "" = none.
+  // Only Session::load caches (the model file's bytes are part of the key).
+  std::string cache_dir;
+};
+
+// How a session's start went with the plan cache (Session::plan_cache()).
+struct PlanCacheStatus {
+  std::string state = "off";  // off, cold (no file), warm (read), stale (another GPU/driver/library/build), corrupt
+  std::string path;           // the cache file
+  size_t entries = 0;         // choices read from it (warm)
+  std::string note;           // why stale or corrupt, or why off
 };
 
 // One model input or output as the model declares it (after load-time shape inference).
@@ -74,9 +88,11 @@ class Session {
   const std::vector<TensorInfo>& inputs() const { return inputs_; }
   const std::vector<TensorInfo>& outputs() const { return outputs_; }
   int opset() const;
-  const std::string& device() const { return options_.device; }
+  const Device& device() const { return options_.device; }
   // The optimized graph the backend runs (for inspect and tests).
   const Graph& graph() const { return *graph_; }
+  // What the start found in the plan cache (SessionOptions::cache_dir).
+  PlanCacheStatus plan_cache() const;
 
   // Every model input must be given exactly once by name (host tensors); outputs come back in
   // model order. Wrong names, dtypes, ranks or fixed dims fail with a Status naming the input.
@@ -88,7 +104,7 @@ class Session {
 
  private:
   Session();
-  Status init(Graph graph, const SessionOptions& options);
+  Status init(Graph graph, const SessionOptions& options, const std::string& model_hash = "");
   Status validate(const std::vector<Tensor>& inputs) const;
 
   SessionOptions options_;

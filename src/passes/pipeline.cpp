@@ -83,7 +83,7 @@ Status run_default_passes(Graph* g, const FusionSwitches& sw) {
   return g->infer_shapes();
 }
 
-Status run_session_passes(Graph* g, std::string_view device, std::string_view precision, bool optimize) {
+Status run_session_passes(Graph* g, const Device& device, std::string_view precision, bool optimize) {
   const FusionSwitches sw = FusionSwitches::from_env();
   if (optimize) GPUOPT_RETURN_IF_ERROR(run_default_passes(g, sw));
   const bool low = precision == "fp16" || precision == "bf16";
@@ -93,7 +93,7 @@ Status run_session_passes(Graph* g, std::string_view device, std::string_view pr
     return Status::InvalidArgument("precision '{}' is not one of fp32, fp16, bf16", precision);
   }
   // cuDNN's tensor-core convolutions are channels-last; NCHW ones transpose inside every call.
-  if (optimize && low && device.substr(0, 4) == "cuda" && sw.enabled("nhwc")) {
+  if (optimize && low && device.is_cuda() && sw.enabled("nhwc")) {
     GPUOPT_ASSIGN_OR_RETURN(PassStats nhwc, layout_nhwc(g));
     GPUOPT_LOG(debug, "passes: layout_nhwc made {} nodes channels-last, added {} transposes", nhwc.rewritten,
                nhwc.added);

@@ -12,7 +12,10 @@ namespace {
 
 std::string shapes_label(const std::vector<Shape>& shapes) {
   std::string s;
-  for (const Shape& sh : shapes) s += (s.empty() ? "" : " ") + shape_to_string(sh);
+  for (const Shape& sh : shapes) {
+    if (!s.empty()) s += ' ';
+    s += shape_to_string(sh);
+  }
   return s;
 }
 

@@ -157,8 +157,8 @@ TEST(PlanBinary, BroadcastVectorOffsetsMatchReference) {
     for (int64_t i = 0; i < d->numel; i += p.vec) {
       uint32_t ia, ib;
       index32_offsets(g, static_cast<uint32_t>(i), &ia, &ib);
-      if (p.a_vector) ASSERT_EQ(ia % p.vec, 0u);  // aligned vector loads
-      if (p.b_vector) ASSERT_EQ(ib % p.vec, 0u);
+      if (p.a_vector) { ASSERT_EQ(ia % p.vec, 0u); }  // aligned vector loads
+      if (p.b_vector) { ASSERT_EQ(ib % p.vec, 0u); }
       for (int e = 0; e < p.vec; ++e) {
         int64_t ra, rb;
         reference_offsets(*d, i + e, &ra, &rb);

@@ -46,7 +46,7 @@ void check(DType dt, const Shape& shape, uint32_t seed) {
   Node node;
   node.op = Op::NonZero;
   node.op_type = "NonZero";
-  node.name = "nz";
+  node.name = std::string("nz");  // not `= "nz"`: GCC 12 -Wmaybe-uninitialized false positive on the SSO buffer
   node.inputs = {0};
   node.outputs = {1};
   auto ref = eval_node(node, {&x}, 13);

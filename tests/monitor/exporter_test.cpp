@@ -41,7 +41,7 @@ TEST(ExporterArgs, ParseInterval) {
   for (const char* bad : {"", "0", "-1s", "fast", "1h", "1 s"}) {
     auto r = parse_interval(bad);
     EXPECT_FALSE(r.ok()) << bad;
-    if (!r.ok()) EXPECT_NE(r.status().message().find(std::string("'") + bad + "'"), std::string::npos);
+    if (!r.ok()) { EXPECT_NE(r.status().message().find(std::string("'") + bad + "'"), std::string::npos); }
   }
 }
 

@@ -86,7 +86,9 @@ TEST(TuiLayout, OneGpuAt80x24) {
 TEST(TuiLayout, MissingFieldsShowNa) {
   Fixture f(1);
   GpuSample& g = f.snap.gpus[0];
-  g = GpuSample{g.info};
+  GpuSample empty;
+  empty.info = g.info;
+  g = empty;
   MonitorView v;
   v.update(f.snap, {});
   Screen s = v.render(80, 24, {});

@@ -50,7 +50,7 @@ Result<std::vector<CudaDeviceProps>> cuda_devices() {
   cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess) {
     cudaGetLastError();  // clear the sticky-free error so later calls start clean
-    return Status::Unavailable("CUDA runtime: {} ({})", cudaGetErrorString(e), cudaGetErrorName(e));
+    return Status::Unavailable("CUDA runtime: {}", cuda_error_text(e));
   }
   std::vector<CudaDeviceProps> out;
   for (int i = 0; i < n; ++i) {

@@ -74,7 +74,7 @@ Status infer_BatchNormalization(InferContext& ctx) {
 Status cpu_BatchNormalization(KernelContext& ctx) {
   const Tensor& x = ctx.in(0);
   const int64_t N = x.dim(0), C = x.rank() > 1 ? x.dim(1) : 1;
-  const int64_t S = N * C ? x.numel() / (N * C) : 0;
+  const int64_t S = N != 0 && C != 0 ? x.numel() / (N * C) : 0;
   const double eps = ctx.node.attr_f("epsilon", 1e-5f);
   const std::vector<double> xv = nn::to_doubles(x), sc = nn::to_doubles(ctx.in(1)), bi = nn::to_doubles(ctx.in(2));
   std::vector<double> mean = nn::to_doubles(ctx.in(3)), var = nn::to_doubles(ctx.in(4));
@@ -147,7 +147,7 @@ Status infer_InstanceNormalization(InferContext& ctx) {
 
 Status cpu_InstanceNormalization(KernelContext& ctx) {
   const Tensor& x = ctx.in(0);
-  const int64_t N = x.dim(0), C = x.dim(1), S = N * C ? x.numel() / (N * C) : 0;
+  const int64_t N = x.dim(0), C = x.dim(1), S = N != 0 && C != 0 ? x.numel() / (N * C) : 0;
   const double eps = ctx.node.attr_f("epsilon", 1e-5f);
   const std::vector<double> xv = nn::to_doubles(x), sc = nn::to_doubles(ctx.in(1)), bi = nn::to_doubles(ctx.in(2));
   std::vector<double> y(xv.size());
@@ -197,7 +197,7 @@ Status infer_GroupNormalization(InferContext& ctx) {
 Status cpu_GroupNormalization(KernelContext& ctx) {
   const Tensor& x = ctx.in(0);
   const int64_t G = ctx.node.attr_i("num_groups", 1);
-  const int64_t N = x.dim(0), C = x.dim(1), S = N * C ? x.numel() / (N * C) : 0, Cg = C / G;
+  const int64_t N = x.dim(0), C = x.dim(1), S = N != 0 && C != 0 ? x.numel() / (N * C) : 0, Cg = C / G;
   const double eps = ctx.node.attr_f("epsilon", 1e-5f);
   const std::vector<double> xv = nn::to_doubles(x), sc = nn::to_doubles(ctx.in(1)), bi = nn::to_doubles(ctx.in(2));
   // opset 21 gives one affine value per channel, opset 18 one per group; the count tells which.

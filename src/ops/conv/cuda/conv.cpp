@@ -2,6 +2,7 @@
 // algorithm cached per shape — failures too. Asymmetric padding and non-2-D convs run on the CPU.
 #include "backends/cuda/cuda_ops.h"
 #include "ops/conv/cuda/cudnn_conv.h"
+#include "backends/cuda/plan_store.h"
 #include "core/cuda_check.h"
 
 #include <cudnn.h>
@@ -20,11 +21,16 @@ ConvPlanCache<ConvPlan> g_plans;
 
 Status build(ConvPlan* p, const ConvKey& k, cudnnHandle_t h, size_t max_ws) {
   GPUOPT_RETURN_IF_ERROR(p->d.build(k, k.m, k.c / k.group));
+  // The plan cache's choice for this shape, when it still fits (plan_store.h).
+  const std::string entry = fmt::format("conv {} ws<={}", conv_key_text(k), max_ws);
+  if (reuse_algo(PlanStore::current().find(entry), k.dt, max_ws, h, p->d, &p->algo, &p->workspace)) return Status::Ok();
   cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
   int found = 0;
   GPUOPT_CHECK_CALL(cudnnGetConvolutionForwardAlgorithm_v7(h, p->d.x, p->d.w, p->d.conv, p->d.y,
                                                            CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf));
-  return choose_algo(perf, found, k.dt, max_ws, p->d.conv, &p->algo, &p->workspace, "forward");
+  GPUOPT_RETURN_IF_ERROR(choose_algo(perf, found, k.dt, max_ws, p->d.conv, &p->algo, &p->workspace, "forward"));
+  PlanStore::current().put(entry, algo_text(p->algo, p->d.conv));
+  return Status::Ok();
 }
 
 Status run_conv(CudaKernelContext& k) {

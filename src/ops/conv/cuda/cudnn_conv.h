@@ -10,16 +10,20 @@
 #include "ir/graph.h"
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/device_memory.h"
+#include "backends/cuda/plan_store.h"
 
+#include <cuda_runtime.h>
 #include <cudnn.h>
 
 #include <algorithm>
+#include <optional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <utility>
 
 namespace gpuopt::cuda {
 
@@ -111,6 +115,34 @@ Status choose_algo(const Perf* perf, int found, DType dt, size_t max_ws, cudnnCo
                                dtype_name(dt), max_ws);
 }
 
+// A forward algorithm as the plan cache keeps it: "algo=<cudnnConvolutionFwdAlgo_t> math=<cudnnMathType_t>".
+inline std::string algo_text(cudnnConvolutionFwdAlgo_t algo, cudnnConvolutionDescriptor_t conv) {
+  cudnnMathType_t math = CUDNN_DEFAULT_MATH;
+  cudnnGetConvolutionMathType(conv, &math);
+  return fmt::format("algo={} math={}", static_cast<int>(algo), static_cast<int>(math));
+}
+
+// Takes a cached forward algorithm (`value`, from algo_text) if cuDNN still accepts it for these
+// descriptors within max_ws: sets the math type and fills algo and workspace. False (nothing
+// changed but possibly the math type, which the caller's choice sets again) when there is none,
+// it does not parse, or it no longer fits; the caller then chooses as on a cold start.
+inline bool reuse_algo(const std::optional<std::string>& value, DType dt, size_t max_ws, cudnnHandle_t h,
+                       const ConvDescs& d, cudnnConvolutionFwdAlgo_t* algo, size_t* workspace) {
+  if (!value) return false;
+  const auto a = plan_field(*value, "algo"), m = plan_field(*value, "math");
+  if (!a || !m || *a < 0 || *a >= CUDNN_CONVOLUTION_FWD_ALGO_COUNT || *m < 0 || *m > 3) return false;
+  if (dt == DType::F32 && *m != CUDNN_FMA_MATH && *m != CUDNN_DEFAULT_MATH) return false;  // as choose_algo
+  const auto want = static_cast<cudnnConvolutionFwdAlgo_t>(*a);
+  if (dt != DType::F32 && cudnnSetConvolutionMathType(d.conv, static_cast<cudnnMathType_t>(*m)) != CUDNN_STATUS_SUCCESS)
+    return false;
+  size_t ws = 0;
+  if (cudnnGetConvolutionForwardWorkspaceSize(h, d.x, d.w, d.conv, d.y, want, &ws) != CUDNN_STATUS_SUCCESS || ws > max_ws)
+    return false;
+  *algo = want;
+  *workspace = ws;
+  return true;
+}
+
 // The most workspace a convolution's algorithm may ask for: kMaxCallWorkspace, or a quarter of
 // --memory-limit when one is set. The context's 64 MB used to be the cap, and at batch 256 it
 // excluded cuDNN's tensor-core algorithms for ResNet-50's large activations.
@@ -119,15 +151,18 @@ inline size_t conv_workspace_cap(const ExecContext& ctx) {
   return limit ? std::min(kMaxCallWorkspace, std::max(ctx.workspace_bytes, limit / 4)) : kMaxCallWorkspace;
 }
 
-// Plans (descriptors + chosen algorithm + the status of building them) per shape, shared by
-// every execution context of the process.
+// Plans (descriptors + chosen algorithm + the status of building them) per device and shape,
+// shared by every execution context of the process on that device. The device is the calling
+// thread's current one: the executor makes its device current before any kernel runs.
 template <class Plan>
 class ConvPlanCache {
  public:
   template <class Build>
   const Plan* get(const ConvKey& key, Build&& build) {
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess) cudaGetLastError();
     std::lock_guard<std::mutex> lock(mu_);
-    auto& slot = plans_[key];
+    auto& slot = plans_[{device, key}];
     if (!slot) {
       slot = std::make_unique<Plan>();
       slot->status = build(slot.get());
@@ -137,7 +172,7 @@ class ConvPlanCache {
 
  private:
   std::mutex mu_;
-  std::map<ConvKey, std::unique_ptr<Plan>> plans_;
+  std::map<std::pair<int, ConvKey>, std::unique_ptr<Plan>> plans_;
 };
 
 }  // namespace gpuopt::cuda

@@ -19,6 +19,7 @@
 #include "backends/cuda/depthwise.h"
 #include "ops/conv/cuda/cudnn_conv.h"
 #include "ops/tensor/cuda/layout.h"
+#include "backends/cuda/plan_store.h"
 #include "core/cuda_check.h"
 #include "core/log.h"
 
@@ -44,6 +45,7 @@ struct FusedPlan {
   size_t workspace = 0;
   mutable std::atomic<bool> decomposed{false};  // run as separate cuDNN calls (see the header comment)
   mutable std::atomic<bool> timed{false};       // fused vs separate calls measured for this shape
+  std::string entry;                            // its plan cache key (plan_store.h)
 
   FusedPlan() = default;
   FusedPlan(const FusedPlan&) = delete;
@@ -56,28 +58,51 @@ struct FusedPlan {
 // One cache per (activation, bias present): the algorithm choice and the workspace reserve differ.
 ConvPlanCache<FusedPlan> g_plans[2][2];
 
+// The plan's algorithm and fused-or-separate decision into the plan cache.
+void record_choice(const FusedPlan& p) {
+  PlanStore::current().put(p.entry, fmt::format("{} decomposed={} timed={}", algo_text(p.algo, p.d.conv),
+                                                p.decomposed.load() ? 1 : 0, p.timed.load() ? 1 : 0));
+}
+
 Status build(FusedPlan* p, const ConvKey& k, bool relu, size_t bias_reserve, cudnnHandle_t h, size_t ws_bytes) {
   GPUOPT_RETURN_IF_ERROR(p->d.build(k, k.m, k.c / k.group));
   GPUOPT_CHECK_CALL(cudnnCreateActivationDescriptor(&p->act));
   GPUOPT_CHECK_CALL(cudnnSetActivationDescriptor(p->act, relu ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_IDENTITY,
                                                  CUDNN_PROPAGATE_NAN, 0.0));
+  if (ws_bytes < bias_reserve) return Status::Unimplemented("workspace of {} bytes cannot hold the bias", ws_bytes);
+  const size_t max_ws = ws_bytes - bias_reserve;
+  // The plan cache's choice for this shape (plan_store.h): the algorithm, and whether the fused
+  // call or the separate calls won the timing, which then is not timed again.
+  p->entry = fmt::format("fusedconv relu={} bias={} {} ws<={}", relu ? 1 : 0, bias_reserve ? 0 : 1, conv_key_text(k),
+                         max_ws);
+  if (const auto cached = PlanStore::current().find(p->entry)) {
+    const auto dec = plan_field(*cached, "decomposed"), timed = plan_field(*cached, "timed");
+    const bool ok_algo = reuse_algo(cached, k.dt, max_ws, h, p->d, &p->algo, &p->workspace);
+    if (ok_algo && dec && timed && (relu || *dec || p->algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM)) {
+      p->decomposed = *dec != 0;
+      p->timed = *timed != 0;
+      return Status::Ok();
+    }
+  }
   cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
   int found = 0;
   GPUOPT_CHECK_CALL(cudnnGetConvolutionForwardAlgorithm_v7(h, p->d.x, p->d.w, p->d.conv, p->d.y,
                                                            CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf));
-  if (ws_bytes < bias_reserve) return Status::Unimplemented("workspace of {} bytes cannot hold the bias", ws_bytes);
-  const size_t max_ws = ws_bytes - bias_reserve;
   if (!relu) {
     std::vector<cudnnConvolutionFwdAlgoPerf_t> precomp;
     for (int a = 0; a < found; ++a)
       if (perf[a].algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM) precomp.push_back(perf[a]);
     if (choose_algo(precomp.data(), static_cast<int>(precomp.size()), k.dt, max_ws, p->d.conv, &p->algo, &p->workspace,
                     "forward")
-            .ok())
+            .ok()) {
+      record_choice(*p);
       return Status::Ok();
+    }
     p->decomposed = true;  // any algorithm, bias and z added by separate calls
   }
-  return choose_algo(perf, found, k.dt, max_ws, p->d.conv, &p->algo, &p->workspace, "forward");
+  GPUOPT_RETURN_IF_ERROR(choose_algo(perf, found, k.dt, max_ws, p->d.conv, &p->algo, &p->workspace, "forward"));
+  record_choice(*p);
+  return Status::Ok();
 }
 
 // Where the separate path writes: y's dtype, element count and channel layout, and the stream.
@@ -191,8 +216,10 @@ Status run_plan(CudaKernelContext& k, cudnnHandle_t h, const FusedPlan& plan, co
   }
   // Channels-last: the channel of element i is i % M (spatial extent 1 in the epilogue's terms).
   const Epilogue epi{key.dt, y_numel, key.m, key.nhwc ? 1 : key.oh * key.ow, k.ctx.stream};
-  if (!plan.decomposed.load() && !plan.timed.exchange(true))
+  if (!plan.decomposed.load() && !plan.timed.exchange(true)) {
     GPUOPT_RETURN_IF_ERROR(time_fused_vs_separate(k, h, plan, relu, a.x, a.w, a.b, bias, a.z, a.y, ws, epi));
+    if (plan.timed.load()) record_choice(plan);  // measured (not deferred by a capture)
+  }
   if (plan.decomposed.load(std::memory_order_relaxed))
     return run_decomposed(h, plan, relu, a.x, a.w, a.b, a.z, a.y, ws, epi);
   const cudnnStatus_t s = run_fused(h, plan, a.x, a.w, bias, a.z, a.y, ws);
@@ -201,11 +228,13 @@ Status run_plan(CudaKernelContext& k, cudnnHandle_t h, const FusedPlan& plan, co
   // before anything is queued, so the separate calls can take over for good; others are errors.
   const int family = static_cast<int>(s) / 1000;
   if (family != 2 && family != 3) GPUOPT_CHECK_CALL(s);
-  if (!plan.decomposed.exchange(true))
+  if (!plan.decomposed.exchange(true)) {
     GPUOPT_LOG(info,
                "{}: cuDNN declined the fused conv-bias-activation call for this {} shape ({}); "
                "running the plain convolution and one epilogue pass instead",
                node_label(k.node), dtype_name(key.dt), cudnnGetErrorString(s));
+    record_choice(plan);
+  }
   return run_decomposed(h, plan, relu, a.x, a.w, a.b, a.z, a.y, ws, epi);
 }
 

@@ -99,8 +99,12 @@ __device__ __forceinline__ M unary_math(UnaryOp op, M x, const UnaryParams& p) {
       case UnaryOp::kIdentity: return x;
       case UnaryOp::kRelu: return x > M(0) ? x : M(0);
       case UnaryOp::kNeg: return -x;
-      case UnaryOp::kAbs: return x < M(0) ? M(-x) : x;
-      case UnaryOp::kSign: return x > M(0) ? M(1) : (x < M(0) ? M(-1) : M(0));
+      case UnaryOp::kAbs:
+        if constexpr (std::is_unsigned_v<M>) return x;
+        else return x < M(0) ? M(-x) : x;
+      case UnaryOp::kSign:
+        if constexpr (std::is_unsigned_v<M>) return x > M(0) ? M(1) : M(0);
+        else return x > M(0) ? M(1) : (x < M(0) ? M(-1) : M(0));
       case UnaryOp::kClip: { M v = x < M(p.alpha) ? M(p.alpha) : x; return v > M(p.beta) ? M(p.beta) : v; }
       default: return x;
     }
@@ -132,8 +136,11 @@ __device__ __forceinline__ M binary_math(BinaryOp op, M a, M b) {
       else return b == M(0) ? M(0) : M(a % b);
     case BinaryOp::kMod:  // result takes the divisor's sign (Python/NumPy %)
       if constexpr (std::is_floating_point_v<M>) { M r = fmod(a, b); return (r != M(0) && ((r < M(0)) != (b < M(0)))) ? r + b : r; }
+      else if constexpr (std::is_unsigned_v<M>) return b == M(0) ? M(0) : M(a % b);
       else { if (b == M(0)) return M(0); M r = a % b; return (r != M(0) && ((r < M(0)) != (b < M(0)))) ? M(r + b) : r; }
-    case BinaryOp::kPRelu: return a < M(0) ? M(a * b) : a;
+    case BinaryOp::kPRelu:
+      if constexpr (std::is_unsigned_v<M>) return a;
+      else return a < M(0) ? M(a * b) : a;
     default: return a;
   }
 }

@@ -1,10 +1,13 @@
 #include "ops/matmul/cuda/matmul_lt.h"
 
+#include "backends/cuda/plan_store.h"
+
 #include "core/cuda_check.h"
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <charconv>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -14,13 +17,14 @@ namespace gpuopt::cuda {
 namespace {
 
 struct PlanKey {
+  int device;  // plans are chosen for one GPU
   MatmulShape s;
   DType dt;
   Epilogue epi;
   bool has_beta;
   size_t workspace;
   auto tie() const {
-    return std::tie(s.m, s.n, s.k, s.batch, s.trans_a, s.trans_b, s.stride_a, s.stride_b, s.stride_c, dt, epi, has_beta,
+    return std::tie(device, s.m, s.n, s.k, s.batch, s.trans_a, s.trans_b, s.stride_a, s.stride_b, s.stride_c, dt, epi, has_beta,
                     workspace);
   }
   bool operator<(const PlanKey& o) const { return tie() < o.tie(); }
@@ -62,6 +66,30 @@ Status layout(cublasLtMatrixLayout_t* l, cudaDataType_t t, int64_t rows, int64_t
   return Status::Ok();
 }
 
+// The plan cache's key of a matmul plan, and its algorithm (an opaque struct of 64-bit words,
+// valid for the same cuBLASLt version and GPU, which the cache file's header pins) as hex.
+std::string entry_key(const PlanKey& k) {
+  const MatmulShape& s = k.s;
+  return fmt::format("matmul {},{},{},{},{},{},{},{},{},{},{},{},{}", s.m, s.n, s.k, s.batch, s.trans_a ? 1 : 0,
+                     s.trans_b ? 1 : 0, s.stride_a, s.stride_b, s.stride_c, dtype_name(k.dt), static_cast<int>(k.epi),
+                     k.has_beta ? 1 : 0, k.workspace);
+}
+std::string algo_to_hex(const cublasLtMatmulAlgo_t& a) {
+  std::string out;
+  for (uint64_t w : a.data) out += fmt::format("{:016x}", w);
+  return out;
+}
+bool algo_from_hex(const std::string& text, cublasLtMatmulAlgo_t* a) {
+  constexpr size_t kWords = sizeof(a->data) / sizeof(a->data[0]);
+  if (text.size() != kWords * 16) return false;
+  for (size_t i = 0; i < kWords; ++i) {
+    const char* b = text.data() + i * 16;
+    auto [end, ec] = std::from_chars(b, b + 16, a->data[i], 16);
+    if (ec != std::errc() || end != b + 16) return false;
+  }
+  return true;
+}
+
 // Column-major view: row-major C[m,n] = A[m,k] B[k,n]  <=>  C^T[n,m] = B^T[n,k] A^T[k,m], so
 // cuBLASLt's "A" is our B and its "B" is our A, with m and n swapped.
 Status build(Plan* p, const PlanKey& key, ExecContext& ctx, const void* bias) {
@@ -92,6 +120,15 @@ Status build(Plan* p, const PlanKey& key, ExecContext& ctx, const void* bias) {
       pref, &cublasLtMatmulPreferenceDestroy);
   const size_t ws = key.workspace;
   GPUOPT_CHECK_CALL(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+  // The plan cache's algorithm for this shape (plan_store.h), if cuBLASLt still accepts it here.
+  const std::string entry = entry_key(key);
+  if (const auto cached = PlanStore::current().find(entry); cached && algo_from_hex(*cached, &p->algo)) {
+    cublasLtMatmulHeuristicResult_t check{};
+    if (cublasLtMatmulAlgoCheck(ctx.lt, p->op, p->la, p->lb, p->lc, p->lc, &p->algo, &check) == CUBLAS_STATUS_SUCCESS &&
+        check.workspaceSize <= ws)
+      return Status::Ok();
+    p->algo = cublasLtMatmulAlgo_t{};
+  }
   cublasLtMatmulHeuristicResult_t res{};
   int found = 0;
   GPUOPT_CHECK_CALL(cublasLtMatmulAlgoGetHeuristic(ctx.lt, p->op, p->la, p->lb, p->lc, p->lc, pref, 1, &res, &found));
@@ -99,6 +136,7 @@ Status build(Plan* p, const PlanKey& key, ExecContext& ctx, const void* bias) {
     return Status::Unimplemented("cuBLASLt has no algorithm for {} matmul m={} n={} k={} batch={}", dtype_name(key.dt), s.m,
                                  s.n, s.k, s.batch);
   p->algo = res.algo;
+  PlanStore::current().put(entry, algo_to_hex(p->algo));
   return Status::Ok();
 }
 
@@ -114,7 +152,7 @@ Status matmul(ExecContext& ctx, const MatmulShape& s, DType dt, const void* a, c
   if (s.m == 0 || s.n == 0 || s.batch == 0) return Status::Ok();
   if (dt != DType::F32 && dt != DType::F16 && dt != DType::BF16)
     return Status::Unimplemented("CUDA matmul does not support dtype {}", dtype_name(dt));
-  const PlanKey key{s, dt, epilogue, beta != 0.f, ctx.workspace_bytes};
+  const PlanKey key{ctx.device, s, dt, epilogue, beta != 0.f, ctx.workspace_bytes};
   Plan* plan;
   {
     std::lock_guard<std::mutex> lock(g_mu);
