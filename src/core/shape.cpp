@@ -63,7 +63,10 @@ std::optional<int64_t> extent_from_double(double v) {
 
 std::string dims_string(const std::vector<int64_t>& v) {
   std::string out = "[";
-  for (size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + std::to_string(v[i]);
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) out += ',';
+    out += std::to_string(v[i]);
+  }
   return out + "]";
 }
 
