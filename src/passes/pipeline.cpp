@@ -85,12 +85,23 @@ Status run_default_passes(Graph* g, const FusionSwitches& sw) {
 
 Status run_session_passes(Graph* g, std::string_view device, std::string_view precision, bool optimize) {
   const FusionSwitches sw = FusionSwitches::from_env();
+  // int8 / fp8: the model's QuantizeLinear/DequantizeLinear pairs carry the quantization (gpuopt
+  // quantize writes them, docs/quantization.md); the float rest runs in fp16 on the GPU and f32
+  // on the CPU reference, which keeps exact ONNX QDQ semantics.
+  if (precision == "int8" || precision == "fp8") {
+    const bool qdq = std::any_of(g->nodes().begin(), g->nodes().end(),
+                                 [](const Node& n) { return n.op == Op::QuantizeLinear || n.op == Op::DequantizeLinear; });
+    if (!qdq)
+      return Status::InvalidArgument("precision {}: the model has no QuantizeLinear/DequantizeLinear nodes; quantize it "
+                                     "first (gpuopt quantize MODEL --calibration DATA -o OUT.onnx)", precision);
+    precision = device.substr(0, 4) == "cuda" ? "fp16" : "fp32";
+  }
   if (optimize) GPUOPT_RETURN_IF_ERROR(run_default_passes(g, sw));
   const bool low = precision == "fp16" || precision == "bf16";
   if (low) {
     GPUOPT_RETURN_IF_ERROR(convert_precision(g, precision == "fp16" ? DType::F16 : DType::BF16).status());
   } else if (precision != "fp32") {
-    return Status::InvalidArgument("precision '{}' is not one of fp32, fp16, bf16", precision);
+    return Status::InvalidArgument("precision '{}' is not one of fp32, fp16, bf16, int8, fp8", precision);
   }
   // cuDNN's tensor-core convolutions are channels-last; NCHW ones transpose inside every call.
   if (optimize && low && device.substr(0, 4) == "cuda" && sw.enabled("nhwc")) {
