@@ -13,7 +13,7 @@ namespace gpuopt::cli {
 namespace {
 
 struct Options {
-  std::string model, output, calibration, cache, preprocess, method = "entropy", target, report_dir, device = "cpu";
+  std::string model, output, calibration, cache, preprocess, method = "percentile", target, report_dir, device = "cpu";
   double percentile = 99.99;
   int64_t samples = 0;
   int64_t heldout = -1;  // -1: a fifth of the samples when accuracy is measured
@@ -108,7 +108,7 @@ void setup(CLI::App& app) {
                   "Folder of .npy files (one per sample, one stacked <input>.npy per input, or one subfolder per sample) or images");
   cmd->add_option("--calibration-cache", o->cache,
                   "Scales file: written after calibrating with --calibration, read instead of data without it");
-  cmd->add_option("--method", o->method, "minmax, percentile, entropy (default) or mse")
+  cmd->add_option("--method", o->method, "minmax, percentile (default), entropy or mse")
       ->check(CLI::IsMember({"minmax", "percentile", "entropy", "mse"}));
   cmd->add_option("--percentile", o->percentile, "Percentile of |x| kept by --method percentile (default 99.99)")
       ->check(CLI::Range(50.0, 100.0));

@@ -64,11 +64,10 @@ double amax_percentile(const std::vector<double>& counts, double w, double perce
   double total = 0;
   for (double c : counts) total += c;
   if (total <= 0) return 0;
-  const double target = total * percentile / 100.0;
   double cum = 0;
   for (size_t j = 0; j < counts.size(); ++j) {
     cum += counts[j];
-    if (cum >= target) return static_cast<double>(j + 1) * w;
+    if (cum / total >= percentile / 100.0) return static_cast<double>(j + 1) * w;
   }
   return static_cast<double>(counts.size()) * w;
 }

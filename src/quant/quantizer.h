@@ -58,7 +58,7 @@ struct TensorStat {
 };
 
 struct QuantizeOptions {
-  CalibMethod method = CalibMethod::kEntropy;
+  CalibMethod method = CalibMethod::kPercentile;
   CalibParams params;
   std::string device = "cpu";          // backend that runs the calibration and evaluation runs
   std::string cache_in;                // --calibration-cache: read scales from here, no data needed
