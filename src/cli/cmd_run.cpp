@@ -161,9 +161,9 @@ int run(const Options& o) {
   SessionOptions so;
   so.device = o.device;
   so.precision = o.precision;
-  // int8/fp8 on a float model: load it in f32 to make the inputs, then calibrate on them.
+  // int8 on a float model: load it in f32 to make the inputs, then calibrate on them.
   bool calibrate = false;
-  if (o.precision == "int8" || o.precision == "fp8") {
+  if (o.precision == "int8") {
     auto proto = quant::read_model_proto(o.model);
     if (!proto.ok()) return report_error(proto.status());
     calibrate = !quant::has_quantized_ops(*proto);
@@ -353,8 +353,8 @@ void setup(CLI::App& app) {
   cmd->add_option("--warmup", o->warmup, "Untimed runs first (default 1)")->check(CLI::Range(0, 1000000));
   cmd->add_option("--device", o->device, "cpu (reference) or cuda when built in");
   cmd->add_option("--precision", o->precision,
-                  "fp32, fp16, bf16, int8 or fp8 (inputs and outputs stay f32; int8/fp8 calibrate a float model on its inputs)")
-      ->check(CLI::IsMember({"fp32", "fp16", "bf16", "int8", "fp8"}));
+                  "fp32, fp16, bf16 or int8 (inputs and outputs stay f32; int8 calibrates a float model on its inputs)")
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16", "int8"}));
   cmd->add_option("--memory-limit", o->memory_limit, "Cap on device memory for the run's tensors, e.g. 2G");
   cmd->add_option("--seed", o->seed, "Seed of --random-inputs (default 0)");
   cmd->add_flag("--json", o->json, "Print JSON");

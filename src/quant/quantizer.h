@@ -89,7 +89,7 @@ struct QuantizeResult {
 Result<QuantizeResult> quantize_model(const std::string& model_path, const std::vector<Sample>& calib,
                                       const std::vector<Sample>& heldout, const QuantizeOptions& opts);
 
-// gpuopt run --precision int8|fp8 on a float model: calibrates (minmax) on the run's own inputs
+// gpuopt run --precision int8 on a float model: calibrates (minmax) on the run's own inputs
 // and returns the QDQ model as a graph. The accuracy is unknown: the caller says so.
 Result<Graph> quantize_on_inputs(const std::string& model_path, const NamedTensors& feeds, const std::string& device);
 
