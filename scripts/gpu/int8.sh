@@ -8,6 +8,12 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 G=${GPUOPT_BIN:-build-h200/bin/gpuopt}
+B=$(dirname "$G")
+echo "== Int8Gemm kernels against the CPU reference =="
+"$B/backend_ops" test --op Int8Gemm 2>&1 | tail -25
+"$B/test_cuda" --gtest_filter='Int8Gemm*' --gtest_brief=1 2>&1 | tail -5
+compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 3 "$B/backend_ops" test --op Int8Gemm 2>&1 | tail -2
+echo "== benchmark =="
 PYTHONUNBUFFERED=1 python3 scripts/gpu/int8.py --gpuopt "$G" --out "${OUT:-.}/int8.json" --work /tmp/int8-work \
   --models "${MODELS:-resnet50,bert_base}" --batches "${BATCHES:-1,32,256}" --heldout "${HELDOUT:-1000}" \
   --calib "${CALIB:-256}" --report-dir "${OUT:-.}" \
