@@ -98,3 +98,30 @@ TEST(FoldQdq, LeavesNonZeroZeroPointsAlone) {
 
 }  // namespace
 }  // namespace gpuopt::testing
+
+namespace gpuopt::testing {
+namespace {
+
+// The session pipeline at int8: a QDQ graph runs (CPU: exact QDQ semantics, no fold), a float
+// graph is refused with a message that says how to quantize it.
+TEST(PrecisionInt8, SessionPipeline) {
+  std::mt19937 rng(5);
+  Graph q = qdq_linear(8, 4, true, false, false, rng);
+  finish(q);
+  Graph plain;
+  plain.opset = 17;
+  const ValueId x = plain.add_input("x", DType::F32, {2, 3});
+  plain.mark_output(plain.add_node(Op::Relu, "relu", {x}, 1)[0]);
+  finish(plain);
+  Graph qq = q;
+  EXPECT_TRUE(run_session_passes(&qq, "cpu", "int8", true).ok());
+  EXPECT_EQ(count(qq, "Int8Gemm"), 0);  // the CPU keeps the QDQ nodes: the oracle
+  const Status st = run_session_passes(&plain, "cpu", "int8", true);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("no QuantizeLinear/DequantizeLinear"), std::string::npos) << st.to_string();
+  EXPECT_NE(st.message().find("gpuopt quantize"), std::string::npos);
+  EXPECT_FALSE(run_session_passes(&q, "cpu", "fp8", true).ok());
+}
+
+}  // namespace
+}  // namespace gpuopt::testing
