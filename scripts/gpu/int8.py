@@ -99,7 +99,11 @@ def main():
         calib = os.path.join(d, "calib")
         os.makedirs(calib, exist_ok=True)
         if name == "resnet50":
-            with torch.no_grad():  # BatchNorm statistics from images
+            with torch.no_grad():  # BatchNorm statistics from images (a plain average over 8 batches)
+                for mod in m.modules():
+                    if isinstance(mod, torch.nn.BatchNorm2d):
+                        mod.reset_running_stats()
+                        mod.momentum = None
                 m.train()
                 for i in range(8):
                     m(images(32, 100 + i))
