@@ -51,6 +51,8 @@ Status cpu_Int8Gemm(KernelContext& ctx) {
   GPUOPT_RETURN_IF_ERROR(check_activation(ctx));
   const Tensor& a = ctx.in(0);
   const Tensor& b = ctx.in(1);
+  if (a.dtype() != DType::I8 || b.dtype() != DType::I8 || b.rank() != 2)
+    return ctx.error("A {} and B {} must be i8, B of rank 2", a.describe(), b.describe());
   const int64_t n = b.dim(0), k = b.dim(1);
   if (a.rank() < 1 || a.dim(-1) != k) return ctx.error("A {} does not end in K = {}", a.describe(), k);
   const int64_t m = a.numel() / std::max<int64_t>(k, 1);

@@ -64,6 +64,7 @@ Status build(Int8Plan* p, ExecContext& ctx, int64_t m, int64_t n, int64_t k, siz
 Status run_int8_gemm(CudaKernelContext& k) {
   const Tensor& a = k.in(0);
   const Tensor& w = k.in(1);
+  if (w.rank() != 2) return k.error("B {} must have rank 2 ([N, K])", w.describe());
   const int64_t n = w.dim(0), kk = w.dim(1);
   if (a.rank() < 1 || a.dim(-1) != kk) return k.error("A {} does not end in K = {}", a.describe(), kk);
   const int64_t m = a.numel() / std::max<int64_t>(kk, 1);
