@@ -59,8 +59,9 @@ void check(int64_t m, int64_t k, int64_t n) {
   EXPECT_EQ(folded, 1);
   auto got = (*gpu)->run(in);
   ASSERT_TRUE(got.ok()) << got.status().to_string();
-  // The integer products are exact on both sides; what differs is the fp16 epilogue's rounding.
-  EXPECT_LT(rel_l2(got->at(0).second, want->at(0).second), 2e-3);
+  // The integer products are exact on both sides; what differs is fp16: the epilogue's rounding and
+  // x quantized from fp16 (a value on a rounding edge moves one quantum: ~2e-3 of an output).
+  EXPECT_LT(rel_l2(got->at(0).second, want->at(0).second), 5e-3);
   expect_outputs_match(*got, *want, 2e-2);
 }
 
