@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 
 namespace gpuopt::cli {
 namespace {
@@ -57,6 +58,12 @@ int run(const Options& o) {
   if (o.calibration.empty() && !o.target.empty())
     return report_error(Status::InvalidArgument("--accuracy-target needs --calibration DATA: its held-out samples measure the accuracy"), true);
 
+  {  // an output folder that does not exist fails now, not after the calibration
+    const auto dir = std::filesystem::path(o.output).parent_path();
+    std::error_code ec;
+    if (!dir.empty() && !std::filesystem::is_directory(dir, ec))
+      return report_error(Status::InvalidArgument("-o '{}': folder '{}' does not exist", o.output, dir.string()));
+  }
   std::vector<quant::Sample> calib, heldout;
   if (!o.calibration.empty()) {
     auto inputs = quant::model_inputs(o.model);

@@ -459,6 +459,11 @@ def test_bad_calibration_data(tmp_path):
     fails(d, "0.npy")
     r = gpuopt("quantize", path, "-o", tmp_path / "q.onnx", check=False)
     assert r.returncode == 2 and "--calibration" in r.stderr
+    r = gpuopt("quantize", path, "--calibration", write_samples(tmp_path / "ok", [good]), "-o", tmp_path / "no" / "q.onnx",
+               check=False)
+    assert r.returncode == 1 and "does not exist" in r.stderr
+    # --samples N reads the first N files only: the one with the NaN is never read.
+    gpuopt("quantize", path, "--calibration", tmp_path / "nan", "--samples", "1", "-o", tmp_path / "q1.onnx")
     r = gpuopt("quantize", path, "--calibration", write_samples(tmp_path / "g", [good]), "-o", tmp_path / "q.onnx",
                "--accuracy-target", "top5=3", check=False)
     assert r.returncode == 2 and "--accuracy-target" in r.stderr
