@@ -6,8 +6,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 DEVICE_SYS=${DEVICE_SYS:-.device/sys}
 SYS=/tmp/gpuopt-sysroot
-if [ ! -d "$SYS/usr" ]; then
-  mkdir -p /tmp && tar xzf "$DEVICE_SYS/sysroot.tgz" -C /tmp && mv /tmp/sysroot "$SYS"
+sum=$(md5sum "$DEVICE_SYS/sysroot.tgz" | cut -d' ' -f1)
+if [ ! -d "$SYS/usr" ] || [ "$(cat "$SYS/.sum" 2>/dev/null)" != "$sum" ]; then
+  rm -rf "$SYS" /tmp/sysroot
+  mkdir -p /tmp && tar xzf "$DEVICE_SYS/sysroot.tgz" -C /tmp && mv /tmp/sysroot "$SYS" && echo "$sum" > "$SYS/.sum"
 fi
 U=$SYS/usr
 L=$U/lib/x86_64-linux-gnu
@@ -19,7 +21,7 @@ cmake -S . -B build-h200 -G Ninja -DCMAKE_BUILD_TYPE=Release -DGPUOPT_CUDA=ON -D
   -DBoost_INCLUDE_DIR="$U/include" -DBoost_NO_BOOST_CMAKE=ON -DCLI11_INCLUDE="$U/include" \
   -DCURSES_INCLUDE_PATH="$U/include" -DCURSES_LIBRARY="$L/libncursesw.a" \
   -DGPUOPT_NCURSESW_A="$L/libncursesw.a" -DGPUOPT_TINFO_A="$L/libtinfo.a" \
-  -DGPUOPT_OPENBLAS_A="$L/openblas-pthread/libopenblas.a" > "${OUT:-/tmp}/cmake-configure.log" 2>&1 \
+  -DGPUOPT_OPENBLAS_A="$L/openblas-pthread/libopenblas.a" -DGPUOPT_CUDNN_FRONTEND_INCLUDE="$U/include/cudnn_frontend_pkg/include" > "${OUT:-/tmp}/cmake-configure.log" 2>&1 \
   || { tail -40 "${OUT:-/tmp}/cmake-configure.log"; exit 1; }
 cmake --build build-h200 -j"$(nproc)" 2>&1 | grep -E "error|FAILED|warning: undefined" | head -40 || true
 test -x build-h200/gpuopt

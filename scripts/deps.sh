@@ -22,6 +22,13 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+# kubectl renders deploy/kubernetes' Kustomize overlays in the deploy tests: Debian's
+# kubernetes-client, unless a kubectl is already installed (another package owns the path then).
+if ! command -v kubectl >/dev/null 2>&1; then
+  echo "deps: installing Debian package kubernetes-client (kubectl)"
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends kubernetes-client >/dev/null
+fi
 # The Debian prometheus package starts a system service; the tests start their own on loopback.
 $SUDO systemctl disable --now prometheus prometheus-node-exporter >/dev/null 2>&1 || true
 
@@ -33,4 +40,13 @@ if [ ! -x .venv/bin/python3 ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; t
   .venv/bin/python3 -m pip install -q --upgrade pip >/dev/null
   .venv/bin/python3 -m pip install -q -r requirements.txt
   echo "$want" > "$stamp"
+fi
+# NVIDIA's header-only libraries, pinned (without their Python dependencies, which gpuopt does
+# not use): the cuDNN frontend (graph API: SDPA flash attention) under .venv/.../include.
+HEADER_PKGS="nvidia-cudnn-frontend==1.32.0"
+hstamp=.venv/.headers.pinned
+if [ "$(cat "$hstamp" 2>/dev/null)" != "$HEADER_PKGS" ]; then
+  echo "deps: installing pinned header-only packages into .venv: $HEADER_PKGS"
+  .venv/bin/python3 -m pip install -q --no-deps $HEADER_PKGS
+  echo "$HEADER_PKGS" > "$hstamp"
 fi

@@ -19,6 +19,9 @@ mkdir -p "$S$L/openblas-pthread" && cp -L $L/openblas-pthread/libopenblas.a "$S$
 cp -a $L/cmake/fmt $L/cmake/GTest "$S$L/cmake/"
 cp -a /usr/share/cmake/CLI11 /usr/share/cmake/nlohmann_json "$S/usr/share/cmake/"
 cp -L /usr/bin/protoc "$S/usr/bin/"
+# The cuDNN frontend's headers, pinned into .venv by scripts/deps.sh (they include one another as ../include/X).
+fe=$(ls -d .venv/lib/python3*/site-packages/include | head -1)
+mkdir -p "$S/usr/include/cudnn_frontend_pkg/include" && cp -a "$fe"/cudnn_frontend* "$fe"/cudnn_backend_base.h "$S/usr/include/cudnn_frontend_pkg/include/"
 mkdir -p .device/sys
 tar czf .device/sys/sysroot.tgz -C "$(dirname "$S")" sysroot
 node=$(ls -d .venv/lib/python3*/site-packages/onnx/backend/test/data/node | head -1)

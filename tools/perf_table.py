@@ -4,6 +4,10 @@ best torch figure and gpuopt's speed-up over it, and gpuopt's accuracy beside Py
 
   python3 tools/perf_table.py            # rewrite the table between the markers in place
   python3 tools/perf_table.py --check    # exit 1 if the document is not what the JSON gives
+  python3 tools/perf_table.py --merge NEW.json   # a later compare run's records into the JSON:
+      for each (model, batch, precision) it measured, its records replace every earlier record
+      of that key except stored ones (torch.compile from a stored run), so each row's gpuopt and
+      eager figures still come from one device call; then the table is rewritten
 """
 import argparse, json, os, sys
 
@@ -28,7 +32,7 @@ def render(records):
     keys = sorted({(r["model"], r["batch"], r.get("precision", "fp16")) for r in recs},
                   key=lambda k: (ORDER.index(k[0]) if k[0] in ORDER else 99, k[0], k[1]))
     head = ["model", "exporter", "batch", "gpuopt ms", "items/s"] + [n for _, n in RUNNERS] + \
-           ["gpuopt vs best torch", "rel L2 gpuopt / torch fp16", "gpuopt execution"]
+           ["gpuopt vs best torch", "rel L2 gpuopt / torch fp16", "gpuopt execution", "commit"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     stored = False
     for model, batch, prec in keys:
@@ -46,7 +50,8 @@ def render(records):
             lines.append("| " + " | ".join([
                 model, g.get("exporter", ""), str(batch), f"**{g['ms']:.2f}**" if ok else "fails",
                 f"{g['items_per_s']:.0f}" if ok else "", *[fmt_ms(torch_r.get(k)) for k, _ in RUNNERS], speed, acc,
-                (g.get("execution", "") if ok else g.get("error", ""))[:80].replace("|", "/")]) + " |")
+                (g.get("execution", "") if ok else g.get("error", ""))[:80].replace("|", "/"),
+                g.get("commit", "")]) + " |")
     dates = sorted({r.get("date", "") for r in recs if not r.get("source")})
     commits = sorted({r.get("commit", "") for r in recs if r.get("runner") == "gpuopt" and r.get("commit")})
     foot = [f"Device time in ms, median, {', '.join(d for d in dates if d)}; gpuopt at commit "
@@ -56,13 +61,26 @@ def render(records):
     return "\n".join(lines + [""] + foot)
 
 
+def merge(records, new):
+    """records with `new` merged in (see the module docstring)."""
+    keys = {(r["model"], r["batch"], r.get("precision", "fp16")) for r in new if r.get("batch")}
+    kept = [r for r in records
+            if (r["model"], r["batch"], r.get("precision", "fp16")) not in keys or r.get("source")]
+    return kept + new
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--json", default=os.path.join(ROOT, "docs/perf/h200.json"))
     ap.add_argument("--doc", default=os.path.join(ROOT, "docs/performance.md"))
     ap.add_argument("--check", action="store_true")
+    ap.add_argument("--merge", metavar="NEW.json", help="merge a later compare run's records into --json first")
     a = ap.parse_args()
     records = json.load(open(a.json))
+    if a.merge:
+        records = merge(records, json.load(open(a.merge)))
+        with open(a.json, "w") as f:
+            json.dump(records, f, indent=1)
     doc = open(a.doc).read()
     if BEGIN not in doc or END not in doc:
         print(f"perf_table: {a.doc} has no {BEGIN} ... {END} markers", file=sys.stderr)

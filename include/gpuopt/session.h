@@ -52,6 +52,10 @@ struct NodeTime {
   std::string device;  // where it ran: "cpu" or "cuda"
   double wall_us = 0;  // host time from its launch until its work finished (includes copies)
   double gpu_us = 0;   // device time between events around it (0 on the CPU)
+  // When it started, for traces (gpuopt profile): host time in microseconds on the steady
+  // clock; device time in microseconds after the first node's launch event (-1 on the CPU).
+  double start_us = 0;
+  double gpu_start_us = -1;
 };
 
 // What one run measured (Session::run with a profile, RunOptions::profile).

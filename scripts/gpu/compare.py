@@ -173,8 +173,11 @@ def main():
         with open(a.out, "w") as f:
             json.dump(records, f, indent=1)
 
-    torch.manual_seed(0)
     for name in a.models.split(","):
+        # Seeded per model: the weights must not depend on which models came before, nor on
+        # whether an earlier run's export in --model-dir was reused (an export draws random
+        # inputs, so a reused file and a fresh model would otherwise disagree).
+        torch.manual_seed(0)
         model, make_inputs = build_model(name)
         model.eval()
         batches = [b for b in map(int, a.batches.split(",")) if b <= caps.get(name, 1 << 30)]

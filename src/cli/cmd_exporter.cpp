@@ -3,6 +3,7 @@
 #include "cli/command.h"
 #include "gpu/exporter.h"
 #include "gpu/exporter_bench.h"
+#include "kube/pod_resources.h"
 #include "net/http.h"
 
 #include <fmt/format.h>
@@ -31,6 +32,7 @@ struct Options {
   double bench_warmup = 2;
   int bench_scrapes = 500;
   bool json = false;
+  std::string pod_resources_socket;  // empty: no Kubernetes labels
 };
 
 double cpu_seconds() {
@@ -167,6 +169,13 @@ int run(const Options& o) {
     if (!budget.ok()) return report_error(Status::InvalidArgument("--slow-budget: {} (or 0/off)", budget.status().message()), true);
     eo.sampler.slow_budget_s = *budget;
   }
+  if (!o.pod_resources_socket.empty()) {
+    // Checked here, before serving: a missing socket is a mount missing from the pod spec.
+    auto client = kube::PodResourcesClient::connect(o.pod_resources_socket, std::min(1.0, eo.interval_s));
+    if (!client.ok()) return report_error(client.status());
+    std::shared_ptr<kube::PodResourcesClient> c = std::move(*client);
+    eo.pods = [c] { return c->list(); };
+  }
   if (o.self_bench) return self_bench(o, eo);
   std::string host;
   uint16_t port = 0;
@@ -204,6 +213,9 @@ void setup(CLI::App& app) {
                   "A query group whose mean cost per read passes this moves to the slow cadence (0/off: never)")
       ->capture_default_str();
   cmd->add_flag("--no-processes", o->no_processes, "Do not export per-process series");
+  cmd->add_option("--pod-resources-socket", o->pod_resources_socket,
+                  "The kubelet's pod-resources socket (in Kubernetes: " + std::string(kube::kDefaultPodResourcesSocket) +
+                      "): pod, namespace and container labels on per-process series, gpuopt_gpu_pod_info per GPU");
   cmd->add_flag("--self-bench", o->self_bench,
                 "Measure the exporter on 127.0.0.1: CPU share at the interval, the cost of each NVML query group, "
                 "CPU by thread, and /metrics scrape latency");

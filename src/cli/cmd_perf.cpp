@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <fstream>
 #include <mutex>
@@ -14,6 +15,7 @@
 #include <thread>
 
 #include "cli/command.h"
+#include "cli/perf_data.h"
 #include "core/table.h"
 #include "net/http.h"
 #include "server/kserve.h"
@@ -38,6 +40,8 @@ struct PerfOptions {
   int max_trials = 10;
   bool json_out = false;
   std::string csv;
+  std::string input_data;                // perf_analyzer's --input-data JSON (perf_data.h)
+  std::string distribution = "constant";  // open loop: constant or poisson intervals
 };
 
 struct Level {
@@ -46,6 +50,7 @@ struct Level {
   double throughput = 0;
   double p50 = 0, p90 = 0, p95 = 0, p99 = 0, avg_us = 0;
   uint64_t requests = 0, errors = 0;
+  uint64_t sent = 0;  // successful requests over every window (the server's success count moves by this)
   double queue_us = 0, compute_input_us = 0, compute_infer_us = 0, compute_output_us = 0, overhead_us = 0;
   // Server side only: request duration from the server's stats (arrival to answer handed to the
   // connection), and that minus queue and compute: what parsing, batching hand-offs and encoding cost.
@@ -120,17 +125,16 @@ Result<std::string> build_body(const PerfOptions& o, const json& meta, size_t* h
   return server::encode_infer_request(inputs, o.binary, o.binary, "", hlen);
 }
 
-Result<Level> measure(const PerfOptions& o, const Target& tgt, const std::string& body, size_t hlen, bool rate,
+Result<Level> measure(const PerfOptions& o, const Target& tgt, const std::vector<PerfRequest>& bodies, bool rate,
                       double value) {
   std::string path = "/v2/models/" + o.model + "/infer";
-  net::Headers headers;
-  if (o.binary) headers.emplace_back("Inference-Header-Content-Length", std::to_string(hlen));
+  std::atomic<uint64_t> sent{0}, next_body{0};
   std::mutex mu;
   std::vector<uint64_t> window_lat;
   std::atomic<uint64_t> errors{0};
   std::atomic<bool> stop{false};
-  std::atomic<uint64_t> ticket{0};
   const auto t0 = Clock::now();
+  ArrivalSchedule arrivals(value, o.distribution == "poisson", t0);
   int threads = rate ? std::max(4, static_cast<int>(std::thread::hardware_concurrency())) : static_cast<int>(value);
   std::string first_error;
   auto worker = [&] {
@@ -138,19 +142,32 @@ Result<Level> measure(const PerfOptions& o, const Target& tgt, const std::string
     std::vector<uint64_t> local;
     while (!stop.load()) {
       if (rate) {
-        uint64_t k = ticket++;
-        auto when = t0 + std::chrono::nanoseconds(static_cast<int64_t>(1e9 * static_cast<double>(k) / value));
-        std::this_thread::sleep_until(when);
+        std::this_thread::sleep_until(arrivals.next());
         if (stop.load()) break;
       }
+      const PerfRequest& req = bodies[next_body++ % bodies.size()];
+      net::Headers headers;
+      if (o.binary) headers.emplace_back("Inference-Header-Content-Length", std::to_string(req.header_length));
       auto s = Clock::now();
-      auto r = c.post(path, body, headers, o.binary ? "application/octet-stream" : "application/json");
+      auto r = c.post(path, req.body, headers, o.binary ? "application/octet-stream" : "application/json");
       uint64_t ns =
           static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - s).count());
-      if (!r.ok() || r->status != 200) {
+      Status valid = Status::Ok();
+      if (r.ok() && r->status == 200) {
+        ++sent;
+        if (!req.expected.empty()) {
+          const std::string_view hl = r->header("Inference-Header-Content-Length");
+          size_t n = 0;
+          const bool has = !hl.empty() && std::from_chars(hl.data(), hl.data() + hl.size(), n).ec == std::errc();
+          valid = check_response(req, r->body, has ? std::optional<size_t>(n) : std::nullopt);
+        }
+      }
+      if (!r.ok() || r->status != 200 || !valid.ok()) {
         if (errors++ == 0) {
           std::lock_guard<std::mutex> lk(mu);
-          first_error = r.ok() ? fmt::format("HTTP {}: {}", r->status, r->body) : r.status().to_string();
+          first_error = !valid.ok()          ? valid.to_string()
+                        : r.ok() ? fmt::format("HTTP {}: {}", r->status, r->body)
+                                 : r.status().to_string();
         }
         continue;
       }
@@ -202,6 +219,7 @@ Result<Level> measure(const PerfOptions& o, const Target& tgt, const std::string
   stop = true;
   for (auto& t : ts) t.join();
   lv.errors = errors.load();
+  lv.sent = sent.load();
   // Samples and server stats of the last three windows (or all, when fewer ran).
   std::vector<uint64_t> kept;
   size_t first = windows.size() >= 3 ? windows.size() - 3 : 0;
@@ -250,12 +268,21 @@ int run(const PerfOptions& o) {
   net::HttpClient c(tgt.host, tgt.port);
   auto meta = get_json(c, "/v2/models/" + o.model);
   if (!meta.ok()) return report_error(meta.status().with_context("model metadata"));
-  size_t hlen = 0;
-  auto body = build_body(o, *meta, &hlen);
-  if (!body.ok()) return report_error(body.status(), true);
+  std::vector<PerfRequest> bodies;
+  if (!o.input_data.empty()) {
+    auto data = load_input_data(o.input_data, *meta, o.batch, o.binary);
+    if (!data.ok()) return report_error(data.status(), true);
+    bodies = std::move(*data);
+  } else {
+    PerfRequest one;
+    auto body = build_body(o, *meta, &one.header_length);
+    if (!body.ok()) return report_error(body.status(), true);
+    one.body = std::move(*body);
+    bodies.push_back(std::move(one));
+  }
   std::vector<Level> levels;
   for (double v : *range) {
-    auto lv = measure(o, tgt, *body, hlen, rate, v);
+    auto lv = measure(o, tgt, bodies, rate, v);
     if (!lv.ok()) return report_error(lv.status());
     levels.push_back(*lv);
     if (!o.json_out)
@@ -293,6 +320,7 @@ int run(const PerfOptions& o) {
                    {"server_overhead_us", l.server_overhead_us},
                    {"requests", l.requests},
                    {"errors", l.errors},
+                   {"sent", l.sent},
                    {"windows", l.windows},
                    {"stable", l.stable}});
     fmt::print("{}\n", json{{"model", o.model}, {"batch_size", o.batch}, {"binary", o.binary}, {"results", a}}.dump(2));
@@ -328,6 +356,10 @@ void setup(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("-r,--max-trials", o->max_trials, "Windows at most per level")->capture_default_str();
   cmd->add_flag("--json", o->json_out, "Print JSON");
+  cmd->add_option("--input-data", o->input_data, "perf_analyzer's JSON of request inputs (and validation_data)")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--request-distribution", o->distribution, "Open loop: constant or poisson intervals")
+      ->check(CLI::IsMember({"constant", "poisson"}));
   cmd->add_option("-f,--csv", o->csv, "Also write a CSV file");
   cmd->callback([o] {
     o->binary = !o->json_data;

@@ -8,6 +8,8 @@
 #include "onnx/onnx.pb.h"
 #include "quant/qdq_writer.h"
 #include "quant/quantizer.h"
+#include "profile/profile.h"
+#include "profile/trace.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -38,6 +40,7 @@ struct Options {
   bool profile = false;
   bool no_cuda_graphs = false;
   uint64_t seed = 0;
+  std::string trace;  // Chrome trace of one more run, node by node (docs/profile.md)
 };
 
 // Random values a model accepts: floats uniform in [-1, 1); integers in [0, 8) so they are
@@ -265,6 +268,18 @@ int run(const Options& o) {
     auto p = s.run(feeds, &prof);
     if (!p.ok()) return report_error(p.status());
   }
+  if (!o.trace.empty()) {  // one more run node by node, as `gpuopt profile` records it
+    profile::ProfileResult tr;
+    tr.model = o.model;
+    tr.device = o.device;
+    tr.precision = o.precision;
+    tr.batch = batch;
+    tr.spans.push_back({"load", "load", std::chrono::duration<double, std::micro>(load_start.time_since_epoch()).count(),
+                        load_s * 1e6, {{"file", o.model}}});
+    Status st = profile::profile_runs(s, feeds, 1, &tr);
+    if (st.ok()) st = profile::write_trace_file(o.trace, profile::profile_trace(tr));
+    if (!st.ok()) return report_error(st);
+  }
   const double mn = *std::min_element(ms.begin(), ms.end());
   const double med = percentile(ms, 0.5), p99 = percentile(ms, 0.99);
   const double throughput = static_cast<double>(batch) * 1000.0 / med;
@@ -361,6 +376,7 @@ void setup(CLI::App& app) {
   cmd->add_flag("--profile", o->profile,
                 "After the timed runs, one more node by node: time per op type and the slowest nodes");
   cmd->add_flag("--no-cuda-graphs", o->no_cuda_graphs, "CUDA: run node by node instead of replaying a CUDA graph");
+  cmd->add_option("--trace", o->trace, "After the timed runs, one more node by node into this Chrome trace file");
   cmd->callback([o] { set_exit_code(run(*o)); });
 }
 GPUOPT_REGISTER_COMMAND(40, setup);

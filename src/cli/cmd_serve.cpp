@@ -36,6 +36,8 @@ struct ServeOptions {
   int64_t max_inflight_bytes = 0;  // 0 = a quarter of physical memory
   std::string precision = "fp32";
   bool no_cuda_graphs = false;
+  std::string trace_file;
+  int trace_rate = 1000;
 };
 
 // --max-inflight-bytes 0: a quarter of the host's physical memory.
@@ -74,6 +76,8 @@ int run(const ServeOptions& o) {
     return report_error(
         Status::InvalidArgument("--model-control-mode must be none or explicit (poll is not supported)"), true);
   }
+  so.trace_file = o.trace_file;
+  so.trace_rate = o.trace_rate;
   so.http.host = o.http_address;
   so.http.port = static_cast<uint16_t>(o.http_port);
   so.http.threads = o.http_threads;
@@ -127,6 +131,8 @@ void setup(CLI::App& app) {
   auto o = std::make_shared<ServeOptions>();
   cmd->add_option("model", o->model_file, "Serve one ONNX model file (name = file stem, version 1)");
   cmd->add_option("--model-repository,--model-store", o->repository, "Triton model repository directory");
+  cmd->add_option("--trace-file", o->trace_file, "Write sampled requests' stages as a Chrome trace (docs/profile.md)");
+  cmd->add_option("--trace-rate", o->trace_rate, "Trace one request in N (default 1000)")->check(CLI::Range(1, 1000000000));
   cmd->add_option("--http-address", o->http_address, "Address to listen on")->capture_default_str();
   cmd->add_option("--http-port", o->http_port, "HTTP port (0 = any free port)")->capture_default_str();
   cmd->add_option("--http-thread-count", o->http_threads, "HTTP threads (0 = one per core)")->capture_default_str();

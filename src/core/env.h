@@ -15,7 +15,8 @@ namespace gpuopt {
   X(GPUOPT_NVML_LIBRARY, "libnvidia-ml.so.1", "Path of the NVML library to dlopen (the tests point it at a fake).") \
   X(GPUOPT_DISABLE_FUSION, "0",                                                                              \
     "1 or all turns every fusion off; or a list to leave out: conv,matmul_bias,gelu,attention,nhwc.")    \
-  X(GPUOPT_ATTENTION_KERNEL, "auto", "scalar runs the CUDA Attention op's scalar kernel for every shape (A/B).") \
+  X(GPUOPT_ATTENTION_KERNEL, "auto", "wmma: gpuopt's tensor-core kernel instead of cuDNN's flash attention; scalar: the scalar kernel (A/B).") \
+  X(GPUOPT_DEPTHWISE_KERNEL, "auto", "cudnn runs channels-last depthwise convs through cuDNN instead of gpuopt's kernel (A/B).") \
   X(GPUOPT_NUM_THREADS, "all cores", "Threads of the CPU backend's pool.")                                   \
   X(GPUOPT_SYSFS_ROOT, "/sys", "Root of the sysfs tree scanned for PCI display devices (tests use a fake tree).") \
   X(GPUOPT_PROC_ROOT, "/proc", "Root of procfs read for CPU, memory and process details (tests use a fake tree).")

@@ -145,6 +145,17 @@ void Exporter::on_sample(const Snapshot& s) {
     report_.slow_every = s.slow_every;
     report_.interval_s = options_.interval_s;
   }
+  if (options_.pods) {
+    Result<PodIndex> pods = options_.pods();
+    if (!pods.ok()) ++pod_errors_;
+    // Once per change: the labels go (or come back) with the kubelet's answer.
+    if (pods.ok() != pods_up_) {
+      if (pods.ok()) GPUOPT_LOG(info, "exporter: pod-resources answers again; pod labels restored");
+      else GPUOPT_LOG(warn, "exporter: {}; per-process series carry no pod labels until it answers", pods.status().message());
+    }
+    pods_up_ = pods.ok();
+    renderer_->set_pods(pods.ok() ? std::move(*pods) : PodIndex{}, pods_up_, pod_errors_);
+  }
   diagnoser_->add(s);
   std::vector<Finding> findings = diagnoser_->findings();
   for (const Finding& f : findings)

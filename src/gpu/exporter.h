@@ -33,6 +33,9 @@ struct ExporterOptions {
   int threads = 2;                      // HTTP threads (scrapes are cheap; two cover a slow client)
   SamplerOptions sampler;               // interval_s is taken from above
   DiagnosisConfig diagnosis;
+  // Set: called once per sample for the containers each GPU is allocated to (the kubelet's
+  // pod-resources API, src/kube/); their pod/namespace/container label per-process series.
+  PodLookup pods;
 };
 
 // "0.0.0.0:9400" -> host, port; "[::1]:9400", ":9400" (all interfaces). InvalidArgument otherwise.
@@ -91,6 +94,8 @@ class Exporter {
   mutable std::mutex report_mu_;
   QueryReport report_;                          // guarded by report_mu_
   std::array<bool, kQueryGroupCount> move_logged_{};  // sampler thread only
+  uint64_t pod_errors_ = 0;                            // sampler thread only
+  bool pods_up_ = true;                                // sampler thread only
   std::unique_ptr<net::HttpServer> server_;
 };
 

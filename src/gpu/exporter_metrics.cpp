@@ -109,6 +109,26 @@ void MetricsRenderer::render_query_stats(std::string* out, const Snapshot& s, co
   }
 }
 
+// One series per (GPU, container holding it): joins any per-GPU series to its pods.
+void MetricsRenderer::render_pod_info(std::string* out, const Snapshot& s) {
+  prom_family(out, "gpuopt_gpu_pod_info",
+              "A Kubernetes container the GPU is allocated to, from the kubelet's pod-resources API (value 1).",
+              PromType::kGauge);
+  std::string l;
+  for (const GpuSample& g : s.gpus) {
+    const std::vector<PodRef>* refs = g.info ? pods_.find(g.info->uuid) : nullptr;
+    if (!refs) continue;
+    for (const PodRef& r : *refs) {
+      l.assign(labels_for(g));
+      prom_label(&l, "pod", r.pod);
+      prom_label(&l, "namespace", r.namespace_name);
+      prom_label(&l, "container", r.container);
+      prom_label(&l, "resource", r.resource);
+      prom_sample(out, "gpuopt_gpu_pod_info", l, 1);
+    }
+  }
+}
+
 MetricsRenderer::MetricsRenderer(ExporterInfo info) : info_(std::move(info)) {}
 
 const std::string& MetricsRenderer::labels_for(const GpuSample& g) {
@@ -176,6 +196,14 @@ std::string MetricsRenderer::render(const Snapshot& s, const std::vector<Finding
   prom_sample(&out, "gpuopt_exporter_last_sample_timestamp_seconds", l, double(s.timestamp_us) / 1e6);
   prom_family(&out, "gpuopt_exporter_interval_seconds", "Sampling interval.", PromType::kGauge);
   prom_sample(&out, "gpuopt_exporter_interval_seconds", l, info_.interval_s);
+  if (pods_enabled_) {
+    prom_family(&out, "gpuopt_exporter_pod_resources_up",
+                "1 when the last List call to the kubelet's pod-resources socket succeeded.", PromType::kGauge);
+    prom_sample(&out, "gpuopt_exporter_pod_resources_up", l, pods_up_ ? 1 : 0);
+    prom_family(&out, "gpuopt_exporter_pod_resources_errors_total",
+                "Failed List calls to the kubelet's pod-resources socket.", PromType::kCounter);
+    prom_sample(&out, "gpuopt_exporter_pod_resources_errors_total", l, double(pods_errors_));
+  }
 
   if (s.gpus.empty()) {
     last_size_ = out.size();
@@ -223,6 +251,15 @@ std::string MetricsRenderer::render(const Snapshot& s, const std::vector<Finding
     prom_label(&pl, "process_name", process_name(p.command));
     prom_label(&pl, "user", p.user);
     prom_label(&pl, "container_id", p.container_id);
+    if (pods_enabled_) {
+      // The container holding this GPU, when exactly one does; a GPU shared by several
+      // (time-slicing) leaves the process unattributed: pod-resources names no process.
+      const std::vector<PodRef>* refs = g.info ? pods_.find(g.info->uuid) : nullptr;
+      const PodRef* ref = refs && refs->size() == 1 ? &refs->front() : nullptr;
+      prom_label(&pl, "pod", ref ? ref->pod : "");
+      prom_label(&pl, "namespace", ref ? ref->namespace_name : "");
+      prom_label(&pl, "container", ref ? ref->container : "");
+    }
     return std::string_view(pl);
   };
   for (const GpuSample& g : s.gpus)
@@ -234,6 +271,8 @@ std::string MetricsRenderer::render(const Snapshot& s, const std::vector<Finding
   for (const GpuSample& g : s.gpus)
     for (const ProcessSample& p : g.processes)
       if (p.sm_util_pct) prom_sample(&out, "gpuopt_process_sm_util", proc_labels(g, p), double(*p.sm_util_pct));
+
+  if (pods_enabled_) render_pod_info(&out, s);
 
   // Diagnosis: one series per GPU and rule; 0 = not firing, else 1 info, 2 warning, 3 critical.
   prom_family(&out, "gpuopt_diagnosis",

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "gpu/diagnosis.h"
+#include "gpu/pod_index.h"
 #include "gpu/prom_text.h"
 #include "gpu/sampler_types.h"
 
@@ -39,14 +40,27 @@ class MetricsRenderer {
   std::string render(const Snapshot& s, const std::vector<Finding>& findings);
   const ExporterInfo& info() const { return info_; }
   void set_no_gpu_reason(std::string reason) { info_.no_gpu_reason = std::move(reason); }
+  // Kubernetes attribution (`exporter --pod-resources-socket`): from the first call on, process
+  // series carry pod/namespace/container labels from `index` and gpuopt_gpu_pod_info lists each
+  // GPU's containers; `up` false (the last List failed) leaves the index empty.
+  void set_pods(PodIndex index, bool up, uint64_t errors) {
+    pods_enabled_ = true;
+    pods_ = std::move(index);
+    pods_up_ = up;
+    pods_errors_ = errors;
+  }
 
  private:
   const std::string& labels_for(const GpuSample& g);
   void render_query_stats(std::string* out, const Snapshot& s, const std::string& host_labels);
+  void render_pod_info(std::string* out, const Snapshot& s);
 
   ExporterInfo info_;
   std::vector<std::pair<const DeviceInfo*, std::string>> labels_;  // pre-rendered per device
   size_t last_size_ = 4096;
+  bool pods_enabled_ = false, pods_up_ = false;
+  uint64_t pods_errors_ = 0;
+  PodIndex pods_;
 };
 
 }  // namespace gpuopt::gpu

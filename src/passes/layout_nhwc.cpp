@@ -62,6 +62,17 @@ struct Rewriter {
     const Value& val = g->value(v);
     return val.constant && val.constant->numel() == 1;
   }
+  bool low_rank_constant(ValueId v) const {
+    const Value& val = g->value(v);
+    return val.constant && val.constant->rank() < 4;
+  }
+  // The input of a Transpose to NCHW of a 4-D value: enter() reads that instead (the model's
+  // permute back from channels-last, as ConvNeXt writes after its MLP).
+  bool from_nchw_transpose(ValueId v) const {
+    const int32_t p = g->value(v).producer;
+    return p >= 0 && is_transpose(g->nodes()[static_cast<size_t>(p)], kToNchw) &&
+           rank4(g->nodes()[static_cast<size_t>(p)].inputs[0]);
+  }
 
   // kernel_shape spelled out from W (the CUDA kernel and conv2d_attrs_supported need it).
   static AttributeMap conv_attrs(const Node& n, const Value& w) {
@@ -118,7 +129,9 @@ struct Rewriter {
       for (size_t i = 0; i < n.inputs.size(); ++i) {
         const ValueId v = n.inputs[i];
         if (v == kNoValue || (!rank4(v) && one_element_constant(v))) continue;
-        if (!rank4(v)) return Kind::kNone;
+        // A constant of lower rank broadcasts from the right in NCHW terms (ConvNeXt's layer
+        // scale [C, 1, 1]): enter() pads it to rank 4 and transposes it like a 4-D one.
+        if (!rank4(v) && !low_rank_constant(v)) return Kind::kNone;
         acts->push_back(i);
       }
       return acts->empty() ? Kind::kNone : Kind::kElementwise;
@@ -156,11 +169,12 @@ struct Rewriter {
     ValueId out;
     if (val.constant) {
       const Tensor& src = *val.constant;
-      Tensor dst = Tensor::empty(src.dtype(), {src.shape()[0], src.shape()[2], src.shape()[3], src.shape()[1]});
-      tensor_util::transpose_view(src, src.shape(), kToNhwc, dst);
+      Shape s4(4 - static_cast<size_t>(src.rank()), 1);  // numpy broadcasting: pad on the left
+      s4.insert(s4.end(), src.shape().begin(), src.shape().end());
+      Tensor dst = Tensor::empty(src.dtype(), {s4[0], s4[2], s4[3], s4[1]});
+      tensor_util::transpose_view(src, s4, kToNhwc, dst);
       out = g->add_constant(val.name + "_nhwc", std::move(dst));
-    } else if (val.producer >= 0 && is_transpose(g->nodes()[static_cast<size_t>(val.producer)], kToNchw) &&
-               rank4(g->nodes()[static_cast<size_t>(val.producer)].inputs[0])) {
+    } else if (from_nchw_transpose(v)) {
       out = g->nodes()[static_cast<size_t>(val.producer)].inputs[0];
     } else {
       const std::string name = val.name + "_nhwc";
@@ -244,8 +258,14 @@ struct Rewriter {
         linked = true;
       }
       // An elementwise node fed only from outside (a Cast of the graph input) stays outside:
-      // the region's entry Transpose then moves the smaller, converted tensor.
-      if (kind[n] == Kind::kElementwise && !linked) kind[n] = Kind::kNone;
+      // the region's entry Transpose then moves the smaller, converted tensor. One that reads a
+      // model's permute back to NCHW may join (a region reader links it), since entering it
+      // cancels that permute instead of adding a Transpose.
+      if (kind[n] == Kind::kElementwise && !linked) {
+        bool cancels = false;
+        for (size_t i : act[n]) cancels = cancels || from_nchw_transpose(g->nodes()[n].inputs[i]);
+        if (!cancels) kind[n] = Kind::kNone;
+      }
     }
     std::vector<bool> has_conv(count, false);
     for (size_t n = 0; n < count; ++n)

@@ -3,6 +3,7 @@
 #include <charconv>
 
 #include "core/log.h"
+#include "core/nvtx.h"
 #include "server/inference_server.h"
 #include "server/kserve.h"
 
@@ -130,6 +131,7 @@ void InferenceServer::handle_infer(HttpRequest&& req, net::Responder done) {
     v->stats->record_request(false, now_ns() - t_start, 0, 0, 0, 0, 0, reason);
     done(HttpResponse::error(http_status ? http_status : http_status_for(s), s.message()));
   };
+  std::optional<NvtxRange> decode_range(std::in_place, "serve decode");
   auto decoded = decode_infer_request(req.body, header_len, opt_.request_limits);
   if (!decoded.ok()) {
     const Status& s = decoded.status();
@@ -143,7 +145,10 @@ void InferenceServer::handle_infer(HttpRequest&& req, net::Responder done) {
   if (!inputs.ok()) return fail(inputs.status(), FailReason::kOther);
   auto plan = plan_outputs(*v, ir);
   if (!plan.ok()) return fail(plan.status(), FailReason::kOther);
+  decode_range.reset();
 
+  const uint64_t t_submit = now_ns();
+  const bool traced = tracer_ && tracer_->sample();
   BatchRequest br;
   br.inputs = std::move(inputs).value();
   br.timeout_us = ir.timeout_us;
@@ -154,8 +159,10 @@ void InferenceServer::handle_infer(HttpRequest&& req, net::Responder done) {
   std::weak_ptr<LoadedVersion> wv = v;
   auto stats = v->stats;
   // memory_hold: the decoded tensors stay in the in-flight budget until the answer is out.
-  br.done = [this, done, meta = std::move(meta), plan = std::move(plan).value(), stats, t_start,
+  br.done = [this, done, meta = std::move(meta), plan = std::move(plan).value(), stats, t_start, t_submit, traced,
              hold = std::move(ir.memory_hold)](Result<std::vector<Tensor>> out, const Timing& t) mutable {
+    const uint64_t t_answer = now_ns();
+    NvtxRange encode_range("serve encode");
     HttpResponse resp;
     if (!out.ok()) {
       bool rejected = out.status().code() == StatusCode::kUnavailable;
@@ -183,6 +190,7 @@ void InferenceServer::handle_infer(HttpRequest&& req, net::Responder done) {
       stats->record_request(true, now_ns() - t_start, t.queue_ns, t.compute_input_ns, t.compute_infer_ns,
                             t.compute_output_ns, t.batch_rows);
     }
+    if (traced) tracer_->record(meta.model_name, {t_start, t_submit, t_answer, now_ns()}, t, resp.status == 200);
     hold.reset();  // before the answer: a client that has it may send the next request at once
     done(std::move(resp));
     stats->pending--;

@@ -117,6 +117,9 @@ Result<std::unique_ptr<InferenceServer>> InferenceServer::start(InferenceServerO
     else
       GPUOPT_LOG(info, "metrics: no GPU metrics ({})", n.status().message());
   }
+  if (!s->opt_.trace_file.empty()) {
+    GPUOPT_ASSIGN_OR_RETURN(s->tracer_, RequestTracer::open(s->opt_.trace_file, s->opt_.trace_rate));
+  }
   s->opt_.request_limits.inflight = s->opt_.http.inflight;
   s->loader_ = std::thread([p = s.get()] { p->loader_loop(); });
   GPUOPT_ASSIGN_OR_RETURN(s->http_, net::HttpServer::start(s->opt_.http, s->routes()));

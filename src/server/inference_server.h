@@ -14,6 +14,7 @@
 #include "net/http.h"
 #include "server/kserve.h"
 #include "server/repository.h"
+#include "server/request_trace.h"
 
 #include <atomic>
 #include <chrono>
@@ -46,6 +47,8 @@ struct InferenceServerOptions {
   std::optional<uint16_t> metrics_port;  // unset = no metrics endpoint
   std::string metrics_host = "0.0.0.0";
   bool gpu_metrics = true;  // NVML metrics when a driver is present
+  std::string trace_file;   // request stages as a Chrome trace (request_trace.h); "" = none
+  int trace_rate = 1000;    // trace one request in this many
 };
 
 class InferenceServer {
@@ -74,6 +77,7 @@ class InferenceServer {
   void post_task(std::function<void()> task);
 
   InferenceServerOptions opt_;
+  std::unique_ptr<RequestTracer> tracer_;  // before repo_: outlives the batchers that call it
   std::unique_ptr<Repository> repo_;
   std::unique_ptr<net::HttpServer> http_;
   std::unique_ptr<net::HttpServer> metrics_;

@@ -190,6 +190,31 @@ TEST(LayoutNhwc, ModelTransposesAreCancelledNotStacked) {
   expect_same_outputs(ref, g, random_tensor({2, 9, 9, 4}, rng, -2, 2), 2e-3);
 }
 
+// A ConvNeXt block: depthwise conv, the model's permute to channels-last, a per-channel op in
+// NHWC, the permute back, the layer scale (a [C, 1, 1] constant) and the residual Add. The
+// permutes cancel against the region's and the layer-scale Mul joins it, so the only
+// Transposes left are the graph's edges.
+TEST(LayoutNhwc, ConvNextBlockKeepsNoTransposeInside) {
+  Builder b;
+  ValueId x = b.g.add_input("x", DType::F32, {2, 8, 9, 9});
+  AttributeMap to_nchw{{"perm", ints({0, 3, 1, 2})}}, to_nhwc{{"perm", ints({0, 2, 3, 1})}};
+  ValueId y0 = b.relu(b.conv(x, 8, 8, 3, 1, 1));
+  ValueId t = b.op(Op::Transpose, {b.conv(y0, 8, 8, 7, 3, 1, 8)}, to_nhwc);
+  ValueId mlp = b.relu(b.op(Op::Mul, {t, b.g.add_constant("ln.g", random_tensor({8}, b.rng, 0.5f, 1.5f))}));
+  ValueId back = b.op(Op::Transpose, {mlp}, to_nchw);
+  ValueId scaled = b.op(Op::Mul, {back, b.g.add_constant("gamma", random_tensor({8, 1, 1}, b.rng, -1, 1))});
+  b.output(b.conv(b.op(Op::Add, {scaled, y0}), 8, 4, 1, 0, 1));
+  const Graph ref = half(b.done());
+  Graph g = ref;
+  auto st = layout_nhwc(&g);
+  ASSERT_TRUE(st.ok()) << st.status().to_string();
+  EXPECT_EQ(count(g, "NhwcFusedConv"), 3);
+  EXPECT_EQ(count(g, "Transpose"), 2);  // x in, the output back
+  expect_clean_edges(g);
+  std::mt19937 rng(11);
+  expect_same_outputs(ref, g, random_tensor({2, 8, 9, 9}, rng, -2, 2), 2e-3);
+}
+
 TEST(LayoutNhwc, SessionPassesRunItForCudaHalfOnlyAndTheSwitchTurnsItOff) {
   auto nhwc_convs = [](const char* device, const char* precision, const char* off) {
     if (off) setenv("GPUOPT_DISABLE_FUSION", off, 1);

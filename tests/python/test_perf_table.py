@@ -26,3 +26,18 @@ def test_document_matches_the_records():
     p = subprocess.run([sys.executable, os.path.join(ROOT, "tools/perf_table.py"), "--check"],
                        capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
+
+
+def test_merge_replaces_a_measured_key_but_keeps_stored_and_other_keys():
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    import perf_table
+    old = [{"model": "m", "batch": 32, "precision": "fp16", "runner": "gpuopt", "ms": 2.0, "commit": "a"},
+           {"model": "m", "batch": 32, "precision": "fp16", "runner": "torch_eager", "ms": 3.0},
+           {"model": "m", "batch": 32, "precision": "fp16", "runner": "torch_compile", "ms": 1.5, "source": "stored"},
+           {"model": "m", "batch": 8, "precision": "fp16", "runner": "gpuopt", "ms": 1.0, "commit": "a"}]
+    new = [{"model": "m", "batch": 32, "precision": "fp16", "runner": "gpuopt", "ms": 1.0, "commit": "b"},
+           {"model": "m", "batch": 32, "precision": "fp16", "runner": "torch_eager", "ms": 2.9}]
+    merged = perf_table.merge(old, new)
+    b32 = sorted((r["runner"], r["ms"]) for r in merged if r["batch"] == 32)
+    assert b32 == [("gpuopt", 1.0), ("torch_compile", 1.5), ("torch_eager", 2.9)]
+    assert [r["ms"] for r in merged if r["batch"] == 8] == [1.0]

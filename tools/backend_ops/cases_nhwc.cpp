@@ -54,6 +54,14 @@ void add_nhwc_cases(std::vector<Case>& cases) {
       {{2, 14, 14, 32}, 32, 3, 1, 1, 32, 14, 14, true, false, "Relu", "depthwise 32 bias relu"},
       {{2, 15, 15, 24}, 24, 3, 1, 2, 24, 8, 8, true, false, "", "depthwise 24 s2 bias identity"},
       {{1, 9, 9, 40}, 40, 7, 3, 1, 40, 9, 9, true, true, "", "depthwise 40 k7 bias z identity"},
+      // gpuopt's depthwise kernel: 2 and 1 channels per access, k5 s2, 1x1, a ConvNeXt block's 7x7
+      // with output widths that leave a partial block; a channel multiplier of 2 stays on cuDNN.
+      {{2, 10, 13, 6}, 6, 3, 1, 1, 6, 10, 13, true, true, "Relu", "depthwise 6 (2-wide) bias z relu"},
+      {{2, 11, 9, 5}, 5, 5, 2, 2, 5, 6, 5, true, false, "Relu", "depthwise 5 (scalar) k5 s2 bias relu"},
+      {{2, 12, 11, 16}, 16, 5, 2, 2, 16, 6, 6, false, true, "", "depthwise 16 k5 s2 z identity"},
+      {{2, 7, 7, 32}, 32, 1, 0, 1, 32, 7, 7, true, false, "", "depthwise 32 k1 bias identity"},
+      {{2, 14, 15, 96}, 96, 7, 3, 1, 96, 14, 15, true, false, "", "depthwise 96 k7 bias (ConvNeXt)"},
+      {{2, 8, 8, 16}, 32, 3, 1, 1, 16, 8, 8, true, false, "Relu", "channel multiplier 2 (cuDNN) bias relu"},
   };
   for (DType dt : kHalves) {
     for (const ConvCase& c : convs) {
@@ -64,6 +72,15 @@ void add_nhwc_cases(std::vector<Case>& cases) {
       while (in.size() > 2 && in.back().dtype == DType::Undefined) in.pop_back();
       cases.push_back({"NhwcFusedConv", label(dt, c.x, c.what), in, conv(c.k, c.pad, c.stride, c.group, c.act)});
     }
+  }
+  // Dilation 2 takes the depthwise kernel's plain loop.
+  for (DType dt : kHalves) {
+    AttributeMap dil = conv(3, 2, 1, 16, "Relu");
+    dil["dilations"] = attr_ints({2, 2});
+    cases.push_back({"NhwcFusedConv",
+                     label(dt, {2, 9, 10, 16}, "depthwise 16 dilation 2 bias relu"),
+                     {data(dt, {2, 9, 10, 16}, -1, 1), data(dt, {16, 3, 3, 1}, -0.5, 0.5), data(dt, {16})},
+                     dil});
   }
   // f32 NhwcFusedConv is declined (the layout pass writes it only for fp16/bf16): CPU fallback.
   cases.push_back({"NhwcFusedConv",

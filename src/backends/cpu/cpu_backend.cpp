@@ -1,6 +1,7 @@
 // CPU reference backend: runs nodes in topological order through the op table's CPU kernels,
 // re-inferring shapes for the actual inputs, and frees every intermediate after its last use.
 #include "backends/backend.h"
+#include "core/nvtx.h"
 #include "ir/eval.h"
 
 #include <fmt/ranges.h>
@@ -69,11 +70,17 @@ class CpuExecutable final : public Executable {
         in_ptrs[i] = &t;
       }
       const auto t0 = std::chrono::steady_clock::now();
-      GPUOPT_ASSIGN_OR_RETURN(std::vector<Tensor> outs, eval_node(node, in_ptrs, graph_.opset, memory_limit_));
+      Result<std::vector<Tensor>> evaluated = Status::Internal("not run");
+      {
+        NvtxRange range(node.name);
+        evaluated = eval_node(node, in_ptrs, graph_.opset, memory_limit_);
+      }
+      GPUOPT_ASSIGN_OR_RETURN(std::vector<Tensor> outs, std::move(evaluated));
       if (options.profile && options.profile->per_node)
         options.profile->nodes.push_back(
             {node.name, node.op_type, "cpu",
-             std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count(), 0.0});
+             std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count(), 0.0,
+             std::chrono::duration<double, std::micro>(t0.time_since_epoch()).count(), -1.0});
       for (size_t i = 0; i < node.outputs.size() && i < outs.size(); ++i) {
         if (node.outputs[i] == kNoValue) continue;
         live += static_cast<int64_t>(outs[i].nbytes());

@@ -10,6 +10,7 @@
 #include "backends/cuda/upload.h"
 #include "core/cuda_check.h"
 #include "core/log.h"
+#include "core/nvtx.h"
 #include "ir/eval.h"
 
 #include <cublasLt.h>
@@ -435,19 +436,20 @@ class CudaExecutable final : public Executable {
   // Every node in order; `prof` (per-node profiling) times each with events and a host wait.
   Status run_nodes(Context& c, std::vector<Slot>& slots, RunProfile* prof, size_t* failed = nullptr) {
     using clock = std::chrono::steady_clock;
-    cudaEvent_t ev[2] = {nullptr, nullptr};
-    if (prof)
+    cudaEvent_t ev[3] = {nullptr, nullptr, nullptr};
+    if (prof) {  // ev[2]: the trace's origin on the device, just before the first node
       for (auto& e : ev) GPUOPT_CHECK_CALL(cudaEventCreate(&e));
+      cudaEventRecord(ev[2], c.ec.stream);
+    }
     Status st = Status::Ok();
     std::vector<const Tensor*> in_ptrs;
     for (size_t n = 0; n < graph_.nodes().size() && st.ok(); ++n) {
       const Node& node = graph_.nodes()[n];
       const auto t0 = clock::now();
       if (prof) cudaEventRecord(ev[0], c.ec.stream);
-      if (place_[n] == NodePlace::kDevice) {
-        st = run_cuda_node(c, node, slots);
-      } else {
-        st = run_cpu_node(c, node, slots, in_ptrs);
+      {
+        NvtxRange range(node.name);
+        st = place_[n] == NodePlace::kDevice ? run_cuda_node(c, node, slots) : run_cpu_node(c, node, slots, in_ptrs);
       }
       if (!st.ok() && failed) *failed = n;
       if (prof && st.ok()) {
@@ -455,8 +457,12 @@ class CudaExecutable final : public Executable {
         if (const cudaError_t e = cudaEventSynchronize(ev[1]); e != cudaSuccess) st = GPUOPT_CALL_STATUS(e);
         float gpu_ms = 0;
         if (place_[n] == NodePlace::kDevice) cudaEventElapsedTime(&gpu_ms, ev[0], ev[1]);
+        float origin_ms = 0;  // the node's start on the device, after the first node's
+        if (place_[n] == NodePlace::kDevice) cudaEventElapsedTime(&origin_ms, ev[2], ev[0]);
         prof->nodes.push_back({node.name, node.op_type, place_[n] == NodePlace::kDevice ? "cuda" : "cpu",
-                               std::chrono::duration<double, std::micro>(clock::now() - t0).count(), gpu_ms * 1e3});
+                               std::chrono::duration<double, std::micro>(clock::now() - t0).count(), gpu_ms * 1e3,
+                               std::chrono::duration<double, std::micro>(t0.time_since_epoch()).count(),
+                               place_[n] == NodePlace::kDevice ? origin_ms * 1e3 : -1.0});
       }
       for (ValueId in : node.inputs)
         if (in != kNoValue && last_use_[static_cast<size_t>(in)] == static_cast<int32_t>(n)) slots[static_cast<size_t>(in)] = Slot{};

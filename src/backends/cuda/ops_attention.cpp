@@ -5,6 +5,7 @@
 // scale — what fuse_attention writes and what the exporters' SDPA becomes. Past/present KV,
 // nonpad_kv_seqlen, softcap and the qk_matmul output run on the CPU reference.
 #include "backends/cuda/attention.h"
+#include "backends/cuda/sdpa.h"
 #include "backends/cuda/cuda_ops.h"
 
 #include <cmath>
@@ -85,6 +86,11 @@ Status run_attention(CudaKernelContext& k) {
     a.mask_sq = strides[2];
     a.mask_sk = strides[3];
     a.mask_len = dims[3] == 1 ? a.kv_seq : dims[3];
+  }
+  if (sdpa_applies(a)) {
+    Result<bool> ran = run_sdpa(a, k.ctx);
+    if (!ran.ok()) return ran.status().with_context(node_label(k.node));
+    if (*ran) return Status::Ok();
   }
   return launch_attention(a, k.ctx.stream).with_context(node_label(k.node));
 }

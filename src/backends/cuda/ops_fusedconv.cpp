@@ -17,6 +17,7 @@
 #include "backends/cuda/conv_epilogue.h"
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/cudnn_conv.h"
+#include "backends/cuda/depthwise.h"
 #include "backends/cuda/layout.h"
 #include "core/cuda_check.h"
 #include "core/log.h"
@@ -251,9 +252,10 @@ Status run_fused_conv_as(CudaKernelContext& k, bool nhwc) {
     return k.error("Z has shape {} but the convolution output is {}", shape_to_string(k.in(3).shape()),
                    shape_to_string(y.shape()));
   const ConvKey key = forward_conv_key(k.node, x.shape(), w.shape(), y.shape(), x.dtype(), nhwc);
+  const ConvArgs a{x.raw(), w.raw(), has_b ? k.in(2).raw() : nullptr, has_z ? k.in(3).raw() : nullptr, y.raw()};
+  if (nhwc && depthwise_nhwc_applies(key)) return run_depthwise_nhwc(k, key, relu, a.x, a.w, a.b, a.z, a.y);
   GPUOPT_ASSIGN_OR_RETURN(cudnnHandle_t h, k.ctx.cudnn());
   const FusedPlan* plan = find_plan(k, h, key, relu, has_b);
-  const ConvArgs a{x.raw(), w.raw(), has_b ? k.in(2).raw() : nullptr, has_z ? k.in(3).raw() : nullptr, y.raw()};
   if (nhwc && !plan->status.ok()) return run_nhwc_through_nchw(k, h, *plan, key, relu, a);
   GPUOPT_RETURN_IF_ERROR(plan->status.with_context(node_label(k.node)));
   Tensor hold;

@@ -1,0 +1,48 @@
+// Depthwise convolution channels-last (NhwcFusedConv with group == C == M: one filter per
+// channel) in one kernel of our own, with the conv's epilogue (bias, z, Relu) fused.
+//
+// cuDNN runs these shapes through its grouped-convolution path, which on the H200 was the
+// largest cost of EfficientNet-B0, MobileNetV3 and ConvNeXt at large batches (docs/perf-notes.md):
+// a depthwise conv does kH*kW multiply-adds per output element, so it is bound by bytes, and a
+// direct kernel that reads x once per output row segment and keeps the accumulators in registers
+// runs near the memory ceiling. Each thread computes a few adjacent output pixels of up to eight
+// adjacent channels (one 16-byte access), caching the input row segment they share in registers
+// (kernel widths 3, 5 and 7, strides 1 and 2); other widths and dilations take a plain loop.
+// The weights arrive transposed to [kH*kW, C] so each tap is one vector access too.
+#pragma once
+
+#include "core/dtype.h"
+#include "core/status.h"
+
+#include <cstdint>
+
+typedef struct CUstream_st* cudaStream_t;
+
+namespace gpuopt::cuda {
+
+struct DepthwiseArgs {
+  DType dt = DType::F16;       // f16 or bf16 (computed in f32, rounded once)
+  const void* x = nullptr;     // [n, h, w, c]
+  const void* w_t = nullptr;   // [kh * kw, c]: the node's [c, kh, kw, 1] filter transposed
+  const void* bias = nullptr;  // [c] or null
+  const void* z = nullptr;     // [n, oh, ow, c] or null
+  void* y = nullptr;           // [n, oh, ow, c]
+  int64_t n = 0, h = 0, w = 0, c = 0, oh = 0, ow = 0;
+  int64_t kh = 0, kw = 0, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
+  bool relu = false;
+};
+
+Status launch_depthwise_nhwc(const DepthwiseArgs& a, cudaStream_t s);
+
+struct ConvKey;
+struct CudaKernelContext;
+
+// Whether a channels-last conv is one the kernel takes: group == c == m, f16/bf16, and
+// GPUOPT_DEPTHWISE_KERNEL is not `cudnn` (which keeps cuDNN's path, for A/B runs).
+bool depthwise_nhwc_applies(const ConvKey& key);
+
+// Runs it: the filter is transposed into a workspace of the call, then one kernel.
+Status run_depthwise_nhwc(CudaKernelContext& k, const ConvKey& key, bool relu, const void* x, const void* w,
+                          const void* bias, const void* z, void* y);
+
+}  // namespace gpuopt::cuda

@@ -1,0 +1,48 @@
+// The host side of the depthwise channels-last kernel (depthwise.h), called by NhwcFusedConv.
+#include "backends/cuda/cudnn_conv.h"
+#include "backends/cuda/depthwise.h"
+#include "backends/cuda/layout.h"
+#include "core/env.h"
+
+namespace gpuopt::cuda {
+
+bool depthwise_nhwc_applies(const ConvKey& key) {
+  static const bool use_cudnn = env_get("GPUOPT_DEPTHWISE_KERNEL").value_or("auto") == "cudnn";
+  return !use_cudnn && key.nhwc && key.group == key.c && key.m == key.c && key.group > 1 &&
+         (key.dt == DType::F16 || key.dt == DType::BF16);
+}
+
+Status run_depthwise_nhwc(CudaKernelContext& k, const ConvKey& key, bool relu, const void* x, const void* w,
+                          const void* bias, const void* z, void* y) {
+  const size_t w_bytes = static_cast<size_t>(key.c * key.kh * key.kw) * dtype_size(key.dt);
+  Tensor hold;
+  GPUOPT_ASSIGN_OR_RETURN(void* w_t, call_workspace(k.ctx, w_bytes, &hold));
+  // [c, kh, kw, 1] -> [kh * kw, c]: a few KB, so every tap of the kernel is one vector access.
+  GPUOPT_RETURN_IF_ERROR(
+      launch_transpose(dtype_size(key.dt), w, w_t, Shape{key.c, key.kh * key.kw}, {1, 0}, k.ctx.stream));
+  DepthwiseArgs a;
+  a.dt = key.dt;
+  a.x = x;
+  a.w_t = w_t;
+  a.bias = bias;
+  a.z = z;
+  a.y = y;
+  a.n = key.n;
+  a.h = key.h;
+  a.w = key.w;
+  a.c = key.c;
+  a.oh = key.oh;
+  a.ow = key.ow;
+  a.kh = key.kh;
+  a.kw = key.kw;
+  a.sh = key.sh;
+  a.sw = key.sw;
+  a.ph = key.ph;
+  a.pw = key.pw;
+  a.dh = key.dh;
+  a.dw = key.dw;
+  a.relu = relu;
+  return launch_depthwise_nhwc(a, k.ctx.stream).with_context(node_label(k.node));
+}
+
+}  // namespace gpuopt::cuda

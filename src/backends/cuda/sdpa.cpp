@@ -1,0 +1,168 @@
+// cuDNN's fused flash attention (SDPA through the cuDNN frontend's graph API) for the Attention
+// op: f16/bf16, head sizes multiples of 8 up to 128, no mask, a causal mask (top-left, as
+// ONNX's is_causal) and/or an additive float mask (broadcast in batch and heads; a mask that
+// broadcasts over the query rows is expanded to [.., q_seq, kv_seq] first, which cuDNN's bias
+// wants). Grouped-query heads are cuDNN's too. One graph per shape and strides, built on the
+// shape's first (eager) run and cached, failures too; where cuDNN declines a shape, or for bool
+// masks, the caller runs gpuopt's own kernels (attention.h).
+#include "backends/cuda/sdpa.h"
+
+#include "backends/cuda/layout.h"
+#include "core/cuda_check.h"
+#include "core/env.h"
+#include "core/log.h"
+
+// The frontend loads cuDNN's graph API and NVRTC (for engines gpuopt does not use) with dlopen,
+// so the binary takes no link-time dependency on NVRTC. Only this file includes the frontend.
+#define NV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING 1
+#include <cudnn_frontend.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+#include <vector>
+
+#include <dlfcn.h>
+
+// The frontend's handle for cuDNN's symbols: the libcudnn gpuopt is linked against, found by the
+// default search (RTLD_DEFAULT), so frontend and legacy calls use one library.
+namespace cudnn_frontend {
+void* cudnn_dlhandle = RTLD_DEFAULT;
+}  // namespace cudnn_frontend
+
+namespace gpuopt::cuda {
+namespace {
+
+namespace fe = cudnn_frontend;
+
+enum Uid : int64_t { kQ = 1, kK, kV, kO, kBias };
+
+struct Key {
+  std::vector<int64_t> v;
+  bool operator<(const Key& o) const { return v < o.v; }
+};
+
+struct Plan {
+  Status status;
+  std::shared_ptr<fe::graph::Graph> graph;
+  int64_t workspace = 0;
+};
+
+std::mutex g_mu;
+std::map<Key, std::unique_ptr<Plan>> g_plans;
+
+// The bias cuDNN reads: [bb, bh, q_seq, kv_seq], contiguous, bb/bh 1 where the mask broadcasts.
+struct BiasShape {
+  int64_t b = 1, h = 1;
+  bool expand = false;  // the mask broadcasts over query rows: materialised first
+};
+
+BiasShape bias_shape(const AttentionArgs& a) {
+  BiasShape s;
+  s.b = a.mask_sb == 0 ? 1 : a.batch;
+  s.h = a.mask_sh == 0 ? 1 : a.q_heads;
+  s.expand = true;  // always materialise: one layout for cuDNN, a few MB per call at most
+  return s;
+}
+
+std::vector<int64_t> strides4(const HeadStrides& s) {
+  return {s.b, s.h, s.s, 1};
+}
+
+Status build(Plan* p, const AttentionArgs& a, const BiasShape& bs, cudnnHandle_t h) {
+  auto g = std::make_shared<fe::graph::Graph>();
+  const fe::DataType_t io = a.dt == DType::F16 ? fe::DataType_t::HALF : fe::DataType_t::BFLOAT16;
+  g->set_io_data_type(io).set_intermediate_data_type(fe::DataType_t::FLOAT).set_compute_data_type(fe::DataType_t::FLOAT);
+  auto tensor = [&](const char* name, int64_t uid, std::vector<int64_t> dim, std::vector<int64_t> stride) {
+    return g->tensor(fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim(dim).set_stride(stride));
+  };
+  auto q = tensor("Q", kQ, {a.batch, a.q_heads, a.q_seq, a.head}, strides4(a.qs));
+  auto k = tensor("K", kK, {a.batch, a.kv_heads, a.kv_seq, a.head}, strides4(a.ks));
+  auto v = tensor("V", kV, {a.batch, a.kv_heads, a.kv_seq, a.v_head}, strides4(a.vs));
+  auto opts = fe::graph::SDPA_attributes().set_name("attention").set_generate_stats(false).set_attn_scale(a.scale);
+  if (a.causal) opts.set_causal_mask(true);
+  if (a.mask) {
+    const int64_t sq = a.q_seq * a.kv_seq;
+    opts.set_bias(tensor("Bias", kBias, {bs.b, bs.h, a.q_seq, a.kv_seq}, {bs.h * sq, sq, a.kv_seq, 1}));
+  }
+  auto [o, stats] = g->sdpa(q, k, v, opts);
+  (void)stats;
+  o->set_output(true).set_uid(kO).set_dim({a.batch, a.q_heads, a.q_seq, a.v_head}).set_stride(strides4(a.ys));
+  fe::error_t st = g->build(h, {fe::HeurMode_t::A});
+  if (!st.is_good()) return Status::Unimplemented("cuDNN SDPA: {}", st.get_message());
+  fe::error_t ws = g->get_workspace_size(p->workspace);
+  if (!ws.is_good()) return Status::Unimplemented("cuDNN SDPA workspace: {}", ws.get_message());
+  p->graph = std::move(g);
+  return Status::Ok();
+}
+
+const Plan* find_plan(const AttentionArgs& a, const BiasShape& bs, cudnnHandle_t h) {
+  Key key{{static_cast<int64_t>(a.dt), a.batch, a.q_heads, a.kv_heads, a.q_seq, a.kv_seq, a.head, a.v_head, a.qs.b,
+           a.qs.h, a.qs.s, a.ks.b, a.ks.h, a.ks.s, a.vs.b, a.vs.h, a.vs.s, a.ys.b, a.ys.h, a.ys.s, a.causal,
+           a.mask != nullptr, bs.b, bs.h, static_cast<int64_t>(a.scale * 1e6f)}};
+  std::lock_guard<std::mutex> lock(g_mu);
+  auto& slot = g_plans[key];
+  if (!slot) {
+    slot = std::make_unique<Plan>();
+    slot->status = build(slot.get(), a, bs, h);
+    if (!slot->status.ok()) GPUOPT_LOG(info, "attention: {}; running gpuopt's kernel", slot->status.to_string());
+  }
+  return slot.get();
+}
+
+size_t align256(size_t v) {
+  return (v + 255) / 256 * 256;
+}
+
+}  // namespace
+
+bool sdpa_applies(const AttentionArgs& a) {
+  static const bool own = [] {
+    const auto v = env_get("GPUOPT_ATTENTION_KERNEL");
+    return v && *v != "auto";
+  }();
+  if (own || (a.dt != DType::F16 && a.dt != DType::BF16)) return false;
+  if (a.head % 8 != 0 || a.v_head % 8 != 0 || a.head > 128 || a.v_head > 128) return false;
+  if (a.q_heads % a.kv_heads != 0) return false;
+  // Bool masks, and masks shorter than the keys (keys past them masked), stay with our kernels.
+  if (a.mask && (a.mask_bool || a.mask_len != a.kv_seq)) return false;
+  return a.batch > 0 && a.q_seq > 0 && a.kv_seq > 0;
+}
+
+Result<bool> run_sdpa(const AttentionArgs& a, ExecContext& ctx) {
+  GPUOPT_ASSIGN_OR_RETURN(cudnnHandle_t h, ctx.cudnn());
+  const BiasShape bs = bias_shape(a);
+  const Plan* plan = find_plan(a, bs, h);
+  if (!plan->status.ok()) return false;
+  const size_t es = dtype_size(a.dt);
+  const size_t bias_bytes = a.mask ? align256(static_cast<size_t>(bs.b * bs.h * a.q_seq * a.kv_seq) * es) : 0;
+  Tensor hold;
+  GPUOPT_ASSIGN_OR_RETURN(void* buf, call_workspace(ctx, bias_bytes + static_cast<size_t>(plan->workspace), &hold));
+  std::unordered_map<int64_t, void*> pack{{kQ, const_cast<void*>(a.q)},
+                                           {kK, const_cast<void*>(a.k)},
+                                           {kV, const_cast<void*>(a.v)},
+                                           {kO, a.y}};
+  if (a.mask) {
+    // [bb, bh, q_seq, kv_seq] from the mask's broadcast strides.
+    StridedDesc d;
+    d.rank = 4;
+    d.out_dims[0] = bs.b;
+    d.out_dims[1] = bs.h;
+    d.out_dims[2] = a.q_seq;
+    d.out_dims[3] = a.kv_seq;
+    d.in_strides[0] = a.mask_sb;
+    d.in_strides[1] = a.mask_sh;
+    d.in_strides[2] = a.mask_sq;
+    d.in_strides[3] = a.mask_sk;
+    d.numel = bs.b * bs.h * a.q_seq * a.kv_seq;
+    GPUOPT_RETURN_IF_ERROR(launch_strided_copy(es, a.mask, buf, d, ctx.stream));
+    pack[kBias] = buf;
+  }
+  GPUOPT_CHECK_CALL(cudnnSetStream(h, ctx.stream));
+  fe::error_t st = plan->graph->execute(h, pack, static_cast<char*>(buf) + bias_bytes);
+  if (!st.is_good()) return Status::Internal("cuDNN SDPA execute: {}", st.get_message());
+  return true;
+}
+
+}  // namespace gpuopt::cuda

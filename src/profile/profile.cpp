@@ -1,0 +1,144 @@
+// profile_model: load (timed), warm up, run node by node; annotate_nodes: shapes, bytes, FLOPs.
+#include "profile/profile.h"
+
+#include "ir/graph.h"
+#include "ir/op_table.h"
+#include "onnx/importer.h"
+#include "passes/passes.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <chrono>
+
+namespace gpuopt::profile {
+namespace {
+
+std::string info_string(const ValueInfo& v) {
+  if (!v.rank_known) return fmt::format("{}[?]", dtype_name(v.dtype));
+  std::vector<std::string> d;
+  for (int64_t x : v.shape) d.push_back(x >= 0 ? fmt::format("{}", x) : "?");
+  return fmt::format("{}[{}]", dtype_name(v.dtype), fmt::join(d, ","));
+}
+
+double info_bytes(const ValueInfo& v) {
+  if (!v.rank_known || !shape_is_concrete(v.shape)) return 0;
+  return static_cast<double>(shape_numel(v.shape)) * static_cast<double>(dtype_size(v.dtype));
+}
+
+}  // namespace
+
+double now_us() {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::vector<NodeInfo> annotate_nodes(const Graph& graph, const NamedTensors& inputs) {
+  std::vector<NodeInfo> out(graph.nodes().size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i].name = graph.nodes()[i].name;
+    out[i].op = graph.nodes()[i].op_type;
+  }
+  // Bind every symbolic input dim to the given tensor's dim, then infer and fold shape
+  // arithmetic so later nodes see concrete shapes (as `gpuopt inspect` counts FLOPs).
+  Graph bound = graph;
+  for (ValueId in : graph.inputs()) {
+    const Value& v = graph.value(in);
+    auto it = std::find_if(inputs.begin(), inputs.end(), [&](const auto& kv) { return kv.first == v.name; });
+    if (it == inputs.end() || !v.info.rank_known) continue;
+    for (size_t d = 0; d < v.info.shape.size() && d < static_cast<size_t>(it->second.rank()); ++d)
+      if (v.info.shape[d] <= kFirstSymbolDim) bound.bind_symbol(graph.symbol_name(v.info.shape[d]), it->second.dim(d));
+  }
+  if (!bound.infer_shapes().ok()) return out;
+  Graph folded = bound;
+  if (!fold_constants(&folded).ok()) folded = bound;
+  std::map<std::string, const Node*> by_name;
+  for (const Node& n : folded.nodes()) by_name[n.name] = &n;
+  for (size_t i = 0; i < out.size(); ++i) {
+    auto f = by_name.find(out[i].name);
+    if (f == by_name.end()) continue;  // folded away: shape arithmetic
+    const Node& n = *f->second;
+    std::vector<ValueInfo> infos;
+    infos.reserve(n.inputs.size());
+    FlopsContext fc{n, {}, {}};
+    std::vector<std::string> ins, outs;
+    for (ValueId v : n.inputs) {
+      if (v == kNoValue) {
+        fc.inputs.push_back(nullptr);
+        continue;
+      }
+      infos.push_back(folded.info_with_value(v));
+      fc.inputs.push_back(&infos.back());
+      ins.push_back(info_string(infos.back()));
+      out[i].bytes += info_bytes(infos.back());
+    }
+    for (ValueId v : n.outputs) {
+      fc.outputs.push_back(v == kNoValue ? nullptr : &folded.value(v).info);
+      if (v == kNoValue) continue;
+      outs.push_back(info_string(folded.value(v).info));
+      out[i].bytes += info_bytes(folded.value(v).info);
+      if (out[i].dtype.empty()) out[i].dtype = dtype_name(folded.value(v).info.dtype);
+    }
+    out[i].flops = op_def(n.op).flops(fc);
+    out[i].shapes = fmt::format("{} -> {}", fmt::join(ins, " x "), fmt::join(outs, ", "));
+  }
+  return out;
+}
+
+Result<ProfileResult> profile_model(const ProfileOptions& o, const FeedsFn& feeds_fn) {
+  ProfileResult r;
+  r.model = o.model;
+  r.device = o.session.device;
+  r.precision = o.session.precision;
+  double t0 = now_us();
+  GPUOPT_ASSIGN_OR_RETURN(Graph g, load_onnx_model(o.model));
+  double t1 = now_us();
+  r.spans.push_back({"import", "load", t0, t1 - t0, {{"file", o.model}}});
+  GPUOPT_ASSIGN_OR_RETURN(std::unique_ptr<Session> s, Session::from_graph(std::move(g), o.session));
+  double t2 = now_us();
+  r.spans.push_back({"compile", "load", t1, t2 - t1,
+                     {{"what", "shape inference, passes, placement, plan, constant upload"},
+                      {"device", o.session.device},
+                      {"precision", o.session.precision}}});
+  GPUOPT_ASSIGN_OR_RETURN(NamedTensors feeds, feeds_fn(*s));
+  if (!feeds.empty() && feeds[0].second.rank() > 0 && !s->inputs().empty() && s->inputs()[0].dynamic_batch())
+    r.batch = feeds[0].second.dim(0);
+  std::vector<double> normal, device;
+  for (int i = 0; i < o.warmup; ++i) {
+    RunProfile p;
+    const double a = now_us();
+    auto out = s->run(feeds, &p);
+    const double b = now_us();
+    if (!out.ok()) return out.status().with_context(fmt::format("warm-up run {}", i + 1));
+    r.spans.push_back({fmt::format("run {} ({})", i + 1, p.mode.empty() ? "cpu" : p.mode), "warm-up", a, b - a,
+                       {{"note", p.graph_note}, {"device_us", p.device_us}}});
+    normal.push_back(b - a);
+    if (p.device_us > 0) device.push_back(p.device_us);
+    r.normal_mode = p.mode;
+  }
+  auto median = [](std::vector<double> v) {
+    if (v.empty()) return 0.0;
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  r.normal_run_us = median(normal);
+  r.normal_device_us = median(device);
+  GPUOPT_RETURN_IF_ERROR(profile_runs(*s, feeds, o.runs, &r));
+  return r;
+}
+
+Status profile_runs(const Session& s, const NamedTensors& feeds, int runs, ProfileResult* r) {
+  for (int i = 0; i < runs; ++i) {
+    ProfiledRun pr;
+    pr.profile.per_node = true;
+    pr.start_us = now_us();
+    auto out = s.run(feeds, &pr.profile);
+    pr.end_us = now_us();
+    if (!out.ok()) return out.status().with_context(fmt::format("profiled run {}", i + 1));
+    r->runs.push_back(std::move(pr));
+  }
+  r->nodes = annotate_nodes(s.graph(), feeds);
+  return Status::Ok();
+}
+
+}  // namespace gpuopt::profile

@@ -1,0 +1,107 @@
+"""`gpuopt serve --trace-file --trace-rate`: sampled requests' stages (decode, queue, compute
+input/infer/output, encode) as Chrome trace events, one track per stage (lanes when requests
+overlap). The traced stage times add up to the server's own statistics, one request in N is
+traced, and slices on a track never overlap."""
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from gpuopt_cli import gpuopt_bin
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "server"))
+import server_harness as H  # noqa: E402
+
+httpclient = pytest.importorskip("tritonclient.http")
+
+STAGES = ["decode", "queue", "compute input", "compute infer", "compute output", "encode"]
+
+
+def send(url, n):
+    c = httpclient.InferenceServerClient(url)
+    for i in range(n):
+        a = np.full((1, 16), i, np.float32)
+        b = np.ones((1, 16), np.float32)
+        ins = [httpclient.InferInput("INPUT0", a.shape, "FP32"), httpclient.InferInput("INPUT1", b.shape, "FP32")]
+        ins[0].set_data_from_numpy(a)
+        ins[1].set_data_from_numpy(b)
+        np.testing.assert_array_equal(c.infer("simple", ins).as_numpy("OUTPUT0"), a + b)
+    return c
+
+
+def load(path):
+    events = json.loads(path.read_text())
+    assert isinstance(events, list)
+    tracks = {e["tid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    slices = [e for e in events if e["ph"] == "X"]
+    for e in slices:
+        assert e["tid"] in tracks and e["dur"] >= 0 and e["cat"] in STAGES and e["name"] == "simple"
+        assert tracks[e["tid"]].split(" ")[0] == e["cat"].split(" ")[0]
+    return tracks, slices
+
+
+def by_request(slices):
+    req = {}
+    for e in slices:
+        req.setdefault(e["args"]["request"], {})[e["cat"]] = e
+    return req
+
+
+def test_trace_matches_server_stats(tmp_path):
+    H.make_repository(str(tmp_path / "repo"), delay_us=0)
+    trace = tmp_path / "serve.json"
+    s = H.Server(["--model-repository", str(tmp_path / "repo"), "--trace-file", str(trace), "--trace-rate", "1"])
+    with s:
+        c = send(s.url, 12)
+        st = c.get_inference_statistics("simple")["model_stats"][0]["inference_stats"]
+        code, _, _ = s.stop(signal.SIGTERM)
+        assert code == 0
+    tracks, slices = load(trace)
+    req = by_request(slices)
+    assert len(req) == 12
+    for r in req.values():
+        assert sorted(r) == sorted(STAGES)
+        order = [r[k] for k in STAGES[:5]]
+        for a, b in zip(order, order[1:]):  # laid end to end: each stage starts where the last ended
+            assert abs(a["ts"] + a["dur"] - b["ts"]) < 0.01
+        assert r["encode"]["ts"] >= r["decode"]["ts"]
+    # Every request traced: the stage durations add up to the server's cumulative statistics.
+    for stage, key in [("queue", "queue"), ("compute input", "compute_input"), ("compute infer", "compute_infer"),
+                       ("compute output", "compute_output")]:
+        traced_us = sum(r[stage]["dur"] for r in req.values())
+        assert abs(traced_us - int(st[key]["ns"]) / 1e3) <= 0.01 * 12, (stage, traced_us, st[key])
+
+
+def test_trace_rate_and_lanes(tmp_path):
+    H.make_repository(str(tmp_path / "repo"), delay_us=2000)
+    trace = tmp_path / "serve.json"
+    with H.Server(["--model-repository", str(tmp_path / "repo"), "--trace-file", str(trace), "--trace-rate", "3"]) as s:
+        send(s.url, 10)  # requests 1, 4, 7 and 10 are traced
+        r = subprocess.run([gpuopt_bin(), "perf", "-m", "simple", "-u", s.url, "--concurrency-range", "8", "-p", "300",
+                            "-r", "2", "--json"], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        sent = json.loads(r.stdout)["results"][0]["sent"]
+        s.stop(signal.SIGTERM)
+    tracks, slices = load(trace)
+    req = by_request(slices)
+    assert len(req) == (10 + sent + 2) // 3
+    # Overlapping requests go to further lanes; on one lane slices never overlap.
+    lanes = {}
+    for e in slices:
+        lanes.setdefault(e["tid"], []).append((e["ts"], e["ts"] + e["dur"]))
+    for tid, iv in lanes.items():
+        iv.sort()
+        for (a0, a1), (b0, b1) in zip(iv, iv[1:]):
+            assert b0 >= a1 - 1e-6, (tracks[tid], (a0, a1), (b0, b1))
+    assert any(name.startswith("queue ") for name in tracks.values()), tracks  # 8 in flight: several queue lanes
+
+
+def test_bad_trace_file(tmp_path):
+    H.make_repository(str(tmp_path / "repo"))
+    r = subprocess.run([gpuopt_bin(), "serve", "--model-repository", str(tmp_path / "repo"), "--http-port", "0",
+                        "--metrics-port", "0", "--trace-file", str(tmp_path / "no" / "dir" / "t.json")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "--trace-file" in r.stderr, r.stderr
