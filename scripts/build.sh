@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Configures and builds gpuopt into ./build (binary: build/gpuopt).
 # Environment: GPUOPT_CUDA=AUTO|ON|OFF, GPUOPT_CUDA_ARCHS (default: this machine's GPU, else 90),
-# BUILD_DIR (default build), CMAKE_BUILD_TYPE (default Release), extra args are passed to cmake.
+# BUILD_DIR (default build), CMAKE_BUILD_TYPE (default Release), GPUOPT_WERROR=ON (warnings are
+# errors; CI sets it), extra args are passed to cmake.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
@@ -12,5 +13,6 @@ export PATH="$PATH:/usr/local/cuda/bin"
 # ccache keys on paths relative to the repository, so every clone (CI's fresh one too) shares hits.
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-Release}" \
-  -DGPUOPT_CUDA="${GPUOPT_CUDA:-AUTO}" -DGPUOPT_CUDA_ARCHS="$GPUOPT_CUDA_ARCHS" "$@" >/dev/null
+  -DGPUOPT_CUDA="${GPUOPT_CUDA:-AUTO}" -DGPUOPT_CUDA_ARCHS="$GPUOPT_CUDA_ARCHS" \
+  -DGPUOPT_WERROR="${GPUOPT_WERROR:-OFF}" "$@" >/dev/null
 cmake --build "$BUILD_DIR" -j"$(nproc)"

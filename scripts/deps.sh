@@ -18,9 +18,15 @@ for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
-  echo "deps: installing Debian packages: ${missing[*]}"
+  echo "deps: apt: ${#missing[@]} Debian package(s) missing: ${missing[*]}"
+  echo "deps: apt: updating the package lists"
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # apt's own lines, filtered to what says where it is: the download size, then one line per
+  # package unpacked and set up (dependencies included).
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" 2>&1 |
+    { grep --line-buffered -E '^(Need to get|After this operation|Setting up|E:)' || true; } | sed -u 's/^/deps: apt: /'
+  [ "${PIPESTATUS[0]}" = 0 ] || { echo "deps: apt-get install failed (see above)" >&2; exit 1; }
+  echo "deps: apt: done"
 fi
 # kubectl renders deploy/kubernetes' Kustomize overlays in the deploy tests: Debian's
 # kubernetes-client, unless a kubectl is already installed (another package owns the path then).
@@ -35,10 +41,13 @@ $SUDO systemctl disable --now prometheus prometheus-node-exporter >/dev/null 2>&
 stamp=.venv/.requirements.sha
 want=$(sha256sum requirements.txt | cut -d' ' -f1)
 if [ ! -x .venv/bin/python3 ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  echo "deps: installing pinned Python packages into .venv"
+  echo "deps: pip: installing $(grep -cE '^[A-Za-z0-9]' requirements.txt) pinned Python packages (requirements.txt) into .venv"
   python3 -m venv .venv
   .venv/bin/python3 -m pip install -q --upgrade pip >/dev/null
-  .venv/bin/python3 -m pip install -q -r requirements.txt
+  # One line per package pip collects, then its summary.
+  .venv/bin/python3 -m pip install --progress-bar off -r requirements.txt 2>&1 |
+    { grep --line-buffered -E '^(Collecting|Successfully installed|ERROR)' || true; } | sed -u 's/^/deps: pip: /'
+  [ "${PIPESTATUS[0]}" = 0 ] || { echo "deps: pip install failed (see above)" >&2; exit 1; }
   echo "$want" > "$stamp"
 fi
 # NVIDIA's header-only libraries, pinned (without their Python dependencies, which gpuopt does

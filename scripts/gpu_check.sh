@@ -12,6 +12,8 @@ mkdir -p "$OUT"
 CUDNN_DIR=$(ls -d /opt/torch/.venv/lib/python3*/site-packages/nvidia/cudnn/lib 2>/dev/null | head -1)
 [ -n "$CUDNN_DIR" ] && export LD_LIBRARY_PATH="$CUDNN_DIR:${LD_LIBRARY_PATH:-}"
 export BIN=$PWD/build-h200/bin
+# grpc++, its dependencies and the shared libprotobuf (scripts/copy_shared_libs.sh put them here).
+[ -d "$BIN/lib" ] && export LD_LIBRARY_PATH="$BIN/lib:${LD_LIBRARY_PATH:-}"
 export GPUOPT_BIN=$BIN/gpuopt
 chmod +x "$BIN"/* 2>/dev/null || true
 if [ -f "$BIN/onnx-node-tests.tgz" ] && [ ! -d /tmp/onnx-node ]; then
@@ -22,6 +24,7 @@ export ONNX_NODE_TESTS=/tmp/onnx-node/node
 mkdir -p build-h200/tests
 for f in "$BIN"/*; do
   case "$(basename "$f")" in
+    lib) continue ;;
     test_*) ln -sf "$f" "build-h200/tests/$(basename "$f")" ;;
     *.tgz) ;;
     *) ln -sf "$f" "build-h200/$(basename "$f")" ;;

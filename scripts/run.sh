@@ -1,22 +1,20 @@
 #!/usr/bin/env bash
-# The README's main job: installs dependencies, builds gpuopt, shows what it finds on this
-# machine (`gpuopt info`), then generates a small ResNet-style model with the project's own
-# generator and runs it with `gpuopt run` — on the GPU (fp16) when there is one, else on the CPU.
+# The README's main job: installs dependencies, builds gpuopt, then runs the whole loop on this
+# machine (tools/mainjob.py): the hardware found (with a GPU, a few seconds of measured
+# ceilings), a generated ResNet-style model compiled for the best device and precision (with a
+# GPU, beside the CPU), `gpuopt serve` with a short `gpuopt perf` run against it and the batch
+# sizes the server formed, a clean SIGTERM shutdown, and one summary table with where to go next.
+# About a minute once built. Environment: SKIP_DEPS=1 / SKIP_BUILD=1 skip those steps.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/deps.sh
-./scripts/build.sh
-G=./build/gpuopt
-echo
-$G info
-mkdir -p build/models
-.venv/bin/python3 tools/models/make_models.py --out build/models resnet_small
-echo
-$G inspect build/models/resnet_small.onnx
-echo
-if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && $G run --help | grep -q -- --device; then
-  $G run build/models/resnet_small.onnx --random-inputs --batch 8 --iterations 50 --device cuda --precision fp16 \
-    || $G run build/models/resnet_small.onnx --random-inputs --batch 8 --iterations 20 --device cpu
-else
-  $G run build/models/resnet_small.onnx --random-inputs --batch 8 --iterations 20 --device cpu
+t0=$(date +%s)
+if [ "${SKIP_DEPS:-0}" != 1 ]; then
+  echo "==> dependencies (scripts/deps.sh: Debian packages, pinned Python packages in .venv)"
+  ./scripts/deps.sh
 fi
+if [ "${SKIP_BUILD:-0}" != 1 ]; then
+  echo "==> build (scripts/build.sh -> build/gpuopt; minutes the first time, seconds after)"
+  ./scripts/build.sh
+  echo "    build/gpuopt is up to date ($(( $(date +%s) - t0 )) s so far)"
+fi
+exec .venv/bin/python3 tools/mainjob.py --gpuopt build/gpuopt --out build/mainjob --json build/mainjob/summary.json

@@ -16,8 +16,14 @@ fi
 ./scripts/build.sh
 BUILD_DIR=${BUILD_DIR:-build}
 set +e
-(cd "$BUILD_DIR" && ctest --output-on-failure -j"$(nproc)" --timeout 900 2>&1 | tee ctest.log; exit "${PIPESTATUS[0]}")
+# --output-junit keeps every test's output (skip reasons included) for tools/ctest_skips.py.
+(cd "$BUILD_DIR" && ctest --output-on-failure -j"$(nproc)" --timeout 900 --output-junit ctest-junit.xml \
+   --test-output-size-passed 65536 2>&1 | tee ctest.log; exit "${PIPESTATUS[0]}")
 rc=$?
+# Each skipped test with its reason, then a count per reason (repeated at the very end).
+python3 tools/ctest_skips.py "$BUILD_DIR/ctest-junit.xml" > "$BUILD_DIR/skipped.txt" 2>&1
+echo
+grep '^skipped: ' "$BUILD_DIR/skipped.txt" || true
 # The libFuzzer targets (request codecs, config.pbtxt, model loader, image decoders): a clang
 # build of their own sharing 2*GPUOPT_FUZZ_SECONDS CPU-seconds (default 30; 0 skips them).
 fuzz_rc=0
@@ -35,6 +41,7 @@ elif [ $fuzz_rc = 0 ]; then
 else
   echo "fuzz: FAILED (exit $fuzz_rc), see $BUILD_DIR/fuzz.log and build-fuzz/tools/fuzz/work_*/"
 fi
+grep -E '^[0-9]+ skipped' "$BUILD_DIR/skipped.txt" || cat "$BUILD_DIR/skipped.txt"
 grep -E "tests passed, [0-9]+ tests failed out of [0-9]+" "$BUILD_DIR/ctest.log" | tail -1
 [ "$rc" = 0 ] && rc=$fuzz_rc
 exit "$rc"

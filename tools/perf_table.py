@@ -63,9 +63,11 @@ def render(records):
 
 def merge(records, new):
     """records with `new` merged in (see the module docstring)."""
-    keys = {(r["model"], r["batch"], r.get("precision", "fp16")) for r in new if r.get("batch")}
-    kept = [r for r in records
-            if (r["model"], r["batch"], r.get("precision", "fp16")) not in keys or r.get("source")]
+    def key(r):
+        return r["model"], r["batch"], r.get("precision", "fp16")
+    keys = {key(r) for r in new if r.get("batch")}
+    runners = {(key(r), r["runner"]) for r in new if r.get("batch")}
+    kept = [r for r in records if key(r) not in keys or (r.get("source") and (key(r), r["runner"]) not in runners)]
     return kept + new
 
 

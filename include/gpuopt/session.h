@@ -20,6 +20,7 @@
 #include "core/dtype.h"
 #include "core/status.h"
 #include "core/tensor.h"
+#include "gpuopt/run_profile.h"
 
 #include <memory>
 #include <string>
@@ -33,7 +34,9 @@ class Backend;
 class Executable;
 
 struct SessionOptions {
-  std::string device = "cpu";  // "cpu" (reference) or "cuda" when that backend is built in
+  // Device::cpu() (reference) or a CUDA device ("cuda" = cuda:0, "cuda:N") when built in; user
+  // text goes through parse_device (core/device.h). A device that does not exist fails the load.
+  Device device = Device::cpu();
   bool optimize = true;        // run the graph passes (dead nodes, Identity/Dropout, constant folding)
   // "fp32", "fp16" or "bf16": compute precision; the model's f32 inputs/outputs stay f32.
   // "int8": a QDQ model (gpuopt quantize) with its float rest in fp16 on the GPU, f32 on the CPU;
@@ -43,36 +46,18 @@ struct SessionOptions {
   // CUDA: capture each input shape's run as a CUDA graph and replay it (docs/cuda.md). Off
   // when a memory limit is set (a graph keeps its intermediates' memory while it lives).
   bool cuda_graphs = true;
+  // CUDA: the plan cache directory (--cache-dir, GPUOPT_CACHE_DIR; docs/engine.md): each shape's
+  // algorithm and fusion choices are read from DIR/<model hash>.plans and written back. "" = none.
+  // Only Session::load caches (the model file's bytes are part of the key).
+  std::string cache_dir;
 };
 
-// One node of a profiled run (gpuopt run --profile).
-struct NodeTime {
-  std::string node;    // node name
-  std::string op;      // op type
-  std::string device;  // where it ran: "cpu" or "cuda"
-  double wall_us = 0;  // host time from its launch until its work finished (includes copies)
-  double gpu_us = 0;   // device time between events around it (0 on the CPU)
-  // When it started, for traces (gpuopt profile): host time in microseconds on the steady
-  // clock; device time in microseconds after the first node's launch event (-1 on the CPU).
-  double start_us = 0;
-  double gpu_start_us = -1;
-};
-
-// What one run measured (Session::run with a profile, RunOptions::profile).
-struct RunProfile {
-  bool per_node = false;                // ask for per-node times (the run goes node by node)
-  int64_t peak_intermediate_bytes = 0;  // largest sum of live intermediates (CPU backend)
-  // How the CUDA backend ran it: "eager" (node by node), "capture" (recorded as a CUDA graph
-  // this time), "graph" (replayed); "" on the CPU.
-  std::string mode;
-  std::string graph_note;               // why this shape runs eager, when capture was refused
-  // CUDA: device time of the compute alone (inputs already uploaded, outputs not yet copied
-  // back), from events: what PyTorch's CUDA-event timings measure. 0 on the CPU.
-  double device_us = 0;
-  // CUDA: the most device memory the session's tensors (constants, inputs, intermediates,
-  // outputs, large library workspaces) have held at once so far, from its pool. 0 on the CPU.
-  int64_t peak_device_bytes = 0;
-  std::vector<NodeTime> nodes;          // filled when per_node
+// How a session's start went with the plan cache (Session::plan_cache()).
+struct PlanCacheStatus {
+  std::string state = "off";  // off, cold (no file), warm (read), stale (another GPU/driver/library/build), corrupt
+  std::string path;           // the cache file
+  size_t entries = 0;         // choices read from it (warm)
+  std::string note;           // why stale or corrupt, or why off
 };
 
 // One model input or output as the model declares it (after load-time shape inference).
@@ -105,9 +90,11 @@ class Session {
   const std::vector<TensorInfo>& inputs() const { return inputs_; }
   const std::vector<TensorInfo>& outputs() const { return outputs_; }
   int opset() const;
-  const std::string& device() const { return options_.device; }
+  const Device& device() const { return options_.device; }
   // The optimized graph the backend runs (for inspect and tests).
   const Graph& graph() const { return *graph_; }
+  // What the start found in the plan cache (SessionOptions::cache_dir).
+  PlanCacheStatus plan_cache() const;
 
   // Every model input must be given exactly once by name (host tensors); outputs come back in
   // model order. Wrong names, dtypes, ranks or fixed dims fail with a Status naming the input.
@@ -119,7 +106,7 @@ class Session {
 
  private:
   Session();
-  Status init(Graph graph, const SessionOptions& options);
+  Status init(Graph graph, const SessionOptions& options, const std::string& model_hash = "");
   Status validate(const std::vector<Tensor>& inputs) const;
 
   SessionOptions options_;

@@ -8,7 +8,8 @@
 #      share, the trace (a GPU track with every node), how long it took
 #   4. Nsight Compute selects kernels by gpuopt's NVTX range of BERT's slowest node
 #      (--nvtx --nvtx-include "gpuopt:<node>/"): the kernel names it finds in that range
-# Needs GPU_CHECK_TIMEOUT=1200 under scripts/gpu_check.sh (tune alone takes a few minutes).
+# Needs GPU_CHECK_TIMEOUT=1200 under scripts/gpu_check.sh (tune alone takes a few minutes;
+# TUNE_BUDGET_S caps its --time-budget, default 600).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 B=build-h200/bin
@@ -33,7 +34,7 @@ echo "== tune ResNet-50 fp16 (online) =="
 t0=$(date +%s.%N)
 "$G" tune $M/resnet50_full.onnx -m resnet50 --device cuda --precision fp16 --mode online --max-batch 512 \
   --instances 1 2 --max-queue-delay-us 0 500 --latency-budget-ms 25 --measurement-ms 1000 --max-concurrency 256 \
-  --time-budget 600 --output-dir "$D/tune_resnet50" >"$D/tune_resnet50.txt" 2>"$D/tune_resnet50.err"
+  --time-budget "${TUNE_BUDGET_S:-600}" --output-dir "$D/tune_resnet50" >"$D/tune_resnet50.txt" 2>"$D/tune_resnet50.err"
 echo "tune exit $? in $($PY -c "print(round($(date +%s.%N) - $t0, 1))") s"
 tail -n 40 "$D/tune_resnet50.txt"
 cat "$D/tune_resnet50/repository/resnet50/config.pbtxt" 2>/dev/null

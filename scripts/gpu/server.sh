@@ -49,7 +49,7 @@ EOF
 fi
 rm -rf "$R/src"
 
-"$G" serve --model-repository "$R" --http-address 127.0.0.1 --http-port $PORT --metrics-port $MPORT \
+"$G" serve --model-repository "$R" --http-address 127.0.0.1 --http-port $PORT --metrics-port $MPORT --grpc-port 0 \
   --exit-timeout-secs 30 >"$D/serve.log" 2>&1 &
 SPID=$!
 for _ in $(seq 1 600); do

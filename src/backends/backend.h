@@ -8,7 +8,7 @@
 
 #include "core/status.h"
 #include "core/tensor.h"
-#include "gpuopt/session.h"
+#include "gpuopt/run_profile.h"
 #include "ir/graph.h"
 
 #include <functional>
@@ -33,6 +33,8 @@ class Allocator {
 struct CompileOptions {
   size_t memory_limit = 0;    // device bytes a session may hold (--memory-limit); 0 = no limit
   bool cuda_graphs = true;    // SessionOptions::cuda_graphs
+  std::string cache_dir;      // SessionOptions::cache_dir; "" = no plan cache
+  std::string model_hash;     // runtime/plan_cache.h model_hash(); "" = no plan cache
 };
 
 struct RunOptions {
@@ -47,6 +49,8 @@ class Executable {
   // `inputs` follow graph.inputs(), already validated (dtype, rank, concrete shapes); outputs
   // follow graph.outputs(). Shapes are re-inferred for the actual input shapes on every call.
   virtual Result<std::vector<Tensor>> run(const std::vector<Tensor>& inputs, const RunOptions& options) = 0;
+  // What compile found in the plan cache (backends without one: "off").
+  virtual PlanCacheStatus plan_cache() const { return {}; }
 };
 
 // Where a backend runs each node of a graph.
@@ -69,11 +73,14 @@ class Backend {
   virtual Result<std::unique_ptr<Executable>> compile(const Graph& graph, const CompileOptions& options) = 0;
 };
 
-using BackendFactory = std::function<Result<std::unique_ptr<Backend>>()>;
-// Backends register themselves by name ("cpu", "cuda") from a static initializer.
-void register_backend(std::string name, BackendFactory factory);
-Result<std::unique_ptr<Backend>> create_backend(std::string_view name);
-std::vector<std::string> backend_names();
+// Makes the backend of one device of its kind (the CUDA factory: device `index`, refused with
+// "cuda:N does not exist: this host has K CUDA devices" when there is no such device).
+using BackendFactory = std::function<Result<std::unique_ptr<Backend>>(int index)>;
+// Backends register themselves per device kind (named "cpu", "cuda") from a static initializer.
+void register_backend(DeviceKind kind, std::string name, BackendFactory factory);
+// A backend of its own for `device` (its own memory pool, streams and library handles).
+Result<std::unique_ptr<Backend>> create_backend(const Device& device);
+std::vector<std::string> backend_names();  // the kinds built in: "cpu", "cuda"
 
 std::unique_ptr<Backend> make_cpu_backend();
 

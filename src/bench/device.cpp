@@ -1,6 +1,6 @@
 #include "bench/device.h"
 
-#include "gpu/spec_table.h"
+#include "monitor/spec_table.h"
 
 namespace gpuopt::bench {
 

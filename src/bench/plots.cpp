@@ -86,7 +86,7 @@ Plot bandwidth_plot(const Section& s) {
 Plot gemm_plot(const Section& s) {
   Plot p;
   p.title = "cuBLASLt matrix multiply, square n x n x n";
-  p.x_label = "n";
+  p.x_label = std::string("n");  // not `= "n"`: GCC 12 warns -Wrestrict on it (GCC bug 105329)
   p.y_label = "TFLOP/s (TOP/s for int8)";
   p.log_x = true;
   p.series = group_series(
@@ -98,8 +98,8 @@ Plot gemm_plot(const Section& s) {
 Plot cpu_gpu_plot(const Section& s) {
   Plot p;
   p.title = "Matrix multiply time, CPU (OpenBLAS) vs GPU (cuBLASLt)";
-  p.x_label = "n";
-  p.y_label = "ms";
+  p.x_label = std::string("n");
+  p.y_label = std::string("ms");
   p.log_x = p.log_y = true;
   p.series = group_series(
       s, [](const Measurement& m) { return m.seconds.median * 1e3; },

@@ -1,6 +1,6 @@
 #include "bench/telemetry.h"
 
-#include "gpu/nvml.h"
+#include "monitor/nvml.h"
 
 #include <algorithm>
 #include <cctype>

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 
@@ -34,9 +35,9 @@ struct Options {
 };
 
 void add_common(CLI::App* c, Options& o) {
-  c->add_option("--device", o.device, "CUDA device index")->check(CLI::NonNegativeNumber);
+  c->add_option("--device", o.device, "CUDA device index")->check(int_range(0, 1023));
   c->add_option("--repeat", o.repeat, "Timed samples per measurement (median reported; default per benchmark)")
-      ->check(CLI::Range(1, 100000));
+      ->check(int_range(1, 100000));
   c->add_flag("--json", o.json, "Print JSON instead of tables");
   c->add_flag("--quiet,-q", o.quiet, "No progress lines on stderr");
   c->add_flag("--check", o.check, "Check the kernels against CPU references before timing");
@@ -175,7 +176,7 @@ void setup(CLI::App& app) {
     c->add_option("--sizes", o->sizes, "GEMM sizes n (default 1024,2048,4096,8192,16384)");
     c->add_option("--types", o->types, "GEMM types: f32,tf32,f16,bf16,fp8,int8 (default all)");
     c->add_option("--algos", o->algos, "cuBLASLt heuristic candidates timed per size (default 4)")
-        ->check(CLI::Range(1, 32));
+        ->check(int_range(1, 32));
     c->add_option("--f32-max-n", o->f32_max_n, "Skip strict-f32 GEMM above this n (slow; default no limit)");
     c->add_flag("--no-fma", o->no_fma, "Skip the FMA kernels");
     c->add_flag("--no-gemm", o->no_gemm, "Skip the GEMMs");
@@ -200,7 +201,7 @@ void setup(CLI::App& app) {
     add_common(c, *o);
     c->add_option("--types", o->types, "f32,f16 (default both)");
     c->add_option("--words", o->words, "4-byte words per launch (default 2^26 = 256 MiB each way)")
-        ->check(CLI::Range(uint64_t{4}, uint64_t{1} << 32));
+        ->check(int_range(4, int64_t{1} << 32));
     c->add_option("--svg", o->svg, "Where to write the plot ('' for none; default roofline.svg)");
     c->callback([o] {
       set_exit_code(run_one(
@@ -258,7 +259,7 @@ void setup(CLI::App& app) {
     c->add_option("--transfer-sizes", o->transfer_sizes, "As `bench memory --transfer-sizes`");
     c->add_option("--gemm-sizes", o->gemm_sizes, "As `bench compute --sizes`");
     c->add_option("--cpu-sizes", o->cpu_sizes, "As `bench cpu-vs-gpu --sizes`");
-    c->add_option("--algos", o->algos, "cuBLASLt candidates timed per size (default 4)")->check(CLI::Range(1, 32));
+    c->add_option("--algos", o->algos, "cuBLASLt candidates timed per size (default 4)")->check(int_range(1, 32));
     c->add_option("--f32-max-n", o->f32_max_n, "Skip strict-f32 GEMM above this n (default 8192)");
     c->callback([o] {
       auto s = make_suite(*o);
@@ -302,7 +303,8 @@ void setup(CLI::App& app) {
         for (const auto& sec : sections) fmt::print("{}\n", bench::render_table(sec));
         fmt::print("{}", bench::render_summary_table(summary));
       }
-      if (!o->report.empty() && !o->quiet) std::fprintf(stderr, "report: %s/index.html\n", o->report.c_str());
+      if (!o->report.empty() && !o->quiet)
+        std::fprintf(stderr, "report: %s\n", (std::filesystem::path(o->report) / "index.html").lexically_normal().c_str());
       set_exit_code(kExitOk);
     });
   }

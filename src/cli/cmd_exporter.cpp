@@ -1,8 +1,8 @@
 // `gpuopt exporter`: Prometheus /metrics with DCGM-exporter names, /health; `--self-bench`
 // measures what it costs (CPU share of one core at the interval, scrape latency).
 #include "cli/command.h"
-#include "gpu/exporter.h"
-#include "gpu/exporter_bench.h"
+#include "monitor/exporter.h"
+#include "monitor/exporter_bench.h"
 #include "kube/pod_resources.h"
 #include "net/http.h"
 

@@ -3,7 +3,7 @@
 #include "cli/command.h"
 #include "core/env.h"
 #include "core/table.h"
-#include "gpu/system_info.h"
+#include "monitor/system_info.h"
 
 #include <fmt/format.h>
 
@@ -156,10 +156,16 @@ int run_info(const Options& o) {
   }
   std::string out = host_text(s) + "\n" + pci_text(s) + "\n";
   if (s.gpus.empty()) {
-    // One line, whatever the reason: no driver, no GPU, or both.
+    // One line, whatever the reason: no driver, no GPU, or both. NVML comes with the driver, so
+    // without it (and, in a CUDA build, without libcuda.so.1) there is no driver at all.
     std::string why = s.nvml_error.value_or("NVML found no device");
     if (s.cuda_error && s.built_with_cuda) why += "; " + *s.cuda_error;
-    out += fmt::format("NVIDIA GPUs: none usable ({})\n", why);
+    const bool no_nvml = s.nvml_error && s.nvml_error->starts_with("NVML not found");
+    const bool no_libcuda = !s.built_with_cuda || (s.cuda_error && s.cuda_error->find("libcuda.so.1 not found") != std::string::npos);
+    if (no_nvml && no_libcuda)
+      out += fmt::format("NVIDIA GPUs: none usable: no NVIDIA driver is installed ({}{}); gpuopt runs on the CPU\n",
+                         *s.nvml_error, s.built_with_cuda ? "; libcuda.so.1 not found" : "");
+    else out += fmt::format("NVIDIA GPUs: none usable ({})\n", why);
   } else {
     if (!s.nvml_error) out += driver_line(s);
     else out += fmt::format("NVML: n/a ({}); values below come from the CUDA runtime\n", *s.nvml_error);

@@ -1,6 +1,7 @@
 // `gpuopt inspect MODEL`: opset, inputs/outputs, op histogram with FLOPs, parameters, backend support.
 #include "backends/backend.h"
 #include "cli/command.h"
+#include "core/device.h"
 #include "core/table.h"
 #include "ir/graph.h"
 #include "onnx/importer.h"
@@ -52,7 +53,7 @@ struct Placement {
 };
 
 // `optimized`: the graph already went through the session's passes for this device and precision.
-Placement compute_placement(const Graph& bound, const std::string& device, bool optimized) {
+Placement compute_placement(const Graph& bound, const Device& device, bool optimized) {
   Placement p;
   auto b = create_backend(device);
   if (!b.ok()) {
@@ -123,7 +124,9 @@ int run(const Options& o) {
   }
   Status st = bound.infer_shapes();
   // The session's passes for --device and --precision (layout_nhwc for cuda at fp16/bf16).
-  if (st.ok() && o.optimized) st = run_session_passes(&bound, o.device.empty() ? "cpu" : o.device, o.precision, true);
+  // --device was checked when the command line was read (parse_device): this parse succeeds.
+  const Device device = o.device.empty() ? Device::cpu() : parse_device(o.device).value();
+  if (st.ok() && o.optimized) st = run_session_passes(&bound, device, o.precision, true);
   if (!st.ok()) return report_error(st);
   // FLOPs come from a folded copy: with the symbols bound, shape subgraphs (Shape -> Gather ->
   // Concat -> Reshape) fold, so every later node has concrete shapes. Folded nodes cost nothing
@@ -135,7 +138,7 @@ int run(const Options& o) {
 
   std::vector<std::pair<std::string, std::unique_ptr<Backend>>> backends;
   for (const std::string& name : backend_names()) {
-    auto b = create_backend(name);
+    auto b = create_backend(parse_device(name).value());
     backends.emplace_back(name, b.ok() ? std::move(*b) : nullptr);
   }
   std::map<std::string, OpRow> hist;
@@ -185,7 +188,7 @@ int run(const Options& o) {
     }
   }
   Placement placement;
-  if (!o.device.empty()) placement = compute_placement(bound, o.device, o.optimized);
+  if (!o.device.empty()) placement = compute_placement(bound, device, o.optimized);
   int64_t params = 0, param_bytes = 0;
   for (const Value& v : declared.values())
     if (v.constant) {
@@ -262,11 +265,15 @@ void setup(CLI::App& app) {
   cmd->add_flag("--json", o->json, "Print JSON");
   cmd->add_flag("--optimized", o->optimized, "Show the graph after gpuopt's passes (constant and BatchNormalization folding, Identity/Dropout removal, Conv+Add+Relu fusion into FusedConv, MatMul+bias into Gemm; with --device cuda and --precision fp16/bf16, the channels-last layout pass)");
   cmd->add_option("--precision", o->precision, "With --optimized: the precision conversion the session runs (fp32, fp16, bf16)")
-      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
-  cmd->add_option("--batch", o->batch, "Value of the dynamic batch dim for FLOP counts (default 1)")->check(CLI::PositiveNumber);
+      ->check(one_of({"fp32", "fp16", "bf16"}));
+  cmd->add_option("--batch", o->batch, "Value of the dynamic batch dim for FLOP counts (default 1)")->check(int_range(1, kMaxBatch));
   cmd->add_option("--dim", o->dims, "Bind another symbolic dim for FLOP counts: NAME=VALUE (repeatable)");
   cmd->add_option("--device", o->device,
-                  "Show per op type how many nodes run on this backend (e.g. cuda) and how many fall back to the CPU");
+                  "Show per op type how many nodes run on this backend (cuda, cuda:N) and how many fall back to the CPU")
+      ->check([](const std::string& text) {
+        auto d = parse_device(text);
+        return d.ok() ? std::string() : d.status().message();
+      });
   cmd->callback([o] { set_exit_code(run(*o)); });
 }
 GPUOPT_REGISTER_COMMAND(30, setup);

@@ -3,10 +3,10 @@
 // snapshot or a stream of one object per line. The screen layout lives in gpu/tui_layout.h;
 // this file only draws it with ncurses and handles keys.
 #include "cli/command.h"
-#include "gpu/diagnosis.h"
-#include "gpu/sampler.h"
-#include "gpu/sampler_json.h"
-#include "gpu/tui_layout.h"
+#include "monitor/diagnosis.h"
+#include "monitor/sampler.h"
+#include "monitor/sampler_json.h"
+#include "monitor/tui_layout.h"
 
 #include <curses.h>
 #include <fmt/format.h>

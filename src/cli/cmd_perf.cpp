@@ -7,14 +7,17 @@
 
 #include <algorithm>
 #include <atomic>
-#include <charconv>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <random>
 #include <thread>
 
 #include "cli/command.h"
+#include "cli/perf_client.h"
 #include "cli/perf_data.h"
 #include "core/table.h"
 #include "net/http.h"
@@ -28,7 +31,10 @@ using Clock = std::chrono::steady_clock;
 
 struct PerfOptions {
   std::string model;
-  std::string url = "127.0.0.1:8000";
+  std::string url;  // default 127.0.0.1:8000 (HTTP) or :8001 (gRPC)
+  std::string protocol = "http";
+  std::string shared_memory = "none";
+  int64_t output_shm_size = 100 << 10;
   std::string concurrency_range = "1";
   std::string request_rate_range;
   int64_t batch = 1;
@@ -76,19 +82,6 @@ double percentile(std::vector<uint64_t>& v, double p) {
   return static_cast<double>(v[k]) / 1000.0;
 }
 
-struct Target {
-  std::string host;
-  uint16_t port = 8000;
-};
-
-Result<json> get_json(net::HttpClient& c, const std::string& path) {
-  GPUOPT_ASSIGN_OR_RETURN(auto r, c.get(path));
-  if (r.status != 200) return Status::Unavailable("GET {}: HTTP {} {}", path, r.status, r.body);
-  json j = json::parse(r.body, nullptr, false);
-  if (j.is_discarded()) return Status::Internal("GET {}: not JSON", path);
-  return j;
-}
-
 Result<std::string> build_body(const PerfOptions& o, const json& meta, size_t* hlen) {
   std::mt19937 rng(42);
   std::vector<std::pair<std::string, Tensor>> inputs;
@@ -125,10 +118,9 @@ Result<std::string> build_body(const PerfOptions& o, const json& meta, size_t* h
   return server::encode_infer_request(inputs, o.binary, o.binary, "", hlen);
 }
 
-Result<Level> measure(const PerfOptions& o, const Target& tgt, const std::vector<PerfRequest>& bodies, bool rate,
-                      double value) {
-  std::string path = "/v2/models/" + o.model + "/infer";
-  std::atomic<uint64_t> sent{0}, next_body{0};
+Result<Level> measure(const PerfOptions& o, const PerfTransport& tgt, std::shared_ptr<const PerfWorkload> work,
+                      bool rate, double value) {
+  std::atomic<uint64_t> sent{0}, next_request{0};
   std::mutex mu;
   std::vector<uint64_t> window_lat;
   std::atomic<uint64_t> errors{0};
@@ -137,37 +129,38 @@ Result<Level> measure(const PerfOptions& o, const Target& tgt, const std::vector
   ArrivalSchedule arrivals(value, o.distribution == "poisson", t0);
   int threads = rate ? std::max(4, static_cast<int>(std::thread::hardware_concurrency())) : static_cast<int>(value);
   std::string first_error;
+  std::atomic<int> worker_ids{0};
   auto worker = [&] {
-    net::HttpClient c(tgt.host, tgt.port);
-    std::vector<uint64_t> local;
+    auto client = make_perf_client(tgt, work, worker_ids++);
+    if (!client.ok()) {
+      if (errors++ == 0) {
+        std::lock_guard<std::mutex> lk(mu);
+        first_error = client.status().to_string();
+      }
+      return;
+    }
+    PerfClient& c = **client;
     while (!stop.load()) {
       if (rate) {
         std::this_thread::sleep_until(arrivals.next());
         if (stop.load()) break;
       }
-      const PerfRequest& req = bodies[next_body++ % bodies.size()];
-      net::Headers headers;
-      if (o.binary) headers.emplace_back("Inference-Header-Content-Length", std::to_string(req.header_length));
+      const size_t k = next_request++ % work->requests.size();
+      const PerfRequest& req = work->requests[k];
+      std::vector<std::pair<std::string, Tensor>> outs;
       auto s = Clock::now();
-      auto r = c.post(path, req.body, headers, o.binary ? "application/octet-stream" : "application/json");
+      // With validation_data the answer's outputs are decoded too (inside the latency, as perf_analyzer).
+      Status r = c.infer(k, req.expected.empty() ? nullptr : &outs);
       uint64_t ns =
           static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - s).count());
-      Status valid = Status::Ok();
-      if (r.ok() && r->status == 200) {
-        ++sent;
-        if (!req.expected.empty()) {
-          const std::string_view hl = r->header("Inference-Header-Content-Length");
-          size_t n = 0;
-          const bool has = !hl.empty() && std::from_chars(hl.data(), hl.data() + hl.size(), n).ec == std::errc();
-          valid = check_response(req, r->body, has ? std::optional<size_t>(n) : std::nullopt);
-        }
+      if (r.ok()) {
+        ++sent;  // the server answered it (and counted it a success), whatever validation finds
+        r = check_outputs(req, outs);
       }
-      if (!r.ok() || r->status != 200 || !valid.ok()) {
+      if (!r.ok()) {
         if (errors++ == 0) {
           std::lock_guard<std::mutex> lk(mu);
-          first_error = !valid.ok()          ? valid.to_string()
-                        : r.ok() ? fmt::format("HTTP {}: {}", r->status, r->body)
-                                 : r.status().to_string();
+          first_error = r.to_string();
         }
         continue;
       }
@@ -175,7 +168,7 @@ Result<Level> measure(const PerfOptions& o, const Target& tgt, const std::vector
       window_lat.push_back(ns);
     }
   };
-  net::HttpClient stats_client(tgt.host, tgt.port);
+  GPUOPT_ASSIGN_OR_RETURN(auto stats_client, make_perf_client(tgt, nullptr, -1));
   std::vector<std::thread> ts;
   for (int i = 0; i < threads; ++i) ts.emplace_back(worker);
   // Windows until three consecutive throughputs agree within the stability percentage.
@@ -191,7 +184,7 @@ Result<Level> measure(const PerfOptions& o, const Target& tgt, const std::vector
       std::lock_guard<std::mutex> lk(mu);
       window_lat.clear();
     }
-    auto before = get_json(stats_client, "/v2/models/" + o.model + "/stats");
+    auto before = stats_client->stats(o.model);
     stats_hist.push_back(before.ok() ? *before : json());
     auto ws = Clock::now();
     std::this_thread::sleep_for(std::chrono::milliseconds(o.interval_ms));
@@ -201,7 +194,7 @@ Result<Level> measure(const PerfOptions& o, const Target& tgt, const std::vector
       lat.swap(window_lat);
     }
     double secs = std::chrono::duration<double>(Clock::now() - ws).count();
-    auto after = get_json(stats_client, "/v2/models/" + o.model + "/stats");
+    auto after = stats_client->stats(o.model);
     s_after = after.ok() ? *after : json();
     tputs.push_back(static_cast<double>(lat.size()) * static_cast<double>(o.batch) / secs);
     lv.windows = w + 1;
@@ -258,31 +251,53 @@ Result<Level> measure(const PerfOptions& o, const Target& tgt, const std::vector
 }
 
 int run(const PerfOptions& o) {
-  Target tgt;
-  auto colon = o.url.rfind(':');
-  tgt.host = o.url.substr(0, colon);
-  if (colon != std::string::npos) tgt.port = static_cast<uint16_t>(std::atoi(o.url.c_str() + colon + 1));
+  PerfTransport tgt;
+  tgt.protocol = o.protocol;
+  tgt.shared_memory = o.shared_memory;
+  tgt.output_shm_bytes = static_cast<size_t>(o.output_shm_size);
+  std::string url = o.url.empty() ? (o.protocol == "grpc" ? "127.0.0.1:8001" : "127.0.0.1:8000") : o.url;
+  auto colon = url.rfind(':');
+  tgt.host = url.substr(0, colon);
+  tgt.port = o.protocol == "grpc" ? 8001 : 8000;
+  if (colon != std::string::npos) {
+    const int port = std::atoi(url.c_str() + colon + 1);
+    if (port < 1 || port > 65535 || url.find_first_not_of("0123456789", colon + 1) != std::string::npos)
+      return report_error(Status::InvalidArgument("--url '{}': expected host:port with a port in 1..65535", url), true);
+    tgt.port = static_cast<uint16_t>(port);
+  }
   bool rate = !o.request_rate_range.empty();
   auto range = parse_range(rate ? o.request_rate_range : o.concurrency_range);
   if (!range.ok()) return report_error(range.status(), true);
-  net::HttpClient c(tgt.host, tgt.port);
-  auto meta = get_json(c, "/v2/models/" + o.model);
+  // The CSV file is opened before the measurement, so a path that cannot be written fails at once.
+  std::ofstream csv;
+  if (!o.csv.empty()) {
+    csv.open(o.csv);
+    if (!csv) return report_error(Status::NotFound("--csv '{}': cannot be written: {}", o.csv, std::strerror(errno)));
+  }
+  if (!o.input_data.empty() && !std::filesystem::is_regular_file(o.input_data))
+    return report_error(Status::NotFound("--input-data '{}': no such file", o.input_data));
+  auto meta_client = make_perf_client(tgt, nullptr, -1);
+  if (!meta_client.ok()) return report_error(meta_client.status());
+  auto meta = (*meta_client)->metadata(o.model);
   if (!meta.ok()) return report_error(meta.status().with_context("model metadata"));
-  std::vector<PerfRequest> bodies;
+  auto work = std::make_shared<PerfWorkload>();
+  work->model = o.model;
+  work->binary = o.binary;
+  for (const auto& out : (*meta)["outputs"]) work->outputs.push_back(out["name"].get<std::string>());
   if (!o.input_data.empty()) {
     auto data = load_input_data(o.input_data, *meta, o.batch, o.binary);
     if (!data.ok()) return report_error(data.status(), true);
-    bodies = std::move(*data);
+    work->requests = std::move(data).value();
   } else {
     PerfRequest one;
     auto body = build_body(o, *meta, &one.header_length);
     if (!body.ok()) return report_error(body.status(), true);
-    one.body = std::move(*body);
-    bodies.push_back(std::move(one));
+    one.body = std::move(body).value();
+    work->requests.push_back(std::move(one));
   }
   std::vector<Level> levels;
   for (double v : *range) {
-    auto lv = measure(o, tgt, bodies, rate, v);
+    auto lv = measure(o, tgt, work, rate, v);
     if (!lv.ok()) return report_error(lv.status());
     levels.push_back(*lv);
     if (!o.json_out)
@@ -290,13 +305,12 @@ int run(const PerfOptions& o) {
                  lv->stable ? "" : " (not stable)");
   }
   if (!o.csv.empty()) {
-    std::ofstream f(o.csv);
-    f << (rate ? "Request Rate" : "Concurrency")
+    csv << (rate ? "Request Rate" : "Concurrency")
       << ",Inferences/Second,Client Avg us,p50 latency,p90 latency,p95 latency,p99 latency,Server Queue,"
          "Server Compute Input,Server Compute Infer,Server Compute Output,Overhead us,Server Request us,"
          "Server Overhead us,Errors\n";
     for (const auto& l : levels)
-      f << fmt::format("{},{:.2f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{}\n",
+      csv << fmt::format("{},{:.2f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{}\n",
                        l.value, l.throughput, l.avg_us, l.p50, l.p90, l.p95, l.p99, l.queue_us, l.compute_input_us,
                        l.compute_infer_us, l.compute_output_us, l.overhead_us, l.server_request_us,
                        l.server_overhead_us, l.errors);
@@ -323,12 +337,22 @@ int run(const PerfOptions& o) {
                    {"sent", l.sent},
                    {"windows", l.windows},
                    {"stable", l.stable}});
-    fmt::print("{}\n", json{{"model", o.model}, {"batch_size", o.batch}, {"binary", o.binary}, {"results", a}}.dump(2));
+    fmt::print("{}\n", json{{"model", o.model},
+                            {"batch_size", o.batch},
+                            {"binary", o.binary},
+                            {"protocol", o.protocol},
+                            {"shared_memory", o.shared_memory},
+                            {"results", a}}
+                           .dump(2));
     return kExitOk;
   }
   Table t({rate ? "rate/s" : "concurrency", "infer/s", "avg us", "p50 us", "p90 us", "p95 us", "p99 us", "queue us",
            "compute us", "overhead us", "server ovh us", "errors"},
-          fmt::format("gpuopt perf: model '{}', batch {}, {} tensors", o.model, o.batch, o.binary ? "binary" : "JSON"));
+          fmt::format("gpuopt perf: model '{}', batch {}, {}, {}", o.model, o.batch, o.protocol,
+                      o.shared_memory != "none" ? o.shared_memory + " shared memory"
+                      : o.protocol == "grpc"    ? "raw tensors"
+                      : o.binary                ? "binary tensors"
+                                                : "JSON tensors"));
   for (const auto& l : levels)
     t.add({fmt::format("{}", l.value), fmt::format("{:.1f}", l.throughput), fmt::format("{:.0f}", l.avg_us),
            fmt::format("{:.0f}", l.p50), fmt::format("{:.0f}", l.p90), fmt::format("{:.0f}", l.p95),
@@ -344,22 +368,36 @@ void setup(CLI::App& app) {
   auto* cmd = app.add_subcommand("perf", "Load-test a KServe v2 server (perf_analyzer-like): throughput and latency");
   auto o = std::make_shared<PerfOptions>();
   cmd->add_option("-m,--model-name", o->model, "Model to load-test")->required();
-  cmd->add_option("-u,--url", o->url, "Server host:port")->capture_default_str();
+  cmd->add_option("-u,--url", o->url, "Server host:port (default 127.0.0.1:8000, with -i grpc 127.0.0.1:8001)");
+  cmd->add_option("-i,--protocol", o->protocol, "http or grpc")
+      ->check(one_of({"http", "grpc"}))
+      ->capture_default_str();
+  cmd->add_option("--shared-memory", o->shared_memory,
+                  "none, system or cuda: pass input and output tensors through shared memory regions")
+      ->check(one_of({"none", "system", "cuda"}))
+      ->capture_default_str();
+  cmd->add_option("--output-shared-memory-size", o->output_shm_size, "Bytes of shared memory per output")
+      ->check(int_range(1))
+      ->capture_default_str();
   cmd->add_option("--concurrency-range", o->concurrency_range, "start[:end[:step]] requests in flight")
       ->capture_default_str();
   cmd->add_option("--request-rate-range", o->request_rate_range, "start[:end[:step]] requests/s (open loop)");
-  cmd->add_option("-b,--batch-size", o->batch, "Rows per request")->capture_default_str();
+  cmd->add_option("-b,--batch-size", o->batch, "Rows per request")->check(int_range(1, kMaxBatch))->capture_default_str();
   cmd->add_option("--shape", o->shapes, "NAME:d1,d2 for inputs with dynamic dims (without the batch dim)");
   cmd->add_flag("--json-data", o->json_data, "Send JSON tensors (default: binary tensor extension)");
-  cmd->add_option("-p,--measurement-interval", o->interval_ms, "Window length in ms")->capture_default_str();
-  cmd->add_option("-s,--stability-percentage", o->stability, "Allowed throughput spread of 3 windows")
+  cmd->add_option("-p,--measurement-interval", o->interval_ms, "Window length in ms")
+      ->check(int_range(10, 3600000))
       ->capture_default_str();
-  cmd->add_option("-r,--max-trials", o->max_trials, "Windows at most per level")->capture_default_str();
+  cmd->add_option("-s,--stability-percentage", o->stability, "Allowed throughput spread of 3 windows")
+      ->check(real_range(0.01, 1000))
+      ->capture_default_str();
+  cmd->add_option("-r,--max-trials", o->max_trials, "Windows at most per level")
+      ->check(int_range(1, 10000))
+      ->capture_default_str();
   cmd->add_flag("--json", o->json_out, "Print JSON");
-  cmd->add_option("--input-data", o->input_data, "perf_analyzer's JSON of request inputs (and validation_data)")
-      ->check(CLI::ExistingFile);
+  cmd->add_option("--input-data", o->input_data, "perf_analyzer's JSON of request inputs (and validation_data)");
   cmd->add_option("--request-distribution", o->distribution, "Open loop: constant or poisson intervals")
-      ->check(CLI::IsMember({"constant", "poisson"}));
+      ->check(one_of({"constant", "poisson"}));
   cmd->add_option("-f,--csv", o->csv, "Also write a CSV file");
   cmd->callback([o] {
     o->binary = !o->json_data;

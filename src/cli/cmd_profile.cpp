@@ -1,6 +1,8 @@
 // `gpuopt profile MODEL`: where the time goes. A Chrome trace (host track, GPU stream track,
 // every node with shapes, dtype, bytes, FLOPs), the top-k nodes against the roofline of the
 // ceilings `gpuopt bench` measured, and the share of the run spent in host gaps (docs/profile.md).
+#include "backends/backend.h"
+#include "core/device.h"
 #include "cli/command.h"
 #include "core/table.h"
 #include "profile/inputs.h"
@@ -34,8 +36,12 @@ struct Options {
 
 int run(const Options& o) {
   profile::ProfileOptions po;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(o.model, ec)) return report_error(Status::NotFound("model '{}' does not exist", o.model));
   po.model = o.model;
-  po.session.device = o.device;
+  auto device = parse_device(o.device);
+  if (!device.ok()) return report_error(device.status(), true);
+  po.session.device = *device;
   po.session.precision = o.precision;
   po.session.cuda_graphs = !o.no_cuda_graphs;
   po.warmup = o.warmup;
@@ -50,7 +56,7 @@ int run(const Options& o) {
   std::optional<profile::Ceilings> ceilings;
   for (const std::string& path : o.ceilings) {  // several files (bench memory, bench compute): the best of each
     auto c = profile::read_ceilings(path);
-    if (!c.ok()) return report_error(c.status(), true);
+    if (!c.ok()) return report_error(c.status());
     if (!ceilings) {
       ceilings = *c;
       continue;
@@ -88,18 +94,17 @@ void setup(CLI::App& app) {
   auto o = std::make_shared<Options>();
   auto* cmd = app.add_subcommand(
       "profile", "Where the time goes: a Chrome trace of every node, the top nodes against the roofline, host gaps");
-  cmd->add_option("model", o->model, "ONNX model file")->required()->check(CLI::ExistingFile);
-  cmd->add_option("--device", o->device, "cpu (reference) or cuda when built in");
-  cmd->add_option("--precision", o->precision, "fp32, fp16 or bf16")->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
-  cmd->add_option("--batch", o->batch, "Batch size of the random inputs (a dynamic leading dim)")->check(CLI::PositiveNumber);
+  cmd->add_option("model", o->model, "ONNX model file")->required();
+  cmd->add_option("--device", o->device, "cpu (reference) or cuda when built in")->check(one_of(backend_names()));
+  cmd->add_option("--precision", o->precision, "fp32, fp16 or bf16")->check(one_of({"fp32", "fp16", "bf16"}));
+  cmd->add_option("--batch", o->batch, "Batch size of the random inputs (a dynamic leading dim)")->check(int_range(1, kMaxBatch));
   cmd->add_option("--dim", o->dims, "NAME=VALUE for another symbolic input dim (repeatable)");
   cmd->add_option("--memory-limit", o->memory_limit, "Cap on device memory for the run's tensors, e.g. 2G");
   cmd->add_option("--warmup", o->warmup, "Ordinary runs first: plan caches, CUDA graph capture (default 3)")
-      ->check(CLI::Range(1, 100000));
-  cmd->add_option("--runs", o->runs, "Node-by-node runs recorded (default 1)")->check(CLI::Range(1, 1000));
-  cmd->add_option("--top", o->top, "Nodes in the summary table (default 10)")->check(CLI::Range(1, 100000));
-  cmd->add_option("--ceilings", o->ceilings, "JSON of `gpuopt bench all --json` (or bench.json, or bench memory/compute --json; repeatable): roofline per node")
-      ->check(CLI::ExistingFile);
+      ->check(int_range(1, 100000));
+  cmd->add_option("--runs", o->runs, "Node-by-node runs recorded (default 1)")->check(int_range(1, 1000));
+  cmd->add_option("--top", o->top, "Nodes in the summary table (default 10)")->check(int_range(1, 100000));
+  cmd->add_option("--ceilings", o->ceilings, "JSON of `gpuopt bench all --json` (or bench.json, or bench memory/compute --json; repeatable): roofline per node");
   cmd->add_option("--trace", o->trace, "Chrome trace-event file to write (default MODEL_STEM.trace.json)");
   cmd->add_flag("--no-trace", o->no_trace, "Write no trace file");
   cmd->add_option("--seed", o->seed, "Seed of the random inputs (default 0)");

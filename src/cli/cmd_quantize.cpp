@@ -1,6 +1,7 @@
 // `gpuopt quantize MODEL.onnx --calibration DATA -o OUT.onnx`: post-training int8 quantization
 // into a standard QDQ ONNX model (docs/quantization.md).
 #include "cli/command.h"
+#include "cli/device_option.h"
 #include "quant/calib_cache.h"
 #include "quant/report.h"
 
@@ -14,7 +15,8 @@ namespace gpuopt::cli {
 namespace {
 
 struct Options {
-  std::string model, output, calibration, cache, preprocess, method = "percentile", target, report_dir, device = "cpu";
+  std::string model, output, calibration, cache, preprocess, method = "percentile", target, report_dir;
+  Device device = Device::cpu();
   double percentile = 99.99;
   int64_t samples = 0;
   int64_t heldout = -1;  // -1: a fifth of the samples when accuracy is measured
@@ -128,7 +130,7 @@ void setup(CLI::App& app) {
   cmd->add_option("--accuracy-target", o->target,
                   "rel-l2=X or top1=X on the held-out samples: keep the most sensitive layers in float until it holds");
   cmd->add_option("--report", o->report_dir, "Write report.txt, report.json and layers.svg into DIR");
-  cmd->add_option("--device", o->device, "Backend for the calibration and accuracy runs: cpu (default) or cuda");
+  add_device_option(cmd, &o->device, "Backend for the calibration and accuracy runs: cpu (default), cuda or cuda:N");
   cmd->add_flag("--json", o->json, "Print the report as JSON");
   cmd->callback([o] { set_exit_code(run(*o)); });
 }

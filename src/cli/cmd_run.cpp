@@ -1,6 +1,9 @@
 // `gpuopt run MODEL.onnx`: run a model on given (.npy) or random inputs, write outputs as .npy,
 // report latency (min / median / p99) and throughput.
+#include "backends/backend.h"
 #include "cli/command.h"
+#include "cli/device_option.h"
+#include "core/env.h"
 #include "core/npy.h"
 #include "core/table.h"
 #include "gpuopt/session.h"
@@ -33,12 +36,13 @@ struct Options {
   std::string output_dir;
   int iterations = 10;
   int warmup = 1;
-  std::string device = "cpu";
+  Device device = Device::cpu();
   std::string precision = "fp32";
   std::string memory_limit;
   bool json = false;
   bool profile = false;
   bool no_cuda_graphs = false;
+  std::string cache_dir;  // --cache-dir, else GPUOPT_CACHE_DIR
   uint64_t seed = 0;
   std::string trace;  // Chrome trace of one more run, node by node (docs/profile.md)
 };
@@ -160,6 +164,15 @@ void print_profile(const RunProfile& p) {
   fmt::print("{}", n.render());
 }
 
+// What --precision means on --device: on the GPU, fp16/bf16 tensor-core kernels; on the CPU
+// reference, the same converted graph (weights and activations rounded to f16/bf16 between ops,
+// as ONNX Runtime's CPU provider runs an fp16 model): its numerics, not a speed-up.
+std::string precision_note(const Options& o) {
+  if (o.precision == "fp32" || o.device != "cpu") return o.precision;
+  return fmt::format("{} (CPU reference: {} tensors, f32 math: {} numerics, not {} speed)", o.precision,
+                     o.precision == "fp16" ? "f16" : "bf16", o.precision, o.precision);
+}
+
 int run(const Options& o) {
   SessionOptions so;
   so.device = o.device;
@@ -173,6 +186,7 @@ int run(const Options& o) {
     if (calibrate) so.precision = "fp32";
   }
   so.cuda_graphs = !o.no_cuda_graphs;
+  so.cache_dir = o.cache_dir.empty() ? env_get("GPUOPT_CACHE_DIR").value_or("") : o.cache_dir;
   if (!o.memory_limit.empty()) {
     auto bytes = parse_byte_size(o.memory_limit);
     if (!bytes) return report_error(Status::InvalidArgument("--memory-limit '{}': expected bytes such as 512M or 2G", o.memory_limit), true);
@@ -271,7 +285,7 @@ int run(const Options& o) {
   if (!o.trace.empty()) {  // one more run node by node, as `gpuopt profile` records it
     profile::ProfileResult tr;
     tr.model = o.model;
-    tr.device = o.device;
+    tr.device = o.device.to_string();
     tr.precision = o.precision;
     tr.batch = batch;
     tr.spans.push_back({"load", "load", std::chrono::duration<double, std::micro>(load_start.time_since_epoch()).count(),
@@ -287,13 +301,19 @@ int run(const Options& o) {
   if (o.json) {
     nlohmann::json j;
     j["model"] = o.model;
-    j["device"] = o.device;
+    j["device"] = o.device.to_string();
+    j["precision"] = o.precision;
     j["batch"] = batch;
     j["iterations"] = o.iterations;
     j["latency_ms"] = {{"min", mn}, {"median", med}, {"p99", p99}};
     j["throughput_per_s"] = throughput;
     j["load_s"] = load_s;  // Session::load: import, passes, placement, constant upload
     j["first_run_ms"] = first_run_ms;
+    // Start -> ready: the load and the first run, which chooses each shape's plans (the plan
+    // cache's part); cold and warm starts compare here.
+    j["start_s"] = load_s + first_run_ms / 1e3;
+    const PlanCacheStatus pc = s.plan_cache();
+    j["plan_cache"] = {{"state", pc.state}, {"path", pc.path}, {"entries", pc.entries}, {"note", pc.note}};
     if (last.peak_device_bytes > 0) j["peak_device_bytes"] = last.peak_device_bytes;
     if (!device_ms.empty())
       j["device_ms"] = {{"min", *std::min_element(device_ms.begin(), device_ms.end())},
@@ -312,7 +332,7 @@ int run(const Options& o) {
     fmt::print("{}\n", j.dump(2));
     return kExitOk;
   }
-  fmt::print("model   {}  (opset {}, device {})\n", o.model, s.opset(), o.device);
+  fmt::print("model   {}  (opset {}, device {}, precision {})\n", o.model, s.opset(), o.device.to_string(), precision_note(o));
   Table io({"", "name", "tensor", "min", "max", "mean"});
   auto stats = [](const Tensor& t, std::vector<std::string>* row) {
     if (t.dtype() == DType::String || t.numel() == 0) {
@@ -347,6 +367,15 @@ int run(const Options& o) {
     fmt::print("device time (compute alone, inputs already on the GPU): median {}, min {}\n",
                format_duration_us(percentile(device_ms, 0.5) * 1e3),
                format_duration_us(*std::min_element(device_ms.begin(), device_ms.end()) * 1e3));
+  {
+    const PlanCacheStatus pc = s.plan_cache();
+    std::string cache = pc.state == "off" ? "" : fmt::format("; plan cache {}", pc.state);
+    if (pc.state == "warm") cache += fmt::format(" ({} choices)", pc.entries);
+    if (!pc.note.empty() && pc.state != "off") cache += fmt::format(" ({})", pc.note);
+    if (!pc.path.empty()) cache += fmt::format(": {}", pc.path);
+    fmt::print("start: {:.2f} s (load {:.2f} s + first run {}){}\n", load_s + first_run_ms / 1e3, load_s,
+               format_duration_us(first_run_ms * 1e3), cache);
+  }
   if (!last.mode.empty())
     fmt::print("execution: {}{}\n", last.mode == "graph" ? "CUDA graph replay" : last.mode,
                last.graph_note.empty() ? "" : fmt::format(" ({})", last.graph_note));
@@ -361,17 +390,21 @@ void setup(CLI::App& app) {
   cmd->add_option("model", o->model, "ONNX model file")->required();
   cmd->add_option("--input", o->inputs, "NAME=FILE.npy (repeatable)");
   cmd->add_flag("--random-inputs", o->random, "Fill inputs not given with --input with random values (seeded)");
-  cmd->add_option("--batch", o->batch, "Batch size for random inputs with a dynamic leading dim")->check(CLI::PositiveNumber);
+  cmd->add_option("--batch", o->batch, "Batch size for random inputs with a dynamic leading dim")
+      ->check(int_range(1, kMaxBatch));
   cmd->add_option("--dim", o->dims, "NAME=VALUE for another symbolic dim of random inputs (repeatable)");
   cmd->add_option("--output-dir", o->output_dir, "Write each output as DIR/<name>.npy");
-  cmd->add_option("--iterations", o->iterations, "Timed runs (default 10)")->check(CLI::Range(1, 1000000));
-  cmd->add_option("--warmup", o->warmup, "Untimed runs first (default 1)")->check(CLI::Range(0, 1000000));
-  cmd->add_option("--device", o->device, "cpu (reference) or cuda when built in");
+  cmd->add_option("--iterations", o->iterations, "Timed runs (default 10)")->check(int_range(1, 1000000));
+  cmd->add_option("--warmup", o->warmup, "Untimed runs first (default 1)")->check(int_range(0, 1000000));
+  add_device_option(cmd, &o->device, "cpu (reference), or cuda / cuda:N (a CUDA device by index) when built in");
   cmd->add_option("--precision", o->precision,
                   "fp32, fp16, bf16 or int8 (inputs and outputs stay f32; int8 calibrates a float model on its inputs)")
-      ->check(CLI::IsMember({"fp32", "fp16", "bf16", "int8"}));
+      ->check(one_of({"fp32", "fp16", "bf16", "int8"}));
   cmd->add_option("--memory-limit", o->memory_limit, "Cap on device memory for the run's tensors, e.g. 2G");
   cmd->add_option("--seed", o->seed, "Seed of --random-inputs (default 0)");
+  cmd->add_option("--cache-dir", o->cache_dir,
+                  "CUDA plan cache: keep each shape's algorithm and fusion choices in DIR for the next start "
+                  "(default: $GPUOPT_CACHE_DIR)");
   cmd->add_flag("--json", o->json, "Print JSON");
   cmd->add_flag("--profile", o->profile,
                 "After the timed runs, one more node by node: time per op type and the slowest nodes");

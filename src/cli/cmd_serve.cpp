@@ -8,7 +8,9 @@
 #include <filesystem>
 
 #include "cli/command.h"
+#include "core/env.h"
 #include "core/log.h"
+#include "server/grpc_server.h"
 #include "server/inference_server.h"
 
 namespace gpuopt::cli {
@@ -20,6 +22,8 @@ struct ServeOptions {
   std::string http_address = "0.0.0.0";
   int http_port = 8000;
   int metrics_port = 8002;
+  int grpc_port = 8001;
+  bool allow_grpc = true;
   bool allow_metrics = true;
   bool allow_gpu_metrics = true;
   std::string control_mode = "none";
@@ -38,6 +42,7 @@ struct ServeOptions {
   bool no_cuda_graphs = false;
   std::string trace_file;
   int trace_rate = 1000;
+  std::string cache_dir;  // --cache-dir, else GPUOPT_CACHE_DIR
 };
 
 // --max-inflight-bytes 0: a quarter of the host's physical memory.
@@ -56,7 +61,7 @@ int run(const ServeOptions& o) {
   so.repo.path = o.repository.empty() ? o.model_file : o.repository;
   std::error_code ec;
   if (!std::filesystem::exists(so.repo.path, ec))
-    return report_error(Status::NotFound("'{}' does not exist", so.repo.path), true);
+    return report_error(Status::NotFound("'{}' does not exist", so.repo.path));
   if (!o.model_file.empty() && std::filesystem::is_directory(o.model_file, ec))
     return report_error(Status::InvalidArgument("'{}' is a directory: use --model-repository", o.model_file), true);
   so.repo.loader = server::session_model_loader();
@@ -64,6 +69,7 @@ int run(const ServeOptions& o) {
   so.repo.cuda_devices = server::cuda_device_count();
   so.repo.precision = o.precision;
   so.repo.cuda_graphs = !o.no_cuda_graphs;
+  so.repo.cache_dir = o.cache_dir.empty() ? env_get("GPUOPT_CACHE_DIR").value_or("") : o.cache_dir;
   if (o.control_mode == "none") {
     so.control_mode = server::ControlMode::kNone;
     if (!o.load_models.empty())
@@ -91,6 +97,12 @@ int run(const ServeOptions& o) {
   if (o.allow_metrics) so.metrics_port = static_cast<uint16_t>(o.metrics_port);
   so.metrics_host = o.http_address;
   so.gpu_metrics = o.allow_gpu_metrics;
+  if (o.allow_grpc) {
+    so.grpc = std::make_shared<server::GrpcOptions>();
+    so.grpc->host = o.http_address;
+    so.grpc->port = static_cast<uint16_t>(o.grpc_port);
+    so.grpc->max_message_bytes = static_cast<size_t>(o.max_input_size);
+  }
 
   // Block the shutdown signals before any thread starts so that only sigwait below sees them.
   sigset_t set;
@@ -102,9 +114,18 @@ int run(const ServeOptions& o) {
   auto server = server::InferenceServer::start(std::move(so));
   if (!server.ok()) return report_error(server.status());
   auto& s = **server;
-  for (const auto& v : s.repository().ready_versions())
-    fmt::print("model '{}' version {} READY (max_batch_size {}, {} instance(s))\n", v->name, v->version_str,
-               v->config.max_batch_size, v->batcher->instance_count());
+  for (const auto& v : s.repository().ready_versions()) {
+    // Start -> ready per model, and what the plan cache gave it (cold and warm starts compare here).
+    std::string cache;
+    if (v->plan_cache.state != "off") {
+      cache = fmt::format(", plan cache {}", v->plan_cache.state);
+      if (v->plan_cache.state == "warm") cache += fmt::format(" ({} choices)", v->plan_cache.entries);
+      if (!v->plan_cache.note.empty()) cache += fmt::format(" ({})", v->plan_cache.note);
+    }
+    fmt::print("model '{}' version {} READY (max_batch_size {}, {} instance(s), start {:.2f} s{})\n", v->name,
+               v->version_str, v->config.max_batch_size, v->batcher->instance_count(), v->start_s, cache);
+  }
+  if (o.allow_grpc) fmt::print("Started GRPCInferenceService at {}:{}\n", o.http_address, s.grpc_port());
   fmt::print("Started HTTPService at {}:{}\n", o.http_address, s.http_port());
   if (o.allow_metrics) fmt::print("Started Metrics Service at {}:{}\n", o.http_address, s.metrics_port());
   std::fflush(stdout);
@@ -127,54 +148,74 @@ int run(const ServeOptions& o) {
 }
 
 void setup(CLI::App& app) {
-  auto* cmd = app.add_subcommand("serve", "Serve models over KServe v2 HTTP (Triton-compatible) with dynamic batching");
+  auto* cmd = app.add_subcommand("serve", "Serve models over KServe v2 HTTP and gRPC (Triton-compatible) with dynamic batching");
   auto o = std::make_shared<ServeOptions>();
   cmd->add_option("model", o->model_file, "Serve one ONNX model file (name = file stem, version 1)");
   cmd->add_option("--model-repository,--model-store", o->repository, "Triton model repository directory");
   cmd->add_option("--trace-file", o->trace_file, "Write sampled requests' stages as a Chrome trace (docs/profile.md)");
-  cmd->add_option("--trace-rate", o->trace_rate, "Trace one request in N (default 1000)")->check(CLI::Range(1, 1000000000));
+  cmd->add_option("--trace-rate", o->trace_rate, "Trace one request in N (default 1000)")->check(int_range(1, 1000000000));
   cmd->add_option("--http-address", o->http_address, "Address to listen on")->capture_default_str();
-  cmd->add_option("--http-port", o->http_port, "HTTP port (0 = any free port)")->capture_default_str();
-  cmd->add_option("--http-thread-count", o->http_threads, "HTTP threads (0 = one per core)")->capture_default_str();
+  cmd->add_option("--http-port", o->http_port, "HTTP port (0 = any free port)")
+      ->check(int_range(0, 65535))
+      ->capture_default_str();
+  cmd->add_option("--grpc-port", o->grpc_port, "KServe v2 gRPC port (0 = any free port)")
+      ->check(int_range(0, 65535))
+      ->capture_default_str();
+  cmd->add_option("--allow-grpc", o->allow_grpc, "Serve the gRPC endpoint (on --http-address)")->capture_default_str();
+  cmd->add_option("--http-thread-count", o->http_threads, "HTTP threads (0 = one per core)")
+      ->check(int_range(0, 1024))
+      ->capture_default_str();
   cmd->add_option("--metrics-port", o->metrics_port, "Prometheus metrics port (0 = any free port)")
+      ->check(int_range(0, 65535))
       ->capture_default_str();
   cmd->add_option("--allow-metrics", o->allow_metrics, "Serve /metrics")->capture_default_str();
   cmd->add_option("--allow-gpu-metrics", o->allow_gpu_metrics, "GPU metrics from NVML")->capture_default_str();
-  cmd->add_option("--model-control-mode", o->control_mode, "none or explicit")->capture_default_str();
+  cmd->add_option("--model-control-mode", o->control_mode, "none or explicit")
+      ->check(one_of({"none", "explicit"}))
+      ->capture_default_str();
   cmd->add_option("--load-model", o->load_models, "Model to load at start in explicit mode ('*' = all)");
   cmd->add_option("--exit-timeout-secs", o->exit_timeout_secs, "Seconds to drain on SIGTERM/SIGINT")
+      ->check(int_range(0, 86400))
       ->capture_default_str();
-  cmd->add_option("--log-verbose", o->log_verbose, "Verbose logging level (0, 1, 2)")->capture_default_str();
+  cmd->add_option("--log-verbose", o->log_verbose, "Verbose logging level (0, 1, 2)")
+      ->check(int_range(0, 2))
+      ->capture_default_str();
   cmd->add_option("--default-max-batch-size", o->default_max_batch_size,
                   "max_batch_size for models without config.pbtxt that take any batch")
+      ->check(int_range(0, kMaxBatch))
       ->capture_default_str();
-  cmd->add_option("--http-max-input-size", o->max_input_size, "Largest request body in bytes (413 above)")
+  cmd->add_option("--http-max-input-size", o->max_input_size, "Largest request body in bytes (413 above; gRPC: largest request message, RESOURCE_EXHAUSTED above)")
+      ->check(int_range(1))
       ->capture_default_str();
   cmd->add_option("--precision", o->precision, "fp32, fp16 or bf16 for models without gpuopt.precision")
-      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}))
+      ->check(one_of({"fp32", "fp16", "bf16"}))
       ->capture_default_str();
+  cmd->add_option("--cache-dir", o->cache_dir,
+                  "CUDA plan cache: keep each model's algorithm and fusion choices in DIR for the next start "
+                  "(default: $GPUOPT_CACHE_DIR); the log gives each model's start time and cache state");
   cmd->add_flag("--no-cuda-graphs", o->no_cuda_graphs,
                 "GPU instances run node by node instead of replaying CUDA graphs (unless the model's "
                 "config.pbtxt says optimization { cuda { graphs: true } })");
   cmd->add_option("--http-max-connections", o->max_connections, "Open connections at most (503 above)")
+      ->check(int_range(1, 1 << 20))
       ->capture_default_str();
   cmd->add_option("--http-max-connections-per-client", o->max_connections_per_client,
                   "Open connections from one client address at most (503 above; 0 = no cap)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(int_range(0, 1 << 20))
       ->capture_default_str();
   cmd->add_option("--http-idle-timeout", o->idle_timeout_secs,
                   "Seconds a new connection may wait before its first request's headers are in (then closed); "
                   "kept-alive connections that completed a request wait 120 s")
-      ->check(CLI::PositiveNumber)
+      ->check(real_range(0.001, 86400))
       ->capture_default_str();
   cmd->add_option("--max-request-memory", o->max_request_memory,
                   "Bytes decoding one inference request may allocate (413 above)")
-      ->check(CLI::PositiveNumber)
+      ->check(int_range(1))
       ->capture_default_str();
   cmd->add_option("--max-inflight-bytes", o->max_inflight_bytes,
                   "Bytes all requests in flight may hold: bodies and decoded tensors (503 above, at once; "
                   "0 = a quarter of physical memory)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(int_range(0))
       ->capture_default_str();
   cmd->callback([o] { set_exit_code(run(*o)); });
 }

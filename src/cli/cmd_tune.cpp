@@ -1,6 +1,7 @@
 // `gpuopt tune MODEL` (or --model-repository DIR -m NAME): search batch size, precision,
 // instances and queue delay under latency/memory/throughput constraints; write the chosen
 // config.pbtxt as a ready model repository, tune.json and an HTML/SVG report (docs/tune.md).
+#include "backends/backend.h"
 #include "cli/command.h"
 #include "core/table.h"
 #include "profile/inputs.h"
@@ -71,12 +72,12 @@ int run(const Options& o) {
   if (!o.repository.empty()) {
     if (o.name.empty()) return report_error(Status::InvalidArgument("--model-repository needs -m NAME"), true);
     auto m = model_in_repository(o.repository, o.name);
-    if (!m.ok()) return report_error(m.status(), true);
+    if (!m.ok()) return report_error(m.status());
     t.model = *m;
     t.model_name = o.name;
   } else {
     std::error_code ec;
-    if (!fs::is_regular_file(o.model, ec)) return report_error(Status::NotFound("model '{}' does not exist", o.model), true);
+    if (!fs::is_regular_file(o.model, ec)) return report_error(Status::NotFound("model '{}' does not exist", o.model));
     t.model = o.model;
     t.model_name = o.name.empty() ? fs::path(o.model).stem().string() : o.name;
   }
@@ -104,7 +105,7 @@ int run(const Options& o) {
   const std::string out = o.output_dir.empty() ? "tune-" + t.model_name : o.output_dir;
   std::error_code ec;
   fs::create_directories(out, ec);
-  if (ec) return report_error(Status::InvalidArgument("--output-dir '{}': {}", out, ec.message()), true);
+  if (ec) return report_error(Status::InvalidArgument("--output-dir '{}': {}", out, ec.message()));
   t.work_dir = (fs::path(out) / "work").string();
   if (t.mode == "online") {
     fs::create_directories(t.work_dir, ec);
@@ -151,22 +152,22 @@ void setup(CLI::App& app) {
   cmd->add_option("--model-repository", o->repository, "Triton model repository (with -m NAME)");
   cmd->add_option("-m,--model-name", o->name, "Model in --model-repository; the name in the written config");
   cmd->add_option("--mode", o->mode, "offline (engine only) or online (a real serve driven by perf)")
-      ->check(CLI::IsMember({"offline", "online"}));
-  cmd->add_option("--device", o->device, "cpu (reference) or cuda when built in");
+      ->check(one_of({"offline", "online"}));
+  cmd->add_option("--device", o->device, "cpu (reference) or cuda when built in")->check(one_of(backend_names()));
   cmd->add_option("--precision", o->precisions, "Precisions to search (repeatable; default fp32 on the CPU, fp32 fp16 bf16 on CUDA)")
-      ->check(CLI::IsMember({"fp32", "fp16", "bf16", "int8"}));
-  cmd->add_option("--max-batch", o->max_batch, "Largest batch tried (default 256)")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-  cmd->add_option("--instances", o->instances, "Online: instance counts to try (default 1 2)")->check(CLI::Range(1, 64));
+      ->check(one_of({"fp32", "fp16", "bf16", "int8"}));
+  cmd->add_option("--max-batch", o->max_batch, "Largest batch tried (default 256)")->check(int_range(1, int64_t{1} << 20));
+  cmd->add_option("--instances", o->instances, "Online: instance counts to try (default 1 2)")->check(int_range(1, 64));
   cmd->add_option("--max-queue-delay-us", o->delays, "Online: dynamic batching delays to try (default 0 1000)")
-      ->check(CLI::Range(int64_t{0}, int64_t{10000000}));
-  cmd->add_option("--latency-budget-ms", o->latency_budget_ms, "p99 latency at most (ms)")->check(CLI::NonNegativeNumber);
+      ->check(int_range(0, 10000000));
+  cmd->add_option("--latency-budget-ms", o->latency_budget_ms, "p99 latency at most (ms)")->check(real_range(0, 1e9));
   cmd->add_option("--memory-limit", o->memory_limit, "Memory a session may hold, e.g. 2G (also each point's cap)");
-  cmd->add_option("--min-throughput", o->min_throughput, "Inferences/s at least")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--time-budget", o->time_budget_s, "Seconds; no new point starts after it")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--iterations", o->iterations, "Offline: timed runs per point (default 10)")->check(CLI::Range(1, 100000));
+  cmd->add_option("--min-throughput", o->min_throughput, "Inferences/s at least")->check(real_range(0, 1e12));
+  cmd->add_option("--time-budget", o->time_budget_s, "Seconds; no new point starts after it")->check(real_range(0, 1e9));
+  cmd->add_option("--iterations", o->iterations, "Offline: timed runs per point (default 10)")->check(int_range(1, 100000));
   cmd->add_option("--measurement-ms", o->measurement_ms, "Online: perf window per concurrency (default 1000)")
-      ->check(CLI::Range(50, 600000));
-  cmd->add_option("--max-concurrency", o->max_concurrency, "Online: highest concurrency (default 64)")->check(CLI::Range(1, 4096));
+      ->check(int_range(50, 600000));
+  cmd->add_option("--max-concurrency", o->max_concurrency, "Online: highest concurrency (default 64)")->check(int_range(1, 4096));
   cmd->add_option("--dim", o->dims, "NAME=VALUE for another symbolic input dim (repeatable)");
   cmd->add_option("--output-dir", o->output_dir, "Where tune.json, report.html, the plots and repository/ go (default tune-NAME)");
   cmd->add_flag("--json", o->json, "Print JSON (also written to OUTPUT_DIR/tune.json)");

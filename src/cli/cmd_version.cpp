@@ -1,6 +1,6 @@
 // `gpuopt version`: what this binary was built with and what it finds at run time.
 #include "cli/command.h"
-#include "gpu/lib_versions.h"
+#include "monitor/lib_versions.h"
 #include "gpuopt/build_info.h"
 
 #include <fmt/format.h>

@@ -43,12 +43,14 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", level, "error, warn, info, debug or trace (default: $GPUOPT_LOG_LEVEL or warn)")
       ->each([](const std::string& s) {
         LogLevel l;
-        if (!parse_log_level(s, &l)) throw CLI::ValidationError("--log-level", "must be error|warn|info|debug|trace");
+        if (!parse_log_level(s, &l))
+          throw CLI::ValidationError("--log-level", "'" + s + "' is not one of error, warn, info, debug, trace");
         set_log_level(l);
       });
   auto& reg = cli::registry();
   std::stable_sort(reg.begin(), reg.end(), [](const auto& a, const auto& b) { return a.order < b.order; });
   for (const auto& e : reg) e.setup(app);
+  if (int rc = cli::check_subcommands(app, argc, argv); rc >= 0) return rc;
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -58,8 +60,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return cli::kExitUsage;
+    return cli::report_parse_error(app, argc, argv, e);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gpuopt: error: %s\n", e.what());
     return cli::kExitRuntimeError;

@@ -116,9 +116,7 @@ Result<std::vector<PerfRequest>> load_input_data(const std::string& path, const 
   return out;
 }
 
-Status check_response(const PerfRequest& r, const std::string& body, std::optional<size_t> header_length) {
-  if (r.expected.empty()) return Status::Ok();
-  GPUOPT_ASSIGN_OR_RETURN(auto outs, server::decode_infer_response(body, header_length));
+Status check_outputs(const PerfRequest& r, const std::vector<std::pair<std::string, Tensor>>& outs) {
   for (const auto& [name, want] : r.expected) {
     const Tensor* got = nullptr;
     for (const auto& [n, t] : outs)

@@ -23,8 +23,9 @@
 
 namespace gpuopt::cli {
 
+// One request of the load (perf_client.h sends it over HTTP or gRPC, in shared memory or not).
 struct PerfRequest {
-  std::string body;
+  std::string body;  // the HTTP body: JSON, or JSON then binary tensors (header_length bytes of JSON)
   size_t header_length = 0;
   // Outputs every response must carry (validation_data), compared within 1e-5 relative + 1e-6.
   std::vector<std::pair<std::string, Tensor>> expected;
@@ -34,9 +35,9 @@ struct PerfRequest {
 Result<std::vector<PerfRequest>> load_input_data(const std::string& path, const nlohmann::json& meta, int64_t batch,
                                                  bool binary);
 
-// Checks a response body against r.expected; the error names the output and the first element
-// that differs.
-Status check_response(const PerfRequest& r, const std::string& body, std::optional<size_t> header_length);
+// Checks a response's outputs (PerfClient::infer decodes them) against r.expected; the error
+// names the output and the first element that differs.
+Status check_outputs(const PerfRequest& r, const std::vector<std::pair<std::string, Tensor>>& outputs);
 
 // Arrival times of an open-loop run at `rate` requests/s, from `start`: constant intervals or
 // a Poisson process. Thread-safe: each call hands out the next arrival.

@@ -5,7 +5,7 @@
 // Each library adds an overload `std::optional<gpuopt::detail::CallError> call_error(ResultType)`
 // (nullopt on success) in the namespace of ResultType, so argument-dependent lookup finds it:
 // the global namespace for cudaError_t / cublasStatus_t / cudnnStatus_t, gpuopt::nvml for NVML.
-// The overloads live beside the library's own code (e.g. src/core/cuda_check.h, src/gpu/nvml.h),
+// The overloads live beside the library's own code (e.g. src/core/cuda_check.h, src/monitor/nvml.h),
 // so this header pulls in none of them.
 #pragma once
 

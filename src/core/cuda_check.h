@@ -9,8 +9,35 @@
 #include "core/check.h"
 
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 
 #include <optional>
+#include <string>
+
+namespace gpuopt {
+
+// The CUDA runtime answers cudaErrorInsufficientDriver both when the driver is too old and when
+// there is no driver at all ("CUDA driver version is insufficient for CUDA runtime version" on a
+// machine without one); this says which, and what to do.
+inline std::string cuda_error_text(cudaError_t e) {
+  if (e == cudaErrorInsufficientDriver) {
+    void* lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (!lib) return "no NVIDIA driver installed (libcuda.so.1 not found)";
+    int have = 0, need = 0;
+    using GetVersion = int (*)(int*);
+    auto get = reinterpret_cast<GetVersion>(dlsym(lib, "cuDriverGetVersion"));
+    const bool known = get && get(&have) == 0 && cudaRuntimeGetVersion(&need) == cudaSuccess;
+    dlclose(lib);
+    if (known)
+      return fmt::format("the NVIDIA driver supports CUDA {}.{} but this build needs CUDA {}.{}: update the driver",
+                         have / 1000, have % 1000 / 10, need / 1000, need % 1000 / 10);
+    return "the NVIDIA driver is older than this build's CUDA runtime: update the driver";
+  }
+  if (e == cudaErrorNoDevice) return "the NVIDIA driver found no CUDA device";
+  return fmt::format("{} ({})", cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+}  // namespace gpuopt
 
 inline std::optional<gpuopt::detail::CallError> call_error(cudaError_t e) {
   if (e == cudaSuccess) return std::nullopt;
@@ -18,7 +45,7 @@ inline std::optional<gpuopt::detail::CallError> call_error(cudaError_t e) {
       e == cudaErrorMemoryAllocation ? gpuopt::StatusCode::kOutOfMemory
       : (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver) ? gpuopt::StatusCode::kUnavailable
                                                                        : gpuopt::StatusCode::kInternal;
-  return gpuopt::detail::CallError{fmt::format("{} ({})", cudaGetErrorString(e), cudaGetErrorName(e)), code};
+  return gpuopt::detail::CallError{gpuopt::cuda_error_text(e), code};
 }
 
 #if defined(CUBLAS_VER_MAJOR) || defined(CUBLASLT_H_) || __has_include(<cublasLt.h>)

@@ -61,6 +61,15 @@ std::optional<int64_t> extent_from_double(double v) {
   return static_cast<int64_t>(v);
 }
 
+std::string dims_string(const std::vector<int64_t>& v) {
+  std::string out = "[";
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) out += ',';
+    out += std::to_string(v[i]);
+  }
+  return out + "]";
+}
+
 std::string shape_to_string(const Shape& s) {
   std::string out = "[";
   for (size_t i = 0; i < s.size(); ++i) {

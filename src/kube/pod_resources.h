@@ -7,7 +7,7 @@
 #pragma once
 
 #include "core/status.h"
-#include "gpu/pod_index.h"
+#include "monitor/pod_index.h"
 
 #include <memory>
 #include <string>

@@ -281,8 +281,8 @@ Result<Graph> load_onnx_model(const std::string& path, const ImportOptions& opti
   if (!ok)
     return Status::InvalidArgument("'{}' is not a valid ONNX model: protobuf parsing failed (truncated or corrupt file)",
                                    path);
-  std::string dir = fs::path(path).parent_path().string();
-  if (dir.empty()) dir = ".";
+  const std::string parent = fs::path(path).parent_path().string();
+  const std::string dir = parent.empty() ? std::string(".") : parent;
   auto g = finish(model, dir, options);
   if (!g.ok()) return g.status().with_context(fmt::format("loading '{}'", path));
   return g;

@@ -1,5 +1,5 @@
 // fold_qdq: QDQ pairs around a MatMul or Gemm become one Int8Gemm (ai.gpuopt, cpu kernel in
-// backends/cpu/int8_gemm.cpp) that reads the int8 tensors themselves, so the GPU runs an int8
+// ops/quant/int8_gemm.cpp) that reads the int8 tensors themselves, so the GPU runs an int8
 // tensor-core GEMM (cuBLASLt, int32 accumulate) with the dequantize, bias and Relu in its
 // epilogue instead of a float GEMM on dequantized copies. Matched:
 //

@@ -7,7 +7,7 @@
 // go through one Transpose each (or a pre-transposed constant), and a region value read outside
 // the region, or a graph output, gets one Transpose back into its original value. A Transpose
 // the model already had that undoes ours is cancelled instead of stacked on it.
-#include "backends/cpu/tensor_util.h"
+#include "ops/common/tensor_util.h"
 #include "ir/conv2d_attrs.h"
 #include "passes/passes.h"
 

@@ -86,7 +86,7 @@ Status run_default_passes(Graph* g, const FusionSwitches& sw = FusionSwitches::f
 
 // What Session::init runs (and `inspect --optimized`): run_default_passes when `optimize`, the
 // precision conversion ("fp32", "fp16" or "bf16"), then the device's layout pass (layout_nhwc
-// for a "cuda*" device at fp16/bf16, unless "nhwc" is turned off).
-Status run_session_passes(Graph* g, std::string_view device, std::string_view precision, bool optimize);
+// for a CUDA device at fp16/bf16, unless "nhwc" is turned off).
+Status run_session_passes(Graph* g, const Device& device, std::string_view precision, bool optimize);
 
 }  // namespace gpuopt

@@ -83,7 +83,7 @@ Status run_default_passes(Graph* g, const FusionSwitches& sw) {
   return g->infer_shapes();
 }
 
-Status run_session_passes(Graph* g, std::string_view device, std::string_view precision, bool optimize) {
+Status run_session_passes(Graph* g, const Device& device, std::string_view precision, bool optimize) {
   const FusionSwitches sw = FusionSwitches::from_env();
   // int8: the model's QuantizeLinear/DequantizeLinear pairs carry the quantization (gpuopt
   // quantize writes them, docs/quantization.md); the float rest runs in fp16 on the GPU and f32
@@ -96,12 +96,12 @@ Status run_session_passes(Graph* g, std::string_view device, std::string_view pr
                                      "first (gpuopt quantize MODEL --calibration DATA -o OUT.onnx)", precision);
     // On the GPU, QDQ pairs around MatMul/Gemm become int8 tensor-core GEMMs (before constant
     // folding turns the weights' DequantizeLinear into float constants).
-    if (device.substr(0, 4) == "cuda" && optimize && sw.enabled("qdq")) {
+    if (device.is_cuda() && optimize && sw.enabled("qdq")) {
       GPUOPT_RETURN_IF_ERROR(sw.validate());
       GPUOPT_ASSIGN_OR_RETURN(PassStats q, fold_qdq(g));
       GPUOPT_LOG(debug, "passes: fold_qdq made {} int8 GEMMs", q.rewritten);
     }
-    precision = device.substr(0, 4) == "cuda" ? "fp16" : "fp32";
+    precision = device.is_cuda() ? "fp16" : "fp32";
   }
   if (optimize) GPUOPT_RETURN_IF_ERROR(run_default_passes(g, sw));
   const bool low = precision == "fp16" || precision == "bf16";
@@ -111,7 +111,7 @@ Status run_session_passes(Graph* g, std::string_view device, std::string_view pr
     return Status::InvalidArgument("precision '{}' is not one of fp32, fp16, bf16, int8", precision);
   }
   // cuDNN's tensor-core convolutions are channels-last; NCHW ones transpose inside every call.
-  if (optimize && low && device.substr(0, 4) == "cuda" && sw.enabled("nhwc")) {
+  if (optimize && low && device.is_cuda() && sw.enabled("nhwc")) {
     GPUOPT_ASSIGN_OR_RETURN(PassStats nhwc, layout_nhwc(g));
     GPUOPT_LOG(debug, "passes: layout_nhwc made {} nodes channels-last, added {} transposes", nhwc.rewritten,
                nhwc.added);

@@ -88,7 +88,7 @@ std::vector<NodeInfo> annotate_nodes(const Graph& graph, const NamedTensors& inp
 Result<ProfileResult> profile_model(const ProfileOptions& o, const FeedsFn& feeds_fn) {
   ProfileResult r;
   r.model = o.model;
-  r.device = o.session.device;
+  r.device = o.session.device.to_string();
   r.precision = o.session.precision;
   double t0 = now_us();
   GPUOPT_ASSIGN_OR_RETURN(Graph g, load_onnx_model(o.model));
@@ -98,7 +98,7 @@ Result<ProfileResult> profile_model(const ProfileOptions& o, const FeedsFn& feed
   double t2 = now_us();
   r.spans.push_back({"compile", "load", t1, t2 - t1,
                      {{"what", "shape inference, passes, placement, plan, constant upload"},
-                      {"device", o.session.device},
+                      {"device", o.session.device.to_string()},
                       {"precision", o.session.precision}}});
   GPUOPT_ASSIGN_OR_RETURN(NamedTensors feeds, feeds_fn(*s));
   if (!feeds.empty() && feeds[0].second.rank() > 0 && !s->inputs().empty() && s->inputs()[0].dynamic_batch())

@@ -4,7 +4,7 @@
 // FLOPs at the run's input shapes, placed on the roofline of the measured ceilings, and the whole
 // is written as a Chrome trace-event file (trace.h) and summarised in a table.
 //
-//   ProfileOptions o; o.model = "bert.onnx"; o.session.device = "cuda";
+//   ProfileOptions o; o.model = "bert.onnx"; o.session.device = Device{DeviceKind::kCuda, 0};
 //   GPUOPT_ASSIGN_OR_RETURN(ProfileResult r, profile_model(o, feeds_fn));
 //   Summary s = summarize(r, ceilings, /*top_k=*/10);
 #pragma once

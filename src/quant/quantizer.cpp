@@ -74,7 +74,7 @@ Result<std::vector<NamedTensors>> run_samples(const Session& s, const std::vecto
 }
 
 Result<std::vector<NamedTensors>> run_proto(const onnx::ModelProto& m, const std::string& model_dir,
-                                            const std::vector<Sample>& samples, const std::string& device) {
+                                            const std::vector<Sample>& samples, const Device& device) {
   const std::string bytes = m.SerializeAsString();
   GPUOPT_ASSIGN_OR_RETURN(Graph g, load_onnx_model_from_bytes(bytes.data(), bytes.size(), model_dir));
   SessionOptions so;
@@ -274,7 +274,7 @@ Result<QuantizeResult> quantize_model(const std::string& model_path, const std::
   return res;
 }
 
-Result<Graph> quantize_on_inputs(const std::string& model_path, const NamedTensors& feeds, const std::string& device) {
+Result<Graph> quantize_on_inputs(const std::string& model_path, const NamedTensors& feeds, const Device& device) {
   GPUOPT_ASSIGN_OR_RETURN(auto inputs, model_inputs(model_path));
   Sample s{{}, "the run's inputs"};
   for (const TensorInfo& in : inputs) {

@@ -60,7 +60,7 @@ struct TensorStat {
 struct QuantizeOptions {
   CalibMethod method = CalibMethod::kPercentile;
   CalibParams params;
-  std::string device = "cpu";          // backend that runs the calibration and evaluation runs
+  Device device = Device::cpu();       // backend that runs the calibration and evaluation runs
   std::string cache_in;                // --calibration-cache: read scales from here, no data needed
   AccuracyTarget target;
   // Called as work advances: stage ("calibrating", "sensitivity", ...), done, total.
@@ -91,7 +91,7 @@ Result<QuantizeResult> quantize_model(const std::string& model_path, const std::
 
 // gpuopt run --precision int8 on a float model: calibrates (minmax) on the run's own inputs
 // and returns the QDQ model as a graph. The accuracy is unknown: the caller says so.
-Result<Graph> quantize_on_inputs(const std::string& model_path, const NamedTensors& feeds, const std::string& device);
+Result<Graph> quantize_on_inputs(const std::string& model_path, const NamedTensors& feeds, const Device& device);
 
 // The model's inputs as gpuopt sees them (names, dtypes, shapes), to read calibration data.
 Result<std::vector<TensorInfo>> model_inputs(const std::string& model_path);

@@ -2,10 +2,12 @@
 #include "gpuopt/session.h"
 
 #include "backends/backend.h"
+#include "core/env.h"
 #include "core/log.h"
 #include "ir/graph.h"
 #include "onnx/importer.h"
 #include "passes/passes.h"
+#include "runtime/plan_cache.h"
 
 #include <fmt/ranges.h>
 
@@ -45,7 +47,16 @@ Session::~Session() = default;
 
 Result<std::unique_ptr<Session>> Session::load(const std::string& model_path, const SessionOptions& options) {
   GPUOPT_ASSIGN_OR_RETURN(Graph g, load_onnx_model(model_path));
-  return from_graph(std::move(g), options);
+  std::string hash;
+  if (!options.cache_dir.empty() && options.device.is_cuda()) {
+    // What changes the compiled graph besides the file: precision, fusion switches, optimize.
+    const std::string settings = fmt::format("{}|{}|{}", options.precision,
+                                             env_get("GPUOPT_DISABLE_FUSION").value_or(""), options.optimize);
+    GPUOPT_ASSIGN_OR_RETURN(hash, model_hash(model_path, settings));
+  }
+  std::unique_ptr<Session> s(new Session());
+  GPUOPT_RETURN_IF_ERROR(s->init(std::move(g), options, hash));
+  return s;
 }
 
 Result<std::unique_ptr<Session>> Session::from_graph(Graph graph, const SessionOptions& options) {
@@ -56,7 +67,15 @@ Result<std::unique_ptr<Session>> Session::from_graph(Graph graph, const SessionO
 
 int Session::opset() const { return graph_->opset; }
 
-Status Session::init(Graph graph, const SessionOptions& options) {
+PlanCacheStatus Session::plan_cache() const {
+  PlanCacheStatus st = exe_->plan_cache();
+  if (st.state == "off" && !options_.cache_dir.empty() && st.note.empty())
+    st.note = options_.device.is_cuda() ? "a session built from a graph in memory has no plan cache"
+                                        : "the plan cache holds CUDA choices only";
+  return st;
+}
+
+Status Session::init(Graph graph, const SessionOptions& options, const std::string& model_hash) {
   options_ = options;
   GPUOPT_RETURN_IF_ERROR(graph.topo_sort());
   GPUOPT_RETURN_IF_ERROR(graph.infer_shapes());  // refuses a tensor larger than physical memory
@@ -71,6 +90,10 @@ Status Session::init(Graph graph, const SessionOptions& options) {
   CompileOptions co;
   co.memory_limit = options.memory_limit;
   co.cuda_graphs = options.cuda_graphs && options.memory_limit == 0;
+  if (!model_hash.empty()) {
+    co.cache_dir = options.cache_dir;
+    co.model_hash = model_hash;
+  }
   GPUOPT_ASSIGN_OR_RETURN(exe_, backend_->compile(*graph_, co));
   return Status::Ok();
 }

@@ -10,6 +10,7 @@
 
 #include "core/status.h"
 #include "core/tensor.h"
+#include "gpuopt/session.h"
 #include "server/model_config.h"
 
 #include <functional>
@@ -26,14 +27,16 @@ class ModelBackend {
   // Inputs in the model's input order, batch dim included when the model batches; outputs in
   // the model's output order.
   virtual Result<std::vector<Tensor>> run(const std::vector<Tensor>& inputs) = 0;
+  // What its start found in the plan cache (Session::plan_cache); "off" without one.
+  virtual PlanCacheStatus plan_cache() const { return {}; }
 };
 
 struct InstanceSpec {
   std::string name;                        // "simple_0_1"
-  InstanceKind kind = InstanceKind::kCpu;  // resolved: kCpu or kGpu
-  int device = 0;                          // GPU index for kGpu
+  Device device;                           // where it runs: cpu, or cuda:N (KIND_GPU on GPU N)
   std::string precision = "fp32";          // compute precision (SessionOptions::precision)
   bool cuda_graphs = true;                 // SessionOptions::cuda_graphs
+  std::string cache_dir;                   // SessionOptions::cache_dir
 };
 
 // A loaded model file: what it declares, and how to make an execution context for it.
@@ -46,7 +49,7 @@ struct ModelSource {
 // Opens a model file (path to model.onnx); the server calls it off the request threads.
 using ModelLoader = std::function<Result<ModelSource>(const std::string& path)>;
 
-// The loader over gpuopt::Session (device "cpu", or "cuda[:N]" for KIND_GPU instances).
+// The loader over gpuopt::Session (Device cpu, or cuda:N for KIND_GPU instances).
 ModelLoader session_model_loader();
 // Number of CUDA devices usable by the engine (0 without CUDA).
 int cuda_device_count();

@@ -126,7 +126,8 @@ Status Batcher::submit(BatchRequest request) {
         // Inputs padded together must agree on the length (tokens and their mask, say).
         return Status::InvalidArgument("inputs disagree on the length of the padded axis {}", opt_.padding.axis);
       }
-    item->key += "L" + std::to_string(bucket_length(item->seq_len));
+    item->key += 'L';
+    item->key += std::to_string(bucket_length(item->seq_len));
   }
   uint32_t level = request.priority.value_or(default_level_);
   if (level == 0) level = default_level_;
@@ -302,6 +303,24 @@ void Batcher::worker_loop(Instance* inst) {
   }
 }
 
+std::vector<int64_t> default_row_buckets(int64_t max_batch_size, const std::vector<int64_t>& preferred) {
+  std::vector<int64_t> b;
+  if (max_batch_size <= 0) return b;
+  for (int64_t p = 1; p < max_batch_size; p *= 2) b.push_back(p);
+  b.push_back(max_batch_size);
+  for (int64_t p : preferred)
+    if (p >= 1 && p <= max_batch_size) b.push_back(p);
+  std::sort(b.begin(), b.end());
+  b.erase(std::unique(b.begin(), b.end()), b.end());
+  return b;
+}
+
+int64_t Batcher::bucket_rows(int64_t rows) const {
+  for (int64_t b : opt_.row_buckets)
+    if (b >= rows) return b;
+  return rows;
+}
+
 void Batcher::execute(Instance* inst, Batch& batch) {
   uint64_t t0 = now_ns();
   int64_t total = 0;
@@ -309,13 +328,25 @@ void Batcher::execute(Instance* inst, Batch& batch) {
   const int axis = opt_.padding.axis;
   int64_t length = -1;
   if (axis > 0) length = bucket_length(batch[0]->seq_len);
+  // Rows of zeros up to the batch size bucket (BatcherOptions::row_buckets); string inputs never.
+  int64_t run_rows = opt_.max_batch_size > 0 ? bucket_rows(total) : total;
+  for (const Tensor& t : batch[0]->req.inputs)
+    if (t.dtype() == DType::String) run_rows = total;
+  std::vector<Tensor> filler;  // one per input: run_rows - total rows of zeros
+  if (run_rows > total)
+    for (const Tensor& t : batch[0]->req.inputs) {
+      Shape sh = t.shape();
+      sh[0] = run_rows - total;
+      filler.push_back(Tensor::zeros(t.dtype(), sh));
+    }
   std::vector<Tensor> inputs;
-  if (batch.size() == 1 && axis == 0) {
+  if (batch.size() == 1 && axis == 0 && filler.empty()) {
     inputs = batch[0]->req.inputs;
   } else {
     for (size_t i = 0; i < opt_.inputs.size(); ++i) {
       std::vector<const Tensor*> parts;
       for (auto& it : batch) parts.push_back(&it->req.inputs[i]);
+      if (!filler.empty()) parts.push_back(&filler[i]);
       bool pad_this = axis > 0 && parts[0]->rank() > axis;
       inputs.push_back(concat_rows(parts, pad_this ? axis : 0, pad_this ? length : -1, opt_.padding.value));
     }
@@ -329,13 +360,13 @@ void Batcher::execute(Instance* inst, Batch& batch) {
                            opt_.outputs.size());
   if (out.ok() && err.ok() && opt_.max_batch_size > 0)
     for (size_t o = 0; o < out->size(); ++o)
-      if ((*out)[o].rank() == 0 || (*out)[o].dim(0) != total)
+      if ((*out)[o].rank() == 0 || (*out)[o].dim(0) != run_rows)
         err = Status::Internal("model '{}' output '{}' has {} rows for a batch of {}", opt_.model_name,
-                               opt_.outputs[o].name, (*out)[o].rank() ? (*out)[o].dim(0) : 0, total);
+                               opt_.outputs[o].name, (*out)[o].rank() ? (*out)[o].dim(0) : 0, run_rows);
   if (!out.ok()) err = out.status();
   std::vector<std::vector<Tensor>> pieces(batch.size());
   if (err.ok()) {
-    if (batch.size() == 1 && axis == 0) {
+    if (batch.size() == 1 && axis == 0 && filler.empty()) {
       pieces[0] = std::move(out).value();
     } else {
       int64_t row = 0;

@@ -46,7 +46,16 @@ struct BatcherOptions {
   SequencePadding padding;
   std::vector<IoSpec> inputs;  // model order
   std::vector<IoSpec> outputs;
+  // Batch sizes the engine runs best (ascending): a batch of n rows runs as the smallest bucket
+  // >= n, zero rows appended and their outputs dropped. A GPU instance replays one captured CUDA
+  // graph per batch size, so a few sizes stay captured instead of every size from 1 to
+  // max_batch_size being captured (and evicted) in turn. Empty: batches run as formed.
+  std::vector<int64_t> row_buckets;
 };
+
+// The buckets for a GPU model: powers of two up to max_batch_size, max_batch_size itself and the
+// preferred batch sizes.
+std::vector<int64_t> default_row_buckets(int64_t max_batch_size, const std::vector<int64_t>& preferred);
 
 class Batcher {
  public:
@@ -78,6 +87,7 @@ class Batcher {
   bool dispatch_locked(uint64_t now, uint64_t* wake_at);
   std::string shape_key(const std::vector<Tensor>& inputs) const;
   int64_t bucket_length(int64_t len) const;
+  int64_t bucket_rows(int64_t rows) const;  // the smallest row bucket >= rows (rows if none)
 
   BatcherOptions opt_;
   std::shared_ptr<ModelStats> stats_;

@@ -1,5 +1,6 @@
 // POST /v2/models/{m}[/versions/{v}]/infer: decode, check against the model config, queue on
-// the batcher, answer from the batcher thread.
+// the batcher, answer from the batcher thread. submit_infer is the part HTTP and gRPC share:
+// shared-memory inputs, checks against the config, the batcher, statistics, the drain count.
 #include <charconv>
 
 #include "core/log.h"
@@ -13,12 +14,6 @@ using net::HttpRequest;
 using net::HttpResponse;
 
 namespace {
-
-std::string dims_string(const Shape& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
-  return out + "]";
-}
 
 // Puts the request's tensors in model input order and checks dtype and shape against the config.
 Result<std::vector<Tensor>> arrange_inputs(const LoadedVersion& v, std::vector<InferInput>& given) {
@@ -72,12 +67,14 @@ struct OutputPlan {
   std::vector<std::string> name;
   std::vector<bool> binary;
   std::vector<std::optional<Shape>> client_dims;  // config dims when a reshape applies
+  std::vector<std::optional<ShmRef>> shm;         // written to shared memory instead of the reply
 };
 
 Result<OutputPlan> plan_outputs(const LoadedVersion& v, const InferRequest& req) {
   OutputPlan p;
-  auto add = [&](size_t i, bool binary) {
+  auto add = [&](size_t i, bool binary, std::optional<ShmRef> shm = std::nullopt) {
     p.index.push_back(i);
+    p.shm.push_back(std::move(shm));
     p.name.push_back(v.model_outputs[i].name);
     p.binary.push_back(binary);
     std::optional<Shape> dims;
@@ -98,7 +95,7 @@ Result<OutputPlan> plan_outputs(const LoadedVersion& v, const InferRequest& req)
       if (v.model_outputs[i].name == r.name) found = i;
     if (found == v.model_outputs.size())
       return Status::InvalidArgument("unexpected inference output '{}' for model '{}'", r.name, v.name);
-    add(found, r.binary.value_or(req.binary_output_default));
+    add(found, r.binary.value_or(req.binary_output_default), r.shm);
   }
   return p;
 }
@@ -127,24 +124,57 @@ void InferenceServer::handle_infer(HttpRequest&& req, net::Responder done) {
     }
     header_len = n;
   }
-  auto fail = [&](const Status& s, FailReason reason, int http_status = 0) {
-    v->stats->record_request(false, now_ns() - t_start, 0, 0, 0, 0, 0, reason);
-    done(HttpResponse::error(http_status ? http_status : http_status_for(s), s.message()));
-  };
   std::optional<NvtxRange> decode_range(std::in_place, "serve decode");
   auto decoded = decode_infer_request(req.body, header_len, opt_.request_limits);
+  decode_range.reset();
   if (!decoded.ok()) {
     const Status& s = decoded.status();
     // The decoder's out-of-memory is the per-request limit: the request can never fit (413);
     // Unavailable is the server-wide budget (503, retry later).
-    if (s.code() == StatusCode::kOutOfMemory) return fail(s, FailReason::kOther, 413);
-    return fail(s, s.code() == StatusCode::kUnavailable ? FailReason::kRejected : FailReason::kOther);
+    v->stats->record_request(false, now_ns() - t_start, 0, 0, 0, 0, 0,
+                             s.code() == StatusCode::kUnavailable ? FailReason::kRejected : FailReason::kOther);
+    done(HttpResponse::error(s.code() == StatusCode::kOutOfMemory ? 413 : http_status_for(s), s.message()));
+    return;
   }
-  InferRequest& ir = *decoded;
+  submit_infer(std::move(v), std::move(decoded).value(), t_start, [done](Result<InferReply> r) {
+    if (!r.ok()) {
+      done(HttpResponse::error(http_status_for(r.status()), r.status().message()));
+      return;
+    }
+    EncodedResponse enc = encode_infer_response(r->meta, r->outputs, r->binary, r->shm);
+    HttpResponse resp;
+    resp.status = 200;
+    resp.body = std::move(enc.body);
+    if (enc.binary) {
+      resp.content_type = "application/octet-stream";
+      resp.headers.emplace_back("Inference-Header-Content-Length", std::to_string(enc.json_length));
+    }
+    done(std::move(resp));
+  });
+}
+
+void InferenceServer::submit_infer(std::shared_ptr<LoadedVersion> v, InferRequest&& ir, uint64_t t_start,
+                                   InferDone done) {
+  auto fail = [&](const Status& s, FailReason reason) {
+    v->stats->record_request(false, now_ns() - t_start, 0, 0, 0, 0, 0, reason);
+    done(s);
+  };
+  if (shutting_down_) return fail(Status::Unavailable("server is shutting down"), FailReason::kRejected);
+  // The rest of "decode" (the trace's first stage runs from t_start to the batcher hand-off).
+  std::optional<NvtxRange> decode_range(std::in_place, "serve decode");
+  for (auto& in : ir.inputs) {
+    if (!in.shm) continue;
+    auto t = shm_.read_input(in.name, *in.shm, in.dtype, in.shape);
+    if (!t.ok()) return fail(t.status(), FailReason::kOther);
+    in.tensor = std::move(t).value();
+  }
   auto inputs = arrange_inputs(*v, ir.inputs);
   if (!inputs.ok()) return fail(inputs.status(), FailReason::kOther);
   auto plan = plan_outputs(*v, ir);
   if (!plan.ok()) return fail(plan.status(), FailReason::kOther);
+  for (size_t i = 0; i < plan->shm.size(); ++i)
+    if (plan->shm[i])
+      if (Status s = shm_.check_output(plan->name[i], *plan->shm[i]); !s.ok()) return fail(s, FailReason::kOther);
   decode_range.reset();
 
   const uint64_t t_submit = now_ns();
@@ -156,43 +186,47 @@ void InferenceServer::handle_infer(HttpRequest&& req, net::Responder done) {
   ResponseMeta meta{v->name, v->version_str, ir.id};
   pending_++;
   v->stats->pending++;
-  std::weak_ptr<LoadedVersion> wv = v;
   auto stats = v->stats;
   // memory_hold: the decoded tensors stay in the in-flight budget until the answer is out.
   br.done = [this, done, meta = std::move(meta), plan = std::move(plan).value(), stats, t_start, t_submit, traced,
              hold = std::move(ir.memory_hold)](Result<std::vector<Tensor>> out, const Timing& t) mutable {
     const uint64_t t_answer = now_ns();
-    NvtxRange encode_range("serve encode");
-    HttpResponse resp;
+    std::optional<NvtxRange> encode_range(std::in_place, "serve encode");
+    Result<InferReply> reply = Status::Internal("no reply");
+    const std::string model = traced ? meta.model_name : std::string();  // meta moves into the reply
     if (!out.ok()) {
       bool rejected = out.status().code() == StatusCode::kUnavailable;
       stats->record_request(false, now_ns() - t_start, t.queue_ns, t.compute_input_ns, t.compute_infer_ns,
                             t.compute_output_ns, 0, rejected ? FailReason::kRejected : FailReason::kBackend);
-      resp = HttpResponse::error(http_status_for(out.status()), out.status().message());
+      reply = out.status();
     } else {
-      std::vector<std::pair<std::string, Tensor>> outs;
+      InferReply r;
+      r.meta = std::move(meta);
+      r.binary = plan.binary;
+      r.shm = plan.shm;
+      Status written;
       for (size_t i = 0; i < plan.index.size(); ++i) {
         Tensor o = (*out)[plan.index[i]];
         if (plan.client_dims[i] && o.rank() > 0) {
           Shape s = *plan.client_dims[i];
           s.insert(s.begin(), o.dim(0));
-          if (auto r = o.reshaped(s); r.ok()) o = std::move(r).value();
+          if (auto rs = o.reshaped(s); rs.ok()) o = std::move(rs).value();
         }
-        outs.emplace_back(plan.name[i], std::move(o));
+        if (plan.shm[i] && written.ok()) written = shm_.write_output(plan.name[i], *plan.shm[i], o);
+        r.outputs.emplace_back(plan.name[i], std::move(o));
       }
-      EncodedResponse enc = encode_infer_response(meta, outs, plan.binary);
-      resp.status = 200;
-      resp.body = std::move(enc.body);
-      if (enc.binary) {
-        resp.content_type = "application/octet-stream";
-        resp.headers.emplace_back("Inference-Header-Content-Length", std::to_string(enc.json_length));
-      }
-      stats->record_request(true, now_ns() - t_start, t.queue_ns, t.compute_input_ns, t.compute_infer_ns,
-                            t.compute_output_ns, t.batch_rows);
+      stats->record_request(written.ok(), now_ns() - t_start, t.queue_ns, t.compute_input_ns, t.compute_infer_ns,
+                            t.compute_output_ns, written.ok() ? t.batch_rows : 0);
+      if (written.ok())
+        reply = std::move(r);
+      else
+        reply = written;
     }
-    if (traced) tracer_->record(meta.model_name, {t_start, t_submit, t_answer, now_ns()}, t, resp.status == 200);
+    const bool ok = reply.ok();
     hold.reset();  // before the answer: a client that has it may send the next request at once
-    done(std::move(resp));
+    done(std::move(reply));  // encodes it for its protocol (HTTP JSON/binary, gRPC) and hands it over
+    encode_range.reset();
+    if (traced) tracer_->record(model, {t_start, t_submit, t_answer, now_ns()}, t, ok);
     stats->pending--;
     if (--pending_ == 0) {
       std::lock_guard<std::mutex> lk(drain_mu_);

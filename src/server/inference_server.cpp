@@ -3,8 +3,9 @@
 #include "server/inference_server.h"
 
 #include "core/log.h"
-#include "gpu/nvml.h"
+#include "monitor/nvml.h"
 #include "gpuopt/build_info.h"
+#include "server/grpc_server.h"
 
 namespace gpuopt::server {
 
@@ -27,6 +28,13 @@ int http_status_for(const Status& s) {
     default:
       return 500;
   }
+}
+
+const std::vector<std::string>& server_extensions() {
+  static const std::vector<std::string> e = {"binary_tensor_data", "model_configuration", "model_repository",
+                                             "statistics",         "schedule_policy",     "system_shared_memory",
+                                             "cuda_shared_memory"};
+  return e;
 }
 
 namespace {
@@ -62,6 +70,8 @@ json io_metadata(const std::vector<TensorConfig>& v, int64_t max_batch) {
 }  // namespace
 
 InferenceServer::InferenceServer(InferenceServerOptions options) : opt_(std::move(options)) {}
+
+uint16_t InferenceServer::grpc_port() const { return grpc_ ? grpc_->port() : 0; }
 
 InferenceServer::~InferenceServer() {
   shutdown(std::chrono::milliseconds(0));
@@ -123,6 +133,11 @@ Result<std::unique_ptr<InferenceServer>> InferenceServer::start(InferenceServerO
   s->opt_.request_limits.inflight = s->opt_.http.inflight;
   s->loader_ = std::thread([p = s.get()] { p->loader_loop(); });
   GPUOPT_ASSIGN_OR_RETURN(s->http_, net::HttpServer::start(s->opt_.http, s->routes()));
+  if (s->opt_.grpc) {
+    auto g = GrpcServer::start(s.get(), *s->opt_.grpc);
+    if (!g.ok()) return g.status();
+    s->grpc_ = std::move(g).value();
+  }
   if (s->opt_.metrics_port) {
     net::Router mr;
     InferenceServer* self = s.get();
@@ -160,6 +175,8 @@ int64_t InferenceServer::shutdown(std::chrono::milliseconds timeout) {
   if (remaining.count() < 0) remaining = std::chrono::milliseconds(0);
   // Answers already handed to connections get written during the HTTP grace period.
   if (http_) http_->stop(std::max(remaining, std::chrono::milliseconds(200)));
+  // Every accepted inference is answered by now; what is left are idle streams and connections.
+  if (grpc_) grpc_->stop(std::chrono::milliseconds(200));
   if (left == 0) repo_->stop_all();  // otherwise a stuck model would block the exit
   if (metrics_) metrics_->stop(std::chrono::milliseconds(200));
   stopped_ = true;
@@ -192,13 +209,19 @@ void InferenceServer::handle_load(HttpRequest&& req, net::Responder done, bool l
           return;
         }
   }
-  post_task([this, name, done, load] {
-    Status s = load ? repo_->load(name) : repo_->unload(name);
+  control_model(name, load, [done](Status s) {
     if (s.ok())
       done(HttpResponse::json(200, "{}"));
     else
-      done(HttpResponse::error(s.code() == StatusCode::kNotFound ? 400 : http_status_for(s),
-                               (load ? "failed to load '" : "failed to unload '") + name + "': " + s.message()));
+      done(HttpResponse::error(s.code() == StatusCode::kNotFound ? 400 : http_status_for(s), s.message()));
+  });
+}
+
+void InferenceServer::control_model(const std::string& name, bool load, std::function<void(Status)> done) {
+  post_task([this, name, done = std::move(done), load] {
+    Status s = load ? repo_->load(name) : repo_->unload(name);
+    if (!s.ok()) s = Status(s.code(), (load ? "failed to load '" : "failed to unload '") + name + "': " + s.message());
+    done(s);
   });
 }
 
@@ -231,10 +254,7 @@ net::Router InferenceServer::routes() {
     return ready() ? HttpResponse::json(200, "") : HttpResponse::error(503, "server is not ready");
   });
   r.get("/v2", [](const HttpRequest&) {
-    json j = {{"name", "gpuopt"},
-              {"version", GPUOPT_VERSION_STRING},
-              {"extensions",
-               {"binary_tensor_data", "model_configuration", "model_repository", "statistics", "schedule_policy"}}};
+    json j = {{"name", "gpuopt"}, {"version", GPUOPT_VERSION_STRING}, {"extensions", server_extensions()}};
     return HttpResponse::json(200, j.dump());
   });
   auto metadata = [this](const HttpRequest& q) {
@@ -284,6 +304,7 @@ net::Router InferenceServer::routes() {
               [this](HttpRequest&& q, net::Responder d) { handle_load(std::move(q), d, true); });
   r.add_async("POST", "/v2/repository/models/{model}/unload",
               [this](HttpRequest&& q, net::Responder d) { handle_load(std::move(q), d, false); });
+  add_shared_memory_routes(r);
   r.add_async("POST", "/v2/models/{model}/infer",
               [this](HttpRequest&& q, net::Responder d) { handle_infer(std::move(q), d); });
   r.add_async("POST", "/v2/models/{model}/versions/{version}/infer",

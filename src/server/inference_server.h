@@ -15,6 +15,7 @@
 #include "server/kserve.h"
 #include "server/repository.h"
 #include "server/request_trace.h"
+#include "server/shared_memory.h"
 
 #include <atomic>
 #include <chrono>
@@ -34,6 +35,9 @@ class Nvml;
 
 namespace gpuopt::server {
 
+class GrpcServer;
+struct GrpcOptions;
+
 enum class ControlMode { kNone, kExplicit };
 
 struct InferenceServerOptions {
@@ -48,8 +52,22 @@ struct InferenceServerOptions {
   std::string metrics_host = "0.0.0.0";
   bool gpu_metrics = true;  // NVML metrics when a driver is present
   std::string trace_file;   // request stages as a Chrome trace (request_trace.h); "" = none
-  int trace_rate = 1000;    // trace one request in this many
+  int trace_rate = 1000;    // trace one request in this many (HTTP and gRPC alike)
+  // The KServe v2 gRPC endpoint (unset = none); same models, batcher, limits, drain and tracing.
+  std::shared_ptr<GrpcOptions> grpc;
 };
+
+// The protocol extensions both endpoints report in server metadata.
+const std::vector<std::string>& server_extensions();
+
+// A finished inference, for the protocol that encodes it (HTTP JSON/binary or gRPC).
+struct InferReply {
+  ResponseMeta meta;
+  std::vector<std::pair<std::string, Tensor>> outputs;  // in the order the client asked for
+  std::vector<bool> binary;                             // HTTP: binary_data of each output
+  std::vector<std::optional<ShmRef>> shm;               // outputs already written to shared memory
+};
+using InferDone = std::function<void(Result<InferReply>)>;
 
 class InferenceServer {
  public:
@@ -58,14 +76,25 @@ class InferenceServer {
 
   uint16_t http_port() const { return http_->port(); }
   uint16_t metrics_port() const { return metrics_ ? metrics_->port() : 0; }
+  uint16_t grpc_port() const;  // 0 without a gRPC endpoint
   bool live() const { return !stopped_.load(); }
   bool ready() const;
-  // Readiness false, new inference requests 503, waits for accepted requests to be answered
-  // (up to `timeout`), stops the batchers and the HTTP servers. Returns the requests still
+  // Readiness false, new inference requests 503 (gRPC UNAVAILABLE), waits for accepted requests
+  // to be answered (up to `timeout`), stops the batchers, the HTTP and gRPC servers. Returns the requests still
   // unanswered at the deadline (0 on a clean drain).
   int64_t shutdown(std::chrono::milliseconds timeout);
   std::string metrics_text() const;
   Repository& repository() { return *repo_; }
+  SharedMemoryManager& shared_memory() { return shm_; }
+  bool shutting_down() const { return shutting_down_.load(); }
+  // Reads shared-memory inputs, checks the request against the model's config and queues it on
+  // the model's batcher; `done` is called exactly once (from a batcher thread, or at once on an
+  // error). Statistics, the in-flight budget hold and the shutdown drain are handled here.
+  void submit_infer(std::shared_ptr<LoadedVersion> v, InferRequest&& request, uint64_t t_start, InferDone done);
+  // Explicit model control (HTTP and gRPC): runs on the loader thread, `done` gets the outcome.
+  void control_model(const std::string& name, bool load, std::function<void(Status)> done);
+  ControlMode control_mode() const { return opt_.control_mode; }
+  const DecodeLimits& request_limits() const { return opt_.request_limits; }
 
  private:
   explicit InferenceServer(InferenceServerOptions options);
@@ -73,14 +102,17 @@ class InferenceServer {
   void handle_infer(net::HttpRequest&& req, net::Responder done);
   net::HttpResponse stats_response(const net::HttpRequest& req) const;
   void handle_load(net::HttpRequest&& req, net::Responder done, bool load);
+  void add_shared_memory_routes(net::Router& r);  // shm_http.cpp
   void loader_loop();
   void post_task(std::function<void()> task);
 
   InferenceServerOptions opt_;
   std::unique_ptr<RequestTracer> tracer_;  // before repo_: outlives the batchers that call it
+  SharedMemoryManager shm_;                // likewise: batcher callbacks write outputs into it
   std::unique_ptr<Repository> repo_;
   std::unique_ptr<net::HttpServer> http_;
   std::unique_ptr<net::HttpServer> metrics_;
+  std::unique_ptr<GrpcServer> grpc_;
   std::shared_ptr<nvml::Nvml> nvml_;
 
   std::atomic<bool> shutting_down_{false};
@@ -97,6 +129,7 @@ class InferenceServer {
   std::deque<std::function<void()>> tasks_;
   bool loader_exit_ = false;
 };
+
 
 // Status -> HTTP code as Triton answers: 400 bad request, 404 unknown, 503 unavailable/timeout.
 int http_status_for(const Status& s);

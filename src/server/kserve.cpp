@@ -54,6 +54,26 @@ Result<uint64_t> get_uint(const json& v, const char* what) {
   return Status::InvalidArgument("parameter '{}' must be a non-negative integer", what);
 }
 
+// parameters shared_memory_region / _offset / _byte_size of one tensor; nullopt when absent.
+Result<std::optional<ShmRef>> shm_ref(const json& params, const std::string& name) {
+  auto it = params.find("shared_memory_region");
+  if (it == params.end()) {
+    if (params.contains("shared_memory_byte_size") || params.contains("shared_memory_offset"))
+      return Status::InvalidArgument("'{}': shared_memory_byte_size/offset given without shared_memory_region", name);
+    return std::optional<ShmRef>();
+  }
+  if (!it->is_string()) return Status::InvalidArgument("'{}': shared_memory_region must be a string", name);
+  ShmRef r;
+  r.region = it->get<std::string>();
+  auto bs = params.find("shared_memory_byte_size");
+  if (bs == params.end()) return Status::InvalidArgument("'{}': shared_memory_byte_size is missing", name);
+  GPUOPT_ASSIGN_OR_RETURN(r.byte_size, get_uint(*bs, "shared_memory_byte_size"));
+  if (auto off = params.find("shared_memory_offset"); off != params.end()) {
+    GPUOPT_ASSIGN_OR_RETURN(r.offset, get_uint(*off, "shared_memory_offset"));
+  }
+  return std::optional<ShmRef>(std::move(r));
+}
+
 // The tensors of h.dom[list_key] (request inputs, response outputs); binary blobs follow the
 // JSON header in order.
 Result<std::vector<InferInput>> decode_tensors(ParsedHeader& h, const json& list, std::string_view body, size_t hlen,
@@ -73,8 +93,18 @@ Result<std::vector<InferInput>> decode_tensors(ParsedHeader& h, const json& list
         GPUOPT_ASSIGN_OR_RETURN(uint64_t n, get_uint(*b, "binary_data_size"));
         binary_size = n;
       }
-      if (pit->contains("shared_memory_region"))
-        return Status::InvalidArgument("input '{}': shared memory is not supported over HTTP by gpuopt", name);
+      GPUOPT_ASSIGN_OR_RETURN(auto shm, shm_ref(*pit, name));
+      if (shm) {
+        if (binary_size) return Status::InvalidArgument("input '{}' has both binary_data_size and shared memory", name);
+        if (idx < h.data.size() && h.data[idx]) return Status::InvalidArgument("input '{}' has both 'data' and shared memory", name);
+        InferInput x;
+        x.name = name;
+        x.shm = std::move(shm);
+        x.dtype = spec.dtype;
+        x.shape = spec.shape;
+        out.push_back(std::move(x));
+        continue;
+      }
     }
     std::optional<detail::TensorData>* data = idx < h.data.size() && h.data[idx] ? &h.data[idx] : nullptr;
     if (binary_size && data) return Status::InvalidArgument("input '{}' has both 'data' and binary_data_size", name);
@@ -178,8 +208,7 @@ Result<InferRequest> decode_infer_request(std::string_view body, std::optional<s
         }
         if (auto cc = pit->find("classification"); cc != pit->end() && !(cc->is_number() && cc->get<double>() == 0))
           return Status::InvalidArgument("output '{}': the classification extension is not supported", r.name);
-        if (pit->contains("shared_memory_region"))
-          return Status::InvalidArgument("output '{}': shared memory is not supported over HTTP by gpuopt", r.name);
+        GPUOPT_ASSIGN_OR_RETURN(r.shm, shm_ref(*pit, r.name));
       }
       req.outputs.push_back(std::move(r));
     }
@@ -206,6 +235,10 @@ Result<std::vector<std::pair<std::string, Tensor>>> decode_infer_response(std::s
   std::vector<std::pair<std::string, Tensor>> out;
   for (auto& t : tensors) out.emplace_back(std::move(t.name), std::move(t.tensor));
   return out;
+}
+
+Status tensor_from_wire(Tensor* t, std::string_view bytes, const std::string& name) {
+  return fill_binary(t, bytes, name);
 }
 
 }  // namespace gpuopt::server

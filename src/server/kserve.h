@@ -19,6 +19,7 @@
 #include "core/status.h"
 #include "core/tensor.h"
 #include "net/http.h"
+#include "server/shared_memory.h"
 
 #include <nlohmann/json.hpp>
 
@@ -49,12 +50,18 @@ struct DecodeLimits {
 
 struct InferInput {
   std::string name;
-  Tensor tensor;  // host tensor with the request's shape and dtype
+  Tensor tensor;  // host tensor with the request's shape and dtype (empty while `shm` is unresolved)
+  // Shared-memory extension: the data is in a registered region; the server reads it (as
+  // `dtype` and `shape`) before the request runs.
+  std::optional<ShmRef> shm;
+  DType dtype = DType::Undefined;
+  Shape shape;
 };
 
 struct RequestedOutput {
   std::string name;
   std::optional<bool> binary;  // parameters.binary_data; unset = request default
+  std::optional<ShmRef> shm;   // written to this region instead of the response
 };
 
 struct InferRequest {
@@ -89,14 +96,25 @@ struct EncodedResponse {
 };
 
 // `outputs` in the order they should appear (the caller already applied the selection).
+// `shm` (empty, or one per output): outputs written to shared memory get their name, datatype,
+// shape and region parameters but no data.
 EncodedResponse encode_infer_response(const ResponseMeta& meta,
                                       const std::vector<std::pair<std::string, Tensor>>& outputs,
-                                      const std::vector<bool>& binary);
+                                      const std::vector<bool>& binary,
+                                      const std::vector<std::optional<ShmRef>>& shm = {});
 
 // Encodes a request (used by `gpuopt perf` and the tests): JSON tensors, or binary blobs after
 // the JSON header when `binary_inputs`. Returns the body; *json_length gets the header length.
 std::string encode_infer_request(const std::vector<std::pair<std::string, Tensor>>& inputs, bool binary_inputs,
                                  bool binary_outputs, const std::string& id, size_t* json_length);
+
+// The binary extension's bytes of one tensor (BYTES: a 4-byte little-endian length before each
+// element); gRPC's raw contents and shared-memory regions use the same framing.
+size_t tensor_wire_size(const Tensor& t);
+void append_tensor_wire(std::string* out, const Tensor& t);
+// Fills `t` (already shaped) from those bytes; InvalidArgument naming input `name` when they do
+// not match its size.
+Status tensor_from_wire(Tensor* t, std::string_view bytes, const std::string& name);
 
 // Decodes a response produced by encode_infer_response (perf and tests check results with it).
 Result<std::vector<std::pair<std::string, Tensor>>> decode_infer_response(std::string_view body,

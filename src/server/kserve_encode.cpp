@@ -104,7 +104,8 @@ void append_tensor_header(std::string* out, const std::string& name, const Tenso
 
 EncodedResponse encode_infer_response(const ResponseMeta& meta,
                                       const std::vector<std::pair<std::string, Tensor>>& outputs,
-                                      const std::vector<bool>& binary) {
+                                      const std::vector<bool>& binary,
+                                      const std::vector<std::optional<ShmRef>>& shm) {
   EncodedResponse r;
   std::string& out = r.body;
   out.reserve(256);
@@ -121,7 +122,12 @@ EncodedResponse encode_infer_response(const ResponseMeta& meta,
     const auto& [name, t] = outputs[i];
     if (i) out.push_back(',');
     append_tensor_header(&out, name, t);
-    if (binary[i]) {
+    if (i < shm.size() && shm[i]) {
+      out += ",\"parameters\":{\"shared_memory_region\":";
+      append_json_string(&out, shm[i]->region);
+      fmt::format_to(std::back_inserter(out), ",\"shared_memory_offset\":{},\"shared_memory_byte_size\":{}}}}}",
+                     shm[i]->offset, binary_size(t));
+    } else if (binary[i]) {
       r.binary = true;
       fmt::format_to(std::back_inserter(out), ",\"parameters\":{{\"binary_data_size\":{}}}}}", binary_size(t));
     } else {
@@ -134,7 +140,7 @@ EncodedResponse encode_infer_response(const ResponseMeta& meta,
   r.json_length = out.size();
   if (r.binary)
     for (size_t i = 0; i < outputs.size(); ++i)
-      if (binary[i]) append_binary(&out, outputs[i].second);
+      if (binary[i] && !(i < shm.size() && shm[i])) append_binary(&out, outputs[i].second);
   return r;
 }
 
@@ -167,5 +173,8 @@ std::string encode_infer_request(const std::vector<std::pair<std::string, Tensor
     for (const auto& [name, t] : inputs) append_binary(&out, t);
   return out;
 }
+
+size_t tensor_wire_size(const Tensor& t) { return binary_size(t); }
+void append_tensor_wire(std::string* out, const Tensor& t) { append_binary(out, t); }
 
 }  // namespace gpuopt::server

@@ -1,6 +1,6 @@
 // /metrics: Triton's metric names and labels, gpuopt's histograms, NVML GPU metrics.
-#include "gpu/nvml.h"
-#include "gpu/prom_text.h"
+#include "monitor/nvml.h"
+#include "monitor/prom_text.h"
 #include "server/inference_server.h"
 
 namespace gpuopt::server {

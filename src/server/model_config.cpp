@@ -1,313 +1,237 @@
-// config.pbtxt -> ModelConfig: the meaning of each field, and what is refused.
+// config.pbtxt -> ModelConfig: protobuf's TextFormat reads the text into Triton's own schema
+// (third_party/triton/model_config.proto); this file gives the fields meaning and refuses what
+// gpuopt does not do. Every message names the file and line (from TextFormat's ParseInfoTree).
 #include "server/model_config.h"
 
-#include <charconv>
+#include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/text_format.h>
+
 #include <cstdlib>
 #include <set>
 
-#include "server/pbtxt.h"
+#include "model_config.pb.h"
 
 namespace gpuopt::server {
 namespace {
+
+namespace pb = inference;
+using google::protobuf::FieldDescriptor;
+using google::protobuf::Message;
+using google::protobuf::TextFormat;
+using Tree = TextFormat::ParseInfoTree;
+
+// Syntax errors from TextFormat, with the file name and 1-based line:column.
+class Errors : public google::protobuf::io::ErrorCollector {
+ public:
+  explicit Errors(const std::string& src) : src_(src) {}
+  void AddError(int line, int column, const std::string& message) override {
+    if (first_.empty()) first_ = fmt::format("{}:{}:{}: {}", src_, line + 1, column + 1, message);
+  }
+  const std::string& first() const { return first_; }
+
+ private:
+  std::string src_;
+  std::string first_;
+};
 
 struct Ctx {
   std::string src;
   std::vector<std::string>* warnings;
 };
 
-Status field_error(const Ctx& c, const PbField& f, const std::string& what) {
-  return Status::InvalidArgument("{}:{}: '{}': {}", c.src, f.line, f.name, what);
+// Where one field (element `index` of a repeated one) was written; a Tree may be null.
+int line_of(const Tree* t, const Message& m, const char* field, int index = -1) {
+  if (!t) return 0;
+  const FieldDescriptor* fd = m.GetDescriptor()->FindFieldByName(field);
+  if (!fd) return 0;
+  auto loc = t->GetLocation(fd, fd->is_repeated() ? std::max(index, 0) : -1);
+  return loc.line + 1;
 }
 
-// A field gpuopt does not implement and that would change results: refuse, naming it.
-Status unsupported(const Ctx& c, const PbField& f, const std::string& scope) {
-  return Status::Unimplemented("{}:{}: field '{}{}' is not supported by gpuopt (it would change how the model runs)",
-                               c.src, f.line, scope, f.name);
+const Tree* nested(const Tree* t, const Message& m, const char* field, int index = -1) {
+  if (!t) return nullptr;
+  const FieldDescriptor* fd = m.GetDescriptor()->FindFieldByName(field);
+  return fd ? t->GetTreeForNested(fd, fd->is_repeated() ? std::max(index, 0) : -1) : nullptr;
 }
 
-// Known fields that do not change results: accepted with a warning.
-void ignored(const Ctx& c, const PbField& f, const std::string& scope) {
-  c.warnings->push_back(
-      fmt::format("{}:{}: field '{}{}' has no effect in gpuopt and is ignored", c.src, f.line, scope, f.name));
+Status field_error(const Ctx& c, int line, const std::string& field, const std::string& what) {
+  return Status::InvalidArgument("{}:{}: '{}': {}", c.src, line, field, what);
 }
 
-Result<int64_t> to_int(const Ctx& c, const PbField& f) {
-  if (f.is_message) return field_error(c, f, "expected an integer, found a message");
-  int64_t v = 0;
-  const char* b = f.scalar.data();
-  const char* e = b + f.scalar.size();
-  if (b != e && *b == '+') ++b;
-  auto [p, ec] = std::from_chars(b, e, v);
-  if (ec != std::errc() || p != e) return field_error(c, f, fmt::format("expected an integer, found '{}'", f.scalar));
-  return v;
+// Every field set in `m` must be one gpuopt handles, or one with no effect on results (a
+// warning), or it is refused by name: a field that would change how the model runs.
+Status check_fields(const Ctx& c, const Tree* t, const Message& m, const std::string& scope,
+                    const std::set<std::string>& handled, const std::set<std::string>& no_effect = {}) {
+  std::vector<const FieldDescriptor*> set;
+  m.GetReflection()->ListFields(m, &set);
+  for (const FieldDescriptor* fd : set) {
+    const std::string& n = fd->name();
+    if (handled.count(n)) continue;
+    int line = line_of(t, m, n.c_str());
+    if (no_effect.count(n)) {
+      c.warnings->push_back(
+          fmt::format("{}:{}: field '{}{}' has no effect in gpuopt and is ignored", c.src, line, scope, n));
+      continue;
+    }
+    return Status::Unimplemented("{}:{}: field '{}{}' is not supported by gpuopt (it would change how the model runs)",
+                                 c.src, line, scope, n);
+  }
+  return Status::Ok();
 }
 
-Result<int64_t> to_nonneg(const Ctx& c, const PbField& f) {
-  GPUOPT_ASSIGN_OR_RETURN(int64_t v, to_int(c, f));
-  if (v < 0) return field_error(c, f, fmt::format("must not be negative, found {}", v));
-  return v;
-}
-
-Result<bool> to_bool(const Ctx& c, const PbField& f) {
-  if (f.scalar == "true" || f.scalar == "True" || f.scalar == "1") return true;
-  if (f.scalar == "false" || f.scalar == "False" || f.scalar == "0") return false;
-  return field_error(c, f, fmt::format("expected true or false, found '{}'", f.scalar));
-}
-
-Result<std::string> to_str(const Ctx& c, const PbField& f) {
-  if (f.is_message) return field_error(c, f, "expected a string, found a message");
-  return f.scalar;
-}
-
-Result<const PbMessage*> to_msg(const Ctx& c, const PbField& f) {
-  if (!f.is_message) return field_error(c, f, fmt::format("expected a message {{ ... }}, found '{}'", f.scalar));
-  return f.message.get();
-}
-
-Result<DType> to_dtype(const Ctx& c, const PbField& f) {
-  auto d = dtype_from_triton(f.scalar);
-  if (!d)
-    return field_error(c, f, fmt::format("unknown data type '{}' (expected TYPE_FP32, TYPE_INT64, ...)", f.scalar));
+Result<DType> to_dtype(const Ctx& c, int line, const std::string& field, pb::DataType t) {
+  if (t == pb::TYPE_INVALID) return field_error(c, line, field, "no data_type (expected TYPE_FP32, TYPE_INT64, ...)");
+  auto d = dtype_from_triton(pb::DataType_Name(t));
+  if (!d) return field_error(c, line, field, fmt::format("data type {} is not supported", pb::DataType_Name(t)));
   return *d;
 }
 
-Status parse_tensor(const Ctx& c, const PbMessage& m, TensorConfig* t, bool is_input) {
+template <typename T>
+Status parse_tensor(const Ctx& c, const Tree* t, const T& m, TensorConfig* out, bool is_input) {
   const std::string scope = is_input ? "input." : "output.";
-  for (const PbField& f : m.fields) {
-    if (f.name == "name") {
-      GPUOPT_ASSIGN_OR_RETURN(t->name, to_str(c, f));
-    } else if (f.name == "data_type") {
-      GPUOPT_ASSIGN_OR_RETURN(t->dtype, to_dtype(c, f));
-    } else if (f.name == "dims") {
-      GPUOPT_ASSIGN_OR_RETURN(int64_t d, to_int(c, f));
-      if (d < -1) return field_error(c, f, fmt::format("dims must be -1 or >= 0, found {}", d));
-      t->dims.push_back(d);
-    } else if (f.name == "reshape") {
-      GPUOPT_ASSIGN_OR_RETURN(const PbMessage* r, to_msg(c, f));
-      t->reshape.emplace();
-      for (const PbField& s : r->fields) {
-        if (s.name != "shape") return unsupported(c, s, scope + "reshape.");
-        GPUOPT_ASSIGN_OR_RETURN(int64_t d, to_int(c, s));
-        t->reshape->push_back(d);
-      }
-    } else if (f.name == "optional" && is_input) {
-      GPUOPT_ASSIGN_OR_RETURN(t->optional, to_bool(c, f));
-    } else if (f.name == "format" || f.name == "label_filename") {
-      ignored(c, f, scope);
-    } else if (f.name == "is_shape_tensor" || f.name == "allow_ragged_batch" || f.name == "is_non_linear_format_io") {
-      GPUOPT_ASSIGN_OR_RETURN(bool on, to_bool(c, f));
-      if (on) return unsupported(c, f, scope);
-    } else {
-      return unsupported(c, f, scope);
-    }
+  if constexpr (std::is_same_v<T, pb::ModelInput>) {
+    GPUOPT_RETURN_IF_ERROR(check_fields(c, t, m, scope, {"name", "data_type", "dims", "reshape", "optional"},
+                                        {"format"}));
+    out->optional = m.optional();
+  } else {
+    GPUOPT_RETURN_IF_ERROR(check_fields(c, t, m, scope, {"name", "data_type", "dims", "reshape"}, {"label_filename"}));
   }
-  if (t->name.empty()) return Status::InvalidArgument("{}: an {} has no name", c.src, is_input ? "input" : "output");
-  if (t->dtype == DType::Undefined)
-    return Status::InvalidArgument("{}: {} '{}' has no data_type", c.src, is_input ? "input" : "output", t->name);
+  out->name = m.name();
+  if (out->name.empty()) return Status::InvalidArgument("{}: an {} has no name", c.src, is_input ? "input" : "output");
+  if (m.data_type() == pb::TYPE_INVALID)
+    return Status::InvalidArgument("{}: {} '{}' has no data_type", c.src, is_input ? "input" : "output", out->name);
+  GPUOPT_ASSIGN_OR_RETURN(out->dtype, to_dtype(c, line_of(t, m, "data_type"), scope + "data_type", m.data_type()));
+  for (int i = 0; i < m.dims_size(); ++i) {
+    if (m.dims(i) < -1)
+      return field_error(c, line_of(t, m, "dims", i), "dims", fmt::format("dims must be -1 or >= 0, found {}", m.dims(i)));
+    out->dims.push_back(m.dims(i));
+  }
+  if (m.has_reshape()) out->reshape = Shape(m.reshape().shape().begin(), m.reshape().shape().end());
   return Status::Ok();
 }
 
-Status parse_queue_policy(const Ctx& c, const PbMessage& m, QueuePolicy* q, const std::string& scope) {
-  for (const PbField& f : m.fields) {
-    if (f.name == "timeout_action") {
-      if (f.scalar == "REJECT")
-        q->timeout_action = TimeoutAction::kReject;
-      else if (f.scalar == "DELAY")
-        q->timeout_action = TimeoutAction::kDelay;
-      else
-        return field_error(c, f, fmt::format("expected REJECT or DELAY, found '{}'", f.scalar));
-    } else if (f.name == "default_timeout_microseconds") {
-      GPUOPT_ASSIGN_OR_RETURN(int64_t v, to_nonneg(c, f));
-      q->default_timeout_us = static_cast<uint64_t>(v);
-    } else if (f.name == "allow_timeout_override") {
-      GPUOPT_ASSIGN_OR_RETURN(q->allow_timeout_override, to_bool(c, f));
-    } else if (f.name == "max_queue_size") {
-      GPUOPT_ASSIGN_OR_RETURN(int64_t v, to_nonneg(c, f));
-      q->max_queue_size = static_cast<uint32_t>(v);
-    } else {
-      return unsupported(c, f, scope);
-    }
-  }
+Status parse_queue_policy(const Ctx& c, const pb::ModelQueuePolicy& m, QueuePolicy* q) {
+  q->timeout_action = m.timeout_action() == pb::ModelQueuePolicy::DELAY ? TimeoutAction::kDelay : TimeoutAction::kReject;
+  q->default_timeout_us = m.default_timeout_microseconds();
+  q->allow_timeout_override = m.allow_timeout_override();
+  q->max_queue_size = m.max_queue_size();
   return Status::Ok();
 }
 
-Status parse_dynamic_batching(const Ctx& c, const PbMessage& m, DynamicBatching* d) {
-  const std::string scope = "dynamic_batching.";
-  for (const PbField& f : m.fields) {
-    if (f.name == "preferred_batch_size") {
-      GPUOPT_ASSIGN_OR_RETURN(int64_t v, to_int(c, f));
-      if (v <= 0) return field_error(c, f, fmt::format("must be positive, found {}", v));
-      d->preferred_batch_size.push_back(v);
-    } else if (f.name == "max_queue_delay_microseconds") {
-      GPUOPT_ASSIGN_OR_RETURN(int64_t v, to_nonneg(c, f));
-      d->max_queue_delay_us = static_cast<uint64_t>(v);
-    } else if (f.name == "preserve_ordering") {
-      GPUOPT_ASSIGN_OR_RETURN(d->preserve_ordering, to_bool(c, f));
-    } else if (f.name == "priority_levels") {
-      GPUOPT_ASSIGN_OR_RETURN(int64_t v, to_nonneg(c, f));
-      d->priority_levels = static_cast<uint32_t>(v);
-    } else if (f.name == "default_priority_level") {
-      GPUOPT_ASSIGN_OR_RETURN(int64_t v, to_nonneg(c, f));
-      d->default_priority_level = static_cast<uint32_t>(v);
-    } else if (f.name == "default_queue_policy") {
-      GPUOPT_ASSIGN_OR_RETURN(const PbMessage* q, to_msg(c, f));
-      GPUOPT_RETURN_IF_ERROR(parse_queue_policy(c, *q, &d->default_queue_policy, scope + "default_queue_policy."));
-    } else if (f.name == "priority_queue_policy") {
-      // map<uint64, ModelQueuePolicy>: entries { key: 1 value { ... } }
-      GPUOPT_ASSIGN_OR_RETURN(const PbMessage* e, to_msg(c, f));
-      int64_t key = -1;
-      const PbMessage* value = nullptr;
-      for (const PbField& kv : e->fields) {
-        if (kv.name == "key") {
-          GPUOPT_ASSIGN_OR_RETURN(key, to_nonneg(c, kv));
-        } else if (kv.name == "value") {
-          GPUOPT_ASSIGN_OR_RETURN(value, to_msg(c, kv));
-        } else {
-          return unsupported(c, kv, scope + "priority_queue_policy.");
-        }
-      }
-      if (key < 1 || !value) return field_error(c, f, "needs 'key' (a priority level >= 1) and 'value'");
-      QueuePolicy q;
-      GPUOPT_RETURN_IF_ERROR(parse_queue_policy(c, *value, &q, scope + "priority_queue_policy."));
-      d->priority_queue_policy[static_cast<uint32_t>(key)] = q;
-    } else if (f.name == "preferred_batch_size_multiple" || f.name == "default_max_queue_delay") {
-      return unsupported(c, f, scope);
-    } else {
-      return unsupported(c, f, scope);
-    }
+Status parse_dynamic_batching(const Ctx& c, const Tree* t, const pb::ModelDynamicBatching& m, DynamicBatching* d) {
+  GPUOPT_RETURN_IF_ERROR(check_fields(c, t, m, "dynamic_batching.",
+                                      {"preferred_batch_size", "max_queue_delay_microseconds", "preserve_ordering",
+                                       "priority_levels", "default_priority_level", "default_queue_policy",
+                                       "priority_queue_policy"}));
+  for (int i = 0; i < m.preferred_batch_size_size(); ++i) {
+    int64_t v = m.preferred_batch_size(i);
+    if (v <= 0)
+      return field_error(c, line_of(t, m, "preferred_batch_size", i), "preferred_batch_size",
+                         fmt::format("must be positive, found {}", v));
+    d->preferred_batch_size.push_back(v);
+  }
+  d->max_queue_delay_us = m.max_queue_delay_microseconds();
+  d->preserve_ordering = m.preserve_ordering();
+  if (m.priority_levels() > 1000000 || m.default_priority_level() > 1000000)
+    return Status::InvalidArgument("{}: dynamic_batching.priority_levels {} is beyond 1000000", c.src,
+                                   std::max(m.priority_levels(), m.default_priority_level()));
+  d->priority_levels = static_cast<uint32_t>(m.priority_levels());
+  d->default_priority_level = static_cast<uint32_t>(m.default_priority_level());
+  GPUOPT_RETURN_IF_ERROR(parse_queue_policy(c, m.default_queue_policy(), &d->default_queue_policy));
+  for (const auto& [k, v] : m.priority_queue_policy()) {
+    if (k < 1 || k > d->priority_levels)
+      return Status::InvalidArgument("{}: priority_queue_policy key {} is outside priority levels 1..{}", c.src, k,
+                                     d->priority_levels);
+    GPUOPT_RETURN_IF_ERROR(parse_queue_policy(c, v, &d->priority_queue_policy[static_cast<uint32_t>(k)]));
   }
   if (d->priority_levels > 0 && (d->default_priority_level < 1 || d->default_priority_level > d->priority_levels))
     return Status::InvalidArgument("{}: dynamic_batching.default_priority_level {} must be in 1..{}", c.src,
                                    d->default_priority_level, d->priority_levels);
-  for (auto& [k, v] : d->priority_queue_policy)
-    if (k > d->priority_levels)
-      return Status::InvalidArgument("{}: priority_queue_policy key {} is above priority_levels {}", c.src, k,
-                                     d->priority_levels);
   return Status::Ok();
 }
 
-Status parse_instance_group(const Ctx& c, const PbMessage& m, InstanceGroup* g) {
-  for (const PbField& f : m.fields) {
-    if (f.name == "name") {
-      GPUOPT_ASSIGN_OR_RETURN(g->name, to_str(c, f));
-    } else if (f.name == "count") {
-      GPUOPT_ASSIGN_OR_RETURN(int64_t v, to_int(c, f));
-      if (v < 1 || v > 256) return field_error(c, f, fmt::format("must be in 1..256, found {}", v));
-      g->count = static_cast<int>(v);
-    } else if (f.name == "kind") {
-      if (f.scalar == "KIND_GPU")
-        g->kind = InstanceKind::kGpu;
-      else if (f.scalar == "KIND_CPU")
-        g->kind = InstanceKind::kCpu;
-      else if (f.scalar == "KIND_AUTO")
-        g->kind = InstanceKind::kAuto;
-      else
-        return field_error(c, f, fmt::format("kind '{}' is not supported (KIND_GPU, KIND_CPU or KIND_AUTO)", f.scalar));
-    } else if (f.name == "gpus") {
-      GPUOPT_ASSIGN_OR_RETURN(int64_t v, to_nonneg(c, f));
-      g->gpus.push_back(static_cast<int>(v));
-    } else if (f.name == "profile" || f.name == "host_policy" || f.name == "rate_limiter" || f.name == "passive") {
-      if (f.name == "passive" && f.scalar == "true") return unsupported(c, f, "instance_group.");
-      ignored(c, f, "instance_group.");
-    } else {
-      return unsupported(c, f, "instance_group.");
-    }
+Status parse_instance_group(const Ctx& c, const Tree* t, const pb::ModelInstanceGroup& m, InstanceGroup* g) {
+  GPUOPT_RETURN_IF_ERROR(check_fields(c, t, m, "instance_group.", {"name", "count", "kind", "gpus"},
+                                      {"profile", "host_policy", "rate_limiter"}));
+  g->name = m.name();
+  if (m.count() != 0) {  // 0 = not given: one instance
+    if (m.count() < 1 || m.count() > 256)
+      return field_error(c, line_of(t, m, "count"), "count", fmt::format("must be in 1..256, found {}", m.count()));
+    g->count = m.count();
+  }
+  switch (m.kind()) {
+    case pb::ModelInstanceGroup::KIND_GPU: g->kind = InstanceKind::kGpu; break;
+    case pb::ModelInstanceGroup::KIND_CPU: g->kind = InstanceKind::kCpu; break;
+    case pb::ModelInstanceGroup::KIND_AUTO: g->kind = InstanceKind::kAuto; break;
+    default:
+      return field_error(c, line_of(t, m, "kind"), "kind",
+                         fmt::format("kind '{}' is not supported (KIND_GPU, KIND_CPU or KIND_AUTO)",
+                                     pb::ModelInstanceGroup::Kind_Name(m.kind())));
+  }
+  for (int i = 0; i < m.gpus_size(); ++i) {
+    if (m.gpus(i) < 0)
+      return field_error(c, line_of(t, m, "gpus", i), "gpus", fmt::format("must not be negative, found {}", m.gpus(i)));
+    g->gpus.push_back(m.gpus(i));
   }
   return Status::Ok();
 }
 
-Status parse_warmup(const Ctx& c, const PbMessage& m, Warmup* w) {
-  for (const PbField& f : m.fields) {
-    if (f.name == "name") {
-      GPUOPT_ASSIGN_OR_RETURN(w->name, to_str(c, f));
-    } else if (f.name == "batch_size") {
-      GPUOPT_ASSIGN_OR_RETURN(w->batch_size, to_nonneg(c, f));
-    } else if (f.name == "count") {
-      GPUOPT_ASSIGN_OR_RETURN(int64_t v, to_nonneg(c, f));
-      w->count = static_cast<int>(v);
-    } else if (f.name == "inputs") {
-      GPUOPT_ASSIGN_OR_RETURN(const PbMessage* e, to_msg(c, f));
-      std::string key;
-      WarmupInput in;
-      for (const PbField& kv : e->fields) {
-        if (kv.name == "key") {
-          GPUOPT_ASSIGN_OR_RETURN(key, to_str(c, kv));
-        } else if (kv.name == "value") {
-          GPUOPT_ASSIGN_OR_RETURN(const PbMessage* v, to_msg(c, kv));
-          for (const PbField& x : v->fields) {
-            if (x.name == "data_type") {
-              GPUOPT_ASSIGN_OR_RETURN(in.dtype, to_dtype(c, x));
-            } else if (x.name == "dims") {
-              GPUOPT_ASSIGN_OR_RETURN(int64_t d, to_nonneg(c, x));
-              in.dims.push_back(d);
-            } else if (x.name == "zero_data") {
-              in.source = WarmupInput::Source::kZero;
-            } else if (x.name == "random_data") {
-              in.source = WarmupInput::Source::kRandom;
-            } else if (x.name == "input_data_file") {
-              in.source = WarmupInput::Source::kFile;
-              GPUOPT_ASSIGN_OR_RETURN(in.file, to_str(c, x));
-            } else {
-              return unsupported(c, x, "model_warmup.inputs.");
-            }
-          }
-        } else {
-          return unsupported(c, kv, "model_warmup.inputs.");
-        }
-      }
-      if (key.empty()) return field_error(c, f, "a warm-up input needs a 'key' (the input name)");
-      w->inputs[key] = in;
-    } else {
-      return unsupported(c, f, "model_warmup.");
+Status parse_warmup(const Ctx& c, const Tree* t, const pb::ModelWarmup& m, Warmup* w) {
+  GPUOPT_RETURN_IF_ERROR(check_fields(c, t, m, "model_warmup.", {"name", "batch_size", "count", "inputs"}));
+  w->name = m.name();
+  w->batch_size = m.batch_size();
+  if (m.count() > 0) w->count = static_cast<int>(std::min<uint32_t>(m.count(), 1u << 20));
+  for (const auto& [key, v] : m.inputs()) {
+    if (key.empty()) return Status::InvalidArgument("{}: a warm-up input needs a 'key' (the input name)", c.src);
+    WarmupInput in;
+    GPUOPT_ASSIGN_OR_RETURN(in.dtype, to_dtype(c, line_of(t, m, "inputs"), "model_warmup.inputs.data_type", v.data_type()));
+    for (int64_t d : v.dims()) {
+      if (d < 0) return field_error(c, line_of(t, m, "inputs"), "model_warmup.inputs.dims", fmt::format("must not be negative, found {}", d));
+      in.dims.push_back(d);
     }
+    if (v.input_data_type_case() == pb::ModelWarmup::Input::kRandomData) in.source = WarmupInput::Source::kRandom;
+    if (v.input_data_type_case() == pb::ModelWarmup::Input::kInputDataFile) {
+      in.source = WarmupInput::Source::kFile;
+      in.file = v.input_data_file();
+    }
+    w->inputs[key] = in;
   }
   return Status::Ok();
 }
 
-Status parse_version_policy(const Ctx& c, const PbMessage& m, VersionPolicy* v) {
-  for (const PbField& f : m.fields) {
-    GPUOPT_ASSIGN_OR_RETURN(const PbMessage* b, to_msg(c, f));
-    if (f.name == "latest") {
-      v->kind = VersionPolicy::Kind::kLatest;
-      for (const PbField& x : b->fields) {
-        if (x.name != "num_versions") return unsupported(c, x, "version_policy.latest.");
-        GPUOPT_ASSIGN_OR_RETURN(int64_t n, to_int(c, x));
-        if (n < 1) return field_error(c, x, "must be at least 1");
-        v->num_versions = static_cast<uint32_t>(n);
-      }
-    } else if (f.name == "all") {
-      v->kind = VersionPolicy::Kind::kAll;
-    } else if (f.name == "specific") {
-      v->kind = VersionPolicy::Kind::kSpecific;
-      for (const PbField& x : b->fields) {
-        if (x.name != "versions") return unsupported(c, x, "version_policy.specific.");
-        GPUOPT_ASSIGN_OR_RETURN(int64_t n, to_nonneg(c, x));
-        v->versions.push_back(n);
-      }
-    } else {
-      return unsupported(c, f, "version_policy.");
-    }
+void parse_version_policy(const pb::ModelVersionPolicy& m, VersionPolicy* v) {
+  if (m.has_all()) {
+    v->kind = VersionPolicy::Kind::kAll;
+  } else if (m.has_specific()) {
+    v->kind = VersionPolicy::Kind::kSpecific;
+    v->versions.assign(m.specific().versions().begin(), m.specific().versions().end());
+  } else {
+    v->kind = VersionPolicy::Kind::kLatest;
+    if (m.has_latest() && m.latest().num_versions() > 0) v->num_versions = m.latest().num_versions();
   }
-  return Status::Ok();
 }
 
-Status parse_parameter(const Ctx& c, const PbMessage& m, ModelConfig* cfg) {
-  std::string key, value;
-  for (const PbField& f : m.fields) {
-    if (f.name == "key") {
-      GPUOPT_ASSIGN_OR_RETURN(key, to_str(c, f));
-    } else if (f.name == "value") {
-      GPUOPT_ASSIGN_OR_RETURN(const PbMessage* v, to_msg(c, f));
-      for (const PbField& x : v->fields) {
-        if (x.name != "string_value") return unsupported(c, x, "parameters.value.");
-        GPUOPT_ASSIGN_OR_RETURN(value, to_str(c, x));
-      }
-    } else {
-      return unsupported(c, f, "parameters.");
-    }
-  }
-  cfg->parameters[key] = value;
-  return Status::Ok();
+// optimization { cuda { graphs: BOOL } } turns CUDA graphs on or off for the model's GPU
+// instances (Triton's switch; gpuopt's default is on). The rest of `optimization` is ignored.
+Status parse_optimization(const Ctx& c, const Tree* t, const pb::ModelOptimizationPolicy& m, ModelConfig* cfg) {
+  std::vector<const FieldDescriptor*> set;
+  m.GetReflection()->ListFields(m, &set);
+  std::set<std::string> others;
+  for (const FieldDescriptor* fd : set)
+    if (fd->name() != "cuda") others.insert(fd->name());
+  GPUOPT_RETURN_IF_ERROR(check_fields(c, t, m, "optimization.", {"cuda"}, others));
+  if (!m.has_cuda()) return Status::Ok();
+  const auto& cuda = m.cuda();
+  const FieldDescriptor* gfd = cuda.GetDescriptor()->FindFieldByName("graphs");
+  const Tree* ct = nested(t, m, "cuda");
+  // graphs: false is proto3's default, so whether it was written comes from the parse tree.
+  if (cuda.graphs() || (ct && ct->GetLocation(gfd, -1).line >= 0)) cfg->cuda_graphs = cuda.graphs();
+  std::vector<const FieldDescriptor*> cset;
+  cuda.GetReflection()->ListFields(cuda, &cset);
+  std::set<std::string> cuda_others;
+  for (const FieldDescriptor* fd : cset)
+    if (fd->name() != "graphs") cuda_others.insert(fd->name());
+  return check_fields(c, ct, cuda, "optimization.cuda.", {"graphs"}, cuda_others);
 }
 
 Status apply_padding_parameters(const std::string& src, ModelConfig* cfg) {
@@ -360,88 +284,73 @@ std::string dtype_triton_name(DType t) {
   return "TYPE_" + std::string(dtype_kserve_name(t));
 }
 
-// optimization { cuda { graphs: BOOL } } turns CUDA graphs on or off for the model's GPU
-// instances (Triton's switch; gpuopt's default is on). The rest of `optimization` is ignored.
-Status parse_optimization(const Ctx& c, const PbMessage& m, ModelConfig* cfg) {
-  for (const PbField& f : m.fields) {
-    if (f.name != "cuda") {
-      ignored(c, f, "optimization.");
-      continue;
-    }
-    GPUOPT_ASSIGN_OR_RETURN(const PbMessage* cuda, to_msg(c, f));
-    for (const PbField& g : cuda->fields) {
-      if (g.name == "graphs") {
-        GPUOPT_ASSIGN_OR_RETURN(bool on, to_bool(c, g));
-        cfg->cuda_graphs = on;
-      } else {
-        ignored(c, g, "optimization.cuda.");
-      }
-    }
-  }
-  return Status::Ok();
-}
-
 Result<ModelConfig> parse_model_config(std::string_view text, const std::string& source_name) {
-  GPUOPT_ASSIGN_OR_RETURN(PbMessage m, parse_pbtxt(text, source_name));
+  pb::ModelConfig m;
+  Tree tree;
+  Errors errors(source_name);
+  TextFormat::Parser parser;
+  parser.RecordErrorsTo(&errors);
+  parser.WriteLocationsTo(&tree);
+  if (text.size() > size_t{64} << 20)
+    return Status::InvalidArgument("{}: {} bytes is larger than a model configuration may be (64 MiB)", source_name,
+                                   text.size());
+  if (!parser.ParseFromString(std::string(text), &m))
+    return Status::InvalidArgument("{}", errors.first().empty() ? source_name + ": not a valid model configuration"
+                                                                : errors.first());
   ModelConfig cfg;
   Ctx c{source_name, &cfg.warnings};
-  for (const PbField& f : m.fields) {
-    if (f.name == "name") {
-      GPUOPT_ASSIGN_OR_RETURN(cfg.name, to_str(c, f));
-    } else if (f.name == "platform") {
-      GPUOPT_ASSIGN_OR_RETURN(cfg.platform, to_str(c, f));
-      if (cfg.platform != "onnxruntime_onnx" && cfg.platform != "gpuopt_onnx")
-        return field_error(c, f,
-                           fmt::format("platform '{}' is not supported (gpuopt serves ONNX models: "
-                                       "onnxruntime_onnx)",
-                                       cfg.platform));
-    } else if (f.name == "backend") {
-      GPUOPT_ASSIGN_OR_RETURN(cfg.backend, to_str(c, f));
-      if (cfg.backend != "onnxruntime" && cfg.backend != "gpuopt")
-        return field_error(
-            c, f, fmt::format("backend '{}' is not supported (gpuopt serves ONNX models: onnxruntime)", cfg.backend));
-    } else if (f.name == "max_batch_size") {
-      GPUOPT_ASSIGN_OR_RETURN(cfg.max_batch_size, to_nonneg(c, f));
-    } else if (f.name == "input" || f.name == "output") {
-      GPUOPT_ASSIGN_OR_RETURN(const PbMessage* t, to_msg(c, f));
-      TensorConfig tc;
-      GPUOPT_RETURN_IF_ERROR(parse_tensor(c, *t, &tc, f.name == "input"));
-      (f.name == "input" ? cfg.inputs : cfg.outputs).push_back(std::move(tc));
-    } else if (f.name == "dynamic_batching") {
-      GPUOPT_ASSIGN_OR_RETURN(const PbMessage* d, to_msg(c, f));
-      cfg.dynamic_batching.emplace();
-      GPUOPT_RETURN_IF_ERROR(parse_dynamic_batching(c, *d, &*cfg.dynamic_batching));
-    } else if (f.name == "instance_group") {
-      GPUOPT_ASSIGN_OR_RETURN(const PbMessage* g, to_msg(c, f));
-      InstanceGroup ig;
-      GPUOPT_RETURN_IF_ERROR(parse_instance_group(c, *g, &ig));
-      cfg.instance_groups.push_back(std::move(ig));
-    } else if (f.name == "model_warmup") {
-      GPUOPT_ASSIGN_OR_RETURN(const PbMessage* w, to_msg(c, f));
-      Warmup wu;
-      GPUOPT_RETURN_IF_ERROR(parse_warmup(c, *w, &wu));
-      cfg.warmups.push_back(std::move(wu));
-    } else if (f.name == "version_policy") {
-      GPUOPT_ASSIGN_OR_RETURN(const PbMessage* v, to_msg(c, f));
-      GPUOPT_RETURN_IF_ERROR(parse_version_policy(c, *v, &cfg.version_policy));
-    } else if (f.name == "default_model_filename") {
-      GPUOPT_ASSIGN_OR_RETURN(cfg.default_model_filename, to_str(c, f));
-    } else if (f.name == "parameters") {
-      GPUOPT_ASSIGN_OR_RETURN(const PbMessage* p, to_msg(c, f));
-      GPUOPT_RETURN_IF_ERROR(parse_parameter(c, *p, &cfg));
-    } else if (f.name == "optimization") {
-      GPUOPT_ASSIGN_OR_RETURN(const PbMessage* o, to_msg(c, f));
-      GPUOPT_RETURN_IF_ERROR(parse_optimization(c, *o, &cfg));
-    } else if (f.name == "response_cache" || f.name == "model_metrics" ||
-               f.name == "runtime" || f.name == "cc_model_filenames" || f.name == "metric_tags" ||
-               f.name == "model_operations") {
-      ignored(c, f, "");
-    } else {
-      // sequence_batching, ensemble_scheduling, batch_input, batch_output, model_transaction_policy
-      // (decoupled), model_repository_agents, ...
-      return unsupported(c, f, "");
-    }
+  const Tree* t = &tree;
+  // sequence_batching, ensemble_scheduling, batch_input, batch_output, model_transaction_policy
+  // (decoupled), model_repository_agents, ... are refused by name.
+  GPUOPT_RETURN_IF_ERROR(check_fields(
+      c, t, m, "",
+      {"name", "platform", "backend", "max_batch_size", "input", "output", "dynamic_batching", "instance_group",
+       "model_warmup", "version_policy", "default_model_filename", "parameters", "optimization"},
+      {"response_cache", "model_metrics", "runtime", "cc_model_filenames", "metric_tags", "model_operations"}));
+  cfg.name = m.name();
+  cfg.platform = m.platform();
+  if (!cfg.platform.empty() && cfg.platform != "onnxruntime_onnx" && cfg.platform != "gpuopt_onnx")
+    return field_error(c, line_of(t, m, "platform"), "platform",
+                       fmt::format("platform '{}' is not supported (gpuopt serves ONNX models: onnxruntime_onnx)",
+                                   cfg.platform));
+  cfg.backend = m.backend();
+  if (!cfg.backend.empty() && cfg.backend != "onnxruntime" && cfg.backend != "gpuopt")
+    return field_error(c, line_of(t, m, "backend"), "backend",
+                       fmt::format("backend '{}' is not supported (gpuopt serves ONNX models: onnxruntime)", cfg.backend));
+  if (m.max_batch_size() < 0)
+    return field_error(c, line_of(t, m, "max_batch_size"), "max_batch_size",
+                       fmt::format("must not be negative, found {}", m.max_batch_size()));
+  cfg.max_batch_size = m.max_batch_size();
+  for (int i = 0; i < m.input_size(); ++i) {
+    TensorConfig tc;
+    GPUOPT_RETURN_IF_ERROR(parse_tensor(c, nested(t, m, "input", i), m.input(i), &tc, true));
+    cfg.inputs.push_back(std::move(tc));
   }
+  for (int i = 0; i < m.output_size(); ++i) {
+    TensorConfig tc;
+    GPUOPT_RETURN_IF_ERROR(parse_tensor(c, nested(t, m, "output", i), m.output(i), &tc, false));
+    cfg.outputs.push_back(std::move(tc));
+  }
+  if (m.has_dynamic_batching()) {
+    cfg.dynamic_batching.emplace();
+    GPUOPT_RETURN_IF_ERROR(
+        parse_dynamic_batching(c, nested(t, m, "dynamic_batching"), m.dynamic_batching(), &*cfg.dynamic_batching));
+  }
+  for (int i = 0; i < m.instance_group_size(); ++i) {
+    InstanceGroup ig;
+    GPUOPT_RETURN_IF_ERROR(parse_instance_group(c, nested(t, m, "instance_group", i), m.instance_group(i), &ig));
+    cfg.instance_groups.push_back(std::move(ig));
+  }
+  for (int i = 0; i < m.model_warmup_size(); ++i) {
+    Warmup w;
+    GPUOPT_RETURN_IF_ERROR(parse_warmup(c, nested(t, m, "model_warmup", i), m.model_warmup(i), &w));
+    cfg.warmups.push_back(std::move(w));
+  }
+  if (m.has_version_policy()) parse_version_policy(m.version_policy(), &cfg.version_policy);
+  if (!m.default_model_filename().empty()) cfg.default_model_filename = m.default_model_filename();
+  for (const auto& [k, v] : m.parameters()) cfg.parameters[k] = v.string_value();
+  if (m.has_optimization())
+    GPUOPT_RETURN_IF_ERROR(parse_optimization(c, nested(t, m, "optimization"), m.optimization(), &cfg));
   GPUOPT_RETURN_IF_ERROR(apply_padding_parameters(source_name, &cfg));
   return cfg;
 }

@@ -5,12 +5,6 @@
 namespace gpuopt::server {
 namespace {
 
-std::string dims_string(const Shape& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
 // The model's shape as the config would state it (batch dim dropped when batching).
 Shape config_dims(const IoSpec& io, int64_t max_batch) {
   Shape s = io.shape;

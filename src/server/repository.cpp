@@ -1,7 +1,10 @@
 // Repository: scanning, loading (config, versions, instances, warm-up, batcher) and lookups.
 #include "server/repository.h"
 
+#include "server/placement.h"
+
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -208,6 +211,7 @@ Result<std::map<int64_t, std::shared_ptr<LoadedVersion>>> Repository::load_versi
   }
   std::map<int64_t, std::shared_ptr<LoadedVersion>> out;
   for (int64_t ver : chosen) {
+    const auto start = std::chrono::steady_clock::now();
     auto lv = std::make_shared<LoadedVersion>();
     lv->name = name;
     lv->version = ver;
@@ -221,35 +225,24 @@ Result<std::map<int64_t, std::shared_ptr<LoadedVersion>>> Repository::load_versi
         complete_model_config(&lv->config, src.inputs, src.outputs, had_config, opt_.default_max_batch_size));
     std::vector<std::unique_ptr<ModelBackend>> instances;
     std::vector<bool> gpu_instance;
-    for (const InstanceGroup& g : lv->config.instance_groups) {
-      InstanceKind kind = g.kind;
-      if (kind == InstanceKind::kAuto) kind = opt_.cuda_devices > 0 ? InstanceKind::kGpu : InstanceKind::kCpu;
-      std::vector<int> devices{0};
-      if (kind == InstanceKind::kGpu) {
-        if (opt_.cuda_devices == 0)
-          return Status::Unavailable("model '{}': instance_group '{}' is KIND_GPU but no CUDA device is usable", name,
-                                     g.name);
-        devices = g.gpus;
-        if (devices.empty())
-          for (int d = 0; d < opt_.cuda_devices; ++d) devices.push_back(d);
-        for (int d : devices)
-          if (d >= opt_.cuda_devices)
-            return Status::InvalidArgument("model '{}': instance_group '{}' names GPU {} but there are {}", name,
-                                           g.name, d, opt_.cuda_devices);
-      }
-      for (int d : devices)
-        for (int i = 0; i < g.count; ++i) {
-          InstanceSpec spec{fmt::format("{}_{}", g.name, instances.size()), kind, d,
-                            lv->config.precision.empty() ? opt_.precision : lv->config.precision,
-                            lv->config.cuda_graphs.value_or(opt_.cuda_graphs)};
-          auto b = src.create(spec);
-          if (!b.ok()) return b.status().with_context(fmt::format("model '{}' instance {}", name, spec.name));
-          instances.push_back(std::move(b).value());
-          gpu_instance.push_back(kind == InstanceKind::kGpu);
-        }
+    GPUOPT_ASSIGN_OR_RETURN(std::vector<PlacedInstance> placed,
+                            place_instances(name, lv->config.instance_groups, opt_.cuda_devices));
+    for (const PlacedInstance& p : placed) {
+      InstanceSpec spec{p.name, p.device, lv->config.precision.empty() ? opt_.precision : lv->config.precision,
+                        lv->config.cuda_graphs.value_or(opt_.cuda_graphs), opt_.cache_dir};
+      auto b = src.create(spec);
+      if (!b.ok()) return b.status().with_context(fmt::format("model '{}' instance {} on {}", name, spec.name,
+                                                              spec.device.to_string()));
+      instances.push_back(std::move(b).value());
+      gpu_instance.push_back(p.device.is_cuda());
     }
     GPUOPT_RETURN_IF_ERROR(warm_up(*lv, instances));
     GPUOPT_RETURN_IF_ERROR(warm_up_largest_batch(*lv, instances, gpu_instance));
+    for (size_t i = 0; i < instances.size(); ++i)
+      if (gpu_instance[i]) {
+        lv->plan_cache = instances[i]->plan_cache();
+        break;
+      }
     BatcherOptions bo;
     bo.model_name = name;
     bo.max_batch_size = lv->config.max_batch_size;
@@ -257,10 +250,16 @@ Result<std::map<int64_t, std::shared_ptr<LoadedVersion>>> Repository::load_versi
     bo.padding = lv->config.padding;
     bo.inputs = lv->model_inputs;
     bo.outputs = lv->model_outputs;
+    // GPU instances replay a CUDA graph per batch size: batches run at a few sizes (row buckets).
+    const bool all_gpu = !gpu_instance.empty() && std::find(gpu_instance.begin(), gpu_instance.end(), false) ==
+                                                      gpu_instance.end();
+    if (all_gpu && lv->config.dynamic_batching && lv->config.cuda_graphs.value_or(opt_.cuda_graphs))
+      bo.row_buckets = default_row_buckets(lv->config.max_batch_size, lv->config.dynamic_batching->preferred_batch_size);
     lv->batcher = std::make_unique<Batcher>(std::move(bo), std::move(instances), lv->stats);
     lv->batcher->start();
-    GPUOPT_LOG(info, "model '{}' version {} ready ({} instance(s), max_batch_size {})", name, ver,
-               lv->batcher->instance_count(), lv->config.max_batch_size);
+    lv->start_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    GPUOPT_LOG(info, "model '{}' version {} ready in {:.2f} s ({} instance(s), max_batch_size {}, plan cache {})", name,
+               ver, lv->start_s, lv->batcher->instance_count(), lv->config.max_batch_size, lv->plan_cache.state);
     out[ver] = std::move(lv);
   }
   return out;

@@ -32,6 +32,8 @@ struct LoadedVersion {
   std::vector<IoSpec> model_inputs, model_outputs;
   std::shared_ptr<ModelStats> stats = std::make_shared<ModelStats>();
   std::unique_ptr<Batcher> batcher;
+  double start_s = 0;          // load -> ready: the model read, instances made, warm-up run
+  PlanCacheStatus plan_cache;  // what the first GPU instance's start found in the plan cache
 };
 
 struct RepositoryOptions {
@@ -41,6 +43,7 @@ struct RepositoryOptions {
   int cuda_devices = 0;            // GPUs usable for KIND_GPU / KIND_AUTO instances
   std::string precision = "fp32";  // default for models without gpuopt.precision
   bool cuda_graphs = true;         // default for models without optimization { cuda { graphs } }
+  std::string cache_dir;           // plan cache of GPU instances (SessionOptions::cache_dir); "" = none
 };
 
 class Repository {

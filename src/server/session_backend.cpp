@@ -1,7 +1,7 @@
 // ModelBackend over gpuopt::Session: each instance owns its own Session (its own backend
 // context, stream and buffers on the GPU), so instances never share mutable state.
 #include "core/log.h"
-#include "gpu/cuda_props.h"
+#include "monitor/cuda_props.h"
 #include "gpuopt/session.h"
 #include "server/backend.h"
 
@@ -12,6 +12,7 @@ class SessionBackend : public ModelBackend {
  public:
   explicit SessionBackend(std::unique_ptr<Session> s) : session_(std::move(s)) {}
   Result<std::vector<Tensor>> run(const std::vector<Tensor>& inputs) override { return session_->run_ordered(inputs); }
+  PlanCacheStatus plan_cache() const override { return session_->plan_cache(); }
 
  private:
   std::unique_ptr<Session> session_;
@@ -38,17 +39,18 @@ int cuda_device_count() {
 ModelLoader session_model_loader() {
   return [](const std::string& path) -> Result<ModelSource> {
     // One session up front reads and checks the model and gives its declared inputs/outputs.
-    GPUOPT_ASSIGN_OR_RETURN(auto probe, Session::load(path, SessionOptions{.device = "cpu"}));
+    SessionOptions cpu;
+    cpu.device = Device::cpu();
+    GPUOPT_ASSIGN_OR_RETURN(auto probe, Session::load(path, cpu));
     ModelSource src;
     src.inputs = to_specs(probe->inputs());
     src.outputs = to_specs(probe->outputs());
     src.create = [path](const InstanceSpec& spec) -> Result<std::unique_ptr<ModelBackend>> {
-      std::string dev = "cpu";
-      if (spec.kind == InstanceKind::kGpu) dev = spec.device == 0 ? "cuda" : "cuda:" + std::to_string(spec.device);
       SessionOptions so;
-      so.device = dev;
+      so.device = spec.device;  // cpu, or cuda:N for a KIND_GPU instance: its own backend on GPU N
       so.precision = spec.precision;
       so.cuda_graphs = spec.cuda_graphs;
+      so.cache_dir = spec.cache_dir;
       GPUOPT_ASSIGN_OR_RETURN(auto s, Session::load(path, so));
       return std::unique_ptr<ModelBackend>(std::make_unique<SessionBackend>(std::move(s)));
     };

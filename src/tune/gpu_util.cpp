@@ -1,5 +1,5 @@
 // GpuUtil: NVML utilisation sampled on a thread while a point is measured.
-#include "gpu/nvml.h"
+#include "monitor/nvml.h"
 #include "tune/search.h"
 
 #include <mutex>

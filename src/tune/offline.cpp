@@ -1,5 +1,6 @@
 // The offline search (tune.h): per precision, batches in powers of two, then a binary search
 // at the memory edge; each point measured on the engine alone.
+#include "core/device.h"
 #include "tune/search.h"
 
 #include "ir/graph.h"
@@ -48,7 +49,7 @@ std::string precision_unavailable(const TuneOptions& o, const std::string& preci
 
 Result<std::unique_ptr<Session>> load_session(const TuneOptions& o, const std::string& precision) {
   SessionOptions so;
-  so.device = o.device;
+  GPUOPT_ASSIGN_OR_RETURN(so.device, parse_device(o.device));
   so.precision = session_precision(precision);
   so.memory_limit = o.memory_limit;
   return Session::load(o.model, so);

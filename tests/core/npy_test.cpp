@@ -33,7 +33,7 @@ TEST_P(NpyRoundTrip, WriteThenReadGivesSameBytes) {
     EXPECT_EQ(r->dtype(), dt == DType::BF16 ? DType::U16 : dt);
     EXPECT_EQ(r->shape(), shape);
     ASSERT_EQ(r->nbytes(), t.nbytes());
-    if (t.nbytes()) EXPECT_EQ(0, std::memcmp(r->raw(), t.raw(), t.nbytes()));  // empty: no buffers to compare
+    if (t.nbytes()) { EXPECT_EQ(0, std::memcmp(r->raw(), t.raw(), t.nbytes())); }  // empty: no buffers to compare
   }
 }
 

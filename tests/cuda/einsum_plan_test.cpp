@@ -2,8 +2,8 @@
 // kernel runs) evaluated on the host against the CPU reference: matrix products, batched
 // attention scores, diagonals, full and partial reductions, transposes, implicit output,
 // ellipsis broadcasting, three operands. Needs no GPU.
-#include "backends/cuda/einsum_math.h"
-#include "backends/cuda/einsum_plan.h"
+#include "ops/matmul/cuda/einsum_math.h"
+#include "ops/matmul/cuda/einsum_plan.h"
 #include "ir/eval.h"
 
 #include <gtest/gtest.h>

@@ -3,9 +3,9 @@
 // tensor of 2^31 elements takes the 64-bit kernel. Each result is checked against host math and
 // the guard bytes around every output.
 #include "backends/cuda/elementwise.h"
-#include "backends/cuda/elementwise_plan.h"
-#include "backends/cuda/layout.h"
-#include "backends/cuda/layout_plan.h"
+#include "ops/elementwise/cuda/elementwise_plan.h"
+#include "ops/tensor/cuda/layout.h"
+#include "ops/tensor/cuda/layout_plan.h"
 #include "core/dtype.h"
 #include "cuda_test_util.h"
 

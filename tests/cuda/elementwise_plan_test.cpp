@@ -2,8 +2,8 @@
 // division against `/` and `%`, the path chosen per broadcast pattern and alignment, and the
 // kernels' own index functions (the same inline code the device runs) replayed on the host
 // against plain 64-bit reference index math.
-#include "backends/cuda/elementwise_plan.h"
-#include "backends/cuda/layout_plan.h"
+#include "ops/elementwise/cuda/elementwise_plan.h"
+#include "ops/tensor/cuda/layout_plan.h"
 
 #include <gtest/gtest.h>
 
@@ -157,8 +157,8 @@ TEST(PlanBinary, BroadcastVectorOffsetsMatchReference) {
     for (int64_t i = 0; i < d->numel; i += p.vec) {
       uint32_t ia, ib;
       index32_offsets(g, static_cast<uint32_t>(i), &ia, &ib);
-      if (p.a_vector) ASSERT_EQ(ia % p.vec, 0u);  // aligned vector loads
-      if (p.b_vector) ASSERT_EQ(ib % p.vec, 0u);
+      if (p.a_vector) { ASSERT_EQ(ia % p.vec, 0u); }  // aligned vector loads
+      if (p.b_vector) { ASSERT_EQ(ib % p.vec, 0u); }
       for (int e = 0; e < p.vec; ++e) {
         int64_t ra, rb;
         reference_offsets(*d, i + e, &ra, &rb);

@@ -50,7 +50,7 @@ Graph make_model() {
   return g;
 }
 
-std::unique_ptr<Session> session(const Graph& g, const std::string& device, bool graphs = true) {
+std::unique_ptr<Session> session(const Graph& g, const Device& device, bool graphs = true) {
   SessionOptions o;
   o.device = device;
   o.cuda_graphs = graphs;
@@ -168,7 +168,7 @@ TEST(CudaGraphs, RunThatReadsDeviceDataOnTheHostStaysEager) {
     auto want = cpu->run({{"x", in}});
     ASSERT_TRUE(want.ok());
     EXPECT_EQ(a.prof.mode, "eager") << "run " << i;
-    if (i >= 1) EXPECT_NE(a.prof.graph_note.find("det"), std::string::npos) << a.prof.graph_note;
+    if (i >= 1) { EXPECT_NE(a.prof.graph_note.find("det"), std::string::npos) << a.prof.graph_note; }
     EXPECT_LE(max_err(a.y, (*want)[0].second), 1e-5);
   }
 }

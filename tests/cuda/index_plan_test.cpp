@@ -2,7 +2,7 @@
 // code the kernels run) with the descriptors the ops build, evaluated on the host against the
 // CPU reference: GatherElements, GatherND (batch_dims, scalar tuples), ScatterElements and
 // ScatterND (each reduction, applied in order), TopK with ties and NaN. Needs no GPU.
-#include "backends/cuda/index_math.h"
+#include "ops/index/cuda/index_math.h"
 #include "ir/eval.h"
 
 #include <gtest/gtest.h>

@@ -1,6 +1,6 @@
 // cuBLASLt matmul against a host product in double: f32/f16/bf16, transposes, batches with a
 // broadcast operand, the bias epilogue, and the plan cache.
-#include "backends/cuda/matmul_lt.h"
+#include "ops/matmul/cuda/matmul_lt.h"
 #include "core/dtype.h"
 #include "cuda_test_util.h"
 

@@ -1,7 +1,7 @@
 // The CUDA QLinearConv (make_qconv_desc's geometry, qconv_sum and the requantization, the code
 // the kernel runs) on the host against the CPU reference: 1-D and 2-D, pads, strides, dilations,
 // groups, auto_pad SAME_UPPER, per-channel weight scales and zero points, bias. Needs no GPU.
-#include "backends/cuda/qconv_plan.h"
+#include "ops/quant/cuda/qconv_plan.h"
 #include "ir/eval.h"
 
 #include <gtest/gtest.h>

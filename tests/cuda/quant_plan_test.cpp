@@ -2,7 +2,7 @@
 // host against the CPU reference: QuantizeLinear with f32/f16/bf16 inputs and scales (quotient
 // rounded to the scale's type, ties to even, saturation), DequantizeLinear, QLinearMatMul's
 // requantization. Needs no GPU.
-#include "backends/cuda/quant_math.h"
+#include "ops/quant/cuda/quant_math.h"
 #include "ir/eval.h"
 
 #include <gtest/gtest.h>

@@ -3,8 +3,8 @@
 // nearest modes, linear and cubic (cubic_coeff_a), antialias, scales and sizes, axes,
 // keep_aspect_ratio_policy, exclude_outside, crop with extrapolation, Resize-10 and Upsample.
 // Needs no GPU.
-#include "backends/cuda/resize_math.h"
-#include "backends/cuda/resize_plan.h"
+#include "ops/resize/cuda/resize_math.h"
+#include "ops/resize/cuda/resize_plan.h"
 #include "ir/eval.h"
 
 #include <gtest/gtest.h>

@@ -120,20 +120,20 @@ NamedTensors transformer_inputs(uint32_t seed) {
   return {{"ids", ids}, {"mask", mask}};
 }
 
-std::unique_ptr<Session> make_session(const Graph& g, const std::string& device, const std::string& precision = "fp32",
+std::unique_ptr<Session> make_session(const Graph& g, const Device& device, const std::string& precision = "fp32",
                                       size_t memory_limit = 0) {
   SessionOptions o;
   o.device = device;
   o.precision = precision;
   o.memory_limit = memory_limit;
   auto s = Session::from_graph(g, o);
-  EXPECT_TRUE(s.ok()) << device << "/" << precision << ": " << s.status().to_string();
+  EXPECT_TRUE(s.ok()) << device.to_string() << "/" << precision << ": " << s.status().to_string();
   return s.ok() ? std::move(*s) : nullptr;
 }
 
 NamedTensors run_ok(const Session& s, const NamedTensors& in) {
   auto r = s.run(in);
-  EXPECT_TRUE(r.ok()) << s.device() << ": " << r.status().to_string();
+  EXPECT_TRUE(r.ok()) << s.device().to_string() << ": " << r.status().to_string();
   return r.ok() ? std::move(*r) : NamedTensors{};
 }
 

@@ -1,7 +1,7 @@
 // The host side of the CUDA variadic Sum/Mean/Min/Max: how each input's strides broadcast into
 // the output (right-aligned, 0 along broadcast axes) and the error for shapes that do not.
 // The kernels themselves are checked against the CPU reference by backend_ops on a GPU.
-#include "backends/cuda/variadic.h"
+#include "ops/elementwise/cuda/variadic.h"
 
 #include <gtest/gtest.h>
 

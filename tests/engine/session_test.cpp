@@ -1,4 +1,5 @@
 // Session: run with named tensors; every kind of bad run-time input is one clear Status.
+#include "core/device.h"
 #include "gpuopt/session.h"
 #include "ir/graph.h"
 #include "model_builder.h"
@@ -98,11 +99,16 @@ TEST(Session, UnknownDeviceIsAClearError) {
   add_output(&m, "y");
   auto g = import_onnx_model(m, "");
   ASSERT_TRUE(g.ok());
+  // Text names a device only through parse_device; a device that is not there fails the load
+  // naming it (no such backend in this build, no GPU, or no GPU of that index).
+  auto bad = parse_device("tpu");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("'tpu'"), std::string::npos) << bad.status().to_string();
   SessionOptions o;
-  o.device = "tpu";
+  o.device = Device::cuda(4095);
   auto s = Session::from_graph(std::move(*g), o);
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.status().message().find("'tpu'"), std::string::npos) << s.status().to_string();
+  EXPECT_NE(s.status().message().find("cuda:4095"), std::string::npos) << s.status().to_string();
 }
 
 TEST(Session, LoadErrorsNameTheFile) {

@@ -2,7 +2,7 @@
 // it describes, and per-field read counters that advance scripted sequences (README.md).
 #pragma once
 
-#include "gpu/nvml_types.h"
+#include "monitor/nvml_types.h"
 
 #include <nlohmann/json.hpp>
 

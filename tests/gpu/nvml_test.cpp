@@ -1,5 +1,5 @@
 // The NVML loader and typed queries against the fake library (tests/fake_nvml), both variants.
-#include "gpu/nvml.h"
+#include "monitor/nvml.h"
 
 #include "gpu_test_util.h"
 

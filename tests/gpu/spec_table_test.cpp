@@ -1,5 +1,5 @@
 // Derived peaks against NVIDIA datasheet figures (independent numbers, not our table restated).
-#include "gpu/spec_table.h"
+#include "monitor/spec_table.h"
 
 #include <gtest/gtest.h>
 

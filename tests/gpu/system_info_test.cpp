@@ -1,5 +1,5 @@
 // collect_system_info() in-process against the fake NVML and the fake sysfs/proc trees.
-#include "gpu/system_info.h"
+#include "monitor/system_info.h"
 
 #include "gpu_test_util.h"
 

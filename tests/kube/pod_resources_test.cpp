@@ -3,7 +3,7 @@
 #include "kube/pod_resources.h"
 
 #include "../monitor/fake_script.h"
-#include "gpu/exporter.h"
+#include "monitor/exporter.h"
 #include "net/http.h"
 #include "podresources/v1/api.grpc.pb.h"
 

@@ -3,10 +3,10 @@
 // moved to the slow cadence; slow-cadence groups are refreshed every Nth sample and keep their
 // values, with the time they were read, in between; the exporter publishes the real costs.
 #include "fake_script.h"
-#include "gpu/exporter.h"
-#include "gpu/exporter_bench.h"
-#include "gpu/sampler.h"
-#include "gpu/sampler_json.h"
+#include "monitor/exporter.h"
+#include "monitor/exporter_bench.h"
+#include "monitor/sampler.h"
+#include "monitor/sampler_json.h"
 #include "net/http.h"
 
 #include <gtest/gtest.h>
@@ -73,7 +73,7 @@ TEST(Cadence, SlowQueryIsDetectedReportedAndMovedToTheSlowCadence) {
     power_read_us.push_back(snap.gpus[0].read_us[kPower]);
     stamp_us.push_back(snap.timestamp_us);
     power_calls.push_back(snap.queries[kPower].calls);
-    if (i == 3) EXPECT_FALSE(snap.queries[kPower].slow) << "judged only after 5 reads";
+    if (i == 3) { EXPECT_FALSE(snap.queries[kPower].slow) << "judged only after 5 reads"; }
     last = snap;
   }
   // Fast for its first 5 reads (100..500 W), then moved: read again at sample 5 + 5 = 10.

@@ -1,6 +1,6 @@
 // Each diagnosis rule driven by a scripted sequence of samples: it fires on the pattern it names
 // and stays quiet on a nearby pattern that must not trigger it.
-#include "gpu/diagnosis.h"
+#include "monitor/diagnosis.h"
 
 #include <gtest/gtest.h>
 
@@ -155,7 +155,7 @@ TEST(Diagnosis, ThermalThrottlingFromClockEventReasons) {
   Script s;
   s.run(10, [](GpuSample& g, int i) {
     g.temp_gpu_c = 88;
-    g.clock_event_reasons = (i % 2) ? kClockEventHwThermal : 0;
+    g.clock_event_reasons = (i % 2) ? static_cast<uint64_t>(kClockEventHwThermal) : 0;
   });
   const Finding* f = s.find(Rule::kThermalThrottling);
   ASSERT_NE(f, nullptr);
@@ -166,7 +166,7 @@ TEST(Diagnosis, ThermalThrottlingFromClockEventReasons) {
 
 TEST(Diagnosis, RareThrottleSamplesDoNotFire) {
   Script s;
-  s.run(20, [](GpuSample& g, int i) { g.clock_event_reasons = i == 3 ? kClockEventSwThermal : 0; });
+  s.run(20, [](GpuSample& g, int i) { g.clock_event_reasons = i == 3 ? static_cast<uint64_t>(kClockEventSwThermal) : 0; });
   EXPECT_FALSE(has(s.rules(), Rule::kThermalThrottling));
 }
 
@@ -311,7 +311,12 @@ TEST(Diagnosis, XidEventsInTheWindowNameTheCode) {
 TEST(Diagnosis, LostGpuIsCriticalAndAlone) {
   Script s;
   s.run(3, [](GpuSample& g, int i) {
-    if (i == 2) g = GpuSample{g.info, true};
+    if (i == 2) {
+      GpuSample lost;
+      lost.info = g.info;
+      lost.lost = true;
+      g = lost;
+    }
   });
   auto r = s.rules();
   ASSERT_EQ(r.size(), 1u);
@@ -328,7 +333,11 @@ TEST(Diagnosis, MemoryHeadroomOnBusyGpu) {
 
 TEST(Diagnosis, FieldsNotAvailableRaiseNothing) {
   Script s;
-  s.run(10, [](GpuSample& g, int) { g = GpuSample{g.info}; });  // every field n/a
+  s.run(10, [](GpuSample& g, int) {  // every field n/a
+    GpuSample empty;
+    empty.info = g.info;
+    g = empty;
+  });
   EXPECT_TRUE(s.rules().empty());
 }
 
@@ -346,7 +355,7 @@ TEST(Diagnosis, TwoGpusAreJudgedSeparately) {
   auto f = d.findings();
   ASSERT_FALSE(f.empty());
   for (const auto& x : f)
-    if (x.rule == Rule::kLowUtilization) EXPECT_EQ(x.gpu, 1u);
+    if (x.rule == Rule::kLowUtilization) { EXPECT_EQ(x.gpu, 1u); }
   EXPECT_TRUE(std::any_of(f.begin(), f.end(), [](const Finding& x) { return x.rule == Rule::kLowUtilization; }));
 }
 

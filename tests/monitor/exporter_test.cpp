@@ -1,6 +1,6 @@
 // The exporter end to end in-process: fake NVML, a real HTTP server on 127.0.0.1, scrapes that
 // see each new sample, concurrent scrapes while the body is swapped, /health, and the no-GPU mode.
-#include "gpu/exporter.h"
+#include "monitor/exporter.h"
 
 #include "fake_script.h"
 #include "net/http.h"
@@ -41,7 +41,7 @@ TEST(ExporterArgs, ParseInterval) {
   for (const char* bad : {"", "0", "-1s", "fast", "1h", "1 s"}) {
     auto r = parse_interval(bad);
     EXPECT_FALSE(r.ok()) << bad;
-    if (!r.ok()) EXPECT_NE(r.status().message().find(std::string("'") + bad + "'"), std::string::npos);
+    if (!r.ok()) { EXPECT_NE(r.status().message().find(std::string("'") + bad + "'"), std::string::npos); }
   }
 }
 

@@ -1,6 +1,6 @@
 // /proc parsing against a fake tree: command line, user, and container ids in the cgroup forms
 // docker, containerd (Kubernetes, cgroup v1 and v2), CRI-O and podman write.
-#include "gpu/process_info.h"
+#include "monitor/process_info.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

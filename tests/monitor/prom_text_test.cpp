@@ -1,7 +1,7 @@
 // Prometheus text exposition: escaping, number forms, and the exporter's rendering of a sample
 // with DCGM names and labels (checked line by line against the format's grammar).
-#include "gpu/exporter_metrics.h"
-#include "gpu/prom_text.h"
+#include "monitor/exporter_metrics.h"
+#include "monitor/prom_text.h"
 
 #include <gtest/gtest.h>
 

@@ -1,10 +1,10 @@
 // The sampler over the fake NVML: every field read from a scripted device, values that change
 // from sample to sample, per-field failures degrading to n/a, processes with /proc details,
 // GPM between consecutive samples, XID events and a GPU that falls off the bus.
-#include "gpu/sampler.h"
+#include "monitor/sampler.h"
 
 #include "fake_script.h"
-#include "gpu/diagnosis.h"
+#include "monitor/diagnosis.h"
 
 #include <gtest/gtest.h>
 

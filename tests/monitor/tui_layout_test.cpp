@@ -1,6 +1,6 @@
 // The monitor's screen layout without a terminal: every row exactly the width, panels and bars
 // where they belong, compact mode for many GPUs, n/a for missing fields, lost GPUs.
-#include "gpu/tui_layout.h"
+#include "monitor/tui_layout.h"
 
 #include <gtest/gtest.h>
 
@@ -86,7 +86,9 @@ TEST(TuiLayout, OneGpuAt80x24) {
 TEST(TuiLayout, MissingFieldsShowNa) {
   Fixture f(1);
   GpuSample& g = f.snap.gpus[0];
-  g = GpuSample{g.info};
+  GpuSample empty;
+  empty.info = g.info;
+  g = empty;
   MonitorView v;
   v.update(f.snap, {});
   Screen s = v.render(80, 24, {});

@@ -276,7 +276,9 @@ TEST(Http, PortInUseIsAClearError) {
   ASSERT_FALSE(b.ok());
   EXPECT_NE(b.status().message().find("cannot bind 127.0.0.1:" + std::to_string(a->port())), std::string::npos)
       << b.status().to_string();
-  auto bad = HttpServer::start(ServerOptions{.host = "not-an-ip"}, echo_router());
+  ServerOptions bad_host;
+  bad_host.host = "not-an-ip";
+  auto bad = HttpServer::start(bad_host, echo_router());
   EXPECT_FALSE(bad.ok());
 }
 

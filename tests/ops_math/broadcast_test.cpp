@@ -1,6 +1,7 @@
 // Broadcast shape rules (partial and concrete) and the row iterator, against a per-element
 // unravel/modulo oracle.
-#include "backends/cpu/broadcast.h"
+#include "ops/common/broadcast.h"
+#include "op_test_util.h"
 
 #include <gtest/gtest.h>
 
@@ -39,17 +40,7 @@ TEST(BroadcastShape, Partial) {
 }
 
 // Oracle: unravel the output index and take each coordinate modulo the input extent.
-int64_t oracle_offset(const Shape& in, const Shape& out, int64_t linear) {
-  std::vector<int64_t> coord(out.size());
-  for (size_t d = out.size(); d-- > 0;) {
-    coord[d] = linear % out[d];
-    linear /= out[d];
-  }
-  int64_t off = 0;
-  const size_t lead = out.size() - in.size();
-  for (size_t d = 0; d < in.size(); ++d) off = off * in[d] + (in[d] == 1 ? 0 : coord[lead + d]);
-  return off;
-}
+int64_t oracle_offset(const Shape& in, const Shape& out, int64_t linear) { return testing::bcast_index(in, out, linear); }
 
 TEST(BroadcastLoop, MatchesOracle) {
   const std::vector<std::vector<Shape>> cases = {

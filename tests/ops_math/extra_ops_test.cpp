@@ -121,7 +121,7 @@ TEST(Loss, NllAndSoftmaxCrossEntropy) {
               },
               dt == DType::F16 ? Tolerance{5e-3, 2e-3} : tolerance(dt),  // f16 inputs, sums of 24 terms
               fmt::format("{} {} {} w={}", op_name(op), red, dtype_name(dt), weighted));
-          if (softmax) ASSERT_EQ(out[1].shape(), sx);
+          if (softmax) { ASSERT_EQ(out[1].shape(), sx); }
         }
   Tensor x = random_tensor(DType::F32, {2, 3});
   Tensor bad = Tensor::from_vector<int64_t>(DType::I64, {2}, {1, 3});

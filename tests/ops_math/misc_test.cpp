@@ -1,4 +1,4 @@
-// Ops of src/ir/ops_misc.inc (backends/cpu/misc_*.cpp) on small hand-checked cases; the ONNX
+// Ops of src/ir/ops_misc.inc (in src/ops/<family>/) on small hand-checked cases; the ONNX
 // node tests (gpuopt_conformance) are the main oracle, these pin the edge rules each kernel
 // documents and the error messages for bad input.
 #include "op_test_util.h"

@@ -1,9 +1,11 @@
-// Helpers for the math-op tests: build a one-node graph, fresh random inputs (never all zeros),
-// run it through eval_node, and compare with a double-precision oracle at the dtype's tolerance.
+// Helpers for the math-op tests: fresh random inputs (never all zeros), run through eval_node,
+// compared with a double-precision oracle at the dtype's tolerance (the node, attributes and
+// tolerances come from tests/op_test.h).
 #pragma once
 
 #include "core/dispatch.h"
 #include "ir/eval.h"
+#include "op_test.h"
 
 #include <gtest/gtest.h>
 
@@ -15,25 +17,13 @@
 
 namespace gpuopt::testing {
 
-inline std::mt19937_64& rng() {
-  static std::mt19937_64 r(std::random_device{}());
-  return r;
-}
+using op_test::rng;
 
-inline Node make_node(Op op, size_t n_in, size_t n_out = 1, AttributeMap attrs = {}, std::string name = "n0") {
-  Node n;
-  n.op = op;
-  n.name = std::move(name);
-  for (size_t i = 0; i < n_in; ++i) n.inputs.push_back(static_cast<ValueId>(i));
-  for (size_t i = 0; i < n_out; ++i) n.outputs.push_back(static_cast<ValueId>(n_in + i));
-  n.attrs = std::move(attrs);
-  return n;
-}
-
-inline Attribute attr_i(int64_t v) { return int_attr(v); }
-inline Attribute attr_f(float v) { return float_attr(v); }
-inline Attribute attr_s(std::string v) { return string_attr(std::move(v)); }
-inline Attribute attr_ints(std::vector<int64_t> v) { return ints_attr(std::move(v)); }
+using op_test::attr_f;
+using op_test::attr_i;
+using op_test::attr_ints;
+using op_test::attr_s;
+using op_test::make_node;
 
 // Uniform random values in [lo, hi]; integer dtypes get integers; bool a fair coin.
 inline Tensor random_tensor(DType dt, const Shape& shape, double lo = -3.0, double hi = 3.0) {
@@ -50,31 +40,9 @@ inline Tensor random_tensor(DType dt, const Shape& shape, double lo = -3.0, doub
   return t;
 }
 
-struct Tolerance {
-  double abs, rel;
-};
-// ONNX Runtime's tolerances by dtype (CONVENTIONS.md); integers and bool are exact.
-inline Tolerance tolerance(DType dt) {
-  switch (dt) {
-    case DType::F32:
-      return {1e-5, 1e-4};
-    case DType::F64:
-      return {1e-12, 1e-12};
-    case DType::F16:
-      return {2.5e-3, 1e-3};
-    case DType::BF16:
-      return {2e-2, 1e-2};
-    default:
-      return {0, 0};
-  }
-}
-
-// True when got matches want: NaN with NaN, Inf with Inf of the same sign, else within tolerance.
-inline bool close(double got, double want, Tolerance tol) {
-  if (std::isnan(want)) return std::isnan(got);
-  if (std::isinf(want)) return got == want;
-  return std::fabs(got - want) <= tol.abs + tol.rel * std::fabs(want);
-}
+using op_test::close;
+using op_test::Tolerance;
+using op_test::tolerance;
 
 // Runs the node and returns its outputs; fails the test on an error.
 inline std::vector<Tensor> run(const Node& n, const std::vector<const Tensor*>& in, int opset = 17) {

@@ -1,6 +1,6 @@
 // Load-time shape inference with unknown/symbolic dims, FLOP estimates, and the once-rounded
 // half-precision output path shared by every NN kernel.
-#include "backends/cpu/nn_util.h"
+#include "ops/common/nn_util.h"
 #include "nn_test_util.h"
 
 namespace gpuopt {

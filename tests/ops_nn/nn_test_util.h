@@ -2,6 +2,7 @@
 #pragma once
 
 #include "ir/eval.h"
+#include "op_test.h"
 
 #include <gtest/gtest.h>
 
@@ -35,49 +36,21 @@ inline std::vector<double> values(const Tensor& t) {
   return v;
 }
 
-inline Attribute attr_i(int64_t v) { return int_attr(v); }
-inline Attribute attr_f(float v) { return float_attr(v); }
-inline Attribute attr_s(std::string v) { return string_attr(std::move(v)); }
-inline Attribute attr_ints(std::vector<int64_t> v) { return ints_attr(std::move(v)); }
-
-inline Node make_node(Op op, size_t num_inputs, size_t num_outputs, AttributeMap attrs = {}, std::string name = "n1") {
-  Node n;
-  n.op = op;
-  n.name = std::move(name);
-  for (size_t i = 0; i < num_inputs; ++i) n.inputs.push_back(static_cast<ValueId>(i));
-  for (size_t i = 0; i < num_outputs; ++i) n.outputs.push_back(static_cast<ValueId>(num_inputs + i));
-  n.attrs = std::move(attrs);
-  return n;
-}
+using op_test::attr_f;
+using op_test::attr_i;
+using op_test::attr_ints;
+using op_test::attr_s;
+using op_test::make_node;
 
 inline Result<std::vector<Tensor>> run(const Node& n, const std::vector<const Tensor*>& in, int opset = 17) {
   return eval_node(n, in, opset);
 }
 
-// Tolerance by dtype (CONVENTIONS.md, from ONNX Runtime).
+// Tolerance by dtype (op_test::tolerance, ONNX Runtime's); f64 at 1e-10 for these kernels.
 inline void tolerance(DType dt, double* abs_tol, double* rel_tol) {
-  switch (dt) {
-    case DType::F16:
-      *abs_tol = 2.5e-3;
-      *rel_tol = 1e-3;
-      break;
-    case DType::BF16:
-      *abs_tol = 2e-2;
-      *rel_tol = 1e-2;
-      break;
-    case DType::F64:
-      *abs_tol = 1e-10;
-      *rel_tol = 1e-10;
-      break;
-    case DType::F32:
-      *abs_tol = 1e-5;
-      *rel_tol = 1e-4;
-      break;
-    default:
-      *abs_tol = 0;
-      *rel_tol = 0;
-      break;  // integers: exact
-  }
+  const op_test::Tolerance t = dt == DType::F64 ? op_test::Tolerance{1e-10, 1e-10} : op_test::tolerance(dt);
+  *abs_tol = t.abs;
+  *rel_tol = t.rel;
 }
 
 inline void expect_close(const Tensor& got, const std::vector<double>& want, const Shape& shape,

@@ -21,14 +21,7 @@ fs::path data_dir() {
   return fs::path(GPUOPT_SOURCE_DIR) / "tests" / "ops_nn" / "data";
 }
 
-std::vector<std::string> case_names() {
-  std::vector<std::string> names;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(data_dir(), ec))
-    if (fs::exists(e.path() / "case.json")) names.push_back(e.path().filename().string());
-  std::sort(names.begin(), names.end());
-  return names;
-}
+std::vector<std::string> case_names() { return op_test::case_names(data_dir()); }
 
 Tensor load(const fs::path& p) {
   Result<Tensor> t = read_npy(p.string());

@@ -17,14 +17,7 @@ namespace fs = std::filesystem;
 
 fs::path data_dir() { return fs::path(GPUOPT_SOURCE_DIR) / "tests" / "ops_tensor" / "data"; }
 
-std::vector<std::string> case_names() {
-  std::vector<std::string> names;
-  if (fs::is_directory(data_dir()))
-    for (const auto& e : fs::directory_iterator(data_dir()))
-      if (fs::exists(e.path() / "case.json")) names.push_back(e.path().filename().string());
-  std::sort(names.begin(), names.end());
-  return names;
-}
+std::vector<std::string> case_names() { return op_test::case_names(data_dir()); }
 
 Tensor load(const fs::path& p) {
   Result<Tensor> t = read_npy(p.string());
@@ -46,23 +39,23 @@ TEST_P(OrtCase, MatchesOnnxRuntime) {
   ASSERT_TRUE(op.has_value()) << "op " << op_name << " is not in the op table";
   AttributeMap attrs;
   for (auto& [k, v] : meta["attrs"].items()) {
-    if (v.contains("i")) attrs[k] = a_int(v["i"]);
-    else if (v.contains("f")) attrs[k] = a_float(v["f"]);
-    else if (v.contains("s")) attrs[k] = a_str(v["s"]);
-    else if (v.contains("ints")) attrs[k] = a_ints(v["ints"].get<std::vector<int64_t>>());
+    if (v.contains("i")) attrs[k] = attr_i(v["i"]);
+    else if (v.contains("f")) attrs[k] = attr_f(v["f"]);
+    else if (v.contains("s")) attrs[k] = attr_s(v["s"]);
+    else if (v.contains("ints")) attrs[k] = attr_ints(v["ints"].get<std::vector<int64_t>>());
     else if (v.contains("floats")) {
       Attribute a;
       a.kind = Attribute::Kind::kFloats;
       a.floats = v["floats"].get<std::vector<float>>();
       attrs[k] = a;
-    } else if (v.contains("t")) attrs[k] = a_tensor(load(dir / v["t"].get<std::string>()));
+    } else if (v.contains("t")) attrs[k] = attr_t(load(dir / v["t"].get<std::string>()));
   }
   std::vector<Tensor> inputs;
   std::vector<const Tensor*> ptrs;
   inputs.reserve(meta["inputs"].size());
   for (auto& in : meta["inputs"]) inputs.push_back(in.is_null() ? Tensor() : load(dir / in.get<std::string>()));
   for (auto& t : inputs) ptrs.push_back(t.defined() ? &t : nullptr);
-  Node n = node_of(*op, inputs.size(), meta["outputs"].size(), attrs, GetParam());
+  Node n = make_node(*op, inputs.size(), meta["outputs"].size(), attrs, GetParam());
   n.op_type = op_name;
   for (size_t i = 0; i < ptrs.size(); ++i)
     if (!ptrs[i]) n.inputs[i] = kNoValue;

@@ -52,7 +52,7 @@ TEST(Random, TransposeAnyDtype) {
     std::iota(perm.begin(), perm.end(), 0);
     std::shuffle(perm.begin(), perm.end(), rng());
     Tensor x = random_tensor(dt, s);
-    Node n = node_of(Op::Transpose, 1, 1, {{"perm", a_ints(perm)}});
+    Node n = make_node(Op::Transpose, 1, 1, {{"perm", attr_ints(perm)}});
     auto got = run1(n, {&x});
     ASSERT_TRUE(got.ok()) << got.status().to_string();
     Shape os;
@@ -111,7 +111,7 @@ TEST(Random, SliceWithNegativeStepsAndClamping) {
       ref_copy(x, ravel(ic, s), want, o);
     }
     Tensor ts = ints(starts), te = ints(ends), ta = ints(axes), tp = ints(steps);
-    Node n = node_of(Op::Slice, 5);
+    Node n = make_node(Op::Slice, 5);
     auto got = run1(n, {&x, &ts, &te, &ta, &tp}, 13);
     ASSERT_TRUE(got.ok()) << got.status().to_string();
     EXPECT_TRUE(same_tensor((*got)[0], want)) << x.describe() << " starts " << ::testing::PrintToString(starts)
@@ -124,7 +124,7 @@ TEST(Random, GatherAndConcatBf16AndStrings) {
   for (DType dt : {DType::BF16, DType::String, DType::Bool}) {
     Tensor x = random_tensor(dt, {5, 7, 3});
     Tensor idx = Tensor::from_vector(DType::I64, {2, 2}, std::vector<int64_t>{6, -7, 0, 3});
-    Node g = node_of(Op::Gather, 2, 1, {{"axis", a_int(1)}});
+    Node g = make_node(Op::Gather, 2, 1, {{"axis", attr_i(1)}});
     auto got = run1(g, {&x, &idx});
     ASSERT_TRUE(got.ok()) << got.status().to_string();
     Tensor want = Tensor::empty(dt, {5, 2, 2, 3});
@@ -135,7 +135,7 @@ TEST(Random, GatherAndConcatBf16AndStrings) {
     EXPECT_TRUE(same_tensor((*got)[0], want)) << dtype_name(dt);
 
     Tensor y = random_tensor(dt, {5, 2, 3});
-    Node c = node_of(Op::Concat, 2, 1, {{"axis", a_int(1)}});
+    Node c = make_node(Op::Concat, 2, 1, {{"axis", attr_i(1)}});
     auto cat = run1(c, {&x, &y});
     ASSERT_TRUE(cat.ok()) << cat.status().to_string();
     Tensor wc = Tensor::empty(dt, {5, 9, 3});
@@ -152,8 +152,8 @@ TEST(Random, CastBf16RoundTripIsExactOnRepresentableValues) {
   Tensor x = Tensor::empty(DType::F32, {64});
   for (int64_t i = 0; i < 64; ++i)
     x.data<float>()[i] = std::ldexp(static_cast<float>(static_cast<int>(rng()() % 511) - 255), static_cast<int>(rng()() % 20) - 10);
-  Node to_bf = node_of(Op::Cast, 1, 1, {{"to", a_int(16)}});
-  Node to_f = node_of(Op::Cast, 1, 1, {{"to", a_int(1)}});
+  Node to_bf = make_node(Op::Cast, 1, 1, {{"to", attr_i(16)}});
+  Node to_f = make_node(Op::Cast, 1, 1, {{"to", attr_i(1)}});
   auto b = run1(to_bf, {&x});
   ASSERT_TRUE(b.ok());
   auto back = run1(to_f, {&(*b)[0]});
@@ -170,18 +170,18 @@ TEST(Random, CastBf16RoundTripIsExactOnRepresentableValues) {
 TEST(Random, CastStrings) {
   Tensor s = Tensor::empty(DType::String, {4});
   s.strings() = {"1.5", "-2", "INF", "1e3"};
-  auto f = run1(node_of(Op::Cast, 1, 1, {{"to", a_int(1)}}), {&s});
+  auto f = run1(make_node(Op::Cast, 1, 1, {{"to", attr_i(1)}}), {&s});
   ASSERT_TRUE(f.ok()) << f.status().to_string();
   EXPECT_EQ((*f)[0].get_f64(0), 1.5);
   EXPECT_EQ((*f)[0].get_f64(1), -2.0);
   EXPECT_TRUE(std::isinf((*f)[0].get_f64(2)));
   EXPECT_EQ((*f)[0].get_f64(3), 1000.0);
-  auto back = run1(node_of(Op::Cast, 1, 1, {{"to", a_int(8)}}), {&(*f)[0]});
+  auto back = run1(make_node(Op::Cast, 1, 1, {{"to", attr_i(8)}}), {&(*f)[0]});
   ASSERT_TRUE(back.ok());
   EXPECT_EQ((*back)[0].strings()[0], "1.5");
   EXPECT_EQ((*back)[0].strings()[3], "1000");
   s.strings()[1] = "abc";
-  auto bad = run1(node_of(Op::Cast, 1, 1, {{"to", a_int(1)}}, "c"), {&s});
+  auto bad = run1(make_node(Op::Cast, 1, 1, {{"to", attr_i(1)}}, "c"), {&s});
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().message(), "[Cast] node 'c': cannot cast string 'abc' to f32");
 }
@@ -189,16 +189,16 @@ TEST(Random, CastStrings) {
 TEST(Random, RunTimeIndexErrorsAreClear) {
   Tensor x = random_tensor(DType::F32, {4, 3});
   Tensor idx = Tensor::from_vector(DType::I64, {2, 2}, std::vector<int64_t>{1, 0, 3, 2});
-  Node ge = node_of(Op::GatherElements, 2, 1, {{"axis", a_int(1)}}, "ge");
+  Node ge = make_node(Op::GatherElements, 2, 1, {{"axis", attr_i(1)}}, "ge");
   auto r = run1(ge, {&x, &idx});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(), "[GatherElements] node 'ge': index 3 is out of range for axis 1 of extent 3");
   Tensor nd = Tensor::from_vector(DType::I64, {1, 2}, std::vector<int64_t>{4, 0});
-  auto r2 = run1(node_of(Op::GatherND, 2, 1, {}, "gnd"), {&x, &nd});
+  auto r2 = run1(make_node(Op::GatherND, 2, 1, {}, "gnd"), {&x, &nd});
   ASSERT_FALSE(r2.ok());
   EXPECT_NE(r2.status().message().find("index 4 is out of range for axis 0 of extent 4"), std::string::npos);
   Tensor upd = random_tensor(DType::F32, {2, 2});
-  auto r3 = run1(node_of(Op::ScatterElements, 3, 1, {{"reduction", a_str("avg")}}, "se"), {&x, &idx, &upd}, 18);
+  auto r3 = run1(make_node(Op::ScatterElements, 3, 1, {{"reduction", attr_s("avg")}}, "se"), {&x, &idx, &upd}, 18);
   ASSERT_FALSE(r3.ok());
   EXPECT_NE(r3.status().message().find("reduction 'avg'"), std::string::npos);
 }
@@ -211,7 +211,7 @@ TEST(Random, TopKMatchesStableSortReference) {
     Tensor x = Tensor::empty(DType::I32, {rows, n});
     for (int64_t i = 0; i < x.numel(); ++i) x.data<int32_t>()[i] = static_cast<int32_t>(rng()() % 5);  // many ties
     Tensor kt = ints({k});
-    auto got = run1(node_of(Op::TopK, 2, 2, {{"largest", a_int(largest)}}), {&x, &kt});
+    auto got = run1(make_node(Op::TopK, 2, 2, {{"largest", attr_i(largest)}}), {&x, &kt});
     ASSERT_TRUE(got.ok()) << got.status().to_string();
     for (int64_t r = 0; r < rows; ++r) {
       std::vector<int64_t> order(n);

@@ -3,6 +3,7 @@
 
 #include "core/dispatch.h"
 #include "ir/eval.h"
+#include "op_test.h"
 
 #include <gtest/gtest.h>
 
@@ -12,31 +13,14 @@
 
 namespace gpuopt::tensor_test {
 
-inline std::mt19937_64& rng() {
-  static std::mt19937_64 r(std::random_device{}());
-  return r;
-}
+using op_test::rng;
 
-inline Node node_of(Op op, size_t n_in, size_t n_out = 1, AttributeMap attrs = {}, std::string name = "t0") {
-  Node n;
-  n.op = op;
-  n.name = std::move(name);
-  for (size_t i = 0; i < n_in; ++i) n.inputs.push_back(static_cast<ValueId>(i));
-  for (size_t i = 0; i < n_out; ++i) n.outputs.push_back(static_cast<ValueId>(n_in + i));
-  n.attrs = std::move(attrs);
-  return n;
-}
-
-inline Attribute a_int(int64_t v) { return int_attr(v); }
-inline Attribute a_float(float v) { return float_attr(v); }
-inline Attribute a_str(std::string v) { return string_attr(std::move(v)); }
-inline Attribute a_ints(std::vector<int64_t> v) { return ints_attr(std::move(v)); }
-inline Attribute a_tensor(Tensor t) {
-  Attribute a;
-  a.kind = Attribute::Kind::kTensor;
-  a.t = std::move(t);
-  return a;
-}
+using op_test::attr_f;
+using op_test::attr_i;
+using op_test::attr_ints;
+using op_test::attr_s;
+using op_test::attr_t;
+using op_test::make_node;
 
 inline Tensor ints(std::vector<int64_t> v) { return Tensor::from_vector(DType::I64, {static_cast<int64_t>(v.size())}, v); }
 

@@ -68,10 +68,11 @@ TEST_P(Precision, KeepsF32BoundaryAndMatchesF32Graph) {
     if (v.constant && v.constant->dtype() == low) ++low_consts;
   for (const Node& n : lp.nodes()) {
     casts += n.op_type == "Cast";
-    if (n.op_type == "Conv") EXPECT_EQ(lp.value(n.outputs[0]).info.dtype, low) << n.name;
+    if (n.op_type == "Conv") { EXPECT_EQ(lp.value(n.outputs[0]).info.dtype, low) << n.name; }
     // bf16 keeps everything but the tensor-core ops in f32 (autocast's split); fp16 does not.
-    if (n.op_type == "Relu" || n.op_type == "Sigmoid")
+    if (n.op_type == "Relu" || n.op_type == "Sigmoid") {
       EXPECT_EQ(lp.value(n.outputs[0]).info.dtype, low == DType::BF16 ? DType::F32 : low) << n.name;
+    }
   }
   EXPECT_EQ(low_consts, 2);
   EXPECT_EQ(casts, 2);  // x -> low, and low -> y (fp16) or conv -> f32 (bf16)

@@ -79,6 +79,35 @@ def test_input_data_validated_and_stats_agree(tmp_path):
         assert after["inference_stats"]["success"]["count"] - before["inference_stats"]["success"]["count"] == lv["sent"]
 
 
+@pytest.mark.parametrize("proto,shm", [("grpc", "none"), ("grpc", "system"), ("http", "system")])
+def test_input_data_over_grpc_and_shared_memory(tmp_path, proto, shm):
+    """--input-data through the other transports: every entry's inputs from the worker's shared
+    memory region or gRPC's raw contents, every answer (read back from the output region when
+    outputs go there) checked against validation_data, `sent` equal to the server's count."""
+    H.make_repository(str(tmp_path / "repo"), delay_us=500)
+    good = data_file(tmp_path / "good.json", 3)
+    bad = data_file(tmp_path / "bad.json", 2, wrong=True)
+    with H.Server(["--model-repository", str(tmp_path / "repo")]) as s:
+        url = s.grpc_url if proto == "grpc" else s.url
+        transport = ["-i", proto, "--shared-memory", shm]
+        before = stats(s.url, "simple")
+        r = perf(url, transport + ["--input-data", str(good), "-b", "2", "--concurrency-range", "2", "-p", "300",
+                                   "-r", "2"])
+        assert r.returncode == 0, r.stdout + r.stderr
+        out = json.loads(r.stdout)
+        assert out["protocol"] == proto and out["shared_memory"] == shm
+        lv = out["results"][0]
+        after = stats(s.url, "simple")
+        assert lv["errors"] == 0 and lv["sent"] > 0
+        assert after["inference_stats"]["success"]["count"] - before["inference_stats"]["success"]["count"] == lv["sent"]
+        assert after["inference_count"] - before["inference_count"] == 2 * lv["sent"]
+
+        r = perf(url, transport + ["--input-data", str(bad), "-p", "200", "-r", "1"])
+        assert r.returncode == 1
+        assert "validation: output 'OUTPUT0' element 0" in r.stderr, r.stderr
+    assert not [f for f in os.listdir("/dev/shm") if f.startswith("gpuopt_perf_")]
+
+
 @pytest.mark.parametrize("content,message", [
     ("[1, 2]", "expected {\"data\""),
     ("{\"data\": [{\"INPUT0\": [1, 2]}]}", "'INPUT0' has 2 values, its shape [16] needs 16"),

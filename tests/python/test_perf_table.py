@@ -41,3 +41,6 @@ def test_merge_replaces_a_measured_key_but_keeps_stored_and_other_keys():
     b32 = sorted((r["runner"], r["ms"]) for r in merged if r["batch"] == 32)
     assert b32 == [("gpuopt", 1.0), ("torch_compile", 1.5), ("torch_eager", 2.9)]
     assert [r["ms"] for r in merged if r["batch"] == 8] == [1.0]
+    # A new run that carries the stored record again does not duplicate it.
+    again = perf_table.merge(old, new + [dict(old[2])])
+    assert sorted(r["runner"] for r in again if r["batch"] == 32) == ["gpuopt", "torch_compile", "torch_eager"]

@@ -105,3 +105,35 @@ def test_bad_trace_file(tmp_path):
                         "--metrics-port", "0", "--trace-file", str(tmp_path / "no" / "dir" / "t.json")],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode != 0 and "--trace-file" in r.stderr, r.stderr
+
+
+def test_grpc_requests_traced(tmp_path):
+    """gRPC requests go through the same path as HTTP ones: traced with every stage, and the
+    stage sums still equal the server's statistics."""
+    grpcclient = pytest.importorskip("tritonclient.grpc")
+    H.make_repository(str(tmp_path / "repo"), delay_us=0)
+    trace = tmp_path / "serve.json"
+    s = H.Server(["--model-repository", str(tmp_path / "repo"), "--trace-file", str(trace), "--trace-rate", "1"])
+    with s:
+        g = grpcclient.InferenceServerClient(s.grpc_url)
+        for i in range(4):
+            a = np.full((1, 16), i, np.float32)
+            b = np.ones((1, 16), np.float32)
+            ins = [grpcclient.InferInput("INPUT0", a.shape, "FP32"), grpcclient.InferInput("INPUT1", b.shape, "FP32")]
+            ins[0].set_data_from_numpy(a)
+            ins[1].set_data_from_numpy(b)
+            np.testing.assert_array_equal(g.infer("simple", ins).as_numpy("OUTPUT1"), a - b)
+        c = send(s.url, 2)
+        st = c.get_inference_statistics("simple")["model_stats"][0]["inference_stats"]
+        assert int(st["success"]["count"]) == 6
+        code, _, _ = s.stop(signal.SIGTERM)
+        assert code == 0
+    tracks, slices = load(trace)
+    req = by_request(slices)
+    assert len(req) == 6
+    for r in req.values():
+        assert sorted(r) == sorted(STAGES)
+        assert r["encode"]["ts"] >= r["decode"]["ts"] + r["decode"]["dur"] - 0.01
+    for stage, key in [("queue", "queue"), ("compute infer", "compute_infer")]:
+        traced_us = sum(r[stage]["dur"] for r in req.values())
+        assert abs(traced_us - int(st[key]["ns"]) / 1e3) <= 0.01 * 6, (stage, traced_us, st[key])

@@ -119,11 +119,11 @@ def test_constraints(model, tmp_path):
         assert p["feasible"] == (p["throughput"] >= floor), p
     if j["chosen"] is not None:
         assert j["points"][j["chosen"]]["throughput"] >= floor
-    # Bad input: one clear line, usage exit code.
+    # Bad input: one clear line; a bad value is a usage error (2), a missing model a runtime error (1).
     r = tune([str(model), "--memory-limit", "lots"])
     assert r.returncode == 2 and "--memory-limit 'lots'" in r.stderr
     r = tune(["--model-repository", str(tmp_path), "-m", "nothing"])
-    assert r.returncode == 2 and "no model folder" in r.stderr
+    assert r.returncode == 1 and "no model folder" in r.stderr
 
 
 def test_time_budget(model, tmp_path):

@@ -280,5 +280,36 @@ TEST(Batcher, BackendFailureAnswersEveryRequestOfTheBatch) {
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
 }
 
+TEST(Batcher, RowBucketsPadBatchesToTheEngineSizesAndCutBack) {
+  BatcherOptions o = dynamic(8, 200000);
+  o.row_buckets = default_row_buckets(8, {});
+  ASSERT_EQ(o.row_buckets, (std::vector<int64_t>{1, 2, 4, 8}));
+  Harness h(o);
+  h.rec->gate_open = false;
+  auto first = h.submit(99, 3);  // 3 rows alone: runs as 4
+  ASSERT_TRUE(h.rec->wait_running(1));
+  std::vector<std::future<Answer>> f;
+  for (int i = 0; i < 5; ++i) f.push_back(h.submit(i));  // 5 rows together: run as 8
+  while (h.batcher->queued() < 5) std::this_thread::sleep_for(1ms);
+  h.rec->open_gate();
+  expect_add_sub(first.get(), 99, 3);
+  for (int i = 0; i < 5; ++i) {
+    Answer a = f[static_cast<size_t>(i)].get();
+    expect_add_sub(a, i);
+    EXPECT_EQ(a.timing.batch_rows, 5);  // the requests' rows, not the zeros
+  }
+  EXPECT_EQ(h.rec->batch_rows, (std::vector<int64_t>{4, 8}));
+  EXPECT_EQ(h.rec->shapes, (std::vector<Shape>{{4, 4}, {8, 4}}));
+  auto s = h.stats->snapshot();
+  EXPECT_EQ(s.inference_count, 8u);
+}
+
+TEST(Batcher, DefaultRowBuckets) {
+  EXPECT_EQ(default_row_buckets(32, {}), (std::vector<int64_t>{1, 2, 4, 8, 16, 32}));
+  EXPECT_EQ(default_row_buckets(12, {6, 12, 40}), (std::vector<int64_t>{1, 2, 4, 6, 8, 12}));
+  EXPECT_EQ(default_row_buckets(1, {}), (std::vector<int64_t>{1}));
+  EXPECT_TRUE(default_row_buckets(0, {}).empty());
+}
+
 }  // namespace
 }  // namespace gpuopt::server

@@ -2,7 +2,6 @@
 #include <gtest/gtest.h>
 
 #include "server/model_config.h"
-#include "server/pbtxt.h"
 
 namespace gpuopt::server {
 namespace {
@@ -111,13 +110,24 @@ TEST(Pbtxt, SyntaxErrorsNameTheLine) {
 }
 
 TEST(Pbtxt, AlternativeSyntaxes) {
-  auto r = parse_pbtxt("a < b: 1; c: 'q\\'x' > d: [1, 2,3] e: \"s\" \"t\"", "t");
+  // Angle brackets, ';' and ',' separators, single quotes with escapes, adjacent strings joined:
+  // protobuf's text format as Triton reads it.
+  auto r = parse_model_config(
+      "name: 'q\\'x'; platform: \"onnxruntime\" \"_onnx\", version_policy < latest < num_versions: 3 > >\n"
+      "input [ { name: \"a\" data_type: TYPE_INT64 dims: [1, 2,3] } ]",
+      "t");
   ASSERT_TRUE(r.ok()) << r.status().to_string();
-  ASSERT_EQ(r->fields.size(), 5u);
-  EXPECT_TRUE(r->fields[0].is_message);
-  EXPECT_EQ(r->fields[0].message->fields[1].scalar, "q'x");
-  EXPECT_EQ(r->fields[3].scalar, "3");
-  EXPECT_EQ(r->fields[4].scalar, "st");
+  EXPECT_EQ(r->name, "q'x");
+  EXPECT_EQ(r->platform, "onnxruntime_onnx");
+  EXPECT_EQ(r->version_policy.num_versions, 3u);
+  ASSERT_EQ(r->inputs.size(), 1u);
+  EXPECT_EQ(r->inputs[0].dims, (Shape{1, 2, 3}));
+  EXPECT_EQ(r->inputs[0].dtype, DType::I64);
+  // A field that is not in Triton's schema is named by the parser, with its line.
+  auto unknown = parse_model_config("name: \"m\"\nmax_batch: 4", "m/config.pbtxt");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("m/config.pbtxt:2:"), std::string::npos) << unknown.status().message();
+  EXPECT_NE(unknown.status().message().find("max_batch"), std::string::npos) << unknown.status().message();
 }
 
 std::vector<IoSpec> add_sub_inputs() {

@@ -86,10 +86,10 @@ class Server:
 
     def __init__(self, args, timeout=60):
         cmd = [gpuopt_bin(), "serve", "--http-address", "127.0.0.1", "--http-port", "0", "--metrics-port", "0",
-               "--http-thread-count", "4"] + list(args)
+               "--grpc-port", "0", "--http-thread-count", "4"] + list(args)
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
         self.log = []
-        self.http_port = self.metrics_port = None
+        self.http_port = self.metrics_port = self.grpc_port = None
         # A reader thread drains the output (a full pipe would block the server).
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -110,6 +110,9 @@ class Server:
             m = re.search(r"Started HTTPService at [\d.]+:(\d+)", line)
             if m:
                 self.http_port = int(m.group(1))
+            m = re.search(r"Started GRPCInferenceService at [\d.]+:(\d+)", line)
+            if m:
+                self.grpc_port = int(m.group(1))
             m = re.search(r"Started Metrics Service at [\d.]+:(\d+)", line)
             if m:
                 self.metrics_port = int(m.group(1))
@@ -117,6 +120,10 @@ class Server:
     @property
     def url(self):
         return f"127.0.0.1:{self.http_port}"
+
+    @property
+    def grpc_url(self):
+        return f"127.0.0.1:{self.grpc_port}"
 
     def stop(self, sig=signal.SIGTERM, timeout=30):
         """Sends `sig`, waits for exit; returns (exit code, seconds, remaining output)."""

@@ -311,7 +311,7 @@ TEST(Server, ExplicitLoadUnloadIndex) {
   EXPECT_NE(after->body.find("not ready"), std::string::npos);
   auto idx2 = json::parse(c.post("/v2/repository/index", "")->body);
   for (auto& e : idx2)
-    if (e["name"] == "simple") EXPECT_EQ(e["state"], "UNAVAILABLE");
+    if (e["name"] == "simple") { EXPECT_EQ(e["state"], "UNAVAILABLE"); }
 }
 
 TEST(Server, GracefulShutdownFinishesInFlightAndRefusesNewWork) {

@@ -13,11 +13,11 @@
 namespace gpuopt::conformance {
 namespace {
 
-// tools/backend_ops/cuda_support.txt ("Op: f32 f16 bf16" lines, written by `backend_ops support
+// tests/backend_ops/cuda_support.txt ("Op: f32 f16 bf16" lines, written by `backend_ops support
 // --list`): the dtypes each op's CUDA kernel takes; "-" or no line = the op runs on the CPU.
 std::map<std::string, std::string> read_cuda_support() {
   std::map<std::string, std::string> out;
-  std::ifstream f(std::string(GPUOPT_SOURCE_DIR) + "/tools/backend_ops/cuda_support.txt");
+  std::ifstream f(std::string(GPUOPT_SOURCE_DIR) + "/tests/backend_ops/cuda_support.txt");
   std::string line;
   while (std::getline(f, line)) {
     if (line.empty() || line[0] == '#') continue;
@@ -93,7 +93,7 @@ Status write_ops_table(const std::string& path, const std::vector<TestResult>& r
        "`tools/conformance/expectations/*.txt`.\n\n"
     << "## Ops in gpuopt's op table\n\n"
     << "The CUDA column lists the dtypes the CUDA kernel takes among the backend_ops cases (from\n"
-       "`tools/backend_ops/cuda_support.txt`, written by `backend_ops support --list`; `*`: some cases\n"
+       "`tests/backend_ops/cuda_support.txt`, written by `backend_ops support --list`; `*`: some cases\n"
        "of that dtype fall back); `CPU` means the op runs on the CPU backend inside a CUDA session, with\n"
        "copies at the boundary (`gpuopt inspect --device cuda` shows the placement per node).\n\n"
     << "| op | CPU | CUDA | node tests passed | failing tests listed in |\n|---|---|---|---|---|\n";

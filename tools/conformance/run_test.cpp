@@ -1,5 +1,6 @@
 // One node test: load model.onnx, feed test_data_set_*/input_*.pb, compare with output_*.pb.
 #include "conformance.h"
+#include "core/device.h"
 #include "gpuopt/session.h"
 #include "ir/graph.h"
 #include "onnx/importer.h"
@@ -155,7 +156,7 @@ TestResult run_test(const TestCase& tc, const std::string& device) {
   const auto t0 = std::chrono::steady_clock::now();
   Status st = [&]() -> Status {
     SessionOptions opt;
-    opt.device = device;
+    GPUOPT_ASSIGN_OR_RETURN(opt.device, parse_device(device));
     GPUOPT_ASSIGN_OR_RETURN(auto session, Session::load((dir / "model.onnx").string(), opt));
     std::vector<fs::path> sets;
     for (const auto& e : fs::directory_iterator(dir))

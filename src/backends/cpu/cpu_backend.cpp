@@ -126,45 +126,9 @@ class CpuBackend final : public Backend {
   CpuAllocator alloc_;
 };
 
-std::mutex& registry_mutex() {
-  static std::mutex m;
-  return m;
-}
-std::map<std::string, BackendFactory, std::less<>>& registry() {
-  static std::map<std::string, BackendFactory, std::less<>> r;
-  return r;
-}
-
 }  // namespace
 
 std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
-
-void register_backend(std::string name, BackendFactory factory) {
-  std::lock_guard<std::mutex> lock(registry_mutex());
-  registry()[std::move(name)] = std::move(factory);
-}
-
-Result<std::unique_ptr<Backend>> create_backend(std::string_view name) {
-  if (name == "cpu") return make_cpu_backend();
-  BackendFactory f;
-  {
-    std::lock_guard<std::mutex> lock(registry_mutex());
-    auto it = registry().find(name);
-    if (it == registry().end())
-      return Status::Unavailable("device '{}' is not available in this build (backends: {})", name,
-                                 fmt::join(backend_names(), ", "));
-    f = it->second;
-  }
-  return f();
-}
-
-std::vector<std::string> backend_names() {
-  std::vector<std::string> names{"cpu"};
-  // Called with the lock held from create_backend; registry() itself needs no lock for reads
-  // once static registration is over.
-  for (const auto& [n, f] : registry()) names.push_back(n);
-  return names;
-}
 
 }  // namespace gpuopt
 

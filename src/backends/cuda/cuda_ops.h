@@ -1,7 +1,7 @@
 // The CUDA backend's op table: which ops have a CUDA kernel, which of their inputs the kernel
 // reads on the host (shape-like inputs such as Reshape's shape), and the kernel itself. Each
-// ops_*.cpp/.cu registers its ops with GPUOPT_CUDA_OP; an op with no entry runs on the CPU
-// backend and the executor inserts the copies.
+// src/ops/<family>/cuda/*.cpp registers its ops with GPUOPT_CUDA_OP; an op with no entry runs on
+// the CPU backend and the executor inserts the copies.
 #pragma once
 
 #include "core/status.h"
@@ -83,6 +83,10 @@ constexpr uint32_t host_inputs_mask(std::initializer_list<int> idx) {
 bool float_types(const Node&, const std::vector<DType>& in);           // every present input f32/f16/bf16
 bool float_or_int_types(const Node&, const std::vector<DType>& in);    // + i32/i64/i8/u8/bool
 bool any_types(const Node&, const std::vector<DType>& in);          // every dtype but String
+// The first input f32/f16/bf16 (the row kernels: softmax, norms, reductions, pools).
+inline bool first_float(const Node&, const std::vector<DType>& in) {
+  return !in.empty() && (in[0] == DType::F32 || in[0] == DType::F16 || in[0] == DType::BF16);
+}
 
 }  // namespace gpuopt::cuda
 

@@ -1,7 +1,7 @@
 // The host side of the depthwise channels-last kernel (depthwise.h), called by NhwcFusedConv.
-#include "backends/cuda/cudnn_conv.h"
+#include "ops/conv/cuda/cudnn_conv.h"
 #include "backends/cuda/depthwise.h"
-#include "backends/cuda/layout.h"
+#include "ops/tensor/cuda/layout.h"
 #include "core/env.h"
 
 namespace gpuopt::cuda {

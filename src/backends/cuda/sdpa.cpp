@@ -7,7 +7,7 @@
 // masks, the caller runs gpuopt's own kernels (attention.h).
 #include "backends/cuda/sdpa.h"
 
-#include "backends/cuda/layout.h"
+#include "ops/tensor/cuda/layout.h"
 #include "core/cuda_check.h"
 #include "core/env.h"
 #include "core/log.h"

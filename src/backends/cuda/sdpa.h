@@ -2,7 +2,7 @@
 // applies (sdpa.cpp); gpuopt's own kernels (attention.h) take the rest.
 #pragma once
 
-#include "backends/cuda/attention.h"
+#include "ops/transformer/cuda/attention.h"
 #include "backends/cuda/cuda_ops.h"
 
 namespace gpuopt::cuda {

@@ -44,7 +44,7 @@ Status Staging::reserve(size_t n, cudaStream_t s) {
     buf_ = nullptr;
   }
   cap_ = std::max(n, cap_ * 2);
-  GPUOPT_CHECK_CALL(cudaHostAlloc(&buf_, cap_, cudaHostAllocDefault));
+  GPUOPT_CHECK_CALL(cudaHostAlloc(&buf_, cap_, cudaHostAllocPortable));
   return Status::Ok();
 }
 
@@ -56,7 +56,7 @@ Status PinnedUploads::upload(const Tensor& host, Tensor* dev, cudaStream_t s) {
   cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
   GPUOPT_CHECK_CALL(cudaThreadExchangeStreamCaptureMode(&mode));
   void* p = nullptr;
-  const cudaError_t e = cudaHostAlloc(&p, n, cudaHostAllocDefault);
+  const cudaError_t e = cudaHostAlloc(&p, n, cudaHostAllocPortable);
   cudaThreadExchangeStreamCaptureMode(&mode);
   GPUOPT_CHECK_CALL(e);
   bufs_.push_back(p);

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# The plan cache (issue 14) on the GPU: ResNet-50 fp16 started cold (empty --cache-dir) and then
+# warm (the file the cold start wrote), through `gpuopt run --json` (start_s = load + first run)
+# and through `gpuopt serve` (the READY line's start), batch 32. Goal: warm start <= 2 s.
+# Also: a corrupted cache file and one from "another GPU" are ignored with a warning (state
+# corrupt / stale) and the run still succeeds. Prints PASS/FAIL lines and a table.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+G=build-h200/bin/gpuopt
+[ -x "$G" ] || G=build-h200/gpuopt
+[ -x "$G" ] || G=build/gpuopt
+D=${OUT:-./plan-cache-out}/plan_cache
+mkdir -p "$D"
+PY=${PY:-python3}
+W=$(mktemp -d /tmp/gpuopt-plans-XXXX)
+PORT=${PORT:-18200}
+fail=0
+check() { if [ "$1" = 0 ]; then echo "PASS $2"; else echo "FAIL $2"; fail=1; fi; }
+
+$PY tools/models/make_models.py --out "$W/m" resnet50_full >"$D/make_models.log" 2>&1
+M=$W/m/resnet50_full.onnx
+[ -f "$M" ] || { echo "FAIL no model: $(tail -2 "$D/make_models.log")"; exit 1; }
+run() {  # run NAME: one start with the cache dir, its JSON kept
+  "$G" run "$M" --random-inputs --device cuda --precision fp16 --batch 32 --iterations 3 --warmup 0 \
+    --cache-dir "$W/cache" --json >"$D/$1.json" 2>"$D/$1.err"
+  local rc=$?
+  $PY -c "import json,sys; j=json.load(open(sys.argv[1])); p=j['plan_cache']; print(f\"{sys.argv[2]:8s} start {j['start_s']:.2f} s (load {j['load_s']:.2f} s, first run {j['first_run_ms']:.0f} ms), plan cache {p['state']} {p['entries']} entries {p['note']}\")" "$D/$1.json" "$1" 2>/dev/null || tail -2 "$D/$1.err"
+  return $rc
+}
+state() { $PY -c "import json,sys; print(json.load(open(sys.argv[1]))['plan_cache']['state'])" "$D/$1.json" 2>/dev/null; }
+start() { $PY -c "import json,sys; print(json.load(open(sys.argv[1]))['start_s'])" "$D/$1.json" 2>/dev/null; }
+
+echo "== gpuopt run: cold, then warm (twice) =="
+rm -rf "$W/cache"
+run cold; check $? "cold run"
+[ "$(state cold)" = cold ]; check $? "first start is cold"
+ls -l "$W"/cache/*.plans
+run warm1; check $? "warm run"
+[ "$(state warm1)" = warm ]; check $? "second start is warm"
+run warm2
+$PY - "$(start cold)" "$(start warm1)" "$(start warm2)" <<'PY'
+import sys
+c, w1, w2 = map(float, sys.argv[1:])
+print(f"cold {c:.2f} s, warm {w1:.2f} / {w2:.2f} s ({c / max(min(w1, w2), 1e-9):.2f}x)")
+print("PASS" if min(w1, w2) <= 2.0 else "FAIL", "warm start <= 2 s (goal)")
+PY
+
+echo "== outputs: a warm start computes what a cold one does =="
+"$G" run "$M" --random-inputs --device cuda --precision fp16 --batch 4 --iterations 1 --output-dir "$W/o_nocache" >/dev/null 2>&1
+"$G" run "$M" --random-inputs --device cuda --precision fp16 --batch 4 --iterations 1 --cache-dir "$W/cache" \
+  --output-dir "$W/o_warm" >/dev/null 2>&1
+$PY scripts/gpu/compare_npy.py "$W/o_nocache" "$W/o_warm" --rel-l2 1e-2; check $? "warm-start outputs match a run without cache"
+
+echo "== a corrupted file and one from another GPU =="
+f=$(ls "$W"/cache/*.plans | head -1)
+cp "$f" "$W/good.plans"
+$PY - "$f" <<'PY'
+import sys
+p = sys.argv[1]; b = bytearray(open(p, "rb").read()); b[len(b) // 2] ^= 0x55; open(p, "wb").write(b)
+PY
+run corrupt; check $? "run with a corrupted cache succeeds"
+[ "$(state corrupt)" = corrupt ]; check $? "corrupted cache reported corrupt"
+grep -h "plan cache" "$D/corrupt.err" | head -2
+sed 's/^gpu .*/gpu NVIDIA A100-SXM4-80GB/' "$W/good.plans" >"$f"
+run stale; check $? "run with another GPU's cache succeeds"
+[ "$(state stale)" = stale ]; check $? "another GPU's cache reported stale"
+grep -h "plan cache" "$D/stale.err" | head -2
+run rewritten
+[ "$(state rewritten)" = warm ]; check $? "the stale file was rewritten (warm again)"
+
+echo "== gpuopt serve: cold, then warm =="
+mkdir -p "$W/repo/resnet50/1" && cp "$M" "$W/repo/resnet50/1/model.onnx"
+cat >"$W/repo/resnet50/config.pbtxt" <<'CFG'
+max_batch_size: 32
+dynamic_batching { max_queue_delay_microseconds: 500 }
+instance_group { count: 2 kind: KIND_GPU }
+parameters { key: "gpuopt.precision" value: { string_value: "fp16" } }
+CFG
+rm -rf "$W/scache"
+for pass in cold warm; do
+  "$G" serve --model-repository "$W/repo" --http-address 127.0.0.1 --http-port $PORT --metrics-port $((PORT + 2)) \
+    --cache-dir "$W/scache" >"$D/serve_$pass.log" 2>&1 &
+  SPID=$!
+  for _ in $(seq 1 600); do
+    curl -sf "127.0.0.1:$PORT/v2/health/ready" >/dev/null && break
+    kill -0 $SPID 2>/dev/null || break
+    sleep 0.2
+  done
+  grep READY "$D/serve_$pass.log"
+  kill -TERM $SPID; wait $SPID
+done
+grep -q "plan cache warm" "$D/serve_warm.log"; check $? "serve's second start is warm"
+rm -rf "$W"
+exit $fail

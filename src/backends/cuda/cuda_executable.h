@@ -1,0 +1,135 @@
+// The CUDA executor: one compiled graph on one device. Each concurrent run takes an execution
+// context of its own (stream, cuBLASLt/cuDNN handles, workspace, pinned staging buffer, the CUDA
+// graphs it captured), so runs of one session overlap. Every entry point that touches the GPU
+// first makes the executable's device current on the calling thread (server instances run on
+// batcher threads, several devices in one process).
+//
+//   cuda_executable.cpp   contexts, constants, the eager node-by-node run
+//   cuda_graph_exec.cpp   capture of a shape's run as a CUDA graph and its replay
+//   cuda_backend.cpp      the Backend (placement, compile) and its registration per device
+#pragma once
+
+#include "backends/backend.h"
+#include "backends/cuda/cuda_ops.h"
+#include "backends/cuda/device_memory.h"
+#include "backends/cuda/plan_store.h"
+#include "backends/cuda/staging.h"
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+namespace gpuopt::cuda {
+
+// One captured CUDA graph: the run for one set of input shapes, replayed on later runs with the
+// same shapes. Its inputs and outputs live in buffers it owns; intermediates are the graph's own
+// (allocated and freed inside it).
+struct GraphEntry {
+  enum class State { kWarm, kReady, kRefused };
+  std::vector<std::pair<DType, Shape>> key;      // the inputs' dtypes and shapes
+  State state = State::kWarm;                    // kWarm: one eager run seen, capture on the next
+  std::string refused;                           // why this shape runs eager (kRefused)
+  std::vector<std::pair<DType, Shape>> out_sig;  // the outputs, from the eager run
+  std::vector<Tensor> in_bufs, out_bufs;
+  PinnedUploads uploads;                         // shape-derived host values the graph copies up
+  cudaGraphExec_t exec = nullptr;
+  uint64_t last_used = 0;
+  GraphEntry() = default;
+  GraphEntry(const GraphEntry&) = delete;
+  GraphEntry& operator=(const GraphEntry&) = delete;
+  ~GraphEntry();
+};
+
+// A context keeps a few graphs (one per input shape seen most recently): a server with dynamic
+// batching sees a handful of batch sizes; beyond that the least recently used one goes.
+constexpr size_t kMaxGraphsPerContext = 16;
+
+struct Context {
+  ExecContext ec;
+  Staging staging;
+  std::vector<std::unique_ptr<GraphEntry>> graphs;
+  GraphEntry* capturing = nullptr;  // the graph being recorded, during capture()
+  uint64_t tick = 0;
+  ~Context();
+};
+
+// A context on `device` (made current on this thread first).
+Result<std::unique_ptr<Context>> make_context(int device, DeviceMemory* mem);
+
+// Ops whose result changes from run to run with the same inputs: a graph would freeze one draw.
+bool nondeterministic(std::string_view op);
+
+class CudaExecutable final : public Executable {
+ public:
+  CudaExecutable(Graph g, std::vector<NodePlace> place, DeviceMemory* mem, int device, bool graphs);
+  ~CudaExecutable() override;
+
+  // Uploads every constant a CUDA node reads on the device.
+  Status upload_constants();
+  // Reads the plan cache (CompileOptions::cache_dir) into the device's plan store; each run that
+  // makes a new choice writes it back.
+  void open_plan_cache(const std::string& dir, const std::string& model_hash);
+  PlanCacheStatus plan_cache() const override;
+  Result<std::vector<Tensor>> run(const std::vector<Tensor>& inputs, const RunOptions& options) override;
+
+ private:
+  struct Slot {
+    Tensor host;
+    Tensor dev;
+  };
+
+  Result<std::unique_ptr<Context>> acquire();
+  void release(std::unique_ptr<Context> c);
+
+  // cuda_graph_exec.cpp: eager the first time a context sees an input shape, captured the
+  // second time, replayed from then on.
+  Result<std::vector<Tensor>> dispatch(Context& c, const std::vector<Tensor>& inputs, RunProfile* prof);
+  GraphEntry* find_graph(Context& c, const std::vector<Tensor>& inputs);
+  void add_graph(Context& c, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outs);
+  Status capture(Context& c, GraphEntry& g, const std::vector<Tensor>& inputs);
+  Result<std::vector<Tensor>> replay(Context& c, GraphEntry& g, const std::vector<Tensor>& inputs, bool uploaded,
+                                     RunProfile* prof);
+
+  // cuda_executable.cpp: the eager run.
+  Status to_device(Context& c, Slot& s, const std::string& name);
+  Status to_host(Context& c, Slot& s);
+  std::vector<Slot> init_slots() const;
+  Result<std::vector<Tensor>> run_eager(Context& c, const std::vector<Tensor>& inputs, RunProfile* prof);
+  Status run_nodes(Context& c, std::vector<Slot>& slots, RunProfile* prof, size_t* failed = nullptr);
+  Status run_cpu_node(Context& c, const Node& node, std::vector<Slot>& slots, std::vector<const Tensor*>& in_ptrs);
+  Status run_cuda_node(Context& c, const Node& node, std::vector<Slot>& slots);
+
+  Graph graph_;
+  std::vector<NodePlace> place_;
+  DeviceMemory* mem_;
+  int device_;
+  bool graphs_;
+  std::vector<int32_t> last_use_;
+  std::vector<bool> input_on_device_;  // per graph input: read by a node on the GPU
+  std::mutex mu_;
+  std::vector<std::unique_ptr<Context>> free_;
+  std::unique_ptr<PlanCacheLink> plan_cache_;
+  std::vector<Tensor> dev_const_;  // declared last: released before the contexts and their streams
+};
+
+// Device time of the compute alone (inputs already on the GPU, outputs not yet copied back):
+// what PyTorch's CUDA-event timings measure. Filled into RunProfile::device_us.
+class DeviceSpan {
+ public:
+  DeviceSpan(cudaStream_t s, RunProfile* prof);
+  Status stop();
+  ~DeviceSpan();
+  DeviceSpan(const DeviceSpan&) = delete;
+  DeviceSpan& operator=(const DeviceSpan&) = delete;
+
+ private:
+  cudaStream_t s_;
+  RunProfile* prof_;
+  cudaEvent_t a_ = nullptr, b_ = nullptr;
+};
+
+}  // namespace gpuopt::cuda

@@ -1,0 +1,100 @@
+// gpuopt's channels-last ops (domain ai.gpuopt), written by the layout_nhwc pass for the CUDA
+// backend: NhwcFusedConv is FusedConv with X, Z and Y in [N, H, W, C] and W in [M, kH, kW, C/group];
+// NhwcMaxPool is MaxPool (Y only) with X and Y in [N, H, W, C]. The reference transposes the
+// 4-D inputs to NCHW, runs the NCHW kernel and transposes the result back: the oracle is the
+// NCHW op itself, so the two layouts cannot drift apart. Shape inference does the same with shapes.
+#include "ops/common/nn_util.h"
+#include "ops/common/tensor_util.h"
+
+namespace gpuopt {
+namespace {
+
+// nchw[d] = nhwc[kToNchw[d]] (for W: [M, kH, kW, C] -> [M, C, kH, kW]); back with kToNhwc.
+const std::vector<int64_t> kToNchw = {0, 3, 1, 2};
+const std::vector<int64_t> kToNhwc = {0, 2, 3, 1};
+
+Shape permute(const Shape& s, const std::vector<int64_t>& perm) {
+  Shape o(s.size());
+  for (size_t d = 0; d < s.size(); ++d) o[d] = s[static_cast<size_t>(perm[d])];
+  return o;
+}
+
+// Inputs 0 (X), 1 (W) and 3 (Z) of NhwcFusedConv, input 0 of NhwcMaxPool are channels-last;
+// B stays [M].
+bool is_nhwc_input(size_t i) {
+  return i != 2;
+}
+
+Status infer_via_nchw(InferContext& ctx, InferFn nchw_infer, size_t max_outputs) {
+  if (ctx.outputs.size() > max_outputs) return ctx.error("has {} outputs; at most {}", ctx.outputs.size(), max_outputs);
+  std::vector<ValueInfo> infos(ctx.num_inputs());
+  std::vector<const ValueInfo*> ptrs(ctx.num_inputs(), nullptr);
+  for (size_t i = 0; i < ctx.num_inputs(); ++i) {
+    if (!ctx.has_input(i)) continue;
+    infos[i] = ctx.in(i);
+    infos[i].value = nullptr;  // the values are channels-last; the NCHW inference needs shapes only
+    if (is_nhwc_input(i) && infos[i].rank_known) {
+      if (infos[i].shape.size() != 4)
+        return ctx.error("input {} has rank {}; channels-last inputs are 4-D", i, infos[i].shape.size());
+      infos[i].shape = permute(infos[i].shape, kToNchw);
+    }
+    ptrs[i] = &infos[i];
+  }
+  InferContext nchw{ctx.node, ptrs, std::vector<ValueInfo>(ctx.outputs.size()), ctx.opset};
+  GPUOPT_RETURN_IF_ERROR(nchw_infer(nchw));
+  for (size_t o = 0; o < ctx.outputs.size(); ++o) {
+    ctx.outputs[o] = nchw.outputs[o];
+    if (ctx.outputs[o].rank_known && ctx.outputs[o].shape.size() == 4)
+      ctx.outputs[o].shape = permute(ctx.outputs[o].shape, kToNhwc);
+  }
+  return Status::Ok();
+}
+
+Status cpu_via_nchw(KernelContext& ctx, CpuKernelFn nchw_kernel) {
+  std::vector<Tensor> held(ctx.num_inputs());
+  std::vector<const Tensor*> ins(ctx.num_inputs(), nullptr);
+  for (size_t i = 0; i < ctx.num_inputs(); ++i) {
+    if (!ctx.has_input(i)) continue;
+    const Tensor& t = ctx.in(i);
+    if (!is_nhwc_input(i) || t.rank() != 4) {
+      ins[i] = &t;
+      continue;
+    }
+    held[i] = Tensor::empty(t.dtype(), permute(t.shape(), kToNchw));
+    tensor_util::transpose_view(t, t.shape(), kToNchw, held[i]);
+    ins[i] = &held[i];
+  }
+  Tensor& y = ctx.out(0);
+  Tensor y_nchw = Tensor::empty(y.dtype(), permute(y.shape(), kToNchw));
+  KernelContext nchw{ctx.node, ins, {&y_nchw}, ctx.opset};
+  GPUOPT_RETURN_IF_ERROR(nchw_kernel(nchw));
+  tensor_util::transpose_view(y_nchw, y_nchw.shape(), kToNhwc, y);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status infer_NhwcFusedConv(InferContext& ctx) {
+  return infer_via_nchw(ctx, &infer_FusedConv, 1);
+}
+Status cpu_NhwcFusedConv(KernelContext& ctx) {
+  return cpu_via_nchw(ctx, &cpu_FusedConv);
+}
+// FusedConv's count reads only output element counts and W's trailing dims (C/group x kernel
+// taps in either layout).
+double flops_NhwcFusedConv(const FlopsContext& ctx) {
+  return flops_FusedConv(ctx);
+}
+
+// The Indices output is not offered: the layout pass converts only MaxPools without it.
+Status infer_NhwcMaxPool(InferContext& ctx) {
+  return infer_via_nchw(ctx, &infer_MaxPool, 1);
+}
+Status cpu_NhwcMaxPool(KernelContext& ctx) {
+  return cpu_via_nchw(ctx, &cpu_MaxPool);
+}
+double flops_NhwcMaxPool(const FlopsContext& ctx) {
+  return flops_MaxPool(ctx);
+}
+
+}  // namespace gpuopt

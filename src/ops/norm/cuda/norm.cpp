@@ -1,0 +1,77 @@
+// LayerNormalization and inference BatchNormalization on the GPU (kernels in norm.cu).
+#include "backends/cuda/cuda_ops.h"
+#include "ops/norm/cuda/norm.h"
+#include "backends/cuda/upload.h"
+#include "core/cuda_check.h"
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+
+namespace gpuopt::cuda {
+namespace {
+
+bool all_same_float(const Node& n, const std::vector<DType>& in) {
+  if (!first_float(n, in)) return false;
+  for (DType t : in)
+    if (t != DType::Undefined && t != in[0]) return false;
+  return true;
+}
+
+Status run_layernorm(CudaKernelContext& k) {
+  const Tensor& x = k.in(0);
+  int64_t axis = k.node.attr_i("axis", -1);
+  if (!normalize_axis(&axis, x.rank())) return k.error("axis out of range");
+  int64_t rows = 1, cols = 1;
+  for (int64_t i = 0; i < x.rank(); ++i) (i < axis ? rows : cols) *= x.shape()[i];
+  if (k.in(1).numel() != cols) return k.error("scale has {} elements, the normalised extent is {}", k.in(1).numel(), cols);
+  const void* bias = k.inputs.size() > 2 && k.inputs[2] ? k.in(2).raw() : nullptr;
+  if (bias && k.in(2).numel() != cols) return k.error("bias has {} elements, the normalised extent is {}", k.in(2).numel(), cols);
+  // Mean / InvStdDev outputs are f32 per the spec's U type (stash_type 1).
+  float* mean = k.outputs.size() > 1 && k.outputs[1] && k.out(1).dtype() == DType::F32 ? k.out(1).data<float>() : nullptr;
+  float* inv = k.outputs.size() > 2 && k.outputs[2] && k.out(2).dtype() == DType::F32 ? k.out(2).data<float>() : nullptr;
+  return launch_layernorm(x.dtype(), x.raw(), k.in(1).raw(), bias, k.out(0).raw(), rows, cols,
+                          k.node.attr_f("epsilon", 1e-5f), mean, inv, k.ctx.stream);
+}
+
+// Inference BatchNormalization: per-channel scale/shift folded on the host from the constant
+// statistics (the executor keeps host copies of constants), then one affine pass.
+Status run_batchnorm(CudaKernelContext& k) {
+  const Tensor& x = k.in(0);
+  for (int i = 1; i <= 4; ++i)
+    if (!k.host[i]) return k.error("input {} must be a constant for the CUDA kernel", i);
+  const int64_t c = x.shape()[1];
+  const double eps = k.node.attr_f("epsilon", 1e-5f);
+  std::vector<float> scale(static_cast<size_t>(c)), shift(static_cast<size_t>(c));
+  for (int64_t i = 0; i < c; ++i) {
+    const double s = k.host[1]->get_f64(i) / std::sqrt(k.host[4]->get_f64(i) + eps);
+    scale[i] = static_cast<float>(s);
+    shift[i] = static_cast<float>(k.host[2]->get_f64(i) - k.host[3]->get_f64(i) * s);
+  }
+  const size_t bytes = 2 * static_cast<size_t>(c) * sizeof(float);
+  if (bytes > k.ctx.workspace_bytes) return k.error("{} channels exceed the workspace", c);
+  float* dev = static_cast<float*>(k.ctx.workspace);
+  std::vector<float> both(scale);
+  both.insert(both.end(), shift.begin(), shift.end());
+  if (bytes <= kInlineUploadMax) {
+    // As kernel parameters: no host wait, and the run stays capturable as a CUDA graph.
+    GPUOPT_RETURN_IF_ERROR(upload_inline(both.data(), dev, bytes, k.ctx.stream));
+  } else {
+    GPUOPT_CHECK_CALL(cudaMemcpyAsync(dev, both.data(), bytes, cudaMemcpyHostToDevice, k.ctx.stream));
+    // The host vector must outlive the copy.
+    GPUOPT_CHECK_CALL(cudaStreamSynchronize(k.ctx.stream));
+  }
+  int64_t spatial = 1;
+  for (int64_t i = 2; i < x.rank(); ++i) spatial *= x.shape()[i];
+  return launch_channel_affine(x.dtype(), x.raw(), dev, dev + c, k.out(0).raw(), x.shape()[0], c, spatial, k.ctx.stream);
+}
+bool batchnorm_supported(const Node& n, const std::vector<DType>& in) {
+  return first_float(n, in) && n.attr_i("training_mode", 0) == 0;
+}
+
+}  // namespace
+
+GPUOPT_CUDA_OP(LayerNormalization, &run_layernorm, &all_same_float);
+GPUOPT_CUDA_OP(BatchNormalization, &run_batchnorm, &batchnorm_supported, host_inputs_mask({1, 2, 3, 4}));
+
+}  // namespace gpuopt::cuda

@@ -1,0 +1,32 @@
+// KServe v2 gRPC messages (Triton's grpc_service.proto) <-> the server's request and reply:
+// the same InferRequest / InferReply the HTTP codec produces and consumes, so both protocols
+// share every check after decoding (InferenceServer::submit_infer).
+//
+//   GPUOPT_ASSIGN_OR_RETURN(InferRequest r, decode_grpc_request(proto_request, limits));
+//   encode_grpc_response(reply, &proto_response);
+//   return to_grpc_status(status);
+#pragma once
+
+#include "grpc_service.pb.h"
+#include "server/inference_server.h"
+#include "server/kserve.h"
+
+#include <grpcpp/support/status.h>
+
+namespace gpuopt::server {
+
+// Inputs from raw_input_contents (one entry per input, in order, with the binary extension's
+// framing) or from the typed `contents`; parameters timeout, priority and the shared-memory
+// ones. Sizes are checked before anything is allocated; DecodeLimits bound the tensor count,
+// elements, per-request memory (kOutOfMemory) and the server-wide budget (kUnavailable).
+Result<InferRequest> decode_grpc_request(const inference::ModelInferRequest& request, const DecodeLimits& limits);
+
+// outputs' metadata and raw_output_contents (an empty entry for an output written to shared
+// memory, so the indices stay aligned as Triton's client expects).
+void encode_grpc_response(InferReply&& reply, inference::ModelInferResponse* out);
+
+// Status -> gRPC code as Triton maps them: INVALID_ARGUMENT, NOT_FOUND, UNAVAILABLE,
+// UNIMPLEMENTED, ALREADY_EXISTS, RESOURCE_EXHAUSTED (per-request memory), INTERNAL.
+grpc::Status to_grpc_status(const Status& s);
+
+}  // namespace gpuopt::server

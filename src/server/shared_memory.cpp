@@ -1,0 +1,250 @@
+// System (POSIX shm) and CUDA (IPC handle) shared-memory regions, and tensors read from and
+// written to them with every offset and size checked first.
+#include "server/shared_memory.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "server/kserve.h"
+
+namespace gpuopt::server {
+
+struct SharedMemoryManager::Region {
+  ShmRegionInfo info;
+  void* map_base = nullptr;  // system: what mmap returned (length map_len)
+  size_t map_len = 0;
+  char* data = nullptr;  // first byte of the region (system: map_base + offset; cuda: device pointer)
+  ~Region() {
+    if (info.kind == ShmKind::kSystem && map_base) munmap(map_base, map_len);
+    if (info.kind == ShmKind::kCuda && data) cuda_ipc::close(data, info.device_id);
+  }
+};
+
+SharedMemoryManager::~SharedMemoryManager() = default;
+
+namespace {
+
+const char* kind_name(ShmKind k) { return k == ShmKind::kSystem ? "system" : "CUDA"; }
+
+// Byte size of a tensor of `dtype` and `shape` (nullopt for BYTES, whose size depends on its data).
+std::optional<uint64_t> fixed_bytes(DType dtype, const Shape& shape) {
+  if (dtype == DType::String) return std::nullopt;
+  int64_t n = shape_numel(shape);
+  return static_cast<uint64_t>(n) * dtype_size(dtype);
+}
+
+}  // namespace
+
+Status SharedMemoryManager::register_system(const std::string& name, const std::string& key, uint64_t offset,
+                                            uint64_t byte_size) {
+  if (name.empty()) return Status::InvalidArgument("shared memory region name is empty");
+  if (key.empty()) return Status::InvalidArgument("system shared memory region '{}': key is empty", name);
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (regions_.count(name))
+      return Status::AlreadyExists("shared memory region '{}' is already registered", name);
+  }
+  int fd = shm_open(key.c_str(), O_RDWR, 0);
+  if (fd < 0)
+    return errno == ENOENT ? Status::NotFound("system shared memory region '{}': key '{}' does not exist", name, key)
+                           : Status::InvalidArgument("system shared memory region '{}': cannot open key '{}': {}",
+                                                     name, key, std::strerror(errno));
+  struct stat st {};
+  if (fstat(fd, &st) != 0) {
+    int e = errno;
+    ::close(fd);
+    return Status::InvalidArgument("system shared memory region '{}': fstat of key '{}': {}", name, key,
+                                   std::strerror(e));
+  }
+  uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (byte_size == 0 || offset > size || byte_size > size - offset) {
+    ::close(fd);
+    return Status::InvalidArgument(
+        "system shared memory region '{}': offset {} + byte_size {} does not fit in key '{}' of {} bytes", name,
+        offset, byte_size, key, size);
+  }
+  size_t len = static_cast<size_t>(offset + byte_size);
+  void* base = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  int e = errno;
+  ::close(fd);
+  if (base == MAP_FAILED)
+    return Status::InvalidArgument("system shared memory region '{}': cannot map key '{}': {}", name, key,
+                                   std::strerror(e));
+  auto r = std::make_shared<Region>();
+  r->info = {name, ShmKind::kSystem, key, offset, byte_size, 0};
+  r->map_base = base;
+  r->map_len = len;
+  r->data = static_cast<char*>(base) + offset;
+  std::lock_guard<std::mutex> lk(mu_);
+  if (!regions_.emplace(name, std::move(r)).second)  // registered by another thread meanwhile
+    return Status::AlreadyExists("shared memory region '{}' is already registered", name);
+  return Status::Ok();
+}
+
+Status SharedMemoryManager::register_cuda(const std::string& name, const std::string& raw_handle, int device_id,
+                                          uint64_t byte_size) {
+  if (name.empty()) return Status::InvalidArgument("shared memory region name is empty");
+  if (device_id < 0) return Status::InvalidArgument("CUDA shared memory region '{}': device_id {} is negative", name, device_id);
+  if (byte_size == 0) return Status::InvalidArgument("CUDA shared memory region '{}': byte_size is 0", name);
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (regions_.count(name))
+      return Status::AlreadyExists("shared memory region '{}' is already registered", name);
+  }
+  auto ptr = cuda_ipc::open(raw_handle, device_id);
+  if (!ptr.ok()) return ptr.status().with_context(fmt::format("CUDA shared memory region '{}'", name));
+  auto r = std::make_shared<Region>();
+  r->info = {name, ShmKind::kCuda, "", 0, byte_size, device_id};
+  r->data = static_cast<char*>(*ptr);
+  std::lock_guard<std::mutex> lk(mu_);
+  if (!regions_.emplace(name, std::move(r)).second)
+    return Status::AlreadyExists("shared memory region '{}' is already registered", name);
+  return Status::Ok();
+}
+
+void SharedMemoryManager::unregister(ShmKind kind, const std::string& name) {
+  std::vector<std::shared_ptr<Region>> dropped;  // unmapped outside the lock (or when the last request ends)
+  std::lock_guard<std::mutex> lk(mu_);
+  for (auto it = regions_.begin(); it != regions_.end();) {
+    if (it->second->info.kind == kind && (name.empty() || it->first == name)) {
+      dropped.push_back(std::move(it->second));
+      it = regions_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+Result<std::vector<ShmRegionInfo>> SharedMemoryManager::status(ShmKind kind, const std::string& name) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  std::vector<ShmRegionInfo> out;
+  for (const auto& [n, r] : regions_)
+    if (r->info.kind == kind && (name.empty() || n == name)) out.push_back(r->info);
+  if (!name.empty() && out.empty())
+    return Status::NotFound("{} shared memory region '{}' is not registered", kind_name(kind), name);
+  return out;
+}
+
+Result<std::shared_ptr<SharedMemoryManager::Region>> SharedMemoryManager::find(const std::string& tensor,
+                                                                               const ShmRef& ref) const {
+  std::shared_ptr<Region> r;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = regions_.find(ref.region);
+    if (it == regions_.end())
+      return Status::InvalidArgument("'{}': shared memory region '{}' is not registered", tensor, ref.region);
+    r = it->second;
+  }
+  const uint64_t size = r->info.byte_size;
+  if (ref.offset > size || ref.byte_size > size - ref.offset)
+    return Status::InvalidArgument(
+        "'{}': offset {} + byte_size {} runs past the end of shared memory region '{}' ({} bytes)", tensor,
+        ref.offset, ref.byte_size, ref.region, size);
+  return r;
+}
+
+Result<Tensor> SharedMemoryManager::read_input(const std::string& tensor, const ShmRef& ref, DType dtype,
+                                               const Shape& shape) const {
+  GPUOPT_ASSIGN_OR_RETURN(auto r, find(tensor, ref));
+  if (auto want = fixed_bytes(dtype, shape); want && *want != ref.byte_size)
+    return Status::InvalidArgument("input '{}': shape {} of {} needs {} bytes but shared_memory_byte_size is {}",
+                                   tensor, shape_to_string(shape), dtype_kserve_name(dtype), *want, ref.byte_size);
+  if (dtype == DType::String && static_cast<uint64_t>(shape_numel(shape)) > ref.byte_size / 4)
+    return Status::InvalidArgument("input '{}': {} BYTES elements cannot fit in {} bytes", tensor,
+                                   shape_numel(shape), ref.byte_size);
+  auto t = Tensor::try_empty(dtype, shape, "shared memory input");
+  if (!t.ok()) return t.status();
+  const char* src = r->data + ref.offset;
+  const size_t n = static_cast<size_t>(ref.byte_size);
+  if (r->info.kind == ShmKind::kSystem) {
+    GPUOPT_RETURN_IF_ERROR(tensor_from_wire(&*t, std::string_view(src, n), tensor));
+    return std::move(t).value();
+  }
+  if (dtype != DType::String) {
+    GPUOPT_RETURN_IF_ERROR(cuda_ipc::copy_to_host(t->raw(), src, n, r->info.device_id));
+    return std::move(t).value();
+  }
+  std::string staged(n, '\0');
+  GPUOPT_RETURN_IF_ERROR(cuda_ipc::copy_to_host(staged.data(), src, n, r->info.device_id));
+  GPUOPT_RETURN_IF_ERROR(tensor_from_wire(&*t, staged, tensor));
+  return std::move(t).value();
+}
+
+Status SharedMemoryManager::check_output(const std::string& tensor, const ShmRef& ref) const {
+  return find(tensor, ref).status();
+}
+
+Status SharedMemoryManager::write_output(const std::string& tensor, const ShmRef& ref, const Tensor& value) const {
+  GPUOPT_ASSIGN_OR_RETURN(auto r, find(tensor, ref));
+  const size_t n = tensor_wire_size(value);
+  if (n > ref.byte_size)
+    return Status::InvalidArgument(
+        "output '{}': {} of {} needs {} bytes but shared_memory_byte_size for region '{}' is {}", tensor,
+        shape_to_string(value.shape()), dtype_kserve_name(value.dtype()), n, ref.region, ref.byte_size);
+  char* dst = r->data + ref.offset;
+  if (value.dtype() != DType::String) {
+    if (r->info.kind == ShmKind::kSystem) {
+      if (n) std::memcpy(dst, value.raw(), n);
+      return Status::Ok();
+    }
+    return cuda_ipc::copy_to_device(dst, value.raw(), n, r->info.device_id);
+  }
+  std::string wire;
+  wire.reserve(n);
+  append_tensor_wire(&wire, value);
+  if (r->info.kind == ShmKind::kSystem) {
+    std::memcpy(dst, wire.data(), n);
+    return Status::Ok();
+  }
+  return cuda_ipc::copy_to_device(dst, wire.data(), n, r->info.device_id);
+}
+
+std::optional<std::string> base64_decode(std::string_view in) {
+  auto val = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+' || c == '-') return 62;
+    if (c == '/' || c == '_') return 63;
+    return -1;
+  };
+  while (!in.empty() && in.back() == '=') in.remove_suffix(1);
+  if (in.size() % 4 == 1) return std::nullopt;
+  std::string out;
+  out.reserve(in.size() * 3 / 4);
+  uint32_t acc = 0;
+  int bits = 0;
+  for (char c : in) {
+    int v = val(c);
+    if (v < 0) return std::nullopt;
+    acc = (acc << 6) | static_cast<uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<char>((acc >> bits) & 0xFF));
+    }
+  }
+  return out;
+}
+
+#ifndef GPUOPT_HAVE_CUDA
+namespace cuda_ipc {
+Result<void*> open(const std::string&, int) {
+  return Status::Unavailable("CUDA shared memory needs a CUDA build of gpuopt (this one is CPU only)");
+}
+void close(void*, int) {}
+Status copy_to_host(void*, const void*, size_t, int) { return Status::Unavailable("no CUDA in this build"); }
+Status copy_to_device(void*, const void*, size_t, int) { return Status::Unavailable("no CUDA in this build"); }
+Result<void*> alloc_exportable(size_t, int, std::string*) {
+  return Status::Unavailable("CUDA shared memory needs a CUDA build of gpuopt (this one is CPU only)");
+}
+void free_exportable(void*, int) {}
+}  // namespace cuda_ipc
+#endif
+
+}  // namespace gpuopt::server

@@ -1,0 +1,184 @@
+"""One exit-code rule across every subcommand (README: 0 ok, 1 runtime error, 2 usage error), and
+usage errors that are one line naming what is wrong and what is valid.
+
+Each subcommand `gpuopt --help` lists runs here with an unknown option (2) and, where it reads
+or writes files, with a file that does not exist (1). A new subcommand fails
+test_every_subcommand_has_a_file_case until it gets a row in FILE_CASES.
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from gpuopt_cli import gpuopt_bin  # noqa: E402
+
+MISSING = "/nonexistent-gpuopt-dir/model.onnx"
+
+# Per subcommand: a command line naming a file that does not exist (exit 1), or None with why not.
+FILE_CASES = {
+    "info": None,  # reads /proc and sysfs only
+    "version": None,
+    "monitor": None,
+    "exporter": None,
+    "inspect": ["inspect", MISSING],
+    "run": ["run", MISSING, "--random-inputs"],
+    "serve": ["serve", MISSING, "--http-port", "0", "--metrics-port", "0"],
+    "perf": ["perf", "-m", "m", "-f", "/nonexistent-gpuopt-dir/out.csv"],
+    "bench": ["bench", "all", "-q", "--report", "/proc/gpuopt-no-such-dir/", "--cpu-sizes", "64"],
+    "tune": ["tune", MISSING],
+    "profile": ["profile", MISSING],
+}
+# Required arguments, given so that an unknown option is the only error.
+REQUIRED = {"run": ["m.onnx"], "inspect": ["m.onnx"], "perf": ["-m", "m"], "tune": ["m.onnx"], "profile": ["m.onnx"]}
+# Extra runtime errors named by the rule: a second way each file-reading subcommand meets one.
+MORE_FILE_CASES = [
+    ["serve", "--model-repository", "/nonexistent-gpuopt-dir", "--http-port", "0", "--metrics-port", "0"],
+    ["perf", "-m", "m", "-u", "127.0.0.1:1"],  # nothing listens on port 1: the server is unreachable
+    ["perf", "-m", "m", "--input-data", MISSING],
+    ["tune", "--model-repository", "/nonexistent-gpuopt-dir", "-m", "m"],
+]
+
+
+def gpuopt(*argv, timeout=120):
+    return subprocess.run([gpuopt_bin(), *argv], capture_output=True, text=True, timeout=timeout)
+
+
+def subcommands(*path):
+    """The subcommands `gpuopt PATH --help` lists."""
+    out = gpuopt(*path, "--help").stdout
+    if "Subcommands:" not in out:
+        return []
+    names = []
+    for line in out.split("Subcommands:", 1)[1].splitlines():
+        m = re.match(r"^  (\S+)\s", line)
+        if m:
+            names.append(m.group(1))
+    return names
+
+
+def leaf_commands():
+    """Every runnable subcommand path: ["info"], ["bench", "memory"], ..."""
+    out = []
+    for top in subcommands():
+        subs = subcommands(top)
+        out += [[top, s] for s in subs] if subs else [[top]]
+    return out
+
+
+def one_line(r):
+    lines = [x for x in r.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1, f"want one line on stderr, got:\n{r.stderr}"
+    return lines[0]
+
+
+def test_help_lists_the_subcommands():
+    names = subcommands()
+    for want in ["info", "inspect", "run", "serve", "perf", "bench", "monitor", "exporter", "version"]:
+        assert want in names, names
+
+
+def test_every_subcommand_has_a_file_case():
+    missing = [s for s in subcommands() if s not in FILE_CASES]
+    assert not missing, (f"add {missing} to FILE_CASES in {__file__}: a command line with a missing file "
+                         "(exit 1), or None when the subcommand reads no file")
+
+
+@pytest.mark.parametrize("path", leaf_commands(), ids=lambda p: " ".join(p))
+def test_unknown_option_is_a_usage_error(path):
+    # The required arguments first, so the error is about the option (a subcommand not in
+    # REQUIRED may answer that a required argument is missing: a usage error too).
+    r = gpuopt(*path, *REQUIRED.get(path[0], []), "--no-such-option")
+    assert r.returncode == 2, (path, r.returncode, r.stderr)
+    line = one_line(r)
+    assert line.startswith(f"gpuopt {' '.join(path)}: error: ") and "--help" in line, line
+    if path[0] in REQUIRED or " is required" not in line:
+        assert "unknown option --no-such-option; the options are " in line, line
+
+
+@pytest.mark.parametrize("sub", sorted(k for k, v in FILE_CASES.items() if v), ids=str)
+def test_missing_file_is_a_runtime_error(sub):
+    argv = FILE_CASES[sub]
+    r = gpuopt(*argv)
+    assert r.returncode == 1, (argv, r.returncode, r.stdout[-500:], r.stderr)
+    line = one_line(r)
+    assert line.startswith("gpuopt: error: "), line
+    assert "/nonexistent-gpuopt-dir" in line or "/proc/gpuopt-no-such-dir" in line, line
+
+
+@pytest.mark.parametrize("argv", MORE_FILE_CASES, ids=lambda a: " ".join(a[:2]))
+def test_other_runtime_errors_exit_1(argv):
+    r = gpuopt(*argv)
+    assert r.returncode == 1, (argv, r.returncode, r.stderr)
+    one_line(r)
+
+
+def test_unknown_subcommand_names_it_and_the_valid_ones():
+    r = gpuopt("bogus")
+    assert r.returncode == 2
+    line = one_line(r)
+    assert "unknown subcommand 'bogus'" in line, line
+    for s in subcommands():
+        assert s in line, (s, line)
+    r = gpuopt("bench", "bogus")
+    assert r.returncode == 2
+    line = one_line(r)
+    assert line.startswith("gpuopt bench: error: unknown subcommand 'bogus'"), line
+    for s in subcommands("bench"):
+        assert s in line, (s, line)
+    r = gpuopt()
+    assert r.returncode == 2 and "a subcommand is required: info" in one_line(r)
+
+
+@pytest.mark.parametrize("argv, wants", [
+    (["run", "m.onnx", "--batch", "0"], ["--batch", "'0'", "1..65536"]),
+    (["inspect", "m.onnx", "--batch", "-3"], ["--batch", "1..65536"]),
+    (["run", "m.onnx", "--precision", "fp17"], ["'fp17'", "fp32, fp16, bf16"]),
+    (["run", "m.onnx", "--device", "gpu"], ["'gpu'", "cpu", "cuda"]),
+    (["serve", "m.onnx", "--http-port", "70000"], ["--http-port", "0..65535"]),
+    (["serve", "m.onnx", "--model-control-mode", "poll"], ["'poll'", "none, explicit"]),
+    (["perf", "-m", "m", "-b", "0"], ["--batch-size", "1..65536"]),
+    (["perf", "-m", "m", "-u", "localhost:http"], ["--url", "1..65535"]),
+    (["perf", "-m", "m", "-i", "quic"], ["'quic'", "http, grpc"]),
+    (["serve", "m.onnx", "--grpc-port", "70000"], ["--grpc-port", "0..65535"]),
+    (["tune", "m.onnx", "--max-batch", "0"], ["--max-batch", "1.."]),
+    (["tune", "m.onnx", "--latency-budget-ms", "-1"], ["--latency-budget-ms", "0"]),
+    (["profile", "m.onnx", "--batch", "0"], ["--batch", "1..65536"]),
+    (["profile", "m.onnx", "--device", "gpu"], ["'gpu'", "cpu"]),
+    (["--log-level", "loud", "info"], ["'loud'", "error, warn, info, debug, trace"]),
+    (["monitor", "--sort", "name"], ["--sort 'name'", "memory or util"]),
+])
+def test_bad_values_name_the_valid_ones(argv, wants):
+    r = gpuopt(*argv)
+    assert r.returncode == 2, (argv, r.returncode, r.stderr)
+    line = one_line(r)
+    for w in wants:
+        assert w in line, (w, line)
+    assert len(line) < 300, line  # no 300-digit bounds
+
+
+def test_cpu_fp16_runs_and_says_which_precision_ran(tmp_path):
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "server"))
+    import server_harness as H
+    model = str(tmp_path / "add_sub.onnx")
+    H.add_sub_model(model)
+    r = gpuopt("run", model, "--random-inputs", "--device", "cpu", "--precision", "fp16", "--iterations", "1")
+    assert r.returncode == 0, r.stderr
+    head = r.stdout.splitlines()[0]
+    assert "precision fp16 (CPU reference" in head, head
+    j = json.loads(gpuopt("run", model, "--random-inputs", "--precision", "fp16", "--iterations", "1", "--json").stdout)
+    assert j["precision"] == "fp16" and j["device"] == "cpu"
+    j = json.loads(gpuopt("run", model, "--random-inputs", "--iterations", "1", "--json").stdout)
+    assert j["precision"] == "fp32"
+
+
+def test_bench_report_path_is_clean(tmp_path):
+    out = str(tmp_path / "out") + "/"
+    r = gpuopt("bench", "all", "--report", out, "--cpu-sizes", "64", timeout=300)
+    assert r.returncode == 0, r.stderr
+    lines = [x for x in r.stderr.splitlines() if x.startswith("report: ")]
+    assert lines == [f"report: {tmp_path}/out/index.html"], r.stderr[-800:]
+    assert os.path.exists(tmp_path / "out" / "index.html")

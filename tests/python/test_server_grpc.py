@@ -1,0 +1,246 @@
+"""`gpuopt serve`'s KServe v2 gRPC endpoint against Triton's own client (tritonclient.grpc) and
+the raw stub: every RPC, typed and raw contents, the bidirectional stream, errors and their gRPC
+codes, explicit model control, and HTTP and gRPC answering identically. A real server process
+on 127.0.0.1 with ephemeral ports; numpy computes the expected results."""
+import os
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "server"))
+import server_harness as H  # noqa: E402
+
+grpcclient = pytest.importorskip("tritonclient.grpc")
+httpclient = pytest.importorskip("tritonclient.http")
+import grpc  # noqa: E402
+from tritonclient.grpc import service_pb2, service_pb2_grpc  # noqa: E402
+from tritonclient.utils import InferenceServerException  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    root = tmp_path_factory.mktemp("repo")
+    weights = H.make_repository(str(root))
+    s = H.Server(["--model-repository", str(root), "--http-max-input-size", str(1 << 20)])
+    s.weights = weights
+    yield s
+    code, secs, out = s.stop()
+    assert code == 0, out
+    assert "Server stopped cleanly" in out
+
+
+def client(server):
+    return grpcclient.InferenceServerClient(server.grpc_url)
+
+
+def stub(server):
+    return service_pb2_grpc.GRPCInferenceServiceStub(grpc.insecure_channel(server.grpc_url))
+
+
+def add_sub_inputs(a, b, mod=grpcclient):
+    ins = [mod.InferInput("INPUT0", list(a.shape), "FP32"), mod.InferInput("INPUT1", list(b.shape), "FP32")]
+    ins[0].set_data_from_numpy(a)
+    ins[1].set_data_from_numpy(b)
+    return ins
+
+
+def code_of(fn):
+    with pytest.raises(InferenceServerException) as e:
+        fn()
+    return e.value.status(), e.value.message()
+
+
+def test_health_metadata_config(server):
+    c = client(server)
+    assert c.is_server_live() and c.is_server_ready()
+    meta = c.get_server_metadata(as_json=True)
+    assert meta["name"] == "gpuopt"
+    assert {"binary_tensor_data", "system_shared_memory", "cuda_shared_memory"} <= set(meta["extensions"])
+    assert c.is_model_ready("simple") and c.is_model_ready("mlp", "1")
+    assert not c.is_model_ready("no_such_model")
+    m = c.get_model_metadata("simple", as_json=True)
+    assert m["versions"] == ["1"]
+    assert [i["name"] for i in m["inputs"]] == ["INPUT0", "INPUT1"]
+    assert m["inputs"][0]["shape"] == ["-1", "16"]  # int64 is a string in protobuf's JSON
+    assert m["outputs"][1]["datatype"] == "FP32"
+    cfg = c.get_model_config("simple", as_json=True)["config"]
+    assert cfg["max_batch_size"] == 16
+    assert cfg["dynamic_batching"]["max_queue_delay_microseconds"] == "5000"
+    assert cfg["instance_group"][0]["count"] == 2
+    assert cfg["input"][0]["data_type"] == "TYPE_FP32"
+    derived = c.get_model_config("mlp", as_json=True)["config"]
+    assert derived["max_batch_size"] == 4 and derived["input"][0]["dims"] == ["32"]
+    # The same config as HTTP's JSON (numbers aside, which protobuf's JSON writes as strings).
+    hcfg = httpclient.InferenceServerClient(server.url).get_model_config("simple")
+    assert hcfg["name"] == cfg["name"] and hcfg["max_batch_size"] == cfg["max_batch_size"]
+    idx = c.get_model_repository_index(as_json=True)["models"]
+    assert {(x["name"], x.get("state")) for x in idx} == {("simple", "READY"), ("mlp", "READY")}
+
+
+def test_infer_raw_and_statistics(server):
+    c = client(server)
+    before = c.get_inference_statistics("simple", as_json=True)["model_stats"][0]
+    before_ok = int(before["inference_stats"]["success"].get("count", 0))
+    rng = np.random.default_rng(3)
+    for rows in (1, 3, 16):
+        a = rng.standard_normal((rows, 16)).astype(np.float32)
+        b = rng.standard_normal((rows, 16)).astype(np.float32)
+        r = c.infer("simple", add_sub_inputs(a, b), request_id=f"r{rows}")
+        assert r.get_response().id == f"r{rows}"
+        assert r.get_response().model_name == "simple" and r.get_response().model_version == "1"
+        np.testing.assert_array_equal(r.as_numpy("OUTPUT0"), a + b)
+        np.testing.assert_array_equal(r.as_numpy("OUTPUT1"), a - b)
+    # One requested output only.
+    r = c.infer("simple", add_sub_inputs(a, b), outputs=[grpcclient.InferRequestedOutput("OUTPUT1")])
+    assert [o.name for o in r.get_response().outputs] == ["OUTPUT1"]
+    np.testing.assert_array_equal(r.as_numpy("OUTPUT1"), a - b)
+    after = c.get_inference_statistics("simple", as_json=True)["model_stats"][0]
+    assert int(after["inference_stats"]["success"]["count"]) == before_ok + 4
+    assert int(after["inference_count"]) >= 1 + 3 + 16 + 16
+    allstats = c.get_inference_statistics(as_json=True)["model_stats"]
+    assert {s["name"] for s in allstats} == {"simple", "mlp"}
+
+
+def test_typed_contents(server):
+    """InferTensorContents (fp32_contents) instead of raw_input_contents, through the raw stub."""
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((2, 16)).astype(np.float32)
+    b = rng.standard_normal((2, 16)).astype(np.float32)
+    req = service_pb2.ModelInferRequest(model_name="simple", id="typed")
+    for name, x in (("INPUT0", a), ("INPUT1", b)):
+        t = req.inputs.add(name=name, datatype="FP32", shape=list(x.shape))
+        t.contents.fp32_contents.extend(x.ravel().tolist())
+    resp = stub(server).ModelInfer(req, timeout=30)
+    assert resp.id == "typed"
+    out = {o.name: i for i, o in enumerate(resp.outputs)}
+    got0 = np.frombuffer(resp.raw_output_contents[out["OUTPUT0"]], np.float32).reshape(2, 16)
+    np.testing.assert_array_equal(got0, a + b)
+    # A count that does not match the shape is INVALID_ARGUMENT naming the input.
+    del req.inputs[1].contents.fp32_contents[-1]
+    with pytest.raises(grpc.RpcError) as e:
+        stub(server).ModelInfer(req, timeout=30)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "INPUT1" in e.value.details() and "31" in e.value.details()
+
+
+def test_http_and_grpc_answer_identically(server):
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((4, 32)).astype(np.float32)
+    gi = grpcclient.InferInput("X", list(x.shape), "FP32")
+    gi.set_data_from_numpy(x)
+    hi = httpclient.InferInput("X", list(x.shape), "FP32")
+    hi.set_data_from_numpy(x, binary_data=True)
+    g = client(server).infer("mlp", [gi]).as_numpy("Y")
+    h = httpclient.InferenceServerClient(server.url).infer("mlp", [hi]).as_numpy("Y")
+    assert g.dtype == h.dtype and g.shape == h.shape == (4, 8)
+    np.testing.assert_array_equal(g, h)  # bit for bit: the same engine behind both
+    np.testing.assert_allclose(g, H.mlp_reference(x, server.weights), rtol=1e-4, atol=1e-5)
+
+
+def test_errors_and_codes(server):
+    c = client(server)
+    a = np.zeros((2, 16), np.float32)
+    assert code_of(lambda: c.infer("nope", add_sub_inputs(a, a)))[0] == "StatusCode.NOT_FOUND"
+    st, msg = code_of(lambda: c.get_model_metadata("nope"))
+    assert st == "StatusCode.NOT_FOUND" and "nope" in msg
+    st, msg = code_of(lambda: c.infer("simple", add_sub_inputs(np.zeros((2, 8), np.float32), np.zeros((2, 8), np.float32))))
+    assert st == "StatusCode.INVALID_ARGUMENT" and "INPUT0" in msg and "[-1,16]" in msg
+    st, msg = code_of(lambda: c.infer("simple", add_sub_inputs(np.zeros((17, 16), np.float32), np.zeros((17, 16), np.float32))))
+    assert st == "StatusCode.INVALID_ARGUMENT" and "max_batch_size" in msg
+    bad = [grpcclient.InferInput("INPUT0", [2, 16], "INT32"), grpcclient.InferInput("INPUT1", [2, 16], "FP32")]
+    bad[0].set_data_from_numpy(np.zeros((2, 16), np.int32))
+    bad[1].set_data_from_numpy(a)
+    st, msg = code_of(lambda: c.infer("simple", bad))
+    assert st == "StatusCode.INVALID_ARGUMENT" and "datatype INT32" in msg
+    st, msg = code_of(lambda: c.infer("simple", add_sub_inputs(a, a)[:1]))
+    assert st == "StatusCode.INVALID_ARGUMENT" and "INPUT1" in msg and "missing" in msg
+    st, msg = code_of(lambda: c.infer("simple", add_sub_inputs(a, a), outputs=[grpcclient.InferRequestedOutput("ZZ")]))
+    assert st == "StatusCode.INVALID_ARGUMENT" and "ZZ" in msg
+    st, msg = code_of(lambda: c.load_model("simple"))
+    assert st == "StatusCode.INVALID_ARGUMENT" and "explicit" in msg
+    # Over --http-max-input-size (1 MiB here): the transport refuses the message.
+    big = np.zeros((16, 16), np.float32)
+    huge = [grpcclient.InferInput("INPUT0", [16, 16 * 1100], "FP32"), grpcclient.InferInput("INPUT1", [16, 16], "FP32")]
+    huge[0].set_data_from_numpy(np.zeros((16, 16 * 1100), np.float32))
+    huge[1].set_data_from_numpy(big)
+    assert code_of(lambda: c.infer("simple", huge))[0] == "StatusCode.RESOURCE_EXHAUSTED"
+    # A raw content whose size does not match the shape.
+    req = service_pb2.ModelInferRequest(model_name="simple")
+    req.inputs.add(name="INPUT0", datatype="FP32", shape=[1, 16])
+    req.inputs.add(name="INPUT1", datatype="FP32", shape=[1, 16])
+    req.raw_input_contents.extend([b"\0" * 64, b"\0" * 60])
+    with pytest.raises(grpc.RpcError) as e:
+        stub(server).ModelInfer(req, timeout=30)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "needs 64 bytes" in e.value.details()
+    # The server still answers after all of that.
+    np.testing.assert_array_equal(c.infer("simple", add_sub_inputs(a + 1, a)).as_numpy("OUTPUT0"), a + 1)
+    st = c.get_inference_statistics("simple", as_json=True)["model_stats"][0]["inference_stats"]
+    assert int(st["fail"]["count"]) >= 6
+
+
+def test_stream_infer(server):
+    c = client(server)
+    results, done = {}, threading.Event()
+    lock = threading.Lock()
+    n = 40
+
+    def cb(result, error):
+        with lock:
+            if error is not None:
+                results[f"err{len(results)}"] = error
+            else:
+                results[result.get_response().id] = result
+            if len(results) == n + 1:
+                done.set()
+
+    c.start_stream(callback=cb)
+    rng = np.random.default_rng(6)
+    sent = {}
+    for i in range(n):
+        a = rng.standard_normal((1 + i % 3, 16)).astype(np.float32)
+        sent[f"s{i}"] = a
+        c.async_stream_infer("simple", add_sub_inputs(a, a * 2), request_id=f"s{i}")
+        if i == n // 2:  # an error in the middle answers with error_message; the stream goes on
+            c.async_stream_infer("nope", add_sub_inputs(a, a), request_id="bad")
+    assert done.wait(60), f"{len(results)} of {n + 1} answers"
+    c.stop_stream()
+    errs = [v for k, v in results.items() if k.startswith("err")]
+    assert len(errs) == 1 and "nope" in str(errs[0])
+    for rid, a in sent.items():
+        np.testing.assert_array_equal(results[rid].as_numpy("OUTPUT0"), a * 3)
+        np.testing.assert_array_equal(results[rid].as_numpy("OUTPUT1"), -a)
+
+
+def test_explicit_model_control(tmp_path):
+    H.make_repository(str(tmp_path))
+    with H.Server(["--model-repository", str(tmp_path), "--model-control-mode", "explicit",
+                   "--load-model", "mlp"]) as s:
+        c = client(s)
+        assert c.is_model_ready("mlp") and not c.is_model_ready("simple")
+        idx = {m["name"]: m.get("state") for m in c.get_model_repository_index(as_json=True)["models"]}
+        assert idx == {"mlp": "READY", "simple": "UNAVAILABLE"}
+        c.load_model("simple")
+        assert c.is_model_ready("simple")
+        a = np.ones((1, 16), np.float32)
+        np.testing.assert_array_equal(c.infer("simple", add_sub_inputs(a, a)).as_numpy("OUTPUT0"), a * 2)
+        c.unload_model("simple")
+        assert not c.is_model_ready("simple")
+        assert code_of(lambda: c.infer("simple", add_sub_inputs(a, a)))[0] in ("StatusCode.NOT_FOUND",
+                                                                              "StatusCode.UNAVAILABLE")
+        st, msg = code_of(lambda: c.load_model("no_such_model"))
+        assert st == "StatusCode.INVALID_ARGUMENT" and "no_such_model" in msg
+        code, _, out = s.stop()
+        assert code == 0, out
+
+
+def test_grpc_port_in_use_is_one_clear_line(server, tmp_path):
+    import subprocess
+    H.make_repository(str(tmp_path))
+    r = subprocess.run([H.gpuopt_bin(), "serve", "--model-repository", str(tmp_path), "--http-address", "127.0.0.1",
+                        "--http-port", "0", "--metrics-port", "0", "--grpc-port", str(server.grpc_port)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1, r.stdout + r.stderr
+    err = r.stderr.strip().splitlines()
+    assert len(err) == 1 and f"cannot listen on 127.0.0.1:{server.grpc_port}" in err[0], r.stderr

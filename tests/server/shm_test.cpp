@@ -1,0 +1,101 @@
+// SharedMemoryManager against real POSIX shared memory: register / status / unregister, tensors
+// read from and written to a region at offsets, every bounds check, a region that stays mapped
+// for a reader after it is unregistered.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "server/shared_memory.h"
+
+namespace gpuopt::server {
+namespace {
+
+struct ShmObject {
+  std::string key;
+  void* p = nullptr;
+  size_t n = 0;
+  explicit ShmObject(size_t bytes) : key("/gpuopt_shm_test_" + std::to_string(::getpid())), n(bytes) {
+    int fd = shm_open(key.c_str(), O_CREAT | O_RDWR | O_TRUNC, 0600);
+    EXPECT_GE(fd, 0);
+    EXPECT_EQ(ftruncate(fd, static_cast<off_t>(n)), 0);
+    p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ::close(fd);
+  }
+  ~ShmObject() {
+    munmap(p, n);
+    shm_unlink(key.c_str());
+  }
+  float* f32(size_t offset) { return reinterpret_cast<float*>(static_cast<char*>(p) + offset); }
+};
+
+TEST(SharedMemory, SystemRegionsReadWriteAndBounds) {
+  ShmObject obj(4096);
+  for (int i = 0; i < 8; ++i) obj.f32(128)[i] = static_cast<float>(i) + 0.5f;
+  SharedMemoryManager m;
+  // The region is bytes 64..64+1024 of the object.
+  ASSERT_TRUE(m.register_system("r", obj.key, 64, 1024).ok());
+  EXPECT_EQ(m.register_system("r", obj.key, 0, 16).code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(m.register_system("x", "/gpuopt_no_such_key", 0, 16).code(), StatusCode::kNotFound);
+  Status big = m.register_system("y", obj.key, 4000, 200);
+  EXPECT_EQ(big.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(big.message().find("does not fit"), std::string::npos) << big.message();
+  auto st = m.status(ShmKind::kSystem, "");
+  ASSERT_TRUE(st.ok());
+  ASSERT_EQ(st->size(), 1u);
+  EXPECT_EQ((*st)[0].offset, 64u);
+  EXPECT_EQ((*st)[0].byte_size, 1024u);
+  EXPECT_EQ(m.status(ShmKind::kSystem, "nope").status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(m.status(ShmKind::kCuda, "").value().empty());
+
+  // Object offset 128 = region offset 64.
+  auto t = m.read_input("IN", ShmRef{"r", 64, 32}, DType::F32, {2, 4});
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(t->data<float>()[i], static_cast<float>(i) + 0.5f);
+  auto wrong_size = m.read_input("IN", ShmRef{"r", 64, 28}, DType::F32, {2, 4});
+  EXPECT_NE(wrong_size.status().message().find("needs 32 bytes"), std::string::npos);
+  auto past = m.read_input("IN", ShmRef{"r", 1000, 32}, DType::F32, {2, 4});
+  EXPECT_EQ(past.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(past.status().message().find("runs past the end"), std::string::npos) << past.status().message();
+  auto huge = m.read_input("IN", ShmRef{"r", UINT64_MAX - 8, 32}, DType::F32, {2, 4});  // no wrap-around
+  EXPECT_EQ(huge.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(m.read_input("IN", ShmRef{"zz", 0, 32}, DType::F32, {2, 4}).status().message().find("'zz'"),
+            std::string::npos);
+
+  Tensor out = Tensor::from_vector<float>(DType::F32, {3}, {1.f, 2.f, 3.f});
+  ASSERT_TRUE(m.write_output("OUT", ShmRef{"r", 512, 12}, out).ok());
+  EXPECT_EQ(obj.f32(64 + 512)[2], 3.f);
+  Status small = m.write_output("OUT", ShmRef{"r", 512, 8}, out);
+  EXPECT_NE(small.message().find("needs 12 bytes"), std::string::npos) << small.message();
+
+  // BYTES elements in the binary extension's framing.
+  Tensor s = Tensor::empty(DType::String, {2});
+  s.strings() = {"ab", "xyz"};
+  ASSERT_TRUE(m.write_output("S", ShmRef{"r", 0, 64}, s).ok());
+  auto back = m.read_input("S", ShmRef{"r", 0, 4 + 2 + 4 + 3}, DType::String, {2});
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(back->strings()[1], "xyz");
+
+  m.unregister(ShmKind::kSystem, "r");
+  EXPECT_TRUE(m.status(ShmKind::kSystem, "").value().empty());
+  m.unregister(ShmKind::kSystem, "r");  // again: not an error
+}
+
+TEST(SharedMemory, Base64OfRawHandles) {
+  EXPECT_EQ(base64_decode("aGVsbG8=").value(), "hello");
+  EXPECT_EQ(base64_decode("aGVsbG8").value(), "hello");
+  EXPECT_FALSE(base64_decode("a$==").has_value());
+  EXPECT_FALSE(base64_decode("a").has_value());
+}
+
+TEST(SharedMemory, CudaRegionWithoutADeviceIsAClearError) {
+  SharedMemoryManager m;
+  Status s = m.register_cuda("g", std::string(64, '\0'), 0, 1024);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("CUDA shared memory region 'g'"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace gpuopt::server
