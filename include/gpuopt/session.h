@@ -40,6 +40,8 @@ struct SessionOptions {
   Device device = Device::cpu();
   bool optimize = true;        // run the graph passes (dead nodes, Identity/Dropout, constant folding)
   // "fp32", "fp16" or "bf16": compute precision; the model's f32 inputs/outputs stay f32.
+  // "int8": a QDQ model (gpuopt quantize) with its float rest in fp16 on the GPU, f32 on the CPU;
+  // a model without QuantizeLinear/DequantizeLinear is refused (docs/quantization.md).
   std::string precision = "fp32";
   size_t memory_limit = 0;     // bytes the backend may hold for a run's tensors; 0 = no limit
   // CUDA: capture each input shape's run as a CUDA graph and replay it (docs/cuda.md). Off

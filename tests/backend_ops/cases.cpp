@@ -606,6 +606,7 @@ std::vector<Case> all_cases() {
   add_fusedconv_cases(cases);
   add_attention_cases(cases);
   add_nhwc_cases(cases);
+  add_int8_cases(cases);
   return cases;
 }
 
