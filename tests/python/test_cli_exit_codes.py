@@ -31,9 +31,11 @@ FILE_CASES = {
     "bench": ["bench", "all", "-q", "--report", "/proc/gpuopt-no-such-dir/", "--cpu-sizes", "64"],
     "tune": ["tune", MISSING],
     "profile": ["profile", MISSING],
+    "quantize": ["quantize", MISSING, "--calibration", "/nonexistent-gpuopt-dir", "-o", "/tmp/gpuopt-q.onnx"],
 }
 # Required arguments, given so that an unknown option is the only error.
-REQUIRED = {"run": ["m.onnx"], "inspect": ["m.onnx"], "perf": ["-m", "m"], "tune": ["m.onnx"], "profile": ["m.onnx"]}
+REQUIRED = {"run": ["m.onnx"], "inspect": ["m.onnx"], "perf": ["-m", "m"], "tune": ["m.onnx"], "profile": ["m.onnx"],
+            "quantize": ["m.onnx", "-o", "q.onnx"]}
 # Extra runtime errors named by the rule: a second way each file-reading subcommand meets one.
 MORE_FILE_CASES = [
     ["serve", "--model-repository", "/nonexistent-gpuopt-dir", "--http-port", "0", "--metrics-port", "0"],

@@ -3,6 +3,7 @@
 The fenced ```sh and ```python blocks are extracted in order and run in a sandbox folder that
 looks like a checkout after ./scripts/run.sh: build/gpuopt (the binary under test),
 build/models/resnet_small.onnx, model.onnx and repo/model/1/model.onnx for the placeholders,
+calib/ (four random .npy samples of model.onnx's input, for `gpuopt quantize`),
 scripts/ and .venv from the source tree. The README's ports (8000, 8001, 8002, 9400) are mapped to
 free ones. `gpuopt serve` and `gpuopt exporter` lines start in the background and the block goes
 on once they answer; they stop (SIGTERM) when a later block starts servers of its own, or at
@@ -80,6 +81,13 @@ class Sandbox:
         shutil.copy(model, os.path.join(root, "model.onnx"))
         os.makedirs(os.path.join(root, "repo", "model", "1"))
         shutil.copy(model, os.path.join(root, "repo", "model", "1", "model.onnx"))
+        import numpy as np
+        import onnx
+        dims = [d.dim_value or 1 for d in onnx.load(model).graph.input[0].type.tensor_type.shape.dim]
+        os.makedirs(os.path.join(root, "calib"))
+        rng = np.random.default_rng(0)
+        for k in range(4):
+            np.save(os.path.join(root, "calib", f"{k:03d}.npy"), rng.standard_normal(dims).astype(np.float32))
 
     def remap(self, code):
         for p, q in self.ports.items():
