@@ -9,6 +9,7 @@
 #include "core/status.h"
 #include "core/tensor.h"
 #include "gpuopt/run_profile.h"
+#include "gpuopt/session.h"  // PlanCacheStatus
 #include "ir/graph.h"
 
 #include <functional>
