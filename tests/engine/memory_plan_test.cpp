@@ -14,13 +14,6 @@
 namespace gpuopt {
 namespace {
 
-Attribute int_attr(int64_t v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kInt;
-  a.i = v;
-  return a;
-}
-
 bool view_type(const Node& n) {
   return n.op_type == "Reshape" || n.op_type == "Flatten" || n.op_type == "Squeeze" || n.op_type == "Unsqueeze" ||
          n.op_type == "Identity";
