@@ -110,9 +110,18 @@ nlohmann::json compile_report_json(const Graph& g, const CompileReport& r, bool 
   for (const auto& [k, v] : r.fusions) j["fusion_counts"][k] = v;
   j["fusions"] = nlohmann::json::array();
   j["nodes"] = nlohmann::json::array();
-  for (const NodeReport& n : r.nodes) {
+  for (size_t i = 0; i < r.nodes.size(); ++i) {
+    const NodeReport& n = r.nodes[i];
     nlohmann::json nj{{"name", n.name}, {"op", n.op}, {"layout", n.layout}, {"precision", n.precision}};
     if (!n.place.empty()) nj["placement"] = n.place;
+    if (verbose) {  // the edges, so a reader can recompute every tensor's lifetime
+      const Node& node = g.nodes()[i];
+      for (const char* key : {"inputs", "outputs"}) {
+        nlohmann::json names = nlohmann::json::array();
+        for (ValueId v : key[0] == 'i' ? node.inputs : node.outputs) names.push_back(v == kNoValue ? "" : g.value(v).name);
+        nj[key] = std::move(names);
+      }
+    }
     if (!n.fusion.empty()) {
       nj["fusion"] = n.fusion;
       j["fusions"].push_back({{"node", n.name}, {"op", n.op}, {"fusion", n.fusion}, {"pattern", n.pattern}, {"epilogue", n.epilogue}});
