@@ -102,7 +102,7 @@ std::vector<int64_t> static_bytes(const Graph& g) {
 TEST(MemoryPlan, ChainPingPongsBetweenTwoBuffers) {
   Graph g;
   ValueId v = g.add_input("x", DType::F32, {1024});
-  for (int i = 0; i < 6; ++i) v = g.add_node(i % 2 ? Op::Relu : Op::Neg, "n" + std::to_string(i), {v}, 1)[0];
+  for (int i = 0; i < 6; ++i) v = g.add_node(i % 2 ? Op::Relu : Op::Neg, fmt::format("n{}", i), {v}, 1)[0];
   g.mark_output(v);
   ASSERT_TRUE(g.infer_shapes().ok());
   const auto bytes = static_bytes(g);
@@ -203,9 +203,9 @@ TEST(MemoryPlan, RandomGraphsPassTheBruteForceCheck) {
       const ValueId a = vals[rng() % vals.size()];
       const int kind = static_cast<int>(rng() % 4);
       ValueId out;
-      if (kind == 0) out = g.add_node(Op::Add, "n" + std::to_string(i), {a, vals[rng() % vals.size()]}, 1)[0];
-      else if (kind == 1) out = g.add_node(Op::Identity, "n" + std::to_string(i), {a}, 1)[0];
-      else out = g.add_node(Op::Relu, "n" + std::to_string(i), {a}, 1)[0];
+      if (kind == 0) out = g.add_node(Op::Add, fmt::format("n{}", i), {a, vals[rng() % vals.size()]}, 1)[0];
+      else if (kind == 1) out = g.add_node(Op::Identity, fmt::format("n{}", i), {a}, 1)[0];
+      else out = g.add_node(Op::Relu, fmt::format("n{}", i), {a}, 1)[0];
       vals.push_back(out);
     }
     g.mark_output(vals.back());
@@ -282,6 +282,15 @@ TEST(MemoryPlan, BadSettingIsOneLine) {
   unsetenv("GPUOPT_MEMORY_PLAN");
   ASSERT_FALSE(mode.ok());
   EXPECT_NE(mode.status().message().find("GPUOPT_MEMORY_PLAN='arena': expected static or pool"), std::string::npos);
+  // The CPU backend refuses to compile under it, with that line.
+  Graph g;
+  g.mark_output(g.add_node(Op::Relu, "r", {g.add_input("x", DType::F32, {4})}, 1)[0]);
+  ASSERT_TRUE(g.infer_shapes().ok());
+  setenv("GPUOPT_MEMORY_PLAN", "arena", 1);
+  auto exe = (*create_backend("cpu"))->compile(g, {});
+  unsetenv("GPUOPT_MEMORY_PLAN");
+  ASSERT_FALSE(exe.ok());
+  EXPECT_NE(exe.status().message().find("GPUOPT_MEMORY_PLAN='arena'"), std::string::npos);
 }
 
 }  // namespace

@@ -210,3 +210,13 @@ def test_report_counts_transformer_fusions(name, tmp_path):
     for k, v in want.items():
         assert got.get(k, 0) == v, f"{name} {k}: report {got.get(k, 0)}, ONNX graph {v} ({got})"
     assert [n["op"] for n in c["nodes"]].count("Attention") == want["attention"]
+
+
+def test_bad_setting_is_one_line(tmp_path):
+    path = tmp_path / "cnn.onnx"
+    conv_model(path)
+    r = subprocess.run([gpuopt_bin(), "run", str(path), "--random-inputs", "--iterations", "1"], capture_output=True,
+                       text=True, timeout=120, env=dict(os.environ, GPUOPT_MEMORY_PLAN="arena"))
+    assert r.returncode == 1, r.stdout + r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "GPUOPT_MEMORY_PLAN='arena': expected static or pool" in lines[0], r.stderr
