@@ -10,7 +10,6 @@
 #include "core/tensor.h"
 #include "gpuopt/plan_cache_status.h"
 #include "gpuopt/run_profile.h"
-#include "gpuopt/session.h"  // PlanCacheStatus
 #include "ir/graph.h"
 
 #include <functional>
