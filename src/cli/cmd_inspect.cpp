@@ -1,6 +1,8 @@
-// `gpuopt inspect MODEL`: opset, inputs/outputs, op histogram with FLOPs, parameters, backend support.
+// `gpuopt inspect MODEL`: opset, inputs/outputs, op histogram with FLOPs, parameters, backend support;
+// with --optimized, the compiler's report (inspect_report.h).
 #include "backends/backend.h"
 #include "cli/command.h"
+#include "cli/inspect_report.h"
 #include "core/device.h"
 #include "core/table.h"
 #include "ir/graph.h"
@@ -13,6 +15,7 @@
 
 #include <array>
 #include <map>
+#include <optional>
 
 namespace gpuopt::cli {
 namespace {
@@ -21,6 +24,7 @@ struct Options {
   std::string model;
   bool json = false;
   bool optimized = false;
+  bool verbose = false;  // with --optimized: the memory plan's offsets per tensor
   int64_t batch = 1;
   std::vector<std::string> dims;  // NAME=VALUE
   std::string device;             // --device: show where each node runs on that backend
@@ -189,6 +193,14 @@ int run(const Options& o) {
   }
   Placement placement;
   if (!o.device.empty()) placement = compute_placement(bound, device, o.optimized);
+  // --optimized: what the compiler did (fusions, layout, precision, placement, memory plan).
+  std::optional<CompileReport> report;
+  if (o.optimized) {
+    std::optional<std::vector<NodePlace>> where;
+    if (!o.device.empty() && placement.error.empty())
+      if (auto b = create_backend(device); b.ok()) where = (*b)->place(bound);
+    report = build_compile_report(declared, bound, where ? &*where : nullptr, device.is_cuda());
+  }
   int64_t params = 0, param_bytes = 0;
   for (const Value& v : declared.values())
     if (v.constant) {
@@ -225,6 +237,7 @@ int run(const Options& o) {
       }
       j["placement"] = pj;
     }
+    if (report) j["compile"] = compile_report_json(bound, *report, o.verbose);
     fmt::print("{}\n", j.dump(2));
     return kExitOk;
   }
@@ -255,6 +268,7 @@ int run(const Options& o) {
   fmt::print("{}", ops.render());
   if (!total_exact) fmt::print("~ : some shapes stay symbolic; give --dim NAME=VALUE for an exact count\n");
   if (!o.device.empty()) print_placement(placement, o.device, o.optimized ? o.precision : "fp32");
+  if (report) print_compile_report(bound, *report, o.verbose);
   return kExitOk;
 }
 
@@ -263,7 +277,8 @@ void setup(CLI::App& app) {
   auto* cmd = app.add_subcommand("inspect", "Show a model's opset, inputs/outputs, ops, parameters, FLOPs and backend support");
   cmd->add_option("model", o->model, "ONNX model file")->required();
   cmd->add_flag("--json", o->json, "Print JSON");
-  cmd->add_flag("--optimized", o->optimized, "Show the graph after gpuopt's passes (constant and BatchNormalization folding, Identity/Dropout removal, Conv+Add+Relu fusion into FusedConv, MatMul+bias into Gemm; with --device cuda and --precision fp16/bf16, the channels-last layout pass)");
+  cmd->add_flag("--optimized", o->optimized, "Show the graph after gpuopt's passes (constant and BatchNormalization folding, Identity/Dropout removal, Conv+Add+Relu fusion into FusedConv, GELU, attention, MatMul+bias into Gemm; with --device cuda and --precision fp16/bf16, the channels-last layout pass) and what the compiler did: per node its fusion, layout, precision and placement, and the static memory plan");
+  cmd->add_flag("--verbose", o->verbose, "With --optimized: the memory plan's offset, size and lifetime of every tensor");
   cmd->add_option("--precision", o->precision, "With --optimized: the precision conversion the session runs (fp32, fp16, bf16)")
       ->check(one_of({"fp32", "fp16", "bf16"}));
   cmd->add_option("--batch", o->batch, "Value of the dynamic batch dim for FLOP counts (default 1)")->check(int_range(1, kMaxBatch));

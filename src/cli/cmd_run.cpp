@@ -315,6 +315,7 @@ int run(const Options& o) {
     const PlanCacheStatus pc = s.plan_cache();
     j["plan_cache"] = {{"state", pc.state}, {"path", pc.path}, {"entries", pc.entries}, {"note", pc.note}};
     if (last.peak_device_bytes > 0) j["peak_device_bytes"] = last.peak_device_bytes;
+    if (last.peak_intermediate_bytes > 0) j["peak_intermediate_bytes"] = last.peak_intermediate_bytes;
     if (!device_ms.empty())
       j["device_ms"] = {{"min", *std::min_element(device_ms.begin(), device_ms.end())},
                         {"median", percentile(device_ms, 0.5)}};

@@ -20,6 +20,8 @@ namespace gpuopt {
   X(GPUOPT_NUM_THREADS, "all cores", "Threads of the CPU reference's pool (MatMul, Gemm, Conv).")             \
   X(GPUOPT_SYSFS_ROOT, "/sys", "Root of the sysfs tree scanned for PCI display devices (tests use a fake tree).") \
   X(GPUOPT_PROC_ROOT, "/proc", "Root of procfs read for CPU, memory and process details (tests use a fake tree).") \
+  X(GPUOPT_MEMORY_PLAN, "static on cpu, pool on cuda",                                                      \
+    "static: activations at offsets in one arena per input shape (the memory plan); pool: each allocated on its own.") \
   X(GPUOPT_CACHE_DIR, "", "Plan cache directory of run and serve when --cache-dir is not given (docs/engine.md).")
 
 struct EnvVar {

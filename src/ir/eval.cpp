@@ -20,8 +20,8 @@ Result<std::vector<ValueInfo>> infer_node(const Node& node, const std::vector<co
   return std::move(ctx.outputs);
 }
 
-Result<std::vector<Tensor>> eval_node(const Node& node, const std::vector<const Tensor*>& inputs, int opset,
-                                      size_t max_tensor_bytes) {
+Result<std::vector<ValueInfo>> infer_from_tensors(const Node& node, const std::vector<const Tensor*>& inputs, int opset,
+                                                  size_t max_tensor_bytes) {
   std::vector<ValueInfo> infos(inputs.size());
   std::vector<const ValueInfo*> in_ptrs(inputs.size(), nullptr);
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -32,7 +32,19 @@ Result<std::vector<Tensor>> eval_node(const Node& node, const std::vector<const 
     infos[i].value = inputs[i];
     in_ptrs[i] = &infos[i];
   }
-  GPUOPT_ASSIGN_OR_RETURN(std::vector<ValueInfo> out_infos, infer_node(node, in_ptrs, opset, max_tensor_bytes));
+  return infer_node(node, in_ptrs, opset, max_tensor_bytes);
+}
+
+Result<std::vector<Tensor>> eval_node(const Node& node, const std::vector<const Tensor*>& inputs, int opset,
+                                      size_t max_tensor_bytes) {
+  return eval_node_into(node, inputs, opset, max_tensor_bytes, [&](size_t i, const ValueInfo& vi) {
+    return Tensor::try_empty(vi.dtype, vi.shape, fmt::format("{}:{}", node.name, i));
+  });
+}
+
+Result<std::vector<Tensor>> eval_node_into(const Node& node, const std::vector<const Tensor*>& inputs, int opset,
+                                           size_t max_tensor_bytes, const OutputAllocFn& alloc) {
+  GPUOPT_ASSIGN_OR_RETURN(std::vector<ValueInfo> out_infos, infer_from_tensors(node, inputs, opset, max_tensor_bytes));
   std::vector<Tensor> outs(out_infos.size());
   std::vector<Tensor*> out_ptrs(out_infos.size());
   for (size_t i = 0; i < out_infos.size(); ++i) {
@@ -41,7 +53,7 @@ Result<std::vector<Tensor>> eval_node(const Node& node, const std::vector<const 
     if (!vi.rank_known || !shape_is_concrete(vi.shape) || vi.dtype == DType::Undefined)
       return Status::Internal("{}: output {} has no concrete type/shape after inference with all inputs known",
                               node_label(node), i);
-    GPUOPT_ASSIGN_OR_RETURN(outs[i], Tensor::try_empty(vi.dtype, vi.shape, fmt::format("{}:{}", node.name, i)));
+    GPUOPT_ASSIGN_OR_RETURN(outs[i], alloc(i, vi));
     out_ptrs[i] = &outs[i];
   }
   KernelContext kctx{node, inputs, out_ptrs, opset};

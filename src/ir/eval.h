@@ -7,6 +7,8 @@
 
 #include "ir/graph.h"
 
+#include <functional>
+
 namespace gpuopt {
 
 // `inputs[i]` may be nullptr for an absent optional input. Outputs follow node.outputs.
@@ -14,6 +16,16 @@ namespace gpuopt {
 // allocated, and an allocation that fails is an out-of-memory Status, never an abort.
 Result<std::vector<Tensor>> eval_node(const Node& node, const std::vector<const Tensor*>& inputs, int opset,
                                       size_t max_tensor_bytes = 0);
+
+// Like eval_node, but output i's storage comes from `alloc(i, inferred info)` (a view into the
+// executor's memory plan, say); it must have the inferred dtype and shape. eval_node is this
+// with Tensor::try_empty.
+using OutputAllocFn = std::function<Result<Tensor>(size_t index, const ValueInfo& info)>;
+Result<std::vector<Tensor>> eval_node_into(const Node& node, const std::vector<const Tensor*>& inputs, int opset,
+                                           size_t max_tensor_bytes, const OutputAllocFn& alloc);
+// The output types and shapes eval_node allocates: inference with every input's value known.
+Result<std::vector<ValueInfo>> infer_from_tensors(const Node& node, const std::vector<const Tensor*>& inputs, int opset,
+                                                  size_t max_tensor_bytes = 0);
 
 // The check infer_node applies to each output: "[Op] node 'n': output 0 f32 [..] needs X, more than Y".
 Status check_output_size(const Node& node, size_t index, const ValueInfo& vi, size_t max_tensor_bytes);

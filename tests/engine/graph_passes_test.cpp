@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 namespace gpuopt {
 namespace {
 
@@ -99,7 +101,7 @@ TEST(Passes, IdentityDropoutAndDeadNodes) {
 }
 
 TEST(CpuBackend, FreesIntermediatesAfterLastUse) {
-  // x -> neg -> relu -> neg -> y, 4 KiB each: freeing after last use keeps at most two
+  // GPUOPT_MEMORY_PLAN=pool. x -> neg -> relu -> neg -> y, 4 KiB each: freeing after last use keeps at most two
   // intermediates alive (the one being read and the one being written), never all three.
   Graph g;
   ValueId x = g.add_input("x", DType::F32, {1024});
@@ -109,7 +111,9 @@ TEST(CpuBackend, FreesIntermediatesAfterLastUse) {
   g.mark_output(y);
   ASSERT_TRUE(g.infer_shapes().ok());
   auto backend = create_backend("cpu");
+  setenv("GPUOPT_MEMORY_PLAN", "pool", 1);  // tensor by tensor (the static plan holds its arena all run)
   auto exe = (*backend)->compile(g, {});
+  unsetenv("GPUOPT_MEMORY_PLAN");
   ASSERT_TRUE(exe.ok());
   RunProfile prof;
   RunOptions ro;

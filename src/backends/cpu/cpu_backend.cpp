@@ -3,6 +3,7 @@
 #include "backends/backend.h"
 #include "core/nvtx.h"
 #include "ir/eval.h"
+#include "runtime/memory_plan.h"
 
 #include <fmt/ranges.h>
 
@@ -36,9 +37,27 @@ class CpuAllocator final : public Allocator {
   }
 };
 
+// One input shape's memory plan and the arenas made for it (one per concurrent run).
+struct CpuPlan {
+  std::vector<std::pair<DType, Shape>> key;
+  MemoryPlan plan;
+  std::vector<std::shared_ptr<Storage>> free_arenas;  // guarded by CpuExecutable::mu_
+  uint64_t last_used = 0;
+};
+constexpr size_t kMaxPlans = 16;  // input shapes kept (a server sees a handful of batch sizes)
+
+std::shared_ptr<Storage> make_arena(size_t bytes) {
+  auto st = std::make_shared<Storage>();
+  st->bytes = bytes;
+  st->data = bytes ? std::aligned_alloc(256, (bytes + 255) / 256 * 256) : nullptr;
+  st->deleter = [](void* p) { std::free(p); };
+  return st;
+}
+
 class CpuExecutable final : public Executable {
  public:
-  CpuExecutable(const Graph& g, size_t memory_limit) : graph_(g), memory_limit_(memory_limit) {
+  CpuExecutable(const Graph& g, size_t memory_limit, MemoryPlanMode mode)
+      : graph_(g), memory_limit_(memory_limit), mode_(mode) {
     // last_use[v] = index of the last node reading v; graph outputs are never freed.
     last_use_.assign(graph_.values().size(), -1);
     for (size_t n = 0; n < graph_.nodes().size(); ++n)
@@ -55,6 +74,17 @@ class CpuExecutable final : public Executable {
     for (size_t i = 0; i < gin.size(); ++i) slots[static_cast<size_t>(gin[i])] = inputs[i];
     for (size_t v = 0; v < slots.size(); ++v)
       if (graph_.values()[v].constant) slots[v] = *graph_.values()[v].constant;
+
+    // GPUOPT_MEMORY_PLAN=static: activations are views into one arena at planned offsets, view
+    // ops (Reshape, ...) share their input's storage; a tensor larger than planned (a shape
+    // that depends on data) or outside the plan is allocated on its own.
+    std::shared_ptr<CpuPlan> plan;
+    std::shared_ptr<Storage> arena;
+    if (mode_ == MemoryPlanMode::kStatic) {
+      plan = plan_for(inputs);
+      GPUOPT_ASSIGN_OR_RETURN(arena, take_arena(*plan));
+    }
+    std::vector<bool> counted(slots.size(), false);  // bytes held outside the arena, in `live`
 
     std::vector<const Tensor*> in_ptrs;
     int64_t live = 0, peak = 0;  // intermediate bytes
@@ -73,7 +103,7 @@ class CpuExecutable final : public Executable {
       Result<std::vector<Tensor>> evaluated = Status::Internal("not run");
       {
         NvtxRange range(node.name);
-        evaluated = eval_node(node, in_ptrs, graph_.opset, memory_limit_);
+        evaluated = plan ? eval_planned(node, in_ptrs, plan->plan, arena) : eval_node(node, in_ptrs, graph_.opset, memory_limit_);
       }
       GPUOPT_ASSIGN_OR_RETURN(std::vector<Tensor> outs, std::move(evaluated));
       if (options.profile && options.profile->per_node)
@@ -83,8 +113,12 @@ class CpuExecutable final : public Executable {
              std::chrono::duration<double, std::micro>(t0.time_since_epoch()).count(), -1.0});
       for (size_t i = 0; i < node.outputs.size() && i < outs.size(); ++i) {
         if (node.outputs[i] == kNoValue) continue;
-        live += static_cast<int64_t>(outs[i].nbytes());
-        slots[static_cast<size_t>(node.outputs[i])] = std::move(outs[i]);
+        const auto ov = static_cast<size_t>(node.outputs[i]);
+        const bool own = !arena || (outs[i].storage() != arena && !(i == 0 && !node.inputs.empty() && in_ptrs[0] &&
+                                                                    outs[i].storage() == in_ptrs[0]->storage()));
+        if (own) live += static_cast<int64_t>(outs[i].nbytes());
+        counted[ov] = own;
+        slots[ov] = std::move(outs[i]);
       }
       peak = std::max(peak, live);
       for (ValueId in : node.inputs) {
@@ -92,21 +126,96 @@ class CpuExecutable final : public Executable {
         const Value& v = graph_.value(in);
         if (v.constant) continue;
         Tensor& slot = slots[static_cast<size_t>(in)];
-        if (slot.defined() && v.producer >= 0) live -= static_cast<int64_t>(slot.nbytes());
+        if (slot.defined() && v.producer >= 0 && counted[static_cast<size_t>(in)]) live -= static_cast<int64_t>(slot.nbytes());
         slot = Tensor();  // a value read twice by one node is freed once: the slot is empty now
       }
     }
-    if (options.profile) options.profile->peak_intermediate_bytes = peak;
+    if (options.profile)
+      options.profile->peak_intermediate_bytes = peak + (arena ? static_cast<int64_t>(plan->plan.arena_bytes) : 0);
     std::vector<Tensor> result;
     result.reserve(graph_.outputs().size());
     for (ValueId o : graph_.outputs()) result.push_back(slots[static_cast<size_t>(o)]);
+    slots.clear();  // no view into the arena outlives the run: it goes back for the next one
+    if (arena) give_back(*plan, std::move(arena));
     return result;
   }
 
  private:
+  // One node under the plan: a view op's output is its input under the new shape; other outputs
+  // go to their planned offset when they fit.
+  Result<std::vector<Tensor>> eval_planned(const Node& node, const std::vector<const Tensor*>& in_ptrs,
+                                           const MemoryPlan& plan, const std::shared_ptr<Storage>& arena) {
+    if (is_view_op(node) && node.outputs.size() == 1 && node.outputs[0] != kNoValue &&
+        !graph_.value(node.outputs[0]).is_graph_output && !in_ptrs.empty() && in_ptrs[0] &&
+        in_ptrs[0]->dtype() != DType::String) {
+      GPUOPT_ASSIGN_OR_RETURN(std::vector<ValueInfo> infos, infer_from_tensors(node, in_ptrs, graph_.opset, memory_limit_));
+      GPUOPT_ASSIGN_OR_RETURN(Tensor view, in_ptrs[0]->reshaped(infos[0].shape));
+      return std::vector<Tensor>{std::move(view)};
+    }
+    return eval_node_into(node, in_ptrs, graph_.opset, memory_limit_, [&](size_t i, const ValueInfo& vi) -> Result<Tensor> {
+      const ValueId v = node.outputs[i];
+      const int64_t n = shape_numel(vi.shape);
+      if (arena && vi.dtype != DType::String && plan.in_arena(v) && n >= 0 &&
+          static_cast<size_t>(n) * dtype_size(vi.dtype) <= plan.capacity(v))
+        return Tensor::wrap(vi.dtype, vi.shape, arena, static_cast<size_t>(plan.offset[static_cast<size_t>(v)]));
+      return Tensor::try_empty(vi.dtype, vi.shape, fmt::format("{}:{}", node.name, i));
+    });
+  }
+
+  std::shared_ptr<CpuPlan> plan_for(const std::vector<Tensor>& inputs) {
+    std::vector<std::pair<DType, Shape>> key;
+    for (const Tensor& t : inputs) key.emplace_back(t.dtype(), t.shape());
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto& p : plans_)
+        if (p->key == key) {
+          p->last_used = ++tick_;
+          return p;
+        }
+    }
+    auto p = std::make_shared<CpuPlan>();  // planned outside the lock: a walk over the graph
+    p->plan = plan_memory(graph_, value_bytes_for_inputs(graph_, key), {});
+    p->key = std::move(key);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (plans_.size() >= kMaxPlans)
+      plans_.erase(std::min_element(plans_.begin(), plans_.end(),
+                                    [](const auto& a, const auto& b) { return a->last_used < b->last_used; }));
+    p->last_used = ++tick_;
+    plans_.push_back(p);
+    return p;
+  }
+
+  Result<std::shared_ptr<Storage>> take_arena(CpuPlan& p) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!p.free_arenas.empty()) {
+        auto a = std::move(p.free_arenas.back());
+        p.free_arenas.pop_back();
+        return a;
+      }
+    }
+    // --memory-limit caps each tensor on the CPU: an arena above it is not made, the run
+    // allocates tensor by tensor as without a plan (views still share their input's bytes).
+    if (p.plan.arena_bytes == 0 || (memory_limit_ && p.plan.arena_bytes > memory_limit_)) return std::shared_ptr<Storage>();
+    auto a = make_arena(p.plan.arena_bytes);
+    // No memory for the arena: this run allocates tensor by tensor, and a tensor that does not
+    // fit either is the out-of-memory error that names it.
+    if (!a->data) return std::shared_ptr<Storage>();
+    return a;
+  }
+
+  void give_back(CpuPlan& p, std::shared_ptr<Storage> arena) {
+    std::lock_guard<std::mutex> lock(mu_);
+    p.free_arenas.push_back(std::move(arena));
+  }
+
   Graph graph_;
   size_t memory_limit_;  // cap on any one tensor (--memory-limit); 0: physical memory
+  MemoryPlanMode mode_;
   std::vector<int32_t> last_use_;
+  std::mutex mu_;
+  std::vector<std::shared_ptr<CpuPlan>> plans_;
+  uint64_t tick_ = 0;
 };
 
 class CpuBackend final : public Backend {
@@ -119,7 +228,8 @@ class CpuBackend final : public Backend {
   Result<std::unique_ptr<Executable>> compile(const Graph& graph, const CompileOptions& options) override {
     for (const Node& n : graph.nodes())
       if (!supports(n, graph)) return Status::Unimplemented("{}: not supported by the cpu backend", node_label(n));
-    return std::unique_ptr<Executable>(std::make_unique<CpuExecutable>(graph, options.memory_limit));
+    GPUOPT_ASSIGN_OR_RETURN(MemoryPlanMode mode, memory_plan_mode(MemoryPlanMode::kStatic));
+    return std::unique_ptr<Executable>(std::make_unique<CpuExecutable>(graph, options.memory_limit, mode));
   }
 
  private:

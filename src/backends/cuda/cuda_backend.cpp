@@ -120,7 +120,9 @@ class CudaBackend final : public Backend {
       if (place[n] == NodePlace::kCpuFallback) GPUOPT_LOG(info, "cuda: {} runs on the CPU backend", node_label(graph.nodes()[n]));
     }
     GPUOPT_LOG(info, "cuda: {} of {} nodes on the GPU", on_gpu, graph.nodes().size());
-    auto exe = std::make_unique<CudaExecutable>(graph, std::move(place), mem_.get(), device_, options.cuda_graphs);
+    GPUOPT_ASSIGN_OR_RETURN(MemoryPlanMode memory_plan, memory_plan_mode(MemoryPlanMode::kPool));
+    auto exe = std::make_unique<CudaExecutable>(graph, std::move(place), mem_.get(), device_, options.cuda_graphs,
+                                                memory_plan);
     if (!options.cache_dir.empty() && !options.model_hash.empty()) exe->open_plan_cache(options.cache_dir, options.model_hash);
     GPUOPT_RETURN_IF_ERROR(exe->upload_constants());
     return std::unique_ptr<Executable>(std::move(exe));

@@ -12,6 +12,7 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -23,6 +24,7 @@ constexpr size_t kWorkspaceBytes = size_t{64} << 20;
 Context::~Context() {
   cudaSetDevice(ec.device);  // the stream, handles and buffers belong to the context's device
   graphs.clear();  // their buffers free on the stream, before it goes
+  arenas.clear();  // after the graphs that replay over them
   if (ec.stream) cudaStreamSynchronize(ec.stream);
   if (ec.dnn) cudnnDestroy(ec.dnn);
   if (ec.lt) cublasLtDestroy(ec.lt);
@@ -47,8 +49,9 @@ bool nondeterministic(std::string_view op) {
          op == "Bernoulli" || op == "Multinomial";
 }
 
-CudaExecutable::CudaExecutable(Graph g, std::vector<NodePlace> place, DeviceMemory* mem, int device, bool graphs)
-    : graph_(std::move(g)), place_(std::move(place)), mem_(mem), device_(device), graphs_(graphs) {
+CudaExecutable::CudaExecutable(Graph g, std::vector<NodePlace> place, DeviceMemory* mem, int device, bool graphs,
+                               MemoryPlanMode memory_plan)
+    : graph_(std::move(g)), place_(std::move(place)), mem_(mem), device_(device), graphs_(graphs), memory_plan_(memory_plan) {
   last_use_.assign(graph_.values().size(), -1);
   for (size_t n = 0; n < graph_.nodes().size(); ++n)
     for (ValueId in : graph_.nodes()[n].inputs)
@@ -288,7 +291,7 @@ Status CudaExecutable::run_cuda_node(Context& c, const Node& node, std::vector<S
     if (node.outputs[o] == kNoValue) continue;
     const ValueInfo& vi = (*inferred)[o];
     if (!e->alias) {
-      GPUOPT_ASSIGN_OR_RETURN(outs[o], mem_->alloc(vi.dtype, vi.shape, c.ec.stream, graph_.value(node.outputs[o]).name));
+      GPUOPT_ASSIGN_OR_RETURN(outs[o], alloc_output(c, node.outputs[o], vi));
     } else {
       outs[o] = Tensor::wrap(vi.dtype, vi.shape, nullptr);
     }
@@ -299,4 +302,53 @@ Status CudaExecutable::run_cuda_node(Context& c, const Node& node, std::vector<S
     if (node.outputs[o] != kNoValue) slots[static_cast<size_t>(node.outputs[o])].dev = std::move(outs[o]);
   return Status::Ok();
 }
+
+Result<Tensor> CudaExecutable::alloc_output(Context& c, ValueId v, const ValueInfo& vi) {
+  if (c.arena && vi.dtype != DType::String) {
+    const MemoryPlan& plan = c.arena->plan;
+    const int64_t n = shape_numel(vi.shape);
+    // Larger than planned (a shape that depends on data): allocated on its own below.
+    if (plan.in_arena(v) && n >= 0 && static_cast<size_t>(n) * dtype_size(vi.dtype) <= plan.capacity(v))
+      return Tensor::wrap(vi.dtype, vi.shape, c.arena->arena.storage(),
+                          c.arena->arena.offset() + static_cast<size_t>(plan.offset[static_cast<size_t>(v)]));
+  }
+  return mem_->alloc(vi.dtype, vi.shape, c.ec.stream, graph_.value(v).name);
+}
+
+Result<ShapeArena*> CudaExecutable::arena_for(Context& c, const std::vector<Tensor>& inputs) {
+  std::vector<std::pair<DType, Shape>> key;
+  for (const Tensor& t : inputs) key.emplace_back(t.dtype(), t.shape());
+  for (auto& a : c.arenas)
+    if (a->key == key) {
+      a->last_used = ++c.tick;
+      return a.get();
+    }
+  if (c.arenas.size() >= kMaxGraphsPerContext) {
+    auto lru = std::min_element(c.arenas.begin(), c.arenas.end(),
+                                [](const auto& a, const auto& b) { return a->last_used < b->last_used; });
+    // A captured graph of that shape replays over this arena: it goes first.
+    for (auto g = c.graphs.begin(); g != c.graphs.end(); ++g)
+      if ((*g)->key == (*lru)->key) {
+        c.graphs.erase(g);
+        break;
+      }
+    c.arenas.erase(lru);
+  }
+  auto a = std::make_unique<ShapeArena>();
+  MemoryPlanOptions o;
+  o.alias = [this](const Node& n, size_t i) { return place_[i] == NodePlace::kDevice && cuda_op(n.op)->alias; };
+  o.plannable = [this](const Node& n, size_t i) { return place_[i] == NodePlace::kDevice && !cuda_op(n.op)->alias; };
+  a->plan = plan_memory(graph_, value_bytes_for_inputs(graph_, key), o);
+  if (a->plan.arena_bytes) {
+    GPUOPT_ASSIGN_OR_RETURN(a->arena, mem_->alloc(DType::U8, {static_cast<int64_t>(a->plan.arena_bytes)}, c.ec.stream,
+                                                  "the memory plan's arena"));
+    GPUOPT_LOG(debug, "cuda: memory plan for this input shape: {} arena bytes for {} bytes of activations",
+               a->plan.arena_bytes, a->plan.naive_bytes);
+  }
+  a->key = std::move(key);
+  a->last_used = ++c.tick;
+  c.arenas.push_back(std::move(a));
+  return c.arenas.back().get();
+}
+
 }  // namespace gpuopt::cuda

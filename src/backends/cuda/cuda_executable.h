@@ -14,6 +14,7 @@
 #include "backends/cuda/device_memory.h"
 #include "backends/cuda/plan_store.h"
 #include "backends/cuda/staging.h"
+#include "runtime/memory_plan.h"
 
 #include <memory>
 #include <mutex>
@@ -48,10 +49,24 @@ struct GraphEntry {
 // batching sees a handful of batch sizes; beyond that the least recently used one goes.
 constexpr size_t kMaxGraphsPerContext = 16;
 
+// GPUOPT_MEMORY_PLAN=static: one input shape's memory plan on one context and its arena, one
+// device allocation made outside any capture; the outputs of the nodes on the GPU are views
+// into it at the planned offsets, so a captured graph replays over fixed addresses. Dropped
+// with the context, or (least recently used, with that shape's graph) beyond
+// kMaxGraphsPerContext shapes.
+struct ShapeArena {
+  std::vector<std::pair<DType, Shape>> key;
+  MemoryPlan plan;
+  Tensor arena;  // u8 [plan.arena_bytes], from the device's pool on the context's stream
+  uint64_t last_used = 0;
+};
+
 struct Context {
   ExecContext ec;
   Staging staging;
   std::vector<std::unique_ptr<GraphEntry>> graphs;
+  std::vector<std::unique_ptr<ShapeArena>> arenas;
+  ShapeArena* arena = nullptr;      // the current run's (static memory plan), else nullptr
   GraphEntry* capturing = nullptr;  // the graph being recorded, during capture()
   uint64_t tick = 0;
   ~Context();
@@ -65,7 +80,8 @@ bool nondeterministic(std::string_view op);
 
 class CudaExecutable final : public Executable {
  public:
-  CudaExecutable(Graph g, std::vector<NodePlace> place, DeviceMemory* mem, int device, bool graphs);
+  CudaExecutable(Graph g, std::vector<NodePlace> place, DeviceMemory* mem, int device, bool graphs,
+                 MemoryPlanMode memory_plan = MemoryPlanMode::kPool);
   ~CudaExecutable() override;
 
   // Uploads every constant a CUDA node reads on the device.
@@ -90,6 +106,11 @@ class CudaExecutable final : public Executable {
   Result<std::vector<Tensor>> dispatch(Context& c, const std::vector<Tensor>& inputs, RunProfile* prof);
   GraphEntry* find_graph(Context& c, const std::vector<Tensor>& inputs);
   void add_graph(Context& c, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outs);
+  // GPUOPT_MEMORY_PLAN=static: this context's arena for these input shapes (planned and
+  // allocated on first use).
+  Result<ShapeArena*> arena_for(Context& c, const std::vector<Tensor>& inputs);
+  // The outputs' storage of a node on the GPU: its planned view of the arena when it fits.
+  Result<Tensor> alloc_output(Context& c, ValueId v, const ValueInfo& vi);
   Status capture(Context& c, GraphEntry& g, const std::vector<Tensor>& inputs);
   Result<std::vector<Tensor>> replay(Context& c, GraphEntry& g, const std::vector<Tensor>& inputs, bool uploaded,
                                      RunProfile* prof);
@@ -108,6 +129,7 @@ class CudaExecutable final : public Executable {
   DeviceMemory* mem_;
   int device_;
   bool graphs_;
+  MemoryPlanMode memory_plan_;
   std::vector<int32_t> last_use_;
   std::vector<bool> input_on_device_;  // per graph input: read by a node on the GPU
   std::mutex mu_;

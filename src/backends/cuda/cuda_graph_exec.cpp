@@ -51,6 +51,15 @@ DeviceSpan::~DeviceSpan() {
 // from then on. A shape whose run cannot be captured (a node on the CPU reading device data,
 // a data-dependent shape, a host wait inside a kernel) is remembered and runs eager.
 Result<std::vector<Tensor>> CudaExecutable::dispatch(Context& c, const std::vector<Tensor>& inputs, RunProfile* prof) {
+  c.arena = nullptr;
+  if (memory_plan_ == MemoryPlanMode::kStatic) {
+    // Planned and allocated here, outside any capture: a graph replays over these addresses.
+    GPUOPT_ASSIGN_OR_RETURN(c.arena, arena_for(c, inputs));
+  }
+  struct Unset {
+    Context& c;
+    ~Unset() { c.arena = nullptr; }
+  } unset{c};
   auto mode = [&](const char* m, const std::string& note = {}) {
     if (prof) {
       prof->mode = m;
