@@ -73,7 +73,7 @@ class CpuExecutable final : public Executable {
       Result<std::vector<Tensor>> evaluated = Status::Internal("not run");
       {
         NvtxRange range(node.name);
-        evaluated = eval_node(node, in_ptrs, graph_.opset, memory_limit_);
+        evaluated = eval_node(node, in_ptrs, graph_.opset_for(node), memory_limit_);
       }
       GPUOPT_ASSIGN_OR_RETURN(std::vector<Tensor> outs, std::move(evaluated));
       if (options.profile && options.profile->per_node)
