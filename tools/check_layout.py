@@ -54,8 +54,9 @@ def parse_modules(cmake_text):
     """gpuopt_module(NAME DIRS ... SRCS ... DEPS ... CUDA_DEPS ...) calls, in file order."""
     aliases = dict(re.findall(r"add_library\((\w+)\s+ALIAS\s+(\w+)\)", cmake_text))
     modules = []  # (name, dirs, deps)
-    for m in re.finditer(r"gpuopt_module\((.*?)\)\s*\n", cmake_text, re.S):
-        words = re.sub(r"#[^\n]*", "", m.group(1)).split()
+    text = re.sub(r"#[^\n]*", "", cmake_text)  # comments, also after a call
+    for m in re.finditer(r"gpuopt_module\(([^)]*)\)", text):
+        words = m.group(1).split()
         name, key, parts = words[0], None, {"DIRS": [], "SRCS": [], "DEPS": [], "CUDA_DEPS": []}
         for w in words[1:]:
             if w in parts:

@@ -7,6 +7,10 @@
 #include "core/npy.h"
 #include "core/table.h"
 #include "gpuopt/session.h"
+#include "ir/graph.h"
+#include "onnx/onnx.pb.h"
+#include "quant/qdq_writer.h"
+#include "quant/quantizer.h"
 #include "profile/inputs.h"
 #include "profile/profile.h"
 #include "profile/trace.h"
@@ -161,6 +165,14 @@ int run(const Options& o) {
   SessionOptions so;
   so.device = o.device;
   so.precision = o.precision;
+  // int8 on a float model: load it in f32 to make the inputs, then calibrate on them.
+  bool calibrate = false;
+  if (o.precision == "int8") {
+    auto proto = quant::read_model_proto(o.model);
+    if (!proto.ok()) return report_error(proto.status());
+    calibrate = !quant::has_quantized_ops(*proto);
+    if (calibrate) so.precision = "fp32";
+  }
   so.cuda_graphs = !o.no_cuda_graphs;
   so.cache_dir = o.cache_dir.empty() ? env_get("GPUOPT_CACHE_DIR").value_or("") : o.cache_dir;
   if (!o.memory_limit.empty()) {
@@ -173,7 +185,7 @@ int run(const Options& o) {
   auto loaded = Session::load(o.model, so);
   const double load_s = std::chrono::duration<double>(clock::now() - load_start).count();
   if (!loaded.ok()) return report_error(loaded.status());
-  const Session& s = **loaded;
+  const Session* sp = loaded->get();
 
   std::map<std::string, int64_t> dims;
   for (const auto& kv : o.dims) {
@@ -193,7 +205,7 @@ int run(const Options& o) {
   }
   std::mt19937_64 rng(o.seed);
   NamedTensors feeds;
-  for (const auto& in : s.inputs()) {
+  for (const auto& in : sp->inputs()) {
     auto it = given.find(in.name);
     if (it != given.end()) {
       feeds.emplace_back(in.name, it->second);
@@ -209,6 +221,21 @@ int run(const Options& o) {
     }
   }
   for (const auto& [name, t] : given) feeds.emplace_back(name, t);  // Session::run names the unknown one
+  std::unique_ptr<Session> quantized;
+  if (calibrate) {
+    fmt::print(stderr,
+               "gpuopt: warning: {} has no QDQ nodes: calibrating int8 scales on this run's {} inputs; the accuracy is "
+               "unknown without real data (gpuopt quantize --calibration DATA, docs/quantization.md)\n",
+               o.model, o.random ? "random" : "given");
+    auto g = quant::quantize_on_inputs(o.model, feeds, o.device);
+    if (!g.ok()) return report_error(g.status());
+    so.precision = o.precision;
+    auto q = Session::from_graph(std::move(*g), so);
+    if (!q.ok()) return report_error(q.status());
+    quantized = std::move(*q);
+    sp = quantized.get();
+  }
+  const Session& s = *sp;
 
   int64_t batch = 1;
   if (!feeds.empty() && feeds[0].second.rank() > 0 && !s.inputs().empty() && s.inputs()[0].dynamic_batch())
@@ -358,8 +385,9 @@ void setup(CLI::App& app) {
   cmd->add_option("--iterations", o->iterations, "Timed runs (default 10)")->check(int_range(1, 1000000));
   cmd->add_option("--warmup", o->warmup, "Untimed runs first (default 1)")->check(int_range(0, 1000000));
   add_device_option(cmd, &o->device, "cpu (reference), or cuda / cuda:N (a CUDA device by index) when built in");
-  cmd->add_option("--precision", o->precision, "fp32, fp16 or bf16 (inputs and outputs stay f32)")
-      ->check(one_of({"fp32", "fp16", "bf16"}));
+  cmd->add_option("--precision", o->precision,
+                  "fp32, fp16, bf16 or int8 (inputs and outputs stay f32; int8 calibrates a float model on its inputs)")
+      ->check(one_of({"fp32", "fp16", "bf16", "int8"}));
   cmd->add_option("--memory-limit", o->memory_limit, "Cap on device memory for the run's tensors, e.g. 2G");
   cmd->add_option("--seed", o->seed, "Seed of --random-inputs (default 0)");
   cmd->add_option("--cache-dir", o->cache_dir,

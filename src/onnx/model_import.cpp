@@ -31,7 +31,8 @@ struct DomainOp {
   std::string_view domain, op;
 };
 constexpr DomainOp kDomainOps[] = {
-    {"com.microsoft", "FusedConv"}, {"ai.gpuopt", "NhwcFusedConv"}, {"ai.gpuopt", "NhwcMaxPool"}};
+    {"com.microsoft", "FusedConv"}, {"ai.gpuopt", "NhwcFusedConv"}, {"ai.gpuopt", "NhwcMaxPool"},
+    {"ai.gpuopt", "Int8Gemm"}};
 
 bool is_contrib_op(const std::string& domain, const std::string& op) {
   for (const DomainOp& d : kDomainOps)

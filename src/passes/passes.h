@@ -60,6 +60,10 @@ void erase_nodes(Graph* g, const std::vector<bool>& drop);
 // ReduceMean over axes [1, 2]. Transposes are inserted only at region edges, one per value.
 Result<PassStats> layout_nhwc(Graph* g);
 
+// QDQ pairs around MatMul/Gemm -> Int8Gemm (ai.gpuopt): int8 GEMM with the dequantize, bias and
+// Relu fused (fold_qdq.cpp). run_session_passes runs it for --precision int8 on the GPU.
+Result<PassStats> fold_qdq(Graph* g);
+
 // GPUOPT_DISABLE_FUSION, read once per pipeline: "1" (or "all") turns every fusion pass off;
 // otherwise a comma-separated list of pass names to turn off (conv, matmul_bias, gelu, attention,
 // nhwc); validate() names an unknown one (the pipelines call it first).

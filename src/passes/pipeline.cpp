@@ -42,12 +42,12 @@ bool FusionSwitches::enabled(std::string_view pass) const {
 }
 
 Status FusionSwitches::validate() const {
-  static constexpr std::string_view kNames[] = {"conv", "matmul_bias", "gelu", "attention", "nhwc"};
+  static constexpr std::string_view kNames[] = {"conv", "matmul_bias", "gelu", "attention", "nhwc", "qdq"};
   for (const auto& n : off)
     if (std::find(std::begin(kNames), std::end(kNames), n) == std::end(kNames))
       return Status::InvalidArgument(
           "GPUOPT_DISABLE_FUSION: unknown fusion '{}' (valid: 1 or all, or a list of conv, matmul_bias, gelu, attention, "
-          "nhwc)",
+          "nhwc, qdq)",
           n);
   return Status::Ok();
 }
@@ -85,12 +85,30 @@ Status run_default_passes(Graph* g, const FusionSwitches& sw) {
 
 Status run_session_passes(Graph* g, const Device& device, std::string_view precision, bool optimize) {
   const FusionSwitches sw = FusionSwitches::from_env();
+  // int8: the model's QuantizeLinear/DequantizeLinear pairs carry the quantization (gpuopt
+  // quantize writes them, docs/quantization.md); the float rest runs in fp16 on the GPU and f32
+  // on the CPU reference, which keeps exact ONNX QDQ semantics.
+  if (precision == "int8") {
+    const bool qdq = std::any_of(g->nodes().begin(), g->nodes().end(),
+                                 [](const Node& n) { return n.op == Op::QuantizeLinear || n.op == Op::DequantizeLinear; });
+    if (!qdq)
+      return Status::InvalidArgument("precision {}: the model has no QuantizeLinear/DequantizeLinear nodes; quantize it "
+                                     "first (gpuopt quantize MODEL --calibration DATA -o OUT.onnx)", precision);
+    // On the GPU, QDQ pairs around MatMul/Gemm become int8 tensor-core GEMMs (before constant
+    // folding turns the weights' DequantizeLinear into float constants).
+    if (device.is_cuda() && optimize && sw.enabled("qdq")) {
+      GPUOPT_RETURN_IF_ERROR(sw.validate());
+      GPUOPT_ASSIGN_OR_RETURN(PassStats q, fold_qdq(g));
+      GPUOPT_LOG(debug, "passes: fold_qdq made {} int8 GEMMs", q.rewritten);
+    }
+    precision = device.is_cuda() ? "fp16" : "fp32";
+  }
   if (optimize) GPUOPT_RETURN_IF_ERROR(run_default_passes(g, sw));
   const bool low = precision == "fp16" || precision == "bf16";
   if (low) {
     GPUOPT_RETURN_IF_ERROR(convert_precision(g, precision == "fp16" ? DType::F16 : DType::BF16).status());
   } else if (precision != "fp32") {
-    return Status::InvalidArgument("precision '{}' is not one of fp32, fp16, bf16", precision);
+    return Status::InvalidArgument("precision '{}' is not one of fp32, fp16, bf16, int8", precision);
   }
   // cuDNN's tensor-core convolutions are channels-last; NCHW ones transpose inside every call.
   if (optimize && low && device.is_cuda() && sw.enabled("nhwc")) {

@@ -607,6 +607,7 @@ std::vector<Case> all_cases() {
   add_attention_cases(cases);
   add_version_cases(cases);
   add_nhwc_cases(cases);
+  add_int8_cases(cases);
   return cases;
 }
 

@@ -62,5 +62,7 @@ void add_version_cases(std::vector<Case>& cases);
 void add_attention_cases(std::vector<Case>& cases);
 // cases_nhwc.cpp: the layout_nhwc pass's channels-last NhwcFusedConv and NhwcMaxPool.
 void add_nhwc_cases(std::vector<Case>& cases);
+// cases_int8.cpp: Int8Gemm (fold_qdq's int8 GEMM with its dequantize epilogue).
+void add_int8_cases(std::vector<Case>& cases);
 
 }  // namespace gpuopt::backend_ops

@@ -25,8 +25,9 @@ def write(root, rel, text):
 def small_tree(root):
     # base below top: top may include base, not the other way round.
     write(root, "src/CMakeLists.txt",
-          "gpuopt_module(gpuopt_base DIRS base DEPS Threads::Threads)\n"
-          "gpuopt_module(gpuopt_top DIRS top DEPS gpuopt_base)\n")
+          "gpuopt_module(gpuopt_base DIRS base DEPS Threads::Threads)  # a comment after the call\n"
+          "# gpuopt_module(gpuopt_old DIRS top) in a comment is no module\n"
+          "gpuopt_module(gpuopt_top DIRS top\n  DEPS gpuopt_base)\n")
     write(root, "src/base/a.h", "#pragma once\n")
     write(root, "src/top/b.h", '#pragma once\n#include "base/a.h"\n')
 

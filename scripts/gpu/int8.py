@@ -1,0 +1,168 @@
+"""INT8 benchmark and accuracy on the H200 (scripts/gpu/int8.sh).
+
+Per model: export f32 ONNX with torch.onnx (scripts/gpu/compare.py's builders), make data,
+`gpuopt quantize --device cuda` it, then time
+  gpuopt fp16 on the f32 file, gpuopt int8 on the QDQ file (the same --precision int8 path
+  `gpuopt run` takes), ONNX Runtime CPU on the QDQ file (small batches),
+and measure accuracy of the int8 model against f32 (gpuopt fp32 on the f32 file).
+
+ResNet-50 gets "real-looking" data: smooth random images (low-frequency noise, gradients and
+blobs), and torchvision's random-weight model has its BatchNorm statistics re-estimated on such
+images first (train-mode forward passes), so activations are not the degenerate ones of an
+untrained net. BERT-base gets random token ids with a padded tail, as compare.py.
+"""
+import argparse, datetime, json, os, subprocess, sys, time
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import compare  # noqa: E402  (build_model, wrap, export, rel_l2)
+
+
+def images(n, seed):
+    """n smooth pseudo-images [n, 3, 224, 224], ImageNet-normalized."""
+    g = torch.Generator().manual_seed(seed)
+    low = torch.rand(n, 3, 7, 7, generator=g)
+    x = torch.nn.functional.interpolate(low, size=(224, 224), mode="bicubic", align_corners=False)
+    ramp = torch.linspace(0, 1, 224)
+    x = x + 0.3 * torch.rand(n, 3, 1, 1, generator=g) * ramp.view(1, 1, 1, -1)
+    x = x + 0.05 * torch.randn(n, 3, 224, 224, generator=g)
+    x = x.clamp(0, 1)
+    mean = torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1)
+    std = torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1)
+    return ((x - mean) / std).float()
+
+
+def run(args, **kw):
+    p = subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=kw.get("timeout", 1800))
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(map(str, args[:3]))}: " + (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[-1])
+    return p
+
+
+def gpuopt_time(g, model, precision, batch):
+    a = [g, "run", model, "--device", "cuda", "--precision", precision, "--random-inputs", "--batch", batch,
+         "--iterations", 50, "--warmup", 3, "--json"]
+    j = json.loads(run(a).stdout)
+    return j["device_ms"]["median"], j.get("execution", ""), j.get("peak_device_bytes")
+
+
+def gpuopt_outputs(g, model, precision, feeds, work):
+    """Runs once on `feeds` (dict name -> array), returns the first output."""
+    os.makedirs(work, exist_ok=True)
+    a = [g, "run", model, "--device", "cuda", "--precision", precision, "--iterations", 1, "--warmup", 0,
+         "--output-dir", os.path.join(work, "out")]
+    for n, v in feeds.items():
+        f = os.path.join(work, n + ".npy")
+        np.save(f, v)
+        a += ["--input", f"{n}={f}"]
+    run(a)
+    out = os.path.join(work, "out")
+    return np.load(os.path.join(out, sorted(os.listdir(out))[0]))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--gpuopt", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--work", default="/tmp/int8-work")
+    ap.add_argument("--models", default="resnet50,bert_base")
+    ap.add_argument("--batches", default="1,32,256")
+    ap.add_argument("--heldout", type=int, default=1000)
+    ap.add_argument("--calib", type=int, default=256)
+    ap.add_argument("--report-dir", default=".")
+    ap.add_argument("--commit", default="")
+    a = ap.parse_args()
+    os.makedirs(a.work, exist_ok=True)
+    date = datetime.date.today().isoformat()
+    records = []
+
+    def emit(**r):
+        r.update(date=date, commit=a.commit)
+        records.append(r)
+        print(json.dumps(r), flush=True)
+        json.dump(records, open(a.out, "w"), indent=1)
+
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        ort = None
+        print("onnxruntime not installed: no ONNX Runtime CPU column")
+    for name in a.models.split(","):
+        m, make = compare.build_model(name)
+        m.eval()
+        d = os.path.join(a.work, name)
+        os.makedirs(d, exist_ok=True)
+        f32 = os.path.join(d, f"{name}.onnx")
+        q = os.path.join(d, f"{name}.int8.onnx")
+        calib = os.path.join(d, "calib")
+        os.makedirs(calib, exist_ok=True)
+        if name == "resnet50":
+            with torch.no_grad():  # BatchNorm statistics from images (a plain average over 8 batches)
+                for mod in m.modules():
+                    if isinstance(mod, torch.nn.BatchNorm2d):
+                        mod.reset_running_stats()
+                        mod.momentum = None
+                m.train()
+                for i in range(8):
+                    m(images(32, 100 + i))
+                m.eval()
+            cal = images(a.calib, 1).numpy()
+            np.save(os.path.join(calib, "input.npy"), cal)
+            names = ["input"]
+        else:
+            feeds = make(a.calib)
+            names = list(feeds)
+            for n, v in feeds.items():
+                np.save(os.path.join(calib, f"{n}.npy"), v.numpy())
+        if not os.path.exists(f32):
+            sample = make(1)
+            compare.export(m, sample, f32, "legacy")
+        t0 = time.time()
+        rep = os.path.join(a.report_dir, f"int8_report_{name}")
+        p = run([a.gpuopt, "quantize", f32, "--calibration", calib, "-o", q, "--device", "cuda", "--heldout", 16,
+                 "--report", rep])
+        print(p.stdout[-3000:])
+        quant_s = time.time() - t0
+        # Accuracy against f32 (gpuopt fp32 on the f32 file) on held-out data.
+        if name == "resnet50":
+            agree, total, chunk = 0, 0, 250
+            for s in range(0, a.heldout, chunk):
+                x = images(min(chunk, a.heldout - s), 10_000 + s).numpy()
+                ref = gpuopt_outputs(a.gpuopt, f32, "fp32", {"input": x}, os.path.join(d, "ref"))
+                got = gpuopt_outputs(a.gpuopt, q, "int8", {"input": x}, os.path.join(d, "got"))
+                agree += int((ref.argmax(1) == got.argmax(1)).sum())
+                total += len(x)
+            acc = {"top1_agreement": agree / total, "heldout": total}
+        else:
+            feeds = {k: v.numpy() for k, v in make(32).items()}
+            ref = gpuopt_outputs(a.gpuopt, f32, "fp32", feeds, os.path.join(d, "ref"))
+            got = gpuopt_outputs(a.gpuopt, q, "int8", feeds, os.path.join(d, "got"))
+            acc = {"rel_l2_vs_fp32": compare.rel_l2(got, ref), "heldout": 32}
+        print(name, "accuracy", acc, f"(quantize took {quant_s:.0f} s)")
+        for b in [int(x) for x in a.batches.split(",")]:
+            for prec, path in (("fp16", f32), ("int8", q)):
+                try:
+                    ms, how, mem = gpuopt_time(a.gpuopt, path, prec, b)
+                    r = dict(model=name, exporter="legacy", batch=b, runner="gpuopt", precision=prec, ms=ms,
+                             items_per_s=round(b * 1000 / ms, 1), execution=how, peak_mem_bytes=mem)
+                    if prec == "int8":
+                        r.update(acc)
+                    emit(**r)
+                except Exception as e:  # noqa: BLE001
+                    emit(model=name, batch=b, runner="gpuopt", precision=prec, error=str(e))
+            if ort is not None and b <= 32:
+                s = ort.InferenceSession(q, providers=["CPUExecutionProvider"])
+                feeds = {"input": images(b, 5).numpy()} if name == "resnet50" else {k: v.numpy() for k, v in make(b).items()}
+                s.run(None, feeds)
+                t = time.time(); reps = 3
+                for _ in range(reps):
+                    s.run(None, feeds)
+                ms = (time.time() - t) * 1000 / reps
+                emit(model=name, exporter="legacy", batch=b, runner="onnxruntime_cpu", precision="int8", ms=ms,
+                     items_per_s=round(b * 1000 / ms, 1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,140 @@
+// `gpuopt quantize MODEL.onnx --calibration DATA -o OUT.onnx`: post-training int8 quantization
+// into a standard QDQ ONNX model (docs/quantization.md).
+#include "cli/command.h"
+#include "cli/device_option.h"
+#include "quant/calib_cache.h"
+#include "quant/report.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+
+namespace gpuopt::cli {
+namespace {
+
+struct Options {
+  std::string model, output, calibration, cache, preprocess, method = "percentile", target, report_dir;
+  Device device = Device::cpu();
+  double percentile = 99.99;
+  int64_t samples = 0;
+  int64_t heldout = -1;  // -1: a fifth of the samples when accuracy is measured
+  bool json = false;
+};
+
+// A progress bar on stderr: redrawn in place on a terminal, a line per quarter otherwise.
+void progress(std::string_view stage, size_t done, size_t total) {
+  static const bool tty = isatty(fileno(stderr));
+  if (tty) {
+    const int w = 30, fill = total ? static_cast<int>(w * done / total) : w;
+    fmt::print(stderr, "\r{:<24} [{}{}] {}/{}", stage, std::string(static_cast<size_t>(fill), '#'),
+               std::string(static_cast<size_t>(w - fill), '-'), done, total);
+    if (done == total) fmt::print(stderr, "\n");
+  } else if (done == total || (total >= 4 && done % (total / 4) == 0)) {
+    fmt::print(stderr, "{}: {}/{}\n", stage, done, total);
+  }
+}
+
+int run(const Options& o) {
+  auto method = quant::parse_calib_method(o.method);
+  if (!method.ok()) return report_error(method.status(), true);
+  quant::QuantizeOptions qo;
+  qo.method = *method;
+  qo.params.percentile = o.percentile;
+  qo.device = o.device;
+  qo.progress = progress;
+  if (!o.target.empty()) {
+    auto t = quant::AccuracyTarget::parse(o.target);
+    if (!t.ok()) return report_error(t.status(), true);
+    qo.target = *t;
+  }
+  quant::Preprocess pp;
+  if (!o.preprocess.empty()) {
+    auto p = quant::parse_preprocess(o.preprocess);
+    if (!p.ok()) return report_error(p.status(), true);
+    pp = *p;
+  }
+  if (o.calibration.empty() && o.cache.empty())
+    return report_error(Status::InvalidArgument("give --calibration DATA (a folder of .npy files or images) or --calibration-cache FILE"), true);
+  if (o.calibration.empty() && !o.target.empty())
+    return report_error(Status::InvalidArgument("--accuracy-target needs --calibration DATA: its held-out samples measure the accuracy"), true);
+
+  {  // an output folder that does not exist fails now, not after the calibration
+    const auto dir = std::filesystem::path(o.output).parent_path();
+    std::error_code ec;
+    if (!dir.empty() && !std::filesystem::is_directory(dir, ec))
+      return report_error(Status::InvalidArgument("-o '{}': folder '{}' does not exist", o.output, dir.string()));
+  }
+  std::vector<quant::Sample> calib, heldout;
+  if (!o.calibration.empty()) {
+    auto inputs = quant::model_inputs(o.model);
+    if (!inputs.ok()) return report_error(inputs.status());
+    auto data = quant::load_calibration_data(o.calibration, *inputs, pp, o.samples);
+    if (!data.ok()) return report_error(data.status());
+    calib = std::move(*data);
+    const bool measure = !o.target.empty() || !o.report_dir.empty() || o.json;
+    int64_t h = o.heldout >= 0 ? o.heldout : (measure && calib.size() >= 2 ? std::max<int64_t>(1, static_cast<int64_t>(calib.size()) / 5) : 0);
+    if (!o.target.empty() && h == 0)
+      return report_error(Status::InvalidArgument("--accuracy-target needs held-out samples: at least 2 samples, or --heldout N"), true);
+    if (h >= static_cast<int64_t>(calib.size()) && o.cache.empty())
+      return report_error(Status::InvalidArgument("--heldout {} leaves no calibration samples out of {}", h, calib.size()), true);
+    h = std::min<int64_t>(h, static_cast<int64_t>(calib.size()));
+    heldout.assign(calib.end() - h, calib.end());
+    calib.resize(calib.size() - static_cast<size_t>(h));
+  }
+  if (o.calibration.empty()) qo.cache_in = o.cache;  // with data, the cache is written afterwards
+  auto r = quant::quantize_model(o.model, calib, heldout, qo);
+  if (!r.ok()) return report_error(r.status());
+  Status st = quant::write_model_proto(*r->model, o.output);
+  if (!st.ok()) return report_error(st);
+  if (!o.calibration.empty() && !o.cache.empty()) {
+    st = quant::write_calibration_cache(o.cache, r->amax,
+                                        fmt::format("method {}, {} samples, model {}", o.method, r->calibration_samples, o.model));
+    if (!st.ok()) return report_error(st);
+  }
+  quant::ReportContext c{o.model, o.output, o.method, qo.cache_in, qo.target.describe(), static_cast<int>(heldout.size())};
+  if (!o.report_dir.empty()) {
+    st = quant::write_report(*r, c, o.report_dir);
+    if (!st.ok()) return report_error(st);
+  }
+  if (o.json) {
+    fmt::print("{}\n", quant::report_json(*r, c).dump(2));
+  } else {
+    fmt::print("{}", quant::report_text(*r, c));
+    fmt::print("wrote {}{}{}\n", o.output, o.calibration.empty() || o.cache.empty() ? "" : fmt::format(", calibration cache {}", o.cache),
+               o.report_dir.empty() ? "" : fmt::format(", report in {}/ (report.txt, report.json, layers.svg)", o.report_dir));
+  }
+  return kExitOk;
+}
+
+void setup(CLI::App& app) {
+  auto o = std::make_shared<Options>();
+  auto* cmd = app.add_subcommand("quantize", "Calibrate a model on sample data and write an int8 QDQ ONNX model");
+  cmd->add_option("model", o->model, "ONNX model file (f32)")->required();
+  cmd->add_option("-o,--output", o->output, "Quantized ONNX model to write")->required();
+  cmd->add_option("--calibration", o->calibration,
+                  "Folder of .npy files (one per sample, one stacked <input>.npy per input, or one subfolder per sample) or images");
+  cmd->add_option("--calibration-cache", o->cache,
+                  "Scales file: written after calibrating with --calibration, read instead of data without it");
+  cmd->add_option("--method", o->method, "minmax, percentile (default), entropy or mse")
+      ->check(CLI::IsMember({"minmax", "percentile", "entropy", "mse"}));
+  cmd->add_option("--percentile", o->percentile, "Percentile of |x| kept by --method percentile (default 99.99)")
+      ->check(CLI::Range(50.0, 100.0));
+  cmd->add_option("--samples", o->samples, "Use at most N samples from DATA (default all)")->check(CLI::PositiveNumber);
+  cmd->add_option("--heldout", o->heldout,
+                  "Samples kept out of calibration to measure accuracy (default a fifth with --accuracy-target, --report or --json)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--preprocess", o->preprocess,
+                  "Images: 'imagenet' or resize=256,crop=224,scale=0.0039216,mean=a/b/c,std=a/b/c,layout=nchw|nhwc,order=rgb|bgr");
+  cmd->add_option("--accuracy-target", o->target,
+                  "rel-l2=X or top1=X on the held-out samples: keep the most sensitive layers in float until it holds");
+  cmd->add_option("--report", o->report_dir, "Write report.txt, report.json and layers.svg into DIR");
+  add_device_option(cmd, &o->device, "Backend for the calibration and accuracy runs: cpu (default), cuda or cuda:N");
+  cmd->add_flag("--json", o->json, "Print the report as JSON");
+  cmd->callback([o] { set_exit_code(run(*o)); });
+}
+GPUOPT_REGISTER_COMMAND(45, setup);
+
+}  // namespace
+}  // namespace gpuopt::cli
