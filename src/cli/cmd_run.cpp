@@ -11,6 +11,7 @@
 #include "onnx/onnx.pb.h"
 #include "quant/qdq_writer.h"
 #include "quant/quantizer.h"
+#include "profile/inputs.h"
 #include "profile/profile.h"
 #include "profile/trace.h"
 
@@ -64,21 +65,8 @@ Result<Tensor> random_tensor(DType dt, const Shape& shape, std::mt19937_64& rng,
 
 Result<Tensor> make_random_input(const TensorInfo& in, const Options& o, const std::map<std::string, int64_t>& dims,
                                  std::mt19937_64& rng) {
-  if (!in.rank_known)
-    return Status::InvalidArgument("input '{}' has no declared shape; give it with --input {}=FILE.npy", in.name, in.name);
-  Shape shape;
-  for (size_t d = 0; d < in.shape.size(); ++d) {
-    if (in.shape[d] >= 0) {
-      shape.push_back(in.shape[d]);
-    } else if (auto it = dims.find(in.dims[d]); it != dims.end()) {
-      shape.push_back(it->second);
-    } else if (d == 0) {
-      shape.push_back(o.batch);  // the dynamic batch
-    } else {
-      return Status::InvalidArgument("input '{}' dim {} is symbolic ('{}'): give --dim {}=N or --input {}=FILE.npy", in.name,
-                                     d, in.dims[d], in.dims[d], in.name);
-    }
-  }
+  GPUOPT_ASSIGN_OR_RETURN(Shape shape,
+                          profile::random_input_shape(in, o.batch, dims, fmt::format("--input {}=FILE.npy", in.name)));
   return random_tensor(in.dtype, shape, rng, in.name);
 }
 

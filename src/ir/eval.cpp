@@ -13,8 +13,9 @@ Result<std::vector<ValueInfo>> infer_node(const Node& node, const std::vector<co
                                           size_t max_tensor_bytes) {
   // Every op in the table produces at least one output; infer functions write output 0 unchecked.
   if (node.outputs.empty()) return Status::InvalidArgument("{}: the node has no outputs", node_label(node));
-  InferContext ctx{node, inputs, std::vector<ValueInfo>(node.outputs.size()), opset};
-  GPUOPT_RETURN_IF_ERROR(op_def(node.op).infer(ctx));
+  GPUOPT_ASSIGN_OR_RETURN(const OpVersion* version, node_version(node, opset));
+  InferContext ctx{node, inputs, std::vector<ValueInfo>(node.outputs.size())};
+  GPUOPT_RETURN_IF_ERROR(version->infer(ctx));
   for (size_t i = 0; i < ctx.outputs.size(); ++i)
     GPUOPT_RETURN_IF_ERROR(check_output_size(node, i, ctx.outputs[i], max_tensor_bytes));
   return std::move(ctx.outputs);
@@ -56,8 +57,8 @@ Result<std::vector<Tensor>> eval_node_into(const Node& node, const std::vector<c
     GPUOPT_ASSIGN_OR_RETURN(outs[i], alloc(i, vi));
     out_ptrs[i] = &outs[i];
   }
-  KernelContext kctx{node, inputs, out_ptrs, opset};
-  GPUOPT_RETURN_IF_ERROR(op_def(node.op).cpu(kctx));
+  KernelContext kctx{node, inputs, out_ptrs};
+  GPUOPT_RETURN_IF_ERROR(op_version(node.op, opset)->cpu(kctx));  // infer_node found the version
   return outs;
 }
 

@@ -11,6 +11,8 @@
 
 namespace gpuopt {
 
+// `opset` is the model's opset for the node's domain (Graph::opset_for): it picks the op's
+// version (op_table.h); outside every range of the op, the error names op, opset and node.
 // `inputs[i]` may be nullptr for an absent optional input. Outputs follow node.outputs.
 // An output larger than `max_tensor_bytes` (0: physical memory) is refused before anything is
 // allocated, and an allocation that fails is an out-of-memory Status, never an abort.

@@ -190,6 +190,12 @@ void merge_declared(ValueInfo* inferred, const ValueInfo& declared) {
 
 }  // namespace
 
+int Graph::opset_for(const Node& node) const {
+  if (node.domain.empty() || node.domain == "ai.onnx") return opset;
+  auto it = domain_opsets.find(node.domain);
+  return it == domain_opsets.end() ? 1 : it->second;
+}
+
 ValueInfo Graph::info_with_value(ValueId id) const {
   const Value& v = value(id);
   ValueInfo vi = v.info;
@@ -233,7 +239,7 @@ Status Graph::infer_shapes(size_t max_tensor_bytes) {
     }
     // Trailing absent optional inputs are dropped so `num_inputs()` counts what is present.
     while (!in_ptrs.empty() && in_ptrs.back() == nullptr) in_ptrs.pop_back();
-    GPUOPT_ASSIGN_OR_RETURN(std::vector<ValueInfo> outs, infer_node(node, in_ptrs, opset, max_tensor_bytes));
+    GPUOPT_ASSIGN_OR_RETURN(std::vector<ValueInfo> outs, infer_node(node, in_ptrs, opset_for(node), max_tensor_bytes));
     for (size_t i = 0; i < node.outputs.size() && i < outs.size(); ++i) {
       if (node.outputs[i] == kNoValue) continue;
       Value& v = value(node.outputs[i]);

@@ -12,6 +12,7 @@
 #include "ir/attribute.h"
 #include "ir/op_table.h"
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -87,7 +88,11 @@ class Graph {
   // Value::info plus the constant (as ValueInfo::value) when the value has one.
   ValueInfo info_with_value(ValueId id) const;
 
-  int opset = 17;
+  int opset = 17;                              // the default domain's ("" / ai.onnx)
+  std::map<std::string, int> domain_opsets;    // the other domains the model imports
+  // The model's opset for the node's domain: it picks the node's op version (op_table.h).
+  // A domain the model does not import (a node a pass wrote in com.microsoft / ai.gpuopt) is 1.
+  int opset_for(const Node& node) const;
   int64_t ir_version = 0;
   std::string producer_name;
   std::string name;

@@ -5,7 +5,7 @@
 //   // and a (possibly symbolic) shape.
 //
 // Supported: default-domain ("" or "ai.onnx") opsets kMinOpset..kMaxOpset (the README promises
-// 7-22; newer opsets load because every op gpuopt knows reads ctx.opset), initializers in raw
+// 7-22; newer opsets load because each op's version is picked by opset, ir/ops_versions.inc), initializers in raw
 // or typed form, external data files, Constant nodes (every value_* form), symbolic dims. A
 // symbolic or -1 leading input dim is the dynamic batch. Anything else is one clear Status.
 #pragma once

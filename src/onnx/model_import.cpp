@@ -101,6 +101,8 @@ struct Importer {
       return Status::Unimplemented("default-domain opset {} is not supported (gpuopt reads opsets {}-{})", opset,
                                    kMinOpset, kMaxOpset);
     g.opset = opset;
+    for (const auto& o : model.opset_import())
+      if (!is_default_domain(o.domain())) g.domain_opsets[o.domain()] = static_cast<int>(o.version());
     g.ir_version = model.ir_version();
     g.producer_name = model.producer_name();
     const onnx::GraphProto& gp = model.graph();
@@ -184,6 +186,8 @@ struct Importer {
       Node& node = g.nodes().back();
       node.op_type = np.op_type();
       node.domain = np.domain();
+      // The op's version for this model's opset (ops_versions.inc): none is one clear error.
+      GPUOPT_RETURN_IF_ERROR(node_version(node, g.opset_for(node)).status());
       for (int i = 0; i < num_out; ++i) {
         if (out_names[i].empty()) {
           node.outputs[i] = kNoValue;  // the fresh value stays unused

@@ -24,7 +24,7 @@ Status reinfer(Graph* g, const Node& n) {
     infos[i] = g->info_with_value(n.inputs[i]);
     ptrs[i] = &infos[i];
   }
-  GPUOPT_ASSIGN_OR_RETURN(std::vector<ValueInfo> outs, infer_node(n, ptrs, g->opset));
+  GPUOPT_ASSIGN_OR_RETURN(std::vector<ValueInfo> outs, infer_node(n, ptrs, g->opset_for(n)));
   for (size_t i = 0; i < n.outputs.size() && i < outs.size(); ++i) {
     if (n.outputs[i] == kNoValue) continue;
     ValueInfo& vi = g->value(n.outputs[i]).info;
@@ -88,7 +88,7 @@ Result<PassStats> fold_constants(Graph* g) {
     for (size_t i = 0; i < n.inputs.size(); ++i)
       if (n.inputs[i] != kNoValue) ins[i] = &*g->value(n.inputs[i]).constant;
     // Bounded before anything is allocated: a ConstantOfShape of 2^50 elements is left alone.
-    auto outs = eval_node(n, ins, g->opset, kMaxFoldedBytes);
+    auto outs = eval_node(n, ins, g->opset_for(n), kMaxFoldedBytes);
     size_t bytes = 0;
     if (outs.ok())
       for (const Tensor& t : *outs) bytes += t.defined() ? t.nbytes() : 0;

@@ -128,7 +128,7 @@ Result<PassStats> convert_precision(Graph* g, DType low) {
       held[i].value = val.constant ? &*val.constant : nullptr;
       ins[i] = &held[i];
     }
-    GPUOPT_ASSIGN_OR_RETURN(std::vector<ValueInfo> outs, infer_node(node, ins, g->opset));
+    GPUOPT_ASSIGN_OR_RETURN(std::vector<ValueInfo> outs, infer_node(node, ins, g->opset_for(node)));
     for (size_t o = 0; o < node.outputs.size() && o < outs.size(); ++o)
       if (node.outputs[o] != kNoValue) {
         outs[o].value = nullptr;

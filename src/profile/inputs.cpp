@@ -8,6 +8,28 @@
 
 namespace gpuopt::profile {
 
+Result<Shape> random_input_shape(const TensorInfo& in, int64_t batch, const std::map<std::string, int64_t>& dims,
+                                 const std::string& alternative) {
+  if (!in.rank_known)
+    return Status::InvalidArgument("input '{}' has no declared shape{}", in.name,
+                                   alternative.empty() ? ", so random inputs cannot be made for it"
+                                                       : "; give it with " + alternative);
+  Shape shape;
+  for (size_t d = 0; d < in.shape.size(); ++d) {
+    if (in.shape[d] >= 0) {
+      shape.push_back(in.shape[d]);
+    } else if (auto it = dims.find(in.dims[d]); it != dims.end()) {
+      shape.push_back(it->second);
+    } else if (d == 0) {
+      shape.push_back(batch);  // the dynamic batch
+    } else {
+      return Status::InvalidArgument("input '{}' dim {} is symbolic ('{}'): give --dim {}=N{}", in.name, d, in.dims[d],
+                                     in.dims[d], alternative.empty() ? "" : " or " + alternative);
+    }
+  }
+  return shape;
+}
+
 Result<NamedTensors> random_feeds(const Session& s, int64_t batch, const std::map<std::string, int64_t>& dims,
                                   uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -15,21 +37,7 @@ Result<NamedTensors> random_feeds(const Session& s, int64_t batch, const std::ma
   std::uniform_int_distribution<int> ui(0, 7);
   NamedTensors feeds;
   for (const TensorInfo& in : s.inputs()) {
-    if (!in.rank_known)
-      return Status::InvalidArgument("input '{}' has no declared shape, so random inputs cannot be made for it", in.name);
-    Shape shape;
-    for (size_t d = 0; d < in.shape.size(); ++d) {
-      if (in.shape[d] >= 0) {
-        shape.push_back(in.shape[d]);
-      } else if (auto it = dims.find(in.dims[d]); it != dims.end()) {
-        shape.push_back(it->second);
-      } else if (d == 0) {
-        shape.push_back(batch);
-      } else {
-        return Status::InvalidArgument("input '{}' dim {} is symbolic ('{}'): give --dim {}=N", in.name, d, in.dims[d],
-                                       in.dims[d]);
-      }
-    }
+    GPUOPT_ASSIGN_OR_RETURN(Shape shape, random_input_shape(in, batch, dims));
     GPUOPT_ASSIGN_OR_RETURN(Tensor t, Tensor::try_empty(in.dtype, shape, in.name));
     for (int64_t i = 0; i < t.numel(); ++i) {
       if (in.dtype == DType::String) t.strings()[static_cast<size_t>(i)] = fmt::format("s{}", ui(rng));

@@ -162,7 +162,7 @@ std::vector<int64_t> value_bytes_for_inputs(const Graph& graph, const std::vecto
       ptrs[i] = &vi;
     }
     if (!inputs_known) continue;
-    auto outs = infer_node(node, ptrs, graph.opset);
+    auto outs = infer_node(node, ptrs, graph.opset_for(node));
     if (!outs.ok()) continue;
     bool small = true;
     for (size_t o = 0; o < node.outputs.size() && o < outs->size(); ++o) {
@@ -189,7 +189,7 @@ std::vector<int64_t> value_bytes_for_inputs(const Graph& graph, const std::vecto
         args[i] = &fake.back();
       }
     }
-    auto vals = eval_node(node, args, graph.opset);
+    auto vals = eval_node(node, args, graph.opset_for(node));
     if (!vals.ok()) continue;
     for (size_t o = 0; o < node.outputs.size() && o < vals->size(); ++o) {
       if (node.outputs[o] == kNoValue) continue;

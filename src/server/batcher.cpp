@@ -29,7 +29,7 @@ struct Batcher::Item {
 };
 
 struct Batcher::Instance {
-  std::unique_ptr<ModelBackend> backend;
+  std::unique_ptr<ModelInstance> backend;
   std::thread thread;
   Batch batch;
   bool busy = false;
@@ -37,7 +37,7 @@ struct Batcher::Instance {
   std::condition_variable cv;
 };
 
-Batcher::Batcher(BatcherOptions options, std::vector<std::unique_ptr<ModelBackend>> instances,
+Batcher::Batcher(BatcherOptions options, std::vector<std::unique_ptr<ModelInstance>> instances,
                  std::shared_ptr<ModelStats> stats)
     : opt_(std::move(options)), stats_(std::move(stats)) {
   for (auto& b : instances) {

@@ -11,8 +11,8 @@
 //   b.stop();   // finishes what is queued and in flight, then joins
 #pragma once
 
-#include "server/backend.h"
 #include "server/model_config.h"
+#include "server/model_instance.h"
 #include "server/stats.h"
 
 #include <condition_variable>
@@ -59,7 +59,7 @@ std::vector<int64_t> default_row_buckets(int64_t max_batch_size, const std::vect
 
 class Batcher {
  public:
-  Batcher(BatcherOptions options, std::vector<std::unique_ptr<ModelBackend>> instances,
+  Batcher(BatcherOptions options, std::vector<std::unique_ptr<ModelInstance>> instances,
           std::shared_ptr<ModelStats> stats);
   ~Batcher();
   void start();

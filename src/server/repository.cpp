@@ -105,7 +105,7 @@ void Repository::set_state(const std::string& name, const std::string& state, co
   e.reason = reason;
 }
 
-Status Repository::warm_up(LoadedVersion& v, std::vector<std::unique_ptr<ModelBackend>>& instances) {
+Status Repository::warm_up(LoadedVersion& v, std::vector<std::unique_ptr<ModelInstance>>& instances) {
   fs::path model_dir = single_file_ ? fs::path(opt_.path).parent_path() : fs::path(opt_.path) / v.name;
   for (const Warmup& w : v.config.warmups) {
     std::vector<Tensor> inputs;
@@ -127,7 +127,7 @@ Status Repository::warm_up(LoadedVersion& v, std::vector<std::unique_ptr<ModelBa
   return Status::Ok();
 }
 
-Status Repository::warm_up_largest_batch(LoadedVersion& v, std::vector<std::unique_ptr<ModelBackend>>& instances,
+Status Repository::warm_up_largest_batch(LoadedVersion& v, std::vector<std::unique_ptr<ModelInstance>>& instances,
                                          const std::vector<bool>& gpu_instance) {
   // Without a model_warmup in the config, each GPU instance runs the largest batch once on zeros
   // before the model turns ready: the device pool then holds every buffer the largest batch needs
@@ -223,7 +223,7 @@ Result<std::map<int64_t, std::shared_ptr<LoadedVersion>>> Repository::load_versi
     lv->config = base;
     GPUOPT_RETURN_IF_ERROR(
         complete_model_config(&lv->config, src.inputs, src.outputs, had_config, opt_.default_max_batch_size));
-    std::vector<std::unique_ptr<ModelBackend>> instances;
+    std::vector<std::unique_ptr<ModelInstance>> instances;
     std::vector<bool> gpu_instance;
     GPUOPT_ASSIGN_OR_RETURN(std::vector<PlacedInstance> placed,
                             place_instances(name, lv->config.instance_groups, opt_.cuda_devices));

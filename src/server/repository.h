@@ -7,9 +7,9 @@
 //   v.value()->batcher->submit(...);
 #pragma once
 
-#include "server/backend.h"
 #include "server/batcher.h"
 #include "server/model_config.h"
+#include "server/model_instance.h"
 #include "server/stats.h"
 
 #include <nlohmann/json.hpp>
@@ -74,8 +74,8 @@ class Repository {
     std::map<int64_t, std::shared_ptr<LoadedVersion>> versions;
   };
   Result<std::map<int64_t, std::shared_ptr<LoadedVersion>>> load_versions(const std::string& name);
-  Status warm_up(LoadedVersion& v, std::vector<std::unique_ptr<ModelBackend>>& instances);
-  Status warm_up_largest_batch(LoadedVersion& v, std::vector<std::unique_ptr<ModelBackend>>& instances,
+  Status warm_up(LoadedVersion& v, std::vector<std::unique_ptr<ModelInstance>>& instances);
+  Status warm_up_largest_batch(LoadedVersion& v, std::vector<std::unique_ptr<ModelInstance>>& instances,
                                const std::vector<bool>& gpu_instance);
   void set_state(const std::string& name, const std::string& state, const std::string& reason);
 

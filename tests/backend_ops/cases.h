@@ -56,6 +56,8 @@ void add_nonzero_cases(std::vector<Case>& cases);
 void add_elementwise_cases(std::vector<Case>& cases);
 // cases_fusedconv.cpp: FusedConv (conv + bias + residual + Relu/identity in one cuDNN call).
 void add_fusedconv_cases(std::vector<Case>& cases);
+// cases_versions.cpp: the older forms of ops registered by opset range (Softmax-11, Slice-9, ...).
+void add_version_cases(std::vector<Case>& cases);
 // cases_attention.cpp: Attention (4-D, masks, causal, grouped KV heads) and BERT-size perf cases.
 void add_attention_cases(std::vector<Case>& cases);
 // cases_nhwc.cpp: the layout_nhwc pass's channels-last NhwcFusedConv and NhwcMaxPool.

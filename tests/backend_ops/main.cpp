@@ -150,7 +150,7 @@ struct Harness {
       dts.push_back(c.inputs[i].dtype);
     }
     for (int o = 0; o < c.num_outputs; ++o) node.outputs.push_back(static_cast<ValueId>(c.inputs.size() + o));
-    const CudaOpEntry* e = cuda_op(*op);
+    const CudaOpEntry* e = cuda_op(*op, c.opset);
     if (!e) return {Outcome::kSkip, "unsupported: no CUDA kernel"};
     if (e->supports && !e->supports(node, dts)) return {Outcome::kSkip, "unsupported: the CUDA kernel declines it (dtype, input count or attributes): CPU fallback"};
     if (!ok && !reference_only) return {Outcome::kSkip, "skipped: no CUDA device"};
@@ -169,7 +169,7 @@ struct Harness {
 
     std::vector<std::unique_ptr<DeviceBuf>> bufs;
     std::vector<Tensor> dev_in(c.inputs.size());
-    CudaKernelContext k{node, std::vector<const Tensor*>(c.inputs.size(), nullptr), host_ptrs, {}, ec, c.opset};
+    CudaKernelContext k{node, std::vector<const Tensor*>(c.inputs.size(), nullptr), host_ptrs, {}, ec};
     double bytes = 0;
     for (size_t i = 0; i < c.inputs.size(); ++i) {
       if (!host_ptrs[i] || ((e->host_inputs >> i) & 1u)) continue;
@@ -283,26 +283,37 @@ struct Harness {
   }
 };
 
-// Every op with a CUDA kernel (GPUOPT_CUDA_OP) has at least one case here, so `test` compares it
-// with the CPU reference; a kernel added without a case fails CTest backend_ops.coverage. The
-// registry is static, so no GPU is needed.
+// Every CUDA kernel (GPUOPT_CUDA_OP, and each range of GPUOPT_CUDA_OP_RANGE) has at least one
+// case here at an opset inside its range, so `test` compares it with the CPU reference; a kernel
+// added without a case fails CTest backend_ops.coverage. The registry is static, so no GPU is
+// needed.
 int coverage() {
-  std::set<std::string> with_case;
-  for (const Case& c : all_cases()) with_case.insert(c.op);
+  std::map<std::string, std::vector<int>> case_opsets;
+  for (const Case& c : all_cases()) case_opsets[c.op].push_back(c.opset);
   std::vector<std::string> missing;
-  int registered = 0;
+  int registered = 0, ranges = 0;
   for (size_t i = 0; i < kNumOps; ++i) {
     const Op op = static_cast<Op>(i);
-    if (!cuda_op(op)) continue;
+    const std::vector<CudaOpEntry> entries = cuda::cuda_op_ranges(op);
+    if (entries.empty()) continue;
     ++registered;
-    if (!with_case.count(std::string(op_name(op)))) missing.push_back(std::string(op_name(op)));
+    const std::string name(op_name(op));
+    for (const CudaOpEntry& e : entries) {
+      ++ranges;
+      bool covered = false;
+      for (int opset : case_opsets[name]) covered = covered || (opset >= e.since && opset <= e.until);
+      if (covered) continue;
+      missing.push_back(entries.size() == 1 ? name
+                                            : e.until == kOpsetMax ? fmt::format("{} (opsets {}+)", name, e.since)
+                                                                   : fmt::format("{} (opsets {}-{})", name, e.since, e.until));
+    }
   }
   if (!missing.empty()) {
-    fmt::print(stderr, "backend_ops: {} of {} CUDA ops have no case in tests/backend_ops/cases*.cpp: {}\n",
-               missing.size(), registered, fmt::join(missing, ", "));
+    fmt::print(stderr, "backend_ops: {} of {} CUDA kernels have no case in tests/backend_ops/cases*.cpp: {}\n",
+               missing.size(), ranges, fmt::join(missing, ", "));
     return 1;
   }
-  fmt::print("all {} CUDA ops have backend-ops cases\n", registered);
+  fmt::print("all {} CUDA ops ({} kernels by opset range) have backend-ops cases\n", registered, ranges);
   return 0;
 }
 

@@ -49,7 +49,7 @@ TEST(CudaLastOpsSession, VariadicResizeNonZeroMatchCpuAndRunOnCuda) {
   Graph g = make_graph();
   ASSERT_TRUE(g.infer_shapes().ok());
   for (const Node& n : g.nodes()) {
-    const cuda::CudaOpEntry* e = cuda::cuda_op(n.op);
+    const cuda::CudaOpEntry* e = cuda::cuda_op(n.op, g.opset_for(n));
     ASSERT_NE(e, nullptr) << n.op_type << " has no CUDA kernel";
     std::vector<DType> dts;
     for (ValueId v : n.inputs) dts.push_back(v == kNoValue ? DType::Undefined : g.value(v).info.dtype);

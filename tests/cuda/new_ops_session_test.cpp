@@ -54,7 +54,7 @@ Graph make_graph() {
 
 TEST(CudaNewOpsSession, ChainMatchesCpuAndRunsOnCuda) {
   const Graph g = make_graph();
-  for (const Node& n : g.nodes()) ASSERT_NE(cuda::cuda_op(n.op), nullptr) << n.op_type << " has no CUDA kernel";
+  for (const Node& n : g.nodes()) ASSERT_NE(cuda::cuda_op(n.op, g.opset_for(n)), nullptr) << n.op_type << " has no CUDA kernel";
   std::mt19937 rng(12);
   NamedTensors in = {{"x", testing::random_tensor(DType::F32, {2, 4, 6, 6}, rng)},
                      {"shape", Tensor::from_vector<int64_t>(DType::I64, {2}, {5, 7})},

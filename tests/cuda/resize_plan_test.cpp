@@ -98,7 +98,9 @@ void check(const ResizeCase& c) {
   auto ref = eval_node(node, inputs, c.opset);
   ASSERT_TRUE(ref.ok()) << ref.status().to_string();
   const Tensor& want = (*ref)[0];
-  auto d = make_resize_desc(node, c.opset, c.op == Op::Upsample, x.shape(), want.shape(), inputs);
+  // The form the opset picks (ir/ops_versions.inc); the cases give Upsample-9 / Resize-10 scales as an input.
+  const ResizeForm form = legacy ? ResizeForm::kScalesInput : ResizeForm::kFull;
+  auto d = make_resize_desc(node, form, x.shape(), want.shape(), inputs);
   ASSERT_TRUE(d.ok()) << d.status().to_string();
   ASSERT_EQ(d->numel, want.numel());
   const float* xp = x.data<float>();

@@ -226,9 +226,9 @@ TEST(CudaSessionFallback, OpWithoutCudaKernelRunsOnCpu) {
   const Graph g = testing::relu_det_double(5);
 
   // The test is only meaningful if Det really is a fallback node and its neighbours are not.
-  ASSERT_EQ(cuda::cuda_op(Op::Det), nullptr) << "Det now has a CUDA kernel: pick another fallback op";
-  ASSERT_NE(cuda::cuda_op(Op::Relu), nullptr);
-  ASSERT_NE(cuda::cuda_op(Op::Mul), nullptr);
+  ASSERT_EQ(cuda::cuda_op(Op::Det, g.opset), nullptr) << "Det now has a CUDA kernel: pick another fallback op";
+  ASSERT_NE(cuda::cuda_op(Op::Relu, g.opset), nullptr);
+  ASSERT_NE(cuda::cuda_op(Op::Mul, g.opset), nullptr);
   auto gpu = make_session(g, "cuda");
   auto cpu = make_session(g, "cpu");
   ASSERT_TRUE(gpu && cpu);

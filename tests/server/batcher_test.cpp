@@ -4,14 +4,14 @@
 
 #include <future>
 
-#include "fake_backend.h"
+#include "fake_instance.h"
 #include "server/batcher.h"
 
 namespace gpuopt::server {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::AddSubBackend;
+using testing::AddSubInstance;
 using testing::Recorder;
 
 struct Answer {
@@ -33,8 +33,8 @@ struct Harness {
       o.inputs = {{"INPUT0", DType::F32, {-1, 4}, true}, {"INPUT1", DType::F32, {-1, 4}, true}};
       o.outputs = {{"OUTPUT0", DType::F32, {-1, 4}, true}, {"OUTPUT1", DType::F32, {-1, 4}, true}};
     }
-    std::vector<std::unique_ptr<ModelBackend>> inst;
-    for (int i = 0; i < instances; ++i) inst.push_back(std::make_unique<AddSubBackend>(rec, i));
+    std::vector<std::unique_ptr<ModelInstance>> inst;
+    for (int i = 0; i < instances; ++i) inst.push_back(std::make_unique<AddSubInstance>(rec, i));
     batcher = std::make_unique<Batcher>(std::move(o), std::move(inst), stats);
     batcher->start();
   }

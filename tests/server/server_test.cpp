@@ -6,7 +6,7 @@
 #include <fstream>
 #include <future>
 
-#include "fake_backend.h"
+#include "fake_instance.h"
 #include "server/inference_server.h"
 #include "server/kserve.h"
 

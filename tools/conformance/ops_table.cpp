@@ -95,8 +95,10 @@ Status write_ops_table(const std::string& path, const std::vector<TestResult>& r
     << "The CUDA column lists the dtypes the CUDA kernel takes among the backend_ops cases (from\n"
        "`tests/backend_ops/cuda_support.txt`, written by `backend_ops support --list`; `*`: some cases\n"
        "of that dtype fall back); `CPU` means the op runs on the CPU backend inside a CUDA session, with\n"
-       "copies at the boundary (`gpuopt inspect --device cuda` shows the placement per node).\n\n"
-    << "| op | CPU | CUDA | node tests passed | failing tests listed in |\n|---|---|---|---|---|\n";
+       "copies at the boundary (`gpuopt inspect --device cuda` shows the placement per node). The opsets\n"
+       "column gives the op's forms where ONNX changed it (`src/ir/ops_versions.inc`): the model's opset\n"
+       "picks one, and a model outside every range is refused at load.\n\n"
+    << "| op | opsets | CPU | CUDA | node tests passed | failing tests listed in |\n|---|---|---|---|---|---|\n";
   const auto cuda = read_cuda_support();
   std::set<std::string> in_table;
   for (size_t i = 0; i < kNumOps; ++i) {
@@ -111,7 +113,10 @@ Status write_ops_table(const std::string& path, const std::vector<TestResult>& r
     const std::string listed = it == per_op.end() ? "" : fmt::format("{}", fmt::join(it->second.files, ", "));
     auto c = cuda.find(name);
     const std::string on_cuda = c == cuda.end() || c->second == "-" ? "CPU" : c->second;
-    f << fmt::format("| {} | {} | {} | {} | {} |\n", name, all ? "yes" : "partial", on_cuda, tests, listed);
+    const OpDef& def = op_def(static_cast<Op>(i));
+    const bool one_form = def.versions.size() == 1 && def.versions[0].until == kOpsetMax;
+    const std::string opsets = one_form ? "all" : op_ranges(static_cast<Op>(i));
+    f << fmt::format("| {} | {} | {} | {} | {} | {} |\n", name, opsets, all ? "yes" : "partial", on_cuda, tests, listed);
   }
   f << "\n## Ops of other node tests (not in gpuopt's op list)\n\n";
   int other_tests = 0;

@@ -103,7 +103,7 @@ class CpuExecutable final : public Executable {
       Result<std::vector<Tensor>> evaluated = Status::Internal("not run");
       {
         NvtxRange range(node.name);
-        evaluated = plan ? eval_planned(node, in_ptrs, plan->plan, arena) : eval_node(node, in_ptrs, graph_.opset, memory_limit_);
+        evaluated = plan ? eval_planned(node, in_ptrs, plan->plan, arena) : eval_node(node, in_ptrs, graph_.opset_for(node), memory_limit_);
       }
       GPUOPT_ASSIGN_OR_RETURN(std::vector<Tensor> outs, std::move(evaluated));
       if (options.profile && options.profile->per_node)
@@ -148,11 +148,11 @@ class CpuExecutable final : public Executable {
     if (is_view_op(node) && node.outputs.size() == 1 && node.outputs[0] != kNoValue &&
         !graph_.value(node.outputs[0]).is_graph_output && !in_ptrs.empty() && in_ptrs[0] &&
         in_ptrs[0]->dtype() != DType::String) {
-      GPUOPT_ASSIGN_OR_RETURN(std::vector<ValueInfo> infos, infer_from_tensors(node, in_ptrs, graph_.opset, memory_limit_));
+      GPUOPT_ASSIGN_OR_RETURN(std::vector<ValueInfo> infos, infer_from_tensors(node, in_ptrs, graph_.opset_for(node), memory_limit_));
       GPUOPT_ASSIGN_OR_RETURN(Tensor view, in_ptrs[0]->reshaped(infos[0].shape));
       return std::vector<Tensor>{std::move(view)};
     }
-    return eval_node_into(node, in_ptrs, graph_.opset, memory_limit_, [&](size_t i, const ValueInfo& vi) -> Result<Tensor> {
+    return eval_node_into(node, in_ptrs, graph_.opset_for(node), memory_limit_, [&](size_t i, const ValueInfo& vi) -> Result<Tensor> {
       const ValueId v = node.outputs[i];
       const int64_t n = shape_numel(vi.shape);
       if (arena && vi.dtype != DType::String && plan.in_arena(v) && n >= 0 &&

@@ -54,7 +54,7 @@ class CudaBackend final : public Backend {
   std::string_view name() const override { return "cuda"; }
 
   bool supports(const Node& node, const Graph& graph) const override {
-    const CudaOpEntry* e = cuda_op(node.op);
+    const CudaOpEntry* e = cuda_op(node.op, graph.opset_for(node));
     if (!e) return false;
     std::vector<DType> dts;
     for (ValueId v : node.inputs) dts.push_back(v == kNoValue ? DType::Undefined : graph.value(v).info.dtype);

@@ -84,7 +84,7 @@ Status CudaExecutable::upload_constants() {
   for (size_t n = 0; n < graph_.nodes().size(); ++n) {
     if (place_[n] != NodePlace::kDevice) continue;
     const Node& node = graph_.nodes()[n];
-    const CudaOpEntry* e = cuda_op(node.op);
+    const CudaOpEntry* e = cuda_op(node.op, graph_.opset_for(node));
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       const ValueId v = node.inputs[i];
       if (v == kNoValue || (e->host_inputs >> i) & 1u) continue;
@@ -240,19 +240,18 @@ Status CudaExecutable::run_cpu_node(Context& c, const Node& node, std::vector<Sl
     GPUOPT_RETURN_IF_ERROR(to_host(c, s));
     in_ptrs[i] = &s.host;
   }
-  GPUOPT_ASSIGN_OR_RETURN(std::vector<Tensor> outs, eval_node(node, in_ptrs, graph_.opset));
+  GPUOPT_ASSIGN_OR_RETURN(std::vector<Tensor> outs, eval_node(node, in_ptrs, graph_.opset_for(node)));
   for (size_t i = 0; i < node.outputs.size() && i < outs.size(); ++i)
     if (node.outputs[i] != kNoValue) slots[static_cast<size_t>(node.outputs[i])].host = std::move(outs[i]);
   return Status::Ok();
 }
 
 Status CudaExecutable::run_cuda_node(Context& c, const Node& node, std::vector<Slot>& slots) {
-  const CudaOpEntry* e = cuda_op(node.op);
+  const CudaOpEntry* e = cuda_op(node.op, graph_.opset_for(node));
   const size_t ni = node.inputs.size();
   std::vector<ValueInfo> infos(ni);
   std::vector<const ValueInfo*> info_ptrs(ni, nullptr);
-  CudaKernelContext k{node, std::vector<const Tensor*>(ni, nullptr), std::vector<const Tensor*>(ni, nullptr), {}, c.ec,
-                      graph_.opset};
+  CudaKernelContext k{node, std::vector<const Tensor*>(ni, nullptr), std::vector<const Tensor*>(ni, nullptr), {}, c.ec};
   for (size_t i = 0; i < ni; ++i) {
     const ValueId v = node.inputs[i];
     if (v == kNoValue) continue;
@@ -268,7 +267,7 @@ Status CudaExecutable::run_cuda_node(Context& c, const Node& node, std::vector<S
     infos[i] = ValueInfo{any.dtype(), true, any.shape(), s.host.defined() ? &s.host : nullptr};
     info_ptrs[i] = &infos[i];
   }
-  auto inferred = infer_node(node, info_ptrs, graph_.opset);
+  auto inferred = infer_node(node, info_ptrs, graph_.opset_for(node));
   bool concrete = inferred.ok();
   if (concrete)
     for (size_t o = 0; o < inferred->size(); ++o)
@@ -282,7 +281,7 @@ Status CudaExecutable::run_cuda_node(Context& c, const Node& node, std::vector<S
       k.host[i] = &s.host;
       infos[i].value = &s.host;
     }
-    inferred = infer_node(node, info_ptrs, graph_.opset);
+    inferred = infer_node(node, info_ptrs, graph_.opset_for(node));
     if (!inferred.ok()) return inferred.status();
   }
   std::vector<Tensor> outs(node.outputs.size());

@@ -6,6 +6,7 @@
 #include <cudnn.h>
 
 #include <array>
+#include <vector>
 
 namespace gpuopt::cuda {
 
@@ -18,18 +19,33 @@ Result<cudnnHandle_t> ExecContext::cudnn() {
 }
 
 namespace {
-std::array<CudaOpEntry, kNumOps + 1>& op_table() {
-  static std::array<CudaOpEntry, kNumOps + 1> t{};
+// Per op, its kernels by ascending, disjoint opset range.
+std::array<std::vector<CudaOpEntry>, kNumOps + 1>& op_table() {
+  static std::array<std::vector<CudaOpEntry>, kNumOps + 1> t{};
   return t;
 }
 }  // namespace
 
-const CudaOpEntry* cuda_op(Op op) {
-  const CudaOpEntry& e = op_table()[static_cast<size_t>(op)];
-  return e.run ? &e : nullptr;
+const CudaOpEntry* cuda_op(Op op, int opset) {
+  for (const CudaOpEntry& e : op_table()[static_cast<size_t>(op)])
+    if (opset >= e.since && opset <= e.until) return &e;
+  return nullptr;
 }
 
-CudaOpRegistrar::CudaOpRegistrar(Op op, CudaOpEntry entry) { op_table()[static_cast<size_t>(op)] = entry; }
+std::vector<CudaOpEntry> cuda_op_ranges(Op op) { return op_table()[static_cast<size_t>(op)]; }
+
+CudaOpRegistrar::CudaOpRegistrar(Op op, int since, int until, CudaOpEntry entry) {
+  entry.since = since;
+  entry.until = until;
+  auto& v = op_table()[static_cast<size_t>(op)];
+  // Overlapping registrations are a programmer bug: say which, at startup.
+  for (const CudaOpEntry& e : v)
+    GPUOPT_ASSERT(until < e.since || since > e.until, "CUDA op {}: range {}-{} overlaps {}-{}", op_name(op), since,
+                  until, e.since, e.until);
+  auto at = v.begin();
+  while (at != v.end() && at->since < since) ++at;
+  v.insert(at, entry);
+}
 
 namespace {
 bool is_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }

@@ -2,6 +2,11 @@
 // reads on the host (shape-like inputs such as Reshape's shape), and the kernel itself. Each
 // src/ops/<family>/cuda/*.cpp registers its ops with GPUOPT_CUDA_OP; an op with no entry runs on
 // the CPU backend and the executor inserts the copies.
+//
+// Registration is by opset range, as for the CPU forms (ir/ops_versions.inc): GPUOPT_CUDA_OP
+// covers every opset; where ONNX changed the op, GPUOPT_CUDA_OP_RANGE(Name, since, until, ...)
+// registers one kernel per form, and the model's opset for the node's domain picks it
+// (cuda_op). A kernel never reads the opset.
 #pragma once
 
 #include "core/status.h"
@@ -45,7 +50,6 @@ struct CudaKernelContext {
   std::vector<const Tensor*> host;     // host values where known (constants, host-only inputs), else nullptr
   std::vector<Tensor*> outputs;        // allocated device tensors (for alias ops: empty Tensors to fill)
   ExecContext& ctx;
-  int opset = 0;
 
   bool has_input(size_t i) const { return i < inputs.size() && (inputs[i] != nullptr || host[i] != nullptr); }
   const Tensor& in(size_t i) const { return *inputs[i]; }
@@ -65,12 +69,17 @@ struct CudaOpEntry {
   CudaSupportsFn supports = nullptr;
   uint32_t host_inputs = 0;  // bit i: input i is read on the host
   bool alias = false;        // outputs view an input's memory (shape-only ops): no allocation
+  int since = 1;             // the opsets (of the node's domain) this kernel runs, inclusive
+  int until = kOpsetMax;
 };
 
-const CudaOpEntry* cuda_op(Op op);
+// The kernel of `op` for a model of opset `opset` (Graph::opset_for(node)); nullptr: none.
+const CudaOpEntry* cuda_op(Op op, int opset);
+// Every kernel registered for `op`, by ascending range (the backend-ops coverage check).
+std::vector<CudaOpEntry> cuda_op_ranges(Op op);
 
 struct CudaOpRegistrar {
-  CudaOpRegistrar(Op op, CudaOpEntry entry);
+  CudaOpRegistrar(Op op, int since, int until, CudaOpEntry entry);
 };
 
 constexpr uint32_t host_inputs_mask(std::initializer_list<int> idx) {
@@ -90,5 +99,10 @@ inline bool first_float(const Node&, const std::vector<DType>& in) {
 
 }  // namespace gpuopt::cuda
 
-#define GPUOPT_CUDA_OP(NAME, ...) \
-  static ::gpuopt::cuda::CudaOpRegistrar GPUOPT_CONCAT(_gpuopt_cuda_op_, NAME)(::gpuopt::Op::NAME, ::gpuopt::cuda::CudaOpEntry{__VA_ARGS__})
+#define GPUOPT_CUDA_OP(NAME, ...)                                                                         \
+  static ::gpuopt::cuda::CudaOpRegistrar GPUOPT_CONCAT(_gpuopt_cuda_op_, NAME)(::gpuopt::Op::NAME, 1, ::gpuopt::kOpsetMax, \
+                                                                              ::gpuopt::cuda::CudaOpEntry{__VA_ARGS__})
+// The kernel for opsets SINCE..UNTIL (kOpsetMax: open at the top) of one form of the op.
+#define GPUOPT_CUDA_OP_RANGE(NAME, SINCE, UNTIL, ...)                                            \
+  static ::gpuopt::cuda::CudaOpRegistrar GPUOPT_CONCAT(GPUOPT_CONCAT(_gpuopt_cuda_op_, NAME), SINCE)( \
+      ::gpuopt::Op::NAME, SINCE, UNTIL, ::gpuopt::cuda::CudaOpEntry{__VA_ARGS__})

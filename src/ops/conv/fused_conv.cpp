@@ -94,7 +94,7 @@ Status cpu_FusedConv(KernelContext& ctx) {
   // The Conv kernel writes into a double tensor: its exact sums, not yet rounded.
   Tensor acc = Tensor::empty(DType::F64, y.shape());
   std::vector<const Tensor*> conv_in(ctx.inputs.begin(), ctx.inputs.begin() + std::min<size_t>(3, ctx.inputs.size()));
-  KernelContext conv{ctx.node, conv_in, {&acc}, ctx.opset};
+  KernelContext conv{ctx.node, conv_in, {&acc}};
   GPUOPT_RETURN_IF_ERROR(cpu_Conv(conv));
   double* a = acc.data<double>();
   if (ctx.has_input(3)) {

@@ -40,7 +40,7 @@ Status infer_via_nchw(InferContext& ctx, InferFn nchw_infer, size_t max_outputs)
     }
     ptrs[i] = &infos[i];
   }
-  InferContext nchw{ctx.node, ptrs, std::vector<ValueInfo>(ctx.outputs.size()), ctx.opset};
+  InferContext nchw{ctx.node, ptrs, std::vector<ValueInfo>(ctx.outputs.size())};
   GPUOPT_RETURN_IF_ERROR(nchw_infer(nchw));
   for (size_t o = 0; o < ctx.outputs.size(); ++o) {
     ctx.outputs[o] = nchw.outputs[o];
@@ -66,7 +66,7 @@ Status cpu_via_nchw(KernelContext& ctx, CpuKernelFn nchw_kernel) {
   }
   Tensor& y = ctx.out(0);
   Tensor y_nchw = Tensor::empty(y.dtype(), permute(y.shape(), kToNchw));
-  KernelContext nchw{ctx.node, ins, {&y_nchw}, ctx.opset};
+  KernelContext nchw{ctx.node, ins, {&y_nchw}};
   GPUOPT_RETURN_IF_ERROR(nchw_kernel(nchw));
   tensor_util::transpose_view(y_nchw, y_nchw.shape(), kToNhwc, y);
   return Status::Ok();

@@ -235,9 +235,11 @@ double flops_PRelu(const FlopsContext& ctx) {
   return 2 * known_numel(ctx.outputs[0]);
 }
 
-// Clip: bounds are attributes min/max before opset 11 and optional scalar inputs 1 and 2 after.
-Status infer_Clip(InferContext& ctx) {
-  GPUOPT_RETURN_IF_ERROR(infer_unary(ctx, ctx.opset < 11 ? kFloatTypes : kNumericTypes));
+// Clip: bounds are attributes min/max before opset 11 (Clip_v1, floats only) and optional scalar
+// inputs 1 and 2 after.
+namespace {
+Status infer_clip(InferContext& ctx, bool attr_bounds) {
+  GPUOPT_RETURN_IF_ERROR(infer_unary(ctx, attr_bounds ? kFloatTypes : kNumericTypes));
   GPUOPT_RETURN_IF_ERROR(common_input_dtype(ctx, {0, 1, 2}));
   for (size_t i = 1; i < 3; ++i) {
     if (!ctx.has_input(i) || !ctx.in(i).rank_known) continue;
@@ -248,12 +250,12 @@ Status infer_Clip(InferContext& ctx) {
   }
   return Status::Ok();
 }
-Status cpu_Clip(KernelContext& ctx) {
+Status cpu_clip(KernelContext& ctx, bool attr_bounds) {
   dispatch_dtype(ctx.in(0).dtype(), [&](auto tag) {
     using T = decltype(tag);
     if constexpr (kIsFloatLike<T>) {
       double lo = -std::numeric_limits<double>::infinity(), hi = std::numeric_limits<double>::infinity();
-      if (ctx.opset < 11) {
+      if (attr_bounds) {
         lo = attr_d(ctx, "min", std::numeric_limits<float>::lowest());
         hi = attr_d(ctx, "max", std::numeric_limits<float>::max());
       } else {
@@ -276,6 +278,11 @@ Status cpu_Clip(KernelContext& ctx) {
   });
   return Status::Ok();
 }
+}  // namespace
+Status infer_Clip_v1(InferContext& ctx) { return infer_clip(ctx, true); }
+Status cpu_Clip_v1(KernelContext& ctx) { return cpu_clip(ctx, true); }
+Status infer_Clip(InferContext& ctx) { return infer_clip(ctx, false); }
+Status cpu_Clip(KernelContext& ctx) { return cpu_clip(ctx, false); }
 double flops_Clip(const FlopsContext& ctx) {
   return 2 * known_numel(ctx.outputs[0]);
 }

@@ -250,13 +250,14 @@ int64_t tap_index(int64_t i, size_t d, const SampleGeom& g) {
   return -1;
 }
 
-}  // namespace
 
-Status infer_GridSample(InferContext& ctx) {
+// nd_form: the form from opset 20 (N-D input, modes linear/cubic); before it, 4-D input with
+// modes bilinear/bicubic (GridSample_v1).
+Status infer_gridsample(InferContext& ctx, bool nd_form) {
   GPUOPT_RETURN_IF_ERROR(tensor_util::check_inputs(ctx, 2, 2));
   GPUOPT_RETURN_IF_ERROR(nn::require_float(ctx, 0, "X"));
   GPUOPT_RETURN_IF_ERROR(nn::require_float(ctx, 1, "grid"));
-  std::string mode = ctx.node.attr_s("mode", ctx.opset >= 20 ? "linear" : "bilinear");
+  std::string mode = ctx.node.attr_s("mode", nd_form ? "linear" : "bilinear");
   if (mode != "nearest" && mode != "linear" && mode != "bilinear" && mode != "cubic" && mode != "bicubic")
     return ctx.error("mode '{}' is not nearest, linear or cubic", mode);
   const std::string pad = ctx.node.attr_s("padding_mode", "zeros");
@@ -275,13 +276,19 @@ Status infer_GridSample(InferContext& ctx) {
                      dims_string(x.shape));
   if (x.shape[0] >= 0 && grid.shape[0] >= 0 && x.shape[0] != grid.shape[0])
     return ctx.error("grid batch {} differs from X batch {}", grid.shape[0], x.shape[0]);
-  if ((mode == "cubic" || mode == "bicubic") && nd != 2 && ctx.opset < 20)
+  if ((mode == "cubic" || mode == "bicubic") && nd != 2 && !nd_form)
     return ctx.error("cubic mode needs 4-D input before opset 20");
   Shape out = {x.shape[0], x.shape[1]};
   out.insert(out.end(), grid.shape.begin() + 1, grid.shape.end() - 1);
   tensor_util::set_output(ctx, 0, x.dtype, out);
   return Status::Ok();
 }
+
+}  // namespace
+
+Status infer_GridSample_v1(InferContext& ctx) { return infer_gridsample(ctx, false); }
+Status infer_GridSample(InferContext& ctx) { return infer_gridsample(ctx, true); }
+Status cpu_GridSample_v1(KernelContext& ctx) { return cpu_GridSample(ctx); }
 
 // For each output position the grid gives normalised coordinates (x, y, z: last spatial dim
 // first) that are mapped to pixel space, then sampled by nearest (round half to even), a
@@ -291,7 +298,7 @@ Status infer_GridSample(InferContext& ctx) {
 Status cpu_GridSample(KernelContext& ctx) {
   const Tensor& x = ctx.in(0);
   const Tensor& grid = ctx.in(1);
-  const std::string mode_s = ctx.node.attr_s("mode", ctx.opset >= 20 ? "linear" : "bilinear");
+  const std::string mode_s = ctx.node.attr_s("mode", "linear");  // the default of both forms is (bi)linear
   const int mode = mode_s == "nearest" ? 0 : (mode_s == "linear" || mode_s == "bilinear") ? 1 : 2;
   const std::string pad_s = ctx.node.attr_s("padding_mode", "zeros");
   const bool align = ctx.node.attr_i("align_corners", 0) != 0;

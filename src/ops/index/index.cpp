@@ -368,15 +368,15 @@ double flops_NonZero(const FlopsContext&) { return 0.0; }
 // --- TopK ---------------------------------------------------------------------------------
 
 namespace {
-std::optional<int64_t> topk_k(const Node& node, int opset, const Tensor* k_input) {
-  if (opset < 10) return node.attr_i("k", -1);
+// k_attr: K is the attribute `k` (opsets 1-9, TopK_v1); from 10 it is input 1.
+std::optional<int64_t> topk_k(const Node& node, bool k_attr, const Tensor* k_input) {
+  if (k_attr) return node.attr_i("k", -1);
   if (!k_input) return std::nullopt;
   return k_input->numel() == 1 ? k_input->get_i64(0) : -1;
 }
-}  // namespace
 
-Status infer_TopK(InferContext& ctx) {
-  GPUOPT_RETURN_IF_ERROR(check_inputs(ctx, ctx.opset < 10 ? 1 : 2, ctx.opset < 10 ? 1 : 2));
+Status infer_topk(InferContext& ctx, bool k_attr) {
+  GPUOPT_RETURN_IF_ERROR(check_inputs(ctx, k_attr ? 1 : 2, k_attr ? 1 : 2));
   GPUOPT_RETURN_IF_ERROR(require_int_tensor(ctx, 1, "K"));
   const ValueInfo& x = ctx.in(0);
   if (!x.rank_known) {
@@ -387,7 +387,7 @@ Status infer_TopK(InferContext& ctx) {
   if (x.shape.empty()) return ctx.error("input must have rank >= 1");
   int64_t axis = ctx.node.attr_i("axis", -1);
   GPUOPT_RETURN_IF_ERROR(norm_axis(ctx, &axis, static_cast<int64_t>(x.shape.size())));
-  std::optional<int64_t> k = topk_k(ctx.node, ctx.opset, const_input(ctx, 1));
+  std::optional<int64_t> k = topk_k(ctx.node, k_attr, const_input(ctx, 1));
   if (k && (*k < 0 || (x.shape[axis] >= 0 && *k > x.shape[axis])))
     return ctx.error("k = {} must be in [0, {}] (axis {} of shape {})", *k, x.shape[axis], axis, shape_to_string(x.shape));
   Shape out = x.shape;
@@ -396,7 +396,11 @@ Status infer_TopK(InferContext& ctx) {
   set_output(ctx, 1, DType::I64, out);
   return Status::Ok();
 }
+}  // namespace
 
+Status infer_TopK_v1(InferContext& ctx) { return infer_topk(ctx, true); }
+Status infer_TopK(InferContext& ctx) { return infer_topk(ctx, false); }
+Status cpu_TopK_v1(KernelContext& ctx) { return cpu_TopK(ctx); }
 Status cpu_TopK(KernelContext& ctx) {
   const Tensor& x = ctx.in(0);
   int64_t axis = ctx.node.attr_i("axis", -1);

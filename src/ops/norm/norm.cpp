@@ -50,18 +50,25 @@ void moments(const double* p, int64_t n, double* mean, double* var) {
 
 // ---- BatchNormalization ------------------------------------------------------------------------
 
-static bool bn_training(const Node& n, int opset) {
-  return opset >= 14 && n.attr_i("training_mode", 0) != 0;
-}
+namespace {
+// The three ONNX forms: `spatial` attribute (opsets 1-8, _v1), neither (9-13, _v9),
+// `training_mode` attribute (14+).
+struct BnForm {
+  bool spatial_attr = false;
+  bool training_attr = false;
+};
+constexpr BnForm kBnSpatial{true, false}, kBnPlain{false, false}, kBnTraining{false, true};
 
-Status infer_BatchNormalization(InferContext& ctx) {
+bool bn_training(const Node& n, BnForm form) { return form.training_attr && n.attr_i("training_mode", 0) != 0; }
+
+Status infer_batchnorm(InferContext& ctx, BnForm form) {
   GPUOPT_RETURN_IF_ERROR(nn::require_inputs(ctx, 5));
   GPUOPT_RETURN_IF_ERROR(nn::require_float(ctx, 0, "X"));
-  const bool per_activation = ctx.opset < 9 && ctx.node.attr_i("spatial", 1) == 0;
+  const bool per_activation = form.spatial_attr && ctx.node.attr_i("spatial", 1) == 0;
   if (!per_activation) GPUOPT_RETURN_IF_ERROR(check_channel_params(ctx, {1, 2, 3, 4}, "scale/B/mean/var"));
   same_as_input(ctx, 0);
-  const bool training = bn_training(ctx.node, ctx.opset);
-  if (!training && ctx.outputs.size() > 1 && ctx.opset >= 14)
+  const bool training = bn_training(ctx.node, form);
+  if (!training && ctx.outputs.size() > 1 && form.training_attr)
     return ctx.error("running_mean/running_var outputs need training_mode=1");
   for (size_t o = 1; o < ctx.outputs.size(); ++o) {
     ctx.outputs[o].dtype = ctx.in(3).dtype;
@@ -71,7 +78,7 @@ Status infer_BatchNormalization(InferContext& ctx) {
   return Status::Ok();
 }
 
-Status cpu_BatchNormalization(KernelContext& ctx) {
+Status cpu_batchnorm(KernelContext& ctx, BnForm form) {
   const Tensor& x = ctx.in(0);
   const int64_t N = x.dim(0), C = x.rank() > 1 ? x.dim(1) : 1;
   const int64_t S = N != 0 && C != 0 ? x.numel() / (N * C) : 0;
@@ -84,7 +91,7 @@ Status cpu_BatchNormalization(KernelContext& ctx) {
   if (static_cast<int64_t>(mean.size()) != P || static_cast<int64_t>(var.size()) != P ||
       static_cast<int64_t>(bi.size()) != P)
     return ctx.error("scale, B, mean and var must have the same number of values");
-  const bool training = bn_training(ctx.node, ctx.opset);
+  const bool training = bn_training(ctx.node, form);
   std::vector<double> run_mean, run_var;
   if (training) {
     if (P != C) return ctx.error("training_mode needs per-channel parameters");
@@ -126,6 +133,15 @@ Status cpu_BatchNormalization(KernelContext& ctx) {
   }
   return Status::Ok();
 }
+
+}  // namespace
+
+Status infer_BatchNormalization_v1(InferContext& ctx) { return infer_batchnorm(ctx, kBnSpatial); }
+Status cpu_BatchNormalization_v1(KernelContext& ctx) { return cpu_batchnorm(ctx, kBnSpatial); }
+Status infer_BatchNormalization_v9(InferContext& ctx) { return infer_batchnorm(ctx, kBnPlain); }
+Status cpu_BatchNormalization_v9(KernelContext& ctx) { return cpu_batchnorm(ctx, kBnPlain); }
+Status infer_BatchNormalization(InferContext& ctx) { return infer_batchnorm(ctx, kBnTraining); }
+Status cpu_BatchNormalization(KernelContext& ctx) { return cpu_batchnorm(ctx, kBnTraining); }
 
 // Inference form folds to one multiply-add per element (sub, div, mul, add before folding).
 double flops_BatchNormalization(const FlopsContext& ctx) {

@@ -4,6 +4,7 @@
 // computed in the scales' float type, applied in double, rounded half to even, then saturated.
 #include "ops/common/broadcast.h"
 #include "ops/common/nn_util.h"
+#include "ops/matmul/matmul_shapes.h"
 
 #include <cmath>
 #include <limits>
@@ -219,35 +220,16 @@ double flops_DequantizeLinear(const FlopsContext& ctx) {
 
 namespace {
 
-struct IntMatMul {
-  Shape batch_a, batch_b, batch, out;
-  int64_t M = 0, K = 0, N = 0;
-  bool a_vec = false, b_vec = false;
+// The matmul shapes (ops/matmul/matmul_shapes.h) and the output shape they give.
+struct IntMatMul : MatMulShapes {
+  Shape out;
 };
 
 template <class Ctx>
 Result<IntMatMul> int_matmul_shapes(const Ctx& ctx, Shape a, Shape b, bool concrete) {
   IntMatMul s;
-  if (a.empty() || b.empty()) return ctx.error("operands must have rank >= 1");
-  const Shape a0 = a, b0 = b;
-  if (a.size() == 1) s.a_vec = true, a.insert(a.begin(), 1);
-  if (b.size() == 1) s.b_vec = true, b.push_back(1);
-  s.M = a[a.size() - 2];
-  s.K = a.back();
-  s.N = b.back();
-  const int64_t kb = b[b.size() - 2];
-  if (s.K != kb && (concrete || (dim_is_known(s.K) && dim_is_known(kb))))
-    return ctx.error("inner dimensions do not match: A {} has K={}, B {} has K={}", shape_to_string(a0), s.K,
-                     shape_to_string(b0), kb);
-  s.batch_a.assign(a.begin(), a.end() - 2);
-  s.batch_b.assign(b.begin(), b.end() - 2);
-  std::optional<Shape> bs = broadcast_shapes(s.batch_a, s.batch_b);
-  if (!bs)
-    return ctx.error("batch dimensions of A {} and B {} do not broadcast", shape_to_string(a0), shape_to_string(b0));
-  s.batch = *bs;
-  s.out = s.batch;
-  if (!s.a_vec) s.out.push_back(s.M);
-  if (!s.b_vec) s.out.push_back(s.N);
+  GPUOPT_ASSIGN_OR_RETURN(static_cast<MatMulShapes&>(s), matmul_shapes(ctx, std::move(a), std::move(b), concrete));
+  s.out = matmul_out_shape(s);
   return s;
 }
 

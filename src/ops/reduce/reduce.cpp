@@ -1,8 +1,9 @@
 // Reductions (ReduceSum/Mean/Max/Min/Prod/L1/L2/SumSquare/LogSum/LogSumExp); ArgMax/ArgMin and
 // CumSum/CumProd are in arg_scan.cpp, Det in ops/matmul/det.cpp. Floats accumulate in double and round once; integer sums and products wrap in 64 bits.
 //
-// Axes are an attribute before opset 13 (ReduceSum) / 18 (the others) and an optional input
-// after; an empty axes list reduces everything unless noop_with_empty_axes is set.
+// Two forms (ops_versions.inc): axes are an attribute before opset 13 (ReduceSum) / 18 (the
+// others), and an optional input after; an empty axes list reduces everything unless
+// noop_with_empty_axes is set.
 #include "ops/common/broadcast.h"
 #include "ir/graph.h"
 
@@ -20,16 +21,15 @@ struct AxesInfo {
   std::vector<bool> reduced;  // per input dim (valid when known and rank known)
 };
 
-bool axes_from_input(const Node& node, int opset) {
-  return node.op == Op::ReduceSum ? opset >= 13 : opset >= 18;
-}
+enum class Axes { kAttribute, kInput };  // where the form reads its axes from
 
 // Resolves the axes of a reduction for an input of rank `rank` (-1: unknown).
 template <typename Ctx>
-Result<AxesInfo> resolve_axes(const Ctx& ctx, int64_t rank, const Tensor* axes_value, bool axes_input_present) {
+Result<AxesInfo> resolve_axes(const Ctx& ctx, Axes form, int64_t rank, const Tensor* axes_value,
+                              bool axes_input_present) {
   AxesInfo info;
   std::vector<int64_t> axes;
-  if (axes_from_input(ctx.node, ctx.opset)) {
+  if (form == Axes::kInput) {
     if (axes_input_present && !axes_value) {
       info.known = false;
       return info;
@@ -53,18 +53,18 @@ Result<AxesInfo> resolve_axes(const Ctx& ctx, int64_t rank, const Tensor* axes_v
   return info;
 }
 
-Status infer_reduce(InferContext& ctx, Reduce kind) {
+Status infer_reduce(InferContext& ctx, Reduce kind, Axes form) {
   if (!ctx.has_input(0)) return ctx.error("input 0 is missing");
   const unsigned classes = kind == Reduce::kMax || kind == Reduce::kMin ? kNumericTypes | kBoolType : kNumericTypes;
   GPUOPT_RETURN_IF_ERROR(check_input_dtype(ctx, 0, classes));
-  if (axes_from_input(ctx.node, ctx.opset) && ctx.has_input(1))
+  if (form == Axes::kInput && ctx.has_input(1))
     GPUOPT_RETURN_IF_ERROR(check_input_dtype(ctx, 1, kSignedInts));
   const ValueInfo& in = ctx.in(0);
   ValueInfo& out = ctx.outputs[0];
   out.dtype = in.dtype;
   const bool keepdims = ctx.node.attr_i("keepdims", 1) != 0;
-  const bool axes_input = axes_from_input(ctx.node, ctx.opset) && ctx.has_input(1);
-  GPUOPT_ASSIGN_OR_RETURN(AxesInfo axes, resolve_axes(ctx, in.rank_known ? static_cast<int64_t>(in.shape.size()) : -1,
+  const bool axes_input = form == Axes::kInput && ctx.has_input(1);
+  GPUOPT_ASSIGN_OR_RETURN(AxesInfo axes, resolve_axes(ctx, form, in.rank_known ? static_cast<int64_t>(in.shape.size()) : -1,
                                                       axes_input ? ctx.in(1).value : nullptr, axes_input));
   if (axes.noop) {
     out.rank_known = in.rank_known;
@@ -222,10 +222,10 @@ void reduce_kernel(const Tensor& x, Tensor& y, const std::vector<bool>& reduced,
   }
 }
 
-Status cpu_reduce(KernelContext& ctx, Reduce kind) {
+Status cpu_reduce(KernelContext& ctx, Reduce kind, Axes form) {
   const Tensor& x = ctx.in(0);
-  const bool axes_input = axes_from_input(ctx.node, ctx.opset) && ctx.has_input(1);
-  GPUOPT_ASSIGN_OR_RETURN(AxesInfo axes, resolve_axes(ctx, x.rank(), axes_input ? &ctx.in(1) : nullptr, axes_input));
+  const bool axes_input = form == Axes::kInput && ctx.has_input(1);
+  GPUOPT_ASSIGN_OR_RETURN(AxesInfo axes, resolve_axes(ctx, form, x.rank(), axes_input ? &ctx.in(1) : nullptr, axes_input));
   if (axes.noop) {  // identity (ReduceSumSquare etc. still do nothing: the spec says input is returned)
     if (x.nbytes()) std::memcpy(ctx.out(0).raw(), x.raw(), x.nbytes());
     return Status::Ok();
@@ -240,16 +240,13 @@ double flops_reduce(const FlopsContext& ctx, double per_element) {
 
 }  // namespace
 
-#define GPUOPT_REDUCE(Name, kind, cost)          \
-  Status infer_##Name(InferContext& ctx) {       \
-    return infer_reduce(ctx, kind);              \
-  }                                              \
-  Status cpu_##Name(KernelContext& ctx) {        \
-    return cpu_reduce(ctx, kind);                \
-  }                                              \
-  double flops_##Name(const FlopsContext& ctx) { \
-    return flops_reduce(ctx, cost);              \
-  }
+// Name_v1: axes as an attribute (ops_versions.inc gives its range); Name: axes as an input.
+#define GPUOPT_REDUCE(Name, kind, cost)                                                                   \
+  Status infer_##Name##_v1(InferContext& ctx) { return infer_reduce(ctx, kind, Axes::kAttribute); }    \
+  Status cpu_##Name##_v1(KernelContext& ctx) { return cpu_reduce(ctx, kind, Axes::kAttribute); }       \
+  Status infer_##Name(InferContext& ctx) { return infer_reduce(ctx, kind, Axes::kInput); }             \
+  Status cpu_##Name(KernelContext& ctx) { return cpu_reduce(ctx, kind, Axes::kInput); }                \
+  double flops_##Name(const FlopsContext& ctx) { return flops_reduce(ctx, cost); }
 
 GPUOPT_REDUCE(ReduceSum, Reduce::kSum, 1)
 GPUOPT_REDUCE(ReduceMean, Reduce::kMean, 1)

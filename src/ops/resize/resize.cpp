@@ -5,6 +5,7 @@
 // following the ONNX reference implementation's tap windows and tie rules.
 #include "ops/common/broadcast.h"
 #include "ops/common/tensor_util.h"
+#include "ops/resize/resize_form.h"
 
 #include <cmath>
 #include <limits>
@@ -27,11 +28,11 @@ struct ResizeAttrs {
 };
 
 // Upsample and Resize-10 have no coordinate modes: asymmetric, nearest rounds down.
-ResizeAttrs resize_attrs(const Node& node, int opset, bool upsample) {
+ResizeAttrs resize_attrs(const Node& node, ResizeForm form) {
   ResizeAttrs a;
   a.mode = node.attr_s("mode", "nearest");
   if (a.mode == "bilinear") a.mode = "linear";  // Upsample-7 spelling
-  if (upsample || opset < 11) {
+  if (form != ResizeForm::kFull) {
     a.ctm = "asymmetric";
     a.nearest_mode = "floor";
     return a;
@@ -306,19 +307,19 @@ struct ResizeInputs {
 };
 
 template <typename GetT>
-Status gather_inputs(const Node& node, int opset, bool upsample, size_t num_inputs, GetT get, ResizeInputs* ri) {
+Status gather_inputs(const Node& node, ResizeForm form, size_t num_inputs, GetT get, ResizeInputs* ri) {
   auto take_scales = [&](const Tensor* t) {
     if (t && t->numel() > 0) {
       ri->scales = to_f64_vector(*t);
       ri->scales_known = true;
     }
   };
-  if (upsample && opset < 9) {
+  if (form == ResizeForm::kScalesAttr) {
     for (float f : node.attr_floats("scales")) ri->scales.push_back(f);
     ri->scales_known = true;
     return Status::Ok();
   }
-  if (upsample || opset < 11) {
+  if (form == ResizeForm::kScalesInput) {
     bool present = false;
     const Tensor* s = get(1, &present);
     if (!present) return Status::InvalidArgument("input 'scales' is required");
@@ -344,15 +345,15 @@ Status gather_inputs(const Node& node, int opset, bool upsample, size_t num_inpu
   return Status::Ok();
 }
 
-Status infer_resize_like(InferContext& ctx, bool upsample) {
-  GPUOPT_RETURN_IF_ERROR(check_inputs(ctx, 1, (upsample || ctx.opset < 11) ? 2 : 4));
-  ResizeAttrs a = resize_attrs(ctx.node, ctx.opset, upsample);
+Status infer_resize_like(InferContext& ctx, ResizeForm form) {
+  GPUOPT_RETURN_IF_ERROR(check_inputs(ctx, 1, form != ResizeForm::kFull ? 2 : 4));
+  ResizeAttrs a = resize_attrs(ctx.node, form);
   Status st = validate_attrs(a);
   if (!st.ok()) return ctx.error("{}", st.message());
   const ValueInfo& x = ctx.in(0);
   ResizeInputs ri;
   st = gather_inputs(
-      ctx.node, ctx.opset, upsample, ctx.num_inputs(),
+      ctx.node, form, ctx.num_inputs(),
       [&](size_t i, bool* present) {
         *present = ctx.has_input(i);
         return const_input(ctx, i);
@@ -376,11 +377,11 @@ Status infer_resize_like(InferContext& ctx, bool upsample) {
   return Status::Ok();
 }
 
-Status cpu_resize_like(KernelContext& ctx, bool upsample) {
-  ResizeAttrs a = resize_attrs(ctx.node, ctx.opset, upsample);
+Status cpu_resize_like(KernelContext& ctx, ResizeForm form) {
+  ResizeAttrs a = resize_attrs(ctx.node, form);
   ResizeInputs ri;
   GPUOPT_RETURN_IF_ERROR(gather_inputs(
-      ctx.node, ctx.opset, upsample, ctx.num_inputs(),
+      ctx.node, form, ctx.num_inputs(),
       [&](size_t i, bool* present) -> const Tensor* {
         *present = ctx.has_input(i);
         return *present ? &ctx.in(i) : nullptr;
@@ -403,24 +404,16 @@ double resize_flops(const FlopsContext& ctx) {
 
 }  // namespace
 
-Status infer_Resize(InferContext& ctx) {
-  return infer_resize_like(ctx, false);
-}
-Status cpu_Resize(KernelContext& ctx) {
-  return cpu_resize_like(ctx, false);
-}
-double flops_Resize(const FlopsContext& ctx) {
-  return resize_flops(ctx);
-}
+Status infer_Resize_v1(InferContext& ctx) { return infer_resize_like(ctx, ResizeForm::kScalesInput); }
+Status cpu_Resize_v1(KernelContext& ctx) { return cpu_resize_like(ctx, ResizeForm::kScalesInput); }
+Status infer_Resize(InferContext& ctx) { return infer_resize_like(ctx, ResizeForm::kFull); }
+Status cpu_Resize(KernelContext& ctx) { return cpu_resize_like(ctx, ResizeForm::kFull); }
+double flops_Resize(const FlopsContext& ctx) { return resize_flops(ctx); }
 
-Status infer_Upsample(InferContext& ctx) {
-  return infer_resize_like(ctx, true);
-}
-Status cpu_Upsample(KernelContext& ctx) {
-  return cpu_resize_like(ctx, true);
-}
-double flops_Upsample(const FlopsContext& ctx) {
-  return resize_flops(ctx);
-}
+Status infer_Upsample_v1(InferContext& ctx) { return infer_resize_like(ctx, ResizeForm::kScalesAttr); }
+Status cpu_Upsample_v1(KernelContext& ctx) { return cpu_resize_like(ctx, ResizeForm::kScalesAttr); }
+Status infer_Upsample(InferContext& ctx) { return infer_resize_like(ctx, ResizeForm::kScalesInput); }
+Status cpu_Upsample(KernelContext& ctx) { return cpu_resize_like(ctx, ResizeForm::kScalesInput); }
+double flops_Upsample(const FlopsContext& ctx) { return resize_flops(ctx); }
 
 }  // namespace gpuopt

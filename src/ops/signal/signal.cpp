@@ -167,14 +167,15 @@ struct DftParams {
   bool inverse = false, onesided = false;
 };
 
-// Reads axis (attribute before opset 20, input 2 from 20) and dft_length (input 1) when known.
+// Reads axis (the attribute before opset 20, DFT_v1; input 2 from 20: axis_input) and dft_length
+// (input 1) when known.
 template <class Ctx>
-Result<DftParams> dft_params(const Ctx& ctx, int64_t rank, int64_t axis_extent_fn(const Ctx&, int64_t),
+Result<DftParams> dft_params(const Ctx& ctx, bool axis_input, int64_t rank, int64_t axis_extent_fn(const Ctx&, int64_t),
                              const Tensor* len_t, const Tensor* axis_t, bool axis_input_present) {
   DftParams p;
   p.inverse = ctx.node.attr_i("inverse", 0) != 0;
   p.onesided = ctx.node.attr_i("onesided", 0) != 0;
-  if (ctx.opset >= 20) {
+  if (axis_input) {
     p.axis = -2;
     if (axis_t) {
       GPUOPT_ASSIGN_OR_RETURN(p.axis, scalar_int(*axis_t, ctx.node, "axis"));
@@ -269,9 +270,8 @@ std::pair<int64_t, int64_t> dft_out_dims(const DftParams& p) {
   return {p.onesided ? p.length / 2 + 1 : p.length, 2};
 }
 
-}  // namespace
 
-Status infer_DFT(InferContext& ctx) {
+Status infer_dft(InferContext& ctx, bool axis_input) {
   GPUOPT_RETURN_IF_ERROR(tensor_util::check_inputs(ctx, 1, 3));
   GPUOPT_RETURN_IF_ERROR(nn::require_float(ctx, 0, "input"));
   GPUOPT_RETURN_IF_ERROR(tensor_util::require_int_tensor(ctx, 1, "dft_length"));
@@ -284,7 +284,7 @@ Status infer_DFT(InferContext& ctx) {
   if (rank < 2) return ctx.error("input rank {} is below 2", rank);
   if (x.shape[rank - 1] >= 0 && x.shape[rank - 1] != 1 && x.shape[rank - 1] != 2)
     return ctx.error("last dim {} must be 1 (real) or 2 (complex)", x.shape[rank - 1]);
-  Result<DftParams> p = dft_params<InferContext>(ctx, rank, infer_extent, tensor_util::const_input(ctx, 1),
+  Result<DftParams> p = dft_params<InferContext>(ctx, axis_input, rank, infer_extent, tensor_util::const_input(ctx, 1),
                                                  tensor_util::const_input(ctx, 2), ctx.has_input(2));
   if (!p.ok()) {
     if (p.status().code() == StatusCode::kUnavailable) {
@@ -301,9 +301,9 @@ Status infer_DFT(InferContext& ctx) {
   return Status::Ok();
 }
 
-Status cpu_DFT(KernelContext& ctx) {
+Status cpu_dft(KernelContext& ctx, bool axis_input) {
   const Tensor& x = ctx.in(0);
-  GPUOPT_ASSIGN_OR_RETURN(DftParams p, dft_params<KernelContext>(ctx, x.rank(), kernel_extent,
+  GPUOPT_ASSIGN_OR_RETURN(DftParams p, dft_params<KernelContext>(ctx, axis_input, x.rank(), kernel_extent,
                                                                   ctx.has_input(1) ? &ctx.in(1) : nullptr,
                                                                   ctx.has_input(2) ? &ctx.in(2) : nullptr, false));
   std::vector<double> y;
@@ -311,6 +311,13 @@ Status cpu_DFT(KernelContext& ctx) {
   nn::from_doubles(ctx.out(0), y);
   return Status::Ok();
 }
+
+}  // namespace
+
+Status infer_DFT_v1(InferContext& ctx) { return infer_dft(ctx, false); }
+Status cpu_DFT_v1(KernelContext& ctx) { return cpu_dft(ctx, false); }
+Status infer_DFT(InferContext& ctx) { return infer_dft(ctx, true); }
+Status cpu_DFT(KernelContext& ctx) { return cpu_dft(ctx, true); }
 
 // 8 flops (a complex multiply-add) per output element and input sample along the axis. The axis
 // is the axis input when constant, else the attribute, else -2 (opset 20's default, and the same

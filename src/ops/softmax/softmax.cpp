@@ -12,21 +12,22 @@ namespace {
 
 enum class Kind { kSoftmax, kLogSoftmax, kHardmax };
 
-int64_t default_axis(int opset) {
-  return opset < 13 ? 1 : -1;
-}
+// The two ONNX forms: before 13 the input is coerced to 2-D at `axis` (default 1); from 13 the
+// op runs along the one dimension `axis` (default -1).
+enum class Form { kCoerced2D, kAxis };
 
-Status infer_softmax(InferContext& ctx) {
+int64_t default_axis(Form form) { return form == Form::kCoerced2D ? 1 : -1; }
+
+Status infer_softmax(InferContext& ctx, Form form) {
   if (!ctx.has_input(0)) return ctx.error("input 0 is missing");
   GPUOPT_RETURN_IF_ERROR(check_input_dtype(ctx, 0, kFloatTypes));
   const ValueInfo& in = ctx.in(0);
   if (in.rank_known) {
     const int64_t rank = static_cast<int64_t>(in.shape.size());
-    int64_t axis = ctx.node.attr_i("axis", default_axis(ctx.opset));
+    int64_t axis = ctx.node.attr_i("axis", default_axis(form));
     // the coerced 2-D form also accepts axis == rank (everything in the outer block)
-    const bool ok = ctx.opset < 13 ? (axis >= -rank && axis <= rank) : normalize_axis(&axis, rank);
-    if (!ok)
-      return ctx.error("axis {} is out of range for rank {}", ctx.node.attr_i("axis", default_axis(ctx.opset)), rank);
+    const bool ok = form == Form::kCoerced2D ? (axis >= -rank && axis <= rank) : normalize_axis(&axis, rank);
+    if (!ok) return ctx.error("axis {} is out of range for rank {}", ctx.node.attr_i("axis", default_axis(form)), rank);
   }
   ctx.outputs[0].dtype = in.dtype;
   ctx.outputs[0].rank_known = in.rank_known;
@@ -34,17 +35,17 @@ Status infer_softmax(InferContext& ctx) {
   return Status::Ok();
 }
 
-Status cpu_softmax(KernelContext& ctx, Kind kind) {
+Status cpu_softmax(KernelContext& ctx, Kind kind, Form form) {
   const Tensor& x = ctx.in(0);
   const int64_t rank = x.rank();
-  int64_t axis = ctx.node.attr_i("axis", default_axis(ctx.opset));
+  int64_t axis = ctx.node.attr_i("axis", default_axis(form));
   if (axis < 0) axis += rank;
   int64_t outer = 1, n = 1, inner = 1;
   for (int64_t d = 0; d < rank; ++d) {
     if (d < axis)
       outer *= x.dim(d);
-    else if (ctx.opset < 13 || d == axis)
-      n *= x.dim(d);  // opset < 13: the whole trailing block
+    else if (form == Form::kCoerced2D || d == axis)
+      n *= x.dim(d);  // coerced to 2-D: the whole trailing block
     else
       inner *= x.dim(d);
   }
@@ -85,32 +86,26 @@ Status cpu_softmax(KernelContext& ctx, Kind kind) {
 
 }  // namespace
 
-Status infer_Softmax(InferContext& ctx) {
-  return infer_softmax(ctx);
-}
-Status cpu_Softmax(KernelContext& ctx) {
-  return cpu_softmax(ctx, Kind::kSoftmax);
-}
+Status infer_Softmax_v1(InferContext& ctx) { return infer_softmax(ctx, Form::kCoerced2D); }
+Status cpu_Softmax_v1(KernelContext& ctx) { return cpu_softmax(ctx, Kind::kSoftmax, Form::kCoerced2D); }
+Status infer_Softmax(InferContext& ctx) { return infer_softmax(ctx, Form::kAxis); }
+Status cpu_Softmax(KernelContext& ctx) { return cpu_softmax(ctx, Kind::kSoftmax, Form::kAxis); }
 double flops_Softmax(const FlopsContext& ctx) {
   return 5 * known_numel(ctx.outputs[0]);
 }
 
-Status infer_LogSoftmax(InferContext& ctx) {
-  return infer_softmax(ctx);
-}
-Status cpu_LogSoftmax(KernelContext& ctx) {
-  return cpu_softmax(ctx, Kind::kLogSoftmax);
-}
+Status infer_LogSoftmax_v1(InferContext& ctx) { return infer_softmax(ctx, Form::kCoerced2D); }
+Status cpu_LogSoftmax_v1(KernelContext& ctx) { return cpu_softmax(ctx, Kind::kLogSoftmax, Form::kCoerced2D); }
+Status infer_LogSoftmax(InferContext& ctx) { return infer_softmax(ctx, Form::kAxis); }
+Status cpu_LogSoftmax(KernelContext& ctx) { return cpu_softmax(ctx, Kind::kLogSoftmax, Form::kAxis); }
 double flops_LogSoftmax(const FlopsContext& ctx) {
   return 5 * known_numel(ctx.outputs[0]);
 }
 
-Status infer_Hardmax(InferContext& ctx) {
-  return infer_softmax(ctx);
-}
-Status cpu_Hardmax(KernelContext& ctx) {
-  return cpu_softmax(ctx, Kind::kHardmax);
-}
+Status infer_Hardmax_v1(InferContext& ctx) { return infer_softmax(ctx, Form::kCoerced2D); }
+Status cpu_Hardmax_v1(KernelContext& ctx) { return cpu_softmax(ctx, Kind::kHardmax, Form::kCoerced2D); }
+Status infer_Hardmax(InferContext& ctx) { return infer_softmax(ctx, Form::kAxis); }
+Status cpu_Hardmax(KernelContext& ctx) { return cpu_softmax(ctx, Kind::kHardmax, Form::kAxis); }
 double flops_Hardmax(const FlopsContext& ctx) {
   return known_numel(ctx.outputs[0]);
 }

@@ -57,11 +57,13 @@ double flops_Transpose(const FlopsContext&) { return 0.0; }
 
 // --- Concat -------------------------------------------------------------------------------
 
-Status infer_Concat(InferContext& ctx) {
+namespace {
+// axis_required: from opset 4 (before, axis defaults to 1).
+Status infer_concat(InferContext& ctx, bool axis_required) {
   if (ctx.num_inputs() == 0) return ctx.error("needs at least one input");
   for (size_t i = 0; i < ctx.num_inputs(); ++i)
     if (!ctx.has_input(i)) return ctx.error("input {} is missing", i);
-  if (!ctx.node.has_attr("axis") && ctx.opset >= 4) return ctx.error("attribute 'axis' is required");
+  if (!ctx.node.has_attr("axis") && axis_required) return ctx.error("attribute 'axis' is required");
   const DType dt = ctx.in(0).dtype;
   int64_t rank = -1;
   for (size_t i = 0; i < ctx.num_inputs(); ++i) {
@@ -104,6 +106,10 @@ Status infer_Concat(InferContext& ctx) {
   set_output(ctx, 0, dt, std::move(out));
   return Status::Ok();
 }
+}  // namespace
+Status infer_Concat_v1(InferContext& ctx) { return infer_concat(ctx, false); }
+Status infer_Concat(InferContext& ctx) { return infer_concat(ctx, true); }
+Status cpu_Concat_v1(KernelContext& ctx) { return cpu_Concat(ctx); }
 Status cpu_Concat(KernelContext& ctx) {
   Tensor& out = ctx.out(0);
   int64_t axis = ctx.node.attr_i("axis", 1);
@@ -250,12 +256,13 @@ struct SliceArgs {
   std::vector<int64_t> starts, ends, axes, steps;
 };
 
-// Opset 1-9: attributes; 10+: inputs 1..4. Returns false when some input value is unknown.
+// attr_form (opsets 1-9, Slice_v1): attributes; 10+: inputs 1..4. Sets *known to false when some
+// input value is unknown.
 template <typename GetInts>
-Status slice_args(const Node& node, int opset, GetInts get, SliceArgs* a, bool* known,
+Status slice_args(const Node& node, bool attr_form, GetInts get, SliceArgs* a, bool* known,
                   const std::function<Status(std::string)>& fail) {
   *known = true;
-  if (opset < 10) {
+  if (attr_form) {
     a->starts = node.attr_ints("starts");
     a->ends = node.attr_ints("ends");
     a->axes = node.attr_ints("axes");
@@ -286,10 +293,9 @@ Status slice_args(const Node& node, int opset, GetInts get, SliceArgs* a, bool* 
     if (s == 0) return fail("steps must not be 0");
   return Status::Ok();
 }
-}  // namespace
 
-Status infer_Slice(InferContext& ctx) {
-  GPUOPT_RETURN_IF_ERROR(check_inputs(ctx, ctx.opset < 10 ? 1 : 3, ctx.opset < 10 ? 1 : 5));
+Status infer_slice(InferContext& ctx, bool attr_form) {
+  GPUOPT_RETURN_IF_ERROR(check_inputs(ctx, attr_form ? 1 : 3, attr_form ? 1 : 5));
   for (size_t i = 1; i < 5; ++i) GPUOPT_RETURN_IF_ERROR(require_int_tensor(ctx, i, "starts/ends/axes/steps"));
   const ValueInfo& in = ctx.in(0);
   if (!in.rank_known) {
@@ -300,7 +306,7 @@ Status infer_Slice(InferContext& ctx) {
   SliceArgs a;
   bool known = true;
   GPUOPT_RETURN_IF_ERROR(slice_args(
-      ctx.node, ctx.opset,
+      ctx.node, attr_form,
       [&](size_t i, bool* present) {
         *present = ctx.has_input(i);
         return const_ints(ctx, i);
@@ -333,12 +339,12 @@ Status infer_Slice(InferContext& ctx) {
   return Status::Ok();
 }
 
-Status cpu_Slice(KernelContext& ctx) {
+Status cpu_slice(KernelContext& ctx, bool attr_form) {
   const Tensor& in = ctx.in(0);
   SliceArgs a;
   bool known = true;
   GPUOPT_RETURN_IF_ERROR(slice_args(
-      ctx.node, ctx.opset,
+      ctx.node, attr_form,
       [&](size_t i, bool* present) -> std::optional<std::vector<int64_t>> {
         *present = ctx.has_input(i);
         if (!*present) return std::nullopt;
@@ -359,6 +365,12 @@ Status cpu_Slice(KernelContext& ctx) {
   gather_by_tables(in, ctx.out(0), tables);
   return Status::Ok();
 }
+}  // namespace
+
+Status infer_Slice_v1(InferContext& ctx) { return infer_slice(ctx, true); }
+Status cpu_Slice_v1(KernelContext& ctx) { return cpu_slice(ctx, true); }
+Status infer_Slice(InferContext& ctx) { return infer_slice(ctx, false); }
+Status cpu_Slice(KernelContext& ctx) { return cpu_slice(ctx, false); }
 double flops_Slice(const FlopsContext&) { return 0.0; }
 
 }  // namespace gpuopt

@@ -91,10 +91,12 @@ Status copy_kernel(KernelContext& ctx) {
   return Status::Ok();
 }
 
-// Squeeze/Unsqueeze axes: attribute before opset 13, optional input from 13 on.
-std::optional<std::vector<int64_t>> axes_of(const InferContext& ctx, bool* known) {
+// Squeeze/Unsqueeze axes: the attribute in the form before opset 13 (_v1); from 13 the optional
+// input (an `axes` attribute is still read when present).
+enum class AxesForm { kAttribute, kInput };
+std::optional<std::vector<int64_t>> axes_of(const InferContext& ctx, AxesForm form, bool* known) {
   *known = true;
-  if (ctx.opset < 13 || ctx.node.has_attr("axes")) {
+  if (form == AxesForm::kAttribute || ctx.node.has_attr("axes")) {
     if (!ctx.node.has_attr("axes")) return std::nullopt;
     return ctx.node.attr_ints("axes");
   }
@@ -108,8 +110,9 @@ std::optional<std::vector<int64_t>> axes_of(const InferContext& ctx, bool* known
 
 // --- Reshape ------------------------------------------------------------------------------
 
-Status infer_Reshape(InferContext& ctx) {
-  const bool attr_form = ctx.opset < 5 && ctx.node.has_attr("shape");
+namespace {
+// attr_form: the shape is the attribute (the form before opset 5, when the node has it).
+Status infer_reshape(InferContext& ctx, bool attr_form) {
   GPUOPT_RETURN_IF_ERROR(check_inputs(ctx, attr_form ? 1 : 2, attr_form ? 1 : 2));
   GPUOPT_RETURN_IF_ERROR(require_int_tensor(ctx, 1, "shape"));
   const ValueInfo& in = ctx.in(0);
@@ -127,6 +130,10 @@ Status infer_Reshape(InferContext& ctx) {
   set_output(ctx, 0, in.dtype, std::move(out));
   return Status::Ok();
 }
+}  // namespace
+Status infer_Reshape_v1(InferContext& ctx) { return infer_reshape(ctx, ctx.node.has_attr("shape")); }
+Status cpu_Reshape_v1(KernelContext& ctx) { return copy_kernel(ctx); }
+Status infer_Reshape(InferContext& ctx) { return infer_reshape(ctx, false); }
 Status cpu_Reshape(KernelContext& ctx) { return copy_kernel(ctx); }
 double flops_Reshape(const FlopsContext&) { return 0.0; }
 
@@ -152,12 +159,13 @@ double flops_Flatten(const FlopsContext&) { return 0.0; }
 
 // --- Squeeze ------------------------------------------------------------------------------
 
-Status infer_Squeeze(InferContext& ctx) {
+namespace {
+Status infer_squeeze(InferContext& ctx, AxesForm form) {
   GPUOPT_RETURN_IF_ERROR(check_inputs(ctx, 1, 2));
   GPUOPT_RETURN_IF_ERROR(require_int_tensor(ctx, 1, "axes"));
   const ValueInfo& in = ctx.in(0);
   bool known = true;
-  auto axes = axes_of(ctx, &known);
+  auto axes = axes_of(ctx, form, &known);
   if (!in.rank_known || !known) {
     int64_t rank = -1;
     if (in.rank_known && ctx.in(1).rank_known && ctx.in(1).shape.size() == 1 && ctx.in(1).shape[0] >= 0)
@@ -193,17 +201,22 @@ Status infer_Squeeze(InferContext& ctx) {
   set_output(ctx, 0, in.dtype, std::move(out));
   return Status::Ok();
 }
+}  // namespace
+Status infer_Squeeze_v1(InferContext& ctx) { return infer_squeeze(ctx, AxesForm::kAttribute); }
+Status cpu_Squeeze_v1(KernelContext& ctx) { return copy_kernel(ctx); }
+Status infer_Squeeze(InferContext& ctx) { return infer_squeeze(ctx, AxesForm::kInput); }
 Status cpu_Squeeze(KernelContext& ctx) { return copy_kernel(ctx); }
 double flops_Squeeze(const FlopsContext&) { return 0.0; }
 
 // --- Unsqueeze ----------------------------------------------------------------------------
 
-Status infer_Unsqueeze(InferContext& ctx) {
+namespace {
+Status infer_unsqueeze(InferContext& ctx, AxesForm form) {
   GPUOPT_RETURN_IF_ERROR(check_inputs(ctx, 1, 2));
   GPUOPT_RETURN_IF_ERROR(require_int_tensor(ctx, 1, "axes"));
   const ValueInfo& in = ctx.in(0);
   bool known = true;
-  auto axes = axes_of(ctx, &known);
+  auto axes = axes_of(ctx, form, &known);
   if (known && !axes) return ctx.error("axes are required");
   if (!in.rank_known || !known) {
     int64_t rank = -1;
@@ -227,6 +240,10 @@ Status infer_Unsqueeze(InferContext& ctx) {
   set_output(ctx, 0, in.dtype, std::move(out));
   return Status::Ok();
 }
+}  // namespace
+Status infer_Unsqueeze_v1(InferContext& ctx) { return infer_unsqueeze(ctx, AxesForm::kAttribute); }
+Status cpu_Unsqueeze_v1(KernelContext& ctx) { return copy_kernel(ctx); }
+Status infer_Unsqueeze(InferContext& ctx) { return infer_unsqueeze(ctx, AxesForm::kInput); }
 Status cpu_Unsqueeze(KernelContext& ctx) { return copy_kernel(ctx); }
 double flops_Unsqueeze(const FlopsContext&) { return 0.0; }
 
@@ -303,7 +320,9 @@ DropoutArgs dropout_args(const Ctx& ctx, const Tensor* ratio_t, const Tensor* tr
 }
 }  // namespace
 
-Status infer_Dropout(InferContext& ctx) {
+namespace {
+// mask_bool: the mask output is bool (from opset 10; before, it has the input's dtype).
+Status infer_dropout(InferContext& ctx, bool mask_bool) {
   GPUOPT_RETURN_IF_ERROR(check_inputs(ctx, 1, 3));
   const ValueInfo& in = ctx.in(0);
   if (!dtype_is_float(in.dtype) && in.dtype != DType::Undefined)
@@ -315,10 +334,14 @@ Status infer_Dropout(InferContext& ctx) {
   if (ctx.outputs.size() > 1) {
     ctx.outputs[1] = in;
     ctx.outputs[1].value = nullptr;
-    ctx.outputs[1].dtype = ctx.opset >= 10 ? DType::Bool : in.dtype;
+    ctx.outputs[1].dtype = mask_bool ? DType::Bool : in.dtype;
   }
   return Status::Ok();
 }
+}  // namespace
+Status infer_Dropout_v1(InferContext& ctx) { return infer_dropout(ctx, false); }
+Status infer_Dropout(InferContext& ctx) { return infer_dropout(ctx, true); }
+Status cpu_Dropout_v1(KernelContext& ctx) { return cpu_Dropout(ctx); }
 
 Status cpu_Dropout(KernelContext& ctx) {
   const Tensor& x = ctx.in(0);

@@ -172,11 +172,16 @@ Tensor scalar_of(DType dtype, const Tensor* v, double attr_value) {
   return t;
 }
 
+// Where a form of Pad reads its pads: attribute `paddings` (opset 1), attribute `pads` (2-10),
+// input 1 (11+).
+enum class PadsFrom { kPaddingsAttr, kPadsAttr, kInput };
+
 // Pads in ONNX layout [b_0..b_{n-1}, e_0..e_{n-1}] over `axes`, expanded to every dim.
-Status pad_amounts(const Node& node, int opset, int64_t rank, const std::optional<std::vector<int64_t>>& pads_in,
+Status pad_amounts(const Node& node, PadsFrom from, int64_t rank, const std::optional<std::vector<int64_t>>& pads_in,
                    const std::optional<std::vector<int64_t>>& axes_in, std::vector<int64_t>* begin,
                    std::vector<int64_t>* end, const std::function<Status(std::string)>& fail) {
-  std::vector<int64_t> pads = opset < 11 ? node.attr_ints(opset < 2 ? "paddings" : "pads") : *pads_in;
+  std::vector<int64_t> pads = from == PadsFrom::kInput ? *pads_in
+                              : node.attr_ints(from == PadsFrom::kPaddingsAttr ? "paddings" : "pads");
   std::vector<int64_t> axes;
   if (axes_in) axes = *axes_in;
   else {
@@ -195,25 +200,25 @@ Status pad_amounts(const Node& node, int opset, int64_t rank, const std::optiona
   }
   return Status::Ok();
 }
-}  // namespace
 
-Status infer_Pad(InferContext& ctx) {
-  GPUOPT_RETURN_IF_ERROR(check_inputs(ctx, ctx.opset < 11 ? 1 : 2, ctx.opset < 11 ? 1 : 4));
+Status infer_pad(InferContext& ctx, PadsFrom from) {
+  const bool attr_form = from != PadsFrom::kInput;
+  GPUOPT_RETURN_IF_ERROR(check_inputs(ctx, attr_form ? 1 : 2, attr_form ? 1 : 4));
   GPUOPT_RETURN_IF_ERROR(require_int_tensor(ctx, 1, "pads"));
   GPUOPT_RETURN_IF_ERROR(require_int_tensor(ctx, 3, "axes"));
   const ValueInfo& in = ctx.in(0);
   const std::string mode = ctx.node.attr_s("mode", "constant");
   if (mode != "constant" && mode != "reflect" && mode != "edge" && mode != "wrap")
     return ctx.error("mode '{}' must be constant, reflect, edge or wrap", mode);
-  auto pads = ctx.opset < 11 ? std::optional<std::vector<int64_t>>{} : const_ints(ctx, 1);
+  auto pads = attr_form ? std::optional<std::vector<int64_t>>{} : const_ints(ctx, 1);
   auto axes = ctx.has_input(3) ? const_ints(ctx, 3) : std::nullopt;
-  if (!in.rank_known || (ctx.opset >= 11 && !pads) || (ctx.has_input(3) && !axes)) {
+  if (!in.rank_known || (!attr_form && !pads) || (ctx.has_input(3) && !axes)) {
     set_output_rank(ctx, 0, in.dtype, in.rank_known ? static_cast<int64_t>(in.shape.size()) : -1);
     return Status::Ok();
   }
   const int64_t r = static_cast<int64_t>(in.shape.size());
   std::vector<int64_t> b, e;
-  GPUOPT_RETURN_IF_ERROR(pad_amounts(ctx.node, ctx.opset, r, pads, axes, &b, &e, [&](std::string m) { return ctx.error("{}", m); }));
+  GPUOPT_RETURN_IF_ERROR(pad_amounts(ctx.node, from, r, pads, axes, &b, &e, [&](std::string m) { return ctx.error("{}", m); }));
   Shape out = in.shape;
   for (int64_t d = 0; d < r; ++d) {
     if (out[d] < 0) {
@@ -224,20 +229,20 @@ Status infer_Pad(InferContext& ctx) {
       return ctx.error("cannot {}-pad axis {} of extent 0", mode, d);
     if (!checked_add(out[d], b[d], &out[d]) || !checked_add(out[d], e[d], &out[d]))
       return ctx.error("pads overflow axis {} of shape {}", d, shape_to_string(in.shape));
-    if (out[d] < 0) return ctx.error("pads {} crop axis {} of shape {} below 0", dims_string(*pads), d, shape_to_string(in.shape));
+    if (out[d] < 0) return ctx.error("pads begin {} end {} crop axis {} of shape {} below 0", b[d], e[d], d, shape_to_string(in.shape));
   }
   set_output(ctx, 0, in.dtype, std::move(out));
   return Status::Ok();
 }
 
-Status cpu_Pad(KernelContext& ctx) {
+Status cpu_pad(KernelContext& ctx, PadsFrom from) {
   const Tensor& in = ctx.in(0);
   const int64_t r = in.rank();
   std::optional<std::vector<int64_t>> pads, axes;
-  if (ctx.opset >= 11) pads = ctx.in(1).to_i64_vector();
+  if (from == PadsFrom::kInput) pads = ctx.in(1).to_i64_vector();
   if (ctx.has_input(3)) axes = ctx.in(3).to_i64_vector();
   std::vector<int64_t> b, e;
-  GPUOPT_RETURN_IF_ERROR(pad_amounts(ctx.node, ctx.opset, r, pads, axes, &b, &e, [&](std::string m) { return ctx.error("{}", m); }));
+  GPUOPT_RETURN_IF_ERROR(pad_amounts(ctx.node, from, r, pads, axes, &b, &e, [&](std::string m) { return ctx.error("{}", m); }));
   const std::string mode = ctx.node.attr_s("mode", "constant");
   const std::vector<int64_t> st = shape_strides(in.shape());
   std::vector<std::vector<int64_t>> tables(static_cast<size_t>(r));
@@ -265,6 +270,14 @@ Status cpu_Pad(KernelContext& ctx) {
   gather_by_tables(in, ctx.out(0), tables, fill.raw(), fill_str);
   return Status::Ok();
 }
+}  // namespace
+
+Status infer_Pad_v1(InferContext& ctx) { return infer_pad(ctx, PadsFrom::kPaddingsAttr); }
+Status cpu_Pad_v1(KernelContext& ctx) { return cpu_pad(ctx, PadsFrom::kPaddingsAttr); }
+Status infer_Pad_v2(InferContext& ctx) { return infer_pad(ctx, PadsFrom::kPadsAttr); }
+Status cpu_Pad_v2(KernelContext& ctx) { return cpu_pad(ctx, PadsFrom::kPadsAttr); }
+Status infer_Pad(InferContext& ctx) { return infer_pad(ctx, PadsFrom::kInput); }
+Status cpu_Pad(KernelContext& ctx) { return cpu_pad(ctx, PadsFrom::kInput); }
 double flops_Pad(const FlopsContext&) { return 0.0; }
 
 }  // namespace gpuopt

@@ -16,7 +16,7 @@
 // channels-last algorithm for a shape, that node runs the NCHW plan between transposes.
 #include "ops/conv/cuda/conv_epilogue.h"
 #include "backends/cuda/cuda_ops.h"
-#include "backends/cuda/depthwise.h"
+#include "ops/conv/cuda/depthwise.h"
 #include "ops/conv/cuda/cudnn_conv.h"
 #include "ops/tensor/cuda/layout.h"
 #include "backends/cuda/plan_store.h"

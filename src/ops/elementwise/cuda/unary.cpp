@@ -35,12 +35,13 @@ Status run_gelu(CudaKernelContext& k) {
                       k.in(0).numel(), {}, k.ctx.stream);
 }
 
-// Clip: bounds from attributes (opset < 11) or optional scalar inputs read on the host.
-Status run_clip(CudaKernelContext& k) {
+// Clip: bounds from attributes (attr_bounds: the form before opset 11) or optional scalar inputs
+// read on the host.
+Status run_clip_impl(CudaKernelContext& k, bool attr_bounds) {
   UnaryParams p;
   p.alpha = -3.402823466e38f;
   p.beta = 3.402823466e38f;
-  if (k.opset < 11) {
+  if (attr_bounds) {
     p.alpha = k.node.attr_f("min", p.alpha);
     p.beta = k.node.attr_f("max", p.beta);
   } else {
@@ -49,6 +50,9 @@ Status run_clip(CudaKernelContext& k) {
   }
   return launch_unary(UnaryOp::kClip, k.in(0).dtype(), k.in(0).raw(), k.out(0).raw(), k.in(0).numel(), p, k.ctx.stream);
 }
+
+Status run_clip_v1(CudaKernelContext& k) { return run_clip_impl(k, true); }
+Status run_clip(CudaKernelContext& k) { return run_clip_impl(k, false); }
 
 bool float_input(const Node&, const std::vector<DType>& in) {
   return !in.empty() && (in[0] == DType::F32 || in[0] == DType::F16 || in[0] == DType::BF16);
@@ -82,7 +86,8 @@ GPUOPT_CUDA_UNARY(Cos, kCos);
 GPUOPT_CUDA_UNARY(IsNaN, kIsNaN);
 GPUOPT_CUDA_UNARY(IsInf, kIsInf);
 GPUOPT_CUDA_OP(Gelu, &run_gelu, &float_input);
-GPUOPT_CUDA_OP(Clip, &run_clip, &float_input, host_inputs_mask({1, 2}));
+GPUOPT_CUDA_OP_RANGE(Clip, 1, 10, &run_clip_v1, &float_input);
+GPUOPT_CUDA_OP_RANGE(Clip, 11, kOpsetMax, &run_clip, &float_input, host_inputs_mask({1, 2}));
 #undef GPUOPT_CUDA_UNARY
 
 }  // namespace gpuopt::cuda

@@ -1,5 +1,6 @@
 // Index and creation kernels (see index_ops.h). Grid-stride loops; data movement by element size.
 #include "ops/index/cuda/index_math.h"
+#include "backends/cuda/kernels/by_size.cuh"
 #include "backends/cuda/kernels/kernel_common.cuh"
 #include "core/cuda_check.h"
 
@@ -14,17 +15,6 @@ constexpr int kThreads = 256;
 unsigned grid_for(int64_t n) { return kern::grid_for(n, kThreads); }
 #define GRID_LOOP(i, n) \
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); i += int64_t(gridDim.x) * blockDim.x)
-
-template <typename F>
-Status by_size(size_t es, F&& f) {
-  switch (es) {
-    case 1: f(uint8_t{}); return Status::Ok();
-    case 2: f(uint16_t{}); return Status::Ok();
-    case 4: f(uint32_t{}); return Status::Ok();
-    case 8: f(uint64_t{}); return Status::Ok();
-    default: return Status::Unimplemented("CUDA data movement of {}-byte elements", es);
-  }
-}
 
 // ---- Trilu -----------------------------------------------------------------------------------
 

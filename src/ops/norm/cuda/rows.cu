@@ -1,6 +1,7 @@
 // TopK and Instance/GroupNormalization kernels (see rows.h).
 #include "ops/index/cuda/index_math.h"
 #include "ops/norm/cuda/rows.h"
+#include "backends/cuda/kernels/float_convert.cuh"
 #include "core/cuda_check.h"
 
 #include <cuda_bf16.h>
@@ -13,12 +14,8 @@ namespace {
 constexpr int kBlock = 256;
 constexpr int kTile = 1024;
 
-template <typename T> __device__ __forceinline__ float ld(const T* p, int64_t i) { return static_cast<float>(p[i]); }
-template <> __device__ __forceinline__ float ld<__half>(const __half* p, int64_t i) { return __half2float(p[i]); }
-template <> __device__ __forceinline__ float ld<__nv_bfloat16>(const __nv_bfloat16* p, int64_t i) { return __bfloat162float(p[i]); }
-template <typename T> __device__ __forceinline__ void st(T* p, int64_t i, float v) { p[i] = static_cast<T>(v); }
-template <> __device__ __forceinline__ void st<__half>(__half* p, int64_t i, float v) { p[i] = __float2half_rn(v); }
-template <> __device__ __forceinline__ void st<__nv_bfloat16>(__nv_bfloat16* p, int64_t i, float v) { p[i] = __float2bfloat16_rn(v); }
+using kern::ld;
+using kern::st;
 
 // ---- TopK ------------------------------------------------------------------------------------
 

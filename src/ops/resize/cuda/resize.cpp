@@ -59,12 +59,12 @@ Status plan_error(const Node& node, fmt::format_string<Args...> f, Args&&... arg
 }  // namespace
 
 // Scales and roi per axis as the CPU reference's plan; the output shape is already inferred.
-Result<ResizeDesc> make_resize_desc(const Node& node, int opset, bool upsample, const Shape& in, const Shape& out,
+Result<ResizeDesc> make_resize_desc(const Node& node, ResizeForm form, const Shape& in, const Shape& out,
                                     const std::vector<const Tensor*>& host) {
   const int64_t r = static_cast<int64_t>(in.size());
   if (r > kMaxRank) return plan_error(node, "rank {} exceeds the CUDA limit {}", r, kMaxRank);
   if (static_cast<int64_t>(out.size()) != r) return plan_error(node, "output rank {} != input rank {}", out.size(), r);
-  const bool legacy = upsample || opset < 11;
+  const bool legacy = form != ResizeForm::kFull;
   ResizeDesc d;
   d.rank = static_cast<int>(r);
   d.numel = shape_numel(out);
@@ -98,7 +98,7 @@ Result<ResizeDesc> make_resize_desc(const Node& node, int opset, bool upsample, 
   auto given = [&](size_t i) -> const Tensor* {
     return i < host.size() && host[i] && host[i]->numel() > 0 ? host[i] : nullptr;
   };
-  if (upsample && opset < 9) {
+  if (form == ResizeForm::kScalesAttr) {
     for (float f : node.attr_floats("scales")) scales.push_back(f);
   } else if (legacy) {
     if (!given(1)) return plan_error(node, "input 'scales' is required");
@@ -143,18 +143,18 @@ Result<ResizeDesc> make_resize_desc(const Node& node, int opset, bool upsample, 
 
 namespace {
 
-Status run_resize_like(CudaKernelContext& k, bool upsample) {
-  GPUOPT_ASSIGN_OR_RETURN(ResizeDesc d,
-                          make_resize_desc(k.node, k.opset, upsample, k.in(0).shape(), k.out(0).shape(), k.host));
+template <ResizeForm kForm>
+Status run_resize(CudaKernelContext& k) {
+  GPUOPT_ASSIGN_OR_RETURN(ResizeDesc d, make_resize_desc(k.node, kForm, k.in(0).shape(), k.out(0).shape(), k.host));
   return launch_resize(k.in(0).dtype(), k.in(0).raw(), k.out(0).raw(), d, k.ctx.stream);
 }
 
-Status run_resize(CudaKernelContext& k) { return run_resize_like(k, false); }
-Status run_upsample(CudaKernelContext& k) { return run_resize_like(k, true); }
-
 }  // namespace
 
-GPUOPT_CUDA_OP(Resize, &run_resize, &resize_supported, host_inputs_mask({1, 2, 3}));
-GPUOPT_CUDA_OP(Upsample, &run_upsample, &resize_supported, host_inputs_mask({1}));
+// The forms and their opsets as on the CPU (ir/ops_versions.inc, ops/resize/resize_form.h).
+GPUOPT_CUDA_OP_RANGE(Resize, 1, 10, &run_resize<ResizeForm::kScalesInput>, &resize_supported, host_inputs_mask({1, 2, 3}));
+GPUOPT_CUDA_OP_RANGE(Resize, 11, kOpsetMax, &run_resize<ResizeForm::kFull>, &resize_supported, host_inputs_mask({1, 2, 3}));
+GPUOPT_CUDA_OP_RANGE(Upsample, 1, 8, &run_resize<ResizeForm::kScalesAttr>, &resize_supported, host_inputs_mask({1}));
+GPUOPT_CUDA_OP_RANGE(Upsample, 9, 9, &run_resize<ResizeForm::kScalesInput>, &resize_supported, host_inputs_mask({1}));
 
 }  // namespace gpuopt::cuda

@@ -5,15 +5,16 @@
 #include "ops/resize/cuda/resize.h"
 #include "core/tensor.h"
 #include "ir/graph.h"
+#include "ops/resize/resize_form.h"
 
 #include <vector>
 
 namespace gpuopt::cuda {
 
-// The plan for a Resize (opset >= 10) or Upsample node: per-axis scale, roi and identity flags
-// as the CPU reference computes them; `host` holds the node's inputs known on the host (roi,
-// scales, sizes), `out` the inferred output shape.
-Result<ResizeDesc> make_resize_desc(const Node& node, int opset, bool upsample, const Shape& in, const Shape& out,
+// The plan for a Resize or Upsample node of form `form` (the opset picks it: resize_form.h):
+// per-axis scale, roi and identity flags as the CPU reference computes them; `host` holds the
+// node's inputs known on the host (roi, scales, sizes), `out` the inferred output shape.
+Result<ResizeDesc> make_resize_desc(const Node& node, ResizeForm form, const Shape& in, const Shape& out,
                                     const std::vector<const Tensor*>& host);
 
 }  // namespace gpuopt::cuda

@@ -47,12 +47,13 @@ Status run_expand(CudaKernelContext& k) {
 }
 
 // Start and step per axis by the ONNX Slice rules (the output shape is already inferred).
-Status run_slice(CudaKernelContext& k) {
+// attr_form: starts/axes are attributes (the form before opset 10); else host inputs 1..4.
+Status run_slice_impl(CudaKernelContext& k, bool attr_form) {
   const Tensor& x = k.in(0);
   const int64_t r = x.rank();
   if (r > kMaxRank) return k.error("rank {} exceeds the CUDA limit {}", r, kMaxRank);
   std::vector<int64_t> starts, axes, steps;
-  if (k.opset < 10) {
+  if (attr_form) {
     starts = k.node.attr_ints("starts");
     axes = k.node.attr_ints("axes");
   } else {
@@ -108,11 +109,15 @@ Status run_concat(CudaKernelContext& k) {
   return Status::Ok();
 }
 
+Status run_slice_v1(CudaKernelContext& k) { return run_slice_impl(k, true); }
+Status run_slice(CudaKernelContext& k) { return run_slice_impl(k, false); }
+
 }  // namespace
 
 GPUOPT_CUDA_OP(Transpose, &run_transpose, &any_types);
 GPUOPT_CUDA_OP(Expand, &run_expand, &any_types, host_inputs_mask({1}));
-GPUOPT_CUDA_OP(Slice, &run_slice, &any_types, host_inputs_mask({1, 2, 3, 4}));
+GPUOPT_CUDA_OP_RANGE(Slice, 1, 9, &run_slice_v1, &any_types);
+GPUOPT_CUDA_OP_RANGE(Slice, 10, kOpsetMax, &run_slice, &any_types, host_inputs_mask({1, 2, 3, 4}));
 GPUOPT_CUDA_OP(Concat, &run_concat, &any_types);
 
 }  // namespace gpuopt::cuda

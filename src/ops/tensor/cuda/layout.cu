@@ -3,6 +3,7 @@
 // since 64-bit `%` and `/` per axis per element cost more than moving the bytes.
 #include "ops/tensor/cuda/layout.h"
 #include "ops/tensor/cuda/layout_plan.h"
+#include "backends/cuda/kernels/by_size.cuh"
 #include "backends/cuda/kernels/kernel_common.cuh"
 #include "core/cuda_check.h"
 
@@ -176,18 +177,6 @@ __global__ void pad_index_kernel(const E* __restrict__ in, E* __restrict__ out, 
       src += j * d.in_strides[k];
     }
     out[i] = in[src];
-  }
-}
-
-// Calls f(E{}) with an unsigned type of the element size.
-template <typename F>
-Status by_size(size_t es, F&& f) {
-  switch (es) {
-    case 1: f(uint8_t{}); return Status::Ok();
-    case 2: f(uint16_t{}); return Status::Ok();
-    case 4: f(uint32_t{}); return Status::Ok();
-    case 8: f(uint64_t{}); return Status::Ok();
-    default: return Status::Unimplemented("CUDA data movement of {}-byte elements", es);
   }
 }
 

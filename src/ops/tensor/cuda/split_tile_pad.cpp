@@ -80,14 +80,15 @@ Status run_tile(CudaKernelContext& k) {
 // Pad. Edge, reflect and wrap: one index kernel (launch_pad_index). Constant: fill the output
 // with the value, then copy the kept part of the input into its window with one 2-D copy per
 // index of the leading dims (rows along the last two dims are evenly pitched). Negative pads crop.
-Status run_pad(CudaKernelContext& k) {
+// attr_form: pads and value are attributes (opsets 2-10); else host inputs 1..3.
+Status run_pad_impl(CudaKernelContext& k, bool attr_form) {
   const Tensor& x = k.in(0);
   Tensor& y = k.out(0);
   const int64_t r = x.rank();
   std::vector<int64_t> pads;
   double value = 0.0;
   std::vector<int64_t> axes;
-  if (k.opset < 11) {
+  if (attr_form) {
     pads = k.node.attr_ints("pads");
     value = k.node.attr_f("value", 0.0f);
   } else {
@@ -181,6 +182,9 @@ Status run_pad(CudaKernelContext& k) {
   return Status::Ok();
 }
 
+Status run_pad_v2(CudaKernelContext& k) { return run_pad_impl(k, true); }
+Status run_pad(CudaKernelContext& k) { return run_pad_impl(k, false); }
+
 bool pad_supported(const Node& node, const std::vector<DType>& in) {
   const std::string mode = node.attr_s("mode", "constant");
   return (mode == "constant" || mode == "edge" || mode == "reflect" || mode == "wrap") && any_types(node, in);
@@ -190,6 +194,8 @@ bool pad_supported(const Node& node, const std::vector<DType>& in) {
 
 GPUOPT_CUDA_OP(Split, &run_split, &any_types, host_inputs_mask({1}));
 GPUOPT_CUDA_OP(Tile, &run_tile, &any_types, host_inputs_mask({1}));
-GPUOPT_CUDA_OP(Pad, &run_pad, &pad_supported, host_inputs_mask({1, 2, 3}));
+// Pad-1 (`paddings`) has no CUDA form: such a node runs on the CPU.
+GPUOPT_CUDA_OP_RANGE(Pad, 2, 10, &run_pad_v2, &pad_supported);
+GPUOPT_CUDA_OP_RANGE(Pad, 11, kOpsetMax, &run_pad, &pad_supported, host_inputs_mask({1, 2, 3}));
 
 }  // namespace gpuopt::cuda

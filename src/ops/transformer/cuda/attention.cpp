@@ -4,7 +4,7 @@
 // transposes); an optional bool or additive mask broadcast to [B, Hq, Sq, Skv], is_causal and
 // scale — what fuse_attention writes and what the exporters' SDPA becomes. Past/present KV,
 // nonpad_kv_seqlen, softcap and the qk_matmul output run on the CPU reference.
-#include "backends/cuda/sdpa.h"
+#include "ops/transformer/cuda/sdpa.h"
 #include "ops/transformer/cuda/attention.h"
 #include "backends/cuda/cuda_ops.h"
 

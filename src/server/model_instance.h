@@ -1,11 +1,11 @@
 // The small interface the batcher runs models through. The real one wraps gpuopt::Session
-// (session_backend.cpp); tests plug in their own.
+// (session_instance.cpp); tests plug in their own.
 //
-//   struct Doubler : ModelBackend {
+//   struct Doubler : ModelInstance {
 //     Result<std::vector<Tensor>> run(const std::vector<Tensor>& in) override { ... }
 //   };
 //   ModelSource src{.inputs = {...}, .outputs = {...},
-//                   .create = [](const InstanceSpec&) -> Result<std::unique_ptr<ModelBackend>> { ... }};
+//                   .create = [](const InstanceSpec&) -> Result<std::unique_ptr<ModelInstance>> { ... }};
 #pragma once
 
 #include "core/status.h"
@@ -21,9 +21,9 @@
 namespace gpuopt::server {
 
 // One execution context: its own session/stream/buffers. run() is called by one thread at a time.
-class ModelBackend {
+class ModelInstance {
  public:
-  virtual ~ModelBackend() = default;
+  virtual ~ModelInstance() = default;
   // Inputs in the model's input order, batch dim included when the model batches; outputs in
   // the model's output order.
   virtual Result<std::vector<Tensor>> run(const std::vector<Tensor>& inputs) = 0;
@@ -43,7 +43,7 @@ struct InstanceSpec {
 struct ModelSource {
   std::vector<IoSpec> inputs;
   std::vector<IoSpec> outputs;
-  std::function<Result<std::unique_ptr<ModelBackend>>(const InstanceSpec&)> create;
+  std::function<Result<std::unique_ptr<ModelInstance>>(const InstanceSpec&)> create;
 };
 
 // Opens a model file (path to model.onnx); the server calls it off the request threads.

@@ -1,6 +1,6 @@
 // The host side of the depthwise channels-last kernel (depthwise.h), called by NhwcFusedConv.
 #include "ops/conv/cuda/cudnn_conv.h"
-#include "backends/cuda/depthwise.h"
+#include "ops/conv/cuda/depthwise.h"
 #include "ops/tensor/cuda/layout.h"
 #include "core/env.h"
 

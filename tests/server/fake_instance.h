@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "server/backend.h"
+#include "server/model_instance.h"
 
 namespace gpuopt::server::testing {
 
@@ -36,9 +36,9 @@ struct Recorder {
   }
 };
 
-class AddSubBackend : public ModelBackend {
+class AddSubInstance : public ModelInstance {
  public:
-  explicit AddSubBackend(std::shared_ptr<Recorder> rec, int id = 0) : rec_(std::move(rec)), id_(id) {}
+  explicit AddSubInstance(std::shared_ptr<Recorder> rec, int id = 0) : rec_(std::move(rec)), id_(id) {}
   Result<std::vector<Tensor>> run(const std::vector<Tensor>& in) override {
     {
       std::unique_lock<std::mutex> lk(rec_->mu);
@@ -69,8 +69,8 @@ inline ModelSource add_sub_source(std::shared_ptr<Recorder> rec, Shape dims = {-
   ModelSource src;
   src.inputs = {{"INPUT0", DType::F32, dims, true}, {"INPUT1", DType::F32, dims, true}};
   src.outputs = {{"OUTPUT0", DType::F32, dims, true}, {"OUTPUT1", DType::F32, dims, true}};
-  src.create = [rec](const InstanceSpec&) -> Result<std::unique_ptr<ModelBackend>> {
-    return std::unique_ptr<ModelBackend>(std::make_unique<AddSubBackend>(rec));
+  src.create = [rec](const InstanceSpec&) -> Result<std::unique_ptr<ModelInstance>> {
+    return std::unique_ptr<ModelInstance>(std::make_unique<AddSubInstance>(rec));
   };
   return src;
 }

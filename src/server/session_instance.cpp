@@ -1,16 +1,16 @@
-// ModelBackend over gpuopt::Session: each instance owns its own Session (its own backend
+// ModelInstance over gpuopt::Session: each instance owns its own Session (its own backend
 // context, stream and buffers on the GPU), so instances never share mutable state.
 #include "core/log.h"
 #include "monitor/cuda_props.h"
 #include "gpuopt/session.h"
-#include "server/backend.h"
+#include "server/model_instance.h"
 
 namespace gpuopt::server {
 namespace {
 
-class SessionBackend : public ModelBackend {
+class SessionInstance : public ModelInstance {
  public:
-  explicit SessionBackend(std::unique_ptr<Session> s) : session_(std::move(s)) {}
+  explicit SessionInstance(std::unique_ptr<Session> s) : session_(std::move(s)) {}
   Result<std::vector<Tensor>> run(const std::vector<Tensor>& inputs) override { return session_->run_ordered(inputs); }
   PlanCacheStatus plan_cache() const override { return session_->plan_cache(); }
 
@@ -45,14 +45,14 @@ ModelLoader session_model_loader() {
     ModelSource src;
     src.inputs = to_specs(probe->inputs());
     src.outputs = to_specs(probe->outputs());
-    src.create = [path](const InstanceSpec& spec) -> Result<std::unique_ptr<ModelBackend>> {
+    src.create = [path](const InstanceSpec& spec) -> Result<std::unique_ptr<ModelInstance>> {
       SessionOptions so;
       so.device = spec.device;  // cpu, or cuda:N for a KIND_GPU instance: its own backend on GPU N
       so.precision = spec.precision;
       so.cuda_graphs = spec.cuda_graphs;
       so.cache_dir = spec.cache_dir;
       GPUOPT_ASSIGN_OR_RETURN(auto s, Session::load(path, so));
-      return std::unique_ptr<ModelBackend>(std::make_unique<SessionBackend>(std::move(s)));
+      return std::unique_ptr<ModelInstance>(std::make_unique<SessionInstance>(std::move(s)));
     };
     return src;
   };

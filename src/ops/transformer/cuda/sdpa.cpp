@@ -5,7 +5,7 @@
 // wants). Grouped-query heads are cuDNN's too. One graph per shape and strides, built on the
 // shape's first (eager) run and cached, failures too; where cuDNN declines a shape, or for bool
 // masks, the caller runs gpuopt's own kernels (attention.h).
-#include "backends/cuda/sdpa.h"
+#include "ops/transformer/cuda/sdpa.h"
 
 #include "ops/tensor/cuda/layout.h"
 #include "core/cuda_check.h"

@@ -1,7 +1,7 @@
 // launch_depthwise_nhwc (depthwise.h). Thread = (image, output row, OWT adjacent output
 // columns, VEC adjacent channels); consecutive threads take consecutive channel groups, so a
 // warp's loads of one input pixel are contiguous. Accumulation in f32.
-#include "backends/cuda/depthwise.h"
+#include "ops/conv/cuda/depthwise.h"
 #include "backends/cuda/kernels/float_convert.cuh"
 #include "backends/cuda/kernels/kernel_common.cuh"
 #include "core/cuda_check.h"
