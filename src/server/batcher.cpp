@@ -24,16 +24,20 @@ struct Batcher::Item {
   bool delayed = false;  // timed out with timeout_action DELAY: runs after the others
   bool taken = false;
   uint64_t seq = 0;
+  uint32_t level = 1;  // priority level (1 = highest)
   std::string key;
   int64_t seq_len = -1;  // padding axis length (max over padded inputs)
 };
 
 struct Batcher::Instance {
   std::unique_ptr<ModelBackend> backend;
+  std::string name;
   std::thread thread;
   Batch batch;
+  bool prepared = false;  // `prep` holds the batch's staged inputs (it was staged ahead)
+  Prepared prep;
   bool busy = false;
-  uint64_t executions = 0;
+  uint64_t executions = 0, rows = 0, busy_ns = 0;
   std::condition_variable cv;
 };
 
@@ -43,6 +47,8 @@ Batcher::Batcher(BatcherOptions options, std::vector<std::unique_ptr<ModelBacken
   for (auto& b : instances) {
     auto inst = std::make_unique<Instance>();
     inst->backend = std::move(b);
+    const size_t i = instances_.size();
+    inst->name = i < opt_.instance_names.size() ? opt_.instance_names[i] : std::to_string(i);
     instances_.push_back(std::move(inst));
   }
   uint32_t levels = 1;
@@ -73,7 +79,38 @@ void Batcher::start() {
 
 size_t Batcher::queued() const {
   std::lock_guard<std::mutex> lk(mu_);
-  return queued_;
+  return queued_ + staged_.size();  // a staged batch has not started either
+}
+
+void Batcher::unstage_locked() {
+  // Back into their queues in arrival order; the staged copy of their rows is dropped.
+  for (auto& it : staged_) {
+    auto& q = queues_[it->level - 1];
+    it->taken = false;
+    q.push_back(std::move(it));
+    std::sort(q.begin(), q.end(), [](const auto& a, const auto& b) { return a->seq < b->seq; });
+    ++queued_;
+  }
+  staged_.clear();
+  staged_prep_ = Prepared();
+  has_staged_ = false;
+}
+
+std::vector<InstanceCounters> Batcher::instance_counters() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  std::vector<InstanceCounters> out;
+  for (const auto& inst : instances_) out.push_back({inst->name, inst->executions, inst->rows, inst->busy_ns});
+  return out;
+}
+
+int Batcher::max_concurrent() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return max_running_;
+}
+
+uint64_t Batcher::staged_batches() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return staged_count_;
 }
 
 int64_t Batcher::bucket_length(int64_t len) const {
@@ -144,9 +181,16 @@ Status Batcher::submit(BatchRequest request) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (stopping_) return Status::Unavailable("model '{}' is shutting down", opt_.model_name);
-    if (pol.max_queue_size > 0 && queues_[level - 1].size() >= pol.max_queue_size)
+    size_t waiting = queues_[level - 1].size();  // staged requests still count against the queue
+    for (const auto& it : staged_) waiting += it->level == level;
+    if (pol.max_queue_size > 0 && waiting >= pol.max_queue_size)
       return Status::Unavailable("exceeds maximum queue size ({}) of model '{}'", pol.max_queue_size, opt_.model_name);
     item->seq = next_seq_++;
+    item->level = level;
+    // A request of higher priority than a staged batch's must not wait behind it.
+    bool outranks = has_staged_;
+    for (const auto& it : staged_) outranks = outranks && level < it->level;
+    if (outranks) unstage_locked();
     queues_[level - 1].push_back(std::move(item));
     ++queued_;
     // Fast path: a request that finds the queue empty and an instance idle is handed over from
@@ -154,7 +198,7 @@ Status Batcher::submit(BatchRequest request) {
     // microseconds on a busy or virtualised host). With others queued, or a queue delay to wait
     // out, the scheduler decides as usual (it also answers expired requests first).
     uint64_t wake = kNever;
-    if (started_ && queued_ == 1 && dispatch_locked(now_ns(), &wake)) return Status::Ok();
+    if (started_ && queued_ == 1 && !has_staged_ && dispatch_locked(now_ns(), &wake)) return Status::Ok();
   }
   cv_.notify_one();
   return Status::Ok();
@@ -164,7 +208,18 @@ bool Batcher::dispatch_locked(uint64_t now, uint64_t* wake_at) {
   Instance* idle = nullptr;
   for (auto& inst : instances_)
     if (!inst->busy && (!idle || inst->executions < idle->executions)) idle = inst.get();
-  if (!idle || queued_ == 0) return false;
+  if (!idle) return false;
+  if (has_staged_) {  // staged while every instance was busy: it goes first
+    idle->batch = std::move(staged_);
+    staged_.clear();
+    idle->prep = std::move(staged_prep_);
+    idle->prepared = true;
+    has_staged_ = false;
+    idle->busy = true;
+    idle->cv.notify_one();
+    return true;
+  }
+  if (queued_ == 0) return false;
   Batch b;
   if (!form_batch(now, &b, wake_at)) return false;
   idle->batch = std::move(b);
@@ -173,7 +228,31 @@ bool Batcher::dispatch_locked(uint64_t now, uint64_t* wake_at) {
   return true;
 }
 
-bool Batcher::form_batch(uint64_t now, Batch* out, uint64_t* wake_at) {
+bool Batcher::stage_ahead(std::unique_lock<std::mutex>& lk, uint64_t now) {
+  if (has_staged_ || queued_ == 0) return false;
+  for (const auto& inst : instances_)
+    if (!inst->busy) return false;  // an idle instance takes batches as they are formed
+  Batch b;
+  uint64_t ignored = kNever;
+  if (!form_batch(now, &b, &ignored, /*only_full=*/true)) return false;
+  lk.unlock();  // staging copies the requests' rows: the instances and submitters go on meanwhile
+  Prepared p = prepare(b);
+  lk.lock();
+  staged_ = std::move(b);
+  staged_prep_ = std::move(p);
+  has_staged_ = true;
+  ++staged_count_;
+  uint32_t best = std::numeric_limits<uint32_t>::max();
+  for (const auto& it : staged_) best = std::min(best, it->level);
+  for (uint32_t l = 1; l < best && l <= queues_.size(); ++l)
+    if (!queues_[l - 1].empty()) {  // one of higher priority came while staging
+      unstage_locked();
+      break;
+    }
+  return true;
+}
+
+bool Batcher::form_batch(uint64_t now, Batch* out, uint64_t* wake_at, bool only_full) {
   // Visit order: priority levels high to low, undelayed before delayed, FIFO within.
   std::vector<Item*> order;
   order.reserve(queued_);
@@ -212,6 +291,8 @@ bool Batcher::form_batch(uint64_t now, Batch* out, uint64_t* wake_at) {
       if (p <= sum) pref = std::max(pref, p);
     if (full) {
       target = d.preferred_batch_size.empty() || pref == 0 || sum == opt_.max_batch_size ? sum : pref;
+    } else if (only_full && !stopping_) {
+      return false;  // staging ahead: waiting may still make it larger
     } else if (pref == sum) {
       target = sum;  // exactly a preferred size
     } else if (expired) {
@@ -276,8 +357,9 @@ void Batcher::scheduler_loop() {
       lk.lock();
       continue;
     }
-    if (stopping_ && queued_ == 0) break;
+    if (stopping_ && queued_ == 0 && !has_staged_) break;
     if (dispatch_locked(now, &wake)) continue;
+    if (stage_ahead(lk, now)) continue;
     if (wake == kNever) {
       cv_.wait(lk);
     } else {
@@ -294,11 +376,32 @@ void Batcher::worker_loop(Instance* inst) {
     if (inst->batch.empty()) break;
     Batch b = std::move(inst->batch);
     inst->batch.clear();
+    const bool prepared = inst->prepared;
+    Prepared prep = std::move(inst->prep);
+    inst->prepared = false;
+    max_running_ = std::max(max_running_, ++running_);
     lk.unlock();
-    execute(inst, b);
+    const uint64_t t0 = now_ns();
+    if (!prepared) prep = prepare(b);
+    const int64_t rows = prep.total;
+    const uint64_t staged_ns = prepared ? prep.input_ns : 0;
+    execute(inst, b, std::move(prep));
+    b.clear();  // the requests' inputs go before the next batch is taken
+    const uint64_t t1 = now_ns();
     lk.lock();
-    inst->busy = false;
+    --running_;
     inst->executions++;
+    inst->rows += static_cast<uint64_t>(rows);
+    inst->busy_ns += t1 - t0 + staged_ns;
+    if (has_staged_) {  // the next batch is staged: take it now, no trip through the scheduler
+      inst->batch = std::move(staged_);
+      staged_.clear();
+      inst->prep = std::move(staged_prep_);
+      inst->prepared = true;
+      has_staged_ = false;
+    } else {
+      inst->busy = false;
+    }
     cv_.notify_all();
   }
 }
@@ -321,8 +424,9 @@ int64_t Batcher::bucket_rows(int64_t rows) const {
   return rows;
 }
 
-void Batcher::execute(Instance* inst, Batch& batch) {
-  uint64_t t0 = now_ns();
+Batcher::Prepared Batcher::prepare(Batch& batch) const {
+  const uint64_t t0 = now_ns();
+  Prepared p;
   int64_t total = 0;
   for (auto& it : batch) total += it->rows;
   const int axis = opt_.padding.axis;
@@ -339,8 +443,9 @@ void Batcher::execute(Instance* inst, Batch& batch) {
       sh[0] = run_rows - total;
       filler.push_back(Tensor::zeros(t.dtype(), sh));
     }
-  std::vector<Tensor> inputs;
-  if (batch.size() == 1 && axis == 0 && filler.empty()) {
+  std::vector<Tensor>& inputs = p.inputs;
+  p.direct = batch.size() == 1 && axis == 0 && filler.empty();
+  if (p.direct) {
     inputs = batch[0]->req.inputs;
   } else {
     for (size_t i = 0; i < opt_.inputs.size(); ++i) {
@@ -351,8 +456,20 @@ void Batcher::execute(Instance* inst, Batch& batch) {
       inputs.push_back(concat_rows(parts, pad_this ? axis : 0, pad_this ? length : -1, opt_.padding.value));
     }
   }
-  uint64_t t1 = now_ns();
-  Result<std::vector<Tensor>> out = inst->backend->run(inputs);
+  p.total = total;
+  p.run_rows = run_rows;
+  p.length = length;
+  p.input_ns = now_ns() - t0;
+  return p;
+}
+
+void Batcher::execute(Instance* inst, Batch& batch, Prepared prep) {
+  const uint64_t t1 = now_ns();
+  const uint64_t t0 = t1 - prep.input_ns;  // staging, whenever it happened, counts as compute input
+  const int64_t total = prep.total, run_rows = prep.run_rows, length = prep.length;
+  const int axis = opt_.padding.axis;
+  Result<std::vector<Tensor>> out = inst->backend->run(prep.inputs);
+  prep.inputs.clear();  // the batch's staged copy is not needed once it has run
   uint64_t t2 = now_ns();
   Status err;
   if (out.ok() && out->size() != opt_.outputs.size())
@@ -366,7 +483,7 @@ void Batcher::execute(Instance* inst, Batch& batch) {
   if (!out.ok()) err = out.status();
   std::vector<std::vector<Tensor>> pieces(batch.size());
   if (err.ok()) {
-    if (batch.size() == 1 && axis == 0 && filler.empty()) {
+    if (prep.direct) {
       pieces[0] = std::move(out).value();
     } else {
       int64_t row = 0;
