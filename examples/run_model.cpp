@@ -11,7 +11,9 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "usage: {} MODEL.onnx\n", argv[0]);
     return 2;
   }
-  auto loaded = gpuopt::Session::load(argv[1], {.device = "cpu"});
+  gpuopt::SessionOptions options;  // defaults: the CPU reference, fp32
+  options.device = gpuopt::Device::cpu();
+  auto loaded = gpuopt::Session::load(argv[1], options);
   if (!loaded.ok()) {
     fmt::print(stderr, "error: {}\n", loaded.status().to_string());
     return 1;

@@ -2,7 +2,7 @@
 //
 //   #include "gpuopt/gpuopt.h"
 //
-//   auto s = gpuopt::Session::load("resnet.onnx", {.device = "cpu"});
+//   auto s = gpuopt::Session::load("resnet.onnx", gpuopt::SessionOptions{});  // CPU reference, fp32
 //   if (!s.ok()) { fmt::print(stderr, "{}\n", s.status().to_string()); return 1; }
 //   gpuopt::Session& session = **s;
 //   for (const auto& in : session.inputs())          // name, dtype, shape (-1 = dynamic dim)
@@ -20,6 +20,7 @@
 #include "core/dtype.h"
 #include "core/status.h"
 #include "core/tensor.h"
+#include "gpuopt/plan_cache_status.h"
 #include "gpuopt/run_profile.h"
 
 #include <memory>
@@ -48,14 +49,6 @@ struct SessionOptions {
   // algorithm and fusion choices are read from DIR/<model hash>.plans and written back. "" = none.
   // Only Session::load caches (the model file's bytes are part of the key).
   std::string cache_dir;
-};
-
-// How a session's start went with the plan cache (Session::plan_cache()).
-struct PlanCacheStatus {
-  std::string state = "off";  // off, cold (no file), warm (read), stale (another GPU/driver/library/build), corrupt
-  std::string path;           // the cache file
-  size_t entries = 0;         // choices read from it (warm)
-  std::string note;           // why stale or corrupt, or why off
 };
 
 // One model input or output as the model declares it (after load-time shape inference).

@@ -8,6 +8,7 @@
 
 #include "core/status.h"
 #include "core/tensor.h"
+#include "gpuopt/plan_cache_status.h"
 #include "gpuopt/run_profile.h"
 #include "ir/graph.h"
 

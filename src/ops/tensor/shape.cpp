@@ -177,9 +177,10 @@ Status infer_Squeeze(InferContext& ctx) {
       }
     }
   } else {
-    for (int64_t a : *axes) {
+    const std::vector<int64_t> given = std::move(*axes);  // a plain vector: GCC 12 misreads the optional's
+    for (int64_t a : given) {
       GPUOPT_RETURN_IF_ERROR(norm_axis(ctx, &a, r, "axes entry"));
-      if (drop[a]) return ctx.error("axis {} is repeated in axes {}", a, dims_string(*axes));
+      if (drop[a]) return ctx.error("axis {} is repeated in axes {}", a, dims_string(given));
       if (in.shape[a] >= 0 && in.shape[a] != 1)
         return ctx.error("cannot squeeze axis {} of shape {}: its extent is {}, not 1", a,
                          shape_to_string(in.shape), in.shape[a]);
