@@ -61,10 +61,23 @@ PY
 run corrupt; check $? "run with a corrupted cache succeeds"
 [ "$(state corrupt)" = corrupt ]; check $? "corrupted cache reported corrupt"
 grep -h "plan cache" "$D/corrupt.err" | head -2
-sed 's/^gpu .*/gpu NVIDIA A100-SXM4-80GB/' "$W/good.plans" >"$f"
+# A file another GPU wrote: its own gpu line and a checksum that matches it (an edited header
+# with the old checksum is a corrupt file, not a stale one).
+$PY - "$W/good.plans" "$f" <<'PY'
+import sys
+lines = open(sys.argv[1], "rb").read().split(b"\n")[:-2]  # every line but the end line (and the "" after it)
+lines = [b"gpu NVIDIA A100-SXM4-80GB" if l.startswith(b"gpu ") else l for l in lines]
+body = b"".join(l + b"\n" for l in lines)
+h = 1469598103934665603  # FNV-1a 64 of every byte before the end line, as runtime/plan_cache.cpp
+for c in body:
+    h = ((h ^ c) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+n = sum(l.startswith(b"entry ") for l in lines)
+open(sys.argv[2], "wb").write(body + f"end {n} {h:016x}\n".encode())
+PY
 run stale; check $? "run with another GPU's cache succeeds"
 [ "$(state stale)" = stale ]; check $? "another GPU's cache reported stale"
 grep -h "plan cache" "$D/stale.err" | head -2
+grep -q "stale, ignored (made for gpu 'NVIDIA A100-SXM4-80GB'" "$D/stale.err"; check $? "the warning says stale and names the gpu"
 run rewritten
 [ "$(state rewritten)" = warm ]; check $? "the stale file was rewritten (warm again)"
 

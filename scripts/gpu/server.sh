@@ -82,6 +82,9 @@ if [ -d "$R/resnet50" ]; then
 fi
 curl -s "127.0.0.1:$MPORT/metrics" >"$D/metrics.txt"
 grep -E '^nv_gpu_(utilization|memory_used_bytes)' "$D/metrics.txt" | head -4
+# The batcher (issue 14): per-instance executions and busy time, the most instances seen running at
+# once (2 = the two GPU instances overlapped), batches staged while both were busy.
+grep -E '^gpuopt_(instance_(execution_count|busy_us|concurrency_max)|batches_staged_ahead)\{model="resnet50"' "$D/metrics.txt"
 
 echo "== SIGTERM under load =="
 "$G" perf -m tiny_gpu -u 127.0.0.1:$PORT -p 5000 -r 3 --concurrency-range 32 --json >"$D/sigterm_perf.json" 2>&1 &

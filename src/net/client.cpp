@@ -5,6 +5,7 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/http/span_body.hpp>
 
 #include <optional>
 
@@ -85,7 +86,8 @@ void HttpClient::close() {
 Result<HttpResponse> HttpClient::request(std::string_view method, std::string_view target, std::string_view body,
                                          const Headers& headers, std::string_view content_type) {
   http::verb verb = http::string_to_verb(bsv(method));
-  http::request<http::string_body> req;
+  // span_body: the body is sent from the caller's bytes, not copied (perf sends large tensors).
+  http::request<http::span_body<const char>> req;
   if (verb == http::verb::unknown)
     req.method_string(bsv(method));
   else
@@ -97,7 +99,7 @@ Result<HttpResponse> HttpClient::request(std::string_view method, std::string_vi
   if (!body.empty() || verb == http::verb::post) req.set(http::field::content_type, bsv(content_type));
   req.keep_alive(true);
   for (const auto& [k, v] : headers) req.set(k, v);  // may override Connection
-  req.body() = std::string(body);
+  req.body() = beast::span<const char>(body.data(), body.size());
   req.prepare_payload();
 
   for (int attempt = 0; attempt < 2; ++attempt) {

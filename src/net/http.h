@@ -61,10 +61,19 @@ struct HttpRequest {
   std::string_view param(std::string_view name) const;
 };
 
+// Bytes a response sends after its `body` without copying them into it (a tensor's data, say);
+// `keep` holds them alive until they are written.
+struct BodyPart {
+  const void* data = nullptr;
+  size_t size = 0;
+  std::shared_ptr<const void> keep;
+};
+
 struct HttpResponse {
   int status = 200;
   std::string content_type = "application/json";
   std::string body;
+  std::vector<BodyPart> tail;  // server side: sent after `body`, in order (Content-Length counts them)
   Headers headers;  // extra headers (server side) or every header received (client side)
 
   std::string_view header(std::string_view name) const { return find_header(headers, name); }

@@ -23,6 +23,39 @@ using tcp = asio::ip::tcp;
 
 class Connection;
 
+// The response body: a string, then borrowed parts (HttpResponse::tail), written in place.
+struct PartsBody {
+  struct value_type {
+    std::string head;
+    std::vector<BodyPart> tail;
+  };
+  static std::uint64_t size(const value_type& v) {
+    std::uint64_t n = v.head.size();
+    for (const auto& p : v.tail) n += p.size;
+    return n;
+  }
+  class writer {
+   public:
+    using const_buffers_type = asio::const_buffer;
+    template <bool isRequest, class Fields>
+    writer(const http::header<isRequest, Fields>&, const value_type& body) : body_(body) {}
+    void init(beast::error_code& ec) { ec = {}; }
+    boost::optional<std::pair<const_buffers_type, bool>> get(beast::error_code& ec) {
+      ec = {};
+      while (next_ <= body_.tail.size()) {
+        const size_t i = next_++;
+        asio::const_buffer b = i == 0 ? asio::buffer(body_.head) : asio::buffer(body_.tail[i - 1].data, body_.tail[i - 1].size);
+        if (b.size()) return std::make_pair(b, next_ <= body_.tail.size());
+      }
+      return boost::none;
+    }
+
+   private:
+    const value_type& body_;
+    size_t next_ = 0;  // 0: head, i: tail[i - 1]
+  };
+};
+
 namespace detail {
 struct ResponderState {
   std::shared_ptr<Connection> conn;
@@ -246,7 +279,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     for (auto& [k, v] : r.headers) res_->set(k, v);
     res_->keep_alive(keep_alive_);
     size_t n = r.body.size();
-    if (!head_) res_->body() = std::move(r.body);
+    for (const auto& p : r.tail) n += p.size;
+    if (!head_) res_->body() = {std::move(r.body), std::move(r.tail)};
     res_->prepare_payload();
     if (head_) res_->content_length(n);
     stream_.expires_after(server_->opts.idle_timeout);
@@ -314,7 +348,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
-  std::optional<http::response<http::string_body>> res_;
+  std::optional<http::response<PartsBody>> res_;
   std::optional<http::response<http::empty_body>> continue_;
   std::vector<char> drain_;
   State state_ = State::kIdle;

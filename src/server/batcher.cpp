@@ -1,5 +1,7 @@
-// Dynamic batcher: queueing, batch formation, instance dispatch and result splitting.
+// Dynamic batcher: queueing, batch formation, staging ahead and instance dispatch (running a batch
+// and splitting its results: batch_run.cpp).
 #include "server/batcher.h"
+#include "server/batcher_impl.h"
 
 #include <algorithm>
 #include <limits>
@@ -13,36 +15,14 @@
 
 namespace gpuopt::server {
 
-constexpr uint64_t kNever = std::numeric_limits<uint64_t>::max();
-
-struct Batcher::Item {
-  BatchRequest req;
-  int64_t rows = 1;
-  uint64_t enqueue_ns = 0;
-  uint64_t deadline_ns = kNever;
-  bool delay_on_timeout = false;
-  bool delayed = false;  // timed out with timeout_action DELAY: runs after the others
-  bool taken = false;
-  uint64_t seq = 0;
-  std::string key;
-  int64_t seq_len = -1;  // padding axis length (max over padded inputs)
-};
-
-struct Batcher::Instance {
-  std::unique_ptr<ModelInstance> backend;
-  std::thread thread;
-  Batch batch;
-  bool busy = false;
-  uint64_t executions = 0;
-  std::condition_variable cv;
-};
-
 Batcher::Batcher(BatcherOptions options, std::vector<std::unique_ptr<ModelInstance>> instances,
                  std::shared_ptr<ModelStats> stats)
     : opt_(std::move(options)), stats_(std::move(stats)) {
   for (auto& b : instances) {
     auto inst = std::make_unique<Instance>();
     inst->backend = std::move(b);
+    const size_t i = instances_.size();
+    inst->name = i < opt_.instance_names.size() ? opt_.instance_names[i] : std::to_string(i);
     instances_.push_back(std::move(inst));
   }
   uint32_t levels = 1;
@@ -73,7 +53,38 @@ void Batcher::start() {
 
 size_t Batcher::queued() const {
   std::lock_guard<std::mutex> lk(mu_);
-  return queued_;
+  return queued_ + staged_.size();  // a staged batch has not started either
+}
+
+void Batcher::unstage_locked() {
+  // Back into their queues in arrival order; the staged copy of their rows is dropped.
+  for (auto& it : staged_) {
+    auto& q = queues_[it->level - 1];
+    it->taken = false;
+    q.push_back(std::move(it));
+    std::sort(q.begin(), q.end(), [](const auto& a, const auto& b) { return a->seq < b->seq; });
+    ++queued_;
+  }
+  staged_.clear();
+  staged_prep_ = Prepared();
+  has_staged_ = false;
+}
+
+std::vector<InstanceCounters> Batcher::instance_counters() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  std::vector<InstanceCounters> out;
+  for (const auto& inst : instances_) out.push_back({inst->name, inst->executions, inst->rows, inst->busy_ns});
+  return out;
+}
+
+int Batcher::max_concurrent() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return max_running_;
+}
+
+uint64_t Batcher::staged_batches() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return staged_count_;
 }
 
 int64_t Batcher::bucket_length(int64_t len) const {
@@ -144,9 +155,16 @@ Status Batcher::submit(BatchRequest request) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (stopping_) return Status::Unavailable("model '{}' is shutting down", opt_.model_name);
-    if (pol.max_queue_size > 0 && queues_[level - 1].size() >= pol.max_queue_size)
+    size_t waiting = queues_[level - 1].size();  // staged requests still count against the queue
+    for (const auto& it : staged_) waiting += it->level == level;
+    if (pol.max_queue_size > 0 && waiting >= pol.max_queue_size)
       return Status::Unavailable("exceeds maximum queue size ({}) of model '{}'", pol.max_queue_size, opt_.model_name);
     item->seq = next_seq_++;
+    item->level = level;
+    // A request of higher priority than a staged batch's must not wait behind it.
+    bool outranks = has_staged_;
+    for (const auto& it : staged_) outranks = outranks && level < it->level;
+    if (outranks) unstage_locked();
     queues_[level - 1].push_back(std::move(item));
     ++queued_;
     // Fast path: a request that finds the queue empty and an instance idle is handed over from
@@ -154,7 +172,7 @@ Status Batcher::submit(BatchRequest request) {
     // microseconds on a busy or virtualised host). With others queued, or a queue delay to wait
     // out, the scheduler decides as usual (it also answers expired requests first).
     uint64_t wake = kNever;
-    if (started_ && queued_ == 1 && dispatch_locked(now_ns(), &wake)) return Status::Ok();
+    if (started_ && queued_ == 1 && !has_staged_ && dispatch_locked(now_ns(), &wake)) return Status::Ok();
   }
   cv_.notify_one();
   return Status::Ok();
@@ -164,7 +182,18 @@ bool Batcher::dispatch_locked(uint64_t now, uint64_t* wake_at) {
   Instance* idle = nullptr;
   for (auto& inst : instances_)
     if (!inst->busy && (!idle || inst->executions < idle->executions)) idle = inst.get();
-  if (!idle || queued_ == 0) return false;
+  if (!idle) return false;
+  if (has_staged_) {  // staged while every instance was busy: it goes first
+    idle->batch = std::move(staged_);
+    staged_.clear();
+    idle->prep = std::move(staged_prep_);
+    idle->prepared = true;
+    has_staged_ = false;
+    idle->busy = true;
+    idle->cv.notify_one();
+    return true;
+  }
+  if (queued_ == 0) return false;
   Batch b;
   if (!form_batch(now, &b, wake_at)) return false;
   idle->batch = std::move(b);
@@ -173,7 +202,31 @@ bool Batcher::dispatch_locked(uint64_t now, uint64_t* wake_at) {
   return true;
 }
 
-bool Batcher::form_batch(uint64_t now, Batch* out, uint64_t* wake_at) {
+bool Batcher::stage_ahead(std::unique_lock<std::mutex>& lk, uint64_t now) {
+  if (has_staged_ || queued_ == 0) return false;
+  for (const auto& inst : instances_)
+    if (!inst->busy) return false;  // an idle instance takes batches as they are formed
+  Batch b;
+  uint64_t ignored = kNever;
+  if (!form_batch(now, &b, &ignored, /*only_full=*/true)) return false;
+  lk.unlock();  // staging copies the requests' rows: the instances and submitters go on meanwhile
+  Prepared p = prepare(b);
+  lk.lock();
+  staged_ = std::move(b);
+  staged_prep_ = std::move(p);
+  has_staged_ = true;
+  ++staged_count_;
+  uint32_t best = std::numeric_limits<uint32_t>::max();
+  for (const auto& it : staged_) best = std::min(best, it->level);
+  for (uint32_t l = 1; l < best && l <= queues_.size(); ++l)
+    if (!queues_[l - 1].empty()) {  // one of higher priority came while staging
+      unstage_locked();
+      break;
+    }
+  return true;
+}
+
+bool Batcher::form_batch(uint64_t now, Batch* out, uint64_t* wake_at, bool only_full) {
   // Visit order: priority levels high to low, undelayed before delayed, FIFO within.
   std::vector<Item*> order;
   order.reserve(queued_);
@@ -212,6 +265,8 @@ bool Batcher::form_batch(uint64_t now, Batch* out, uint64_t* wake_at) {
       if (p <= sum) pref = std::max(pref, p);
     if (full) {
       target = d.preferred_batch_size.empty() || pref == 0 || sum == opt_.max_batch_size ? sum : pref;
+    } else if (only_full && !stopping_) {
+      return false;  // staging ahead: waiting may still make it larger
     } else if (pref == sum) {
       target = sum;  // exactly a preferred size
     } else if (expired) {
@@ -276,8 +331,9 @@ void Batcher::scheduler_loop() {
       lk.lock();
       continue;
     }
-    if (stopping_ && queued_ == 0) break;
+    if (stopping_ && queued_ == 0 && !has_staged_) break;
     if (dispatch_locked(now, &wake)) continue;
+    if (stage_ahead(lk, now)) continue;
     if (wake == kNever) {
       cv_.wait(lk);
     } else {
@@ -294,117 +350,33 @@ void Batcher::worker_loop(Instance* inst) {
     if (inst->batch.empty()) break;
     Batch b = std::move(inst->batch);
     inst->batch.clear();
+    const bool prepared = inst->prepared;
+    Prepared prep = std::move(inst->prep);
+    inst->prepared = false;
+    max_running_ = std::max(max_running_, ++running_);
     lk.unlock();
-    execute(inst, b);
+    const uint64_t t0 = now_ns();
+    if (!prepared) prep = prepare(b);
+    const int64_t rows = prep.total;
+    const uint64_t staged_ns = prepared ? prep.input_ns : 0;
+    execute(inst, b, std::move(prep));
+    b.clear();  // the requests' inputs go before the next batch is taken
+    const uint64_t t1 = now_ns();
     lk.lock();
-    inst->busy = false;
+    --running_;
     inst->executions++;
-    cv_.notify_all();
-  }
-}
-
-std::vector<int64_t> default_row_buckets(int64_t max_batch_size, const std::vector<int64_t>& preferred) {
-  std::vector<int64_t> b;
-  if (max_batch_size <= 0) return b;
-  for (int64_t p = 1; p < max_batch_size; p *= 2) b.push_back(p);
-  b.push_back(max_batch_size);
-  for (int64_t p : preferred)
-    if (p >= 1 && p <= max_batch_size) b.push_back(p);
-  std::sort(b.begin(), b.end());
-  b.erase(std::unique(b.begin(), b.end()), b.end());
-  return b;
-}
-
-int64_t Batcher::bucket_rows(int64_t rows) const {
-  for (int64_t b : opt_.row_buckets)
-    if (b >= rows) return b;
-  return rows;
-}
-
-void Batcher::execute(Instance* inst, Batch& batch) {
-  uint64_t t0 = now_ns();
-  int64_t total = 0;
-  for (auto& it : batch) total += it->rows;
-  const int axis = opt_.padding.axis;
-  int64_t length = -1;
-  if (axis > 0) length = bucket_length(batch[0]->seq_len);
-  // Rows of zeros up to the batch size bucket (BatcherOptions::row_buckets); string inputs never.
-  int64_t run_rows = opt_.max_batch_size > 0 ? bucket_rows(total) : total;
-  for (const Tensor& t : batch[0]->req.inputs)
-    if (t.dtype() == DType::String) run_rows = total;
-  std::vector<Tensor> filler;  // one per input: run_rows - total rows of zeros
-  if (run_rows > total)
-    for (const Tensor& t : batch[0]->req.inputs) {
-      Shape sh = t.shape();
-      sh[0] = run_rows - total;
-      filler.push_back(Tensor::zeros(t.dtype(), sh));
-    }
-  std::vector<Tensor> inputs;
-  if (batch.size() == 1 && axis == 0 && filler.empty()) {
-    inputs = batch[0]->req.inputs;
-  } else {
-    for (size_t i = 0; i < opt_.inputs.size(); ++i) {
-      std::vector<const Tensor*> parts;
-      for (auto& it : batch) parts.push_back(&it->req.inputs[i]);
-      if (!filler.empty()) parts.push_back(&filler[i]);
-      bool pad_this = axis > 0 && parts[0]->rank() > axis;
-      inputs.push_back(concat_rows(parts, pad_this ? axis : 0, pad_this ? length : -1, opt_.padding.value));
-    }
-  }
-  uint64_t t1 = now_ns();
-  Result<std::vector<Tensor>> out = inst->backend->run(inputs);
-  uint64_t t2 = now_ns();
-  Status err;
-  if (out.ok() && out->size() != opt_.outputs.size())
-    err = Status::Internal("model '{}' returned {} outputs, expected {}", opt_.model_name, out->size(),
-                           opt_.outputs.size());
-  if (out.ok() && err.ok() && opt_.max_batch_size > 0)
-    for (size_t o = 0; o < out->size(); ++o)
-      if ((*out)[o].rank() == 0 || (*out)[o].dim(0) != run_rows)
-        err = Status::Internal("model '{}' output '{}' has {} rows for a batch of {}", opt_.model_name,
-                               opt_.outputs[o].name, (*out)[o].rank() ? (*out)[o].dim(0) : 0, run_rows);
-  if (!out.ok()) err = out.status();
-  std::vector<std::vector<Tensor>> pieces(batch.size());
-  if (err.ok()) {
-    if (batch.size() == 1 && axis == 0 && filler.empty()) {
-      pieces[0] = std::move(out).value();
+    inst->rows += static_cast<uint64_t>(rows);
+    inst->busy_ns += t1 - t0 + staged_ns;
+    if (has_staged_) {  // the next batch is staged: take it now, no trip through the scheduler
+      inst->batch = std::move(staged_);
+      staged_.clear();
+      inst->prep = std::move(staged_prep_);
+      inst->prepared = true;
+      has_staged_ = false;
     } else {
-      int64_t row = 0;
-      for (size_t b = 0; b < batch.size(); ++b) {
-        for (const Tensor& o : *out) {
-          bool cut = axis > 0 && o.rank() > axis && o.dim(axis) == length;
-          pieces[b].push_back(slice_rows(o, row, batch[b]->rows, cut ? axis : 0, cut ? batch[b]->seq_len : -1));
-        }
-        row += batch[b]->rows;
-      }
+      inst->busy = false;
     }
-  }
-  uint64_t t3 = now_ns();
-  if (err.ok()) stats_->record_execution(total, t1 - t0, t2 - t1, t3 - t2);
-  if (!err.ok()) GPUOPT_LOG(warn, "model '{}': batch of {} failed: {}", opt_.model_name, total, err.to_string());
-  for (size_t b = 0; b < batch.size(); ++b) {
-    Timing t{t0 - batch[b]->enqueue_ns, t1 - t0, t2 - t1, t3 - t2, total};
-    if (err.ok())
-      finish(*batch[b], std::move(pieces[b]), t);
-    else
-      finish(*batch[b], err, t);
-  }
-}
-
-void Batcher::finish(Item& item, Result<std::vector<Tensor>> out, const Timing& t) {
-  if (!opt_.dynamic || !opt_.dynamic->preserve_ordering) {
-    item.req.done(std::move(out), t);
-    return;
-  }
-  // Answers leave in arrival order: hold this one until every earlier request was answered.
-  auto done = std::move(item.req.done);
-  auto shared = std::make_shared<Result<std::vector<Tensor>>>(std::move(out));
-  std::lock_guard<std::mutex> lk(order_mu_);
-  ready_[item.seq] = [done = std::move(done), shared, t] { done(std::move(*shared), t); };
-  while (!ready_.empty() && ready_.begin()->first == next_deliver_) {
-    ready_.begin()->second();
-    ready_.erase(ready_.begin());
-    ++next_deliver_;
+    cv_.notify_all();
   }
 }
 

@@ -3,6 +3,12 @@
 // padding buckets) and hands each to the least-loaded idle instance, one worker thread per
 // instance. Results are split back per request (in arrival order when preserve_ordering).
 //
+// Keeping the instances fed: while every instance is busy, the scheduler forms the next full
+// batch (max_batch_size rows, or no compatible request left to wait for) and stages it (concatenates
+// its requests and pads it to its row bucket) ahead of time; the instance that is free first takes
+// it as soon as it finishes, without a trip through the scheduler. Per-instance counters and the
+// most instances seen executing at once are kept for the metrics (instance_counters()).
+//
 //   Batcher b(options, std::move(instances), stats);
 //   b.start();
 //   BatchRequest r;  r.inputs = {...};  r.done = [](Result<std::vector<Tensor>> out, const Timing& t) { ... };
@@ -21,6 +27,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -51,6 +58,15 @@ struct BatcherOptions {
   // graph per batch size, so a few sizes stay captured instead of every size from 1 to
   // max_batch_size being captured (and evicted) in turn. Empty: batches run as formed.
   std::vector<int64_t> row_buckets;
+  std::vector<std::string> instance_names;  // for the metrics; default "0", "1", ...
+};
+
+// What one instance has done since the batcher started.
+struct InstanceCounters {
+  std::string name;
+  uint64_t executions = 0;
+  uint64_t rows = 0;     // batch rows run (padding rows excluded)
+  uint64_t busy_ns = 0;  // time in execution (staging, run, splitting)
 };
 
 // The buckets for a GPU model: powers of two up to max_batch_size, max_batch_size itself and the
@@ -70,18 +86,37 @@ class Batcher {
   void stop();
   size_t queued() const;
   int instance_count() const { return static_cast<int>(instances_.size()); }
+  std::vector<InstanceCounters> instance_counters() const;
+  int max_concurrent() const;      // most instances executing at the same time so far
+  uint64_t staged_batches() const;  // batches formed and staged while every instance was busy
 
  private:
   struct Item;
   struct Instance;
   using Batch = std::vector<std::unique_ptr<Item>>;
+  // A batch's model inputs, staged (concatenated, padded) before an instance runs it.
+  struct Prepared {
+    std::vector<Tensor> inputs;
+    int64_t total = 0;      // request rows
+    int64_t run_rows = 0;   // rows run (total + bucket padding)
+    int64_t length = -1;    // padded sequence length (padding axis)
+    bool direct = false;    // one request, inputs used as they are
+    uint64_t input_ns = 0;  // time staging took
+  };
+  Prepared prepare(Batch& batch) const;
+  // The next full batch, formed and staged while every instance is busy (under mu_; staging
+  // itself runs with mu_ released). False when there is none to stage.
+  bool stage_ahead(std::unique_lock<std::mutex>& lk, uint64_t now);
+  // Puts a staged batch's requests back in their queues (a request of higher priority came).
+  void unstage_locked();
 
   void scheduler_loop();
   void worker_loop(Instance* inst);
-  void execute(Instance* inst, Batch& batch);
+  void execute(Instance* inst, Batch& batch, Prepared prep);
   void finish(Item& item, Result<std::vector<Tensor>> out, const Timing& t);
   // Takes the next batch off the queue when one is ready; *wake_at = when to look again.
-  bool form_batch(uint64_t now, Batch* out, uint64_t* wake_at);
+  // only_full: only a batch that waiting could not make larger (staging ahead).
+  bool form_batch(uint64_t now, Batch* out, uint64_t* wake_at, bool only_full = false);
   // With mu_ held: forms the batch that is due now and hands it to the least-used idle
   // instance; false when none is idle or nothing is due (*wake_at = when to look again).
   bool dispatch_locked(uint64_t now, uint64_t* wake_at);
@@ -104,6 +139,12 @@ class Batcher {
   bool workers_exit_ = false;
   uint64_t next_seq_ = 0;
   std::thread scheduler_;
+  // Staged ahead while every instance was busy; the first instance free takes it.
+  bool has_staged_ = false;
+  Batch staged_;
+  Prepared staged_prep_;
+  uint64_t staged_count_ = 0;
+  int running_ = 0, max_running_ = 0;  // instances executing now, and the most at once
 
   // preserve_ordering: completions wait here until every earlier request has been answered.
   std::mutex order_mu_;

@@ -125,7 +125,9 @@ void InferenceServer::handle_infer(HttpRequest&& req, net::Responder done) {
     header_len = n;
   }
   std::optional<NvtxRange> decode_range(std::in_place, "serve decode");
-  auto decoded = decode_infer_request(req.body, header_len, opt_.request_limits);
+  // Zero-copy: binary tensors are views of the body, which they keep alive until the answer.
+  auto decoded = decode_infer_request(std::make_shared<std::string>(std::move(req.body)), header_len,
+                                      opt_.request_limits);
   decode_range.reset();
   if (!decoded.ok()) {
     const Status& s = decoded.status();
@@ -141,10 +143,13 @@ void InferenceServer::handle_infer(HttpRequest&& req, net::Responder done) {
       done(HttpResponse::error(http_status_for(r.status()), r.status().message()));
       return;
     }
-    EncodedResponse enc = encode_infer_response(r->meta, r->outputs, r->binary, r->shm);
+    // Binary outputs go out from the output tensors themselves (no copy into the body).
+    EncodedResponse enc = encode_infer_response(r->meta, r->outputs, r->binary, r->shm, /*binary_tail=*/true);
     HttpResponse resp;
     resp.status = 200;
     resp.body = std::move(enc.body);
+    for (Tensor& t : enc.tail)
+      if (t.nbytes()) resp.tail.push_back({t.raw(), t.nbytes(), std::shared_ptr<const void>(t.storage(), t.raw())});
     if (enc.binary) {
       resp.content_type = "application/octet-stream";
       resp.headers.emplace_back("Inference-Header-Content-Length", std::to_string(enc.json_length));

@@ -2,6 +2,7 @@
 // and the tests use (the same tensor framing under "outputs").
 #include "server/kserve.h"
 
+#include <cstdint>
 #include <cstring>
 
 #include "server/kserve_sax.h"
@@ -76,10 +77,53 @@ Result<std::optional<ShmRef>> shm_ref(const json& params, const std::string& nam
 
 // The tensors of h.dom[list_key] (request inputs, response outputs); binary blobs follow the
 // JSON header in order.
+// Where the blob [off, off + n) of an owned body can be viewed at an address aligned to `align`:
+// where it is when it already is, otherwise moved back into bytes nothing needs any more (the
+// parsed JSON header, the gaps left by earlier blobs: everything before *free_from). npos when it
+// would not fit there.
+constexpr size_t kNoRoom = std::string::npos;
+size_t align_in_body(char* base, size_t off, size_t n, size_t align, size_t* free_from) {
+  auto misalign = [&](size_t o) { return reinterpret_cast<uintptr_t>(base + o) % align; };
+  if (misalign(off) == 0) {
+    *free_from = off + n;
+    return off;
+  }
+  const size_t to = *free_from + (align - misalign(*free_from)) % align;
+  if (to > off) return kNoRoom;
+  std::memmove(base + to, base + off, n);
+  *free_from = to + n;
+  return to;
+}
+
+// The request body as the HTTP layer read it, owned: binary tensors view it (Body::storage keeps
+// it alive) instead of being copied out.
+struct OwnedBody {
+  std::shared_ptr<std::string> text;
+  std::shared_ptr<Storage> storage;  // over text's bytes; made with the first view
+  size_t free_from = 0;              // bytes before this are not needed (set past the header)
+
+  // A tensor of `spec` over the blob at `off`, or an undefined tensor when it cannot be placed.
+  Tensor view(const TensorSpec& spec, size_t off, size_t n) {
+    char* base = text->data();
+    size_t at = align_in_body(base, off, n, 64, &free_from);
+    if (at == kNoRoom) at = align_in_body(base, off, n, dtype_size(spec.dtype), &free_from);
+    if (at == kNoRoom) return Tensor();
+    if (!storage) {
+      storage = std::make_shared<Storage>();
+      storage->data = base;
+      storage->bytes = text->size();
+      storage->deleter = [keep = text](void*) {};  // the body lives as long as a tensor views it
+    }
+    return Tensor::wrap(spec.dtype, spec.shape, storage, at);
+  }
+};
+
 Result<std::vector<InferInput>> decode_tensors(ParsedHeader& h, const json& list, std::string_view body, size_t hlen,
-                                               const DecodeLimits& limits, MemoryCharge* mem) {
+                                               const DecodeLimits& limits, MemoryCharge* mem,
+                                               OwnedBody* owned = nullptr) {
   std::vector<InferInput> out;
   size_t offset = hlen;
+  if (owned) owned->free_from = 0;  // the header is parsed: its bytes are free
   for (size_t idx = 0; idx < list.size(); ++idx) {
     const json& in = list[idx];
     GPUOPT_ASSIGN_OR_RETURN(TensorSpec spec, detail::tensor_spec(in));
@@ -134,8 +178,16 @@ Result<std::vector<InferInput>> decode_tensors(ParsedHeader& h, const json& list
     GPUOPT_RETURN_IF_ERROR(mem->charge(spec.dtype == DType::String
                                            ? static_cast<size_t>(spec.numel) * sizeof(std::string) + *binary_size
                                            : *binary_size));
-    x.tensor = Tensor::empty(spec.dtype, spec.shape);
-    GPUOPT_RETURN_IF_ERROR(fill_binary(&x.tensor, body.substr(offset, *binary_size), name));
+    if (owned && spec.dtype != DType::String && *binary_size > 0) x.tensor = owned->view(spec, offset, *binary_size);
+    if (x.tensor.defined()) {  // zero-copy: the tensor is the body's bytes
+      if (spec.dtype == DType::Bool) {
+        auto* b = static_cast<uint8_t*>(x.tensor.raw());
+        for (size_t i = 0; i < *binary_size; ++i) b[i] = b[i] != 0;  // any non-zero byte is true
+      }
+    } else {
+      x.tensor = Tensor::empty(spec.dtype, spec.shape);
+      GPUOPT_RETURN_IF_ERROR(fill_binary(&x.tensor, body.substr(offset, *binary_size), name));
+    }
     offset += *binary_size;
     out.push_back(std::move(x));
   }
@@ -156,8 +208,10 @@ Result<ParsedHeader> read_json_header(std::string_view body, std::optional<size_
 
 }  // namespace
 
-Result<InferRequest> decode_infer_request(std::string_view body, std::optional<size_t> header_length,
-                                          const DecodeLimits& limits) {
+namespace {
+
+Result<InferRequest> decode_request(std::string_view body, std::optional<size_t> header_length,
+                                    const DecodeLimits& limits, OwnedBody* owned) {
   MemoryCharge mem(limits);
   size_t hlen = 0;
   GPUOPT_ASSIGN_OR_RETURN(ParsedHeader h,
@@ -190,7 +244,7 @@ Result<InferRequest> decode_infer_request(std::string_view body, std::optional<s
   auto inputs = j.find("inputs");
   if (inputs == j.end() || !inputs->is_array() || inputs->empty())
     return Status::InvalidArgument("request needs a non-empty 'inputs' array");
-  GPUOPT_ASSIGN_OR_RETURN(req.inputs, decode_tensors(h, *inputs, body, hlen, limits, &mem));
+  GPUOPT_ASSIGN_OR_RETURN(req.inputs, decode_tensors(h, *inputs, body, hlen, limits, &mem, owned));
   if (auto oit = j.find("outputs"); oit != j.end()) {
     if (!oit->is_array()) return Status::InvalidArgument("'outputs' must be an array");
     if (oit->size() > limits.max_tensors)
@@ -216,6 +270,19 @@ Result<InferRequest> decode_infer_request(std::string_view body, std::optional<s
   req.memory_bytes = mem.used();
   req.memory_hold = mem.hold();
   return req;
+}
+
+}  // namespace
+
+Result<InferRequest> decode_infer_request(std::string_view body, std::optional<size_t> header_length,
+                                          const DecodeLimits& limits) {
+  return decode_request(body, header_length, limits, nullptr);
+}
+
+Result<InferRequest> decode_infer_request(std::shared_ptr<std::string> body, std::optional<size_t> header_length,
+                                          const DecodeLimits& limits) {
+  OwnedBody owned{body, nullptr, 0};
+  return decode_request(*body, header_length, limits, &owned);
 }
 
 Result<std::vector<std::pair<std::string, Tensor>>> decode_infer_response(std::string_view body,

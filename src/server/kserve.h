@@ -23,6 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -79,6 +80,12 @@ struct InferRequest {
 // `header_length`: value of Inference-Header-Content-Length (nullopt = the whole body is JSON).
 Result<InferRequest> decode_infer_request(std::string_view body, std::optional<size_t> header_length,
                                           const DecodeLimits& limits);
+// Zero-copy form for a body the caller hands over: binary tensors (all but BYTES) view its bytes
+// instead of being copied out, each at a 64-byte aligned address (a blob that is not is moved back
+// into the parsed JSON header's bytes, in place); the tensors keep the body alive. JSON tensors
+// are decoded as above. The body's text changes (blobs move): read it only through the result.
+Result<InferRequest> decode_infer_request(std::shared_ptr<std::string> body, std::optional<size_t> header_length,
+                                          const DecodeLimits& limits);
 inline Result<InferRequest> decode_infer_request(std::string_view body, std::optional<size_t> header_length) {
   return decode_infer_request(body, header_length, DecodeLimits{});
 }
@@ -93,6 +100,9 @@ struct EncodedResponse {
   std::string body;
   bool binary = false;  // true: send Inference-Header-Content-Length: json_length
   size_t json_length = 0;
+  // With `binary_tail`: the binary outputs' bytes, in order, to send after `body` from the
+  // tensors themselves instead of copied into it (the response body is body + these).
+  std::vector<Tensor> tail;
 };
 
 // `outputs` in the order they should appear (the caller already applied the selection).
@@ -101,7 +111,8 @@ struct EncodedResponse {
 EncodedResponse encode_infer_response(const ResponseMeta& meta,
                                       const std::vector<std::pair<std::string, Tensor>>& outputs,
                                       const std::vector<bool>& binary,
-                                      const std::vector<std::optional<ShmRef>>& shm = {});
+                                      const std::vector<std::optional<ShmRef>>& shm = {},
+                                      bool binary_tail = false);
 
 // Encodes a request (used by `gpuopt perf` and the tests): JSON tensors, or binary blobs after
 // the JSON header when `binary_inputs`. Returns the body; *json_length gets the header length.

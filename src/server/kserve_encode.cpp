@@ -105,7 +105,7 @@ void append_tensor_header(std::string* out, const std::string& name, const Tenso
 EncodedResponse encode_infer_response(const ResponseMeta& meta,
                                       const std::vector<std::pair<std::string, Tensor>>& outputs,
                                       const std::vector<bool>& binary,
-                                      const std::vector<std::optional<ShmRef>>& shm) {
+                                      const std::vector<std::optional<ShmRef>>& shm, bool binary_tail) {
   EncodedResponse r;
   std::string& out = r.body;
   out.reserve(256);
@@ -138,9 +138,18 @@ EncodedResponse encode_infer_response(const ResponseMeta& meta,
   }
   out += "]}";
   r.json_length = out.size();
-  if (r.binary)
-    for (size_t i = 0; i < outputs.size(); ++i)
-      if (binary[i] && !(i < shm.size() && shm[i])) append_binary(&out, outputs[i].second);
+  if (!r.binary) return r;
+  auto in_body = [&](size_t i) { return binary[i] && !(i < shm.size() && shm[i]); };
+  // By reference only when every such output is plain host bytes (BYTES needs its framing).
+  for (size_t i = 0; binary_tail && i < outputs.size(); ++i)
+    if (in_body(i) && (outputs[i].second.dtype() == DType::String || !outputs[i].second.is_cpu())) binary_tail = false;
+  for (size_t i = 0; i < outputs.size(); ++i)
+    if (in_body(i)) {
+      if (binary_tail)
+        r.tail.push_back(outputs[i].second);
+      else
+        append_binary(&out, outputs[i].second);
+    }
   return r;
 }
 

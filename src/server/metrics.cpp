@@ -30,6 +30,9 @@ std::string InferenceServer::metrics_text() const {
     std::string labels;
     StatsSnapshot s;
     int64_t pending;
+    std::vector<InstanceCounters> instances;
+    int max_concurrent = 0;
+    uint64_t staged = 0;
   };
   std::vector<Row> rows;
   for (auto& v : repo_->ready_versions()) {
@@ -38,6 +41,9 @@ std::string InferenceServer::metrics_text() const {
     prom_label(&r.labels, "version", v->version_str);
     r.s = v->stats->snapshot();
     r.pending = v->stats->pending.load();
+    r.instances = v->batcher->instance_counters();
+    r.max_concurrent = v->batcher->max_concurrent();
+    r.staged = v->batcher->staged_batches();
     rows.push_back(std::move(r));
   }
   std::string out;
@@ -78,6 +84,28 @@ std::string InferenceServer::metrics_text() const {
   counter("nv_inference_compute_output_duration_us",
           "Cumulative inference compute output duration in microseconds (does not include cached requests)",
           [](const StatsSnapshot& s) { return s.compute_output.ns / 1000; });
+
+  // The instances (gpuopt's): who ran what, and whether they ran at the same time.
+  auto per_instance = [&](const char* name, const char* help, auto get) {
+    prom_family(&out, name, help, PromType::kCounter);
+    for (const Row& r : rows)
+      for (const InstanceCounters& c : r.instances)
+        prom_sample(&out, name, r.labels, "instance", c.name, static_cast<double>(get(c)));
+  };
+  per_instance("gpuopt_instance_execution_count", "Model executions (batches) run by each instance",
+               [](const InstanceCounters& c) { return c.executions; });
+  per_instance("gpuopt_instance_inference_count", "Batch rows run by each instance (padding excluded)",
+               [](const InstanceCounters& c) { return c.rows; });
+  per_instance("gpuopt_instance_busy_us", "Time each instance spent executing batches, microseconds",
+               [](const InstanceCounters& c) { return c.busy_ns / 1000; });
+  prom_family(&out, "gpuopt_instance_concurrency_max", "Most instances of the model seen executing at the same time",
+              PromType::kGauge);
+  for (const Row& r : rows)
+    prom_sample(&out, "gpuopt_instance_concurrency_max", r.labels, static_cast<double>(r.max_concurrent));
+  prom_family(&out, "gpuopt_batches_staged_ahead",
+              "Batches formed and staged while every instance was busy (taken by the first one free)",
+              PromType::kCounter);
+  for (const Row& r : rows) prom_sample(&out, "gpuopt_batches_staged_ahead", r.labels, static_cast<double>(r.staged));
 
   // Histograms (gpuopt's, beyond Triton): Prometheus type histogram, cumulative buckets.
   auto hist = [&](const char* name, const char* help, Histogram StatsSnapshot::*h) {

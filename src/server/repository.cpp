@@ -225,6 +225,7 @@ Result<std::map<int64_t, std::shared_ptr<LoadedVersion>>> Repository::load_versi
         complete_model_config(&lv->config, src.inputs, src.outputs, had_config, opt_.default_max_batch_size));
     std::vector<std::unique_ptr<ModelInstance>> instances;
     std::vector<bool> gpu_instance;
+    std::vector<std::string> instance_names;
     GPUOPT_ASSIGN_OR_RETURN(std::vector<PlacedInstance> placed,
                             place_instances(name, lv->config.instance_groups, opt_.cuda_devices));
     for (const PlacedInstance& p : placed) {
@@ -235,6 +236,7 @@ Result<std::map<int64_t, std::shared_ptr<LoadedVersion>>> Repository::load_versi
                                                               spec.device.to_string()));
       instances.push_back(std::move(b).value());
       gpu_instance.push_back(p.device.is_cuda());
+      instance_names.push_back(p.name);
     }
     GPUOPT_RETURN_IF_ERROR(warm_up(*lv, instances));
     GPUOPT_RETURN_IF_ERROR(warm_up_largest_batch(*lv, instances, gpu_instance));
@@ -250,6 +252,7 @@ Result<std::map<int64_t, std::shared_ptr<LoadedVersion>>> Repository::load_versi
     bo.padding = lv->config.padding;
     bo.inputs = lv->model_inputs;
     bo.outputs = lv->model_outputs;
+    bo.instance_names = std::move(instance_names);
     // GPU instances replay a CUDA graph per batch size: batches run at a few sizes (row buckets).
     const bool all_gpu = !gpu_instance.empty() && std::find(gpu_instance.begin(), gpu_instance.end(), false) ==
                                                       gpu_instance.end();

@@ -3,6 +3,7 @@
 // with the reason, and the model hash follows the model's bytes and the session settings.
 #include "runtime/plan_cache.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -109,6 +110,43 @@ TEST(PlanCache, AFileForAnotherGpuOrBuildIsStale) {
     ASSERT_TRUE(save_plan_cache(d.path.string(), other, sample()).ok());
     EXPECT_EQ(load_plan_cache(d.path.string(), h200()).state, PlanCacheLoad::State::kStale);
   }
+}
+
+// What scripts/gpu/plan_cache.sh does on the H200 to fake another GPU: the gpu line rewritten
+// and the end line recomputed, as a file the other GPU wrote would be: stale, naming the field.
+// The same edit without a matching end line is a changed file: corrupt, never stale.
+TEST(PlanCache, AnotherGpusFileIsStaleAndAnEditedHeaderIsCorrupt) {
+  TempDir d;
+  ASSERT_TRUE(save_plan_cache(d.path.string(), h200(), sample()).ok());
+  const std::string path = plan_cache_path(d.path.string(), h200());
+  const std::string good = read(path);
+  std::string edited = good;
+  const std::string from = "\ngpu NVIDIA H200\n", to = "\ngpu NVIDIA A100-SXM4-80GB\n";
+  ASSERT_NE(edited.find(from), std::string::npos);
+  edited.replace(edited.find(from), from.size(), to);
+  const size_t end = edited.rfind("end ");
+  std::string resealed = edited.substr(0, end);
+  resealed += fmt::format("end {} {:016x}\n", sample().size(), fnv1a64(resealed));
+
+  write(path, resealed);
+  PlanCacheLoad l = load_plan_cache(d.path.string(), h200());
+  EXPECT_EQ(l.state, PlanCacheLoad::State::kStale) << l.note;
+  EXPECT_STREQ(l.state_name(), "stale");
+  EXPECT_EQ(l.note, "made for gpu 'NVIDIA A100-SXM4-80GB', this is 'NVIDIA H200'");
+  EXPECT_TRUE(l.entries.empty());
+
+  write(path, edited);  // the old end line: the checksum no longer matches
+  l = load_plan_cache(d.path.string(), h200());
+  EXPECT_EQ(l.state, PlanCacheLoad::State::kCorrupt) << l.note;
+  EXPECT_NE(l.note.find("does not match"), std::string::npos) << l.note;
+
+  std::string header_flip = good;  // one bit of the driver line
+  header_flip[header_flip.find("\ndriver 13000") + 8] ^= 0x01;
+  write(path, header_flip);
+  EXPECT_EQ(load_plan_cache(d.path.string(), h200()).state, PlanCacheLoad::State::kCorrupt);
+
+  write(path, good);  // and the untouched file is still warm
+  EXPECT_EQ(load_plan_cache(d.path.string(), h200()).state, PlanCacheLoad::State::kWarm);
 }
 
 TEST(PlanCache, ModelHashFollowsBytesAndSettings) {

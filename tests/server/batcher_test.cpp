@@ -311,5 +311,81 @@ TEST(Batcher, DefaultRowBuckets) {
   EXPECT_TRUE(default_row_buckets(0, {}).empty());
 }
 
+// Two instances take two batches at the same time (both blocked inside run() at once), and the
+// per-instance counters say which ran what.
+TEST(Batcher, TwoInstancesRunAtTheSameTimeAndCountWhatTheyRan) {
+  BatcherOptions o = dynamic(1, 0);
+  o.instance_names = {"m_0_0", "m_0_1"};
+  Harness h(o, 2);
+  h.rec->gate_open = false;
+  auto a = h.submit(1), b = h.submit(2);
+  ASSERT_TRUE(h.rec->wait_running(2));  // both inside run(): concurrent
+  EXPECT_EQ(h.batcher->max_concurrent(), 2);
+  h.rec->open_gate();
+  expect_add_sub(a.get(), 1);
+  expect_add_sub(b.get(), 2);
+  std::vector<std::future<Answer>> f;
+  for (int i = 0; i < 20; ++i) f.push_back(h.submit(10 + i));
+  for (int i = 0; i < 20; ++i) expect_add_sub(f[static_cast<size_t>(i)].get(), 10 + i);
+  h.batcher->stop();  // the counters are final once every worker is done
+  auto c = h.batcher->instance_counters();
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_EQ(c[0].name, "m_0_0");
+  EXPECT_EQ(c[1].name, "m_0_1");
+  EXPECT_GE(c[0].executions, 1u);
+  EXPECT_GE(c[1].executions, 1u);
+  EXPECT_EQ(c[0].executions + c[1].executions, h.stats->snapshot().execution_count);
+  EXPECT_EQ(c[0].rows + c[1].rows, 22u);
+  EXPECT_GT(c[0].busy_ns, 0u);
+}
+
+// While the only instance is busy, a full batch is formed and staged; the instance takes it the
+// moment it is done, and the staged requests still count against the queue limit.
+TEST(Batcher, AFullBatchIsStagedWhileTheInstanceIsBusy) {
+  auto o = dynamic(4, 5000000);  // 5 s delay: only a full batch leaves early
+  o.dynamic->default_queue_policy.max_queue_size = 5;
+  Harness h(o);
+  h.rec->gate_open = false;
+  auto first = h.submit(99, 4);  // full: runs at once
+  ASSERT_TRUE(h.rec->wait_running(1));
+  std::vector<std::future<Answer>> f;
+  for (int i = 0; i < 4; ++i) f.push_back(h.submit(i));  // 4 rows: full
+  for (int i = 0; i < 500 && h.batcher->staged_batches() == 0; ++i) std::this_thread::sleep_for(2ms);
+  EXPECT_EQ(h.batcher->staged_batches(), 1u);
+  EXPECT_EQ(h.batcher->queued(), 4u);  // staged, not started
+  Status s5, s6;
+  auto r5 = h.submit(5, 1, {}, {}, 4, &s5);
+  auto r6 = h.submit(6, 1, {}, {}, 4, &s6);
+  EXPECT_TRUE(s5.ok());
+  EXPECT_EQ(s6.code(), StatusCode::kUnavailable);  // 4 staged + 1 queued = the limit of 5
+  h.rec->open_gate();
+  expect_add_sub(first.get(), 99, 4);
+  for (int i = 0; i < 4; ++i) expect_add_sub(f[static_cast<size_t>(i)].get(), i);
+  h.batcher->stop();  // request 5 runs alone on the drain
+  expect_add_sub(r5.get(), 5);
+  EXPECT_EQ(h.rec->batch_rows, (std::vector<int64_t>{4, 4, 1}));
+}
+
+// A staged batch gives way to a request of higher priority that comes after it was staged.
+TEST(Batcher, AStagedBatchGivesWayToHigherPriority) {
+  auto o = dynamic(2, 5000000);
+  o.dynamic->priority_levels = 2;
+  o.dynamic->default_priority_level = 2;
+  Harness h(o);
+  h.rec->gate_open = false;
+  auto r0 = h.submit(0, 2);  // full: runs at once
+  ASSERT_TRUE(h.rec->wait_running(1));
+  auto l1 = h.submit(1), l2 = h.submit(2);  // full at 2 rows: staged
+  for (int i = 0; i < 500 && h.batcher->staged_batches() == 0; ++i) std::this_thread::sleep_for(2ms);
+  ASSERT_EQ(h.batcher->staged_batches(), 1u);
+  auto high = h.submit(3, 2, 1u);  // 2 rows at priority 1: full too
+  h.rec->open_gate();
+  for (auto* x : {&r0, &l1, &l2}) ASSERT_TRUE(x->get().status.ok());
+  expect_add_sub(high.get(), 3, 2);
+  ASSERT_EQ(h.rec->first_values.size(), 3u);
+  EXPECT_EQ(h.rec->first_values[1], 300.f);  // the priority-1 request ran before the staged two
+  EXPECT_EQ(h.rec->first_values[2], 100.f);
+}
+
 }  // namespace
 }  // namespace gpuopt::server
