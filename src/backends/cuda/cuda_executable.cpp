@@ -335,8 +335,8 @@ Result<ShapeArena*> CudaExecutable::arena_for(Context& c, const std::vector<Tens
   }
   auto a = std::make_unique<ShapeArena>();
   MemoryPlanOptions o;
-  o.alias = [this](const Node& n, size_t i) { return place_[i] == NodePlace::kDevice && cuda_op(n.op)->alias; };
-  o.plannable = [this](const Node& n, size_t i) { return place_[i] == NodePlace::kDevice && !cuda_op(n.op)->alias; };
+  o.alias = [this](const Node& n, size_t i) { return place_[i] == NodePlace::kDevice && cuda_op(n.op, graph_.opset_for(n))->alias; };
+  o.plannable = [this](const Node& n, size_t i) { return place_[i] == NodePlace::kDevice && !cuda_op(n.op, graph_.opset_for(n))->alias; };
   a->plan = plan_memory(graph_, value_bytes_for_inputs(graph_, key), o);
   if (a->plan.arena_bytes) {
     GPUOPT_ASSIGN_OR_RETURN(a->arena, mem_->alloc(DType::U8, {static_cast<int64_t>(a->plan.arena_bytes)}, c.ec.stream,
