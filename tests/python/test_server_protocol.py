@@ -19,14 +19,7 @@ from tritonclient.utils import InferenceServerException  # noqa: E402
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    root = tmp_path_factory.mktemp("repo")
-    weights = H.make_repository(str(root))
-    s = H.Server(["--model-repository", str(root), "--http-max-input-size", str(1 << 20)])
-    s.weights = weights
-    yield s
-    code, secs, out = s.stop()
-    assert code == 0, out
-    assert "Server stopped cleanly" in out
+    yield from H.module_server(tmp_path_factory, "--http-max-input-size", str(1 << 20))
 
 
 def raw(server, method, path, body=None, headers=None):

@@ -81,6 +81,19 @@ instance_group [ {{ count: 2 kind: KIND_CPU }} ]
     return w
 
 
+def module_server(tmp_path_factory, *args):
+    """A pytest module fixture's body: a server on a fresh make_repository (its mlp weights in
+    .weights), stopped at the end, which must exit 0 and say it stopped cleanly."""
+    root = tmp_path_factory.mktemp("repo")
+    weights = make_repository(str(root))
+    s = Server(["--model-repository", str(root), *args])
+    s.weights = weights
+    yield s
+    code, _, out = s.stop()
+    assert code == 0, out
+    assert "Server stopped cleanly" in out
+
+
 class Server:
     """A `gpuopt serve` process on 127.0.0.1 with ephemeral HTTP and metrics ports."""
 
