@@ -48,6 +48,17 @@ int expected_offline_points(const TuneOptions& o) {
   return n + 3;
 }
 
+// A point of the online search: one serve configuration (precision, max batch, instances, delay).
+Point online_point(const std::string& precision, int64_t mbs, int instances, int64_t delay_us) {
+  Point p;
+  p.mode = "online";
+  p.precision = precision;
+  p.batch = mbs;
+  p.instances = instances;
+  p.delay_us = delay_us;
+  return p;
+}
+
 Status write_repo(const fs::path& repo, const TuneOptions& o, const std::string& precision, int64_t mbs, int instances,
                   int64_t delay_us) {
   std::error_code ec;
@@ -59,12 +70,7 @@ Status write_repo(const fs::path& repo, const TuneOptions& o, const std::string&
   if (ec) return Status::Internal("cannot link the model into {}: {}", dir.string(), ec.message());
   TuneResult one;
   one.options = o;
-  Point p;
-  p.mode = "online";
-  p.precision = precision;
-  p.batch = mbs;
-  p.instances = instances;
-  p.delay_us = delay_us;
+  Point p = online_point(precision, mbs, instances, delay_us);
   p.ok = true;
   one.points.push_back(p);
   one.chosen = 0;
@@ -140,12 +146,7 @@ void search_online(const TuneOptions& o, const std::string& precision, Searcher&
         const fs::path repo = fs::path(o.work_dir) / fmt::format("online-{}-{}", precision, ++k);
         const std::string log = (fs::path(o.work_dir) / fmt::format("online-{}-{}.log", precision, k)).string();
         auto fail = [&](const std::string& why) {
-          Point p;
-          p.mode = "online";
-          p.precision = precision;
-          p.batch = mbs;
-          p.instances = inst;
-          p.delay_us = delay;
+          Point p = online_point(precision, mbs, inst, delay);
           p.error = why;
           sr.add(p);
         };
@@ -171,12 +172,7 @@ void search_online(const TuneOptions& o, const std::string& precision, Searcher&
         for (int c = 1; c <= o.max_concurrency; c *= 2) {
           if (sr.out_of_time()) break;
           sr.begin(fmt::format("online {} max_batch {} x{} delay {} us, concurrency {}", precision, mbs, inst, delay, c));
-          Point p;
-          p.mode = "online";
-          p.precision = precision;
-          p.batch = mbs;
-          p.instances = inst;
-          p.delay_us = delay;
+          Point p = online_point(precision, mbs, inst, delay);
           p.concurrency = c;
           for (const Point& q : sr.result.points)  // the session's memory at this batch, from the engine search
             if (q.mode == "offline" && q.ok && q.precision == precision && q.batch == mbs) p.memory_bytes = q.memory_bytes;
