@@ -142,3 +142,88 @@ TEST(FuseAttention, LeavesScoresOthersReadAndSoftmaxOverAnotherAxis) {
 
 }  // namespace
 }  // namespace gpuopt
+
+// The legacy exporter's BERT: batch and sequence symbolic, each Reshape target computed at run
+// time from Shape (Concat(Shape(x)[0:2], [H, D]) for the splits; Concat(Unsqueeze(Shape(x)[0]),
+// Unsqueeze(Shape(x)[1]), [H*D]) for the merge). Shape inference carries the computed targets'
+// dims (ValueInfo::dims_value), so the head splits are recognised and go.
+TEST(FuseAttention, HeadSplitsWithTargetsComputedFromShapesBecomeTheThreeDForm) {
+  Graph g;
+  g.opset = 17;
+  const int64_t batch = g.symbol_dim("batch"), seq = g.symbol_dim("sequence");
+  std::mt19937 rng(5);
+  std::vector<Tensor> inputs;
+  ValueId x[3];
+  for (int i = 0; i < 3; ++i) {
+    x[i] = g.add_input(std::string("qkv").substr(static_cast<size_t>(i), 1), DType::F32, {batch, seq, kH * kD});
+    inputs.push_back(uniform({kB, kS, kH * kD}, rng, -2, 2));
+  }
+  auto shape_dim = [&](ValueId v, int64_t i, const std::string& n) {  // Unsqueeze(Gather(Shape(v), i))
+    ValueId s = g.add_node(Op::Shape, n + "/shape", {v}, 1)[0];
+    ValueId d = g.add_node(Op::Gather, n + "/gather", {s, g.add_constant(n + "/i", Tensor::scalar_i64(i))}, 1)[0];
+    return g.add_node(Op::Unsqueeze, n + "/unsqueeze", {d, i64s(g, n + "/axes", {0})}, 1)[0];
+  };
+  auto split = [&](ValueId v, const std::string& n, std::vector<int64_t> p) {
+    ValueId s = g.add_node(Op::Shape, n + "/shape", {v}, 1)[0];
+    ValueId bs = g.add_node(Op::Slice, n + "/slice", {s, i64s(g, n + "/s0", {0}), i64s(g, n + "/s1", {2})}, 1)[0];
+    ValueId target = g.add_node(Op::Concat, n + "/target", {bs, i64s(g, n + "/hd", {kH, kD})}, 1, {{"axis", int_attr(0)}})[0];
+    ValueId r = g.add_node(Op::Reshape, n + "/reshape", {v, target}, 1)[0];
+    return g.add_node(Op::Transpose, n + "/transpose", {r}, 1, {{"perm", perm(std::move(p))}})[0];
+  };
+  ValueId q = split(x[0], "q", {0, 2, 1, 3}), kt = split(x[1], "k", {0, 2, 3, 1}), v = split(x[2], "v", {0, 2, 1, 3});
+  ValueId s = g.add_node(Op::MatMul, "scores", {q, kt}, 1)[0];
+  s = g.add_node(Op::Div, "div", {s, scalar(g, "sqrt_d", 2.83f)}, 1)[0];
+  ValueId p = g.add_node(Op::Softmax, "softmax", {s}, 1, {{"axis", int_attr(-1)}})[0];
+  ValueId c = g.add_node(Op::MatMul, "context", {p, v}, 1)[0];
+  ValueId t = g.add_node(Op::Transpose, "merge/transpose", {c}, 1, {{"perm", perm({0, 2, 1, 3})}})[0];
+  ValueId merged = g.add_node(Op::Concat, "merge/target",
+                              {shape_dim(x[0], 0, "mb"), shape_dim(x[0], 1, "ms"), i64s(g, "hd", {kH * kD})}, 1,
+                              {{"axis", int_attr(0)}})[0];
+  ValueId y = g.add_node(Op::Reshape, "merge/reshape", {t, merged}, 1, {}, {"y"})[0];
+  g.mark_output(y);
+  finish(g);
+  // What shape inference now knows: the split [batch, sequence, H, D], the merge [batch, sequence, H*D].
+  for (const Node& n : g.nodes())
+    if (n.name == "q/reshape") EXPECT_EQ(g.value(n.outputs[0]).info.shape, (Shape{batch, seq, kH, kD}));
+  EXPECT_EQ(g.value(y).info.shape, (Shape{batch, seq, kH * kD}));
+
+  Graph fused = g;
+  auto st = fuse_attention(&fused);
+  ASSERT_TRUE(st.ok()) << st.status().to_string();
+  finish(fused);
+  EXPECT_EQ(count(fused, "Attention"), 1);
+  EXPECT_EQ(count(fused, "Transpose"), 0);
+  EXPECT_EQ(count(fused, "Reshape"), 0);
+  const Node* attn = nullptr;
+  for (const Node& n : fused.nodes())
+    if (n.op_type == "Attention") attn = &n;
+  ASSERT_NE(attn, nullptr);
+  EXPECT_EQ(attn->attr_i("q_num_heads", 0), kH);
+  const auto want = run_cpu(g, inputs), got = run_cpu(fused, inputs);
+  EXPECT_LE(max_rel_err(got, want), 1e-5);
+}
+
+// A computed target holding a constant -1 (infer) or a dim shape inference does not know keeps
+// the old answer: rank known, dims unknown; nothing is guessed.
+TEST(FuseAttention, ComputedTargetsWithUnknownPartsStayUnknown) {
+  Graph g;
+  g.opset = 17;
+  const int64_t batch = g.symbol_dim("batch");
+  ValueId xv = g.add_input("x", DType::F32, {batch, kS, kH * kD});
+  ValueId s = g.add_node(Op::Shape, "shape", {xv}, 1)[0];
+  ValueId b = g.add_node(Op::Slice, "slice", {s, i64s(g, "s0", {0}), i64s(g, "s1", {1})}, 1)[0];
+  ValueId t = g.add_node(Op::Concat, "target", {b, i64s(g, "rest", {-1, kD})}, 1, {{"axis", int_attr(0)}})[0];
+  ValueId r = g.add_node(Op::Reshape, "reshape", {xv, t}, 1, {}, {"y"})[0];
+  g.mark_output(r);
+  finish(g);
+  EXPECT_FALSE(g.value(t).info.dims_value.has_value());
+  EXPECT_EQ(g.value(r).info.shape, (Shape{kUnknownDim, kUnknownDim, kUnknownDim}));
+  // And a Shape of a partly unknown input has no shape value.
+  Graph h;
+  h.opset = 17;
+  ValueId hx = h.add_input("x", DType::F32, {kUnknownDim, 4});
+  ValueId hs = h.add_node(Op::Shape, "shape", {hx}, 1, {}, {"s"})[0];
+  h.mark_output(hs);
+  finish(h);
+  EXPECT_FALSE(h.value(hs).info.dims_value.has_value());
+}

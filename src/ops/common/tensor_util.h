@@ -59,6 +59,31 @@ inline std::optional<std::vector<int64_t>> const_ints(const InferContext& ctx, s
   return t->to_i64_vector();
 }
 
+// Shape arithmetic (ValueInfo::dims_value): the elements of a 0-D/1-D integer input computed from
+// shapes, each a known dim (>= 0) or a symbol (< -1); a constant input counts when every element
+// is >= 0 (a -1 in a constant means "infer" to Reshape, not a dim). nullopt when not known.
+constexpr int64_t kMaxDimsValue = 64;
+inline std::optional<std::vector<int64_t>> dims_value_of(const InferContext& ctx, size_t i) {
+  if (!ctx.has_input(i)) return std::nullopt;
+  const ValueInfo& v = ctx.in(i);
+  if (!v.value) return v.dims_value;
+  const Tensor& t = *v.value;
+  if ((t.dtype() != DType::I64 && t.dtype() != DType::I32) || t.rank() > 1 || t.numel() > kMaxDimsValue)
+    return std::nullopt;
+  std::vector<int64_t> out = t.to_i64_vector();
+  for (int64_t d : out)
+    if (d < 0) return std::nullopt;
+  return out;
+}
+
+// Sets output i's dims_value when every element is a known dim or a symbol (none unknown).
+inline void set_dims_value(InferContext& ctx, size_t i, std::vector<int64_t> dims) {
+  if (i >= ctx.outputs.size() || dims.size() > static_cast<size_t>(kMaxDimsValue)) return;
+  for (int64_t d : dims)
+    if (d == kUnknownDim) return;
+  ctx.outputs[i].dims_value = std::move(dims);
+}
+
 inline Status require_int_tensor(const InferContext& ctx, size_t i, const char* what) {
   if (!ctx.has_input(i)) return Status::Ok();
   DType d = ctx.in(i).dtype;

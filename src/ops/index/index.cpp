@@ -107,6 +107,17 @@ Status infer_Gather(InferContext& ctx) {
   out.insert(out.end(), ind.shape.begin(), ind.shape.end());
   out.insert(out.end(), data.shape.begin() + axis + 1, data.shape.end());
   set_output(ctx, 0, data.dtype, std::move(out));
+  // Shape arithmetic: Shape(x)[i] with constant indices keeps its dims (symbols too).
+  if (auto dv = dims_value_of(ctx, 0); dv && data.shape.size() == 1 && ind.value && ind.value->rank() <= 1) {
+    std::vector<int64_t> picked;
+    const int64_t n = static_cast<int64_t>(dv->size());
+    for (int64_t i = 0; i < ind.value->numel(); ++i) {
+      const int64_t idx = ind.value->get_i64(i);
+      if (idx < -n || idx >= n) return Status::Ok();
+      picked.push_back((*dv)[static_cast<size_t>(idx < 0 ? idx + n : idx)]);
+    }
+    set_dims_value(ctx, 0, std::move(picked));
+  }
   return Status::Ok();
 }
 Status cpu_Gather(KernelContext& ctx) {

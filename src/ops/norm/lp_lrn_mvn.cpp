@@ -12,6 +12,7 @@ namespace {
 void same_as_input(InferContext& ctx) {
   ctx.outputs[0] = ctx.in(0);
   ctx.outputs[0].value = nullptr;
+  ctx.outputs[0].dims_value.reset();
 }
 
 double per_element_flops(const FlopsContext& ctx, double per) {

@@ -249,6 +249,7 @@ Status infer_cast_to(InferContext& ctx, DType to) {
   ctx.outputs[0] = ctx.in(0);
   ctx.outputs[0].value = nullptr;
   ctx.outputs[0].dtype = to;
+  if (to != DType::I64 && to != DType::I32) ctx.outputs[0].dims_value.reset();  // shape values stay integers
   return Status::Ok();
 }
 }  // namespace

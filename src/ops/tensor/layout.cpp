@@ -104,6 +104,15 @@ Status infer_concat(InferContext& ctx, bool axis_required) {
   }
   out[axis] = axis_sum;
   set_output(ctx, 0, dt, std::move(out));
+  if (rank == 1) {  // shape arithmetic: Concat(Shape(x)[0:2], [12, 64]) keeps its dims
+    std::vector<int64_t> dims;
+    for (size_t i = 0; i < ctx.num_inputs(); ++i) {
+      auto dv = dims_value_of(ctx, i);
+      if (!dv) return Status::Ok();
+      dims.insert(dims.end(), dv->begin(), dv->end());
+    }
+    set_dims_value(ctx, 0, std::move(dims));
+  }
   return Status::Ok();
 }
 }  // namespace
@@ -336,6 +345,13 @@ Status infer_slice(InferContext& ctx, bool attr_form) {
     else out[ax] = kUnknownDim;
   }
   set_output(ctx, 0, in.dtype, std::move(out));
+  // Shape arithmetic: Shape(x)[a:b] keeps its dims (symbols too).
+  if (auto dv = dims_value_of(ctx, 0); dv && r == 1 && a.axes.size() == 1) {
+    const SliceAxis s = slice_axis(static_cast<int64_t>(dv->size()), a.starts[0], a.ends[0], a.steps[0]);
+    std::vector<int64_t> picked;
+    for (int64_t i = 0; i < s.count; ++i) picked.push_back((*dv)[static_cast<size_t>(s.start + i * s.step)]);
+    set_dims_value(ctx, 0, std::move(picked));
+  }
   return Status::Ok();
 }
 

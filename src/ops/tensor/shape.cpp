@@ -14,15 +14,17 @@ namespace {
 
 // Resolves a Reshape target (0 = copy, -1 = infer) against the input shape, which may hold
 // symbolic dims; a -1 is resolved when the dims on both sides cancel out to known factors.
+// symbols: the target is a shape value (ValueInfo::dims_value), whose elements < -1 are symbolic
+// dims rather than invalid.
 Status reshape_target(const InferContext& ctx, const ValueInfo& in, std::vector<int64_t> target, bool allowzero,
-                      Shape* out) {
+                      bool symbols, Shape* out) {
   int infer_at = -1;
   for (size_t i = 0; i < target.size(); ++i) {
     const int64_t t = target[i];
     if (t == -1) {
       if (infer_at >= 0) return ctx.error("shape {} has more than one -1", dims_string(target));
       infer_at = static_cast<int>(i);
-    } else if (t < -1) {
+    } else if (t < -1 && !symbols) {
       return ctx.error("shape {} has invalid dim {}", dims_string(target), t);
     } else if (t == 0 && !allowzero) {
       if (in.rank_known && i >= in.shape.size())
@@ -120,13 +122,17 @@ Status infer_reshape(InferContext& ctx, bool attr_form) {
   std::optional<std::vector<int64_t>> target = attr_form ? ctx.node.attr_ints("shape") : const_ints(ctx, 1);
   if (!attr_form && ctx.in(1).rank_known && ctx.in(1).shape.size() != 1)
     return ctx.error("shape input must be 1-D, got rank {}", ctx.in(1).shape.size());
+  // A target computed from shapes (Concat(Shape(x)[0:2], [12, 64]), say): its known dims and
+  // symbols, so the output keeps [batch, seq, 12, 64] instead of four unknown dims.
+  const bool symbolic_target = !attr_form && !target && ctx.in(1).dims_value;
+  if (symbolic_target) target = ctx.in(1).dims_value;
   if (!target) {
     const ValueInfo& s = ctx.in(1);
     set_output_rank(ctx, 0, in.dtype, s.rank_known && s.shape.size() == 1 && s.shape[0] >= 0 ? s.shape[0] : -1);
     return Status::Ok();
   }
   Shape out;
-  GPUOPT_RETURN_IF_ERROR(reshape_target(ctx, in, *target, allowzero, &out));
+  GPUOPT_RETURN_IF_ERROR(reshape_target(ctx, in, *target, allowzero, symbolic_target, &out));
   set_output(ctx, 0, in.dtype, std::move(out));
   return Status::Ok();
 }
@@ -199,6 +205,7 @@ Status infer_squeeze(InferContext& ctx, AxesForm form) {
   for (int64_t i = 0; i < r; ++i)
     if (!drop[i]) out.push_back(in.shape[i]);
   set_output(ctx, 0, in.dtype, std::move(out));
+  if (auto dv = dims_value_of(ctx, 0); dv && dv->size() == 1) set_dims_value(ctx, 0, std::move(*dv));
   return Status::Ok();
 }
 }  // namespace
@@ -238,6 +245,9 @@ Status infer_unsqueeze(InferContext& ctx, AxesForm form) {
   size_t j = 0;
   for (int64_t i = 0; i < r; ++i) out.push_back(inserted[i] ? 1 : in.shape[j++]);
   set_output(ctx, 0, in.dtype, std::move(out));
+  if (r == 1) {  // a scalar (or a 1-element vector's shape value) made 1-D
+    if (auto dv = dims_value_of(ctx, 0); dv && dv->size() == 1) set_dims_value(ctx, 0, std::move(*dv));
+  }
   return Status::Ok();
 }
 }  // namespace
@@ -270,6 +280,7 @@ Status infer_Shape(InferContext& ctx) {
   int64_t b, e;
   shape_range(ctx.node, static_cast<int64_t>(in.shape.size()), &b, &e);
   set_output(ctx, 0, DType::I64, {e - b});
+  set_dims_value(ctx, 0, Shape(in.shape.begin() + b, in.shape.begin() + e));
   return Status::Ok();
 }
 Status cpu_Shape(KernelContext& ctx) {
