@@ -59,7 +59,7 @@ struct ValueInfo {
   // from shapes (Shape, then Gather/Slice/Concat/Unsqueeze/Squeeze/Cast), each a dim as in
   // `shape` (>= 0 known, < -1 a symbol), when `value` is not known. Empty when not known.
   // Reshape reads it, so a target computed from Shape keeps its known dims (docs/dev/DESIGN.md).
-  std::optional<std::vector<int64_t>> dims_value;
+  std::optional<std::vector<int64_t>> dims_value = std::nullopt;
 };
 
 struct InferContext {
