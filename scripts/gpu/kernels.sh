@@ -24,29 +24,6 @@ for f in "$M"/*_legacy.onnx; do
   "$NCU" --metrics gpu__time_duration.sum --csv --print-units base --clock-control none --cache-control none \
     --launch-skip-before-match 0 "$G" run "$f" --device cuda --precision fp16 --batch "$B" --random-inputs \
     --iterations "$RUNS" --warmup 1 --no-cuda-graphs > "$D/ncu_${m}_b$B.csv" 2> "$D/ncu_${m}_b$B.err"
-  python3 - "$D/ncu_${m}_b$B.csv" "$m" "$B" "$RUNS" <<'PY'
-import csv, collections, io, re, sys
-path, model, batch, runs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-text = open(path, errors="replace").read()
-start = text.find('"ID"')
-if start < 0:
-    print(f"{model} b{batch}: no ncu records:", text[-400:]); sys.exit(0)
-rows = list(csv.DictReader(io.StringIO(text[start:])))
-ns = [(r["Kernel Name"], float(r["Metric Value"])) for r in rows if r.get("Metric Name") == "gpu__time_duration.sum"]
-# The warm-up run comes first: keep the last `runs` thirds (each run launches the same kernels).
-per_run = len(ns) // (runs + 1)
-ns = ns[len(ns) - per_run * runs:]
-def short(n):
-    n = re.sub(r"\(.*", "", n)
-    n = re.sub(r"<.*", "", n)
-    return n[:70]
-agg = collections.defaultdict(lambda: [0.0, 0])
-for n, t in ns:
-    agg[short(n)][0] += t / runs
-    agg[short(n)][1] += 1
-tot = sum(v[0] for v in agg.values())
-print(f"== {model} b{batch}: {per_run} kernels per run, {tot/1e6:.3f} ms GPU busy per run")
-for n, (t, c) in sorted(agg.items(), key=lambda kv: -kv[1][0])[:18]:
-    print(f"  {t/1e3:9.1f} us  {100*t/tot:5.1f}%  x{c//runs:<4d} {n}")
-PY
+  python3 scripts/gpu/ncu_summary.py "$D/ncu_${m}_b$B.csv" --runs "$RUNS" --title "$m b$B"
+  "$G" inspect "$f" --optimized --device cuda --precision fp16 > "$D/inspect_${m}.txt" 2>&1
 done

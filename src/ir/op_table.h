@@ -56,8 +56,8 @@ struct ValueInfo {
   Shape shape;                    // valid when rank_known; dims may be unknown/symbolic at load time
   const Tensor* value = nullptr;  // constant value when known (always at run time)
   // Shape arithmetic at load time: the elements of a small 1-D (or 0-D) integer tensor computed
-  // from shapes (Shape, then Gather/Slice/Concat/Unsqueeze/Squeeze/Cast), each a dim as in
-  // `shape` (>= 0 known, < -1 a symbol), when `value` is not known. Empty when not known.
+  // from shapes (Shape, Gather/Slice/Concat/Unsqueeze/Squeeze/Cast): dims as in `shape` (>= 0, < -1
+  // a symbol) or a literal -1 from a constant (Reshape's infer), when `value` is not. Else empty.
   // Reshape reads it, so a target computed from Shape keeps its known dims (docs/dev/DESIGN.md).
   std::optional<std::vector<int64_t>> dims_value = std::nullopt;
 };

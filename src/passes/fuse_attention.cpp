@@ -106,6 +106,9 @@ bool same_float_dtype(const Graph& g, std::initializer_list<ValueId> vs) {
   return true;
 }
 
+// A dim known or symbolic: two such dims that are equal are the same extent at run time.
+bool dim_is_named(int64_t d) { return d != kUnknownDim; }
+
 // x4 = Transpose(Reshape(x3 [B, S, H*D]), perm): x3 and H when the Reshape splits the last dim
 // of a 3-D tensor into [H, D] (H and D known from x4's shape).
 std::pair<ValueId, int64_t> head_split(const Matcher& m, ValueId x4, std::vector<int64_t> perm, int head_axis,
@@ -121,9 +124,9 @@ std::pair<ValueId, int64_t> head_split(const Matcher& m, ValueId x4, std::vector
   if (!x3.rank_known || x3.shape.size() != 3 || !xi.rank_known || !ri.rank_known || ri.shape.size() != 4) return {kNoValue, 0};
   const int64_t h = xi.shape[static_cast<size_t>(head_axis)], d = xi.shape[static_cast<size_t>(dim_axis)];
   if (!dim_is_known(h) || !dim_is_known(d) || !dim_is_known(x3.shape[2]) || x3.shape[2] != h * d) return {kNoValue, 0};
-  // The Reshape keeps batch and sequence: [B, S, H, D] from [B, S, H*D] (S known and equal, so the
-  // first dim is B whatever the Reshape's target computes it from).
-  if (ri.shape[2] != h || ri.shape[3] != d || !dim_is_known(x3.shape[1]) || ri.shape[1] != x3.shape[1])
+  // The Reshape keeps batch and sequence: [B, S, H, D] from [B, S, H*D] (S known or the same symbol
+  // on both sides, so the first dim is B whatever the Reshape's target computes it from).
+  if (ri.shape[2] != h || ri.shape[3] != d || !dim_is_named(x3.shape[1]) || ri.shape[1] != x3.shape[1])
     return {kNoValue, 0};
   return {r->inputs[0], h};
 }
@@ -141,7 +144,7 @@ void match_heads(const Matcher& m, AttnMatch* a) {
   const ValueInfo& yi = g.value(a->y).info;
   const ValueInfo& y3 = g.value(r->outputs[0]).info;
   if (!y3.rank_known || y3.shape.size() != 3 || !dim_is_known(yi.shape[1]) || !dim_is_known(yi.shape[3]) ||
-      y3.shape[2] != yi.shape[1] * yi.shape[3] || !dim_is_known(yi.shape[2]) || y3.shape[1] != yi.shape[2])
+      y3.shape[2] != yi.shape[1] * yi.shape[3] || !dim_is_named(yi.shape[2]) || y3.shape[1] != yi.shape[2])
     return;
   a->q3 = q3;
   a->k3 = k3;

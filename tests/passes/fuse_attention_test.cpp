@@ -140,14 +140,15 @@ TEST(FuseAttention, LeavesScoresOthersReadAndSoftmaxOverAnotherAxis) {
   }
 }
 
-}  // namespace
-}  // namespace gpuopt
 
 // The legacy exporter's BERT: batch and sequence symbolic, each Reshape target computed at run
-// time from Shape (Concat(Shape(x)[0:2], [H, D]) for the splits; Concat(Unsqueeze(Shape(x)[0]),
-// Unsqueeze(Shape(x)[1]), [H*D]) for the merge). Shape inference carries the computed targets'
-// dims (ValueInfo::dims_value), so the head splits are recognised and go.
+// time from Shape. Older transformers write the splits as Concat(Shape(x)[0:2], [H, D]), newer
+// ones view(*input_shape, -1, D), i.e. Concat(Shape(x)[0:2], [-1, D]); the merge is
+// Concat(Unsqueeze(Shape(x)[0]), Unsqueeze(Shape(x)[1]), [H*D] or [-1]). Shape inference carries
+// the computed targets' dims (ValueInfo::dims_value), so the head splits are recognised and go.
 TEST(FuseAttention, HeadSplitsWithTargetsComputedFromShapesBecomeTheThreeDForm) {
+ for (const bool infer : {false, true}) {
+  SCOPED_TRACE(infer ? "targets with -1" : "targets with H and D");
   Graph g;
   g.opset = 17;
   const int64_t batch = g.symbol_dim("batch"), seq = g.symbol_dim("sequence");
@@ -166,7 +167,8 @@ TEST(FuseAttention, HeadSplitsWithTargetsComputedFromShapesBecomeTheThreeDForm) 
   auto split = [&](ValueId v, const std::string& n, std::vector<int64_t> p) {
     ValueId s = g.add_node(Op::Shape, n + "/shape", {v}, 1)[0];
     ValueId bs = g.add_node(Op::Slice, n + "/slice", {s, i64s(g, n + "/s0", {0}), i64s(g, n + "/s1", {2})}, 1)[0];
-    ValueId target = g.add_node(Op::Concat, n + "/target", {bs, i64s(g, n + "/hd", {kH, kD})}, 1, {{"axis", int_attr(0)}})[0];
+    ValueId hd = i64s(g, n + "/hd", {infer ? -1 : kH, kD});
+    ValueId target = g.add_node(Op::Concat, n + "/target", {bs, hd}, 1, {{"axis", int_attr(0)}})[0];
     ValueId r = g.add_node(Op::Reshape, n + "/reshape", {v, target}, 1)[0];
     return g.add_node(Op::Transpose, n + "/transpose", {r}, 1, {{"perm", perm(std::move(p))}})[0];
   };
@@ -177,14 +179,16 @@ TEST(FuseAttention, HeadSplitsWithTargetsComputedFromShapesBecomeTheThreeDForm) 
   ValueId c = g.add_node(Op::MatMul, "context", {p, v}, 1)[0];
   ValueId t = g.add_node(Op::Transpose, "merge/transpose", {c}, 1, {{"perm", perm({0, 2, 1, 3})}})[0];
   ValueId merged = g.add_node(Op::Concat, "merge/target",
-                              {shape_dim(x[0], 0, "mb"), shape_dim(x[0], 1, "ms"), i64s(g, "hd", {kH * kD})}, 1,
+                              {shape_dim(x[0], 0, "mb"), shape_dim(x[0], 1, "ms"), i64s(g, "hd", {infer ? -1 : kH * kD})}, 1,
                               {{"axis", int_attr(0)}})[0];
   ValueId y = g.add_node(Op::Reshape, "merge/reshape", {t, merged}, 1, {}, {"y"})[0];
   g.mark_output(y);
   finish(g);
   // What shape inference now knows: the split [batch, sequence, H, D], the merge [batch, sequence, H*D].
   for (const Node& n : g.nodes())
-    if (n.name == "q/reshape") EXPECT_EQ(g.value(n.outputs[0]).info.shape, (Shape{batch, seq, kH, kD}));
+    if (n.name == "q/reshape") {
+      EXPECT_EQ(g.value(n.outputs[0]).info.shape, (Shape{batch, seq, kH, kD}));
+    }
   EXPECT_EQ(g.value(y).info.shape, (Shape{batch, seq, kH * kD}));
 
   Graph fused = g;
@@ -201,11 +205,13 @@ TEST(FuseAttention, HeadSplitsWithTargetsComputedFromShapesBecomeTheThreeDForm) 
   EXPECT_EQ(attn->attr_i("q_num_heads", 0), kH);
   const auto want = run_cpu(g, inputs), got = run_cpu(fused, inputs);
   EXPECT_LE(max_rel_err(got, want), 1e-5);
+ }
 }
 
-// A computed target holding a constant -1 (infer) or a dim shape inference does not know keeps
-// the old answer: rank known, dims unknown; nothing is guessed.
-TEST(FuseAttention, ComputedTargetsWithUnknownPartsStayUnknown) {
+// A computed target: a -1 is inferred from the other dims (symbols cancel); a part shape inference
+// does not know (here a Shape of an input with an unknown dim) leaves the dims unknown, and a
+// constant below -1 is not taken for a symbol.
+TEST(FuseAttention, ComputedTargetsInferMinusOneAndGuessNothing) {
   Graph g;
   g.opset = 17;
   const int64_t batch = g.symbol_dim("batch");
@@ -214,10 +220,13 @@ TEST(FuseAttention, ComputedTargetsWithUnknownPartsStayUnknown) {
   ValueId b = g.add_node(Op::Slice, "slice", {s, i64s(g, "s0", {0}), i64s(g, "s1", {1})}, 1)[0];
   ValueId t = g.add_node(Op::Concat, "target", {b, i64s(g, "rest", {-1, kD})}, 1, {{"axis", int_attr(0)}})[0];
   ValueId r = g.add_node(Op::Reshape, "reshape", {xv, t}, 1, {}, {"y"})[0];
+  ValueId t2 = g.add_node(Op::Concat, "bad_target", {b, i64s(g, "bad", {-3, kD})}, 1, {{"axis", int_attr(0)}})[0];
   g.mark_output(r);
+  g.mark_output(t2);
   finish(g);
-  EXPECT_FALSE(g.value(t).info.dims_value.has_value());
-  EXPECT_EQ(g.value(r).info.shape, (Shape{kUnknownDim, kUnknownDim, kUnknownDim}));
+  EXPECT_EQ(g.value(t).info.dims_value, (std::vector<int64_t>{batch, -1, kD}));
+  EXPECT_EQ(g.value(r).info.shape, (Shape{batch, kS * kH, kD}));
+  EXPECT_FALSE(g.value(t2).info.dims_value.has_value());
   // And a Shape of a partly unknown input has no shape value.
   Graph h;
   h.opset = 17;
@@ -227,3 +236,6 @@ TEST(FuseAttention, ComputedTargetsWithUnknownPartsStayUnknown) {
   finish(h);
   EXPECT_FALSE(h.value(hs).info.dims_value.has_value());
 }
+
+}  // namespace
+}  // namespace gpuopt

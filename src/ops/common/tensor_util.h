@@ -60,8 +60,9 @@ inline std::optional<std::vector<int64_t>> const_ints(const InferContext& ctx, s
 }
 
 // Shape arithmetic (ValueInfo::dims_value): the elements of a 0-D/1-D integer input computed from
-// shapes, each a known dim (>= 0) or a symbol (< -1); a constant input counts when every element
-// is >= 0 (a -1 in a constant means "infer" to Reshape, not a dim). nullopt when not known.
+// shapes, each a known dim (>= 0), a symbol (< -1) or a literal -1 carried from a constant
+// (Reshape's "infer"; an unknown dim never makes a shape value). A constant input counts when
+// every element is >= -1. nullopt when not known.
 constexpr int64_t kMaxDimsValue = 64;
 inline std::optional<std::vector<int64_t>> dims_value_of(const InferContext& ctx, size_t i) {
   if (!ctx.has_input(i)) return std::nullopt;
@@ -72,15 +73,13 @@ inline std::optional<std::vector<int64_t>> dims_value_of(const InferContext& ctx
     return std::nullopt;
   std::vector<int64_t> out = t.to_i64_vector();
   for (int64_t d : out)
-    if (d < 0) return std::nullopt;
+    if (d < -1) return std::nullopt;  // would read as a symbol
   return out;
 }
 
-// Sets output i's dims_value when every element is a known dim or a symbol (none unknown).
+// Sets output i's dims_value (elements as dims_value_of's).
 inline void set_dims_value(InferContext& ctx, size_t i, std::vector<int64_t> dims) {
   if (i >= ctx.outputs.size() || dims.size() > static_cast<size_t>(kMaxDimsValue)) return;
-  for (int64_t d : dims)
-    if (d == kUnknownDim) return;
   ctx.outputs[i].dims_value = std::move(dims);
 }
 

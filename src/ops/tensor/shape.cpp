@@ -280,7 +280,8 @@ Status infer_Shape(InferContext& ctx) {
   int64_t b, e;
   shape_range(ctx.node, static_cast<int64_t>(in.shape.size()), &b, &e);
   set_output(ctx, 0, DType::I64, {e - b});
-  set_dims_value(ctx, 0, Shape(in.shape.begin() + b, in.shape.begin() + e));
+  if (std::find(in.shape.begin() + b, in.shape.begin() + e, kUnknownDim) == in.shape.begin() + e)
+    set_dims_value(ctx, 0, Shape(in.shape.begin() + b, in.shape.begin() + e));
   return Status::Ok();
 }
 Status cpu_Shape(KernelContext& ctx) {

@@ -1,4 +1,5 @@
 #include "ops/norm/cuda/norm.h"
+#include "ops/norm/cuda/row_common.cuh"
 #include "backends/cuda/kernels/kernel_common.cuh"
 #include "backends/cuda/kernels/float_convert.cuh"
 #include "core/cuda_check.h"
@@ -16,43 +17,7 @@ namespace {
 using kern::ld;
 using kern::st;
 
-constexpr int kBlock = 256;
-
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-__device__ __forceinline__ float warp_max(float v) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-// Block-wide reductions; every thread gets the result.
-__device__ float block_sum(float v) {
-  __shared__ float sh[32];
-  v = warp_sum(v);
-  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-  __syncthreads();
-  if (lane == 0) sh[w] = v;
-  __syncthreads();
-  v = threadIdx.x < (blockDim.x >> 5) ? sh[lane] : 0.f;
-  if (w == 0) v = warp_sum(v);
-  if (threadIdx.x == 0) sh[0] = v;
-  __syncthreads();
-  return sh[0];
-}
-__device__ float block_max(float v) {
-  __shared__ float sh[32];
-  v = warp_max(v);
-  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-  __syncthreads();
-  if (lane == 0) sh[w] = v;
-  __syncthreads();
-  v = threadIdx.x < (blockDim.x >> 5) ? sh[lane] : -FLT_MAX;
-  if (w == 0) v = warp_max(v);
-  if (threadIdx.x == 0) sh[0] = v;
-  __syncthreads();
-  return sh[0];
-}
+using namespace rowk;
 
 // inner == 1: one block per row.
 template <typename T>
@@ -72,12 +37,6 @@ __global__ void softmax_rows(const T* __restrict__ x, T* __restrict__ y, int64_t
     st(yr, j, log ? v - ls : __expf(v) * inv);
   }
 }
-
-// Rows of up to 32 * N values: one warp per row, the row held in registers (N per lane), max and
-// sum by shuffles, no shared memory and no block barriers. Attention scores ([B,H,S,S], S <= 1024)
-// and hidden states (768, 1024) take this path: one block of 256 threads per short row left
-// most threads idle and paid four barriers per reduction.
-constexpr int kRowsPerBlock = 8;  // warps per block
 
 template <typename T, int N>
 __global__ void softmax_warp(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int cols, bool log) {
@@ -108,57 +67,6 @@ __global__ void softmax_warp(const T* __restrict__ x, T* __restrict__ y, int64_t
   }
 }
 
-template <typename T, int N>
-__global__ void layernorm_warp(const T* __restrict__ x, const T* __restrict__ scale, const T* __restrict__ bias,
-                               T* __restrict__ y, int64_t rows, int cols, float eps, float* mean_out, float* inv_out) {
-  const int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + (threadIdx.x >> 5);
-  if (row >= rows) return;
-  const int lane = threadIdx.x & 31;
-  const T* xr = x + row * cols;
-  T* yr = y + row * cols;
-  float v[N];
-  float s = 0.f;
-#pragma unroll
-  for (int k = 0; k < N; ++k) {
-    const int j = lane + 32 * k;
-    v[k] = j < cols ? ld(xr, j) : 0.f;
-    s += v[k];
-  }
-  const float mean = warp_sum(s) / static_cast<float>(cols);
-  float q = 0.f;
-#pragma unroll
-  for (int k = 0; k < N; ++k)
-    if (lane + 32 * k < cols) q += (v[k] - mean) * (v[k] - mean);
-  const float inv = rsqrtf(warp_sum(q) / static_cast<float>(cols) + eps);
-#pragma unroll
-  for (int k = 0; k < N; ++k) {
-    const int j = lane + 32 * k;
-    if (j >= cols) continue;
-    float o = (v[k] - mean) * inv * ld(scale, j);
-    if (bias) o += ld(bias, j);
-    st(yr, j, o);
-  }
-  if (lane == 0) {
-    if (mean_out) mean_out[row] = mean;
-    if (inv_out) inv_out[row] = inv;
-  }
-}
-
-// Calls f(std::integral_constant<int, N>) with the smallest N in {1,2,4,8,16,32} with 32 * N >=
-// cols; false when cols > 1024.
-template <typename F>
-bool by_row_width(int64_t cols, F&& f) {
-  if (cols <= 32) f(std::integral_constant<int, 1>{});
-  else if (cols <= 64) f(std::integral_constant<int, 2>{});
-  else if (cols <= 128) f(std::integral_constant<int, 4>{});
-  else if (cols <= 256) f(std::integral_constant<int, 8>{});
-  else if (cols <= 512) f(std::integral_constant<int, 16>{});
-  else if (cols <= 1024) f(std::integral_constant<int, 32>{});
-  else return false;
-  return true;
-}
-unsigned warp_row_blocks(int64_t rows) { return static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock); }
-
 // inner > 1: one thread per (outer, inner) column, walking the axis.
 template <typename T>
 __global__ void softmax_strided(const T* __restrict__ x, T* __restrict__ y, int64_t outer, int64_t axis, int64_t inner,
@@ -176,32 +84,6 @@ __global__ void softmax_strided(const T* __restrict__ x, T* __restrict__ y, int6
       const float v = ld(x, base + a * inner) - m;
       st(y, base + a * inner, log ? v - ls : __expf(v) * inv);
     }
-  }
-}
-
-template <typename T>
-__global__ void layernorm_rows(const T* __restrict__ x, const T* __restrict__ scale, const T* __restrict__ bias,
-                               T* __restrict__ y, int64_t cols, float eps, float* mean_out, float* inv_out) {
-  const int64_t row = blockIdx.x;
-  const T* xr = x + row * cols;
-  T* yr = y + row * cols;
-  float s = 0.f;
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) s += ld(xr, j);
-  const float mean = block_sum(s) / static_cast<float>(cols);
-  float v = 0.f;
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-    const float d = ld(xr, j) - mean;
-    v += d * d;
-  }
-  const float inv = rsqrtf(block_sum(v) / static_cast<float>(cols) + eps);
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-    float o = (ld(xr, j) - mean) * inv * ld(scale, j);
-    if (bias) o += ld(bias, j);
-    st(yr, j, o);
-  }
-  if (threadIdx.x == 0) {
-    if (mean_out) mean_out[row] = mean;
-    if (inv_out) inv_out[row] = inv;
   }
 }
 
@@ -352,17 +234,6 @@ __global__ void pool2d(const T* __restrict__ x, T* __restrict__ y, Pool2d p) {
 }
 
 unsigned grid_for(int64_t n) { return kern::grid_for(n, kBlock); }
-
-template <typename F>
-Status by_float(DType dt, F&& f) {
-  switch (dt) {
-    case DType::F32: f(float{}); return Status::Ok();
-    case DType::F16: f(__half{}); return Status::Ok();
-    case DType::BF16: f(__nv_bfloat16{}); return Status::Ok();
-    default: return Status::Unimplemented("CUDA kernel does not support dtype {}", dtype_name(dt));
-  }
-}
-
 }  // namespace
 
 Status launch_softmax(DType dt, const void* x, void* y, int64_t outer, int64_t axis, int64_t inner, bool log,
@@ -377,25 +248,6 @@ Status launch_softmax(DType dt, const void* x, void* y, int64_t outer, int64_t a
     if (warp) return;
     if (inner == 1) softmax_rows<T><<<static_cast<unsigned>(outer), kBlock, 0, s>>>(static_cast<const T*>(x), static_cast<T*>(y), axis, log);
     else softmax_strided<T><<<grid_for(outer * inner), kBlock, 0, s>>>(static_cast<const T*>(x), static_cast<T*>(y), outer, axis, inner, log);
-  }));
-  GPUOPT_CHECK_CALL(cudaGetLastError());
-  return Status::Ok();
-}
-
-Status launch_layernorm(DType dt, const void* x, const void* scale, const void* bias, void* y, int64_t rows,
-                        int64_t cols, float eps, float* mean, float* inv_std, cudaStream_t s) {
-  if (rows * cols == 0) return Status::Ok();
-  GPUOPT_RETURN_IF_ERROR(by_float(dt, [&](auto tag) {
-    using T = decltype(tag);
-    const bool warp = rows < (int64_t{1} << 31) * kRowsPerBlock && by_row_width(cols, [&](auto n) {
-      layernorm_warp<T, decltype(n)::value><<<warp_row_blocks(rows), 32 * kRowsPerBlock, 0, s>>>(
-          static_cast<const T*>(x), static_cast<const T*>(scale), static_cast<const T*>(bias), static_cast<T*>(y), rows,
-          static_cast<int>(cols), eps, mean, inv_std);
-    });
-    if (warp) return;
-    layernorm_rows<T><<<static_cast<unsigned>(rows), kBlock, 0, s>>>(static_cast<const T*>(x), static_cast<const T*>(scale),
-                                                                     static_cast<const T*>(bias), static_cast<T*>(y),
-                                                                     cols, eps, mean, inv_std);
   }));
   GPUOPT_CHECK_CALL(cudaGetLastError());
   return Status::Ok();
