@@ -19,6 +19,7 @@
 #include "passes/match.h"
 #include "passes/passes.h"
 
+#include <algorithm>
 #include <optional>
 
 namespace gpuopt {
@@ -131,6 +132,29 @@ std::pair<ValueId, int64_t> head_split(const Matcher& m, ValueId x4, std::vector
   return {r->inputs[0], h};
 }
 
+// Whether every use of shape value v (through Gather/Slice/Unsqueeze/Squeeze/Concat/Cast) ends as
+// Reshape r's target, so that v's nodes are dead once r is replaced.
+// The nodes on the way are added to `chain` (once each).
+bool only_feeds_target(const Matcher& m, ValueId v, const Node& r, int depth, std::vector<const Node*>* chain) {
+  const Graph& g = const_cast<Matcher&>(m).graph();
+  const auto rs = m.readers(v);
+  if (depth > 8 || rs.empty() || g.value(v).is_graph_output) return false;
+  for (int32_t ri : rs) {
+    const Node& n = g.nodes()[static_cast<size_t>(ri)];
+    if (&n == &r) {
+      if (r.inputs.size() < 2 || r.inputs[1] != v || r.inputs[0] == v) return false;
+      continue;
+    }
+    static const char* const kShapeMath[] = {"Gather", "Slice", "Unsqueeze", "Squeeze", "Concat", "Cast"};
+    bool math = false;
+    for (const char* op : kShapeMath) math = math || n.op_type == op;
+    if (!math || !n.domain.empty() || n.outputs.size() != 1 || !only_feeds_target(m, n.outputs[0], r, depth + 1, chain))
+      return false;
+    if (std::find(chain->begin(), chain->end(), &n) == chain->end()) chain->push_back(&n);
+  }
+  return true;
+}
+
 void match_heads(const Matcher& m, AttnMatch* a) {
   const Graph& g = const_cast<Matcher&>(m).graph();
   const auto [q3, hq] = head_split(m, a->q, {0, 2, 1, 3}, 1, 3);
@@ -139,8 +163,21 @@ void match_heads(const Matcher& m, AttnMatch* a) {
   if (q3 == kNoValue || k3 == kNoValue || v3 == kNoValue || hk != hv) return;
   const Node* t = m.sole_reader(a->y, "Transpose");
   if (!t || t->attr_ints("perm") != std::vector<int64_t>{0, 2, 1, 3}) return;
-  const Node* r = m.sole_reader(t->outputs[0], "Reshape");
-  if (!r || r->inputs[0] != t->outputs[0]) return;
+  // The merge Reshape; Shape nodes may read the merged heads too when all they compute is its
+  // target (GPT-2: Shape(y)[0], Shape(y)[1] -> Concat(b, s, H*D)): they die with it.
+  const Node* r = nullptr;
+  for (int32_t ri : m.readers(t->outputs[0])) {
+    const Node& n = g.nodes()[static_cast<size_t>(ri)];
+    if (n.op_type == "Reshape" && n.domain.empty() && n.inputs[0] == t->outputs[0] && !r) r = &n;
+  }
+  if (!r) return;
+  std::vector<const Node*> shape_chain;
+  for (int32_t ri : m.readers(t->outputs[0])) {
+    const Node& n = g.nodes()[static_cast<size_t>(ri)];
+    if (&n == r) continue;
+    if (!(n.op_type == "Shape" && n.domain.empty() && only_feeds_target(m, n.outputs[0], *r, 0, &shape_chain))) return;
+    shape_chain.push_back(&n);
+  }
   const ValueInfo& yi = g.value(a->y).info;
   const ValueInfo& y3 = g.value(r->outputs[0]).info;
   if (!y3.rank_known || y3.shape.size() != 3 || !dim_is_known(yi.shape[1]) || !dim_is_known(yi.shape[3]) ||
@@ -154,6 +191,7 @@ void match_heads(const Matcher& m, AttnMatch* a) {
   a->kv_heads = hk;
   a->nodes.push_back(t);
   a->nodes.push_back(r);
+  a->nodes.insert(a->nodes.end(), shape_chain.begin(), shape_chain.end());
 }
 
 std::optional<AttnMatch> match(const Matcher& m, const Node& sm, int opset) {

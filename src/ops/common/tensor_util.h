@@ -69,11 +69,26 @@ inline std::optional<std::vector<int64_t>> dims_value_of(const InferContext& ctx
   const ValueInfo& v = ctx.in(i);
   if (!v.value) return v.dims_value;
   const Tensor& t = *v.value;
-  if ((t.dtype() != DType::I64 && t.dtype() != DType::I32) || t.rank() > 1 || t.numel() > kMaxDimsValue)
+  if ((t.dtype() != DType::I64 && t.dtype() != DType::I32 && t.dtype() != DType::Bool) || t.rank() > 1 ||
+      t.numel() > kMaxDimsValue)
     return std::nullopt;
   std::vector<int64_t> out = t.to_i64_vector();
   for (int64_t d : out)
     if (d < -1) return std::nullopt;  // would read as a symbol
+  return out;
+}
+
+// Elementwise over shape values (lengths equal, or one of them 1): f(a, b) -> the element, or
+// nullopt when it is not known (then no shape value at all).
+template <typename F>
+std::optional<std::vector<int64_t>> dims_zip(const std::vector<int64_t>& a, const std::vector<int64_t>& b, F&& f) {
+  if (a.size() != b.size() && a.size() != 1 && b.size() != 1) return std::nullopt;
+  std::vector<int64_t> out(std::max(a.size(), b.size()));
+  for (size_t i = 0; i < out.size(); ++i) {
+    const std::optional<int64_t> v = f(a[a.size() == 1 ? 0 : i], b[b.size() == 1 ? 0 : i]);
+    if (!v || *v < -1) return std::nullopt;
+    out[i] = *v;
+  }
   return out;
 }
 

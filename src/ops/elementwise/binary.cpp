@@ -2,6 +2,7 @@
 // Where. Float types compute in double and round once; integers compute in their own type with
 // two's-complement wrapping (no signed-overflow UB), and integer division by zero is an error.
 #include "ops/common/broadcast.h"
+#include "ops/common/tensor_util.h"
 #include "ir/graph.h"
 
 #include <cmath>
@@ -12,6 +13,43 @@ namespace {
 
 template <typename T>
 using Unsigned = std::make_unsigned_t<T>;
+
+// Shape arithmetic on shape values (ValueInfo::dims_value; torch's expand writes its target as
+// Where(Equal(s, -1), 1, s) over a computed shape s): Mul, Add, Sub and Equal where each element
+// is known: a symbol times 1 or plus 0 stays itself; a dim (>= 0 or a symbol) never equals a
+// negative constant; the same symbol equals itself. Anything else gives no shape value.
+void propagate_dims(InferContext& ctx) {
+  const Op op = ctx.node.op;
+  if (ctx.num_inputs() != 2 || (op != Op::Mul && op != Op::Add && op != Op::Sub && op != Op::Equal)) return;
+  const auto a = tensor_util::dims_value_of(ctx, 0), b = tensor_util::dims_value_of(ctx, 1);
+  if (!a || !b) return;
+  const auto sym = [](int64_t d) { return d < -1; };
+  std::optional<std::vector<int64_t>> r;
+  if (op == Op::Mul) {
+    r = tensor_util::dims_zip(*a, *b, [&](int64_t x, int64_t y) -> std::optional<int64_t> {
+      if (!sym(x) && !sym(y)) return x * y;
+      if (y == 1) return x;
+      if (x == 1) return y;
+      return std::nullopt;
+    });
+  } else if (op == Op::Add || op == Op::Sub) {
+    const bool sub = op == Op::Sub;
+    r = tensor_util::dims_zip(*a, *b, [&](int64_t x, int64_t y) -> std::optional<int64_t> {
+      if (!sym(x) && !sym(y)) return sub ? x - y : x + y;
+      if (y == 0) return x;
+      if (x == 0 && !sub) return y;
+      return std::nullopt;
+    });
+  } else {
+    r = tensor_util::dims_zip(*a, *b, [&](int64_t x, int64_t y) -> std::optional<int64_t> {
+      if (!sym(x) && !sym(y)) return x == y;
+      if (x == y) return 1;
+      if ((sym(x) && y < 0) || (sym(y) && x < 0)) return 0;
+      return std::nullopt;
+    });
+  }
+  if (r) tensor_util::set_dims_value(ctx, 0, std::move(*r));
+}
 
 // Shape and dtype of a broadcasting op over inputs [0, n) that must share one dtype.
 Status infer_broadcasting(InferContext& ctx, size_t min_inputs, unsigned classes, DType out_dtype) {
@@ -25,7 +63,9 @@ Status infer_broadcasting(InferContext& ctx, size_t min_inputs, unsigned classes
   GPUOPT_ASSIGN_OR_RETURN(DType t, common_input_dtype(ctx, which));
   ValueInfo& o = ctx.outputs[0];
   o.dtype = out_dtype == DType::Undefined ? t : out_dtype;
-  return infer_broadcast(ctx, which, &o);
+  GPUOPT_RETURN_IF_ERROR(infer_broadcast(ctx, which, &o));
+  propagate_dims(ctx);
+  return Status::Ok();
 }
 
 // Float -> integer conversion that saturates instead of invoking UB (NaN gives 0).
@@ -303,7 +343,22 @@ Status infer_Where(InferContext& ctx) {
   GPUOPT_RETURN_IF_ERROR(check_input_dtype(ctx, 0, kBoolType));
   GPUOPT_ASSIGN_OR_RETURN(DType t, common_input_dtype(ctx, {1, 2}));
   ctx.outputs[0].dtype = t;
-  return infer_broadcast(ctx, {0, 1, 2}, &ctx.outputs[0]);
+  GPUOPT_RETURN_IF_ERROR(infer_broadcast(ctx, {0, 1, 2}, &ctx.outputs[0]));
+  // On shape values: the condition's elements pick from X's and Y's.
+  const auto c = tensor_util::dims_value_of(ctx, 0), x = tensor_util::dims_value_of(ctx, 1),
+             y = tensor_util::dims_value_of(ctx, 2);
+  if (c && x && y) {
+    auto xy = tensor_util::dims_zip(*x, *y, [](int64_t, int64_t) -> std::optional<int64_t> { return 0; });
+    auto picked = xy ? tensor_util::dims_zip(*c, *xy, [](int64_t k, int64_t) -> std::optional<int64_t> { return k; }) : std::nullopt;
+    if (picked) {
+      const size_t n = picked->size();
+      std::vector<int64_t> out(n);
+      for (size_t i = 0; i < n; ++i)
+        out[i] = (*c)[c->size() == 1 ? 0 : i] ? (*x)[x->size() == 1 ? 0 : i] : (*y)[y->size() == 1 ? 0 : i];
+      tensor_util::set_dims_value(ctx, 0, std::move(out));
+    }
+  }
+  return Status::Ok();
 }
 Status cpu_Where(KernelContext& ctx) {
   const Tensor &c = ctx.in(0), &x = ctx.in(1), &y = ctx.in(2);

@@ -76,13 +76,24 @@ Status infer_ConstantOfShape(InferContext& ctx) {
   const ValueInfo& s = ctx.in(0);
   if (s.rank_known && s.shape.size() != 1) return ctx.error("shape input must be 1-D, got rank {}", s.shape.size());
   auto dims = const_ints(ctx, 0);
+  bool symbolic = false;
+  if (!dims && s.dims_value && std::find(s.dims_value->begin(), s.dims_value->end(), -1) == s.dims_value->end()) {
+    dims = s.dims_value;  // a shape computed from shapes: its dims and symbols
+    symbolic = true;
+  }
   if (!dims) {
     set_output_rank(ctx, 0, dt, s.rank_known && s.shape[0] >= 0 ? s.shape[0] : -1);
     return Status::Ok();
   }
   for (int64_t d : *dims)
-    if (d < 0) return ctx.error("shape {} has a negative dim", dims_string(*dims));
+    if (d < 0 && !symbolic) return ctx.error("shape {} has a negative dim", dims_string(*dims));
   set_output(ctx, 0, dt, *dims);
+  // A small integer fill of rank 1 (torch's expand: ConstantOfShape(Shape(s)) * -1): a shape value.
+  if (dims->size() == 1 && (*dims)[0] >= 0 && (*dims)[0] <= kMaxDimsValue && (dt == DType::I64 || dt == DType::I32)) {
+    const Attribute* a = ctx.node.attr("value");
+    const int64_t v = a ? a->t.get_i64(0) : 0;
+    if (v >= -1) set_dims_value(ctx, 0, std::vector<int64_t>(static_cast<size_t>((*dims)[0]), v));
+  }
   return Status::Ok();
 }
 Status cpu_ConstantOfShape(KernelContext& ctx) {
@@ -138,7 +149,11 @@ Status infer_Range(InferContext& ctx) {
   if (!dtype_is_float(dt) && !dtype_is_integer(dt)) return ctx.error("dtype {} is not numeric", dtype_name(dt));
   const Tensor *s = const_input(ctx, 0), *l = const_input(ctx, 1), *d = const_input(ctx, 2);
   if (!s || !l || !d) {
-    set_output(ctx, 0, dt, {kUnknownDim});
+    // Range(0, n, 1) with n a shape value (torch's arange(seq_len)): n elements, a symbol too.
+    const auto lv = dims_value_of(ctx, 1);
+    const bool count_is_limit = s && d && dtype_is_integer(dt) && s->get_i64(0) == 0 && d->get_i64(0) == 1 && lv &&
+                                lv->size() == 1 && (*lv)[0] != -1;
+    set_output(ctx, 0, dt, {count_is_limit ? (*lv)[0] : kUnknownDim});
     return Status::Ok();
   }
   Result<int64_t> n = range_count(*s, *l, *d);

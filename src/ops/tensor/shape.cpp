@@ -133,7 +133,11 @@ Status infer_reshape(InferContext& ctx, bool attr_form) {
   }
   Shape out;
   GPUOPT_RETURN_IF_ERROR(reshape_target(ctx, in, *target, allowzero, symbolic_target, &out));
+  const bool flat = out.size() <= 1;
   set_output(ctx, 0, in.dtype, std::move(out));
+  if (flat) {  // a shape value keeps its elements (Reshape(Concat(b, s), [-1]))
+    if (auto dv = in.dims_value) set_dims_value(ctx, 0, std::move(*dv));
+  }
   return Status::Ok();
 }
 }  // namespace

@@ -293,6 +293,14 @@ Status infer_Expand(InferContext& ctx) {
   auto target = const_ints(ctx, 1);
   if (ctx.in(1).rank_known && ctx.in(1).shape.size() != 1)
     return ctx.error("shape input must be 1-D, got rank {}", ctx.in(1).shape.size());
+  // A target computed from shapes (BERT's token-type ids expanded to Shape(input_ids)): its dims
+  // and symbols, so the batch stays the input's symbol downstream. A -1 in it stays unknown.
+  bool symbolic = false;
+  if (!target && ctx.in(1).dims_value &&
+      std::find(ctx.in(1).dims_value->begin(), ctx.in(1).dims_value->end(), -1) == ctx.in(1).dims_value->end()) {
+    target = ctx.in(1).dims_value;
+    symbolic = true;
+  }
   if (!in.rank_known || !target) {
     int64_t rank = -1;
     const ValueInfo& s = ctx.in(1);
@@ -303,7 +311,7 @@ Status infer_Expand(InferContext& ctx) {
     return Status::Ok();
   }
   for (int64_t d : *target)
-    if (d < 0) return ctx.error("shape {} has a negative dim", dims_string(*target));
+    if (d < 0 && !symbolic) return ctx.error("shape {} has a negative dim", dims_string(*target));
   std::optional<Shape> out = broadcast_shapes(in.shape, *target);
   if (!out) return ctx.error("cannot expand {} to {}", shape_to_string(in.shape), dims_string(*target));
   set_output(ctx, 0, in.dtype, std::move(*out));

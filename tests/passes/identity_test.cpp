@@ -1,0 +1,63 @@
+// eliminate_identity: Identity, inference Dropout and one-input Concat go; a Transpose of a
+// Transpose becomes one Transpose by the composed permutation (or nothing when they cancel).
+// The oracle is the CPU reference on the graph before the pass.
+#include "pass_test_util.h"
+#include "passes/passes.h"
+
+namespace gpuopt {
+namespace {
+
+using testing::count;
+using testing::finish;
+using testing::max_rel_err;
+using testing::run_cpu;
+using testing::uniform;
+
+// x [2,3,4,5] -> Transpose(p1) -> Concat(one input) -> Transpose(p2) -> y (and, when `leak`, the
+// first Transpose's output is read by a Relu that is a graph output too).
+Graph chain(std::vector<int64_t> p1, std::vector<int64_t> p2, bool leak) {
+  Graph g;
+  g.opset = 17;
+  ValueId x = g.add_input("x", DType::F32, {2, 3, 4, 5});
+  ValueId t = g.add_node(Op::Transpose, "t1", {x}, 1, {{"perm", ints_attr(std::move(p1))}})[0];
+  ValueId c = g.add_node(Op::Concat, "one", {t}, 1, {{"axis", int_attr(-2)}})[0];
+  ValueId y = g.add_node(Op::Transpose, "t2", {c}, 1, {{"perm", ints_attr(std::move(p2))}}, {"y"})[0];
+  g.mark_output(y);
+  if (leak) g.mark_output(g.add_node(Op::Relu, "relu", {t}, 1, {}, {"r"})[0]);
+  finish(g);
+  return g;
+}
+
+TEST(EliminateIdentity, ComposesTransposesThroughAOneInputConcat) {
+  std::mt19937 rng(3);
+  const std::vector<Tensor> in{uniform({2, 3, 4, 5}, rng, -1, 1)};
+  for (const bool leak : {false, true}) {
+    const Graph ref = chain({0, 2, 1, 3}, {0, 1, 3, 2}, leak);
+    Graph g = ref;
+    ASSERT_TRUE(eliminate_identity(&g).ok());
+    ASSERT_TRUE(remove_dead_nodes(&g).ok());
+    finish(g);
+    EXPECT_EQ(count(g, "Concat"), 0);
+    EXPECT_EQ(count(g, "Transpose"), leak ? 2 : 1);  // the first stays for the Relu that reads it
+    for (const Node& n : g.nodes())
+      if (n.name == "t2") {
+        EXPECT_EQ(n.attr_ints("perm"), (std::vector<int64_t>{0, 2, 3, 1}));
+      }
+    EXPECT_EQ(max_rel_err(run_cpu(g, in), run_cpu(ref, in)), 0.0);
+  }
+}
+
+TEST(EliminateIdentity, TransposesThatCancelGoAltogether) {
+  std::mt19937 rng(4);
+  const std::vector<Tensor> in{uniform({2, 3, 4, 5}, rng, -1, 1)};
+  const Graph ref = chain({0, 2, 3, 1}, {0, 3, 1, 2}, false);
+  Graph g = ref;
+  ASSERT_TRUE(eliminate_identity(&g).ok());
+  ASSERT_TRUE(remove_dead_nodes(&g).ok());
+  finish(g);
+  EXPECT_EQ(count(g, "Transpose"), 0);
+  EXPECT_EQ(max_rel_err(run_cpu(g, in), run_cpu(ref, in)), 0.0);
+}
+
+}  // namespace
+}  // namespace gpuopt
