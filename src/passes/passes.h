@@ -22,6 +22,8 @@ struct PassStats {
 Result<PassStats> remove_dead_nodes(Graph* g);
 // Identity, and Dropout in inference (no training_mode, or a false constant), rewired away.
 Result<PassStats> eliminate_identity(Graph* g);
+// A node equal to an earlier one (op, domain, attributes, inputs) rewired to it (cse.cpp).
+Result<PassStats> eliminate_common_subexpressions(Graph* g);
 // Nodes whose inputs are all constants (and Shape/Size of a concrete shape) become constants,
 // computed with the CPU reference kernels (eval_node).
 Result<PassStats> fold_constants(Graph* g);

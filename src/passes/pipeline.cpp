@@ -57,6 +57,8 @@ Status run_default_passes(Graph* g, const FusionSwitches& sw) {
   GPUOPT_ASSIGN_OR_RETURN(PassStats folded, fold_constants(g));
   GPUOPT_ASSIGN_OR_RETURN(PassStats bn, fold_batchnorm(g));
   GPUOPT_ASSIGN_OR_RETURN(PassStats ident, eliminate_identity(g));
+  GPUOPT_ASSIGN_OR_RETURN(PassStats common, eliminate_common_subexpressions(g));
+  ident.removed += common.removed;
   GPUOPT_ASSIGN_OR_RETURN(PassStats dead, remove_dead_nodes(g));
   // After dead-node removal, so a Conv output read also by a dead node still fuses.
   PassStats conv, gelu, attention, linear;

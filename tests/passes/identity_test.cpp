@@ -59,5 +59,41 @@ TEST(EliminateIdentity, TransposesThatCancelGoAltogether) {
   EXPECT_EQ(max_rel_err(run_cpu(g, in), run_cpu(ref, in)), 0.0);
 }
 
+// Twelve layers building the same mask from the same inputs: one Where after CSE, and the same
+// results; nodes writing graph outputs stay.
+TEST(EliminateCommonSubexpressions, EqualNodesBecomeOne) {
+  Graph g;
+  g.opset = 17;
+  ValueId c = g.add_input("c", DType::Bool, {2, 4});
+  ValueId x = g.add_input("x", DType::F32, {2, 4});
+  ValueId zero = g.add_constant("zero", Tensor::from_vector<float>(DType::F32, {}, {0.f}));
+  ValueId ninf = g.add_constant("ninf", Tensor::from_vector<float>(DType::F32, {}, {-1e4f}));
+  ValueId acc = x;
+  for (int l = 0; l < 12; ++l) {
+    ValueId m = g.add_node(Op::Where, "mask" + std::to_string(l), {c, zero, ninf}, 1)[0];
+    acc = g.add_node(Op::Add, "add" + std::to_string(l), {acc, m}, 1)[0];
+  }
+  ValueId y = g.add_node(Op::Identity, "y", {acc}, 1, {}, {"y"})[0];
+  g.mark_output(y);
+  ValueId r1 = g.add_node(Op::Relu, "r1", {x}, 1, {}, {"r1"})[0];
+  ValueId r2 = g.add_node(Op::Relu, "r2", {x}, 1, {}, {"r2"})[0];
+  g.mark_output(r1);
+  g.mark_output(r2);
+  finish(g);
+  std::mt19937 rng(5);
+  Tensor cv = Tensor::empty(DType::Bool, {2, 4});
+  for (int64_t i = 0; i < 8; ++i) cv.set_f64(i, i % 3 == 0);
+  const std::vector<Tensor> in{cv, uniform({2, 4}, rng, -1, 1)};
+  const auto want = run_cpu(g, in);
+  Graph h = g;
+  auto st = eliminate_common_subexpressions(&h);
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->removed, 11);
+  finish(h);
+  EXPECT_EQ(count(h, "Where"), 1);
+  EXPECT_EQ(count(h, "Relu"), 2);  // each writes a graph output of its own
+  EXPECT_EQ(max_rel_err(run_cpu(h, in), want), 0.0);
+}
+
 }  // namespace
 }  // namespace gpuopt
