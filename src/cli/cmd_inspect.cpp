@@ -111,6 +111,14 @@ int run(const Options& o) {
   // Shapes as declared (symbols kept) for the listing; a copy with symbols bound for FLOPs.
   const Graph declared = g;
   Graph bound = g;
+  // The session's passes for --device and --precision (layout_nhwc for cuda at fp16/bf16), on the
+  // graph as a Session compiles it: symbols unbound, so the listing is what a run executes (a
+  // fusion that needs a known batch would show here and not run). Symbols are bound after, for
+  // the FLOPs and the memory plan. --device was checked when the command line was read.
+  const Device device = o.device.empty() ? Device::cpu() : parse_device(o.device).value();
+  if (o.optimized) {
+    if (Status ps = run_session_passes(&bound, device, o.precision, true); !ps.ok()) return report_error(ps);
+  }
   for (const std::string& kv : o.dims) {
     const size_t eq = kv.find('=');
     int64_t v = 0;
@@ -127,10 +135,6 @@ int run(const Options& o) {
     if (!s.empty() && s[0] <= kFirstSymbolDim) bound.bind_symbol(bound.symbol_name(s[0]), o.batch);
   }
   Status st = bound.infer_shapes();
-  // The session's passes for --device and --precision (layout_nhwc for cuda at fp16/bf16).
-  // --device was checked when the command line was read (parse_device): this parse succeeds.
-  const Device device = o.device.empty() ? Device::cpu() : parse_device(o.device).value();
-  if (st.ok() && o.optimized) st = run_session_passes(&bound, device, o.precision, true);
   if (!st.ok()) return report_error(st);
   // FLOPs come from a folded copy: with the symbols bound, shape subgraphs (Shape -> Gather ->
   // Concat -> Reshape) fold, so every later node has concrete shapes. Folded nodes cost nothing
