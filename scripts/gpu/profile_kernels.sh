@@ -17,6 +17,10 @@ mkdir -p "$D" "$M"
 PY=python3
 fail=0
 $PY tools/models/make_models.py --out $M resnet_small bert >/dev/null || exit 1
+# Where this machine's libcupti is (gpuopt looks on the loader's path, then under $CUDA_HOME,
+# $CUDA_PATH and /usr/local/cuda by itself); shown for the record.
+echo "libcupti here: $(ls /usr/local/cuda/extras/CUPTI/lib64/libcupti.so* /usr/local/cuda/lib64/libcupti.so* \
+  /usr/local/cuda/targets/*/lib/libcupti.so* 2>/dev/null | tr '\n' ' ')"
 
 echo "== test_tune (kernel attribution, trace, summary on synthetic records) =="
 "$B/test_tune" --gtest_filter='ProfileKernels.*:ProfileTrace.*' >"$D/test_tune.txt" 2>&1 || fail=1

@@ -139,8 +139,11 @@ void InferenceServer::handle_infer(HttpRequest&& req, net::Responder done) {
     done(HttpResponse::error(s.code() == StatusCode::kOutOfMemory ? 413 : http_status_for(s), s.message()));
     return;
   }
-  auto wire = std::make_shared<WireTimes>();
-  wire->received_ns = req.received_ns;
+  std::shared_ptr<WireTimes> wire;  // only when tracing: the network stages of a sampled request
+  if (tracer_) {
+    wire = std::make_shared<WireTimes>();
+    wire->received_ns = req.received_ns;
+  }
   submit_infer(std::move(v), std::move(decoded).value(), t_start, [done, wire](Result<InferReply> r) {
     HttpResponse resp;
     if (!r.ok()) {
@@ -157,7 +160,7 @@ void InferenceServer::handle_infer(HttpRequest&& req, net::Responder done) {
         resp.headers.emplace_back("Inference-Header-Content-Length", std::to_string(enc.json_length));
       }
     }
-    if (wire->sent)  // a traced request: its trace is recorded once the answer is out
+    if (wire && wire->sent)  // a traced request: its trace is recorded once the answer is out
       resp.on_written = [wire, ready = now_ns()](uint64_t written) {
         if (auto sent = std::exchange(wire->sent, nullptr)) sent(ready, written);
       };

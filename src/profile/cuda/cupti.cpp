@@ -55,7 +55,7 @@ std::vector<std::string> candidates() {
   roots.push_back("/usr/local/cuda");
   for (const std::string& root : roots)
     for (const char* sub : {"extras/CUPTI/lib64", "lib64", "lib", "targets/x86_64-linux/lib", "targets/sbsa-linux/lib"})
-      c.push_back(root + "/" + sub + "/libcupti.so");
+      for (const char* so : {"libcupti.so", "libcupti.so.13", "libcupti.so.12"}) c.push_back(root + "/" + sub + "/" + so);
   return c;
 }
 
