@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <map>
+#include <vector>
 
 namespace gpuopt::profile {
 
@@ -29,10 +30,18 @@ std::string demangle(const char* name) {
   return out;
 }
 
+// How far outside a node's host interval a kernel's midpoint may be and still count as the node's.
+constexpr double kSlackUs = 2.0;
+
 void attach_kernels(std::vector<KernelRecord> kernels, ProfileResult* r) {
   std::stable_sort(kernels.begin(), kernels.end(),
                    [](const KernelRecord& a, const KernelRecord& b) { return a.start_us < b.start_us; });
-  for (ProfiledRun& run : r->runs) run.kernels.clear();
+  std::vector<bool> in_order;  // per run: its nodes in start order (as the executors run them)
+  for (ProfiledRun& run : r->runs) {
+    run.kernels.clear();
+    in_order.push_back(std::is_sorted(run.profile.nodes.begin(), run.profile.nodes.end(),
+                                      [](const NodeTime& a, const NodeTime& b) { return a.start_us < b.start_us; }));
+  }
   for (KernelRecord& k : kernels) {
     const double mid = k.start_us + k.dur_us / 2;
     auto run = std::find_if(r->runs.begin(), r->runs.end(),
@@ -40,13 +49,28 @@ void attach_kernels(std::vector<KernelRecord> kernels, ProfileResult* r) {
     if (run == r->runs.end()) continue;  // not one of the profiled runs (another thread's work)
     k.node = -1;
     const auto& nodes = run->profile.nodes;
+    const bool sorted = in_order[static_cast<size_t>(run - r->runs.begin())];
     // The node whose host interval holds the midpoint; nodes run one after another, so the
     // intervals are ordered and disjoint: the last node starting at or before it.
-    auto after = std::upper_bound(nodes.begin(), nodes.end(), mid,
-                                  [](double t, const NodeTime& n) { return t < n.start_us; });
-    if (after != nodes.begin()) {
-      const NodeTime& n = *std::prev(after);
-      if (mid <= n.start_us + n.wall_us && n.device != "cpu") k.node = static_cast<int>(std::prev(after) - nodes.begin());
+    auto holds = [&](const NodeTime& n) { return mid >= n.start_us && mid <= n.start_us + n.wall_us && n.device != "cpu"; };
+    if (sorted) {
+      auto after = std::upper_bound(nodes.begin(), nodes.end(), mid,
+                                    [](double t, const NodeTime& n) { return t < n.start_us; });
+      if (after != nodes.begin() && holds(*std::prev(after))) k.node = static_cast<int>(std::prev(after) - nodes.begin());
+    } else {  // not in start order (not expected from the executors): look at each
+      for (size_t i = 0; i < nodes.size() && k.node < 0; ++i)
+        if (holds(nodes[i])) k.node = static_cast<int>(i);
+    }
+    if (k.node < 0) {  // just outside a node (the GPU-to-host time conversion is not exact): the nearest
+      double best = kSlackUs;
+      for (size_t i = 0; i < nodes.size(); ++i) {
+        const NodeTime& n = nodes[i];
+        const double d = mid < n.start_us ? n.start_us - mid : mid - (n.start_us + n.wall_us);
+        if (n.device != "cpu" && d <= best) {
+          best = d;
+          k.node = static_cast<int>(i);
+        }
+      }
     }
     run->kernels.push_back(std::move(k));
   }

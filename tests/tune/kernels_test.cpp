@@ -72,6 +72,19 @@ TEST(ProfileKernels, AttachedToRunAndNodeByHostInterval) {
   EXPECT_EQ(r.runs[0].kernels.size(), 4u);
 }
 
+TEST(ProfileKernels, NodesOutOfOrderAndKernelsJustOutside) {
+  ProfileResult r = two_runs();
+  std::swap(r.runs[0].profile.nodes[0], r.runs[0].profile.nodes[1]);  // mm listed before add
+  attach_kernels({kernel("in_add", 2030, 10), kernel("in_mm", 2130, 300),
+                  kernel("just_after_add", 2110.5, 1),   // midpoint 1 us past add's end: still add's
+                  kernel("gap", 2114, 2)},              // midpoint 5 us from add, 5 us from mm: neither
+                 &r);
+  std::map<std::string, std::string> node;
+  for (const KernelRecord& k : r.runs[0].kernels)
+    node[k.name] = k.node < 0 ? "-" : r.runs[0].profile.nodes[static_cast<size_t>(k.node)].node;
+  EXPECT_EQ(node, (std::map<std::string, std::string>{{"in_add", "add"}, {"in_mm", "mm"}, {"just_after_add", "add"}, {"gap", "-"}}));
+}
+
 TEST(ProfileKernels, SummaryByNameSlowestFirst) {
   ProfileResult r = two_runs();
   attach_kernels(records(), &r);

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <mutex>
 #include <string>
@@ -211,6 +212,18 @@ class CuptiCapture final : public KernelCapture {
       if (capped) *note += fmt::format("{}{} kernel record(s) past the first {} not kept", note->empty() ? "" : "; ", capped, kMaxRecords);
     }
     std::sort(records_.begin(), records_.end(), [](const KernelRecord& a, const KernelRecord& b) { return a.start_us < b.start_us; });
+    // A check on the clock: the records should be near the steady clock's now. Were they left on
+    // CUPTI's default clock (the realtime one), they are moved onto the steady clock.
+    if (!records_.empty()) {
+      const double steady = static_cast<double>(steady_ns()) / 1e3;
+      const double real =
+          std::chrono::duration<double, std::micro>(std::chrono::system_clock::now().time_since_epoch()).count();
+      const double last = records_.back().start_us;
+      if (std::abs(last - real) < std::abs(last - steady)) {
+        for (KernelRecord& k : records_) k.start_us -= real - steady;
+        if (note) *note += std::string(note->empty() ? "" : "; ") + "CUPTI kept the realtime clock: kernel times moved onto the steady clock";
+      }
+    }
     return std::move(records_);
   }
 
