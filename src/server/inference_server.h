@@ -105,6 +105,7 @@ class InferenceServer {
   // Explicit model control (HTTP and gRPC): runs on the loader thread, `done` gets the outcome.
   void control_model(const std::string& name, bool load, std::function<void(Status)> done);
   ControlMode control_mode() const { return opt_.control_mode; }
+  bool tracing() const { return tracer_ != nullptr; }  // --trace-file: requests are sampled into a trace
   const DecodeLimits& request_limits() const { return opt_.request_limits; }
 
  private:

@@ -3,7 +3,8 @@
 // network in (HTTP: from the request's first byte read until its handler runs), decode (parse
 // the body, check it against the model), queue (until its batch formed), compute input /
 // compute infer / compute output (the batch's execution), encode (the answer), network out
-// (HTTP: from the answer handed to the connection until its last byte was written). Requests
+// (from the answer handed to the connection until its last byte was written; gRPC: until grpc++
+// reports the call done). Requests
 // in flight together overlap, so a stage's track has lanes ("queue", "queue 2", ...): a slice
 // goes on the first lane where it overlaps nothing. The file is a JSON array of events, closed
 // when the server stops (a viewer also reads it unclosed, after a crash).
@@ -33,7 +34,7 @@ struct RequestMoments {
   uint64_t submitted_ns = 0;  // decoded and handed to the batcher
   uint64_t answered_ns = 0;   // the batcher called back (queue and compute are behind it)
   uint64_t encoded_ns = 0;    // the answer is encoded and handed to the protocol's connection
-  uint64_t written_ns = 0;    // its last byte was written (0: unknown, gRPC, or never written)
+  uint64_t written_ns = 0;    // its last byte was written (0: unknown or never written)
 };
 
 class RequestTracer {
