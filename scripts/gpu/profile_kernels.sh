@@ -91,10 +91,10 @@ for prec in fp32 fp16; do
 done
 
 echo "== profile bert fp16 batch 8 (table) =="
-"$G" profile $M/bert.onnx --device cuda --precision fp16 --batch 8 --runs 2 --top 8 \
+"$G" profile $M/bert.onnx --device cuda --precision fp16 --batch 8 --dim sequence=64 --runs 2 --top 8 \
   --trace "$D/bert.trace.json" >"$D/bert.txt" 2>"$D/bert.err"
 echo "exit $?"; cat "$D/bert.err"; cat "$D/bert.txt"
-"$G" profile $M/bert.onnx --device cuda --precision fp16 --batch 8 --runs 2 --json --no-trace \
+"$G" profile $M/bert.onnx --device cuda --precision fp16 --batch 8 --dim sequence=64 --runs 2 --json --no-trace \
   >"$D/bert.json" 2>/dev/null
 check "bert fp16" "$D/bert.json" "$D/bert.trace.json" "MatMul|Gemm|Attention" "gemm|xmma|sm90|cutlass|nvjet|ampere|flash|sdpa|fmha" || fail=1
 
