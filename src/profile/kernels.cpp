@@ -15,7 +15,7 @@
 namespace gpuopt::profile {
 
 #if !GPUOPT_HAVE_CUDA
-Result<std::unique_ptr<KernelCapture>> KernelCapture::start() {
+Result<std::unique_ptr<KernelCapture>> KernelCapture::start(const std::string&) {
   return Status::Unavailable("kernel names need a CUDA build (this gpuopt was built without CUDA)");
 }
 #endif

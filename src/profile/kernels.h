@@ -26,7 +26,8 @@ namespace gpuopt::profile {
 class KernelCapture {
  public:
   // Loads libcupti (once) and starts recording kernels on every device. One capture at a time.
-  static Result<std::unique_ptr<KernelCapture>> start();
+  // `library`: that file instead of the search (tests load a fake CUPTI this way).
+  static Result<std::unique_ptr<KernelCapture>> start(const std::string& library = "");
   virtual ~KernelCapture() = default;
   // Waits for the device, stops recording and returns the kernels by start time; `note` gets
   // one line when CUPTI dropped records (a buffer ran full) or the cap on records was reached.

@@ -9,7 +9,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <string>
 #include <type_traits>
@@ -24,7 +26,7 @@
 namespace gpuopt::profile {
 
 #ifndef GPUOPT_HAVE_CUPTI_H
-Result<std::unique_ptr<KernelCapture>> KernelCapture::start() {
+Result<std::unique_ptr<KernelCapture>> KernelCapture::start(const std::string&) {
   return Status::Unavailable("kernel names need CUPTI's headers at build time (cupti.h was not found)");
 }
 #else
@@ -60,14 +62,17 @@ std::vector<std::string> candidates() {
   return c;
 }
 
-Result<const Api*> load_api() {
+// The library loaded from `library` ("" = the search of candidates()), once per process.
+Result<const Api*> load_api(const std::string& library) {
   static std::mutex mu;
-  static Api api;
-  static std::string error;
+  static std::map<std::string, std::pair<Api, std::string>> loaded;  // library -> API, or why not
   std::lock_guard<std::mutex> lock(mu);
+  auto [it, fresh] = loaded.try_emplace(library);
+  Api& api = it->second.first;
+  std::string& error = it->second.second;
   if (api.handle) return &api;
-  if (!error.empty()) return Status::Unavailable("{}", error);
-  std::vector<std::string> tried = candidates();
+  if (!fresh) return Status::Unavailable("{}", error);
+  const std::vector<std::string> tried = library.empty() ? candidates() : std::vector<std::string>{library};
   for (const std::string& p : tried) {
     api.handle = dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (api.handle) {
@@ -76,8 +81,10 @@ Result<const Api*> load_api() {
     }
   }
   if (!api.handle) {
-    error = fmt::format("CUPTI not found (tried {} and {} more; put the toolkit's extras/CUPTI/lib64 on LD_LIBRARY_PATH)",
-                        tried.front(), tried.size() - 1);
+    error = tried.size() == 1
+                ? fmt::format("CUPTI not loaded from {}: {}", tried.front(), dlerror())
+                : fmt::format("CUPTI not found (tried {} and {} more; put the toolkit's extras/CUPTI/lib64 on "
+                              "LD_LIBRARY_PATH)", tried.front(), tried.size() - 1);
     return Status::Unavailable("{}", error);
   }
   auto sym = [&](auto* fn, const char* name) {
@@ -104,12 +111,31 @@ struct Sink {
   const Api* api = nullptr;
   std::vector<KernelRecord>* out = nullptr;
   size_t dropped = 0, capped = 0;
-  double offset_us = 0;  // added to CUPTI's timestamps to reach now_us (0 with our own clock)
+  int64_t offset_ns = 0;  // added to CUPTI's timestamps to reach the steady clock (0 with our own)
+  bool moved = false;     // records came on the realtime clock although CUPTI took ours
+  int64_t real_minus_steady_ns = 0;  // the realtime clock against the steady one, at the start
 } g_sink;
 
 uint64_t CUPTIAPI steady_ns() {
   return static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+}
+
+// A record's timestamp on the steady clock, in integers (doubles of realtime ns lose 0.25 us).
+// A check on the clock as well: a timestamp nearer the realtime clock's now than the steady one's
+// was left on CUPTI's default clock although CUPTI took ours; it is moved (called under g_sink.mu).
+int64_t to_steady_ns(uint64_t t) {
+  const int64_t v = static_cast<int64_t>(t) + g_sink.offset_ns;
+  const int64_t steady = static_cast<int64_t>(steady_ns());
+  if (std::llabs(v - (steady + g_sink.real_minus_steady_ns)) < std::llabs(v - steady)) {
+    g_sink.moved = true;
+    return v - g_sink.real_minus_steady_ns;
+  }
+  return v;
+}
+
+int64_t realtime_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
@@ -132,7 +158,7 @@ void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t* buffer, 
       const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(rec);
       KernelRecord r;
       r.name = demangle(k->name);
-      r.start_us = static_cast<double>(k->start) / 1e3 + g_sink.offset_us;
+      r.start_us = static_cast<double>(to_steady_ns(k->start)) / 1e3;
       r.dur_us = k->end > k->start ? static_cast<double>(k->end - k->start) / 1e3 : 0;
       r.device = k->deviceId;
       r.stream = k->streamId;
@@ -168,7 +194,10 @@ class CuptiCapture final : public KernelCapture {
       std::lock_guard<std::mutex> lock(g_sink.mu);
       if (g_sink.out) return Status::Unavailable("another kernel capture is in progress");
       g_sink.dropped = g_sink.capped = 0;
-      g_sink.offset_us = 0;
+      g_sink.offset_ns = 0;
+      g_sink.moved = false;
+      const int64_t a = static_cast<int64_t>(steady_ns()), r = realtime_ns(), b = static_cast<int64_t>(steady_ns());
+      g_sink.real_minus_steady_ns = r - (a / 2 + b / 2);
       g_sink.api = api_;
       g_sink.out = &records_;
     }
@@ -180,7 +209,7 @@ class CuptiCapture final : public KernelCapture {
       api_->get_timestamp(&cupti_ns);
       const uint64_t b = steady_ns();
       std::lock_guard<std::mutex> lock(g_sink.mu);
-      g_sink.offset_us = (static_cast<double>(a + b) / 2 - static_cast<double>(cupti_ns)) / 1e3;
+      g_sink.offset_ns = static_cast<int64_t>(a / 2 + b / 2) - static_cast<int64_t>(cupti_ns);
     }
     CUptiResult r = api_->register_callbacks(&buffer_requested, &buffer_completed);
     if (r == CUPTI_SUCCESS) r = api_->enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
@@ -200,10 +229,12 @@ class CuptiCapture final : public KernelCapture {
     api_->disable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
     api_->flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     size_t dropped = 0, capped = 0;
+    bool moved = false;
     {
       std::lock_guard<std::mutex> lock(g_sink.mu);
       dropped = g_sink.dropped;
       capped = g_sink.capped;
+      moved = g_sink.moved;
     }
     release();
     if (note) {
@@ -212,18 +243,7 @@ class CuptiCapture final : public KernelCapture {
       if (capped) *note += fmt::format("{}{} kernel record(s) past the first {} not kept", note->empty() ? "" : "; ", capped, kMaxRecords);
     }
     std::sort(records_.begin(), records_.end(), [](const KernelRecord& a, const KernelRecord& b) { return a.start_us < b.start_us; });
-    // A check on the clock: the records should be near the steady clock's now. Were they left on
-    // CUPTI's default clock (the realtime one), they are moved onto the steady clock.
-    if (!records_.empty()) {
-      const double steady = static_cast<double>(steady_ns()) / 1e3;
-      const double real =
-          std::chrono::duration<double, std::micro>(std::chrono::system_clock::now().time_since_epoch()).count();
-      const double last = records_.back().start_us;
-      if (std::abs(last - real) < std::abs(last - steady)) {
-        for (KernelRecord& k : records_) k.start_us -= real - steady;
-        if (note) *note += std::string(note->empty() ? "" : "; ") + "CUPTI kept the realtime clock: kernel times moved onto the steady clock";
-      }
-    }
+    if (moved && note) *note += std::string(note->empty() ? "" : "; ") + "CUPTI kept the realtime clock: kernel times moved onto the steady clock";
     return std::move(records_);
   }
 
@@ -240,8 +260,8 @@ class CuptiCapture final : public KernelCapture {
 
 }  // namespace
 
-Result<std::unique_ptr<KernelCapture>> KernelCapture::start() {
-  GPUOPT_ASSIGN_OR_RETURN(const Api* api, load_api());
+Result<std::unique_ptr<KernelCapture>> KernelCapture::start(const std::string& library) {
+  GPUOPT_ASSIGN_OR_RETURN(const Api* api, load_api(library));
   auto c = std::make_unique<CuptiCapture>(api);
   GPUOPT_RETURN_IF_ERROR(c->begin());
   return std::unique_ptr<KernelCapture>(std::move(c));
