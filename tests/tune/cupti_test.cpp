@@ -56,7 +56,10 @@ TEST(ProfileCupti, KernelRecordsOnTheSteadyClock) {
   const double before = now_us();
   auto cap = KernelCapture::start(lib);
   ASSERT_TRUE(cap.ok()) << cap.status().to_string();
-  EXPECT_FALSE(KernelCapture::start(lib).ok());  // one capture at a time
+  EXPECT_FALSE(KernelCapture::start(lib).ok());  // one capture at a time, and the refused one
+  auto recording = fake_control<int (*)()>(lib, "fake_cupti_recording");
+  ASSERT_NE(recording, nullptr);
+  EXPECT_TRUE(recording());  // stopped nothing of the first
   std::string note;
   auto k = (*cap)->finish(&note);
   const double after = now_us();

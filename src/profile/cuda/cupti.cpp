@@ -192,7 +192,10 @@ class CuptiCapture final : public KernelCapture {
   Status begin() {
     {
       std::lock_guard<std::mutex> lock(g_sink.mu);
-      if (g_sink.out) return Status::Unavailable("another kernel capture is in progress");
+      if (g_sink.out) {
+        finished_ = true;  // nothing of ours to stop: the other capture goes on
+        return Status::Unavailable("another kernel capture is in progress");
+      }
       g_sink.dropped = g_sink.capped = 0;
       g_sink.offset_ns = 0;
       g_sink.moved = false;

@@ -6,8 +6,9 @@
 // timestamp callback, else from the realtime clock, as the real CUPTI's default on Linux.
 //
 // Test controls (extern "C", found with dlsym): fake_cupti_fail_enable(code) makes enable return
-// `code`; fake_cupti_timestamp_callback(mode): 0 as CUPTI, 1 its registration fails, 2 it
-// succeeds but the records stay on the realtime clock.
+// `code`; fake_cupti_recording() says whether kernels are being recorded (enabled, nothing
+// delivered or disabled yet); fake_cupti_timestamp_callback(mode): 0 as CUPTI, 1 its registration
+// fails, 2 it succeeds but the records stay on the realtime clock.
 #include <cupti.h>
 
 #include <chrono>
@@ -36,6 +37,7 @@ const char* const kNames[] = {"_Z6squarePfi", "_Z6squarePfi", "gemm_kernel_plain
 extern "C" {
 
 void fake_cupti_fail_enable(int code) { g_enable_error = code; }
+int fake_cupti_recording() { return g_enabled_at != 0; }  // enabled, nothing delivered or disabled yet
 void fake_cupti_timestamp_callback(int mode) {
   g_timestamp_mode = mode;
   if (mode) g_timestamp = nullptr;
@@ -62,7 +64,10 @@ CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind kind) {
   return CUPTI_SUCCESS;
 }
 
-CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind) { return CUPTI_SUCCESS; }
+CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind kind) {
+  if (kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) g_enabled_at = 0;  // what ran so far is lost
+  return CUPTI_SUCCESS;
+}
 
 CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t) {
   if (!g_enabled_at || !g_request || !g_complete) return CUPTI_SUCCESS;
