@@ -65,17 +65,29 @@ class WireReactor final : public ServerUnaryReactor {
  public:
   WireReactor() : wire_(std::make_shared<WireTimes>()) {}
   std::shared_ptr<WireTimes> wire() const { return wire_; }
+  // From the thread that answers; wire_->sent was set on it before (submit_infer).
   void finish(const grpc::Status& s) {
-    ready_ns_ = now_ns();
+    {
+      std::lock_guard<std::mutex> lock(mu_);  // OnDone, on grpc's thread, reads what this thread wrote
+      ready_ns_ = now_ns();
+    }
     Finish(s);
   }
   void OnCancel() override { cancelled_ = true; }
   void OnDone() override {
-    if (auto sent = std::exchange(wire_->sent, nullptr)) sent(ready_ns_, cancelled_ ? 0 : now_ns());
+    std::function<void(uint64_t, uint64_t)> sent;
+    uint64_t ready = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      sent = std::exchange(wire_->sent, nullptr);
+      ready = ready_ns_;
+    }
+    if (sent) sent(ready, cancelled_ ? 0 : now_ns());
     delete this;
   }
 
  private:
+  std::mutex mu_;
   std::shared_ptr<WireTimes> wire_;
   uint64_t ready_ns_ = 0;
   std::atomic<bool> cancelled_{false};
