@@ -21,6 +21,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace gpuopt::profile {
@@ -118,6 +119,8 @@ struct NodeRow {
   // intensity (TFLOP/s for compute-heavy nodes, as GB/s equivalently) and the share of it reached.
   std::string bound;
   double roof_pct = -1;
+  // GPU: the kernels it launched (CUPTI), by name with their summed time per run, slowest first.
+  std::vector<std::pair<std::string, double>> kernels;
 };
 
 // One kernel name over the profiled runs (means per run).

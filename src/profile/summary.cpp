@@ -116,6 +116,14 @@ Summary summarize(const ProfileResult& r, const std::optional<Ceilings>& ceiling
     }
   }
   for (NodeRow& row : rows) row.share = s.node_time_us > 0 ? row.time_us / s.node_time_us : 0;
+  std::vector<std::map<std::string, double>> node_kernels(rows.size());  // per node: kernel -> time
+  for (const ProfiledRun& run : r.runs)
+    for (const KernelRecord& k : run.kernels)
+      if (k.node >= 0 && static_cast<size_t>(k.node) < rows.size()) node_kernels[static_cast<size_t>(k.node)][k.name] += k.dur_us / runs;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    rows[i].kernels.assign(node_kernels[i].begin(), node_kernels[i].end());
+    std::stable_sort(rows[i].kernels.begin(), rows[i].kernels.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  }
   s.host_gap_share = s.run_us > 0 ? std::max(0.0, (s.run_us - s.node_wall_us) / s.run_us) : 0;
   double gpu = 0;
   for (const NodeRow& row : rows)
@@ -137,6 +145,8 @@ nlohmann::json row_json(const NodeRow& n) {
                       {"intensity", n.intensity}};
   j["bound"] = n.bound.empty() ? nlohmann::json(nullptr) : nlohmann::json(n.bound);
   j["percent_of_roof"] = n.roof_pct >= 0 ? nlohmann::json(n.roof_pct) : nlohmann::json(nullptr);
+  j["kernels"] = nlohmann::json::array();
+  for (const auto& [name, us] : n.kernels) j["kernels"].push_back({{"kernel", name}, {"time_us", us}});
   return j;
 }
 

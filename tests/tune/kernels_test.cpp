@@ -106,6 +106,11 @@ TEST(ProfileKernels, SummaryByNameSlowestFirst) {
 
   const Summary s = summarize(r, std::nullopt, 10);
   ASSERT_EQ(s.kernels.size(), 4u);
+  // Per node: its kernels, slowest first, time per run.
+  ASSERT_EQ(s.nodes[0].name, "mm");
+  EXPECT_EQ(s.nodes[0].kernels, (std::vector<std::pair<std::string, double>>{{"sm90_xmma_gemm_f16f16_f32", 390},
+                                                                              {"splitK_reduce", 75}}));
+  EXPECT_EQ(s.nodes[1].kernels, (std::vector<std::pair<std::string, double>>{{"vectorized_add<half>", 11}}));
   EXPECT_EQ(s.kernels.back().name, "cast_f32_to_f16");
   EXPECT_TRUE(s.kernels.back().node.empty());  // between nodes
   r.kernels_recorded = true;
@@ -114,6 +119,8 @@ TEST(ProfileKernels, SummaryByNameSlowestFirst) {
   EXPECT_EQ(j["kernels"][0]["kernel"], "sm90_xmma_gemm_f16f16_f32");
   EXPECT_EQ(j["kernels"][0]["node"], "mm");
   EXPECT_TRUE(j["kernels"][3]["node"].is_null());
+  EXPECT_EQ(j["nodes"][0]["kernels"][1]["kernel"], "splitK_reduce");
+  EXPECT_DOUBLE_EQ(j["nodes"][0]["kernels"][1]["time_us"].get<double>(), 75);
   EXPECT_EQ(j["kernels_recorded"], true);
   EXPECT_DOUBLE_EQ(j["kernel_time_us"].get<double>(), 955.0 / 2);
   const std::string text = render_summary(r, s);
