@@ -1,5 +1,5 @@
 // `gpuopt profile MODEL`: where the time goes. A Chrome trace (host track, GPU stream track,
-// every node with shapes, dtype, bytes, FLOPs), the top-k nodes against the roofline of the
+// every node with shapes, dtype, bytes, FLOPs; on CUDA every kernel by name, CUPTI), the top-k nodes against the roofline of the
 // ceilings `gpuopt bench` measured, and the share of the run spent in host gaps (docs/profile.md).
 #include "backends/backend.h"
 #include "core/device.h"
@@ -31,6 +31,7 @@ struct Options {
   bool no_trace = false;
   bool json = false;
   bool no_cuda_graphs = false;
+  bool no_kernels = false;
   uint64_t seed = 0;
 };
 
@@ -46,6 +47,7 @@ int run(const Options& o) {
   po.session.cuda_graphs = !o.no_cuda_graphs;
   po.warmup = o.warmup;
   po.runs = o.runs;
+  po.kernels = !o.no_kernels;
   if (!o.memory_limit.empty()) {
     auto bytes = parse_byte_size(o.memory_limit);
     if (!bytes) return report_error(Status::InvalidArgument("--memory-limit '{}': expected bytes such as 512M or 2G", o.memory_limit), true);
@@ -73,6 +75,8 @@ int run(const Options& o) {
                o.device.c_str(), o.precision.c_str(), o.warmup, o.runs);
   auto r = profile::profile_model(po, [&](const Session& s) { return profile::random_feeds(s, o.batch, *dims, o.seed); });
   if (!r.ok()) return report_error(r.status());
+  if (!r->kernels_recorded && !r->kernels_note.empty())
+    std::fprintf(stderr, "profile: no kernel names: %s; the trace has node-level GPU slices only\n", r->kernels_note.c_str());
   const profile::Summary s = profile::summarize(*r, ceilings, o.top);
   if (!trace_path.empty()) {
     Status st = profile::write_trace_file(trace_path, profile::profile_trace(*r));
@@ -109,6 +113,7 @@ void setup(CLI::App& app) {
   cmd->add_flag("--no-trace", o->no_trace, "Write no trace file");
   cmd->add_option("--seed", o->seed, "Seed of the random inputs (default 0)");
   cmd->add_flag("--no-cuda-graphs", o->no_cuda_graphs, "CUDA: warm-up runs node by node instead of as a CUDA graph");
+  cmd->add_flag("--no-kernels", o->no_kernels, "CUDA: do not record each kernel with CUPTI (node-level GPU slices only)");
   cmd->add_flag("--json", o->json, "Print the summary as JSON");
   cmd->callback([o] { set_exit_code(run(*o)); });
 }

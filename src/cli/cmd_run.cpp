@@ -279,6 +279,8 @@ int run(const Options& o) {
     tr.spans.push_back({"load", "load", std::chrono::duration<double, std::micro>(load_start.time_since_epoch()).count(),
                         load_s * 1e6, {{"file", o.model}}});
     Status st = profile::profile_runs(s, feeds, 1, &tr);
+    if (st.ok() && !tr.kernels_recorded && !tr.kernels_note.empty())
+      std::fprintf(stderr, "run --trace: no kernel names: %s; node-level GPU slices only\n", tr.kernels_note.c_str());
     if (st.ok()) st = profile::write_trace_file(o.trace, profile::profile_trace(tr));
     if (!st.ok()) return report_error(st);
   }

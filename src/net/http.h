@@ -56,6 +56,9 @@ struct HttpRequest {
   std::string body;
   Headers params;  // captures of the route pattern: {"model", "m"}
   bool keep_alive = true;
+  // Server side: when its first byte was read (steady clock, ns since its epoch), so a handler
+  // can tell time on the wire from its own.
+  uint64_t received_ns = 0;
 
   std::string_view header(std::string_view name) const { return find_header(headers, name); }
   std::string_view param(std::string_view name) const;
@@ -75,6 +78,9 @@ struct HttpResponse {
   std::string body;
   std::vector<BodyPart> tail;  // server side: sent after `body`, in order (Content-Length counts them)
   Headers headers;  // extra headers (server side) or every header received (client side)
+  // Server side, optional: called once on the connection's I/O thread when the last byte was
+  // handed to the socket (steady clock ns), or with 0 when the answer was never written.
+  std::function<void(uint64_t written_ns)> on_written;
 
   std::string_view header(std::string_view name) const { return find_header(headers, name); }
   static HttpResponse json(int status, std::string body);

@@ -3,11 +3,13 @@
 // request at a time, so it needs no strand, and the threads do not share one completion queue.
 #include "core/log.h"
 #include "net/http.h"
+#include "net/parts_body.h"
 
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <optional>
@@ -23,38 +25,10 @@ using tcp = asio::ip::tcp;
 
 class Connection;
 
-// The response body: a string, then borrowed parts (HttpResponse::tail), written in place.
-struct PartsBody {
-  struct value_type {
-    std::string head;
-    std::vector<BodyPart> tail;
-  };
-  static std::uint64_t size(const value_type& v) {
-    std::uint64_t n = v.head.size();
-    for (const auto& p : v.tail) n += p.size;
-    return n;
-  }
-  class writer {
-   public:
-    using const_buffers_type = asio::const_buffer;
-    template <bool isRequest, class Fields>
-    writer(const http::header<isRequest, Fields>&, const value_type& body) : body_(body) {}
-    void init(beast::error_code& ec) { ec = {}; }
-    boost::optional<std::pair<const_buffers_type, bool>> get(beast::error_code& ec) {
-      ec = {};
-      while (next_ <= body_.tail.size()) {
-        const size_t i = next_++;
-        asio::const_buffer b = i == 0 ? asio::buffer(body_.head) : asio::buffer(body_.tail[i - 1].data, body_.tail[i - 1].size);
-        if (b.size()) return std::make_pair(b, next_ <= body_.tail.size());
-      }
-      return boost::none;
-    }
-
-   private:
-    const value_type& body_;
-    size_t next_ = 0;  // 0: head, i: tail[i - 1]
-  };
-};
+static uint64_t steady_ns() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+}
 
 namespace detail {
 struct ResponderState {
@@ -143,7 +117,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   // From any thread: queue the answer onto this connection's strand.
   void post_response(HttpResponse r) {
-    if (server_->joined.load()) return;  // threads are gone; nobody would run the write
+    if (server_->joined.load()) {  // threads are gone; nobody would run the write
+      if (r.on_written) r.on_written(0);
+      return;
+    }
     asio::post(stream_.get_executor(),
                [self = shared_from_this(), r = std::move(r)]() mutable { self->write_response(std::move(r), false); });
   }
@@ -169,6 +146,21 @@ class Connection : public std::enable_shared_from_this<Connection> {
     parser_->body_limit(server_->opts.max_body_bytes);
     if (server_->opts.inflight) parser_->on_chunk_header(on_chunk_);
     stream_.expires_after(served_ ? server_->opts.idle_timeout : server_->opts.first_request_timeout);
+    if (buffer_.size() > 0) {  // the next request's first bytes came with the last one
+      first_byte_ns_ = steady_ns();
+      return read_header();
+    }
+    // The first bytes on their own, to know when the request began to arrive; the header read
+    // parses them before reading more.
+    stream_.async_read_some(buffer_.prepare(64 * 1024), [self = shared_from_this()](beast::error_code ec, size_t n) {
+      if (ec) return self->on_read_error(ec);
+      self->first_byte_ns_ = steady_ns();
+      self->buffer_.commit(n);
+      self->read_header();
+    });
+  }
+
+  void read_header() {
     http::async_read_header(stream_, buffer_, *parser_,
                             [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
   }
@@ -247,6 +239,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     for (const auto& f : msg) req.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
     req.body = std::move(msg.body());
     req.keep_alive = keep_alive_;
+    req.received_ns = first_byte_ns_;
     auto state = std::make_shared<detail::ResponderState>();
     state->conn = shared_from_this();
     server_->router.dispatch(std::move(req), Responder(std::move(state)));
@@ -269,8 +262,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
  public:
   void write_response(HttpResponse r, bool error_close) {
-    if (state_ == State::kClosed || state_ == State::kWriting) return;
+    if (state_ == State::kClosed || state_ == State::kWriting) {
+      if (r.on_written) r.on_written(0);
+      return;
+    }
     state_ = State::kWriting;
+    on_written_ = std::move(r.on_written);
     server_->requests++;
     if (server_->stopping.load()) keep_alive_ = false;
     res_.emplace(static_cast<http::status>(r.status), 11);
@@ -285,6 +282,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (head_) res_->content_length(n);
     stream_.expires_after(server_->opts.idle_timeout);
     http::async_write(stream_, *res_, [self = shared_from_this(), error_close](beast::error_code ec, size_t) {
+      if (auto written = std::exchange(self->on_written_, nullptr)) written(ec ? 0 : steady_ns());
       self->res_.reset();
       self->head_ = false;
       if (ec) return self->close();
@@ -354,6 +352,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   State state_ = State::kIdle;
   bool keep_alive_ = true;
   bool head_ = false;
+  uint64_t first_byte_ns_ = 0;                        // the request being read began to arrive
+  std::function<void(uint64_t)> on_written_;          // of the response being written
 };
 
 detail::ResponderState::~ResponderState() {

@@ -1,6 +1,8 @@
 // profile_model: load (timed), warm up, run node by node; annotate_nodes: shapes, bytes, FLOPs.
 #include "profile/profile.h"
 
+#include "profile/kernels.h"
+
 #include "ir/graph.h"
 #include "ir/op_table.h"
 #include "onnx/importer.h"
@@ -123,11 +125,21 @@ Result<ProfileResult> profile_model(const ProfileOptions& o, const FeedsFn& feed
   };
   r.normal_run_us = median(normal);
   r.normal_device_us = median(device);
-  GPUOPT_RETURN_IF_ERROR(profile_runs(*s, feeds, o.runs, &r));
+  GPUOPT_RETURN_IF_ERROR(profile_runs(*s, feeds, o.runs, &r, o.kernels));
   return r;
 }
 
-Status profile_runs(const Session& s, const NamedTensors& feeds, int runs, ProfileResult* r) {
+Status profile_runs(const Session& s, const NamedTensors& feeds, int runs, ProfileResult* r, bool kernels) {
+  std::unique_ptr<KernelCapture> capture;
+  r->kernels_recorded = false;
+  r->kernels_note.clear();
+  if (kernels && s.device().kind == DeviceKind::kCuda) {
+    auto c = KernelCapture::start();
+    if (c.ok())
+      capture = std::move(c).value();
+    else
+      r->kernels_note = c.status().message();
+  }
   for (int i = 0; i < runs; ++i) {
     ProfiledRun pr;
     pr.profile.per_node = true;
@@ -136,6 +148,15 @@ Status profile_runs(const Session& s, const NamedTensors& feeds, int runs, Profi
     pr.end_us = now_us();
     if (!out.ok()) return out.status().with_context(fmt::format("profiled run {}", i + 1));
     r->runs.push_back(std::move(pr));
+  }
+  if (capture) {
+    auto k = capture->finish(&r->kernels_note);
+    if (k.ok()) {
+      attach_kernels(std::move(k).value(), r);
+      r->kernels_recorded = true;
+    } else {
+      r->kernels_note = k.status().message();
+    }
   }
   r->nodes = annotate_nodes(s.graph(), feeds);
   return Status::Ok();

@@ -15,10 +15,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include <array>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace gpuopt::profile {
@@ -43,10 +46,21 @@ struct Span {
   nlohmann::json args = nlohmann::json::object();
 };
 
+// One kernel the GPU ran during a profiled run (a CUPTI activity record, kernels.h), its times
+// on the host's steady clock (now_us).
+struct KernelRecord {
+  std::string name;  // demangled
+  double start_us = 0, dur_us = 0;
+  uint32_t device = 0, stream = 0, correlation = 0;
+  std::array<int, 3> grid{}, block{};
+  int node = -1;  // the graph node whose launch it belongs to (index into nodes); -1: between nodes
+};
+
 // What one profiled run measured.
 struct ProfiledRun {
-  double start_us = 0, end_us = 0;  // host, steady clock: Session::run called / returned
-  RunProfile profile;               // per-node times (same order as the graph's nodes)
+  double start_us = 0, end_us = 0;     // host, steady clock: Session::run called / returned
+  RunProfile profile;                  // per-node times (same order as the graph's nodes)
+  std::vector<KernelRecord> kernels;   // by start time; empty without CUPTI (kernels_note)
 };
 
 struct ProfileResult {
@@ -58,6 +72,10 @@ struct ProfileResult {
   double normal_run_us = 0;         // median host time of the warm-up runs (no per-node waits)
   double normal_device_us = 0;      // their device time (CUDA), 0 on the CPU
   std::string normal_mode;          // how they ran: "graph", "eager", "" (CPU)
+  // GPU kernels (CUPTI): whether they were recorded, and one line on why not (or on records
+  // CUPTI dropped); both empty on the CPU.
+  bool kernels_recorded = false;
+  std::string kernels_note;
 };
 
 struct ProfileOptions {
@@ -65,14 +83,15 @@ struct ProfileOptions {
   SessionOptions session;
   int warmup = 3;  // ordinary runs first (plan caches, CUDA graph capture); timed as "normal"
   int runs = 1;    // node-by-node runs recorded
+  bool kernels = true;  // CUDA: record each kernel of the node-by-node runs (CUPTI, kernels.h)
 };
 
 // Builds the inputs once the session is loaded (it knows the model's inputs).
 using FeedsFn = std::function<Result<NamedTensors>(const Session&)>;
 Result<ProfileResult> profile_model(const ProfileOptions& o, const FeedsFn& feeds);
 // The node-by-node runs alone, on a session already loaded and warm (`gpuopt run --trace`):
-// fills runs and nodes of `r`.
-Status profile_runs(const Session& s, const NamedTensors& feeds, int runs, ProfileResult* r);
+// fills runs and nodes of `r` (and, on a CUDA session with `kernels`, each run's kernels).
+Status profile_runs(const Session& s, const NamedTensors& feeds, int runs, ProfileResult* r, bool kernels = true);
 // Microseconds on the steady clock, the time base of spans and NodeTime::start_us.
 double now_us();
 
@@ -100,6 +119,18 @@ struct NodeRow {
   // intensity (TFLOP/s for compute-heavy nodes, as GB/s equivalently) and the share of it reached.
   std::string bound;
   double roof_pct = -1;
+  // GPU: the kernels it launched (CUPTI), by name with their summed time per run, slowest first.
+  std::vector<std::pair<std::string, double>> kernels;
+};
+
+// One kernel name over the profiled runs (means per run).
+struct KernelRow {
+  std::string name;
+  double calls = 0;     // launches per run
+  double time_us = 0;   // summed duration per run
+  double share = 0;     // of the summed kernel time
+  int nodes = 0;        // distinct graph nodes that launched it
+  std::string node, op; // the node it spent the most time in ("" between nodes)
 };
 
 struct Summary {
@@ -114,6 +145,9 @@ struct Summary {
   std::vector<NodeRow> nodes;  // every node, slowest first
   std::vector<NodeRow> top;    // the first top_k
   std::optional<Ceilings> ceilings;
+  // GPU kernels by name (CUPTI), slowest first, the first top_k; their summed time per run.
+  std::vector<KernelRow> kernels;
+  double kernel_time_us = 0;
 };
 Summary summarize(const ProfileResult& r, const std::optional<Ceilings>& ceilings, int top_k);
 std::string render_summary(const ProfileResult& r, const Summary& s);

@@ -1,6 +1,7 @@
 // The profile's summary: per-node means over the profiled runs, achieved GB/s and TFLOP/s,
 // roofline class against `gpuopt bench` ceilings, host-gap share; table and JSON.
 #include "core/table.h"
+#include "profile/kernels.h"
 #include "profile/profile.h"
 
 #include <fmt/format.h>
@@ -115,6 +116,14 @@ Summary summarize(const ProfileResult& r, const std::optional<Ceilings>& ceiling
     }
   }
   for (NodeRow& row : rows) row.share = s.node_time_us > 0 ? row.time_us / s.node_time_us : 0;
+  std::vector<std::map<std::string, double>> node_kernels(rows.size());  // per node: kernel -> time
+  for (const ProfiledRun& run : r.runs)
+    for (const KernelRecord& k : run.kernels)
+      if (k.node >= 0 && static_cast<size_t>(k.node) < rows.size()) node_kernels[static_cast<size_t>(k.node)][k.name] += k.dur_us / runs;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    rows[i].kernels.assign(node_kernels[i].begin(), node_kernels[i].end());
+    std::stable_sort(rows[i].kernels.begin(), rows[i].kernels.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  }
   s.host_gap_share = s.run_us > 0 ? std::max(0.0, (s.run_us - s.node_wall_us) / s.run_us) : 0;
   double gpu = 0;
   for (const NodeRow& row : rows)
@@ -123,6 +132,7 @@ Summary summarize(const ProfileResult& r, const std::optional<Ceilings>& ceiling
   std::stable_sort(rows.begin(), rows.end(), [](const NodeRow& a, const NodeRow& b) { return a.time_us > b.time_us; });
   s.nodes = rows;
   s.top.assign(rows.begin(), rows.begin() + std::min<size_t>(rows.size(), static_cast<size_t>(std::max(0, top_k))));
+  s.kernels = summarize_kernels(r, top_k, &s.kernel_time_us);
   return s;
 }
 
@@ -135,6 +145,8 @@ nlohmann::json row_json(const NodeRow& n) {
                       {"intensity", n.intensity}};
   j["bound"] = n.bound.empty() ? nlohmann::json(nullptr) : nlohmann::json(n.bound);
   j["percent_of_roof"] = n.roof_pct >= 0 ? nlohmann::json(n.roof_pct) : nlohmann::json(nullptr);
+  j["kernels"] = nlohmann::json::array();
+  for (const auto& [name, us] : n.kernels) j["kernels"].push_back({{"kernel", name}, {"time_us", us}});
   return j;
 }
 
@@ -167,6 +179,11 @@ std::string render_summary(const ProfileResult& r, const Summary& s) {
   o += fmt::format("an ordinary run ({}): {}{}\n", s.normal_mode.empty() ? "cpu" : s.normal_mode,
                    format_duration_us(s.normal_run_us),
                    s.normal_device_us > 0 ? fmt::format(", {} on the device", format_duration_us(s.normal_device_us)) : "");
+  if (!s.kernels.empty()) {
+    o += render_kernel_rows(s.kernels);
+    o += fmt::format("kernels: {} of GPU time per run (CUPTI)\n", format_duration_us(s.kernel_time_us));
+  }
+  if (r.kernels_recorded && !r.kernels_note.empty()) o += fmt::format("kernels: {}\n", r.kernels_note);
   if (s.ceilings) {
     std::string peaks;
     for (const auto& [k2, v] : s.ceilings->peak_TFLOPs) peaks += fmt::format(" {} {:.1f}", k2, v);
@@ -196,6 +213,10 @@ nlohmann::json summary_json(const ProfileResult& r, const Summary& s) {
   for (const NodeRow& n : s.top) j["top"].push_back(row_json(n));
   j["nodes"] = nlohmann::json::array();
   for (const NodeRow& n : s.nodes) j["nodes"].push_back(row_json(n));
+  j["kernels_recorded"] = r.kernels_recorded;
+  j["kernels_note"] = r.kernels_note.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.kernels_note);
+  j["kernel_time_us"] = s.kernel_time_us;
+  j["kernels"] = kernel_rows_json(s.kernels);
   if (s.ceilings) {
     j["ceilings"] = {{"source", s.ceilings->source}, {"device", s.ceilings->device}, {"bandwidth_GBps", s.ceilings->bandwidth_GBps},
                      {"peak_TFLOPs", s.ceilings->peak_TFLOPs}};

@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <fstream>
+#include <map>
+#include <optional>
+#include <vector>
 
 namespace gpuopt::profile {
 
@@ -50,6 +53,27 @@ Status write_trace_file(const std::string& path, const nlohmann::json& trace) {
   return Status::Ok();
 }
 
+namespace {
+
+// The shift that puts a run's node events on the host clock, from CUPTI's kernels: the median
+// over nodes of (first kernel's start - the node's event start). None without kernels.
+std::optional<double> kernel_shift(const ProfiledRun& run, double first) {
+  std::map<int, double> first_kernel;
+  for (const KernelRecord& k : run.kernels)
+    if (k.node >= 0 && !first_kernel.count(k.node)) first_kernel[k.node] = k.start_us;
+  std::vector<double> d;
+  for (const auto& [i, t] : first_kernel) {
+    if (static_cast<size_t>(i) >= run.profile.nodes.size()) continue;
+    const NodeTime& n = run.profile.nodes[static_cast<size_t>(i)];
+    if (n.gpu_start_us >= 0) d.push_back(t - (first + n.gpu_start_us));
+  }
+  if (d.empty()) return std::nullopt;
+  std::nth_element(d.begin(), d.begin() + static_cast<std::ptrdiff_t>(d.size() / 2), d.end());
+  return d[d.size() / 2];
+}
+
+}  // namespace
+
 nlohmann::json profile_trace(const ProfileResult& r) {
   TraceWriter w;
   const std::string proc = fmt::format("gpuopt {} ({}, {}, batch {})", r.model, r.device, r.precision, r.batch);
@@ -58,6 +82,7 @@ nlohmann::json profile_trace(const ProfileResult& r) {
   for (const ProfiledRun& run : r.runs)
     for (const NodeTime& n : run.profile.nodes) any_gpu = any_gpu || n.gpu_start_us >= 0;
   const int gpu = any_gpu ? w.track(1, proc, "GPU stream (node by node)") : 0;
+  std::map<std::pair<uint32_t, uint32_t>, int> kernel_tracks;  // (device, stream) -> track
   double origin = r.spans.empty() ? (r.runs.empty() ? 0 : r.runs[0].start_us) : r.spans[0].start_us;
   for (const Span& s : r.spans) w.complete(1, host, s.name, s.category, s.start_us - origin, s.dur_us, s.args);
   for (size_t k = 0; k < r.runs.size(); ++k) {
@@ -76,6 +101,9 @@ nlohmann::json profile_trace(const ProfileResult& r) {
     for (const NodeTime& n : nodes)
       if (n.gpu_start_us >= 0) shift = std::max(shift, n.start_us - (first + n.gpu_start_us));
     if (shift < -1e299) shift = 0;
+    // With CUPTI's kernels (on the host clock already), the node track lines up with them: the
+    // median gap between a node's event start and its first kernel's start.
+    if (const auto ks = kernel_shift(run, first); ks) shift = *ks;
     for (size_t i = 0; i < nodes.size(); ++i) {
       const NodeTime& n = nodes[i];
       nlohmann::json args = {{"op", n.op}, {"device", n.device}, {"run", k + 1}, {"index", i}};
@@ -96,6 +124,23 @@ nlohmann::json profile_trace(const ProfileResult& r) {
     if (!nodes.empty()) {
       const double last_end = nodes.back().start_us + nodes.back().wall_us;
       w.complete(1, host, "stage outputs", "staging", last_end - origin, run.end_us - last_end);
+    }
+    for (const KernelRecord& kr : run.kernels) {
+      nlohmann::json args = {{"run", k + 1},
+                             {"grid", kr.grid},
+                             {"block", kr.block},
+                             {"stream", kr.stream},
+                             {"device", kr.device},
+                             {"correlation", kr.correlation}};
+      if (kr.node >= 0 && static_cast<size_t>(kr.node) < nodes.size()) {
+        args["node"] = nodes[static_cast<size_t>(kr.node)].node;
+        args["op"] = nodes[static_cast<size_t>(kr.node)].op;
+      } else {
+        args["node"] = nullptr;
+      }
+      auto [it, fresh] = kernel_tracks.emplace(std::make_pair(kr.device, kr.stream), 0);
+      if (fresh) it->second = w.track(1, proc, fmt::format("GPU kernels (CUPTI), device {} stream {}", kr.device, kr.stream));
+      w.complete(1, it->second, kr.name, "cuda kernel", kr.start_us - origin, kr.dur_us, std::move(args));
     }
   }
   return w.to_json();

@@ -39,10 +39,12 @@ class TraceWriter {
 
 // The trace of a profile: process 1 "gpuopt <model>" with a host track (load steps, warm-up
 // runs, each profiled run with staging and every node's launch) and, when nodes ran on the GPU,
-// a track for the stream with every device node (name, op, shapes, dtype, bytes, FLOPs). Times
-// are relative to the first span. The device track is placed against the host clock so that no
-// node starts on the GPU before its launch began (the smallest such shift): the two clocks are
-// not otherwise tied together.
+// a track for the stream with every device node (name, op, shapes, dtype, bytes, FLOPs), and
+// with CUPTI's kernels (ProfiledRun::kernels) one track per (device, stream) with every kernel
+// by name (args: node and op that launched it, grid, block, stream). Times are relative to the
+// first span. Kernels are on the host clock already; the node track is placed against it by the
+// median gap between each node's event start and its first kernel, or without kernels so that
+// no node starts on the GPU before its launch began (the smallest such shift).
 nlohmann::json profile_trace(const ProfileResult& r);
 
 // Writes a trace (or any JSON) to `path`; the error names the file.

@@ -7,10 +7,12 @@
 #include <grpc/support/log.h>
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <climits>
 #include <deque>
 #include <mutex>
 #include <optional>
+#include <utility>
 
 #include "core/log.h"
 #include "core/nvtx.h"
@@ -57,6 +59,40 @@ void add_io(const std::vector<TensorConfig>& v, int64_t max_batch,
   }
 }
 
+// A unary ModelInfer that reports when its answer went out: grpc calls OnDone once the response
+// and status are sent (or the call was cancelled), the end of a traced request's "network out".
+class WireReactor final : public ServerUnaryReactor {
+ public:
+  WireReactor() : wire_(std::make_shared<WireTimes>()) {}
+  std::shared_ptr<WireTimes> wire() const { return wire_; }
+  // From the thread that answers; wire_->sent was set on it before (submit_infer).
+  void finish(const grpc::Status& s) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);  // OnDone, on grpc's thread, reads what this thread wrote
+      ready_ns_ = now_ns();
+    }
+    Finish(s);
+  }
+  void OnCancel() override { cancelled_ = true; }
+  void OnDone() override {
+    std::function<void(uint64_t, uint64_t)> sent;
+    uint64_t ready = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      sent = std::exchange(wire_->sent, nullptr);
+      ready = ready_ns_;
+    }
+    if (sent) sent(ready, cancelled_ ? 0 : now_ns());
+    delete this;
+  }
+
+ private:
+  std::mutex mu_;
+  std::shared_ptr<WireTimes> wire_;
+  uint64_t ready_ns_ = 0;
+  std::atomic<bool> cancelled_{false};
+};
+
 }  // namespace
 
 class Service final : public pb::GRPCInferenceService::CallbackService {
@@ -64,7 +100,7 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
   explicit Service(InferenceServer* s) : s_(s) {}
 
   // Decodes, then hands the request to the shared inference path; `done` is called exactly once.
-  void infer(const pb::ModelInferRequest& req, InferDone done) {
+  void infer(const pb::ModelInferRequest& req, InferDone done, std::shared_ptr<WireTimes> wire = nullptr) {
     const uint64_t t_start = now_ns();
     if (s_->shutting_down()) return done(Status::Unavailable("server is shutting down"));
     auto v = s_->repository().find(req.model_name(), req.model_version());
@@ -78,7 +114,7 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
                                                                                       : FailReason::kOther);
       return done(decoded.status());
     }
-    s_->submit_infer(std::move(v).value(), std::move(decoded).value(), t_start, std::move(done));
+    s_->submit_infer(std::move(v).value(), std::move(decoded).value(), t_start, std::move(done), std::move(wire));
   }
 
   ServerUnaryReactor* ServerLive(CallbackServerContext* ctx, const pb::ServerLiveRequest*,
@@ -205,6 +241,15 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
 
   ServerUnaryReactor* ModelInfer(CallbackServerContext* ctx, const pb::ModelInferRequest* req,
                                  pb::ModelInferResponse* resp) override {
+    if (s_->tracing()) {  // the trace's "network out": a reactor of our own tells when the answer went out
+      auto* reactor = new WireReactor();
+      infer(*req, [reactor, resp](Result<InferReply> r) {
+        if (!r.ok()) return reactor->finish(to_grpc_status(r.status()));
+        encode_grpc_response(std::move(r).value(), resp);
+        reactor->finish(grpc::Status::OK);
+      }, reactor->wire());
+      return reactor;
+    }
     auto* reactor = ctx->DefaultReactor();
     infer(*req, [reactor, resp](Result<InferReply> r) {
       if (!r.ok()) return reactor->Finish(to_grpc_status(r.status()));

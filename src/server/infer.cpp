@@ -2,6 +2,7 @@
 // the batcher, answer from the batcher thread. submit_infer is the part HTTP and gRPC share:
 // shared-memory inputs, checks against the config, the batcher, statistics, the drain count.
 #include <charconv>
+#include <utility>
 
 #include "core/log.h"
 #include "core/nvtx.h"
@@ -138,28 +139,37 @@ void InferenceServer::handle_infer(HttpRequest&& req, net::Responder done) {
     done(HttpResponse::error(s.code() == StatusCode::kOutOfMemory ? 413 : http_status_for(s), s.message()));
     return;
   }
-  submit_infer(std::move(v), std::move(decoded).value(), t_start, [done](Result<InferReply> r) {
-    if (!r.ok()) {
-      done(HttpResponse::error(http_status_for(r.status()), r.status().message()));
-      return;
-    }
-    // Binary outputs go out from the output tensors themselves (no copy into the body).
-    EncodedResponse enc = encode_infer_response(r->meta, r->outputs, r->binary, r->shm, /*binary_tail=*/true);
+  std::shared_ptr<WireTimes> wire;  // only when tracing: the network stages of a sampled request
+  if (tracer_) {
+    wire = std::make_shared<WireTimes>();
+    wire->received_ns = req.received_ns;
+  }
+  submit_infer(std::move(v), std::move(decoded).value(), t_start, [done, wire](Result<InferReply> r) {
     HttpResponse resp;
-    resp.status = 200;
-    resp.body = std::move(enc.body);
-    for (Tensor& t : enc.tail)
-      if (t.nbytes()) resp.tail.push_back({t.raw(), t.nbytes(), std::shared_ptr<const void>(t.storage(), t.raw())});
-    if (enc.binary) {
-      resp.content_type = "application/octet-stream";
-      resp.headers.emplace_back("Inference-Header-Content-Length", std::to_string(enc.json_length));
+    if (!r.ok()) {
+      resp = HttpResponse::error(http_status_for(r.status()), r.status().message());
+    } else {
+      // Binary outputs go out from the output tensors themselves (no copy into the body).
+      EncodedResponse enc = encode_infer_response(r->meta, r->outputs, r->binary, r->shm, /*binary_tail=*/true);
+      resp.status = 200;
+      resp.body = std::move(enc.body);
+      for (Tensor& t : enc.tail)
+        if (t.nbytes()) resp.tail.push_back({t.raw(), t.nbytes(), std::shared_ptr<const void>(t.storage(), t.raw())});
+      if (enc.binary) {
+        resp.content_type = "application/octet-stream";
+        resp.headers.emplace_back("Inference-Header-Content-Length", std::to_string(enc.json_length));
+      }
     }
+    if (wire && wire->sent)  // a traced request: its trace is recorded once the answer is out
+      resp.on_written = [wire, ready = now_ns()](uint64_t written) {
+        if (auto sent = std::exchange(wire->sent, nullptr)) sent(ready, written);
+      };
     done(std::move(resp));
-  });
+  }, wire);
 }
 
 void InferenceServer::submit_infer(std::shared_ptr<LoadedVersion> v, InferRequest&& ir, uint64_t t_start,
-                                   InferDone done) {
+                                   InferDone done, std::shared_ptr<WireTimes> wire) {
   auto fail = [&](const Status& s, FailReason reason) {
     v->stats->record_request(false, now_ns() - t_start, 0, 0, 0, 0, 0, reason);
     done(s);
@@ -193,7 +203,7 @@ void InferenceServer::submit_infer(std::shared_ptr<LoadedVersion> v, InferReques
   v->stats->pending++;
   auto stats = v->stats;
   // memory_hold: the decoded tensors stay in the in-flight budget until the answer is out.
-  br.done = [this, done, meta = std::move(meta), plan = std::move(plan).value(), stats, t_start, t_submit, traced,
+  br.done = [this, done, meta = std::move(meta), plan = std::move(plan).value(), stats, t_start, t_submit, traced, wire,
              hold = std::move(ir.memory_hold)](Result<std::vector<Tensor>> out, const Timing& t) mutable {
     const uint64_t t_answer = now_ns();
     std::optional<NvtxRange> encode_range(std::in_place, "serve encode");
@@ -229,9 +239,20 @@ void InferenceServer::submit_infer(std::shared_ptr<LoadedVersion> v, InferReques
     }
     const bool ok = reply.ok();
     hold.reset();  // before the answer: a client that has it may send the next request at once
+    RequestMoments moments{wire ? wire->received_ns : 0, t_start, t_submit, t_answer, 0, 0};
+    if (traced && wire)  // the protocol tells when its answer is out (network out), then it is recorded
+      wire->sent = [this, model, moments, t, ok](uint64_t ready, uint64_t written) mutable {
+        moments.encoded_ns = ready;
+        moments.written_ns = written;
+        tracer_->record(model, moments, t, ok);
+      };
     done(std::move(reply));  // encodes it for its protocol (HTTP JSON/binary, gRPC) and hands it over
     encode_range.reset();
-    if (traced) tracer_->record(model, {t_start, t_submit, t_answer, now_ns()}, t, ok);
+    if (traced && !wire) {
+      RequestMoments m = moments;
+      m.encoded_ns = now_ns();
+      tracer_->record(model, m, t, ok);
+    }
     stats->pending--;
     if (--pending_ == 0) {
       std::lock_guard<std::mutex> lk(drain_mu_);

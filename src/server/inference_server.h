@@ -69,6 +69,14 @@ struct InferReply {
 };
 using InferDone = std::function<void(Result<InferReply>)>;
 
+// A request's time on the wire, which only its protocol sees (the trace's "network" stages).
+struct WireTimes {
+  uint64_t received_ns = 0;  // its first byte was read (now_ns clock; 0: the protocol cannot tell)
+  // Set by submit_infer for a traced request before `done` runs. The protocol calls it once, from
+  // any thread, with when its answer was ready to send and when the last byte was written (0: never).
+  std::function<void(uint64_t ready_ns, uint64_t written_ns)> sent;
+};
+
 class InferenceServer {
  public:
   static Result<std::unique_ptr<InferenceServer>> start(InferenceServerOptions options);
@@ -90,10 +98,14 @@ class InferenceServer {
   // Reads shared-memory inputs, checks the request against the model's config and queues it on
   // the model's batcher; `done` is called exactly once (from a batcher thread, or at once on an
   // error). Statistics, the in-flight budget hold and the shutdown drain are handled here.
-  void submit_infer(std::shared_ptr<LoadedVersion> v, InferRequest&& request, uint64_t t_start, InferDone done);
+  // `wire` (optional): a traced request's network stages, recorded once the protocol calls
+  // wire->sent; without it the trace is recorded when `done` returns.
+  void submit_infer(std::shared_ptr<LoadedVersion> v, InferRequest&& request, uint64_t t_start, InferDone done,
+                    std::shared_ptr<WireTimes> wire = nullptr);
   // Explicit model control (HTTP and gRPC): runs on the loader thread, `done` gets the outcome.
   void control_model(const std::string& name, bool load, std::function<void(Status)> done);
   ControlMode control_mode() const { return opt_.control_mode; }
+  bool tracing() const { return tracer_ != nullptr; }  // --trace-file: requests are sampled into a trace
   const DecodeLimits& request_limits() const { return opt_.request_limits; }
 
  private:

@@ -26,7 +26,8 @@ RequestTracer::~RequestTracer() {
 }
 
 namespace {
-const char* const kStages[] = {"decode", "queue", "compute input", "compute infer", "compute output", "encode"};
+const char* const kStages[] = {"network in",     "decode", "queue",  "compute input", "compute infer",
+                               "compute output", "encode", "network out"};
 constexpr uint64_t kKeepNs = 60'000'000'000ull;
 }  // namespace
 
@@ -60,14 +61,14 @@ void RequestTracer::record(const std::string& model, const RequestMoments& m, co
   // Queue and compute are durations the batcher measured, laid end to end from the hand-off.
   const uint64_t q0 = m.submitted_ns, q1 = q0 + t.queue_ns, c1 = q1 + t.compute_input_ns, c2 = c1 + t.compute_infer_ns,
                  c3 = c2 + t.compute_output_ns;
-  const uint64_t bounds[][2] = {{m.arrived_ns, m.submitted_ns}, {q0, q1}, {q1, c1}, {c1, c2}, {c2, c3},
-                                {m.answered_ns, m.encoded_ns}};
+  const uint64_t bounds[][2] = {{m.received_ns, m.arrived_ns}, {m.arrived_ns, m.submitted_ns}, {q0, q1}, {q1, c1},
+                                {c1, c2}, {c2, c3}, {m.answered_ns, m.encoded_ns}, {m.encoded_ns, m.written_ns}};
   std::lock_guard<std::mutex> lock(mu_);
   const uint64_t id = next_id_++;
   std::string out;
   for (int s = 0; s < static_cast<int>(std::size(kStages)); ++s) {
     const uint64_t a = bounds[s][0], b = bounds[s][1];
-    if (b < a || a == 0 || (s >= 1 && s <= 4 && !ok && b == a)) continue;  // a stage it never reached
+    if (b < a || a == 0 || (s >= 2 && s <= 5 && !ok && b == a)) continue;  // a stage it never reached
     const int tid = lane(s, a, std::max(b, a + 1), &out);
     out += ",\n" + nlohmann::json({{"ph", "X"},
                                    {"pid", 1},

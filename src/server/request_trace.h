@@ -1,7 +1,10 @@
 // `gpuopt serve --trace-file FILE --trace-rate N`: one of every N inference requests written as
 // Chrome trace events (docs/profile.md): one complete event per stage, on that stage's track:
-// decode (parse the body, check it against the model), queue (until its batch formed), compute
-// input / compute infer / compute output (the batch's execution), encode (the answer). Requests
+// network in (HTTP: from the request's first byte read until its handler runs), decode (parse
+// the body, check it against the model), queue (until its batch formed), compute input /
+// compute infer / compute output (the batch's execution), encode (the answer), network out
+// (from the answer handed to the connection until its last byte was written; gRPC: until grpc++
+// reports the call done). Requests
 // in flight together overlap, so a stage's track has lanes ("queue", "queue 2", ...): a slice
 // goes on the first lane where it overlaps nothing. The file is a JSON array of events, closed
 // when the server stops (a viewer also reads it unclosed, after a crash).
@@ -26,10 +29,12 @@ namespace gpuopt::server {
 
 // A request's moments on the steady clock (now_ns()).
 struct RequestMoments {
+  uint64_t received_ns = 0;   // its first byte was read (0: unknown, gRPC)
   uint64_t arrived_ns = 0;    // the handler got the whole request
   uint64_t submitted_ns = 0;  // decoded and handed to the batcher
   uint64_t answered_ns = 0;   // the batcher called back (queue and compute are behind it)
-  uint64_t encoded_ns = 0;    // the answer is encoded
+  uint64_t encoded_ns = 0;    // the answer is encoded and handed to the protocol's connection
+  uint64_t written_ns = 0;    // its last byte was written (0: unknown or never written)
 };
 
 class RequestTracer {

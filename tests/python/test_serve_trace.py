@@ -1,9 +1,11 @@
-"""`gpuopt serve --trace-file --trace-rate`: sampled requests' stages (decode, queue, compute
-input/infer/output, encode) as Chrome trace events, one track per stage (lanes when requests
-overlap). The traced stage times add up to the server's own statistics, one request in N is
-traced, and slices on a track never overlap."""
+"""`gpuopt serve --trace-file --trace-rate`: sampled requests' stages (network in, decode, queue,
+compute input/infer/output, encode, network out) as Chrome trace events, one track per stage
+(lanes when requests overlap). The traced stage times add up to the server's own statistics, the
+network stages of an HTTP request bracket the rest and sit inside the client's own clock around
+the request, one request in N is traced, and slices on a track never overlap."""
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -17,7 +19,9 @@ import server_harness as H  # noqa: E402
 
 httpclient = pytest.importorskip("tritonclient.http")
 
-STAGES = ["decode", "queue", "compute input", "compute infer", "compute output", "encode"]
+SERVER_STAGES = ["decode", "queue", "compute input", "compute infer", "compute output", "encode"]
+STAGES = ["network in"] + SERVER_STAGES + ["network out"]  # HTTP
+GRPC_STAGES = SERVER_STAGES + ["network out"]  # grpc++ hands the handler a parsed message: no network in
 
 
 def send(url, n):
@@ -64,10 +68,12 @@ def test_trace_matches_server_stats(tmp_path):
     assert len(req) == 12
     for r in req.values():
         assert sorted(r) == sorted(STAGES)
-        order = [r[k] for k in STAGES[:5]]
+        order = [r[k] for k in STAGES[:6]]
         for a, b in zip(order, order[1:]):  # laid end to end: each stage starts where the last ended
             assert abs(a["ts"] + a["dur"] - b["ts"]) < 0.01
         assert r["encode"]["ts"] >= r["decode"]["ts"]
+        # The answer leaves when it is encoded: network out starts where encode ends.
+        assert abs(r["encode"]["ts"] + r["encode"]["dur"] - r["network out"]["ts"]) < 0.01
     # Every request traced: the stage durations add up to the server's cumulative statistics.
     for stage, key in [("queue", "queue"), ("compute input", "compute_input"), ("compute infer", "compute_infer"),
                        ("compute output", "compute_output")]:
@@ -108,8 +114,9 @@ def test_bad_trace_file(tmp_path):
 
 
 def test_grpc_requests_traced(tmp_path):
-    """gRPC requests go through the same path as HTTP ones: traced with every stage, and the
-    stage sums still equal the server's statistics."""
+    """gRPC requests go through the same path as HTTP ones: traced with every stage but network
+    in (grpc++ reads the message before the handler sees it), and the stage sums still equal the
+    server's statistics."""
     grpcclient = pytest.importorskip("tritonclient.grpc")
     H.make_repository(str(tmp_path / "repo"), delay_us=0)
     trace = tmp_path / "serve.json"
@@ -131,9 +138,74 @@ def test_grpc_requests_traced(tmp_path):
     tracks, slices = load(trace)
     req = by_request(slices)
     assert len(req) == 6
-    for r in req.values():
-        assert sorted(r) == sorted(STAGES)
+    grpc_ids = sorted(req)[:4]  # the first four requests came over gRPC
+    for i, r in req.items():
+        assert sorted(r) == sorted(GRPC_STAGES if i in grpc_ids else STAGES), (i, sorted(r))
         assert r["encode"]["ts"] >= r["decode"]["ts"] + r["decode"]["dur"] - 0.01
+        # The answer goes out after it was encoded: network out starts where encode ends.
+        assert abs(r["encode"]["ts"] + r["encode"]["dur"] - r["network out"]["ts"]) < 0.01
+        assert r["network out"]["dur"] >= 0
     for stage, key in [("queue", "queue"), ("compute infer", "compute_infer")]:
         traced_us = sum(r[stage]["dur"] for r in req.values())
         assert abs(traced_us - int(st[key]["ns"]) / 1e3) <= 0.01 * 6, (stage, traced_us, st[key])
+
+
+def test_network_stages_inside_the_client_request(tmp_path):
+    """Two requests on one keep-alive connection, the first sent in two parts with a pause between.
+    Its network-in stage covers the pause (the first byte was read before the rest was sent);
+    every stage lies inside what the client's own clock allows (the server's trace clock is the
+    machine's steady clock, which Python's time.monotonic reads too): after the client began
+    sending, and, up to encode, before it had the answer. The answer's last byte is written
+    before the server reads the next request on the connection, so network out ends before the
+    second request's network in begins. Stages are ordered and none is negative."""
+    import socket
+    import time
+    H.make_repository(str(tmp_path / "repo"), delay_us=0)
+    trace = tmp_path / "serve.json"
+    body = json.dumps({"inputs": [{"name": "INPUT0", "shape": [1, 16], "datatype": "FP32", "data": [1.0] * 16},
+                                  {"name": "INPUT1", "shape": [1, 16], "datatype": "FP32", "data": [2.0] * 16}]})
+    head = (f"POST /v2/models/simple/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n")
+
+    def answer(c):
+        got = b""
+        while b"\r\n\r\n" not in got or len(got.split(b"\r\n\r\n", 1)[1]) < int(
+                re.search(rb"(?i)content-length: *(\d+)", got).group(1)):
+            chunk = c.recv(65536)
+            assert chunk, got
+            got += chunk
+        assert got.startswith(b"HTTP/1.1 200"), got[:200]
+        return time.monotonic()
+
+    with H.Server(["--model-repository", str(tmp_path / "repo"), "--trace-file", str(trace), "--trace-rate", "1"]) as s:
+        host, port = s.url.rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=10) as c:
+            t0 = time.monotonic()
+            c.sendall(head.encode())
+            time.sleep(0.05)
+            t_rest = time.monotonic()
+            c.sendall(body.encode())
+            t1 = answer(c)
+            t_second = time.monotonic()
+            c.sendall((head + body).encode())
+            t2 = answer(c)
+        s.stop(signal.SIGTERM)
+    tracks, slices = load(trace)
+    assert "network in" in tracks.values() and "network out" in tracks.values(), tracks
+    req = by_request(slices)
+    assert sorted(req) == [1, 2]
+    first, second = req[1], req[2]
+    us = lambda t: t * 1e6  # noqa: E731
+    for r in (first, second):
+        assert sorted(r) == sorted(STAGES)
+        assert all(e["dur"] >= 0 for e in r.values()), r
+        starts = [r[k]["ts"] for k in STAGES]
+        assert starts == sorted(starts), list(zip(STAGES, starts))
+    end = lambda e: e["ts"] + e["dur"]  # noqa: E731
+    for k in STAGES[:-1]:  # everything up to handing the answer over happened before the client had it
+        assert us(t0) - 1 <= first[k]["ts"] and end(first[k]) <= us(t1) + 1, (k, first[k], us(t0), us(t1))
+        assert us(t_second) - 1 <= second[k]["ts"] and end(second[k]) <= us(t2) + 1, (k, second[k])
+    assert end(first["network out"]) <= second["network in"]["ts"] + 0.01, (first["network out"], second["network in"])
+    net_in = first["network in"]
+    assert net_in["ts"] < us(t_rest) <= end(net_in) + 1, (net_in, us(t_rest))
+    assert net_in["dur"] >= 0.04 * 1e6  # it spans the 50 ms pause between the two parts

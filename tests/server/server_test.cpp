@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <map>
 
 #include "fake_instance.h"
 #include "server/inference_server.h"
@@ -30,7 +31,7 @@ struct ServerFixture {
   std::unique_ptr<net::HttpClient> client;
 
   explicit ServerFixture(ControlMode mode = ControlMode::kNone, std::vector<std::string> load = {},
-                         size_t max_body = size_t{64} << 20) {
+                         size_t max_body = size_t{64} << 20, std::string trace_file = "") {
     dir = fs::temp_directory_path() / ("gpuopt_server_test_" + std::to_string(::getpid()) + "_" +
                                        std::to_string(reinterpret_cast<uintptr_t>(this)));
     fs::remove_all(dir);
@@ -62,6 +63,8 @@ model_warmup { name: "zeros" batch_size: 2
     o.metrics_port = 0;
     o.metrics_host = "127.0.0.1";
     o.gpu_metrics = false;
+    o.trace_file = std::move(trace_file);
+    o.trace_rate = 1;
     auto s = InferenceServer::start(std::move(o));
     EXPECT_TRUE(s.ok()) << s.status().to_string();
     if (s.ok()) server = std::move(s).value();
@@ -339,6 +342,52 @@ TEST(Server, GracefulShutdownFinishesInFlightAndRefusesNewWork) {
   EXPECT_EQ(r->status, 200);
   expect_outputs(r->body, std::nullopt, 42);
   EXPECT_EQ(stopper.get(), 0);  // nothing left unanswered
+}
+
+}  // namespace
+}  // namespace gpuopt::server
+
+namespace gpuopt::server {
+namespace {
+
+// --trace-file with every request traced: an HTTP request's stages run in order from its first
+// byte read (network in) to its last byte written (network out), none negative, and on one
+// keep-alive connection a request's answer is out before the next request is read.
+TEST(Server, TraceHasTheNetworkStagesOfHttpRequests) {
+  const fs::path trace = fs::temp_directory_path() / ("gpuopt_server_trace_" + std::to_string(::getpid()) + ".json");
+  {
+    ServerFixture f(ControlMode::kNone, {}, size_t{64} << 20, trace.string());
+    ASSERT_TRUE(f.server);
+    for (int i = 0; i < 3; ++i) {
+      auto r = f.client->post("/v2/models/simple/infer", infer_body(i));
+      ASSERT_EQ(r->status, 200) << r->body;
+    }
+  }  // the server stops: the trace file is closed
+  std::ifstream in(trace);
+  const json events = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  fs::remove(trace);
+  ASSERT_TRUE(events.is_array());
+  std::map<int64_t, std::map<std::string, std::pair<double, double>>> req;  // request -> stage -> [start, end]
+  for (const auto& e : events) {
+    if (e["ph"] != "X") continue;
+    EXPECT_GE(e["dur"].get<double>(), 0) << e.dump();
+    req[e["args"]["request"].get<int64_t>()][e["cat"].get<std::string>()] = {e["ts"], e["ts"].get<double>() + e["dur"].get<double>()};
+  }
+  ASSERT_EQ(req.size(), 3u);
+  const std::vector<std::string> order = {"network in", "decode", "queue", "compute input", "compute infer",
+                                          "compute output", "encode", "network out"};
+  const std::pair<double, double>* last_out = nullptr;
+  for (auto& [id, stages] : req) {
+    ASSERT_EQ(stages.size(), order.size()) << id;
+    for (size_t k = 0; k + 1 < order.size(); ++k)
+      EXPECT_LE(stages.at(order[k]).first, stages.at(order[k + 1]).first) << id << " " << order[k];
+    EXPECT_NEAR(stages.at("network in").second, stages.at("decode").first, 1e-3);   // the handler starts decode
+    EXPECT_NEAR(stages.at("encode").second, stages.at("network out").first, 1e-3);  // the answer handed over
+    if (last_out) {  // one keep-alive connection: read only after the last answer was written
+      EXPECT_LE(last_out->second, stages.at("network in").first + 1e-3) << id;
+    }
+    last_out = &stages.at("network out");
+  }
 }
 
 }  // namespace
