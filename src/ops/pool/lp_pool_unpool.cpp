@@ -27,19 +27,9 @@ Status cpu_LpPool(KernelContext& ctx) {
   const Tensor& x = ctx.in(0);
   GPUOPT_ASSIGN_OR_RETURN(Window w, pool::window_of(ctx, x.shape()));
   const double p = static_cast<double>(ctx.node.attr_i("p", 2));
-  const int64_t NC = x.dim(0) * x.dim(1), K = w.kernel_size(), O = w.out_size(), I = w.in_size();
-  const std::vector<int64_t> table = nn::window_gather_table(w);
-  const std::vector<double> xv = nn::to_doubles(x);
-  std::vector<double> y(static_cast<size_t>(NC * O));
-  for (int64_t nc = 0; nc < NC; ++nc)
-    for (int64_t o = 0; o < O; ++o) {
-      double s = 0;
-      for (int64_t t = 0; t < K; ++t) {
-        const int64_t off = table[t * O + o];
-        if (off >= 0) s += std::pow(std::fabs(xv[nc * I + off]), p);
-      }
-      y[nc * O + o] = std::pow(s, 1.0 / p);
-    }
+  std::vector<double> y = pool::window_sums(w, nn::window_gather_table(w), nn::to_doubles(x), x.dim(0) * x.dim(1),
+                                            [p](double v) { return std::pow(std::fabs(v), p); });
+  for (double& s : y) s = std::pow(s, 1.0 / p);
   nn::from_doubles(ctx.out(0), y);
   return Status::Ok();
 }

@@ -121,7 +121,7 @@ Status infer_AveragePool(InferContext& ctx) {
 Status cpu_AveragePool(KernelContext& ctx) {
   const Tensor& x = ctx.in(0);
   GPUOPT_ASSIGN_OR_RETURN(Window w, pool::window_of(ctx, x.shape()));
-  const int64_t NC = x.dim(0) * x.dim(1), K = w.kernel_size(), O = w.out_size(), I = w.in_size();
+  const int64_t NC = x.dim(0) * x.dim(1), K = w.kernel_size(), O = w.out_size();
   const bool include_pad = ctx.node.attr_i("count_include_pad", 0) != 0;
   const std::vector<int64_t> table = nn::window_gather_table(w);
   // With count_include_pad the divisor counts taps inside the explicitly padded extent
@@ -149,16 +149,11 @@ Status cpu_AveragePool(KernelContext& ctx) {
     }
     divisor[o] = cnt;
   }
-  const std::vector<double> xv = nn::to_doubles(x);
-  std::vector<double> y(static_cast<size_t>(NC * O));
+  std::vector<double> y = pool::window_sums(w, table, nn::to_doubles(x), NC, [](double v) { return v; });
   for (int64_t nc = 0; nc < NC; ++nc)
     for (int64_t o = 0; o < O; ++o) {
-      double s = 0;
-      for (int64_t t = 0; t < K; ++t) {
-        const int64_t off = table[t * O + o];
-        if (off >= 0) s += xv[nc * I + off];
-      }
-      y[nc * O + o] = divisor[o] > 0 ? s / divisor[o] : std::numeric_limits<double>::quiet_NaN();
+      double& s = y[nc * O + o];
+      s = divisor[o] > 0 ? s / divisor[o] : std::numeric_limits<double>::quiet_NaN();
     }
   nn::from_doubles(ctx.out(0), y);
   return Status::Ok();

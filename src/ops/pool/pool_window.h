@@ -29,6 +29,26 @@ inline Result<Shape> output_shape(const InferContext& ctx, const ValueInfo& x) {
   return y;
 }
 
+// For each of the `nc` [N x C] planes of x (values `xv`) and each output position, the sum of
+// f(x) over the window's taps inside the input (`table`: nn::window_gather_table(w)), in tap
+// order. [nc, out] row-major.
+template <class F>
+inline std::vector<double> window_sums(const nn::Window& w, const std::vector<int64_t>& table,
+                                       const std::vector<double>& xv, int64_t nc, F f) {
+  const int64_t K = w.kernel_size(), O = w.out_size(), I = w.in_size();
+  std::vector<double> sums(static_cast<size_t>(nc * O));
+  for (int64_t p = 0; p < nc; ++p)
+    for (int64_t o = 0; o < O; ++o) {
+      double s = 0;
+      for (int64_t t = 0; t < K; ++t) {
+        const int64_t off = table[t * O + o];
+        if (off >= 0) s += f(xv[p * I + off]);
+      }
+      sums[p * O + o] = s;
+    }
+  return sums;
+}
+
 // `per_tap` FLOPs for each kernel tap of each output element.
 inline double window_flops(const FlopsContext& ctx, double per_tap) {
   const double out = nn::est_numel(nn::flops_out(ctx, 0));
