@@ -5,7 +5,7 @@
 // lane accumulates the output columns lane, lane + 32, ... in registers. A row whose every key is
 // masked gives 0/0 = NaN, as the CPU reference does.
 #include "ops/transformer/cuda/attention.h"
-#include "ops/transformer/cuda/attention_mask.cuh"
+#include "ops/transformer/cuda/attention_common.cuh"
 #include "core/cuda_check.h"
 #include "core/env.h"
 #include "backends/cuda/kernels/float_convert.cuh"
@@ -121,13 +121,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttentionArgs a)
 template <typename T, int kVRegs>
 Status launch_typed(const AttentionArgs& a, cudaStream_t stream) {
   const size_t smem = sizeof(float) * (kRows * a.head + kKeys * (a.head + 1) + kKeys * a.v_head);
-  auto* fn = attention_kernel<T, kVRegs>;
-  GPUOPT_CHECK_CALL(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  const dim3 grid(static_cast<unsigned>((a.q_seq + kRows - 1) / kRows), static_cast<unsigned>(a.q_heads),
-                  static_cast<unsigned>(a.batch));
-  fn<<<grid, kWarps * 32, smem, stream>>>(a);
-  GPUOPT_CHECK_CALL(cudaGetLastError());
-  return Status::Ok();
+  return launch_attention_grid(attention_kernel<T, kVRegs>, a, kRows, kWarps * 32, smem, stream);
 }
 
 template <typename T>

@@ -6,7 +6,7 @@
 // in shared memory, rescaled per row as the running max moves. The scalar kernel in attention.cu
 // is the reference it is tested against (backend-ops) and the path for every other shape.
 #include "ops/transformer/cuda/attention.h"
-#include "ops/transformer/cuda/attention_mask.cuh"
+#include "ops/transformer/cuda/attention_common.cuh"
 #include "core/cuda_check.h"
 #include "backends/cuda/kernels/float_convert.cuh"
 
@@ -141,13 +141,7 @@ Status launch_typed(const AttentionArgs& a, cudaStream_t stream) {
   const int64_t ldq = a.head + kPadT, ldv = a.v_head + kPadT;
   const size_t smem = sizeof(T) * static_cast<size_t>(kRows * ldq + kKeys * ldq + kKeys * ldv + kRows * (kKeys + kPadT)) +
                       sizeof(float) * static_cast<size_t>(kRows * (kKeys + kPadF) + kRows * (a.v_head + kPadF));
-  auto* fn = attention_wmma_kernel<T>;
-  GPUOPT_CHECK_CALL(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  const dim3 grid(static_cast<unsigned>((a.q_seq + kRows - 1) / kRows), static_cast<unsigned>(a.q_heads),
-                  static_cast<unsigned>(a.batch));
-  fn<<<grid, kWarps * 32, smem, stream>>>(a);
-  GPUOPT_CHECK_CALL(cudaGetLastError());
-  return Status::Ok();
+  return launch_attention_grid(attention_wmma_kernel<T>, a, kRows, kWarps * 32, smem, stream);
 }
 
 }  // namespace
