@@ -9,7 +9,9 @@
 #     different algorithms per run), peak device memory (`run --json` peak_device_bytes), device
 #     time (median of 30) and how it ran (graph / eager);
 #  3. the generated models (tools/models) at fp32 and fp16 the same way.
-# Ends with a table. A few minutes: GPU_CHECK_TIMEOUT=1200.
+# Ends with a table. A few minutes: GPU_CHECK_TIMEOUT=1200. The generated transformers (bert,
+# gpt_block) have a symbolic 'sequence' dim besides the batch: every run binds it (SEQ=16;
+# `run` ignores a --dim the model does not have).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit
 B=${BIN:-build-h200/bin}
@@ -31,7 +33,7 @@ grep -E "FAILED|Failure" "$D/test_cuda.txt" | head -20
 one() {  # model batch precision mode out
   local model=$1 b=$2 p=$3 mode=$4 out=$5
   GPUOPT_MEMORY_PLAN=$mode "$G" run "$model" --device cuda --precision "$p" --batch "$b" --random-inputs --seed 1 \
-    --iterations 30 --warmup 3 --json --output-dir "$out" 2>>"$D/run.err" | python3 -c "
+    --dim "sequence=${SEQ:-16}" --iterations 30 --warmup 3 --json --output-dir "$out" 2>>"$D/run.err" | python3 -c "
 import json, sys
 j = json.load(sys.stdin)
 print(j.get('peak_device_bytes', 0), '%.3f' % j.get('device_ms', {}).get('median', 0), j.get('execution', '?'))"

@@ -1,7 +1,10 @@
 // What the benchmarks need to know about a GPU, and the theoretical ceilings derived from it.
-// DeviceInfo is filled from the CUDA runtime (query_device, in gpu.h); the peak functions are
+// DeviceInfo is the monitor's CudaDeviceProps (query_device in gpu.h reads it through
+// cuda_device_props, monitor/cuda_props.h) and the number of devices; the peak functions are
 // plain arithmetic so the tests check them on the CPU.
 #pragma once
+
+#include "monitor/cuda_props.h"
 
 #include <nlohmann/json.hpp>
 
@@ -11,17 +14,7 @@
 
 namespace gpuopt::bench {
 
-struct DeviceInfo {
-  int index = 0;
-  std::string name;
-  int cc_major = 0, cc_minor = 0;
-  int sm_count = 0;
-  int sm_clock_khz = 0;   // maximum (boost) SM clock
-  int mem_clock_khz = 0;  // peak memory clock
-  int mem_bus_width_bits = 0;
-  int64_t l2_bytes = 0;
-  int64_t total_mem_bytes = 0;
-  std::string pci_bus_id;
+struct DeviceInfo : CudaDeviceProps {
   int device_count = 1;  // devices visible to this process
 };
 

@@ -29,6 +29,9 @@ struct CudaDeviceProps {
 // Every device the runtime sees. Unavailable with the runtime's reason when there is no driver
 // or no device.
 Result<std::vector<CudaDeviceProps>> cuda_devices();
+// One device's properties (cudaGetDeviceProperties and the clock attributes); the caller checks
+// that `dev` exists (cuda_devices, or bench's cuda_device_count).
+Result<CudaDeviceProps> cuda_device_props(int dev);
 // cudaRuntimeGetVersion of the runtime linked in (e.g. 13000); Unavailable without CUDA.
 Result<int> cuda_runtime_version_linked();
 bool built_with_cuda();

@@ -5,6 +5,7 @@
 namespace gpuopt {
 
 Result<std::vector<CudaDeviceProps>> cuda_devices() { return Status::Unavailable("built without CUDA"); }
+Result<CudaDeviceProps> cuda_device_props(int) { return Status::Unavailable("built without CUDA"); }
 Result<int> cuda_runtime_version_linked() { return Status::Unavailable("built without CUDA"); }
 bool built_with_cuda() { return false; }
 

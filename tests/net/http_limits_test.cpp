@@ -1,6 +1,7 @@
 // HttpServer's defences against one client taking everything (issue 17): per-client connection
 // cap, the first-request timeout, the in-flight body budget, and no leak of the server at stop.
 #include "net/http.h"
+#include "net/net_test_util.h"
 
 #include <gtest/gtest.h>
 #include <sys/socket.h>
@@ -17,13 +18,10 @@ namespace {
 using namespace std::chrono_literals;
 namespace asio = boost::asio;
 
+// The limits tests' servers run two threads.
 std::unique_ptr<HttpServer> start(Router router, ServerOptions opts) {
-  opts.host = "127.0.0.1";
-  opts.port = 0;
   opts.threads = 2;
-  auto r = HttpServer::start(opts, std::move(router));
-  EXPECT_TRUE(r.ok()) << r.status().to_string();
-  return std::move(r).value();
+  return test::start_loopback(std::move(router), opts);
 }
 
 Router ping_router() {
@@ -33,35 +31,7 @@ Router ping_router() {
   return r;
 }
 
-// A raw connection from `source` (any 127.x address is loopback on Linux) with a 5 s receive
-// timeout, so a bug cannot hang the test.
-struct RawConn {
-  asio::io_context ioc;
-  asio::ip::tcp::socket s{ioc};
-  RawConn(uint16_t port, const char* source = "127.0.0.1") {
-    s.open(asio::ip::tcp::v4());
-    s.bind({asio::ip::make_address(source), 0});
-    s.connect({asio::ip::make_address("127.0.0.1"), port});
-    timeval tv{5, 0};
-    setsockopt(s.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  }
-  // Sends `bytes` (if any) and reads until the server closes or 5 s pass.
-  std::string exchange(const std::string& bytes) {
-    boost::system::error_code ec;
-    if (!bytes.empty()) asio::write(s, asio::buffer(bytes), ec);
-    std::string out;
-    char buf[4096];
-    for (;;) {
-      size_t n = s.read_some(asio::buffer(buf), ec);
-      if (ec) break;
-      out.append(buf, n);
-      if (out.find("\r\n\r\n") != std::string::npos && out.find("Connection: close") == std::string::npos &&
-          out.find("connection: close") == std::string::npos)
-        break;  // a keep-alive answer: the server will not close
-    }
-    return out;
-  }
-};
+using test::RawConn;
 
 TEST(HttpLimits, ServerIsFreedAfterStop) {
   // The router lives in the server; a handler's capture dies with it. The pending accept once

@@ -1,11 +1,8 @@
 // HttpServer/HttpClient against a real server on 127.0.0.1 (ephemeral port).
 #include "net/http.h"
+#include "net/net_test_util.h"
 
 #include <gtest/gtest.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-
-#include <boost/asio.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -15,16 +12,6 @@ namespace gpuopt::net {
 namespace {
 
 using namespace std::chrono_literals;
-namespace asio = boost::asio;
-
-std::unique_ptr<HttpServer> start_server(Router router, ServerOptions opts = {}) {
-  opts.host = "127.0.0.1";
-  opts.port = 0;
-  if (opts.threads == 0) opts.threads = 4;
-  auto r = HttpServer::start(opts, std::move(router));
-  EXPECT_TRUE(r.ok()) << r.status().to_string();
-  return std::move(r).value();
-}
 
 Router echo_router() {
   Router r;
@@ -41,27 +28,11 @@ Router echo_router() {
   return r;
 }
 
-// Sends raw bytes and reads until the server closes (5 s receive timeout so a bug cannot hang).
-std::string raw_exchange(uint16_t port, const std::string& bytes) {
-  asio::io_context ioc;
-  asio::ip::tcp::socket s(ioc);
-  s.connect({asio::ip::make_address("127.0.0.1"), port});
-  timeval tv{5, 0};
-  setsockopt(s.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  boost::system::error_code ec;
-  asio::write(s, asio::buffer(bytes), ec);
-  std::string out;
-  char buf[4096];
-  for (;;) {
-    size_t n = s.read_some(asio::buffer(buf), ec);
-    if (ec) break;
-    out.append(buf, n);
-  }
-  return out;
-}
+using test::raw_exchange;
+using test::start_loopback;
 
 TEST(Http, RoutesParamsAndErrors) {
-  auto server = start_server(echo_router());
+  auto server = start_loopback(echo_router());
   HttpClient c("127.0.0.1", server->port());
   auto r = c.get("/ping");
   ASSERT_TRUE(r.ok()) << r.status().to_string();
@@ -90,7 +61,7 @@ TEST(Http, RoutesParamsAndErrors) {
 }
 
 TEST(Http, KeepAliveReusesOneConnection) {
-  auto server = start_server(echo_router());
+  auto server = start_loopback(echo_router());
   HttpClient c("127.0.0.1", server->port());
   for (int i = 0; i < 50; ++i) {
     std::string body = "payload-" + std::to_string(i);
@@ -104,7 +75,7 @@ TEST(Http, KeepAliveReusesOneConnection) {
 }
 
 TEST(Http, ConnectionCloseIsHonoured) {
-  auto server = start_server(echo_router());
+  auto server = start_loopback(echo_router());
   HttpClient c("127.0.0.1", server->port());
   auto r = c.request("GET", "/ping", {}, {{"Connection", "close"}});
   ASSERT_TRUE(r.ok());
@@ -116,7 +87,7 @@ TEST(Http, ConnectionCloseIsHonoured) {
 TEST(Http, BodyLimitGives413AndOthersContinue) {
   ServerOptions o;
   o.max_body_bytes = 1000;
-  auto server = start_server(echo_router(), o);
+  auto server = start_loopback(echo_router(), o);
   HttpClient c("127.0.0.1", server->port());
   auto ok = c.post("/echo", std::string(1000, 'a'));
   EXPECT_EQ(ok->status, 200);
@@ -136,7 +107,7 @@ TEST(Http, BodyLimitGives413AndOthersContinue) {
 TEST(Http, HeaderLimitGives431) {
   ServerOptions o;
   o.max_header_bytes = 2048;
-  auto server = start_server(echo_router(), o);
+  auto server = start_loopback(echo_router(), o);
   HttpClient c("127.0.0.1", server->port());
   auto r = c.request("GET", "/ping", {}, {{"X-Big", std::string(4096, 'h')}});
   ASSERT_TRUE(r.ok()) << r.status().to_string();
@@ -145,7 +116,7 @@ TEST(Http, HeaderLimitGives431) {
 }
 
 TEST(Http, MalformedRequestsGet400) {
-  auto server = start_server(echo_router());
+  auto server = start_loopback(echo_router());
   EXPECT_EQ(raw_exchange(server->port(), "GARBAGE\r\n\r\n").rfind("HTTP/1.1 400", 0), 0u);
   EXPECT_EQ(raw_exchange(server->port(), "GET /ping HTTP/1.1\r\nContent-Length: x\r\n\r\n").rfind("HTTP/1.1 400", 0),
             0u);
@@ -162,7 +133,7 @@ TEST(Http, MalformedRequestsGet400) {
 }
 
 TEST(Http, ExpectContinue) {
-  auto server = start_server(echo_router());
+  auto server = start_loopback(echo_router());
   std::string reply = raw_exchange(server->port(),
                                    "POST /echo HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5\r\n"
                                    "Connection: close\r\n\r\nhello");
@@ -177,7 +148,7 @@ TEST(Http, ConcurrentClientsGetTheirOwnAnswers) {
   r.add_async("POST", "/later", [](HttpRequest&& q, Responder done) {
     std::thread([body = std::move(q.body), done] { done(HttpResponse::text(200, "later:" + body)); }).detach();
   });
-  auto server = start_server(std::move(r));
+  auto server = start_loopback(std::move(r));
   constexpr int kThreads = 8, kRequests = 150;
   std::atomic<int> good{0};
   std::vector<std::thread> ts;
@@ -198,7 +169,7 @@ TEST(Http, ConcurrentClientsGetTheirOwnAnswers) {
 TEST(Http, MaxConnectionsGives503) {
   ServerOptions o;
   o.max_connections = 2;
-  auto server = start_server(echo_router(), o);
+  auto server = start_loopback(echo_router(), o);
   HttpClient a("127.0.0.1", server->port()), b("127.0.0.1", server->port()), c("127.0.0.1", server->port());
   ASSERT_EQ(a.get("/ping")->status, 200);
   ASSERT_EQ(b.get("/ping")->status, 200);
@@ -221,7 +192,7 @@ TEST(Http, StopFinishesInFlightAndClosesIdle) {
       done(HttpResponse::text(200, "slow-done"));
     }).detach();
   });
-  auto server = start_server(std::move(r));
+  auto server = start_loopback(std::move(r));
   uint16_t port = server->port();
   HttpClient idle("127.0.0.1", port);
   ASSERT_EQ(idle.get("/ping")->status, 200);  // an idle keep-alive connection stays open
@@ -254,7 +225,7 @@ TEST(Http, StopGivesUpAfterGrace) {
       done(HttpResponse::text(200, "x"));
     }).detach();
   });
-  auto server = start_server(std::move(r));
+  auto server = start_loopback(std::move(r));
   std::thread t([port = server->port()] {
     HttpClient c("127.0.0.1", port, 10s);
     auto res = c.get("/never");
@@ -268,7 +239,7 @@ TEST(Http, StopGivesUpAfterGrace) {
 }
 
 TEST(Http, PortInUseIsAClearError) {
-  auto a = start_server(echo_router());
+  auto a = start_loopback(echo_router());
   ServerOptions o;
   o.host = "127.0.0.1";
   o.port = a->port();

@@ -9,15 +9,13 @@ sizes); inputs and ORT's outputs are stored as .npy in tests/ops_nn/data/<case>/
 
     .venv/bin/python tests/ops_nn/gen_ort_cases.py      # rewrites tests/ops_nn/data/
 """
-import json
-import shutil
 import sys
 from pathlib import Path
 
 import numpy as np
-import onnx
-import onnxruntime as ort
-from onnx import helper
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from ort_case_gen import case, main  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "data"
 rng = np.random.default_rng(20261122)
@@ -37,52 +35,6 @@ def pos(shape, lo=0.5, hi=2.0):
 
 def scalar(v, dtype):
     return np.array(v, dtype=dtype)
-
-
-CASES = []
-
-
-def case(name, op, inputs, n_out=1, opset=17, **attrs):
-    CASES.append((name, op, inputs, n_out, opset, attrs))
-
-
-def attr_json(v):
-    if isinstance(v, (bool, int)):
-        return {"i": int(v)}
-    if isinstance(v, float):
-        return {"f": v}
-    if isinstance(v, str):
-        return {"s": v}
-    if isinstance(v, list) and all(isinstance(x, int) for x in v):
-        return {"ints": v}
-    raise TypeError(v)
-
-
-def run_case(name, op, inputs, n_out, opset, attrs):
-    d = OUT / name
-    d.mkdir(parents=True)
-    in_names = [f"in{i}" if x is not None else "" for i, x in enumerate(inputs)]
-    out_names = [f"out{i}" for i in range(n_out)]
-    node = helper.make_node(op, in_names, out_names, **attrs)
-    g_in = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(x.dtype), x.shape)
-            for n, x in zip(in_names, inputs) if x is not None]
-    g_out = [onnx.ValueInfoProto(name=n) for n in out_names]
-    model = helper.make_model(helper.make_graph([node], name, g_in, g_out),
-                              opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 8
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    outs = sess.run(out_names, {n: x for n, x in zip(in_names, inputs) if x is not None})
-    meta = {"op": op, "opset": opset, "attrs": {k: attr_json(v) for k, v in attrs.items()}, "inputs": [], "outputs": []}
-    for n, x in zip(in_names, inputs):
-        if x is None:
-            meta["inputs"].append(None)
-        else:
-            np.save(d / f"{n}.npy", np.asarray(x))
-            meta["inputs"].append(f"{n}.npy")
-    for n, y in zip(out_names, outs):
-        np.save(d / f"{n}.npy", np.asarray(y))
-        meta["outputs"].append(f"{n}.npy")
-    (d / "case.json").write_text(json.dumps(meta, indent=1) + "\n")
 
 
 def define():
@@ -143,20 +95,5 @@ def define():
          pads=[1, 1, 1, 1], strides=[2, 1], opset=10)
 
 
-def main():
-    define()
-    only = set(sys.argv[1:])
-    if not only and OUT.exists():
-        shutil.rmtree(OUT)
-    OUT.mkdir(exist_ok=True)
-    for c in CASES:
-        if only and c[0] not in only:
-            continue
-        if (OUT / c[0]).exists():
-            shutil.rmtree(OUT / c[0])
-        run_case(*c)
-    print(f"{len(CASES)} cases in {OUT}")
-
-
 if __name__ == "__main__":
-    main()
+    main(define, OUT)

@@ -99,6 +99,58 @@ TEST(Flops, CountsMultiplyAddsAsTwo) {
       32.0 * 8 * 8 * 2 * 9);
 }
 
+TEST(Flops, WindowOpsAndTheOtherConvolutions) {
+  // The pools: one op per kernel tap per output (LpPool two: |x|^p and the sum).
+  AttributeMap pool;
+  pool["kernel_shape"] = attr_ints({3, 3});
+  pool["strides"] = attr_ints({2, 2});
+  pool["pads"] = attr_ints({1, 1, 1, 1});
+  const std::vector<ValueInfo> x = {vi(DType::F32, {kN, 64, 112, 112})};
+  EXPECT_DOUBLE_EQ(flops_of(make_node(Op::MaxPool, 1, 1, pool), x), 64.0 * 56 * 56 * 9);
+  EXPECT_DOUBLE_EQ(flops_of(make_node(Op::AveragePool, 1, 1, pool), x), 64.0 * 56 * 56 * 9);
+  EXPECT_DOUBLE_EQ(flops_of(make_node(Op::LpPool, 1, 1, pool), x), 64.0 * 56 * 56 * 9 * 2);
+  // ConvTranspose: every input element meets M/group x kernel taps.
+  EXPECT_DOUBLE_EQ(
+      flops_of(make_node(Op::ConvTranspose, 2, 1), {vi(DType::F32, {1, 8, 5, 5}), vi(DType::F32, {8, 4, 3, 3})}),
+      2.0 * 8 * 25 * 4 * 9);
+  // The integer convolutions: output elements x C/group x taps multiply-adds, no bias term.
+  const double qconv = 2.0 * 4 * 6 * 6 * 3 * 9;
+  EXPECT_DOUBLE_EQ(flops_of(make_node(Op::ConvInteger, 2, 1), {vi(DType::U8, {1, 3, 8, 8}), vi(DType::U8, {4, 3, 3, 3})}, 10),
+                   qconv);
+  EXPECT_DOUBLE_EQ(flops_of(make_node(Op::QLinearConv, 8, 1),
+                            {vi(DType::U8, {1, 3, 8, 8}), vi(DType::F32, {}), vi(DType::U8, {}), vi(DType::U8, {4, 3, 3, 3}),
+                             vi(DType::F32, {}), vi(DType::U8, {}), vi(DType::F32, {}), vi(DType::U8, {})},
+                            10),
+                   qconv);
+}
+
+TEST(LoadTimeInference, PoolWindowShapes) {
+  AttributeMap pool;
+  pool["kernel_shape"] = attr_ints({2, 2});
+  pool["ceil_mode"] = attr_i(1);
+  pool["strides"] = attr_ints({2, 2});
+  // LpPool and MaxPool read one window: ceil_mode rounds 7/2 up, symbolic and unknown dims pass through.
+  EXPECT_EQ(infer1(make_node(Op::LpPool, 1, 1, pool), {vi(DType::F32, {kN, 3, 7, kUnknownDim})}),
+            (Shape{kN, 3, 4, kUnknownDim}));
+  EXPECT_EQ(infer1(make_node(Op::MaxPool, 1, 1, pool), {vi(DType::F32, {kN, 3, 7, kUnknownDim})}),
+            (Shape{kN, 3, 4, kUnknownDim}));
+  // Input rank unknown: the kernel's rank + 2.
+  EXPECT_EQ(infer1(make_node(Op::LpPool, 1, 1, pool), {ValueInfo{DType::F32, false, {}, nullptr}}),
+            (Shape{kUnknownDim, kUnknownDim, kUnknownDim, kUnknownDim}));
+  for (Op op : {Op::LpPool, Op::AveragePool}) {
+    std::vector<ValueInfo> ins = {vi(DType::F32, {1, 3, 7})};
+    std::vector<const ValueInfo*> p = {&ins[0]};
+    auto r = infer_node(make_node(op, 1, 1, pool), p, 17);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("kernel_shape [2,2] has rank 2; input has 1 spatial dims"), std::string::npos)
+        << r.status().to_string();
+    auto missing = infer_node(make_node(op, 1, 1), p, 17);
+    ASSERT_FALSE(missing.ok());
+    EXPECT_NE(missing.status().message().find("missing required attribute 'kernel_shape'"), std::string::npos)
+        << missing.status().to_string();
+  }
+}
+
 TEST(HalfOutput, RoundedOnceFromDouble) {
   // 1 + 2^-11 + 2^-40 lies just above the midpoint between the f16 neighbours 1 and 1 + 2^-10.
   // Rounding through float first lands exactly on the midpoint and ties to 1 (wrong).

@@ -7,15 +7,13 @@ tests/ops_tensor/data/<case>/ next to case.json (op, opset, attributes, file nam
 
     .venv/bin/python tests/ops_tensor/gen_cases.py      # rewrites tests/ops_tensor/data/
 """
-import json
-import shutil
 import sys
 from pathlib import Path
 
 import numpy as np
-import onnx
-import onnxruntime as ort
-from onnx import helper, numpy_helper
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from ort_case_gen import case, main  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "data"
 rng = np.random.default_rng(20261122)
@@ -33,64 +31,6 @@ def rand(shape, dtype=np.float32):
 
 def i64(*v):
     return np.array(v, dtype=np.int64)
-
-
-CASES = []
-
-
-def case(name, op, inputs, n_out=1, opset=17, **attrs):
-    CASES.append((name, op, inputs, n_out, opset, attrs))
-
-
-def attr_json(name, v):
-    if isinstance(v, np.ndarray):
-        fn = f"attr_{name}.npy"
-        return {"t": fn}, (fn, v)
-    if isinstance(v, bool) or isinstance(v, int):
-        return {"i": int(v)}, None
-    if isinstance(v, float):
-        return {"f": v}, None
-    if isinstance(v, str):
-        return {"s": v}, None
-    if isinstance(v, list) and all(isinstance(x, int) for x in v):
-        return {"ints": v}, None
-    if isinstance(v, list):
-        return {"floats": [float(x) for x in v]}, None
-    raise TypeError(name)
-
-
-def run_case(name, op, inputs, n_out, opset, attrs):
-    d = OUT / name
-    d.mkdir(parents=True)
-    in_names = [f"in{i}" if x is not None else "" for i, x in enumerate(inputs)]
-    out_names = [f"out{i}" for i in range(n_out)]
-    node_attrs = {k: (numpy_helper.from_array(v) if isinstance(v, np.ndarray) else v) for k, v in attrs.items()}
-    node = helper.make_node(op, in_names, out_names, **node_attrs)
-    g_in = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(x.dtype), x.shape)
-            for n, x in zip(in_names, inputs) if x is not None]
-    g_out = [onnx.ValueInfoProto(name=n) for n in out_names]  # types left to ORT's inference
-    model = helper.make_model(helper.make_graph([node], name, g_in, g_out),
-                              opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 8
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    feeds = {n: x for n, x in zip(in_names, inputs) if x is not None}
-    outs = sess.run(out_names, feeds)
-    meta = {"op": op, "opset": opset, "attrs": {}, "inputs": [], "outputs": []}
-    for k, v in attrs.items():
-        j, f = attr_json(k, v)
-        meta["attrs"][k] = j
-        if f:
-            np.save(d / f[0], f[1])
-    for n, x in zip(in_names, inputs):
-        if x is None:
-            meta["inputs"].append(None)
-        else:
-            np.save(d / f"{n}.npy", np.asarray(x))
-            meta["inputs"].append(f"{n}.npy")
-    for n, y in zip(out_names, outs):
-        np.save(d / f"{n}.npy", np.asarray(y))
-        meta["outputs"].append(f"{n}.npy")
-    (d / "case.json").write_text(json.dumps(meta, indent=1) + "\n")
 
 
 def define():
@@ -217,20 +157,5 @@ def define():
     case("topk_f16", "TopK", [rand((2, 7, 3), np.float16), i64(2)], n_out=2, axis=1)
 
 
-def main():
-    define()
-    only = set(sys.argv[1:])
-    if not only and OUT.exists():
-        shutil.rmtree(OUT)
-    OUT.mkdir(exist_ok=True)
-    for c in CASES:
-        if only and c[0] not in only:
-            continue
-        if (OUT / c[0]).exists():
-            shutil.rmtree(OUT / c[0])
-        run_case(*c)
-    print(f"{len(CASES)} cases in {OUT}")
-
-
 if __name__ == "__main__":
-    main()
+    main(define, OUT)

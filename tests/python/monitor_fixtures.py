@@ -7,6 +7,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import urllib.parse
 import urllib.request
 
 import pytest
@@ -132,3 +133,49 @@ def stop(p):
         except subprocess.TimeoutExpired:
             p.kill()
             p.wait()
+
+
+# ---- a real Prometheus (Debian package prometheus) --------------------------------------------
+
+def prometheus_or_skip():
+    """The prometheus binary; skips the test where it is not installed."""
+    prom_bin = shutil.which("prometheus")
+    if not prom_bin:
+        pytest.skip("prometheus binary not installed (Debian package prometheus)")
+    return prom_bin
+
+
+def start_prometheus(prom_bin, config_dir, scrape_configs):
+    """Prometheus on a free loopback port, scraping and evaluating every second with
+    `scrape_configs` (the YAML of that list), once it answers ready. Returns (process, base URL,
+    data dir); stop_prometheus ends it."""
+    port = free_port()
+    cfg = os.path.join(config_dir, "prometheus.yml")
+    with open(cfg, "w") as f:
+        f.write("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n" + scrape_configs)
+    data = tempfile.mkdtemp(prefix="gpuopt_prom_")
+    prom = subprocess.Popen([prom_bin, f"--config.file={cfg}", f"--storage.tsdb.path={data}",
+                             f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_http(f"{base}/-/ready", deadline_s=60, proc=prom)
+    except BaseException:
+        stop_prometheus(prom, data)
+        raise
+    return prom, base, data
+
+
+def stop_prometheus(prom, data):
+    stop(prom)
+    shutil.rmtree(data, ignore_errors=True)
+
+
+def prom_query(base, q, t=None):
+    """The result list of an instant PromQL query (at time t, default now)."""
+    at = f"&time={t}" if t is not None else ""
+    status, _, body = http_get(f"{base}/api/v1/query?query={urllib.parse.quote(q)}{at}")
+    assert status == 200
+    j = json.loads(body)
+    assert j["status"] == "success", (q, j)
+    return j["data"]["result"]

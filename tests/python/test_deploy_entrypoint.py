@@ -9,7 +9,6 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 
 import numpy as np
@@ -33,31 +32,11 @@ def entry_env(repo, **extra):
     return env
 
 
-class Entry:
+class Entry(H.Server):
     """deploy/entrypoint.sh as a process; the ports gpuopt picked, read from its output."""
 
     def __init__(self, env, *args, timeout=120):
-        self.proc = subprocess.Popen(["sh", ENTRY, *args], env=env, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True, bufsize=1)
-        self.log, self.http_port, self.metrics_port = [], None, None
-        self._t = threading.Thread(target=self._read, daemon=True)
-        self._t.start()
-        end = time.time() + timeout
-        while time.time() < end and None in (self.http_port, self.metrics_port) and self.proc.poll() is None:
-            time.sleep(0.05)
-        if None in (self.http_port, self.metrics_port):
-            self.kill()
-            raise AssertionError("entrypoint did not start gpuopt serve:\n" + "".join(self.log))
-
-    def _read(self):
-        for line in self.proc.stdout:
-            self.log.append(line)
-            m = re.search(r"Started HTTPService at [\d.]+:(\d+)", line)
-            if m:
-                self.http_port = int(m.group(1))
-            m = re.search(r"Started Metrics Service at [\d.]+:(\d+)", line)
-            if m:
-                self.metrics_port = int(m.group(1))
+        super().__init__(args, timeout=timeout, command=["sh", ENTRY, *args], env=env)
 
     def kill(self):
         if self.proc.poll() is None:
@@ -108,7 +87,7 @@ def test_serves_the_repository_and_drains_on_sigterm(repo):
         t0 = time.time()
         e.proc.send_signal(signal.SIGTERM)
         rc = e.proc.wait(timeout=60)
-        e._t.join(5)
+        e._reader.join(5)
         out = "".join(e.log[n:])
         assert rc == 0, out
         assert time.time() - t0 < 7 + 5

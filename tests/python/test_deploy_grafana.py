@@ -6,19 +6,16 @@ counters say. The Grafana provisioning files point at the dashboard."""
 import json
 import os
 import re
-import shutil
-import subprocess
 import sys
-import tempfile
 import threading
 import time
-import urllib.parse
 
 import numpy as np
 import pytest
 
 from deploy_fixtures import DEPLOY, KUBE, ROOT, load_yaml_docs
-from monitor_fixtures import Env, free_port, gpu, http_get, start_exporter, stop, wait_http
+from monitor_fixtures import (Env, free_port, gpu, http_get, prom_query, prometheus_or_skip, start_exporter,
+                              start_prometheus, stop, stop_prometheus)
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "server"))
 import server_harness as H  # noqa: E402
@@ -34,15 +31,6 @@ def dashboard():
 
 def panel_exprs(d):
     return [(p["title"], t["expr"]) for p in d["panels"] for t in p.get("targets", [])]
-
-
-def prom_query(base, q, t=None):
-    at = f"&time={t}" if t is not None else ""
-    status, _, body = http_get(f"{base}/api/v1/query?query={urllib.parse.quote(q)}{at}")
-    assert status == 200
-    j = json.loads(body)
-    assert j["status"] == "success", (q, j)
-    return j["data"]["result"]
 
 
 def families(text):
@@ -63,9 +51,7 @@ def metric_names(expr):
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    prom_bin = shutil.which("prometheus")
-    if not prom_bin:
-        pytest.skip("prometheus binary not installed (Debian package prometheus)")
+    prom_bin = prometheus_or_skip()
     httpclient = pytest.importorskip("tritonclient.http")
     repo = tmp_path_factory.mktemp("repo")
     H.make_repository(str(repo), delay_us=20000)
@@ -73,14 +59,9 @@ def stack(tmp_path_factory):
     env = Env({"devices": [gpu(0, 55, 4000, 300.0, {"processes": [{"pid": 4242, "used_memory": 1 << 30}]})]})
     exp_port = free_port()
     exporter = start_exporter(env, exp_port, "--interval", "250ms")
-    prom_port = free_port()
-    cfg = os.path.join(env.dir, "prometheus.yml")
-    with open(cfg, "w") as f:
-        f.write(f"""global:
-  scrape_interval: 1s
-  evaluation_interval: 1s
-scrape_configs:
-  - job_name: serve
+    prom = None
+    try:
+        prom, base, data = start_prometheus(prom_bin, env.dir, f"""  - job_name: serve
     static_configs:
       - targets: ['127.0.0.1:{server.metrics_port}']
         labels: {{namespace: {NAMESPACE}, pod: {POD}}}
@@ -88,13 +69,6 @@ scrape_configs:
     static_configs:
       - targets: ['127.0.0.1:{exp_port}']
 """)
-    data = tempfile.mkdtemp(prefix="gpuopt_prom_")
-    prom = subprocess.Popen([prom_bin, f"--config.file={cfg}", f"--storage.tsdb.path={data}",
-                             f"--web.listen-address=127.0.0.1:{prom_port}", "--log.level=warn"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    base = f"http://127.0.0.1:{prom_port}"
-    try:
-        wait_http(f"{base}/-/ready", deadline_s=60, proc=prom)
         # A first scrape of the idle server, so every counter's first sample in Prometheus is 0
         # (the adapter check below compares rates with raw increases: no extrapolation then).
         end = time.time() + 60
@@ -136,11 +110,11 @@ scrape_configs:
         time.sleep(3)  # the last counters scraped
         yield {"base": base, "server": server, "exp_port": exp_port}
     finally:
-        stop(prom)
+        if prom:
+            stop_prometheus(prom, data)
         stop(exporter)
         server.stop()
         env.cleanup()
-        shutil.rmtree(data, ignore_errors=True)
 
 
 def test_every_dashboard_metric_is_exported(stack):

@@ -3,24 +3,13 @@ two GPUs and processes in a fake container, one with no NVML at all); the values
 through Prometheus' HTTP API and compared with what the script says."""
 import json
 import os
-import shutil
 import socket
-import subprocess
-import tempfile
 import time
-import urllib.parse
 
 import pytest
 
-from monitor_fixtures import DOCKER_ID, MIB, Env, free_port, gpu, http_get, start_exporter, stop, wait_http
-
-
-def prom_query(base, q):
-    status, _, body = http_get(f"{base}/api/v1/query?query={urllib.parse.quote(q)}")
-    assert status == 200
-    j = json.loads(body)
-    assert j["status"] == "success", j
-    return j["data"]["result"]
+from monitor_fixtures import (DOCKER_ID, MIB, Env, free_port, gpu, http_get, prom_query, prometheus_or_skip,
+                              start_exporter, start_prometheus, stop, stop_prometheus)
 
 
 def wait_series(base, q, n, deadline_s=90):
@@ -40,9 +29,7 @@ def by_gpu(results):
 
 @pytest.fixture(scope="module")
 def stack():
-    prom_bin = shutil.which("prometheus")
-    if not prom_bin:
-        pytest.skip("prometheus binary not installed (Debian package prometheus)")
+    prom_bin = prometheus_or_skip()
     script = {"driver_version": "580.65.06", "cuda_driver_version": 13000,
               "devices": [gpu(0, 87, 2000, 250.5,
                               {"processes": [{"pid": 4242, "used_memory": 1536 * MIB, "sm_util": 80},
@@ -56,33 +43,21 @@ def stack():
     port_nogpu = free_port()
     exp = start_exporter(env, port, "--interval", "250ms")
     exp_nogpu = start_exporter(env, port_nogpu, "--interval", "250ms", nvml="/nonexistent/libnvidia-ml.so.1")
-    prom_port = free_port()
-    cfg = os.path.join(env.dir, "prometheus.yml")
-    with open(cfg, "w") as f:
-        f.write(f"""global:
-  scrape_interval: 1s
-  evaluation_interval: 1s
-scrape_configs:
-  - job_name: gpuopt
+    prom = None
+    try:
+        prom, base, data = start_prometheus(prom_bin, env.dir, f"""  - job_name: gpuopt
     static_configs:
       - targets: ['127.0.0.1:{port}']
   - job_name: gpuopt_nogpu
     static_configs:
       - targets: ['127.0.0.1:{port_nogpu}']
 """)
-    data = tempfile.mkdtemp(prefix="gpuopt_prom_")
-    prom = subprocess.Popen([prom_bin, f"--config.file={cfg}", f"--storage.tsdb.path={data}",
-                             f"--web.listen-address=127.0.0.1:{prom_port}", "--log.level=warn"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    base = f"http://127.0.0.1:{prom_port}"
-    try:
-        wait_http(f"{base}/-/ready", deadline_s=60, proc=prom)
         yield base, port
     finally:
-        stop(prom)
+        if prom:
+            stop_prometheus(prom, data)
         stop(exp)
         stop(exp_nogpu)
-        shutil.rmtree(data, ignore_errors=True)
         env.cleanup()
 
 

@@ -41,12 +41,18 @@ def x_for(i):
     return np.random.default_rng(1000 + i).standard_normal((rows, 32)).astype(np.float32)
 
 
-def test_two_instances_share_the_load(tmp_path):
-    H.mlp_model(str(tmp_path / "mlp" / "1" / "model.onnx"))
-    with open(tmp_path / "mlp" / "config.pbtxt", "w") as f:
+def two_instance_mlp(root):
+    """A repository in `root` with the mlp on two CPU instances (2 ms queue delay, batches up to 8);
+    returns ONNX Runtime's session of the same model, the oracle."""
+    H.mlp_model(str(root / "mlp" / "1" / "model.onnx"))
+    with open(root / "mlp" / "config.pbtxt", "w") as f:
         f.write('max_batch_size: 8\ndynamic_batching { max_queue_delay_microseconds: 2000 }\n'
                 'instance_group [ { count: 2 kind: KIND_CPU } ]\n')
-    sess = ort.InferenceSession(str(tmp_path / "mlp" / "1" / "model.onnx"), providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(str(root / "mlp" / "1" / "model.onnx"), providers=["CPUExecutionProvider"])
+
+
+def test_two_instances_share_the_load(tmp_path):
+    sess = two_instance_mlp(tmp_path)
     with H.Server(["--model-repository", str(tmp_path)]) as s:
         results, errors = {}, []
         lock = threading.Lock()
@@ -100,11 +106,7 @@ def test_two_instances_share_the_load(tmp_path):
 
 
 def test_sigterm_drains_both_instances(tmp_path):
-    H.mlp_model(str(tmp_path / "mlp" / "1" / "model.onnx"))
-    with open(tmp_path / "mlp" / "config.pbtxt", "w") as f:
-        f.write('max_batch_size: 8\ndynamic_batching { max_queue_delay_microseconds: 2000 }\n'
-                'instance_group [ { count: 2 kind: KIND_CPU } ]\n')
-    sess = ort.InferenceSession(str(tmp_path / "mlp" / "1" / "model.onnx"), providers=["CPUExecutionProvider"])
+    sess = two_instance_mlp(tmp_path)
     with H.Server(["--model-repository", str(tmp_path)]) as s:
         answered, refused, other = [], [], []
         started = threading.Event()

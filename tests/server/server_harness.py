@@ -95,12 +95,15 @@ def module_server(tmp_path_factory, *args):
 
 
 class Server:
-    """A `gpuopt serve` process on 127.0.0.1 with ephemeral HTTP and metrics ports."""
+    """A `gpuopt serve` process on 127.0.0.1 with ephemeral HTTP and metrics ports; or `command`
+    (with `env`), a process that starts one, such as deploy/entrypoint.sh. The ports are read from
+    its output."""
 
-    def __init__(self, args, timeout=60):
-        cmd = [gpuopt_bin(), "serve", "--http-address", "127.0.0.1", "--http-port", "0", "--metrics-port", "0",
-               "--grpc-port", "0", "--http-thread-count", "4"] + list(args)
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+    def __init__(self, args, timeout=60, command=None, env=None):
+        cmd = command or [gpuopt_bin(), "serve", "--http-address", "127.0.0.1", "--http-port", "0",
+                          "--metrics-port", "0", "--grpc-port", "0", "--http-thread-count", "4"] + list(args)
+        self.proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     bufsize=1)
         self.log = []
         self.http_port = self.metrics_port = self.grpc_port = None
         # A reader thread drains the output (a full pipe would block the server).

@@ -19,7 +19,9 @@ std::string uuid_text(const cudaUUID_t& u) {
   return s;
 }
 
-Result<CudaDeviceProps> props_of(int dev) {
+}  // namespace
+
+Result<CudaDeviceProps> cuda_device_props(int dev) {
   cudaDeviceProp p{};
   GPUOPT_CHECK_CALL(cudaGetDeviceProperties(&p, dev));
   CudaDeviceProps out;
@@ -43,8 +45,6 @@ Result<CudaDeviceProps> props_of(int dev) {
   return out;
 }
 
-}  // namespace
-
 Result<std::vector<CudaDeviceProps>> cuda_devices() {
   int n = 0;
   cudaError_t e = cudaGetDeviceCount(&n);
@@ -54,7 +54,7 @@ Result<std::vector<CudaDeviceProps>> cuda_devices() {
   }
   std::vector<CudaDeviceProps> out;
   for (int i = 0; i < n; ++i) {
-    GPUOPT_ASSIGN_OR_RETURN(CudaDeviceProps p, props_of(i));
+    GPUOPT_ASSIGN_OR_RETURN(CudaDeviceProps p, cuda_device_props(i));
     out.push_back(std::move(p));
   }
   return out;

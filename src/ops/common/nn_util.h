@@ -270,6 +270,16 @@ inline Result<std::vector<int64_t>> kernel_shape_attr(const Ctx& ctx, const Shap
   return ks;
 }
 
+// A convolution's window over x [N, C, spatial...] with weight w [M, C/group, kernel...]:
+// kernel_shape (checked against w's spatial dims, else taken from them), strides, dilations,
+// pads, auto_pad. The one geometry of Conv, ConvInteger and QLinearConv, CPU and CUDA alike.
+template <class Ctx>
+inline Result<Window> conv_window(const Ctx& ctx, const Shape& x, const Shape& w) {
+  GPUOPT_ASSIGN_OR_RETURN(std::vector<int64_t> kernel,
+                          kernel_shape_attr(ctx, Shape(w.begin() + 2, w.end()), x.size() - 2));
+  return resolve_window(ctx, Shape(x.begin() + 2, x.end()), std::move(kernel), false);
+}
+
 // Output shape of the integer convolutions (ConvInteger, QLinearConv): x [N, C, spatial...] and
 // w [M, C/group, kernel...] checked for rank, channels and group; spatial dims from the window.
 // Leaves y's shape unknown while x's or w's rank is.
@@ -319,6 +329,21 @@ inline const ValueInfo* flops_in(const FlopsContext& ctx, size_t i) {
 }
 inline const ValueInfo* flops_out(const FlopsContext& ctx, size_t i) {
   return i < ctx.outputs.size() ? ctx.outputs[i] : nullptr;
+}
+
+// Multiply-adds per output element of a convolution with weight w: the product of w's dims
+// after the first (C/group x kernel taps; ConvTranspose's M/group x taps per input element).
+// -1 when w or its rank is unknown.
+inline double conv_taps(const ValueInfo* w) {
+  if (!w || !w->rank_known) return -1;
+  double per = 1;
+  for (size_t i = 1; i < w->shape.size(); ++i) per *= est_dim(w, static_cast<int64_t>(i));
+  return per;
+}
+// 2 FLOPs per multiply-add over `elems` elements (-1: unknown, counted as 0) and weight w.
+inline double conv_flops(double elems, const ValueInfo* w) {
+  const double per = conv_taps(w);
+  return elems < 0 || per < 0 ? 0 : 2 * elems * per;
 }
 
 // One float input X of rank >= min_rank ([N, C, ...] ops).

@@ -172,11 +172,7 @@ Status cpu_Conv(KernelContext& ctx) {
   const Tensor& x = ctx.in(0);
   const Tensor& wt = ctx.in(1);
   Tensor& y = ctx.out(0);
-  const size_t rank = static_cast<size_t>(x.rank());
-  const Shape xs(x.shape().begin() + 2, x.shape().end());
-  GPUOPT_ASSIGN_OR_RETURN(std::vector<int64_t> kernel,
-                          nn::kernel_shape_attr(ctx, Shape(wt.shape().begin() + 2, wt.shape().end()), rank - 2));
-  GPUOPT_ASSIGN_OR_RETURN(Window win, nn::resolve_window(ctx, xs, kernel, false));
+  GPUOPT_ASSIGN_OR_RETURN(Window win, nn::conv_window(ctx, x.shape(), wt.shape()));
   const int64_t N = x.dim(0), C = x.dim(1), M = wt.dim(0), G = ctx.node.attr_i("group", 1);
   const int64_t Cg = C / G, Mg = M / G;
   const int64_t K = win.kernel_size(), O = win.out_size(), I = win.in_size();
@@ -221,11 +217,8 @@ Status cpu_Conv(KernelContext& ctx) {
 
 // 2 FLOPs per multiply-add: out elements x (C/group x kernel taps), plus the bias add.
 double flops_Conv(const FlopsContext& ctx) {
-  const double out = nn::est_numel(nn::flops_out(ctx, 0));
-  const ValueInfo* w = nn::flops_in(ctx, 1);
-  if (out < 0 || !w || !w->rank_known) return 0;
-  double per = 1;
-  for (size_t i = 1; i < w->shape.size(); ++i) per *= nn::est_dim(w, static_cast<int64_t>(i));
+  const double out = nn::est_numel(nn::flops_out(ctx, 0)), per = nn::conv_taps(nn::flops_in(ctx, 1));
+  if (out < 0 || per < 0) return 0;
   return out * (2 * per + (ctx.inputs.size() > 2 && ctx.inputs[2] ? 1 : 0));
 }
 
@@ -291,12 +284,7 @@ Status cpu_ConvTranspose(KernelContext& ctx) {
 
 // Every input element meets every tap of its group's M/group output channels.
 double flops_ConvTranspose(const FlopsContext& ctx) {
-  const double in = nn::est_numel(nn::flops_in(ctx, 0));
-  const ValueInfo* w = nn::flops_in(ctx, 1);
-  if (in < 0 || !w || !w->rank_known) return 0;
-  double per = 1;
-  for (size_t i = 1; i < w->shape.size(); ++i) per *= nn::est_dim(w, static_cast<int64_t>(i));
-  return 2 * in * per;
+  return nn::conv_flops(nn::est_numel(nn::flops_in(ctx, 0)), nn::flops_in(ctx, 1));
 }
 
 }  // namespace gpuopt

@@ -103,12 +103,7 @@ Status cpu_DeformConv(KernelContext& ctx) {
   return Status::Ok();
 }
 double flops_DeformConv(const FlopsContext& ctx) {
-  const double n = nn::est_numel(nn::flops_out(ctx, 0));
-  const ValueInfo* w = nn::flops_in(ctx, 1);
-  if (n < 0 || !w || !w->rank_known) return 0;
-  double per = 1;
-  for (size_t i = 1; i < w->shape.size(); ++i) per *= nn::est_dim(w, static_cast<int64_t>(i));
-  return 2 * n * per;
+  return nn::conv_flops(nn::est_numel(nn::flops_out(ctx, 0)), nn::flops_in(ctx, 1));
 }
 
 }  // namespace gpuopt

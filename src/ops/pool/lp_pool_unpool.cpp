@@ -1,6 +1,6 @@
 // LpPool and MaxUnpool. Float inputs, accumulated in double and rounded once to the output dtype,
 // like the other reference kernels.
-#include "ops/common/nn_util.h"
+#include "ops/pool/pool_window.h"
 
 #include <cmath>
 
@@ -12,21 +12,12 @@ using nn::Window;
 
 Status infer_LpPool(InferContext& ctx) {
   GPUOPT_RETURN_IF_ERROR(nn::require_nc_input(ctx, 3));
-  const std::vector<int64_t> kernel = ctx.node.attr_ints("kernel_shape");
-  if (kernel.empty()) return ctx.error("missing required attribute 'kernel_shape'");
   if (ctx.node.attr_i("p", 2) < 1) return ctx.error("p {} must be at least 1", ctx.node.attr_i("p", 2));
   const ValueInfo& x = ctx.in(0);
-  const size_t rank = x.rank_known ? x.shape.size() : kernel.size() + 2;
-  if (rank - 2 != kernel.size())
-    return ctx.error("kernel_shape {} has rank {}; input has {} spatial dims", nn::ints_str(kernel), kernel.size(),
-                     rank - 2);
-  const Shape spatial = x.rank_known ? Shape(x.shape.begin() + 2, x.shape.end()) : Shape(rank - 2, kUnknownDim);
-  GPUOPT_ASSIGN_OR_RETURN(Window w, nn::resolve_window(ctx, spatial, kernel, ctx.node.attr_i("ceil_mode", 0) != 0));
   ValueInfo& y = ctx.outputs[0];
   y.dtype = x.dtype;
+  GPUOPT_ASSIGN_OR_RETURN(y.shape, pool::output_shape(ctx, x));
   y.rank_known = true;
-  y.shape = {x.rank_known ? x.shape[0] : kUnknownDim, x.rank_known ? x.shape[1] : kUnknownDim};
-  for (int64_t o : w.out) y.shape.push_back(o);
   return Status::Ok();
 }
 
@@ -34,32 +25,17 @@ Status infer_LpPool(InferContext& ctx) {
 // as in the node tests' generator (onnx/reference/ops/op_pool_common.py, pool("LPPOOL")).
 Status cpu_LpPool(KernelContext& ctx) {
   const Tensor& x = ctx.in(0);
-  GPUOPT_ASSIGN_OR_RETURN(Window w, nn::resolve_window(ctx, Shape(x.shape().begin() + 2, x.shape().end()),
-                                                       ctx.node.attr_ints("kernel_shape"),
-                                                       ctx.node.attr_i("ceil_mode", 0) != 0));
+  GPUOPT_ASSIGN_OR_RETURN(Window w, pool::window_of(ctx, x.shape()));
   const double p = static_cast<double>(ctx.node.attr_i("p", 2));
-  const int64_t NC = x.dim(0) * x.dim(1), K = w.kernel_size(), O = w.out_size(), I = w.in_size();
-  const std::vector<int64_t> table = nn::window_gather_table(w);
-  const std::vector<double> xv = nn::to_doubles(x);
-  std::vector<double> y(static_cast<size_t>(NC * O));
-  for (int64_t nc = 0; nc < NC; ++nc)
-    for (int64_t o = 0; o < O; ++o) {
-      double s = 0;
-      for (int64_t t = 0; t < K; ++t) {
-        const int64_t off = table[t * O + o];
-        if (off >= 0) s += std::pow(std::fabs(xv[nc * I + off]), p);
-      }
-      y[nc * O + o] = std::pow(s, 1.0 / p);
-    }
+  std::vector<double> y = pool::window_sums(w, nn::window_gather_table(w), nn::to_doubles(x), x.dim(0) * x.dim(1),
+                                            [p](double v) { return std::pow(std::fabs(v), p); });
+  for (double& s : y) s = std::pow(s, 1.0 / p);
   nn::from_doubles(ctx.out(0), y);
   return Status::Ok();
 }
 
 double flops_LpPool(const FlopsContext& ctx) {
-  const double out = nn::est_numel(nn::flops_out(ctx, 0));
-  double k = 1;
-  for (int64_t d : ctx.node.attr_ints("kernel_shape")) k *= static_cast<double>(d);
-  return out < 0 ? 0 : out * k * 2;
+  return pool::window_flops(ctx, 2);
 }
 
 // ---- MaxUnpool --------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 // MaxPool (Indices output, ceil_mode, dilations, storage_order), AveragePool (count_include_pad,
 // ceil_mode, dilations), GlobalAveragePool, GlobalMaxPool: CPU reference over the shared window
 // gather table (input offset or -1 per kernel tap and output position).
-#include "ops/common/nn_util.h"
+#include "ops/pool/pool_window.h"
 
 #include <limits>
 
@@ -29,33 +29,19 @@ Status check_pool_input(const InferContext& ctx, bool max_pool) {
 // Sliding-window pools share shape inference: kernel_shape is required.
 Status infer_window_pool(InferContext& ctx, bool max_pool) {
   GPUOPT_RETURN_IF_ERROR(check_pool_input(ctx, max_pool));
-  const std::vector<int64_t> kernel = ctx.node.attr_ints("kernel_shape");
-  if (kernel.empty()) return ctx.error("missing required attribute 'kernel_shape'");
   const ValueInfo& x = ctx.in(0);
   ValueInfo& y = ctx.outputs[0];
   y.dtype = x.dtype;
   if (ctx.outputs.size() > 1) ctx.outputs[1].dtype = DType::I64;
-  const size_t rank = x.rank_known ? x.shape.size() : kernel.size() + 2;
-  if (rank - 2 != kernel.size())
-    return ctx.error("kernel_shape {} has rank {}; input has {} spatial dims", nn::ints_str(kernel), kernel.size(),
-                     rank - 2);
-  const Shape spatial = x.rank_known ? Shape(x.shape.begin() + 2, x.shape.end()) : Shape(rank - 2, kUnknownDim);
   if (max_pool && ctx.node.attr_i("storage_order", 0) != 0 && ctx.node.attr_i("storage_order", 0) != 1)
     return ctx.error("storage_order {} must be 0 (row major) or 1 (column major)", ctx.node.attr_i("storage_order", 0));
-  GPUOPT_ASSIGN_OR_RETURN(Window w, nn::resolve_window(ctx, spatial, kernel, ctx.node.attr_i("ceil_mode", 0) != 0));
+  GPUOPT_ASSIGN_OR_RETURN(y.shape, pool::output_shape(ctx, x));
   y.rank_known = true;
-  y.shape = {x.rank_known ? x.shape[0] : kUnknownDim, x.rank_known ? x.shape[1] : kUnknownDim};
-  for (int64_t o : w.out) y.shape.push_back(o);
   if (ctx.outputs.size() > 1) {
     ctx.outputs[1].rank_known = true;
     ctx.outputs[1].shape = y.shape;
   }
   return Status::Ok();
-}
-
-Result<Window> kernel_window(const KernelContext& ctx, const Tensor& x) {
-  return nn::resolve_window(ctx, Shape(x.shape().begin() + 2, x.shape().end()), ctx.node.attr_ints("kernel_shape"),
-                            ctx.node.attr_i("ceil_mode", 0) != 0);
 }
 
 // Column-major offset of a row-major spatial offset (MaxPool storage_order=1 indices).
@@ -99,7 +85,7 @@ Status infer_MaxPool(InferContext& ctx) {
 
 Status cpu_MaxPool(KernelContext& ctx) {
   const Tensor& x = ctx.in(0);
-  GPUOPT_ASSIGN_OR_RETURN(Window w, kernel_window(ctx, x));
+  GPUOPT_ASSIGN_OR_RETURN(Window w, pool::window_of(ctx, x.shape()));
   const int64_t NC = x.dim(0) * x.dim(1), K = w.kernel_size(), O = w.out_size(), I = w.in_size();
   const bool col_major = ctx.node.attr_i("storage_order", 0) == 1;
   const std::vector<int64_t> table = nn::window_gather_table(w);
@@ -123,10 +109,7 @@ Status cpu_MaxPool(KernelContext& ctx) {
 
 // One comparison per tap.
 double flops_MaxPool(const FlopsContext& ctx) {
-  const double out = nn::est_numel(nn::flops_out(ctx, 0));
-  double k = 1;
-  for (int64_t d : ctx.node.attr_ints("kernel_shape")) k *= static_cast<double>(d);
-  return out < 0 ? 0 : out * k;
+  return pool::window_flops(ctx, 1);
 }
 
 // ---- AveragePool --------------------------------------------------------------------------------
@@ -137,8 +120,8 @@ Status infer_AveragePool(InferContext& ctx) {
 
 Status cpu_AveragePool(KernelContext& ctx) {
   const Tensor& x = ctx.in(0);
-  GPUOPT_ASSIGN_OR_RETURN(Window w, kernel_window(ctx, x));
-  const int64_t NC = x.dim(0) * x.dim(1), K = w.kernel_size(), O = w.out_size(), I = w.in_size();
+  GPUOPT_ASSIGN_OR_RETURN(Window w, pool::window_of(ctx, x.shape()));
+  const int64_t NC = x.dim(0) * x.dim(1), K = w.kernel_size(), O = w.out_size();
   const bool include_pad = ctx.node.attr_i("count_include_pad", 0) != 0;
   const std::vector<int64_t> table = nn::window_gather_table(w);
   // With count_include_pad the divisor counts taps inside the explicitly padded extent
@@ -166,16 +149,11 @@ Status cpu_AveragePool(KernelContext& ctx) {
     }
     divisor[o] = cnt;
   }
-  const std::vector<double> xv = nn::to_doubles(x);
-  std::vector<double> y(static_cast<size_t>(NC * O));
+  std::vector<double> y = pool::window_sums(w, table, nn::to_doubles(x), NC, [](double v) { return v; });
   for (int64_t nc = 0; nc < NC; ++nc)
     for (int64_t o = 0; o < O; ++o) {
-      double s = 0;
-      for (int64_t t = 0; t < K; ++t) {
-        const int64_t off = table[t * O + o];
-        if (off >= 0) s += xv[nc * I + off];
-      }
-      y[nc * O + o] = divisor[o] > 0 ? s / divisor[o] : std::numeric_limits<double>::quiet_NaN();
+      double& s = y[nc * O + o];
+      s = divisor[o] > 0 ? s / divisor[o] : std::numeric_limits<double>::quiet_NaN();
     }
   nn::from_doubles(ctx.out(0), y);
   return Status::Ok();

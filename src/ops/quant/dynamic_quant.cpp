@@ -41,10 +41,7 @@ Status infer_ConvInteger(InferContext& ctx) {
 Status cpu_ConvInteger(KernelContext& ctx) {
   const Tensor& x = ctx.in(0);
   const Tensor& wt = ctx.in(1);
-  const size_t nd = static_cast<size_t>(x.rank()) - 2;
-  GPUOPT_ASSIGN_OR_RETURN(std::vector<int64_t> kernel,
-                          nn::kernel_shape_attr(ctx, Shape(wt.shape().begin() + 2, wt.shape().end()), nd));
-  GPUOPT_ASSIGN_OR_RETURN(Window win, nn::resolve_window(ctx, Shape(x.shape().begin() + 2, x.shape().end()), kernel, false));
+  GPUOPT_ASSIGN_OR_RETURN(Window win, nn::conv_window(ctx, x.shape(), wt.shape()));
   const int64_t N = x.dim(0), C = x.dim(1), M = wt.dim(0), G = ctx.node.attr_i("group", 1), Cg = C / G, Mg = M / G;
   const int64_t K = win.kernel_size(), O = win.out_size(), I = win.in_size();
   if (ctx.has_input(2) && ctx.in(2).numel() != 1)
@@ -77,12 +74,7 @@ Status cpu_ConvInteger(KernelContext& ctx) {
 }
 
 double flops_ConvInteger(const FlopsContext& ctx) {
-  const double out = nn::est_numel(nn::flops_out(ctx, 0));
-  const ValueInfo* w = nn::flops_in(ctx, 1);
-  if (out < 0 || !w || !w->rank_known) return 0;
-  double per = 1;
-  for (size_t i = 1; i < w->shape.size(); ++i) per *= nn::est_dim(w, static_cast<int64_t>(i));
-  return 2 * out * per;
+  return nn::conv_flops(nn::est_numel(nn::flops_out(ctx, 0)), nn::flops_in(ctx, 1));
 }
 
 // ---- DynamicQuantizeLinear --------------------------------------------------------------------

@@ -27,8 +27,7 @@ Result<QConvDesc> make_qconv_desc(const Node& node, const QConvInputs& q) {
     return ctx.error("input {} and weight {}: 1 to {} spatial dims on CUDA", shape_to_string(xs), shape_to_string(ws),
                      kQConvMaxSpatial);
   const size_t nd = xs.size() - 2;
-  GPUOPT_ASSIGN_OR_RETURN(std::vector<int64_t> kernel, nn::kernel_shape_attr(ctx, Shape(ws.begin() + 2, ws.end()), nd));
-  GPUOPT_ASSIGN_OR_RETURN(nn::Window win, nn::resolve_window(ctx, Shape(xs.begin() + 2, xs.end()), kernel, false));
+  GPUOPT_ASSIGN_OR_RETURN(nn::Window win, nn::conv_window(ctx, xs, ws));
   QConvDesc d;
   d.nd = static_cast<int>(nd);
   d.N = xs[0];

@@ -5,6 +5,7 @@
 // lane accumulates the output columns lane, lane + 32, ... in registers. A row whose every key is
 // masked gives 0/0 = NaN, as the CPU reference does.
 #include "ops/transformer/cuda/attention.h"
+#include "ops/transformer/cuda/attention_common.cuh"
 #include "core/cuda_check.h"
 #include "core/env.h"
 #include "backends/cuda/kernels/float_convert.cuh"
@@ -80,17 +81,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttentionArgs a)
         const float* qr = qs + row * D;
         const float* kr = ks + jj * (D + 1);
         for (int d = 0; d < D; ++d) dot = fmaf(qr[d], kr[d], dot);
-        bool masked = j >= a.kv_seq || (a.causal && j > qi);
-        if (a.mask && !masked) {
-          if (j >= a.mask_len) {
-            masked = true;
-          } else {
-            const int64_t off = b * a.mask_sb + h * a.mask_sh + qi * a.mask_sq + j * a.mask_sk;
-            if (a.mask_bool) masked = !static_cast<const bool*>(a.mask)[off];
-            else dot += to_f(static_cast<const T*>(a.mask)[off]);
-          }
-        }
-        s[t] = masked ? ninf : dot;
+        s[t] = j >= a.kv_seq ? ninf : masked_score<T>(a, b, h, qi, j, dot);
       }
       const float m_new = fmaxf(m[r], warp_max(fmaxf(s[0], s[1])));
       const float corr = m[r] == ninf ? 0.f : __expf(m[r] - m_new);
@@ -130,13 +121,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttentionArgs a)
 template <typename T, int kVRegs>
 Status launch_typed(const AttentionArgs& a, cudaStream_t stream) {
   const size_t smem = sizeof(float) * (kRows * a.head + kKeys * (a.head + 1) + kKeys * a.v_head);
-  auto* fn = attention_kernel<T, kVRegs>;
-  GPUOPT_CHECK_CALL(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  const dim3 grid(static_cast<unsigned>((a.q_seq + kRows - 1) / kRows), static_cast<unsigned>(a.q_heads),
-                  static_cast<unsigned>(a.batch));
-  fn<<<grid, kWarps * 32, smem, stream>>>(a);
-  GPUOPT_CHECK_CALL(cudaGetLastError());
-  return Status::Ok();
+  return launch_attention_grid(attention_kernel<T, kVRegs>, a, kRows, kWarps * 32, smem, stream);
 }
 
 template <typename T>

@@ -6,6 +6,7 @@
 // in shared memory, rescaled per row as the running max moves. The scalar kernel in attention.cu
 // is the reference it is tested against (backend-ops) and the path for every other shape.
 #include "ops/transformer/cuda/attention.h"
+#include "ops/transformer/cuda/attention_common.cuh"
 #include "core/cuda_check.h"
 #include "backends/cuda/kernels/float_convert.cuh"
 
@@ -93,18 +94,8 @@ __global__ void __launch_bounds__(kWarps * 32) attention_wmma_kernel(AttentionAr
     for (int c = 0; c < kKeys / 2; ++c) {
       const int jj = half * (kKeys / 2) + c;
       const int64_t j = k0 + jj;
-      float x = sf[row * lds + jj] * a.scale;
-      bool masked = j >= a.kv_seq || qi >= a.q_seq || (a.causal && j > qi);
-      if (a.mask && !masked) {
-        if (j >= a.mask_len) {
-          masked = true;
-        } else {
-          const int64_t off = b * a.mask_sb + h * a.mask_sh + qi * a.mask_sq + j * a.mask_sk;
-          if (a.mask_bool) masked = !static_cast<const bool*>(a.mask)[off];
-          else x += to_f(static_cast<const T*>(a.mask)[off]);
-        }
-      }
-      s[c] = masked ? -INFINITY : x;
+      const float x = sf[row * lds + jj] * a.scale;
+      s[c] = j >= a.kv_seq || qi >= a.q_seq ? -INFINITY : masked_score<T>(a, b, h, qi, j, x);
       mx = fmaxf(mx, s[c]);
     }
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
@@ -150,13 +141,7 @@ Status launch_typed(const AttentionArgs& a, cudaStream_t stream) {
   const int64_t ldq = a.head + kPadT, ldv = a.v_head + kPadT;
   const size_t smem = sizeof(T) * static_cast<size_t>(kRows * ldq + kKeys * ldq + kKeys * ldv + kRows * (kKeys + kPadT)) +
                       sizeof(float) * static_cast<size_t>(kRows * (kKeys + kPadF) + kRows * (a.v_head + kPadF));
-  auto* fn = attention_wmma_kernel<T>;
-  GPUOPT_CHECK_CALL(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  const dim3 grid(static_cast<unsigned>((a.q_seq + kRows - 1) / kRows), static_cast<unsigned>(a.q_heads),
-                  static_cast<unsigned>(a.batch));
-  fn<<<grid, kWarps * 32, smem, stream>>>(a);
-  GPUOPT_CHECK_CALL(cudaGetLastError());
-  return Status::Ok();
+  return launch_attention_grid(attention_wmma_kernel<T>, a, kRows, kWarps * 32, smem, stream);
 }
 
 }  // namespace
