@@ -2,7 +2,7 @@
 oracle: the same f32 model (a generated ResNet, MobileNetV2 and BERT from tools/models, BatchNorm
 folded by ORT's quant_pre_process), the same calibration samples, the same recipe where ORT has
 one (QDQ, int8 symmetric activations, per-channel symmetric int8 weights, the same op types) and
-the same calibration method (minmax; percentile 99.99). Both QDQ files are run by ONNX Runtime
+the same calibration method (minmax; percentile 99.99; entropy, with a looser bound). Both QDQ files are run by ONNX Runtime
 with its graph optimizations off (the files' exact QDQ semantics) on held-out samples, and
 gpuopt's output error against f32 must be no worse than ORT's by more than a small factor.
 
@@ -28,7 +28,12 @@ from archs import ARCHS  # noqa: E402
 CALIB, HELDOUT = 32, 64
 # The op types gpuopt's recipe quantizes (docs/quantization.md, "Where the Q/DQ pairs go").
 OPS = ["Conv", "Gemm", "MatMul", "MaxPool", "GlobalAveragePool", "Add"]
-ORT_METHOD = {"minmax": CalibrationMethod.MinMax, "percentile": CalibrationMethod.Percentile}
+ORT_METHOD = {"minmax": CalibrationMethod.MinMax, "percentile": CalibrationMethod.Percentile,
+              "entropy": CalibrationMethod.Entropy}
+# How much larger our held-out error may be than ORT's. Entropy: the two calibrators differ (ours is
+# TensorRT's over a 2048-bin |x| histogram, ORT's its own), so only a looser bound holds; before
+# bin 0 counted as bin 1, ours was 10x worse than ORT's on all three models.
+FACTOR = {"minmax": 1.25, "percentile": 1.25, "entropy": 2.0}
 
 
 class Reader(CalibrationDataReader):
@@ -76,7 +81,7 @@ def model(request, tmp_path_factory):
     return name, d, calib, held, ref
 
 
-@pytest.mark.parametrize("method", ["minmax", "percentile"])
+@pytest.mark.parametrize("method", ["minmax", "percentile", "entropy"])
 def test_error_no_worse_than_onnxruntime(model, method):
     name, d, calib, held, ref = model
     ours, theirs = d / f"gpuopt_{method}.onnx", d / f"ort_{method}.onnx"
@@ -92,6 +97,6 @@ def test_error_no_worse_than_onnxruntime(model, method):
         assert ops.count("DequantizeLinear") >= 5, (path.name, ops)
     (e_ours, t_ours), (e_ort, t_ort) = accuracy(ours, held, ref), accuracy(theirs, held, ref)
     print(f"{name} {method}: rel-L2 gpuopt {e_ours:.4f} ORT {e_ort:.4f}; top-1 agreement gpuopt {t_ours} ORT {t_ort}")
-    assert 0 < e_ours <= 1.25 * e_ort + 2e-3, (e_ours, e_ort)
+    assert 0 < e_ours <= FACTOR[method] * e_ort + 2e-3, (e_ours, e_ort)
     if t_ours is not None:  # 64 held-out rows: a few rows of slack
         assert t_ours >= t_ort - 0.08, (t_ours, t_ort)
