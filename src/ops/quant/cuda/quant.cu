@@ -44,9 +44,17 @@ __host__ __device__ inline QFloat qfloat(Code c) { return c == kF16 ? QFloat::kF
 __global__ void quantize_kernel(const void* __restrict__ x, Code xc, const void* __restrict__ scale, Code sc,
                                 const void* __restrict__ zp, void* __restrict__ y, Code yc, QuantDesc d) {
   const double lo = yc == kU8 ? 0.0 : -128.0, hi = yc == kU8 ? 255.0 : 127.0;
+  // Per tensor (the activations of a QDQ model): one scale and zero point, no 64-bit index
+  // division per element (which made these kernels compute bound).
+  const double s0 = load(scale, sc, 0), z0 = zp ? load(zp, yc, 0) : 0.0;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < d.n; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t p = (i / d.inner) % d.axis_dim;
-    const double v = quantize_value(load(x, xc, i), load(scale, sc, p), qfloat(sc), zp ? load(zp, yc, p) : 0.0, lo, hi);
+    double sv = s0, zv = z0;
+    if (d.axis_dim != 1) {
+      const int64_t p = (i / d.inner) % d.axis_dim;
+      sv = load(scale, sc, p);
+      zv = zp ? load(zp, yc, p) : 0.0;
+    }
+    const double v = quantize_value(load(x, xc, i), sv, qfloat(sc), zv, lo, hi);
     if (yc == kU8) static_cast<uint8_t*>(y)[i] = static_cast<uint8_t>(v);
     else static_cast<int8_t*>(y)[i] = static_cast<int8_t>(v);
   }
@@ -54,9 +62,15 @@ __global__ void quantize_kernel(const void* __restrict__ x, Code xc, const void*
 
 __global__ void dequantize_kernel(const void* __restrict__ x, Code xc, const void* __restrict__ scale, Code sc,
                                   const void* __restrict__ zp, void* __restrict__ y, Code yc, QuantDesc d) {
+  const double s0 = load(scale, sc, 0), z0 = zp ? load(zp, xc, 0) : 0.0;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < d.n; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t p = (i / d.inner) % d.axis_dim;
-    const float v = dequantize_value(load(x, xc, i), zp ? load(zp, xc, p) : 0.0, load(scale, sc, p));
+    double sv = s0, zv = z0;
+    if (d.axis_dim != 1) {
+      const int64_t p = (i / d.inner) % d.axis_dim;
+      sv = load(scale, sc, p);
+      zv = zp ? load(zp, xc, p) : 0.0;
+    }
+    const float v = dequantize_value(load(x, xc, i), zv, sv);
     switch (yc) {
       case kF16: static_cast<__half*>(y)[i] = __float2half_rn(v); break;
       case kBF16: static_cast<__nv_bfloat16*>(y)[i] = __float2bfloat16_rn(v); break;
