@@ -121,6 +121,23 @@ TEST(LayoutNhwcQdq, PerTensorQdqJoinsTheRegion) {
   }
 }
 
+// The session's whole pipeline for --precision int8 on cuda (fold_qdq, folding the weights'
+// DequantizeLinear, fp16, layout), run here on the CPU reference: the convs are channels-last
+// with two Transposes and it computes what the int8 CPU session's graph computes.
+TEST(LayoutNhwcQdq, Int8CudaPipelineIsOneRegion) {
+  const Graph f32 = qdq_resnet();
+  Graph g = f32;
+  const Status st = run_session_passes(&g, "cuda", "int8", true);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  EXPECT_EQ(count(g, "NhwcFusedConv"), 4);
+  EXPECT_EQ(count(g, "Transpose"), 2);
+  EXPECT_EQ(count(g, "QuantizeLinear"), 8);
+  Graph cpu = f32;
+  ASSERT_TRUE(run_session_passes(&cpu, "cpu", "int8", true).ok());
+  std::mt19937 rng(23);
+  expect_same_outputs(cpu, g, random_tensor({2, 3, 20, 20}, rng, -2, 2), 3e-2);
+}
+
 TEST(LayoutNhwcQdq, PerChannelActivationQuantizeStaysNchw) {
   const Graph ref = half(qdq_resnet(/*per_channel_activation=*/true));
   Graph g = ref;
