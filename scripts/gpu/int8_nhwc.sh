@@ -52,13 +52,14 @@ for m in resnet18 resnet50 mobilenetv2; do
   "$G" run "$M/$m.int8.onnx" "${args[@]}" --device cpu --precision int8 --iterations 1 \
     --output-dir "$D/out/$m/cpu" >/dev/null 2>"$D/$m.err"
   for off in "" nhwc; do
-    out=$D/out/$m/int8_${off:-on}
+    lay=$([ -z "$off" ] && echo on || echo off)
+    out=$D/out/$m/int8_$lay
     if GPUOPT_DISABLE_FUSION=$off "$G" run "$M/$m.int8.onnx" "${args[@]}" --device cuda --precision int8 \
       --iterations 3 --output-dir "$out" >/dev/null 2>>"$D/$m.err"; then
       res=$(python3 scripts/gpu/compare_npy.py "$D/out/$m/cpu" "$out" --rel-l2 3e-2 2>&1 || echo "OVER BOUND")
-      row "$m int8 nhwc=${off:-on} vs cpu" "$(echo "$res" | tr '\n' ' ')"
+      row "$m int8 nhwc=$lay vs cpu" "$(echo "$res" | tr '\n' ' ')"
     else
-      row "$m int8 nhwc=${off:-on}" "RUN FAILED: $(tail -1 "$D/$m.err")"
+      row "$m int8 nhwc=$lay" "RUN FAILED: $(tail -1 "$D/$m.err")"
     fi
   done
 done
