@@ -9,7 +9,12 @@ and measure accuracy of the int8 model against f32 (gpuopt fp32 on the f32 file)
 ResNet-50 gets "real-looking" data: smooth random images (low-frequency noise, gradients and
 blobs), and torchvision's random-weight model has its BatchNorm statistics re-estimated on such
 images first (train-mode forward passes), so activations are not the degenerate ones of an
-untrained net. BERT-base gets random token ids with a padded tail, as compare.py.
+untrained net (the f32 file is exported afresh each run, after it). For ResNet-50 the records
+also say how decisive the f32 model's top-1 is (median top-1/top-2 logit gap in logit stds,
+classes that are anyone's top-1) and carry the quantizer's oracle: ONNX Runtime's
+quantize_static and `gpuopt quantize` on the same --ort-calib samples, both files run by gpuopt
+int8, top-1 agreement and rel-L2 against f32 for each. BERT-base gets random token ids with a
+padded tail, as compare.py.
 """
 import argparse, datetime, json, os, subprocess, sys, time
 
@@ -32,6 +37,77 @@ def images(n, seed):
     mean = torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1)
     std = torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1)
     return ((x - mean) / std).float()
+
+
+def recalibrate_batchnorm(m, batches=8):
+    """BatchNorm statistics re-estimated on images (train-mode forward passes, a plain average
+    over the batches), so each BN output is ~N(0, 1) per channel as in a trained net, not the
+    identity of torchvision's initial running stats (mean 0, var 1) on un-normalized activations."""
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    m.to(dev)
+    with torch.no_grad():
+        for mod in m.modules():
+            if isinstance(mod, torch.nn.BatchNorm2d):
+                mod.reset_running_stats()
+                mod.momentum = None
+        m.train()
+        for i in range(batches):
+            m(images(32, 100 + i).to(dev))
+        m.eval()
+    m.to("cpu")
+    bn = [mod for mod in m.modules() if isinstance(mod, torch.nn.BatchNorm2d)]
+    var = torch.cat([b.running_var for b in bn])
+    print(f"BatchNorm recalibrated on {batches} x 32 images: {len(bn)} layers, running_var median "
+          f"{var.median().item():.3g} (max {var.max().item():.3g}; 1.0 everywhere would mean not recalibrated)")
+
+
+def logit_stats(ref):
+    """How decisive the f32 model's top-1 is: the median gap between its two largest logits in
+    units of the logits' std per row, and how many classes are anyone's top-1. A small gap makes
+    top-1 agreement fragile under any perturbation, int8 or not."""
+    s = np.sort(ref, axis=1)
+    gap = (s[:, -1] - s[:, -2]) / np.maximum(ref.std(axis=1), 1e-30)
+    return {"f32_top1_gap_median_std": round(float(np.median(gap)), 4),
+            "f32_top1_classes": int(len(np.unique(ref.argmax(1)))), "f32_rows": int(len(ref))}
+
+
+def ort_baseline(a, f32, cal, d, x, ref):
+    """The oracle for the quantizer: ONNX Runtime's quantize_static (QDQ, per-channel symmetric int8
+    weights, symmetric int8 activations, percentile 99.99, the op types gpuopt quantizes) and
+    `gpuopt quantize` on the same calibration samples; both files run by gpuopt int8 on the same
+    held-out images x (f32 outputs ref), top-1 agreement with f32 for each."""
+    from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType,
+                                          quantize_static)
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.it = iter(cal)
+
+        def get_next(self):
+            x = next(self.it, None)
+            return None if x is None else {"input": x[None]}
+
+    out = {}
+    try:
+        t0 = time.time()
+        oq, gq, sub = os.path.join(d, "ort.int8.onnx"), os.path.join(d, "gpuopt_sub.int8.onnx"), os.path.join(d, "calib_sub")
+        quantize_static(f32, oq, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                        activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
+                        calibrate_method=CalibrationMethod.Percentile,
+                        op_types_to_quantize=["Conv", "Gemm", "MatMul", "MaxPool", "GlobalAveragePool", "Add"],
+                        extra_options={"ActivationSymmetric": True, "WeightSymmetric": True, "CalibPercentile": 99.99})
+        os.makedirs(sub, exist_ok=True)
+        np.save(os.path.join(sub, "input.npy"), cal)
+        run([a.gpuopt, "quantize", f32, "--calibration", sub, "-o", gq, "--device", "cuda"])
+        for key, path in (("ort", oq), ("gpuopt", gq)):
+            got = gpuopt_outputs(a.gpuopt, path, "int8", {"input": x}, os.path.join(d, "got_" + key))
+            out[f"top1_agreement_{key}_quantizer_{len(cal)}_samples"] = float((got.argmax(1) == ref.argmax(1)).mean())
+            out[f"rel_l2_{key}_quantizer_{len(cal)}_samples"] = round(compare.rel_l2(got, ref), 4)
+        print(f"ORT baseline ({len(cal)} calibration samples, {len(x)} held-out, {time.time() - t0:.0f} s): {out}")
+    except Exception as e:  # noqa: BLE001
+        print("ORT baseline failed:", e)
+        out["ort_baseline_error"] = str(e)[:300]
+    return out
 
 
 def run(args, **kw):
@@ -73,6 +149,9 @@ def main():
     ap.add_argument("--calib", type=int, default=256)
     ap.add_argument("--report-dir", default=".")
     ap.add_argument("--commit", default="")
+    ap.add_argument("--ort-calib", type=int, default=32,
+                    help="ResNet-50: also quantize with ONNX Runtime's quantize_static and gpuopt on this many "
+                         "calibration samples and compare their top-1 agreement (0: off)")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     date = datetime.date.today().isoformat()
@@ -99,15 +178,7 @@ def main():
         calib = os.path.join(d, "calib")
         os.makedirs(calib, exist_ok=True)
         if name == "resnet50":
-            with torch.no_grad():  # BatchNorm statistics from images (a plain average over 8 batches)
-                for mod in m.modules():
-                    if isinstance(mod, torch.nn.BatchNorm2d):
-                        mod.reset_running_stats()
-                        mod.momentum = None
-                m.train()
-                for i in range(8):
-                    m(images(32, 100 + i))
-                m.eval()
+            recalibrate_batchnorm(m)
             cal = images(a.calib, 1).numpy()
             np.save(os.path.join(calib, "input.npy"), cal)
             names = ["input"]
@@ -116,9 +187,9 @@ def main():
             names = list(feeds)
             for n, v in feeds.items():
                 np.save(os.path.join(calib, f"{n}.npy"), v.numpy())
-        if not os.path.exists(f32):
-            sample = make(1)
-            compare.export(m, sample, f32, "legacy")
+        # Always exported afresh: a file left in --work by an earlier run may predate the
+        # BatchNorm recalibration (an untrained net's degenerate activations).
+        compare.export(m, make(1), f32, "legacy")
         t0 = time.time()
         rep = os.path.join(a.report_dir, f"int8_report_{name}")
         p = run([a.gpuopt, "quantize", f32, "--calibration", calib, "-o", q, "--device", "cuda", "--heldout", 16,
@@ -135,6 +206,11 @@ def main():
                 agree += int((ref.argmax(1) == got.argmax(1)).sum())
                 total += len(x)
             acc = {"top1_agreement": agree / total, "heldout": total}
+            x250 = images(250, 10_000).numpy()
+            ref250 = gpuopt_outputs(a.gpuopt, f32, "fp32", {"input": x250}, os.path.join(d, "ref"))
+            acc.update(logit_stats(ref250))
+            if a.ort_calib > 0 and ort is not None:
+                acc.update(ort_baseline(a, f32, cal[:a.ort_calib], d, x250, ref250))
         else:
             feeds = {k: v.numpy() for k, v in make(32).items()}
             ref = gpuopt_outputs(a.gpuopt, f32, "fp32", feeds, os.path.join(d, "ref"))

@@ -6,7 +6,9 @@
 // NCHW shape the model declared for the old value applies to it), inputs from outside the region
 // go through one Transpose each (or a pre-transposed constant), and a region value read outside
 // the region, or a graph output, gets one Transpose back into its original value. A Transpose
-// the model already had that undoes ours is cancelled instead of stacked on it.
+// the model already had that undoes ours is cancelled instead of stacked on it. Per-tensor
+// QuantizeLinear/DequantizeLinear are elementwise, so a QDQ model's convs (int8 on the GPU:
+// DQ(Q(x)) -> Conv, with the weight's DequantizeLinear folded to a constant) form one region.
 #include "ops/common/tensor_util.h"
 #include "ir/conv2d_attrs.h"
 #include "passes/passes.h"
@@ -117,6 +119,17 @@ struct Rewriter {
         return Kind::kNone;
       acts->push_back(0);
       return Kind::kGap;
+    }
+    if (is_default(n, "QuantizeLinear") || is_default(n, "DequantizeLinear")) {
+      // Per tensor only (a one-element scale and zero point): then it is elementwise and any
+      // layout will do. A per-channel one names its axis in NCHW terms and stays outside.
+      if (n.inputs.size() < 2 || n.outputs.size() != 1 || !rank4(n.inputs[0]) || !rank4(n.outputs[0]) ||
+          n.attr_i("block_size", 0) != 0)
+        return Kind::kNone;
+      for (size_t i = 1; i < n.inputs.size(); ++i)
+        if (n.inputs[i] != kNoValue && !one_element_constant(n.inputs[i])) return Kind::kNone;
+      acts->push_back(0);
+      return Kind::kElementwise;
     }
     if (is_elementwise(n)) {
       if (n.outputs.size() != 1 || !rank4(n.outputs[0])) return Kind::kNone;

@@ -72,10 +72,15 @@ double amax_percentile(const std::vector<double>& counts, double w, double perce
   return static_cast<double>(counts.size()) * w;
 }
 
-double amax_entropy(const std::vector<double>& counts, double w) {
+double amax_entropy(const std::vector<double>& hist, double w) {
   constexpr int kLevels = 128;
-  const int n = static_cast<int>(counts.size());
+  const int n = static_cast<int>(hist.size());
   if (n <= kLevels) return n * w;
+  // Bin 0 counts as bin 1, as NVIDIA's pytorch-quantization does: the exact zeros of a Relu's
+  // output (half of its values) would otherwise dominate P, and Q spreading them over level 0's
+  // bins makes every wide threshold look bad (entropy then clipped a tenth of some layers).
+  std::vector<double> counts = hist;
+  counts[0] = counts[1];
   std::vector<double> suffix(static_cast<size_t>(n) + 1, 0.0);  // suffix[i] = sum counts[i:]
   for (int j = n - 1; j >= 0; --j) suffix[j] = suffix[j + 1] + counts[j];
   const double total = suffix[0];

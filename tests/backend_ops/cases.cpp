@@ -309,6 +309,16 @@ void add_quant_cases(std::vector<Case>& cases) {
          {data(DType::I8, s, -128, 127.99), const_tensor(dt, {7}, {0.01, 0.02, 0.03, 0.05, 0.1, 0.0125, 0.5}),
           const_tensor(DType::I8, {7}, {0, 1, -1, 5, -7, 100, -128})},
          {{"axis", attr_i(1)}}, 19});
+    // A multiple of 8 elements: f16 takes the vectorized per-tensor kernels (8 per thread).
+    const Shape v8{2, 8, 6, 16};
+    add({"QuantizeLinear", label(dt, v8, "per-tensor i8 zp=0, x8"),
+         {data(dt, v8, -3, 3), const_tensor(dt, {}, {0.02}), const_tensor(DType::I8, {}, {0})}, {}, 19});
+    add({"QuantizeLinear", label(dt, v8, "per-tensor u8 zp=128, x8 (saturates)"),
+         {data(dt, v8, -4, 4), const_tensor(dt, {1}, {0.0123}), const_tensor(DType::U8, {1}, {128})}, {}, 19});
+    add({"DequantizeLinear", label(DType::I8, v8, fmt::format("per-tensor zp=0 to {}, x8", dtype_name(dt))),
+         {data(DType::I8, v8, -128, 127.99), const_tensor(dt, {}, {0.02}), const_tensor(DType::I8, {}, {0})}, {}, 19});
+    add({"DequantizeLinear", label(DType::U8, v8, fmt::format("per-tensor zp=7 to {}, x8", dtype_name(dt))),
+         {data(DType::U8, v8, 0, 255.99), const_tensor(dt, {}, {0.0173}), const_tensor(DType::U8, {}, {7})}, {}, 19});
     add({"DequantizeLinear", label(DType::I32, {6, 33}, fmt::format("per-tensor no zp to {}", dtype_name(dt))),
          {data(DType::I32, {6, 33}, -100000, 100000), const_tensor(dt, {}, {0.001})}, {}, 19});
   }

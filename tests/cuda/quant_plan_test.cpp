@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 
 namespace gpuopt::cuda {
@@ -46,6 +47,36 @@ TEST(CudaQuantPlan, QuantizeMatchesCpu) {
         }
         EXPECT_EQ(bad, 0);
       }
+}
+
+// The f32 form the vectorized per-tensor kernel runs equals the f64 form bit for bit: random
+// f16/bf16/f32 values and scales over many binades, the ties of each scale, and quotients at
+// f16/bf16 rounding edges (x = (k + 0.5 ulp) * scale).
+TEST(CudaQuantPlan, QuantizeInF32EqualsF64) {
+  std::mt19937 rng(8);
+  std::uniform_real_distribution<double> mant(-1, 1);
+  std::uniform_int_distribution<int> ex(-12, 4);
+  int64_t checked = 0, bad = 0;
+  for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+    Tensor x = Tensor::empty(dt, {1}), s = Tensor::empty(dt, {1});
+    for (int i = 0; i < 200000; ++i) {
+      s.set_f64(0, std::fabs(mant(rng)) * std::ldexp(1.0, ex(rng)) + 1e-6);
+      const double sv = s.get_f64(0);
+      const int kind = i % 3;
+      const double k = std::floor(mant(rng) * 140);
+      x.set_f64(0, kind == 0 ? mant(rng) * 130 * sv : kind == 1 ? (k + 0.5) * sv : (k + 0.5 + mant(rng) * 1e-3) * sv);
+      for (double zp : {0.0, -3.0, 128.0}) {
+        const double lo = zp == 128.0 ? 0 : -128, hi = zp == 128.0 ? 255 : 127;
+        const double want = quantize_value(x.get_f64(0), sv, qf(dt), zp, lo, hi);
+        const float got = quantize_value_f32(static_cast<float>(x.get_f64(0)), static_cast<float>(sv), qf(dt),
+                                             static_cast<float>(zp), static_cast<float>(lo), static_cast<float>(hi));
+        ++checked;
+        if (static_cast<double>(got) != want && ++bad <= 5)
+          ADD_FAILURE() << dtype_name(dt) << " x " << x.get_f64(0) << " scale " << sv << ": f32 " << got << " f64 " << want;
+      }
+    }
+  }
+  EXPECT_EQ(bad, 0) << "of " << checked;
 }
 
 TEST(CudaQuantPlan, DequantizeMatchesCpu) {

@@ -62,7 +62,9 @@ def np_percentile(counts, w, p):
 
 
 def np_entropy(counts, w):
-    """TensorRT's entropy calibration (as NVIDIA's pytorch-quantization writes it, without its bin-0 tweak)."""
+    """TensorRT's entropy calibration as NVIDIA's pytorch-quantization writes it (bin 0 counted as bin 1)."""
+    counts = counts.copy()
+    counts[0] = counts[1]
     n, levels, total = len(counts), 128, counts.sum()
     best, best_i = np.inf, n
     for i in range(levels, n + 1):

@@ -42,6 +42,21 @@ GPUOPT_QUANT_HD inline double quantize_value(double x, double scale, QFloat scal
   return fmin(fmax(v, lo), hi);
 }
 
+// quantize_value for an x and a scale that are exact f32 values (f32, f16 or bf16 data), in f32:
+// the f32 quotient is the f64 quotient rounded to f32 (double rounding is innocuous for a
+// division when the wide format has at least 2p + 2 bits, 53 >= 2 * 24 + 2: Figueroa 1995), so
+// the result equals quantize_value's without a double division per element.
+GPUOPT_QUANT_HD inline float quantize_value_f32(float x, float scale, QFloat scale_t, float zp, float lo, float hi) {
+#ifdef __CUDA_ARCH__
+  float q = __fdiv_rn(x, scale);
+#else
+  float q = x / scale;
+#endif
+  if (scale_t == QFloat::kF16) q = __half2float(__float2half_rn(q));
+  else if (scale_t == QFloat::kBF16) q = __bfloat162float(__float2bfloat16_rn(q));
+  return fminf(fmaxf(rintf(q) + zp, lo), hi);
+}
+
 // DequantizeLinear of one value: (x - zp) * scale computed in f32 (exact difference, one rounding).
 GPUOPT_QUANT_HD inline float dequantize_value(double x, double zp, double scale) {
 #ifdef __CUDA_ARCH__
