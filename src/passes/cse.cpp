@@ -2,7 +2,9 @@
 // computes the same values, so its readers read the earlier node's outputs and it goes. The
 // legacy BERT export builds its attention mask, Where(mask, 0, -inf) over [batch, 1, seq, seq],
 // once per layer from the same inputs: 12 identical elementwise passes at each run, one after
-// this pass. Random ops, nodes without inputs and nodes writing graph outputs stay.
+// this pass. Random ops, nodes without inputs and nodes writing graph outputs stay, and so do
+// QuantizeLinear/DequantizeLinear: in the QDQ format each consumer owns its pair (ONNX Runtime
+// keeps a DequantizeLinear per node unit too), which fold_qdq's patterns rely on.
 #include "passes/passes.h"
 
 #include <cstring>
@@ -13,9 +15,9 @@
 namespace gpuopt {
 namespace {
 
-bool nondeterministic(const Node& n) {
+bool kept_apart(const Node& n) {
   static const char* const kRandom[] = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
-                                        "Bernoulli", "Multinomial", "Dropout"};
+                                        "Bernoulli", "Multinomial", "Dropout", "QuantizeLinear", "DequantizeLinear"};
   for (const char* op : kRandom)
     if (n.op_type == op) return true;
   return false;
@@ -84,7 +86,7 @@ Result<PassStats> eliminate_common_subexpressions(Graph* g) {
       if (in != kNoValue) in = replace[static_cast<size_t>(in)];
     bool writes_output = false;
     for (ValueId o : n.outputs) writes_output = writes_output || (o != kNoValue && g->value(o).is_graph_output);
-    if (!n.inputs.empty() && !nondeterministic(n) && !writes_output && node_key(*g, n, &key)) {
+    if (!n.inputs.empty() && !kept_apart(n) && !writes_output && node_key(*g, n, &key)) {
       auto [it, fresh] = seen.emplace(key, kept.size());
       if (!fresh) {
         const Node& first = kept[it->second];
