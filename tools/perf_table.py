@@ -34,11 +34,11 @@ def render(records):
     head = ["model", "exporter", "batch", "gpuopt ms", "items/s"] + [n for _, n in RUNNERS] + \
            ["gpuopt vs best torch", "rel L2 gpuopt / torch fp16", "gpuopt execution", "commit"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    stored = False
+    stored = set()
     for model, batch, prec in keys:
         same = [r for r in recs if (r["model"], r["batch"], r.get("precision", "fp16")) == (model, batch, prec)]
         torch_r = {r["runner"]: r for r in same if r["runner"] in dict(RUNNERS)}
-        stored = stored or any(r.get("source") for r in torch_r.values())
+        stored |= {r["source"] for r in torch_r.values() if r.get("source")}
         best = min((r["ms"] for r in torch_r.values() if r.get("ms")), default=None)
         eager_err = torch_r.get("torch_eager", {}).get("rel_l2_vs_fp32")
         for g in sorted((r for r in same if r["runner"] == "gpuopt"), key=lambda r: r.get("exporter", "")):
@@ -57,7 +57,8 @@ def render(records):
     foot = [f"Device time in ms, median, {', '.join(d for d in dates if d)}; gpuopt at commit "
             f"{', '.join(commits) or '?'}; {prec} for every runner."]
     if stored:
-        foot.append("`*`: from a stored run of the same day (torch.compile takes minutes per model), not this run.")
+        foot.append("`*`: from a stored run, not this run (torch.compile takes minutes per model): "
+                    + "; ".join(sorted(stored)) + ".")
     return "\n".join(lines + [""] + foot)
 
 
