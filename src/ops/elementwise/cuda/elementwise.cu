@@ -21,35 +21,26 @@ namespace {
 using namespace ew;  // NOLINT: the kernels' element helpers
 
 // V elements per access, then the n % V tail one per thread. V = 1 is the scalar kernel for
-// misaligned pointers.
-template <typename T, int V>
-__global__ void unary_kernel(UnaryOp op, const T* __restrict__ x, T* __restrict__ y, int64_t n, UnaryParams p) {
-  const int64_t tid = blockIdx.x * int64_t(blockDim.x) + threadIdx.x, stride = int64_t(gridDim.x) * blockDim.x;
-  const int64_t nv = n / V;
-  for (int64_t v = tid; v < nv; v += stride) {
-    const Pack<T, V> in = load_pack<T, V>(x, v * V);
-    Pack<T, V> out;
-#pragma unroll
-    for (int e = 0; e < V; ++e) out.v[e] = unary_elem(op, in.v[e], p);
-    store_pack<T, V>(y, v * V, out);
-  }
-  for (int64_t i = nv * V + tid; i < n; i += stride) y[i] = unary_elem(op, x[i], p);
-}
+// misaligned pointers. `op` gives the op: a UnaryOp read at run time, or an OpConst fixing it at
+// compile time for the hot activations (GELU's erf alone is ~15 instructions; with the op's
+// switch in the loop the erf GELU of BERT-base ran at 2.5x its bytes).
+template <UnaryOp OP>
+struct OpConst {
+  __device__ constexpr operator UnaryOp() const { return OP; }
+};
 
-// The same with the op fixed at compile time, for the hot activations (GELU's erf alone is ~15
-// instructions; with the op's switch in the loop the erf GELU of BERT-base ran at 2.5x its bytes).
-template <typename T, int V, UnaryOp OP>
-__global__ void unary_fixed_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t n, UnaryParams p) {
+template <typename T, int V, typename OpT>
+__global__ void unary_kernel(OpT op, const T* __restrict__ x, T* __restrict__ y, int64_t n, UnaryParams p) {
   const int64_t tid = blockIdx.x * int64_t(blockDim.x) + threadIdx.x, stride = int64_t(gridDim.x) * blockDim.x;
   const int64_t nv = n / V;
   for (int64_t v = tid; v < nv; v += stride) {
     const Pack<T, V> in = load_pack<T, V>(x, v * V);
     Pack<T, V> out;
 #pragma unroll
-    for (int e = 0; e < V; ++e) out.v[e] = unary_elem(OP, in.v[e], p);
+    for (int e = 0; e < V; ++e) out.v[e] = unary_elem(static_cast<UnaryOp>(op), in.v[e], p);
     store_pack<T, V>(y, v * V, out);
   }
-  for (int64_t i = nv * V + tid; i < n; i += stride) y[i] = unary_elem(OP, x[i], p);
+  for (int64_t i = nv * V + tid; i < n; i += stride) y[i] = unary_elem(static_cast<UnaryOp>(op), x[i], p);
 }
 
 template <typename T>
@@ -127,10 +118,10 @@ Status launch_unary(UnaryOp op, DType dt, const void* x, void* y, int64_t n, con
       const unsigned g = grid_for(n / V);
       if constexpr (IsFloat<T>::value) {
         switch (op) {
-          case UnaryOp::kGelu: unary_fixed_kernel<T, V, UnaryOp::kGelu><<<g, kThreads, 0, s>>>(xt, yt, n, p); return;
-          case UnaryOp::kGeluTanh: unary_fixed_kernel<T, V, UnaryOp::kGeluTanh><<<g, kThreads, 0, s>>>(xt, yt, n, p); return;
-          case UnaryOp::kRelu: unary_fixed_kernel<T, V, UnaryOp::kRelu><<<g, kThreads, 0, s>>>(xt, yt, n, p); return;
-          case UnaryOp::kSigmoid: unary_fixed_kernel<T, V, UnaryOp::kSigmoid><<<g, kThreads, 0, s>>>(xt, yt, n, p); return;
+          case UnaryOp::kGelu: unary_kernel<T, V><<<g, kThreads, 0, s>>>(OpConst<UnaryOp::kGelu>{}, xt, yt, n, p); return;
+          case UnaryOp::kGeluTanh: unary_kernel<T, V><<<g, kThreads, 0, s>>>(OpConst<UnaryOp::kGeluTanh>{}, xt, yt, n, p); return;
+          case UnaryOp::kRelu: unary_kernel<T, V><<<g, kThreads, 0, s>>>(OpConst<UnaryOp::kRelu>{}, xt, yt, n, p); return;
+          case UnaryOp::kSigmoid: unary_kernel<T, V><<<g, kThreads, 0, s>>>(OpConst<UnaryOp::kSigmoid>{}, xt, yt, n, p); return;
           default: break;
         }
       }
