@@ -5,6 +5,7 @@
 #include "ops/common/tensor_util.h"
 #include "ir/graph.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -348,13 +349,11 @@ Status infer_Where(InferContext& ctx) {
   const auto c = tensor_util::dims_value_of(ctx, 0), x = tensor_util::dims_value_of(ctx, 1),
              y = tensor_util::dims_value_of(ctx, 2);
   if (c && x && y) {
-    auto xy = tensor_util::dims_zip(*x, *y, [](int64_t, int64_t) -> std::optional<int64_t> { return 0; });
-    auto picked = xy ? tensor_util::dims_zip(*c, *xy, [](int64_t k, int64_t) -> std::optional<int64_t> { return k; }) : std::nullopt;
-    if (picked) {
-      const size_t n = picked->size();
+    const size_t n = std::max({c->size(), x->size(), y->size()});
+    const auto at = [](const std::vector<int64_t>& v, size_t i) { return v[v.size() == 1 ? 0 : i]; };
+    if ((c->size() == 1 || c->size() == n) && (x->size() == 1 || x->size() == n) && (y->size() == 1 || y->size() == n)) {
       std::vector<int64_t> out(n);
-      for (size_t i = 0; i < n; ++i)
-        out[i] = (*c)[c->size() == 1 ? 0 : i] ? (*x)[x->size() == 1 ? 0 : i] : (*y)[y->size() == 1 ? 0 : i];
+      for (size_t i = 0; i < n; ++i) out[i] = at(*c, i) ? at(*x, i) : at(*y, i);
       tensor_util::set_dims_value(ctx, 0, std::move(out));
     }
   }
