@@ -42,12 +42,13 @@ bool FusionSwitches::enabled(std::string_view pass) const {
 }
 
 Status FusionSwitches::validate() const {
-  static constexpr std::string_view kNames[] = {"conv", "matmul_bias", "gelu", "attention", "nhwc", "qdq"};
+  static constexpr std::string_view kNames[] = {"conv",           "matmul_bias",    "gelu", "attention",
+                                                "gemm_activation", "skip_layernorm", "nhwc", "qdq"};
   for (const auto& n : off)
     if (std::find(std::begin(kNames), std::end(kNames), n) == std::end(kNames))
       return Status::InvalidArgument(
           "GPUOPT_DISABLE_FUSION: unknown fusion '{}' (valid: 1 or all, or a list of conv, matmul_bias, gelu, attention, "
-          "nhwc, qdq)",
+          "gemm_activation, skip_layernorm, nhwc, qdq)",
           n);
   return Status::Ok();
 }
@@ -76,11 +77,19 @@ Status run_default_passes(Graph* g, const FusionSwitches& sw) {
   if (sw.enabled("matmul_bias")) {
     GPUOPT_ASSIGN_OR_RETURN(linear, fuse_matmul_bias(g));
   }
+  PassStats act, skip_ln;
+  if (sw.enabled("gemm_activation")) {
+    GPUOPT_ASSIGN_OR_RETURN(act, fuse_gemm_activation(g));
+  }
+  if (sw.enabled("skip_layernorm")) {
+    GPUOPT_RETURN_IF_ERROR(g->infer_shapes());  // the pass compares the addends' shapes
+    GPUOPT_ASSIGN_OR_RETURN(skip_ln, fuse_skip_layernorm(g));
+  }
   GPUOPT_LOG(debug,
              "passes: folded {}, batchnorms folded {}, identities {}, dead {}; fusions removed: conv {}, gelu {}, "
-             "attention {}, matmul-bias {}",
+             "attention {}, matmul-bias {}, gemm-activation {}, skip-layernorm {}",
              folded.removed, bn.removed, ident.removed, dead.removed, conv.removed, gelu.removed, attention.removed,
-             linear.removed);
+             linear.removed, act.removed, skip_ln.removed);
   GPUOPT_RETURN_IF_ERROR(g->topo_sort());
   return g->infer_shapes();
 }
