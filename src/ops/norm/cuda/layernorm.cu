@@ -144,30 +144,28 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 
 
 template <typename T>
 __global__ void layernorm_rows(const T* __restrict__ x, const T* __restrict__ skip, const T* __restrict__ scale,
-                               const T* __restrict__ bias, T* y, T* sum, int64_t skip_rows, int64_t cols, float eps,
-                               float* mean_out, float* inv_out) {
+                               const T* __restrict__ bias, T* __restrict__ y, T* __restrict__ sum, int64_t skip_rows,
+                               int64_t cols, float eps, float* mean_out, float* inv_out) {
   const int64_t row = blockIdx.x;
-  // With a skip input the sum goes through `sum` (its own buffer, or y when the caller does not
-  // keep it: the normalised value of j is written after every read of j).
   const T* xr = x + row * cols;
-  if (skip) {
-    T* sr = sum + row * cols;
-    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) st(sr, j, ld(xr, j) + ld(skip + (row % skip_rows) * cols, j));
-    __syncthreads();
-    xr = sr;
-  }
+  const T* kr = skip ? skip + (row % skip_rows) * cols : nullptr;
   T* yr = y + row * cols;
+  // x + skip, recomputed in each pass (in f32, as the warp kernels hold it) rather than re-read
+  // rounded to T.
+  auto val = [&](int64_t j) { return ld(xr, j) + (kr ? ld(kr, j) : 0.f); };
   float s = 0.f;
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) s += ld(xr, j);
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) s += val(j);
   const float mean = block_sum(s) / static_cast<float>(cols);
   float v = 0.f;
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-    const float d = ld(xr, j) - mean;
+    const float d = val(j) - mean;
     v += d * d;
   }
   const float inv = rsqrtf(block_sum(v) / static_cast<float>(cols) + eps);
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-    float o = (ld(xr, j) - mean) * inv * ld(scale, j);
+    const float e = val(j);
+    if (sum) st(sum + row * cols, j, e);
+    float o = (e - mean) * inv * ld(scale, j);
     if (bias) o += ld(bias, j);
     st(yr, j, o);
   }
@@ -212,7 +210,7 @@ Status launch_skip_layernorm(DType dt, const void* x, const void* skip, int64_t 
           xs, ks, sc, bs, ys, ss, rows, skip_rows, static_cast<int>(cols), eps, mean, inv_std);
     });
     if (warp) return;
-    layernorm_rows<T><<<static_cast<unsigned>(rows), kBlock, 0, s>>>(xs, ks, sc, bs, ys, ss ? ss : ys, skip_rows, cols, eps, mean,
+    layernorm_rows<T><<<static_cast<unsigned>(rows), kBlock, 0, s>>>(xs, ks, sc, bs, ys, ss, skip_rows, cols, eps, mean,
                                                                      inv_std);
   }));
   GPUOPT_CHECK_CALL(cudaGetLastError());
