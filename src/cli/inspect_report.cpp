@@ -48,7 +48,10 @@ void classify_fusion(const Node& n, const std::string& was, NodeReport* r) {
     r->fusion = "gemm_activation";
     r->epilogue = n.attr_s("activation", "");
     r->pattern = (was == "MatMul" ? "MatMul+Add+" : was + "+") + r->epilogue;
-  } else if (n.op_type == "SkipLayerNormalization" && n.domain == "com.microsoft" && was == "LayerNormalization") {
+  } else if (n.op_type == "LayerNormalization" && n.domain.empty() && !was.empty() && was != "LayerNormalization") {
+    r->fusion = "layernorm";
+    r->pattern = "ReduceMean+Sub+Pow+ReduceMean+Add+Sqrt+Div[+Mul][+Add]";
+  } else if (n.op_type == "SkipLayerNormalization" && n.domain == "com.microsoft" && was != "SkipLayerNormalization") {
     r->fusion = "skip_layernorm";
     r->pattern = n.outputs.size() > 3 && n.outputs[3] != kNoValue ? "Add+LayerNormalization (sum kept)"
                                                                     : "Add+LayerNormalization";

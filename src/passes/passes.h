@@ -48,6 +48,10 @@ Result<PassStats> fuse_gelu(Graph* g);
 // Softmax -> [NaN guard] -> MatMul, with 3-D or 4-D heads, becomes one ONNX Attention node.
 Result<PassStats> fuse_attention(Graph* g);
 
+// LayerNorm written op by op (ReduceMean, Sub, Pow, ReduceMean, Add eps, Sqrt, Div [, Mul gamma]
+// [, Add beta], last axis) becomes one ONNX LayerNormalization; fuse_layernorm.cpp.
+Result<PassStats> fuse_layernorm(Graph* g);
+
 // Gemm -> [Reshape] -> Relu|Gelu becomes one com.microsoft FusedGemm (the activation in the
 // GEMM's epilogue on the GPU); fuse_epilogue.cpp.
 Result<PassStats> fuse_gemm_activation(Graph* g);
