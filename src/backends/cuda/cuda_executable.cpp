@@ -104,6 +104,7 @@ Status CudaExecutable::upload_constants() {
 
 void CudaExecutable::open_plan_cache(const std::string& dir, const std::string& model_hash) {
   plan_cache_ = PlanCacheLink::open(dir, model_hash, device_);
+  model_hash_ = model_hash;
 }
 
 PlanCacheStatus CudaExecutable::plan_cache() const {

@@ -89,6 +89,11 @@ class CudaExecutable final : public Executable {
   // Reads the plan cache (CompileOptions::cache_dir) into the device's plan store; each run that
   // makes a new choice writes it back.
   void open_plan_cache(const std::string& dir, const std::string& model_hash);
+  // With a plan cache and CUDA graphs: runs each input shape the cache lists as captured for this
+  // model (runtime/captured_shapes.h) twice on zeros (eager, then captured), so those shapes
+  // replay from the first request. Entries that do not fit, or whose runs fail, are skipped with
+  // a warning. Returns how many shapes were captured.
+  size_t capture_cached_shapes();
   PlanCacheStatus plan_cache() const override;
   Result<std::vector<Tensor>> run(const std::vector<Tensor>& inputs, const RunOptions& options) override;
 
@@ -135,6 +140,7 @@ class CudaExecutable final : public Executable {
   std::mutex mu_;
   std::vector<std::unique_ptr<Context>> free_;
   std::unique_ptr<PlanCacheLink> plan_cache_;
+  std::string model_hash_;  // the plan cache's key for this model's captured shapes
   std::vector<Tensor> dev_const_;  // declared last: released before the contexts and their streams
 };
 
