@@ -12,7 +12,7 @@
 #     max batch 32): best throughput vs `gpuopt run --batch 32` (goal >= 80%), and p99 vs 3x the
 #     batch's compute time (run's median at 32) plus the queue delay.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 G=build-h200/bin/gpuopt
 [ -x "$G" ] || G=build-h200/gpuopt
 [ -x "$G" ] || G=build/gpuopt
@@ -34,14 +34,15 @@ sys.path.insert(0, "tests/server")
 import server_harness as H
 w = sys.argv[1]
 def repo(root, name, cfg, model=None):
+    if model is not None and not os.path.exists(model):
+        print(f"no {model}: {name} left out")
+        return
     os.makedirs(os.path.join(root, name, "1"), exist_ok=True)
     dst = os.path.join(root, name, "1", "model.onnx")
     if model is None:
         H.add_sub_model(dst)
-    elif os.path.exists(model):
-        os.symlink(model, dst)
     else:
-        return
+        os.symlink(model, dst)
     open(os.path.join(root, name, "config.pbtxt"), "w").write(cfg)
 fp16 = 'parameters { key: "gpuopt.precision" value: { string_value: "fp16" } }\n'
 gpu2 = "instance_group { count: 2 kind: KIND_GPU }\n"
@@ -56,8 +57,9 @@ repo(f"{w}/repo", "bert_b1", fp16 + gpu2 + "max_batch_size: 32\ndynamic_batching
 repo(f"{w}/start", "resnet50", fp16 + gpu2 + "max_batch_size: 32\ndynamic_batching { }\n", f"{w}/src/resnet50_full.onnx")
 EOF
 
-start_server() {  # REPO LOG [extra args]: starts, waits for ready; prints the seconds it took
+start_server() {  # REPO LOG [extra args]: starts (SPID), waits for ready; STARTED_S = the seconds it took
   local repo=$1 log=$2; shift 2
+  STARTED_S=nan
   local t0; t0=$(date +%s.%N)
   "$G" serve --model-repository "$repo" --http-address 127.0.0.1 --http-port $PORT --grpc-port $GPORT \
     --exit-timeout-secs 20 "$@" >"$log" 2>&1 &
@@ -68,7 +70,7 @@ start_server() {  # REPO LOG [extra args]: starts, waits for ready; prints the s
     sleep 0.05
   done
   curl -sf "127.0.0.1:$PORT/v2/health/ready" >/dev/null || { echo "server did not become ready"; tail -5 "$log"; return 1; }
-  awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f\n", b - a }'
+  STARTED_S=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
 }
 stop_server() { kill -TERM "$SPID" 2>/dev/null; wait "$SPID" 2>/dev/null; SPID=; }
 perf() {  # OUT.json args...
@@ -101,12 +103,14 @@ EOF
 }
 
 echo "== cold vs warm start (ResNet-50 fp16, 2 GPU instances) =="
-COLD=$(start_server "$W/start" "$D/serve_cold.log" --cache-dir "$W/cache")
+start_server "$W/start" "$D/serve_cold.log" --cache-dir "$W/cache"
+COLD=$STARTED_S
 COLD_FIRST=$(first_request)
 for _ in 1 2 3 4 5 6; do first_request >/dev/null; done  # each instance runs b8 eager, then captured
 stop_server
 grep -c "^entry graph" "$W"/cache/*.plans 2>/dev/null | head -1 | sed 's/^/captured-shape entries in the plan file: /'
-WARM=$(start_server "$W/start" "$D/serve_warm.log" --cache-dir "$W/cache")
+start_server "$W/start" "$D/serve_warm.log" --cache-dir "$W/cache"
+WARM=$STARTED_S
 WARM_FIRST=$(first_request)
 stop_server
 grep -h "cached input shapes captured" "$D/serve_warm.log" | head -2
@@ -118,7 +122,7 @@ run run_resnet50_b32.json "$W/src/resnet50_full.onnx" --batch 32
 run run_bert_b32.json "$W/src/bert_base.onnx" --batch 32 --dim sequence=128
 
 echo "== server load =="
-start_server "$W/repo" "$D/serve.log" --cache-dir "$W/cache" >/dev/null || exit 1
+start_server "$W/repo" "$D/serve.log" --cache-dir "$W/cache" || exit 1
 perf tiny_http_c1.json -m tiny -u 127.0.0.1:$PORT --concurrency-range 1
 perf tiny_grpc_c1.json -m tiny -i grpc -u 127.0.0.1:$GPORT --concurrency-range 1
 perf tiny_http_c64.json -m tiny -u 127.0.0.1:$PORT --concurrency-range 64
@@ -191,6 +195,7 @@ w = max(len(r[0]) for r in rows)
 print(f'{"figure":{w}}  {"value":40} {"goal":9} check')
 for r in rows:
     print(f"{r[0]:{w}}  {r[1]:40} {r[2]:9} {r[3]}")
+fig = {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in fig.items()}  # no NaN in JSON
 json.dump(fig, open(os.path.join(d, "serve_figures.json"), "w"), indent=1)
 print("JSON:", os.path.join(d, "serve_figures.json"))
 EOF
