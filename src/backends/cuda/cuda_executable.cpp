@@ -74,6 +74,7 @@ CudaExecutable::CudaExecutable(Graph g, std::vector<NodePlace> place, DeviceMemo
 CudaExecutable::~CudaExecutable() {
   // Constants and contexts free on this executable's device, whichever thread drops the session.
   cudaSetDevice(device_);
+  lane_.reset();
   dev_const_.clear();
   free_.clear();
 }

@@ -10,6 +10,7 @@
 #pragma once
 
 #include "backends/backend.h"
+#include "backends/pipelined.h"
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/device_memory.h"
 #include "backends/cuda/plan_store.h"
@@ -78,7 +79,14 @@ Result<std::unique_ptr<Context>> make_context(int device, DeviceMemory* mem);
 // Ops whose result changes from run to run with the same inputs: a graph would freeze one draw.
 bool nondeterministic(std::string_view op);
 
-class CudaExecutable final : public Executable {
+// The pipelined runs' state (cuda_pipeline.cpp): one context held for them, an upload and a
+// download stream beside its compute stream, and kPipelineDepth slots used in turn.
+struct Lane;
+struct LaneDeleter {
+  void operator()(Lane* l) const;
+};
+
+class CudaExecutable final : public Executable, public PipelinedExecutable {
  public:
   CudaExecutable(Graph g, std::vector<NodePlace> place, DeviceMemory* mem, int device, bool graphs,
                  MemoryPlanMode memory_plan = MemoryPlanMode::kPool);
@@ -96,8 +104,13 @@ class CudaExecutable final : public Executable {
   size_t capture_cached_shapes();
   PlanCacheStatus plan_cache() const override;
   Result<std::vector<Tensor>> run(const std::vector<Tensor>& inputs, const RunOptions& options) override;
+  // cuda_pipeline.cpp: a captured shape's runs overlapped (upload / compute / download streams).
+  Status begin(const std::vector<Tensor>& inputs) override;
+  Result<std::vector<Tensor>> finish() override;
 
  private:
+  Result<Lane*> lane();
+
   struct Slot {
     Tensor host;
     Tensor dev;
@@ -141,6 +154,7 @@ class CudaExecutable final : public Executable {
   std::vector<std::unique_ptr<Context>> free_;
   std::unique_ptr<PlanCacheLink> plan_cache_;
   std::string model_hash_;  // the plan cache's key for this model's captured shapes
+  std::unique_ptr<Lane, LaneDeleter> lane_;  // begin()/finish(); released before the contexts
   std::vector<Tensor> dev_const_;  // declared last: released before the contexts and their streams
 };
 
