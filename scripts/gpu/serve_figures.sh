@@ -10,7 +10,8 @@
 #     the first batch-8 request after each start (a warm start captured the shapes the cold one ran);
 #  4. the batcher with batch-1 requests, ResNet-50 fp16 and BERT-base s128 fp16 (2 GPU instances,
 #     max batch 32): best throughput vs `gpuopt run --batch 32` (goal >= 80%), and p99 vs 3x the
-#     batch's compute time (run's median at 32) plus the queue delay.
+#     batch's compute time (run's median at 32) plus the queue delay; each also with batches
+#     overlapped on each instance (parameters gpuopt.pipeline on: rows resnet50_b1p, bert_b1p).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 G=build-h200/bin/gpuopt
@@ -53,6 +54,12 @@ repo(f"{w}/repo", "resnet50", fp16 + gpu2 + "max_batch_size: 32\ndynamic_batchin
 repo(f"{w}/repo", "resnet50_b1", fp16 + gpu2 + "max_batch_size: 32\ndynamic_batching { max_queue_delay_microseconds: 500 }\n",
      f"{w}/src/resnet50_full.onnx")
 repo(f"{w}/repo", "bert_b1", fp16 + gpu2 + "max_batch_size: 32\ndynamic_batching { max_queue_delay_microseconds: 1000 }\n",
+     f"{w}/src/bert_base.onnx")
+# The same with batches overlapped on each instance (upload / compute / download streams).
+pipe = 'parameters { key: "gpuopt.pipeline" value: { string_value: "on" } }\n'
+repo(f"{w}/repo", "resnet50_b1p", pipe + fp16 + gpu2 + "max_batch_size: 32\ndynamic_batching { max_queue_delay_microseconds: 500 }\n",
+     f"{w}/src/resnet50_full.onnx")
+repo(f"{w}/repo", "bert_b1p", pipe + fp16 + gpu2 + "max_batch_size: 32\ndynamic_batching { max_queue_delay_microseconds: 1000 }\n",
      f"{w}/src/bert_base.onnx")
 repo(f"{w}/start", "resnet50", fp16 + gpu2 + "max_batch_size: 32\ndynamic_batching { }\n", f"{w}/src/resnet50_full.onnx")
 EOF
@@ -132,6 +139,9 @@ perf resnet50_b8_grpc.json -m resnet50 -b 8 -i grpc -u 127.0.0.1:$GPORT --concur
 perf resnet50_b1.json -m resnet50_b1 -b 1 -u 127.0.0.1:$PORT --concurrency-range 64:128:64
 perf bert_b1.json -m bert_b1 -b 1 -u 127.0.0.1:$PORT --concurrency-range 64:128:64 --shape input_ids:128 \
   --shape attention_mask:128
+perf resnet50_b1p.json -m resnet50_b1p -b 1 -u 127.0.0.1:$PORT --concurrency-range 64:128:64
+perf bert_b1p.json -m bert_b1p -b 1 -u 127.0.0.1:$PORT --concurrency-range 64:128:64 --shape input_ids:128 \
+  --shape attention_mask:128
 stop_server
 
 echo "== summary =="
@@ -175,9 +185,10 @@ for proto in ("http", "grpc"):
 fig.update(cold_start_s=cold, warm_start_s=warm, cold_first_b8_ms=cold_first, warm_first_b8_ms=warm_first)
 row("serve start, ResNet-50 x2 instances: cold", f"{cold:.2f} s (first b8 request {cold_first:.0f} ms)")
 row("serve start: warm (--cache-dir)", f"{warm:.2f} s (first b8 request {warm_first:.0f} ms)", "<= 2 s", warm <= 2.0)
-for name, run_file, delay_ms in (("resnet50", "run_resnet50_b32.json", 0.5), ("bert", "run_bert_b32.json", 1.0)):
+for name, run_file, delay_ms in (("resnet50", "run_resnet50_b32.json", 0.5), ("bert", "run_bert_b32.json", 1.0),
+                                 ("resnet50_b1p", "run_resnet50_b32.json", 0.5), ("bert_b1p", "run_bert_b32.json", 1.0)):
     med32, thr32 = run_ms(run_file)
-    j = load(f"{name}_b1.json")
+    j = load(f"{name}.json" if name.endswith("p") else f"{name}_b1.json")
     if not j or not j.get("results"):
         row(f"{name} batch-1 through the batcher", "no result"); continue
     b = max(j["results"], key=lambda r: r["throughput_infer_per_s"])
