@@ -110,6 +110,8 @@ class CudaExecutable final : public Executable, public PipelinedExecutable {
 
  private:
   Result<Lane*> lane();
+  // Queues one run of captured graph `g` in lane slot `slot`: upload, compute, download.
+  Status enqueue(Lane& lane, GraphEntry& g, int slot, const std::vector<Tensor>& inputs);
 
   struct Slot {
     Tensor host;

@@ -144,13 +144,39 @@ Status CudaExecutable::begin(const std::vector<Tensor>& inputs) {
   }
   g->last_used = ++c.tick;
   const int k = l->next;
-  LaneSlot& s = l->slots[k];
+  if (Status st = enqueue(*l, *g, k, inputs); !st.ok()) {
+    // Whatever was queued on the slot must be done before the slot is filled again.
+    cudaStreamSynchronize(l->up);
+    cudaStreamSynchronize(c.ec.stream);
+    cudaStreamSynchronize(l->down);
+    cudaGetLastError();
+    return st;
+  }
+  Pending p;
+  p.async = true;
+  p.slot = k;
+  p.out_sig = g->out_sig;
+  l->pending.push_back(std::move(p));
+  l->next = (k + 1) % kPipelineDepth;
+  return Status::Ok();
+}
+
+Status CudaExecutable::enqueue(Lane& lane, GraphEntry& graph, int slot, const std::vector<Tensor>& inputs) {
+  Lane* l = &lane;
+  GraphEntry* g = &graph;
+  Context& c = *l->ctx;
+  LaneSlot& s = l->slots[slot];
   const size_t ni = inputs.size(), no = g->out_bufs.size();
   s.in_host.resize(std::max(s.in_host.size(), ni));
   s.in_dev.resize(std::max(s.in_dev.size(), ni));
   s.out_host.resize(std::max(s.out_host.size(), no));
   s.out_dev.resize(std::max(s.out_dev.size(), no));
-  // The slot's previous run was finished: its buffers are idle and may be refilled or regrown.
+  // The slot's previous run was finished: its buffers are idle and may be refilled or regrown
+  // (grown before anything is queued: cudaMalloc/cudaFree would wait for the device).
+  for (size_t o = 0; o < no; ++o) {
+    GPUOPT_RETURN_IF_ERROR(s.out_dev[o].reserve(g->out_bufs[o].nbytes()));
+    GPUOPT_RETURN_IF_ERROR(s.out_host[o].reserve(g->out_bufs[o].nbytes()));
+  }
   for (size_t i = 0; i < ni; ++i) {
     const size_t n = inputs[i].nbytes();
     GPUOPT_RETURN_IF_ERROR(s.in_host[i].reserve(n));
@@ -169,12 +195,9 @@ Status CudaExecutable::begin(const std::vector<Tensor>& inputs) {
       GPUOPT_CHECK_CALL(cudaMemcpyAsync(g->in_bufs[i].raw(), s.in_dev[i].p, n, cudaMemcpyDeviceToDevice, c.ec.stream));
   GPUOPT_CHECK_CALL(cudaEventRecord(s.in_free, c.ec.stream));
   GPUOPT_CHECK_CALL(cudaGraphLaunch(g->exec, c.ec.stream));
-  for (size_t o = 0; o < no; ++o) {
-    const size_t n = g->out_bufs[o].nbytes();
-    GPUOPT_RETURN_IF_ERROR(s.out_dev[o].reserve(n));
-    GPUOPT_RETURN_IF_ERROR(s.out_host[o].reserve(n));
-    if (n) GPUOPT_CHECK_CALL(cudaMemcpyAsync(s.out_dev[o].p, g->out_bufs[o].raw(), n, cudaMemcpyDeviceToDevice, c.ec.stream));
-  }
+  for (size_t o = 0; o < no; ++o)
+    if (const size_t n = g->out_bufs[o].nbytes())
+      GPUOPT_CHECK_CALL(cudaMemcpyAsync(s.out_dev[o].p, g->out_bufs[o].raw(), n, cudaMemcpyDeviceToDevice, c.ec.stream));
   GPUOPT_CHECK_CALL(cudaEventRecord(s.computed, c.ec.stream));
 
   GPUOPT_CHECK_CALL(cudaStreamWaitEvent(l->down, s.computed, 0));
@@ -182,13 +205,6 @@ Status CudaExecutable::begin(const std::vector<Tensor>& inputs) {
     if (const size_t n = g->out_bufs[o].nbytes())
       GPUOPT_CHECK_CALL(cudaMemcpyAsync(s.out_host[o].p, s.out_dev[o].p, n, cudaMemcpyDeviceToHost, l->down));
   GPUOPT_CHECK_CALL(cudaEventRecord(s.downloaded, l->down));
-
-  Pending p;
-  p.async = true;
-  p.slot = k;
-  p.out_sig = g->out_sig;
-  l->pending.push_back(std::move(p));
-  l->next = (k + 1) % kPipelineDepth;
   return Status::Ok();
 }
 
