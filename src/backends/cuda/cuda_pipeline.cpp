@@ -9,7 +9,7 @@
 //   compute:  wait uploaded[slot]  D2D -> the graph's inputs  record in_free[slot]
 //             graph launch         D2D the graph's outputs -> slot's device outputs  record computed[slot]
 //   download: wait computed[slot]  D2H -> the slot's pinned outputs          record downloaded[slot]
-//   finish(): wait downloaded[slot] on the host, copy the pinned outputs out.
+//   finish(): wait downloaded[slot] on the host; the outputs are tensors over the pinned buffers.
 //
 // So run N+1's upload runs on its own stream while run N computes, and run N's download while
 // N+1 computes; the graph's own input and output buffers are touched on the compute stream only
@@ -23,7 +23,9 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <deque>
+#include <memory>
 #include <utility>
 
 namespace gpuopt::cuda {
@@ -71,8 +73,24 @@ struct DevBuf {
   }
 };
 
+// A pinned buffer the outputs handed out by finish() view (no copy out of it): it is refilled only
+// when nothing holds it any more; while a reply is still being sent from it, the slot gets a new
+// one and the old one is freed with its last tensor.
+Status pinned_out(std::shared_ptr<Storage>* st, size_t n) {
+  if (*st && st->use_count() == 1 && (*st)->bytes >= n) return Status::Ok();
+  void* p = nullptr;
+  GPUOPT_CHECK_CALL(cudaHostAlloc(&p, std::max<size_t>(n, 1), cudaHostAllocPortable));
+  auto fresh = std::make_shared<Storage>();
+  fresh->data = p;
+  fresh->bytes = n;
+  fresh->deleter = [](void* q) { cudaFreeHost(q); };
+  *st = std::move(fresh);
+  return Status::Ok();
+}
+
 struct LaneSlot {
-  std::vector<PinnedBuf> in_host, out_host;
+  std::vector<PinnedBuf> in_host;
+  std::vector<std::shared_ptr<Storage>> out_host;
   std::vector<DevBuf> in_dev, out_dev;
   cudaEvent_t uploaded = nullptr, in_free = nullptr, computed = nullptr, downloaded = nullptr;
 };
@@ -175,7 +193,7 @@ Status CudaExecutable::enqueue(Lane& lane, GraphEntry& graph, int slot, const st
   // (grown before anything is queued: cudaMalloc/cudaFree would wait for the device).
   for (size_t o = 0; o < no; ++o) {
     GPUOPT_RETURN_IF_ERROR(s.out_dev[o].reserve(g->out_bufs[o].nbytes()));
-    GPUOPT_RETURN_IF_ERROR(s.out_host[o].reserve(g->out_bufs[o].nbytes()));
+    GPUOPT_RETURN_IF_ERROR(pinned_out(&s.out_host[o], g->out_bufs[o].nbytes()));
   }
   for (size_t i = 0; i < ni; ++i) {
     const size_t n = inputs[i].nbytes();
@@ -203,7 +221,7 @@ Status CudaExecutable::enqueue(Lane& lane, GraphEntry& graph, int slot, const st
   GPUOPT_CHECK_CALL(cudaStreamWaitEvent(l->down, s.computed, 0));
   for (size_t o = 0; o < no; ++o)
     if (const size_t n = g->out_bufs[o].nbytes())
-      GPUOPT_CHECK_CALL(cudaMemcpyAsync(s.out_host[o].p, s.out_dev[o].p, n, cudaMemcpyDeviceToHost, l->down));
+      GPUOPT_CHECK_CALL(cudaMemcpyAsync(s.out_host[o]->data, s.out_dev[o].p, n, cudaMemcpyDeviceToHost, l->down));
   GPUOPT_CHECK_CALL(cudaEventRecord(s.downloaded, l->down));
   return Status::Ok();
 }
@@ -216,12 +234,10 @@ Result<std::vector<Tensor>> CudaExecutable::finish() {
   GPUOPT_CHECK_CALL(cudaSetDevice(device_));
   LaneSlot& s = lane_->slots[p.slot];
   GPUOPT_CHECK_CALL(cudaEventSynchronize(s.downloaded));
+  // The outputs are the slot's pinned download buffers themselves (pinned_out): the server
+  // encodes or sends its replies from them, no copy.
   std::vector<Tensor> out;
-  for (size_t o = 0; o < p.out_sig.size(); ++o) {
-    GPUOPT_ASSIGN_OR_RETURN(Tensor t, Tensor::try_empty(p.out_sig[o].first, p.out_sig[o].second, "an output"));
-    if (t.nbytes()) parallel_memcpy(t.raw(), s.out_host[o].p, t.nbytes());
-    out.push_back(std::move(t));
-  }
+  for (size_t o = 0; o < p.out_sig.size(); ++o) out.push_back(Tensor::wrap(p.out_sig[o].first, p.out_sig[o].second, s.out_host[o]));
   return out;
 }
 
