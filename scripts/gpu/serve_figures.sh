@@ -96,8 +96,9 @@ import numpy as np
 c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=60)
 c.request("GET", "/v2/models/resnet50"); meta = json.loads(c.getresponse().read())
 inp = meta["inputs"][0]
-x = np.random.default_rng(0).standard_normal((8, 3, 224, 224)).astype(np.float32).tobytes()
-hdr = json.dumps({"inputs": [{"name": inp["name"], "shape": [8, 3, 224, 224], "datatype": "FP32",
+shape = [8] + [int(d) for d in inp["shape"][1:]]  # batch 8 of the model's image size
+x = np.random.default_rng(0).standard_normal(shape).astype(np.float32).tobytes()
+hdr = json.dumps({"inputs": [{"name": inp["name"], "shape": shape, "datatype": "FP32",
                               "parameters": {"binary_data_size": len(x)}}],
                   "parameters": {"binary_data_output": True}}).encode()
 t = time.perf_counter()
@@ -198,7 +199,7 @@ for name, run_file, delay_ms in (("resnet50", "run_resnet50_b32.json", 0.5), ("b
     fig[f"{name}_b1_best_per_s"], fig[f"{name}_b1_vs_run"] = b["throughput_infer_per_s"], frac
     fig[f"{name}_b1_p99_ms"], fig[f"{name}_b1_p99_bound_ms"] = b["p99_us"] / 1e3, bound
     fig[f"{name}_b1_concurrency"] = b.get("concurrency")
-    row(f"{name} b1 via batcher (c{b.get('concurrency')}) vs run b32 ({thr32:.0f}/s)",
+    row(f"{name} b1 via batcher (c{b.get('concurrency', 0):.0f}) vs run b32 ({thr32:.0f}/s)",
         f'{b["throughput_infer_per_s"]:.0f}/s = {frac:.2f}x', ">= 0.80x", frac >= 0.8)
     row(f"{name} b1 p99 vs 3x b32 compute ({med32:.2f} ms) + delay", f'{b["p99_us"] / 1e3:.2f} ms (bound {bound:.2f})',
         "<= bound", b["p99_us"] / 1e3 <= bound)
