@@ -21,7 +21,8 @@ $PY tools/models/make_models.py --out "$W/m" resnet50_full >"$D/make_models.log"
 M=$W/m/resnet50_full.onnx
 [ -f "$M" ] || { echo "FAIL no model: $(tail -2 "$D/make_models.log")"; exit 1; }
 run() {  # run NAME: one start with the cache dir, its JSON kept
-  "$G" run "$M" --random-inputs --device cuda --precision fp16 --batch 32 --iterations 3 --warmup 0 \
+  # Info level: the log says how many cached input shapes were captured again at start.
+  GPUOPT_LOG_LEVEL=info "$G" run "$M" --random-inputs --device cuda --precision fp16 --batch 32 --iterations 3 --warmup 0 \
     --cache-dir "$W/cache" --json >"$D/$1.json" 2>"$D/$1.err"
   local rc=$?
   $PY -c "import json,sys; j=json.load(open(sys.argv[1])); p=j['plan_cache']; print(f\"{sys.argv[2]:8s} start {j['start_s']:.2f} s (load {j['load_s']:.2f} s, first run {j['first_run_ms']:.0f} ms), plan cache {p['state']} {p['entries']} entries {p['note']}\")" "$D/$1.json" "$1" 2>/dev/null || tail -2 "$D/$1.err"

@@ -68,7 +68,7 @@ start_server() {  # REPO LOG [extra args]: starts (SPID), waits for ready; START
   local repo=$1 log=$2; shift 2
   STARTED_S=nan
   local t0; t0=$(date +%s.%N)
-  "$G" serve --model-repository "$repo" --http-address 127.0.0.1 --http-port $PORT --grpc-port $GPORT \
+  GPUOPT_LOG_LEVEL=${LOG_LEVEL:-warn} "$G" serve --model-repository "$repo" --http-address 127.0.0.1 --http-port $PORT --grpc-port $GPORT \
     --exit-timeout-secs 20 "$@" >"$log" 2>&1 &
   SPID=$!
   for _ in $(seq 1 3000); do
@@ -117,7 +117,7 @@ COLD_FIRST=$(first_request)
 for _ in 1 2 3 4 5 6; do first_request >/dev/null; done  # each instance runs b8 eager, then captured
 stop_server
 grep -c "^entry graph" "$W"/cache/*.plans 2>/dev/null | head -1 | sed 's/^/captured-shape entries in the plan file: /'
-start_server "$W/start" "$D/serve_warm.log" --cache-dir "$W/cache"
+LOG_LEVEL=info start_server "$W/start" "$D/serve_warm.log" --cache-dir "$W/cache"
 WARM=$STARTED_S
 WARM_FIRST=$(first_request)
 stop_server
