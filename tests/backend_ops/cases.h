@@ -51,6 +51,7 @@ void add_variadic_cases(std::vector<Case>& cases);
 void add_resize_more_cases(std::vector<Case>& cases);
 void add_norm_width_cases(std::vector<Case>& cases);  // cases_more.cpp (and SkipLayerNormalization)
 void add_fused_gemm_cases(std::vector<Case>& cases);  // cases_more.cpp: FusedGemm's activations
+void add_arg_cases(std::vector<Case>& cases);         // cases_more.cpp: ArgMax/ArgMin
 void add_nonzero_cases(std::vector<Case>& cases);
 // cases_elementwise.cpp: each fast path of the elementwise/Transpose kernels, and the "perf"
 // cases (BERT-base sizes) for `backend_ops perf --case perf`.

@@ -188,6 +188,18 @@ void add_norm_width_cases(std::vector<Case>& cases) {
                    {data(DType::F16, {9, 768}), data(DType::F16, {768})}, {{"axis", attr_i(-1)}}});
   cases.push_back({"Softmax", label(DType::F16, {6, 77}, "masked"), {data(DType::F16, {6, 77}, -1e4, 8)},
                    {{"axis", attr_i(-1)}}});
+  // RMSNormalization (opset 23) on the same row kernels: every width, and over the last two axes.
+  for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+    for (const Shape& s : shapes) {
+      Case c{"RMSNormalization", label(dt, s, "width"), {data(dt, s), data(dt, {s.back()})}, {{"epsilon", attr_f(1e-6f)}}};
+      c.opset = 23;
+      cases.push_back(std::move(c));
+    }
+    Case c{"RMSNormalization", label(dt, {3, 4, 96}, "axis=1"), {data(dt, {3, 4, 96}), data(dt, {4, 96})},
+           {{"axis", attr_i(1)}}};
+    c.opset = 23;
+    cases.push_back(std::move(c));
+  }
   // SkipLayerNormalization (com.microsoft, fuse_skip_layernorm): every width above through the
   // warp, 16-byte and block kernels; the sum output (pre-LN residual stream); a skip repeated
   // over the batch ([S, H], as ORT allows); no beta.
@@ -218,6 +230,24 @@ void add_norm_width_cases(std::vector<Case>& cases) {
                      {data(dt, {32, 128, 768}), data(dt, {32, 128, 768}), data(dt, {768}), data(dt, {768})},
                      {{"epsilon", attr_f(1e-12f)}}});
   }
+}
+
+// ArgMax / ArgMin: a warp per row along the last axis (an LM head's vocabulary), a thread per
+// output along another axis; keepdims 0; select_last_index with ties (small integers, f16 steps).
+void add_arg_cases(std::vector<Case>& cases) {
+  for (const char* op : {"ArgMax", "ArgMin"})
+    for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::I32, DType::I64}) {
+      const bool integer = dt == DType::I32 || dt == DType::I64;
+      const double hi = integer ? 5 : 2;
+      cases.push_back({op, label(dt, {7, 1000}, "last axis"), {data(dt, {7, 1000}, 0, hi)}, {{"axis", attr_i(-1)}}});
+      cases.push_back({op, label(dt, {3, 50257}, "vocab, keepdims 0"), {data(dt, {3, 50257}, 0, hi)},
+                       {{"axis", attr_i(1)}, {"keepdims", attr_i(0)}}});
+      cases.push_back({op, label(dt, {5, 33, 7}, "axis 1"), {data(dt, {5, 33, 7}, 0, hi)}, {{"axis", attr_i(1)}}});
+      cases.push_back({op, label(dt, {9, 40}, "last index"), {data(dt, {9, 40}, 0, integer ? 3 : 1)},
+                       {{"axis", attr_i(-1)}, {"select_last_index", attr_i(1)}}});
+      cases.push_back({op, label(dt, {6, 4, 5}, "axis 0, last index"), {data(dt, {6, 4, 5}, 0, integer ? 3 : 1)},
+                       {{"axis", attr_i(0)}, {"select_last_index", attr_i(1)}}});
+    }
 }
 
 // FusedGemm (com.microsoft, fuse_gemm_activation): the activation in cuBLASLt's epilogue with a

@@ -21,7 +21,7 @@ using namespace rowk;
 template <typename T, int N>
 __global__ void layernorm_warp(const T* __restrict__ x, const T* __restrict__ skip, const T* __restrict__ scale,
                                const T* __restrict__ bias, T* __restrict__ y, T* __restrict__ sum, int64_t rows, int64_t skip_rows, int cols,
-                               float eps, float* mean_out, float* inv_out) {
+                               float eps, float* mean_out, float* inv_out, bool rms) {
   const int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + (threadIdx.x >> 5);
   if (row >= rows) return;
   const int lane = threadIdx.x & 31;
@@ -36,7 +36,7 @@ __global__ void layernorm_warp(const T* __restrict__ x, const T* __restrict__ sk
     if (sum && j < cols) st(sum + row * cols, j, v[k]);
     s += v[k];
   }
-  const float mean = warp_sum(s) / static_cast<float>(cols);
+  const float mean = rms ? 0.f : warp_sum(s) / static_cast<float>(cols);
   float q = 0.f;
 #pragma unroll
   for (int k = 0; k < N; ++k)
@@ -62,7 +62,7 @@ __global__ void layernorm_warp(const T* __restrict__ x, const T* __restrict__ sk
 template <typename T, int NV>
 __global__ void layernorm_vec(const T* __restrict__ x, const T* __restrict__ skip, const T* __restrict__ scale,
                               const T* __restrict__ bias, T* __restrict__ y, T* __restrict__ sum, int64_t rows, int64_t skip_rows, int cols,
-                              float eps, float* mean_out, float* inv_out) {
+                              float eps, float* mean_out, float* inv_out, bool rms) {
   constexpr int E = 16 / sizeof(T);
   const int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + (threadIdx.x >> 5);
   if (row >= rows) return;
@@ -92,7 +92,7 @@ __global__ void layernorm_vec(const T* __restrict__ x, const T* __restrict__ ski
       reinterpret_cast<uint4*>(sum + row * cols)[i] = out;
     }
   }
-  const float mean = warp_sum(s) / static_cast<float>(cols);
+  const float mean = rms ? 0.f : warp_sum(s) / static_cast<float>(cols);
   float q = 0.f;
 #pragma unroll
   for (int k = 0; k < NV; ++k)
@@ -145,7 +145,7 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 
 template <typename T>
 __global__ void layernorm_rows(const T* __restrict__ x, const T* __restrict__ skip, const T* __restrict__ scale,
                                const T* __restrict__ bias, T* __restrict__ y, T* __restrict__ sum, int64_t skip_rows,
-                               int64_t cols, float eps, float* mean_out, float* inv_out) {
+                               int64_t cols, float eps, float* mean_out, float* inv_out, bool rms) {
   const int64_t row = blockIdx.x;
   const T* xr = x + row * cols;
   const T* kr = skip ? skip + (row % skip_rows) * cols : nullptr;
@@ -155,7 +155,7 @@ __global__ void layernorm_rows(const T* __restrict__ x, const T* __restrict__ sk
   auto val = [&](int64_t j) { return ld(xr, j) + (kr ? ld(kr, j) : 0.f); };
   float s = 0.f;
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) s += val(j);
-  const float mean = block_sum(s) / static_cast<float>(cols);
+  const float mean = rms ? 0.f : block_sum(s) / static_cast<float>(cols);
   float v = 0.f;
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
     const float d = val(j) - mean;
@@ -182,9 +182,15 @@ Status launch_layernorm(DType dt, const void* x, const void* scale, const void* 
   return launch_skip_layernorm(dt, x, nullptr, 1, scale, bias, y, nullptr, rows, cols, eps, mean, inv_std, s);
 }
 
+Status launch_rmsnorm(DType dt, const void* x, const void* scale, void* y, int64_t rows, int64_t cols, float eps,
+                      float* inv_rms, cudaStream_t s) {
+  return launch_skip_layernorm(dt, x, nullptr, 1, scale, nullptr, y, nullptr, rows, cols, eps, nullptr, inv_rms, s,
+                               /*rms=*/true);
+}
+
 Status launch_skip_layernorm(DType dt, const void* x, const void* skip, int64_t skip_rows, const void* scale,
                              const void* bias, void* y, void* sum, int64_t rows, int64_t cols, float eps, float* mean,
-                             float* inv_std, cudaStream_t s) {
+                             float* inv_std, cudaStream_t s, bool rms) {
   if (rows * cols == 0) return Status::Ok();
   if (skip_rows <= 0 || rows % skip_rows != 0)
     return Status::InvalidArgument("skip has {} rows, which do not repeat over the input's {}", skip_rows, rows);
@@ -202,16 +208,16 @@ Status launch_skip_layernorm(DType dt, const void* x, const void* skip, int64_t 
                      (!bias || aligned16(bias)) && (!skip || aligned16(skip)) && (!sum || aligned16(sum)) &&
                      by_vec_count(cols, E, [&](auto nv) {
                        layernorm_vec<T, decltype(nv)::value><<<warp_row_blocks(rows), 32 * kRowsPerBlock, 0, s>>>(
-                           xs, ks, sc, bs, ys, ss, rows, skip_rows, static_cast<int>(cols), eps, mean, inv_std);
+                           xs, ks, sc, bs, ys, ss, rows, skip_rows, static_cast<int>(cols), eps, mean, inv_std, rms);
                      });
     if (vec) return;
     const bool warp = fits && by_row_width(cols, [&](auto n) {
       layernorm_warp<T, decltype(n)::value><<<warp_row_blocks(rows), 32 * kRowsPerBlock, 0, s>>>(
-          xs, ks, sc, bs, ys, ss, rows, skip_rows, static_cast<int>(cols), eps, mean, inv_std);
+          xs, ks, sc, bs, ys, ss, rows, skip_rows, static_cast<int>(cols), eps, mean, inv_std, rms);
     });
     if (warp) return;
     layernorm_rows<T><<<static_cast<unsigned>(rows), kBlock, 0, s>>>(xs, ks, sc, bs, ys, ss, skip_rows, cols, eps, mean,
-                                                                     inv_std);
+                                                                     inv_std, rms);
   }));
   GPUOPT_CHECK_CALL(cudaGetLastError());
   return Status::Ok();
