@@ -42,12 +42,12 @@ bool FusionSwitches::enabled(std::string_view pass) const {
 }
 
 Status FusionSwitches::validate() const {
-  static constexpr std::string_view kNames[] = {"conv", "matmul_bias", "gelu", "attention", "nhwc", "qdq"};
+  static constexpr std::string_view kNames[] = {"conv", "matmul_bias", "gelu", "attention", "transpose", "nhwc", "qdq"};
   for (const auto& n : off)
     if (std::find(std::begin(kNames), std::end(kNames), n) == std::end(kNames))
       return Status::InvalidArgument(
           "GPUOPT_DISABLE_FUSION: unknown fusion '{}' (valid: 1 or all, or a list of conv, matmul_bias, gelu, attention, "
-          "nhwc, qdq)",
+          "transpose, nhwc, qdq)",
           n);
   return Status::Ok();
 }
@@ -61,7 +61,10 @@ Status run_default_passes(Graph* g, const FusionSwitches& sw) {
   ident.removed += common.removed;
   GPUOPT_ASSIGN_OR_RETURN(PassStats dead, remove_dead_nodes(g));
   // After dead-node removal, so a Conv output read also by a dead node still fuses.
-  PassStats conv, gelu, attention, linear;
+  PassStats conv, gelu, attention, linear, sunk;
+  if (sw.enabled("transpose")) {  // before the fusions: MatMul+Add, not yet Gemm, is what it sees through
+    GPUOPT_ASSIGN_OR_RETURN(sunk, sink_transposes(g));
+  }
   if (sw.enabled("conv")) {
     GPUOPT_ASSIGN_OR_RETURN(conv, fuse_conv_activation(g));
   }

@@ -1,0 +1,154 @@
+// Transposes the exporters write around attention, moved and merged until they cancel or take
+// the head-split form fuse_attention reads (Reshape [B,S,H,D] -> Transpose):
+//
+//  - chains: Transpose/Reshape/Squeeze/Unsqueeze runs (intermediates read once, or by Shape)
+//    composed on dim atoms (movement.h) and written as at most Reshape -> Transpose -> Reshape,
+//    when that has fewer Transposes (or as many and fewer nodes). torch's MultiheadAttention
+//    (sequence-first [S, B*H, D] head splits) and the dynamo exporter's K^T (flattened to
+//    [B*H, S, D], transposed, unflattened) become one head-split Transpose each;
+//  - sinking: a Transpose whose readers are all MatMul by a 2-D matrix, an elementwise op with
+//    a scalar or last-axis operand, or a Gather of one index (torchvision's packed q/k/v select)
+//    goes below them, when what they feed is a movement chain it can join;
+//  - hoisting: a Transpose after such an op (keeping the last axis) goes above it when the op
+//    reads a movement chain;
+//  - Reshape [M, K] -> Gemm -> Reshape [.., N] (torch's Linear on a 3-D tensor in the legacy
+//    export) becomes MatMul + Add on the unflattened tensor, so the two steps above see through it.
+//  - Shape of a Transpose reads the Transpose's input (a Gather of its dims).
+// Every rewrite is exact: the same elements in the same order for every value of the symbols.
+#include "passes/movement.h"
+#include "passes/passes.h"
+
+#include <algorithm>
+
+namespace gpuopt {
+namespace {
+
+using namespace movement;
+
+// Shape(Transpose(x, p)) -> Gather(Shape(x), p).
+void shape_through(Round& R, Node& shape, ValueId x, const std::vector<int64_t>& p) {
+  const ValueId out = shape.outputs[0];
+  const ValueId s = R.g->add_value(shape.name + "/of_input");
+  shape.inputs[0] = x;
+  shape.outputs[0] = s;
+  const std::string base = shape.name;
+  add_writing(R.g, Op::Gather, base + "/perm", {s, i64_const(R.g, base + "/perm_idx", p)}, out, {{"axis", int_attr(0)}});
+}
+
+int sink(Graph* g) {
+  Round R(g);
+  const size_t n0 = g->nodes().size();
+  for (size_t ti = 0; ti < n0; ++ti) {
+    const Node& t = R.node(static_cast<int32_t>(ti));
+    if (!is_op(t, "Transpose") || R.touched[ti] || t.inputs.empty() || R.output(t.outputs[0])) continue;
+    const ValueId x = t.inputs[0], w = t.outputs[0];
+    const size_t r = R.rank(x);
+    if (r == SIZE_MAX || r == 0) continue;
+    const std::vector<int64_t> p = perm_of(t, r);
+    const bool keeps_last = p.back() == static_cast<int64_t>(r) - 1;
+    const auto rs = R.of(w);
+    bool ok = !rs.empty(), any_data = false;
+    for (int32_t ri : rs) {
+      const Node& n = R.node(ri);
+      if (R.touched[static_cast<size_t>(ri)]) ok = false;
+      if (is_plain_shape(n)) continue;
+      any_data = true;
+      const bool gather = is_op(n, "Gather") && n.inputs.size() == 2 && n.inputs[0] == w && n.inputs[1] != w &&
+                          g->value(n.inputs[1]).constant && g->value(n.inputs[1]).constant->numel() == 1;
+      if (!(gather || R.last_axis_op(n, w, keeps_last)) || !R.reaches_movement(n.outputs[0], 0)) ok = false;
+    }
+    if (!ok || !any_data) continue;
+    R.touched[ti] = true;
+    for (int32_t ri : rs) R.touched[static_cast<size_t>(ri)] = true;
+    ++R.changes;
+    for (int32_t ri : rs) {
+      Node& n = g->nodes()[static_cast<size_t>(ri)];
+      if (is_plain_shape(n)) {
+        shape_through(R, n, x, p);
+        continue;
+      }
+      std::vector<int64_t> q = p;
+      if (is_op(n, "Gather")) {
+        int64_t a = n.attr_i("axis", 0);
+        if (a < 0) a += static_cast<int64_t>(r);
+        n.attrs["axis"] = int_attr(p[static_cast<size_t>(a)]);
+        if (g->value(n.inputs[1]).constant->shape().empty()) {  // one index: the axis goes
+          const int64_t gone = p[static_cast<size_t>(a)];
+          q.erase(q.begin() + a);
+          for (int64_t& j : q) j -= j > gone;
+        }
+      }
+      for (ValueId& in : n.inputs)
+        if (in == w) in = x;
+      const ValueId y = n.outputs[0];
+      const ValueId pre = g->add_value(n.name + "/unpermuted");
+      n.outputs[0] = pre;
+      const std::string name = n.name + "/permute";
+      add_writing(g, Op::Transpose, name, {pre}, y, {{"perm", ints_attr(q)}});
+    }
+  }
+  return R.changes;
+}
+
+int hoist(Graph* g) {
+  Round R(g);
+  const size_t n0 = g->nodes().size();
+  for (size_t ti = 0; ti < n0; ++ti) {
+    const Node& t = R.node(static_cast<int32_t>(ti));
+    if (!is_op(t, "Transpose") || t.inputs.empty()) continue;
+    const ValueId v = t.inputs[0];
+    const int32_t li = g->value(v).producer;
+    const size_t r = R.rank(v);
+    if (li < 0 || r == SIZE_MAX || r == 0 || R.of(v).size() != 1 || R.output(v) || R.touched[static_cast<size_t>(li)]) continue;
+    const std::vector<int64_t> p = perm_of(t, r);
+    if (p.back() != static_cast<int64_t>(r) - 1) continue;
+    const Node& l = R.node(li);
+    ValueId u = kNoValue;
+    for (ValueId in : l.inputs)
+      if (in != kNoValue && !g->value(in).constant && R.rank(in) == r && R.last_axis_op(l, in, true)) u = in;
+    if (u == kNoValue || !R.from_movement(u, 0)) continue;
+    R.touched[ti] = R.touched[static_cast<size_t>(li)] = true;
+    R.drop[ti] = true;
+    ++R.changes;
+    const std::string name = t.name;
+    const ValueId w = t.outputs[0];
+    const ValueId moved = g->add_node(Op::Transpose, name + "/hoisted", {u}, 1, {{"perm", ints_attr(p)}})[0];
+    Node& lm = g->nodes()[static_cast<size_t>(li)];
+    for (ValueId& in : lm.inputs)
+      if (in == u) in = moved;
+    lm.outputs[0] = w;
+  }
+  if (R.changes) {
+    R.drop.resize(g->nodes().size(), false);
+    erase_nodes(g, R.drop);
+  }
+  return R.changes;
+}
+
+}  // namespace
+
+Result<PassStats> sink_transposes(Graph* g) {
+  PassStats stats;
+  auto settle = [&]() -> Status {
+    GPUOPT_RETURN_IF_ERROR(g->topo_sort());
+    GPUOPT_RETURN_IF_ERROR(g->infer_shapes());
+    GPUOPT_ASSIGN_OR_RETURN(PassStats dead, remove_dead_nodes(g));
+    stats.removed += dead.removed;
+    return Status::Ok();
+  };
+  GPUOPT_RETURN_IF_ERROR(g->topo_sort());
+  for (int round = 0; round < 8; ++round) {
+    int changes = 0;
+    for (auto* step : {&unflatten_gemms, &canonicalize_chains, &sink, &canonicalize_chains, &hoist,
+                       &canonicalize_chains}) {
+      const int c = step(g);
+      if (c > 0) GPUOPT_RETURN_IF_ERROR(settle());
+      changes += c;
+    }
+    stats.rewritten += changes;
+    if (changes == 0) break;
+  }
+  return stats;
+}
+
+}  // namespace gpuopt
