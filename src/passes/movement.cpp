@@ -129,6 +129,11 @@ std::optional<MShape> MonoShapes::derive_shape(const Node& n, ValueId v) {
     }
     return out;
   }
+  if (n.op_type == "Gemm" && n.inputs.size() >= 2) {  // [M, N]: M from A, N from B
+    auto a = shape(n.inputs[0]), b = shape(n.inputs[1]);
+    if (!a || !b || a->size() != 2 || b->size() != 2) return std::nullopt;
+    return MShape{(*a)[n.attr_i("transA", 0) ? 1 : 0], (*b)[n.attr_i("transB", 0) ? 0 : 1]};
+  }
   if (n.op_type == "Squeeze" || n.op_type == "Unsqueeze") {
     auto in = shape(n.inputs[0]);
     auto axes = axes_of(g_, n);

@@ -1,0 +1,235 @@
+// sink_transposes checked on the CPU reference (the unrewritten graph's kernels are the oracle):
+// torch MultiheadAttention's sequence-first export (packed in_proj, q/k/v selected by Gather,
+// [S, B*H, D] head splits with targets computed from Shape, Linear as Reshape -> Gemm -> Reshape)
+// becomes the head-split form, and with fuse_attention one Attention node and no Transpose; the
+// dynamo exporter's K^T chain becomes one Transpose; chains whose Transpose something else reads,
+// that a Reshape mixes (merging a moved dim) or that feed no movement are left as they are.
+#include "pass_test_util.h"
+#include "passes/passes.h"
+
+namespace gpuopt {
+namespace {
+
+using testing::count;
+using testing::finish;
+using testing::max_rel_err;
+using testing::run_cpu;
+using testing::uniform;
+
+constexpr int64_t kB = 3, kS = 5, kH = 2, kD = 4, kE = kH * kD;
+
+ValueId i64s(Graph& g, const std::string& name, std::vector<int64_t> v) {
+  const int64_t n = static_cast<int64_t>(v.size());
+  return g.add_constant(name, Tensor::from_vector<int64_t>(DType::I64, {n}, std::move(v)));
+}
+ValueId transpose(Graph& g, const std::string& name, ValueId x, std::vector<int64_t> p) {
+  return g.add_node(Op::Transpose, name, {x}, 1, {{"perm", ints_attr(std::move(p))}})[0];
+}
+ValueId reshape(Graph& g, const std::string& name, ValueId x, ValueId target) {
+  return g.add_node(Op::Reshape, name, {x, target}, 1)[0];
+}
+
+struct Built {
+  Graph g;
+  std::vector<Tensor> inputs;
+};
+
+Graph after_sink(const Graph& ref) {
+  Graph g = ref;
+  auto st = sink_transposes(&g);
+  EXPECT_TRUE(st.ok()) << st.status().to_string();
+  finish(g);
+  return g;
+}
+
+int transposes(const Graph& g) { return count(g, "Transpose"); }
+
+// The legacy export of torch.nn.MultiheadAttention(batch_first=True) with symbolic batch: x
+// [N, S, E] -> [S, N, E], in_proj MatMul+Add to [S, N, 3E], Reshape [S, N, 3, E], Unsqueeze(0),
+// Transpose(3,1,2,0,4), Squeeze(3), Gather 0/1/2; each Reshape [S, N*H, D] (N*H computed from
+// Shape), Transpose(1,0,2), Reshape [N, H, S, D]; K^T Transpose(0,1,3,2); scores, Softmax,
+// context; Transpose(2,0,1,3), Reshape [S*N, E], Gemm(out_proj, transB), Reshape [S, N, E],
+// Transpose(1,0,2).
+Built mha_legacy() {
+  Built b;
+  Graph& g = b.g;
+  g.opset = 17;
+  std::mt19937 rng(3);
+  const int64_t n = g.symbol_dim("N");
+  ValueId x = g.add_input("x", DType::F32, {n, kS, kE});
+  b.inputs.push_back(uniform({kB, kS, kE}, rng));
+  ValueId w_in = g.add_constant("w_in", uniform({kE, 3 * kE}, rng));
+  ValueId b_in = g.add_constant("b_in", uniform({3 * kE}, rng));
+  ValueId w_out = g.add_constant("w_out", uniform({kE, kE}, rng));  // [out, in]: transB
+  ValueId b_out = g.add_constant("b_out", uniform({kE}, rng));
+  ValueId t0 = transpose(g, "t0", x, {1, 0, 2});
+  // batch from Shape(t0)[1], as the exporter reads it
+  ValueId shp = g.add_node(Op::Shape, "shape", {t0}, 1)[0];
+  ValueId bat = g.add_node(Op::Gather, "batch", {shp, g.add_constant("one", Tensor::scalar_i64(1))}, 1)[0];
+  ValueId bh = g.add_node(Op::Mul, "bh", {bat, g.add_constant("h", Tensor::scalar_i64(kH))}, 1)[0];
+  ValueId bh1 = g.add_node(Op::Unsqueeze, "bh1", {bh, i64s(g, "ax0", {0})}, 1)[0];
+  ValueId split_t = g.add_node(Op::Concat, "split_t", {i64s(g, "s", {kS}), bh1, i64s(g, "d", {kD})}, 1, {{"axis", int_attr(0)}})[0];
+  ValueId proj = g.add_node(Op::MatMul, "in_proj", {t0, w_in}, 1)[0];
+  proj = g.add_node(Op::Add, "in_bias", {proj, b_in}, 1)[0];
+  ValueId p4 = reshape(g, "pack", proj, i64s(g, "pack_t", {kS, -1, 3, kE}));
+  ValueId p5 = g.add_node(Op::Unsqueeze, "unsq", {p4, i64s(g, "ax0b", {0})}, 1)[0];
+  ValueId pt = transpose(g, "packt", p5, {3, 1, 2, 0, 4});
+  ValueId sq = g.add_node(Op::Squeeze, "sq", {pt, i64s(g, "ax3", {3})}, 1)[0];
+  ValueId heads[3];
+  for (int i = 0; i < 3; ++i) {
+    const std::string nm = std::string("qkv").substr(static_cast<size_t>(i), 1);
+    ValueId s = g.add_node(Op::Gather, nm + "/select", {sq, g.add_constant(nm + "/i", Tensor::scalar_i64(i))}, 1)[0];
+    s = reshape(g, nm + "/split", s, split_t);
+    s = transpose(g, nm + "/t", s, {1, 0, 2});
+    heads[i] = reshape(g, nm + "/heads", s, i64s(g, nm + "/heads_t", {-1, kH, kS, kD}));
+  }
+  ValueId kt = transpose(g, "kt", heads[1], {0, 1, 3, 2});
+  ValueId sc = g.add_node(Op::MatMul, "scores", {heads[0], kt}, 1)[0];
+  sc = g.add_node(Op::Mul, "scale", {sc, g.add_constant("c", Tensor::scalar_f32(0.5f))}, 1)[0];
+  ValueId p = g.add_node(Op::Softmax, "softmax", {sc}, 1, {{"axis", int_attr(-1)}})[0];
+  ValueId ctx = g.add_node(Op::MatMul, "context", {p, heads[2]}, 1)[0];
+  ValueId m = transpose(g, "merge", ctx, {2, 0, 1, 3});
+  m = reshape(g, "flat", m, i64s(g, "flat_t", {-1, kE}));
+  m = g.add_node(Op::Gemm, "out_proj", {m, w_out, b_out}, 1, {{"transB", int_attr(1)}})[0];
+  m = reshape(g, "unflat", m, i64s(g, "unflat_t", {kS, -1, kE}));
+  ValueId y = g.add_node(Op::Transpose, "back", {m}, 1, {{"perm", ints_attr({1, 0, 2})}}, {"y"})[0];
+  g.mark_output(y);
+  finish(g);
+  return b;
+}
+
+TEST(SinkTransposes, MultiheadAttentionSequenceFirstBecomesTheHeadSplitForm) {
+  const Built ref = mha_legacy();
+  ASSERT_EQ(transposes(ref.g), 8);
+  const Graph sunk = after_sink(ref.g);
+  // Each of q, k^T, v one head-split Transpose, the merge one: what fuse_attention reads in place.
+  EXPECT_EQ(transposes(sunk), 4);
+  EXPECT_EQ(count(sunk, "Gemm"), 0);  // Linear on the [N, S, E] tensor: MatMul + Add
+  const auto want = run_cpu(ref.g, ref.inputs);
+  EXPECT_LE(max_rel_err(run_cpu(sunk, ref.inputs), want), 1e-5);
+  Graph fused = sunk;
+  ASSERT_TRUE(fuse_attention(&fused).ok());
+  finish(fused);
+  EXPECT_EQ(count(fused, "Attention"), 1);
+  EXPECT_EQ(transposes(fused), 0);
+  EXPECT_LE(max_rel_err(run_cpu(fused, ref.inputs), want), 1e-5);
+  // At another batch too (the Reshapes the pass writes copy the batch dim: 0 in the target).
+  std::mt19937 rng(9);
+  const std::vector<Tensor> other{uniform({1, kS, kE}, rng)};
+  EXPECT_LE(max_rel_err(run_cpu(fused, other), run_cpu(ref.g, other)), 1e-5);
+}
+
+// The dynamo exporter's K^T: heads [N, H, S, D] flattened to [N*H, S, D], transposed, unflattened.
+TEST(SinkTransposes, DynamoKeyTransposeChainBecomesOneTranspose) {
+  Graph g;
+  g.opset = 18;
+  std::mt19937 rng(4);
+  const int64_t n = g.symbol_dim("N");
+  ValueId x = g.add_input("x", DType::F32, {n, kS, kE});
+  const std::vector<Tensor> inputs{uniform({kB, kS, kE}, rng)};
+  ValueId h = reshape(g, "split", x, i64s(g, "split_t", {-1, kS, kH, kD}));
+  h = transpose(g, "heads", h, {0, 2, 1, 3});
+  h = reshape(g, "flat", h, i64s(g, "flat_t", {-1, kS, kD}));
+  h = transpose(g, "kt", h, {0, 2, 1});
+  ValueId y = g.add_node(Op::Reshape, "unflat", {h, i64s(g, "unflat_t", {-1, kH, kD, kS})}, 1, {}, {"y"})[0];
+  g.mark_output(y);
+  finish(g);
+  const Graph sunk = after_sink(g);
+  ASSERT_EQ(transposes(sunk), 1);
+  for (const Node& nd : sunk.nodes())
+    if (nd.op_type == "Transpose") {
+      EXPECT_EQ(nd.attr_ints("perm"), (std::vector<int64_t>{0, 2, 3, 1}));
+    }
+  EXPECT_EQ(count(sunk, "Reshape"), 1);
+  EXPECT_EQ(sunk.value(sunk.outputs()[0]).name, "y");
+  EXPECT_LE(max_rel_err(run_cpu(sunk, inputs), run_cpu(g, inputs)), 1e-6);
+}
+
+// Transposes that cancel through a Reshape splitting only a dim they do not move, and ones that
+// compose: gone or one.
+TEST(SinkTransposes, InversePairsAcrossASplitCancel) {
+  Graph g;
+  std::mt19937 rng(6);
+  ValueId x = g.add_input("x", DType::F32, {kB, kS, kE});
+  const std::vector<Tensor> inputs{uniform({kB, kS, kE}, rng)};
+  ValueId t = transpose(g, "t", x, {1, 0, 2});
+  t = reshape(g, "split", t, i64s(g, "split_t", {kS, kB, kH, kD}));
+  t = transpose(g, "back", t, {1, 0, 2, 3});
+  ValueId y = g.add_node(Op::Relu, "relu", {t}, 1, {}, {"y"})[0];
+  g.mark_output(y);
+  finish(g);
+  const Graph sunk = after_sink(g);
+  EXPECT_EQ(transposes(sunk), 0);
+  EXPECT_EQ(count(sunk, "Reshape"), 1);
+  EXPECT_LE(max_rel_err(run_cpu(sunk, inputs), run_cpu(g, inputs)), 0.0);
+}
+
+// Negative cases: the graph keeps its Transposes (and its values).
+//  - a Transpose another node reads too (a graph output here, a Relu in the second graph);
+//  - a Reshape that merges a moved dim with another (the permutation does not go through it);
+//  - a Transpose before a MatMul whose result feeds no movement (Softmax): not worth sinking;
+//  - a Gemm with transA (not a row-wise Linear).
+TEST(SinkTransposes, LeavesTransposesItCannotMoveOrThatOthersRead) {
+  std::mt19937 rng(8);
+  auto check = [&](Graph& g, int want_t, const char* what) {
+    SCOPED_TRACE(what);
+    finish(g);
+    std::vector<Tensor> inputs;
+    for (ValueId in : g.inputs()) inputs.push_back(uniform(g.value(in).info.shape, rng));
+    const Graph sunk = after_sink(g);
+    EXPECT_EQ(transposes(sunk), want_t);
+    EXPECT_EQ(transposes(sunk), transposes(g));
+    EXPECT_LE(max_rel_err(run_cpu(sunk, inputs), run_cpu(g, inputs)), 1e-6);
+  };
+  {
+    Graph g;
+    ValueId x = g.add_input("x", DType::F32, {kB, kS, kE});
+    ValueId t = transpose(g, "t", x, {1, 0, 2});
+    ValueId r = reshape(g, "split", t, i64s(g, "split_t", {kS, kB, kH, kD}));
+    ValueId y = g.add_node(Op::Transpose, "back", {r}, 1, {{"perm", ints_attr({1, 0, 2, 3})}}, {"y"})[0];
+    g.mark_output(y);
+    g.mark_output(t);  // the first Transpose is an output too
+    check(g, 2, "transpose read as a graph output");
+  }
+  {
+    Graph g;
+    ValueId x = g.add_input("x", DType::F32, {kB, kS, kE});
+    ValueId t = transpose(g, "t", x, {1, 0, 2});
+    ValueId r = reshape(g, "split", t, i64s(g, "split_t", {kS, kB, kH, kD}));
+    ValueId y = g.add_node(Op::Transpose, "back", {r}, 1, {{"perm", ints_attr({1, 0, 2, 3})}}, {"y"})[0];
+    ValueId z = g.add_node(Op::Relu, "other", {t}, 1, {}, {"z"})[0];
+    g.mark_output(y);
+    g.mark_output(z);
+    check(g, 2, "transpose with another reader");
+  }
+  {
+    Graph g;
+    ValueId x = g.add_input("x", DType::F32, {kB, kS, kE});
+    ValueId t = transpose(g, "t", x, {1, 0, 2});
+    ValueId y = g.add_node(Op::Reshape, "merge", {t, i64s(g, "merge_t", {kS * kB, kE})}, 1, {}, {"y"})[0];
+    g.mark_output(y);
+    check(g, 1, "reshape merging the moved dims");
+  }
+  {
+    Graph g;
+    ValueId x = g.add_input("x", DType::F32, {kB, kS, kE});
+    ValueId t = transpose(g, "t", x, {1, 0, 2});
+    ValueId mm = g.add_node(Op::MatMul, "mm", {t, g.add_constant("w", uniform({kE, kE}, rng))}, 1)[0];
+    ValueId y = g.add_node(Op::Softmax, "softmax", {mm}, 1, {{"axis", int_attr(-1)}}, {"y"})[0];
+    g.mark_output(y);
+    check(g, 1, "nothing below to join");
+  }
+  {
+    Graph g;
+    ValueId x = g.add_input("x", DType::F32, {kB, kS, kE});
+    ValueId t = transpose(g, "t", x, {1, 0, 2});
+    ValueId f = reshape(g, "flat", t, i64s(g, "flat_t", {kE, kS * kB}));
+    ValueId gm = g.add_node(Op::Gemm, "gemm", {f, g.add_constant("w", uniform({kE, kE}, rng))}, 1, {{"transA", int_attr(1)}})[0];
+    ValueId y = g.add_node(Op::Reshape, "unflat", {gm, i64s(g, "unflat_t", {kS, kB, kE})}, 1, {}, {"y"})[0];
+    g.mark_output(y);
+    check(g, 1, "gemm with transA");
+  }
+}
+
+}  // namespace
+}  // namespace gpuopt
