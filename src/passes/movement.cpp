@@ -314,9 +314,11 @@ bool AtomChain::reshape(const MShape& out) {
 }
 
 bool AtomChain::squeeze(std::vector<int64_t> axes) {
-  if (axes.empty()) {
-    for (size_t i = 0; i < cur_.size(); ++i)
+  if (axes.empty()) {  // every dim of size 1: a symbolic dim might be one at run time
+    for (size_t i = 0; i < cur_.size(); ++i) {
       if (cur_[i].empty()) axes.push_back(static_cast<int64_t>(i));
+      else if (!size_of(cur_[i]).is_const()) return false;
+    }
   }
   if (!normalize(&axes, cur_.size())) return false;
   for (size_t i = axes.size(); i-- > 0;) {
