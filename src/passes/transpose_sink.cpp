@@ -13,7 +13,8 @@
 //    reads a movement chain;
 //  - Reshape [M, K] -> Gemm -> Reshape [.., N] (torch's Linear on a 3-D tensor in the legacy
 //    export) becomes MatMul + Add on the unflattened tensor, so the two steps above see through it.
-//  - Shape of a Transpose reads the Transpose's input (a Gather of its dims).
+//  - Shape of a Transpose reads the Transpose's input (a Gather of its dims);
+//  - then a packed projection read by parts (q/k/v Gathers) becomes one MatMul per part.
 // Every rewrite is exact: the same elements in the same order for every value of the symbols.
 #include "passes/movement.h"
 #include "passes/passes.h"
@@ -125,6 +126,90 @@ int hoist(Graph* g) {
   return R.changes;
 }
 
+// Columns [from, from + n) of a constant [K, N] matrix, or elements of a [N] vector.
+Tensor columns(const Tensor& t, int64_t from, int64_t n) {
+  const bool vec = t.shape().size() == 1;
+  const int64_t rows = vec ? 1 : t.shape()[0], cols = vec ? t.shape()[0] : t.shape()[1];
+  Tensor out = Tensor::empty(t.dtype(), vec ? Shape{n} : Shape{rows, n});
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < n; ++c) out.set_f64(r * n + c, t.get_f64(r * cols + from + c));
+  return out;
+}
+
+// A packed projection read by parts: Gather(Reshape(MatMul(x, W) [+ b], [.., P, E]), i, axis -2)
+// for each part i (torchvision's in_proj [E, 3E], q/k/v selected after the Transposes went)
+// becomes MatMul(x, W[:, iE:(i+1)E]) [+ b[iE:(i+1)E]] per part: three GEMMs write q, k and v
+// where they are read, instead of one GEMM and three strided copies.
+int split_packed(Graph* g) {
+  Round R(g);
+  const size_t n0 = g->nodes().size();
+  for (size_t ri = 0; ri < n0; ++ri) {
+    const Node& rs = R.node(static_cast<int32_t>(ri));
+    if (!is_op(rs, "Reshape") || rs.inputs.size() != 2 || R.output(rs.outputs[0])) continue;
+    const ValueId packed = rs.inputs[0], parts = rs.outputs[0];
+    const auto ps = R.shapes.shape(parts), ys = R.shapes.shape(packed);
+    if (!ps || !ys || ps->size() < 3 || ps->size() != ys->size() + 1 || !(*ps)[ps->size() - 1].is_const() ||
+        !(*ps)[ps->size() - 2].is_const() || !std::equal(ys->begin(), ys->end() - 1, ps->begin()))
+      continue;
+    const int64_t np = (*ps)[ps->size() - 2].c, e = ps->back().c, r = static_cast<int64_t>(ps->size());
+    // y = MatMul(x, W) [+ b], each read once.
+    ValueId y = packed, bias = kNoValue;
+    const Node* add = nullptr;
+    if (const int32_t a = g->value(y).producer; a >= 0 && is_op(R.node(a), "Add") && R.of(y).size() == 1 && !R.output(y)) {
+      add = &R.node(a);
+      for (int side = 0; side < 2; ++side)
+        if (g->value(add->inputs[static_cast<size_t>(side)]).constant && R.rank(add->inputs[static_cast<size_t>(side)]) == 1) {
+          bias = add->inputs[static_cast<size_t>(side)];
+          y = add->inputs[static_cast<size_t>(1 - side)];
+        }
+      if (bias == kNoValue || g->value(bias).constant->numel() != np * e) continue;
+    }
+    const int32_t mi = g->value(y).producer;
+    if (mi < 0 || !is_op(R.node(mi), "MatMul") || R.of(y).size() != 1 || R.output(y)) continue;
+    const Node& mm = R.node(mi);
+    const ValueId x = mm.inputs[0], w = mm.inputs[1];
+    if (!g->value(w).constant || R.rank(w) != 2 || g->value(w).constant->shape()[1] != np * e) continue;
+    // Every reader a one-index Gather over the parts' axis.
+    const auto readers = R.of(parts);
+    bool ok = !readers.empty() && R.of(packed).size() == 1;
+    for (int32_t gi : readers) {
+      const Node& n = R.node(gi);
+      int64_t axis = n.attr_i("axis", 0);
+      if (axis < 0) axis += r;
+      ok = ok && is_op(n, "Gather") && n.inputs.size() == 2 && n.inputs[0] == parts && axis == r - 2 &&
+           g->value(n.inputs[1]).constant && g->value(n.inputs[1]).constant->shape().empty() && !R.touched[static_cast<size_t>(gi)];
+      if (ok) {
+        const int64_t i = g->value(n.inputs[1]).constant->get_i64(0);
+        ok = i >= -np && i < np;
+      }
+    }
+    if (!ok) continue;
+    ++R.changes;
+    const Tensor wt = *g->value(w).constant;
+    const std::optional<Tensor> bt = bias != kNoValue ? std::optional<Tensor>(*g->value(bias).constant) : std::nullopt;
+    for (int32_t gi : readers) {
+      R.touched[static_cast<size_t>(gi)] = R.drop[static_cast<size_t>(gi)] = true;
+      const Node& n = R.node(gi);
+      int64_t i = g->value(n.inputs[1]).constant->get_i64(0);
+      if (i < 0) i += np;
+      const std::string name = n.name;
+      const ValueId out = n.outputs[0];
+      const ValueId wi = g->add_constant(name + "/weight", columns(wt, i * e, e));
+      if (!bt) {
+        add_writing(g, Op::MatMul, name + "/proj", {x, wi}, out);
+        continue;
+      }
+      const ValueId p = g->add_node(Op::MatMul, name + "/proj", {x, wi}, 1)[0];
+      add_writing(g, Op::Add, name + "/bias", {p, g->add_constant(name + "/b", columns(*bt, i * e, e))}, out);
+    }
+  }
+  if (R.changes) {
+    R.drop.resize(g->nodes().size(), false);
+    erase_nodes(g, R.drop);
+  }
+  return R.changes;
+}
+
 }  // namespace
 
 Result<PassStats> sink_transposes(Graph* g) {
@@ -147,6 +232,10 @@ Result<PassStats> sink_transposes(Graph* g) {
     }
     stats.rewritten += changes;
     if (changes == 0) break;
+  }
+  if (const int c = split_packed(g); c > 0) {
+    GPUOPT_RETURN_IF_ERROR(settle());
+    stats.rewritten += c;
   }
   return stats;
 }

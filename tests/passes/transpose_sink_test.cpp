@@ -105,6 +105,8 @@ TEST(SinkTransposes, MultiheadAttentionSequenceFirstBecomesTheHeadSplitForm) {
   // Each of q, k^T, v one head-split Transpose, the merge one: what fuse_attention reads in place.
   EXPECT_EQ(transposes(sunk), 4);
   EXPECT_EQ(count(sunk, "Gemm"), 0);  // Linear on the [N, S, E] tensor: MatMul + Add
+  // The packed in_proj split into q, k and v projections: no Gather of the parts is left.
+  EXPECT_EQ(count(sunk, "MatMul"), 3 + 1 + 2);
   const auto want = run_cpu(ref.g, ref.inputs);
   EXPECT_LE(max_rel_err(run_cpu(sunk, ref.inputs), want), 1e-5);
   Graph fused = sunk;
@@ -228,6 +230,41 @@ TEST(SinkTransposes, LeavesTransposesItCannotMoveOrThatOthersRead) {
     ValueId y = g.add_node(Op::Reshape, "unflat", {gm, i64s(g, "unflat_t", {kS, kB, kE})}, 1, {}, {"y"})[0];
     g.mark_output(y);
     check(g, 1, "gemm with transA");
+  }
+}
+
+// A packed projection [N, S, 3E] read by parts: one MatMul per part when every reader is a
+// one-index Gather over the parts' axis; left packed when something else reads the parts.
+TEST(SinkTransposes, PackedProjectionSplitsOnlyWhenEveryReaderSelectsAPart) {
+  for (const bool other_reader : {false, true}) {
+    SCOPED_TRACE(other_reader ? "parts also read whole" : "three Gathers");
+    Graph g;
+    std::mt19937 rng(12);
+    const int64_t n = g.symbol_dim("N");
+    ValueId x = g.add_input("x", DType::F32, {n, kS, kE});
+    const std::vector<Tensor> inputs{uniform({kB, kS, kE}, rng)};
+    ValueId y = g.add_node(Op::MatMul, "in_proj", {x, g.add_constant("w", uniform({kE, 3 * kE}, rng))}, 1)[0];
+    y = g.add_node(Op::Add, "bias", {g.add_constant("b", uniform({3 * kE}, rng)), y}, 1)[0];
+    ValueId parts = reshape(g, "parts", y, i64s(g, "parts_t", {0, 0, 3, kE}));
+    ValueId sum = kNoValue;
+    const char* const names[] = {"q", "k", "v"};
+    for (int i = 0; i < 3; ++i) {
+      const std::string nm = names[i];
+      ValueId index = g.add_constant(nm + "/i", Tensor::scalar_i64(i == 2 ? -1 : i));
+      ValueId s = g.add_node(Op::Gather, nm + "/select", {parts, index}, 1, {{"axis", int_attr(-2)}})[0];
+      sum = i == 0 ? s : g.add_node(Op::Mul, nm + "/product", {sum, s}, 1)[0];
+    }
+    if (other_reader) {
+      ValueId whole = g.add_node(Op::ReduceSum, "whole", {parts, i64s(g, "axes", {2})}, 1, {{"keepdims", int_attr(0)}})[0];
+      sum = g.add_node(Op::Add, "plus_whole", {sum, whole}, 1)[0];
+    }
+    ValueId out = g.add_node(Op::Identity, "out", {sum}, 1, {}, {"y"})[0];
+    g.mark_output(out);
+    finish(g);
+    const Graph sunk = after_sink(g);
+    EXPECT_EQ(count(sunk, "MatMul"), other_reader ? 1 : 3);
+    EXPECT_EQ(count(sunk, "Gather"), other_reader ? 3 : 0);
+    EXPECT_LE(max_rel_err(run_cpu(sunk, inputs), run_cpu(g, inputs)), 1e-5);
   }
 }
 
