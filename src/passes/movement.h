@@ -128,7 +128,11 @@ struct Round {
       : g(graph), readers(graph->consumers()), shapes(*graph), touched(graph->nodes().size(), false),
         drop(graph->nodes().size(), false) {}
   const Node& node(int32_t i) const { return g->nodes()[static_cast<size_t>(i)]; }
-  std::vector<int32_t> of(ValueId v) const { return readers[static_cast<size_t>(v)]; }
+  // A node of the graph as the round found it (not one appended by this round's rewrites).
+  bool old(int32_t i) const { return i >= 0 && static_cast<size_t>(i) < touched.size(); }
+  std::vector<int32_t> of(ValueId v) const {
+    return v >= 0 && static_cast<size_t>(v) < readers.size() ? readers[static_cast<size_t>(v)] : std::vector<int32_t>{};
+  }
   bool output(ValueId v) const { return g->value(v).is_graph_output; }
   size_t rank(ValueId v) const {
     const ValueInfo& i = g->value(v).info;
@@ -172,7 +176,7 @@ struct Round {
   // Whether v comes, through last-axis ops whose output is read once, from a movement op.
   bool from_movement(ValueId v, int depth) const {
     const int32_t p = g->value(v).producer;
-    if (p < 0 || depth > 6) return false;
+    if (!old(p) || depth > 6) return false;
     const Node& n = node(p);
     if (is_movement(n)) return true;
     if (n.inputs.empty() || of(v).size() != 1 || output(v)) return false;

@@ -170,7 +170,7 @@ int canonicalize_chains(Graph* g) {
     ValueId src = e.inputs[0];
     while (chain.size() < 16) {
       const int32_t p = g->value(src).producer;
-      if (p < 0 || !is_movement(R.node(p)) || R.output(src) || R.touched[static_cast<size_t>(p)]) break;
+      if (!R.old(p) || !is_movement(R.node(p)) || R.output(src) || R.touched[static_cast<size_t>(p)]) break;
       const auto d = data_readers(R, src);
       if (d.size() != 1 || d[0] != chain.front() || R.node(chain.front()).inputs[0] != src) break;
       chain.insert(chain.begin(), p);
@@ -266,7 +266,7 @@ int unflatten_gemms(Graph* g) {
     const ValueId c = gm.inputs.size() > 2 ? gm.inputs[2] : kNoValue;
     const bool trans_b = gm.attr_i("transB", 0) != 0;
     const int32_t r1 = g->value(a).producer;
-    if (r1 < 0 || !is_op(R.node(r1), "Reshape") || R.of(a).size() != 1 || R.output(a) || R.output(y)) continue;
+    if (!R.old(r1) || !is_op(R.node(r1), "Reshape") || R.of(a).size() != 1 || R.output(a) || R.output(y)) continue;
     if (R.rank(b) != 2 || (trans_b && !g->value(b).constant) || (c != kNoValue && R.rank(c) > 1)) continue;
     int32_t r2 = -1;
     for (int32_t ri : R.of(y))

@@ -72,6 +72,7 @@ int sink(Graph* g) {
       if (is_op(n, "Gather")) {
         int64_t a = n.attr_i("axis", 0);
         if (a < 0) a += static_cast<int64_t>(r);
+        a = std::clamp<int64_t>(a, 0, static_cast<int64_t>(r) - 1);  // shape inference checked it
         n.attrs["axis"] = int_attr(p[static_cast<size_t>(a)]);
         if (g->value(n.inputs[1]).constant->shape().empty()) {  // one index: the axis goes
           const int64_t gone = p[static_cast<size_t>(a)];
@@ -100,7 +101,7 @@ int hoist(Graph* g) {
     const ValueId v = t.inputs[0];
     const int32_t li = g->value(v).producer;
     const size_t r = R.rank(v);
-    if (li < 0 || r == SIZE_MAX || r == 0 || R.of(v).size() != 1 || R.output(v) || R.touched[static_cast<size_t>(li)]) continue;
+    if (!R.old(li) || r == SIZE_MAX || r == 0 || R.of(v).size() != 1 || R.output(v) || R.touched[static_cast<size_t>(li)]) continue;
     const std::vector<int64_t> p = perm_of(t, r);
     if (p.back() != static_cast<int64_t>(r) - 1) continue;
     const Node& l = R.node(li);
@@ -155,7 +156,7 @@ int split_packed(Graph* g) {
     // y = MatMul(x, W) [+ b], each read once.
     ValueId y = packed, bias = kNoValue;
     const Node* add = nullptr;
-    if (const int32_t a = g->value(y).producer; a >= 0 && is_op(R.node(a), "Add") && R.of(y).size() == 1 && !R.output(y)) {
+    if (const int32_t a = g->value(y).producer; R.old(a) && is_op(R.node(a), "Add") && R.of(y).size() == 1 && !R.output(y)) {
       add = &R.node(a);
       for (int side = 0; side < 2; ++side)
         if (g->value(add->inputs[static_cast<size_t>(side)]).constant && R.rank(add->inputs[static_cast<size_t>(side)]) == 1) {
@@ -165,7 +166,7 @@ int split_packed(Graph* g) {
       if (bias == kNoValue || g->value(bias).constant->numel() != np * e) continue;
     }
     const int32_t mi = g->value(y).producer;
-    if (mi < 0 || !is_op(R.node(mi), "MatMul") || R.of(y).size() != 1 || R.output(y)) continue;
+    if (!R.old(mi) || !is_op(R.node(mi), "MatMul") || R.of(y).size() != 1 || R.output(y)) continue;
     const Node& mm = R.node(mi);
     const ValueId x = mm.inputs[0], w = mm.inputs[1];
     if (!g->value(w).constant || R.rank(w) != 2 || g->value(w).constant->shape()[1] != np * e) continue;
