@@ -48,8 +48,9 @@ Result<PassStats> fuse_gelu(Graph* g);
 // Unsqueeze chains composed into at most Reshape -> Transpose -> Reshape, Transposes sunk below
 // (or hoisted above) MatMul by a matrix, last-axis elementwise ops and one-index Gathers when
 // that joins them to such a chain, Reshape -> Gemm -> Reshape made a MatMul on the unflattened
-// tensor. Leaves the head splits in the form fuse_attention reads (torch's MultiheadAttention,
-// the dynamo exporter's K^T).
+// tensor; then a packed projection read by parts (q/k/v Gathers, a last-axis Split) becomes one
+// MatMul per part. Leaves the head splits in the form fuse_attention reads (torch's
+// MultiheadAttention, the dynamo exporter's K^T).
 Result<PassStats> sink_transposes(Graph* g);
 
 // Scaled dot-product attention written as MatMul -> [scale] -> [causal Where] -> [mask Add] ->

@@ -137,72 +137,109 @@ Tensor columns(const Tensor& t, int64_t from, int64_t n) {
   return out;
 }
 
-// A packed projection read by parts: Gather(Reshape(MatMul(x, W) [+ b], [.., P, E]), i, axis -2)
-// for each part i (torchvision's in_proj [E, 3E], q/k/v selected after the Transposes went)
-// becomes MatMul(x, W[:, iE:(i+1)E]) [+ b[iE:(i+1)E]] per part: three GEMMs write q, k and v
-// where they are read, instead of one GEMM and three strided copies.
+// y = MatMul(x, W [K, N] constant) [+ b [N] constant], the MatMul's output read once.
+struct Packed {
+  ValueId x = kNoValue;
+  Tensor w;
+  std::optional<Tensor> b;
+};
+std::optional<Packed> packed_projection(const Round& R, ValueId y) {
+  const Graph& g = *R.g;
+  Packed p;
+  if (const int32_t a = g.value(y).producer; R.old(a) && is_op(R.node(a), "Add") && R.of(y).size() == 1 && !R.output(y)) {
+    const Node& add = R.node(a);
+    ValueId mm = kNoValue;
+    for (size_t side = 0; side < 2 && add.inputs.size() == 2; ++side)
+      if (g.value(add.inputs[side]).constant && R.rank(add.inputs[side]) == 1) {
+        p.b = *g.value(add.inputs[side]).constant;
+        mm = add.inputs[1 - side];
+      }
+    if (!p.b) return std::nullopt;
+    y = mm;
+  }
+  const int32_t mi = g.value(y).producer;
+  if (!R.old(mi) || !is_op(R.node(mi), "MatMul") || R.of(y).size() != 1 || R.output(y)) return std::nullopt;
+  const Node& mm = R.node(mi);
+  if (!g.value(mm.inputs[1]).constant || R.rank(mm.inputs[1]) != 2) return std::nullopt;
+  p.x = mm.inputs[0];
+  p.w = *g.value(mm.inputs[1]).constant;
+  if (p.b && p.b->numel() != p.w.shape()[1]) return std::nullopt;
+  return p;
+}
+
+// Writes `out` as MatMul(x, W[:, from:from+n]) + b[from:from+n] (a zero bias when there is none:
+// MatMul + Add is what fuse_matmul_bias makes one flat Gemm of, and the bias is free there).
+void emit_part(Graph* g, const Packed& p, ValueId out, int64_t from, int64_t n, const std::string& name) {
+  const ValueId wi = g->add_constant(name + "/weight", columns(p.w, from, n));
+  const ValueId bi = g->add_constant(name + "/b", p.b ? columns(*p.b, from, n) : Tensor::zeros(p.w.dtype(), {n}));
+  const ValueId mm = g->add_node(Op::MatMul, name + "/proj", {p.x, wi}, 1)[0];
+  add_writing(g, Op::Add, name + "/bias", {mm, bi}, out);
+}
+
+// A packed projection read by parts becomes one MatMul per part, so q, k and v are written where
+// they are read instead of one GEMM and a copy per part:
+//  - Gather(Reshape(y, [.., P, E]), i, axis -2) for every reader (torchvision's in_proj [E, 3E],
+//    q/k/v selected once the Transposes went);
+//  - Split(y, last axis) (GPT-2's c_attn, both exporters).
 int split_packed(Graph* g) {
   Round R(g);
   const size_t n0 = g->nodes().size();
-  for (size_t ri = 0; ri < n0; ++ri) {
-    const Node& rs = R.node(static_cast<int32_t>(ri));
-    if (!is_op(rs, "Reshape") || rs.inputs.size() != 2 || R.output(rs.outputs[0])) continue;
-    const ValueId packed = rs.inputs[0], parts = rs.outputs[0];
-    const auto ps = R.shapes.shape(parts), ys = R.shapes.shape(packed);
-    if (!ps || !ys || ps->size() < 3 || ps->size() != ys->size() + 1 || !(*ps)[ps->size() - 1].is_const() ||
-        !(*ps)[ps->size() - 2].is_const() || !std::equal(ys->begin(), ys->end() - 1, ps->begin()))
-      continue;
-    const int64_t np = (*ps)[ps->size() - 2].c, e = ps->back().c, r = static_cast<int64_t>(ps->size());
-    // y = MatMul(x, W) [+ b], each read once.
-    ValueId y = packed, bias = kNoValue;
-    const Node* add = nullptr;
-    if (const int32_t a = g->value(y).producer; R.old(a) && is_op(R.node(a), "Add") && R.of(y).size() == 1 && !R.output(y)) {
-      add = &R.node(a);
-      for (int side = 0; side < 2; ++side)
-        if (g->value(add->inputs[static_cast<size_t>(side)]).constant && R.rank(add->inputs[static_cast<size_t>(side)]) == 1) {
-          bias = add->inputs[static_cast<size_t>(side)];
-          y = add->inputs[static_cast<size_t>(1 - side)];
-        }
-      if (bias == kNoValue || g->value(bias).constant->numel() != np * e) continue;
-    }
-    const int32_t mi = g->value(y).producer;
-    if (!R.old(mi) || !is_op(R.node(mi), "MatMul") || R.of(y).size() != 1 || R.output(y)) continue;
-    const Node& mm = R.node(mi);
-    const ValueId x = mm.inputs[0], w = mm.inputs[1];
-    if (!g->value(w).constant || R.rank(w) != 2 || g->value(w).constant->shape()[1] != np * e) continue;
-    // Every reader a one-index Gather over the parts' axis.
-    const auto readers = R.of(parts);
-    bool ok = !readers.empty() && R.of(packed).size() == 1;
-    for (int32_t gi : readers) {
-      const Node& n = R.node(gi);
-      int64_t axis = n.attr_i("axis", 0);
-      if (axis < 0) axis += r;
-      ok = ok && is_op(n, "Gather") && n.inputs.size() == 2 && n.inputs[0] == parts && axis == r - 2 &&
-           g->value(n.inputs[1]).constant && g->value(n.inputs[1]).constant->shape().empty() && !R.touched[static_cast<size_t>(gi)];
-      if (ok) {
-        const int64_t i = g->value(n.inputs[1]).constant->get_i64(0);
-        ok = i >= -np && i < np;
-      }
-    }
-    if (!ok) continue;
-    ++R.changes;
-    const Tensor wt = *g->value(w).constant;
-    const std::optional<Tensor> bt = bias != kNoValue ? std::optional<Tensor>(*g->value(bias).constant) : std::nullopt;
-    for (int32_t gi : readers) {
-      R.touched[static_cast<size_t>(gi)] = R.drop[static_cast<size_t>(gi)] = true;
-      const Node& n = R.node(gi);
-      int64_t i = g->value(n.inputs[1]).constant->get_i64(0);
-      if (i < 0) i += np;
-      const std::string name = n.name;
-      const ValueId out = n.outputs[0];
-      const ValueId wi = g->add_constant(name + "/weight", columns(wt, i * e, e));
-      if (!bt) {
-        add_writing(g, Op::MatMul, name + "/proj", {x, wi}, out);
+  for (size_t ni = 0; ni < n0; ++ni) {
+    const Node& n = R.node(static_cast<int32_t>(ni));
+    const bool split = is_op(n, "Split"), select = is_op(n, "Reshape") && n.inputs.size() == 2;
+    if (!(split || select) || n.inputs[0] == kNoValue || R.of(n.inputs[0]).size() != 1) continue;
+    const ValueId y = n.inputs[0];
+    const auto packed = packed_projection(R, y);
+    if (!packed) continue;
+    const int64_t total = packed->w.shape()[1];
+    const size_t r = R.rank(y);
+    if (r == SIZE_MAX || r < 2) continue;
+    std::vector<std::tuple<ValueId, int64_t, int64_t, std::string>> parts;  // out, from, size, name
+    std::vector<int32_t> replaced;
+    if (select) {
+      const auto ps = R.shapes.shape(n.outputs[0]), ys = R.shapes.shape(y);
+      if (!ps || !ys || ps->size() != r + 1 || !ps->back().is_const() || !(*ps)[r - 1].is_const() ||
+          !std::equal(ys->begin(), ys->end() - 1, ps->begin()) || (*ps)[r - 1].c * ps->back().c != total || R.output(n.outputs[0]))
         continue;
+      const int64_t np = (*ps)[r - 1].c, e = ps->back().c;
+      replaced = R.of(n.outputs[0]);
+      bool ok = !replaced.empty();
+      for (int32_t gi : replaced) {
+        const Node& s = R.node(gi);
+        int64_t axis = s.attr_i("axis", 0), i = -np - 1;
+        if (axis < 0) axis += static_cast<int64_t>(r) + 1;
+        const Value* idx = s.inputs.size() == 2 ? &g->value(s.inputs[1]) : nullptr;
+        if (idx && idx->constant && idx->constant->shape().empty()) i = idx->constant->get_i64(0);
+        ok = ok && is_op(s, "Gather") && s.inputs[0] == n.outputs[0] && axis == static_cast<int64_t>(r) - 1 && i >= -np &&
+             i < np && !R.touched[static_cast<size_t>(gi)];
+        if (ok) parts.emplace_back(s.outputs[0], (i < 0 ? i + np : i) * e, e, s.name);
       }
-      const ValueId p = g->add_node(Op::MatMul, name + "/proj", {x, wi}, 1)[0];
-      add_writing(g, Op::Add, name + "/bias", {p, g->add_constant(name + "/b", columns(*bt, i * e, e))}, out);
+      if (!ok) continue;
+    } else {
+      int64_t axis = n.attr_i("axis", 0);
+      if (axis < 0) axis += static_cast<int64_t>(r);
+      if (axis != static_cast<int64_t>(r) - 1) continue;
+      std::vector<int64_t> sizes = n.attr_ints("split");
+      if (n.inputs.size() > 1 && n.inputs[1] != kNoValue) {
+        const auto& c = g->value(n.inputs[1]).constant;
+        if (!c) continue;
+        sizes.clear();
+        for (int64_t i = 0; i < c->numel(); ++i) sizes.push_back(c->get_i64(i));
+      }
+      const int64_t k = static_cast<int64_t>(n.outputs.size());
+      if (sizes.empty() && total % k == 0) sizes.assign(static_cast<size_t>(k), total / k);
+      if (sizes.size() != n.outputs.size()) continue;
+      int64_t from = 0;
+      for (size_t j = 0; j < sizes.size(); ++j) {
+        if (n.outputs[j] != kNoValue) parts.emplace_back(n.outputs[j], from, sizes[j], n.name + "/" + std::to_string(j));
+        from += sizes[j];
+      }
+      if (from != total || std::any_of(sizes.begin(), sizes.end(), [](int64_t v) { return v <= 0; })) continue;
+      replaced = {static_cast<int32_t>(ni)};
     }
+    for (int32_t i : replaced) R.touched[static_cast<size_t>(i)] = R.drop[static_cast<size_t>(i)] = true;
+    ++R.changes;
+    for (const auto& [out, from, size, name] : parts) emit_part(g, *packed, out, from, size, name);
   }
   if (R.changes) {
     R.drop.resize(g->nodes().size(), false);

@@ -3,7 +3,9 @@
 // [S, B*H, D] head splits with targets computed from Shape, Linear as Reshape -> Gemm -> Reshape)
 // becomes the head-split form, and with fuse_attention one Attention node and no Transpose; the
 // dynamo exporter's K^T chain becomes one Transpose; chains whose Transpose something else reads,
-// that a Reshape mixes (merging a moved dim) or that feed no movement are left as they are.
+// that a Reshape mixes (merging a moved dim) or that feed no movement are left as they are; a
+// packed projection read by parts (q/k/v Gathers, GPT-2's Split) becomes one MatMul per part
+// unless something reads it whole.
 #include "pass_test_util.h"
 #include "passes/passes.h"
 
@@ -264,6 +266,40 @@ TEST(SinkTransposes, PackedProjectionSplitsOnlyWhenEveryReaderSelectsAPart) {
     const Graph sunk = after_sink(g);
     EXPECT_EQ(count(sunk, "MatMul"), other_reader ? 1 : 3);
     EXPECT_EQ(count(sunk, "Gather"), other_reader ? 3 : 0);
+    EXPECT_LE(max_rel_err(run_cpu(sunk, inputs), run_cpu(g, inputs)), 1e-5);
+  }
+}
+
+// GPT-2's c_attn: Split(MatMul(x, W) + b, last axis) -> one MatMul per part; kept when the
+// packed result has another reader.
+TEST(SinkTransposes, SplitOfAPackedProjectionBecomesOneProjectionPerPart) {
+  for (const bool other_reader : {false, true}) {
+    SCOPED_TRACE(other_reader ? "packed result read whole too" : "split only");
+    Graph g;
+    g.opset = 17;
+    std::mt19937 rng(13);
+    const int64_t n = g.symbol_dim("N");
+    ValueId x = g.add_input("x", DType::F32, {n, kS, kE});
+    const std::vector<Tensor> inputs{uniform({kB, kS, kE}, rng)};
+    ValueId y = g.add_node(Op::MatMul, "c_attn", {x, g.add_constant("w", uniform({kE, 3 * kE}, rng))}, 1)[0];
+    y = g.add_node(Op::Add, "bias", {y, g.add_constant("b", uniform({3 * kE}, rng))}, 1)[0];
+    auto parts = g.add_node(Op::Split, "split", {y, i64s(g, "sizes", {kE, kE - 3, kE + 3})}, 3, {{"axis", int_attr(-1)}});
+    ValueId out = g.add_node(Op::MatMul, "qq", {parts[0], transpose(g, "qt", parts[0], {0, 2, 1})}, 1)[0];
+    for (int i : {1, 2}) {
+      const std::string nm = i == 1 ? "k" : "v";
+      ValueId sum = g.add_node(Op::ReduceSum, nm + "/sum", {parts[static_cast<size_t>(i)], i64s(g, nm + "/axes", {2})}, 1)[0];
+      out = g.add_node(Op::Add, nm + "/plus", {out, sum}, 1)[0];
+    }
+    if (other_reader) {
+      ValueId whole = g.add_node(Op::ReduceSum, "whole", {y, i64s(g, "axes2", {2})}, 1)[0];
+      out = g.add_node(Op::Add, "plus_whole", {out, whole}, 1)[0];
+    }
+    out = g.add_node(Op::Identity, "out", {out}, 1, {}, {"y"})[0];
+    g.mark_output(out);
+    finish(g);
+    const Graph sunk = after_sink(g);
+    EXPECT_EQ(count(sunk, "Split"), other_reader ? 1 : 0);
+    EXPECT_EQ(count(sunk, "MatMul"), other_reader ? 2 : 4);
     EXPECT_LE(max_rel_err(run_cpu(sunk, inputs), run_cpu(g, inputs)), 1e-5);
   }
 }
