@@ -14,7 +14,8 @@
 //  - Reshape [M, K] -> Gemm -> Reshape [.., N] (torch's Linear on a 3-D tensor in the legacy
 //    export) becomes MatMul + Add on the unflattened tensor, so the two steps above see through it.
 //  - Shape of a Transpose reads the Transpose's input (a Gather of its dims);
-//  - then a packed projection read by parts (q/k/v Gathers) becomes one MatMul per part.
+//  - then a packed projection read by parts (q/k/v Gathers, a last-axis Split) becomes one
+//    MatMul per part.
 // Every rewrite is exact: the same elements in the same order for every value of the symbols.
 #include "passes/movement.h"
 #include "passes/passes.h"
