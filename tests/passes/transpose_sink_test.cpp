@@ -9,6 +9,8 @@
 #include "pass_test_util.h"
 #include "passes/passes.h"
 
+#include <numeric>
+
 namespace gpuopt {
 namespace {
 
@@ -302,6 +304,93 @@ TEST(SinkTransposes, SplitOfAPackedProjectionBecomesOneProjectionPerPart) {
     EXPECT_EQ(count(sunk, "MatMul"), other_reader ? 2 : 4);
     EXPECT_LE(max_rel_err(run_cpu(sunk, inputs), run_cpu(g, inputs)), 1e-5);
   }
+}
+
+}  // namespace
+}  // namespace gpuopt
+
+namespace gpuopt {
+namespace {
+
+// Random chains of Transpose, Reshape (merging, splitting or refactoring dims), Unsqueeze and
+// Squeeze over small tensors, each followed by a Relu so the chain has an end: whatever
+// sink_transposes makes of a chain, the output is the same, element for element, and it never
+// has more Transposes.
+TEST(SinkTransposes, RandomMovementChainsKeepEveryElementInPlace) {
+  std::mt19937 rng(2026);
+  int rewritten = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    SCOPED_TRACE(trial);
+    Graph g;
+    g.opset = 17;
+    std::vector<int64_t> dims;
+    const int rank = 2 + static_cast<int>(rng() % 3);
+    for (int i = 0; i < rank; ++i) dims.push_back(std::vector<int64_t>{1, 2, 3, 4, 6}[rng() % 5]);
+    ValueId x = g.add_input("x", DType::F32, dims);
+    const std::vector<Tensor> inputs{uniform(dims, rng)};
+    const int ops = 2 + static_cast<int>(rng() % 5);
+    for (int k = 0; k < ops; ++k) {
+      const std::string nm = "op" + std::to_string(k);
+      const int kind = static_cast<int>(rng() % 6);
+      if (kind <= 1) {  // Transpose
+        std::vector<int64_t> p(dims.size());
+        std::iota(p.begin(), p.end(), 0);
+        std::shuffle(p.begin(), p.end(), rng);
+        std::vector<int64_t> nd;
+        for (int64_t a : p) nd.push_back(dims[static_cast<size_t>(a)]);
+        x = transpose(g, nm, x, p);
+        dims = nd;
+      } else if (kind == 2 && dims.size() > 1) {  // merge two neighbours
+        const size_t i = rng() % (dims.size() - 1);
+        dims[i] *= dims[i + 1];
+        dims.erase(dims.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+        x = reshape(g, nm, x, i64s(g, nm + "/t", dims));
+      } else if (kind == 3) {  // split a dim
+        const size_t i = rng() % dims.size();
+        for (int64_t a : {2, 3}) {
+          if (dims[i] % a == 0 && dims[i] > a) {
+            dims[i] /= a;
+            dims.insert(dims.begin() + static_cast<std::ptrdiff_t>(i), a);
+            break;
+          }
+        }
+        x = reshape(g, nm, x, i64s(g, nm + "/t", dims));
+      } else if (kind == 4) {  // refactor the whole tensor (boundaries need not line up)
+        int64_t n = 1;
+        for (int64_t d : dims) n *= d;
+        std::vector<int64_t> nd;
+        for (int64_t f : {2, 3, 2, 2, 3}) {
+          if (n % f == 0 && rng() % 2) {
+            nd.push_back(f);
+            n /= f;
+          }
+        }
+        nd.push_back(n);
+        std::shuffle(nd.begin(), nd.end(), rng);
+        dims = nd;
+        x = reshape(g, nm, x, i64s(g, nm + "/t", dims));
+      } else if (dims.size() < 5) {  // Unsqueeze, then maybe Squeeze it again elsewhere
+        const int64_t a = static_cast<int64_t>(rng() % (dims.size() + 1));
+        dims.insert(dims.begin() + a, 1);
+        x = g.add_node(Op::Unsqueeze, nm, {x, i64s(g, nm + "/axes", {a})}, 1)[0];
+        for (size_t i = 0; i < dims.size(); ++i) {
+          if (dims[i] == 1 && static_cast<int64_t>(i) != a && rng() % 2) {
+            dims.erase(dims.begin() + static_cast<std::ptrdiff_t>(i));
+            x = g.add_node(Op::Squeeze, nm + "/sq", {x, i64s(g, nm + "/sq_axes", {static_cast<int64_t>(i)})}, 1)[0];
+            break;
+          }
+        }
+      }
+    }
+    ValueId y = g.add_node(Op::Relu, "end", {x}, 1, {}, {"y"})[0];
+    g.mark_output(y);
+    finish(g);
+    const Graph sunk = after_sink(g);
+    EXPECT_LE(transposes(sunk), transposes(g));
+    rewritten += sunk.nodes().size() < g.nodes().size();
+    EXPECT_EQ(max_rel_err(run_cpu(sunk, inputs), run_cpu(g, inputs)), 0.0);
+  }
+  EXPECT_GT(rewritten, 100);  // most chains get shorter
 }
 
 }  // namespace
