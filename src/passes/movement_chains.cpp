@@ -211,6 +211,7 @@ int canonicalize_chains(Graph* g) {
           (new_t == old_t && new_n == static_cast<int>(chain.size()) && late)))
       continue;
     if (new_n == 0 && R.output(end)) continue;
+    if (chain.size() == 1 && new_t == old_t) continue;  // one Reshape alone is a view already
     std::vector<std::vector<int64_t>> targets;
     MShape cur = *src_shape;
     bool ok = true;
