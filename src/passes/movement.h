@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <string>
+#include <string_view>
 #include <optional>
 #include <vector>
 
@@ -107,6 +109,21 @@ inline std::vector<int64_t> perm_of(const Node& t, size_t rank) {
 
 inline ValueId i64_const(Graph* g, const std::string& name, const std::vector<int64_t>& v) {
   return g->add_constant(name, Tensor::from_vector<int64_t>(DType::I64, {static_cast<int64_t>(v.size())}, v));
+}
+
+// A node name without the suffixes these rewrites add, so a node moved twice is not named
+// ".../hoisted/hoisted/perm".
+inline std::string base_name(std::string name) {
+  static constexpr std::string_view kSuffixes[] = {"/perm", "/split", "/merge", "/hoisted", "/permute"};
+  for (bool again = true; again;) {
+    again = false;
+    for (std::string_view s : kSuffixes)
+      if (name.size() > s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0) {
+        name.resize(name.size() - s.size());
+        again = true;
+      }
+  }
+  return name;
 }
 
 // Appends a node whose one output is the existing value `out`.

@@ -95,7 +95,7 @@ void emit(Round& R, const std::vector<int32_t>& chain, ValueId src, const MShape
   Graph* g = R.g;
   const Node& last = R.node(chain.back());
   const ValueId end = last.outputs[0];
-  const std::string base = last.name;
+  const std::string base = base_name(last.name);
   // Shape readers of the intermediates.
   for (size_t k = 0; k + 1 < chain.size(); ++k) {
     const ValueId w = R.node(chain[k]).outputs[0];

@@ -86,7 +86,7 @@ int sink(Graph* g) {
       const ValueId y = n.outputs[0];
       const ValueId pre = g->add_value(n.name + "/unpermuted");
       n.outputs[0] = pre;
-      const std::string name = n.name + "/permute";
+      const std::string name = base_name(n.name) + "/permute";
       add_writing(g, Op::Transpose, name, {pre}, y, {{"perm", ints_attr(q)}});
     }
   }
@@ -115,7 +115,7 @@ int hoist(Graph* g) {
     ++R.changes;
     const std::string name = t.name;
     const ValueId w = t.outputs[0];
-    const ValueId moved = g->add_node(Op::Transpose, name + "/hoisted", {u}, 1, {{"perm", ints_attr(p)}})[0];
+    const ValueId moved = g->add_node(Op::Transpose, base_name(name) + "/hoisted", {u}, 1, {{"perm", ints_attr(p)}})[0];
     Node& lm = g->nodes()[static_cast<size_t>(li)];
     for (ValueId& in : lm.inputs)
       if (in == u) in = moved;
