@@ -283,7 +283,9 @@ void rewrite(Graph* g, const AttnMatch& a, const std::string& base, Op attention
     k_src = a.kt_transpose->inputs[0];
   }
   std::swap(perm[r - 2], perm[r - 1]);
-  ValueId k = g->add_node(Op::Transpose, base + "/k", {k_src}, 1, {{"perm", ints_attr(perm)}})[0];
+  bool identity = true;
+  for (size_t i = 0; i < r; ++i) identity = identity && perm[i] == static_cast<int64_t>(i);
+  ValueId k = identity ? k_src : g->add_node(Op::Transpose, base + "/k", {k_src}, 1, {{"perm", ints_attr(perm)}})[0];
   ValueId mask = a.mask;
   if (a.causal_cond != kNoValue) {
     const ValueId zero = constant_like(g, base + "/zero", dt, 0.0);

@@ -44,6 +44,15 @@ Result<PassStats> fuse_matmul_bias(Graph* g);
 // ONNX Gelu node (approximate "none" or "tanh").
 Result<PassStats> fuse_gelu(Graph* g);
 
+// Transposes around attention moved and merged (transpose_sink.cpp): Transpose/Reshape/Squeeze/
+// Unsqueeze chains composed into at most Reshape -> Transpose -> Reshape, Transposes sunk below
+// (or hoisted above) MatMul by a matrix, last-axis elementwise ops and one-index Gathers when
+// that joins them to such a chain, Reshape -> Gemm -> Reshape made a MatMul on the unflattened
+// tensor; then a packed projection read by parts (q/k/v Gathers, a last-axis Split) becomes one
+// MatMul per part. Leaves the head splits in the form fuse_attention reads (torch's
+// MultiheadAttention, the dynamo exporter's K^T).
+Result<PassStats> sink_transposes(Graph* g);
+
 // Scaled dot-product attention written as MatMul -> [scale] -> [causal Where] -> [mask Add] ->
 // Softmax -> [NaN guard] -> MatMul, with 3-D or 4-D heads, becomes one ONNX Attention node.
 Result<PassStats> fuse_attention(Graph* g);
@@ -80,7 +89,7 @@ Result<PassStats> fold_qdq(Graph* g);
 
 // GPUOPT_DISABLE_FUSION, read once per pipeline: "1" (or "all") turns every fusion pass off;
 // otherwise a comma-separated list of pass names to turn off (conv, matmul_bias, gelu, attention,
-// nhwc); validate() names an unknown one (the pipelines call it first).
+// transpose, nhwc); validate() names an unknown one (the pipelines call it first).
 //
 //   const FusionSwitches sw = FusionSwitches::from_env();
 //   if (sw.enabled("nhwc")) ...

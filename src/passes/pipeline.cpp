@@ -43,13 +43,13 @@ bool FusionSwitches::enabled(std::string_view pass) const {
 
 Status FusionSwitches::validate() const {
   static constexpr std::string_view kNames[] = {"conv",      "matmul_bias",     "gelu",           "layernorm",
-                                                "attention", "gemm_activation", "skip_layernorm", "nhwc",
-                                                "qdq"};
+                                                "attention", "gemm_activation", "skip_layernorm", "transpose",
+                                                "nhwc",      "qdq"};
   for (const auto& n : off)
     if (std::find(std::begin(kNames), std::end(kNames), n) == std::end(kNames))
       return Status::InvalidArgument(
           "GPUOPT_DISABLE_FUSION: unknown fusion '{}' (valid: 1 or all, or a list of conv, matmul_bias, gelu, layernorm, "
-          "attention, gemm_activation, skip_layernorm, nhwc, qdq)",
+          "attention, gemm_activation, skip_layernorm, transpose, nhwc, qdq)",
           n);
   return Status::Ok();
 }
@@ -63,7 +63,10 @@ Status run_default_passes(Graph* g, const FusionSwitches& sw) {
   ident.removed += common.removed;
   GPUOPT_ASSIGN_OR_RETURN(PassStats dead, remove_dead_nodes(g));
   // After dead-node removal, so a Conv output read also by a dead node still fuses.
-  PassStats conv, gelu, layernorm, attention, linear;
+  PassStats conv, gelu, layernorm, attention, linear, sunk;
+  if (sw.enabled("transpose")) {  // before the fusions: MatMul+Add, not yet Gemm, is what it sees through
+    GPUOPT_ASSIGN_OR_RETURN(sunk, sink_transposes(g));
+  }
   if (sw.enabled("conv")) {
     GPUOPT_ASSIGN_OR_RETURN(conv, fuse_conv_activation(g));
   }
@@ -93,9 +96,9 @@ Status run_default_passes(Graph* g, const FusionSwitches& sw) {
   }
   GPUOPT_LOG(debug,
              "passes: folded {}, batchnorms folded {}, identities {}, dead {}; fusions removed: conv {}, gelu {}, "
-             "layernorm {}, attention {}, matmul-bias {}, gemm-activation {}, skip-layernorm {}",
+             "layernorm {}, attention {}, matmul-bias {}, gemm-activation {}, skip-layernorm {}; transposes sunk {}",
              folded.removed, bn.removed, ident.removed, dead.removed, conv.removed, gelu.removed, layernorm.removed,
-             attention.removed, linear.removed, act.removed, skip_ln.removed);
+             attention.removed, linear.removed, act.removed, skip_ln.removed, sunk.removed);
   GPUOPT_RETURN_IF_ERROR(g->topo_sort());
   return g->infer_shapes();
 }

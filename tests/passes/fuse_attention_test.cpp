@@ -133,6 +133,32 @@ TEST(FuseAttention, EachExporterFormBecomesOneAttentionAndMatchesTheUnfusedGraph
   }
 }
 
+// K^T = Transpose(K, 0,1,3,2) of a plain 4-D K: the fused node reads K itself (the K
+// Transpose it would write has the identity permutation, so there is none).
+TEST(FuseAttention, KTransposeOfFourDimensionalKeysGoesAway) {
+  Graph g;
+  g.opset = 17;
+  std::mt19937 rng(21);
+  std::vector<Tensor> inputs;
+  ValueId x[3];
+  for (int i = 0; i < 3; ++i) {
+    x[i] = g.add_input(std::string("qkv").substr(static_cast<size_t>(i), 1), DType::F32, {kB, kH, kS, kD});
+    inputs.push_back(uniform({kB, kH, kS, kD}, rng, -2, 2));
+  }
+  ValueId kt = g.add_node(Op::Transpose, "kt", {x[1]}, 1, {{"perm", perm({0, 1, 3, 2})}})[0];
+  ValueId s = g.add_node(Op::MatMul, "scores", {x[0], kt}, 1)[0];
+  ValueId p = g.add_node(Op::Softmax, "softmax", {s}, 1, {{"axis", int_attr(-1)}})[0];
+  ValueId y = g.add_node(Op::MatMul, "context", {p, x[2]}, 1, {}, {"y"})[0];
+  g.mark_output(y);
+  finish(g);
+  Graph fused = g;
+  ASSERT_TRUE(fuse_attention(&fused).ok());
+  finish(fused);
+  EXPECT_EQ(count(fused, "Attention"), 1);
+  EXPECT_EQ(count(fused, "Transpose"), 0);
+  EXPECT_LE(max_rel_err(run_cpu(fused, inputs), run_cpu(g, inputs)), 1e-5);
+}
+
 TEST(FuseAttention, LeavesScoresOthersReadAndSoftmaxOverAnotherAxis) {
   for (Built b : {attention_graph(Form::kSdpa, /*leak=*/true), attention_graph(Form::kGpt2, false, /*axis=*/2)}) {
     auto st = fuse_attention(&b.g);

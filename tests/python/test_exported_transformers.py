@@ -1,9 +1,12 @@
 """Real exporter graphs (tests/data/exported: BERT, GPT-2 and torchvision ViT, two layers each, both
 torch exporters) on the CPU reference against ONNX Runtime, and what the passes make of them with
-a symbolic batch, as a run sees them: the attention fused into one node per layer and, for the
-legacy exports of BERT and GPT-2, no head-split Transpose left (shape inference follows the
-Reshape targets computed from Shape)."""
+a symbolic batch, as a run sees them: the attention fused into one node per layer and no
+head-split Transpose left -- BERT and GPT-2 from both exporters (shape inference follows the
+Reshape targets computed from Shape; sink_transposes composes the dynamo exporter's K^T chain),
+torchvision's ViT (nn.MultiheadAttention, sequence-first, packed q/k/v) with only its patch
+embedding's Transpose."""
 import json
+import os
 import subprocess
 
 import numpy as np
@@ -44,10 +47,11 @@ def test_matches_onnx_runtime(name, tmp_path):
     assert err <= 1e-5, f"{name}: rel L2 {err:.2e} against ONNX Runtime"
 
 
-def ops_run(path):
+def ops_run(path, env=None):
     """Op -> node count of the graph a run executes (`run --profile --json`, random inputs, batch 2)."""
     r = subprocess.run([gpuopt_bin(), "run", path, "--random-inputs", "--batch", "2", "--iterations", "1",
-                        "--profile", "--json"], capture_output=True, text=True, timeout=300)
+                        "--profile", "--json"], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, **(env or {})})
     assert r.returncode == 0, r.stderr
     return {o["op"]: o["nodes"] for o in json.loads(r.stdout)["profile"]["ops"]}
 
@@ -59,10 +63,18 @@ def test_attention_is_one_node_per_layer(name):
     assert "Softmax" not in ops, ops
 
 
-@pytest.mark.parametrize("name", ["bert_tiny_legacy", "gpt2_tiny_legacy"])
+@pytest.mark.parametrize("name", MODELS)
 def test_head_splits_are_read_in_place(name):
     ops = ops_run(f"{DATA}/{name}.onnx")
-    assert "Transpose" not in ops, ops
+    # ViT: the patch embedding's [B, C, P] -> [B, P, C] stays (the conv is NCHW); none per layer.
+    assert ops.get("Transpose", 0) == (1 if name.startswith("vit") else 0), ops
     # BERT: the per-layer attention mask built once (common subexpressions).
     if name.startswith("bert"):
         assert ops.get("Where", 0) <= 2 + 1 + 2, ops  # token types, one mask, a NaN guard per layer
+
+
+@pytest.mark.parametrize("name", ["vit_tiny_tv_legacy", "vit_tiny_tv_dynamo", "bert_tiny_dynamo"])
+def test_transpose_sinking_is_what_removes_them(name):
+    """GPUOPT_DISABLE_FUSION=transpose turns sink_transposes off: the Transposes are back."""
+    ops = ops_run(f"{DATA}/{name}.onnx", env={"GPUOPT_DISABLE_FUSION": "transpose"})
+    assert ops.get("Transpose", 0) >= 2 + (1 if name.startswith("vit") else 0), ops
