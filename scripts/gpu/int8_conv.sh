@@ -8,7 +8,8 @@
 #     direct kernel), and the strided Int8Conv cases under compute-sanitizer memcheck;
 #  2. generated ResNet-18/50 (tools/models, 64x64) quantized by `gpuopt quantize`, run at
 #     --precision int8 on cuda with GPUOPT_INT8_CONV=1 and =0 against the same QDQ file on the
-#     CPU reference (rel-L2 3e-2, as int8_nhwc.sh), with the number of Int8Conv nodes;
+#     CPU reference (rel-L2 5e-2: on the CPU reference the folded graph of the generated
+#     ResNet-50 is at 0.031, the unfolded fp16 one at 0.028), with the number of Int8Conv shapes;
 #  3. full-size ResNet-50 (random weights) quantized on 16 random samples: device time at b1,
 #     b32 and b256 (median of 30, as int8_nhwc.sh) for fp16 on the f32 file and int8 on the QDQ
 #     file with the flag on and off, its accuracy at b2 against the CPU reference with the flag
@@ -52,7 +53,7 @@ for m in resnet18 resnet50; do
     out=$D/out/$m/int8conv_$flag
     if GPUOPT_INT8_CONV=$flag GPUOPT_LOG_LEVEL=info "$G" run "$M/$m.int8.onnx" "${args[@]}" --device cuda \
       --precision int8 --iterations 3 --output-dir "$out" >/dev/null 2>"$D/$m.$flag.err"; then
-      res=$(python3 scripts/gpu/compare_npy.py "$D/out/$m/cpu" "$out" --rel-l2 3e-2 2>&1 || echo "OVER BOUND")
+      res=$(python3 scripts/gpu/compare_npy.py "$D/out/$m/cpu" "$out" --rel-l2 5e-2 2>&1 || echo "OVER BOUND")
       n=$(grep -c "Int8Conv .*: " "$D/$m.$flag.err")
       row "$m int8 INT8_CONV=$flag vs cpu" "$(echo "$res" | tr '\n' ' ') [$n Int8Conv shapes]"
     else
@@ -85,7 +86,7 @@ in=$(python3 -c "import onnx; print(onnx.load('$M/resnet50_full.int8.onnx', load
 GPUOPT_INT8_CONV=1 "$G" run $M/resnet50_full.int8.onnx --input "$in=$M/x224.npy" --device cuda --precision int8 \
   --iterations 1 --output-dir "$D/out/r50/int8conv" >/dev/null 2>>"$D/run.err"
 row "resnet50 int8 INT8_CONV=1 b2 vs cpu" \
-  "$(python3 scripts/gpu/compare_npy.py "$D/out/r50/cpu" "$D/out/r50/int8conv" --rel-l2 3e-2 2>&1 | tr '\n' ' ')"
+  "$(python3 scripts/gpu/compare_npy.py "$D/out/r50/cpu" "$D/out/r50/int8conv" --rel-l2 5e-2 2>&1 | tr '\n' ' ')"
 GPUOPT_INT8_CONV=1 "$G" run $M/resnet50_full.int8.onnx --device cuda --precision int8 --batch 256 --random-inputs \
   --iterations 3 --profile >"$D/profile_int8conv_b256.txt" 2>&1
 sed -n '/^profile:/,/^slowest/p' "$D/profile_int8conv_b256.txt" | head -20
