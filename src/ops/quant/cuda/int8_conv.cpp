@@ -19,10 +19,14 @@
 #define NV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING 1
 #include <cudnn_frontend.h>
 
+#include <cuda_runtime.h>
+
 #include <map>
 #include <memory>
 #include <mutex>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 namespace gpuopt::cuda {
 namespace {
@@ -138,6 +142,50 @@ constexpr size_t align256(size_t v) {
   return (v + 255) / 256 * 256;
 }
 
+// alpha/beta of a node whose scales and bias are constants (their host copies are known): made
+// once on the host, exactly as launch_int8_conv_prep makes them, and kept on the device by value
+// (the cache key is the numbers, so it can never go stale), which spares the run that one small
+// kernel per conv. Built on a shape's first (eager) run; never inside a capture (null then: the
+// caller runs the prep kernel).
+const float* constant_alpha_beta(const CudaKernelContext& k, int64_t m, cudaStream_t stream) {
+  for (size_t i = 2; i < k.node.inputs.size() && i < 6; ++i)
+    if (k.has_input(i) && !k.host[i]) return nullptr;
+  auto host = [&](size_t i) -> const Tensor* { return k.has_input(i) ? k.host[i] : nullptr; };
+  const Tensor* sw = host(3);
+  const float inv = host(5) ? 1.0f / static_cast<float>(host(5)->get_f64(0)) : 1.0f;
+  std::vector<float> ab(static_cast<size_t>(2 * m));
+  for (int64_t c = 0; c < m; ++c) {
+    ab[static_cast<size_t>(c)] = static_cast<float>(host(2)->get_f64(0)) *
+                                 static_cast<float>(sw->get_f64(sw->numel() == 1 ? 0 : c)) * inv;
+    ab[static_cast<size_t>(m + c)] = host(4) ? static_cast<float>(host(4)->get_f64(c)) * inv : 0.0f;
+  }
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return nullptr;
+  static std::mutex mu;
+  static std::map<std::pair<int, std::vector<float>>, void*> cache;  // lives as long as the process
+  std::lock_guard<std::mutex> lock(mu);
+  std::pair<int, std::vector<float>> key{device, std::move(ab)};
+  if (auto it = cache.find(key); it != cache.end()) return static_cast<const float*>(it->second);
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess || capture != cudaStreamCaptureStatusNone) {
+    cudaGetLastError();
+    return nullptr;  // no cudaMalloc inside a capture
+  }
+  const std::vector<float>& v = key.second;
+  void* p = nullptr;
+  if (cudaMalloc(&p, v.size() * sizeof(float)) != cudaSuccess) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  if (cudaMemcpy(p, v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice) != cudaSuccess) {
+    cudaGetLastError();
+    cudaFree(p);
+    return nullptr;
+  }
+  cache.emplace(std::move(key), p);
+  return static_cast<const float*>(p);
+}
+
 Status run_int8_conv(CudaKernelContext& k) {
   const Tensor& x = k.in(0);
   const Tensor& w = k.in(1);
@@ -159,18 +207,19 @@ Status run_int8_conv(CudaKernelContext& k) {
   const DType out = y.dtype();
   GPUOPT_ASSIGN_OR_RETURN(cudnnHandle_t h, k.ctx.cudnn());
   const Plan* plan = find_plan(key, relu, out, h);
-  const size_t consts = align256(static_cast<size_t>(2 * key.m) * sizeof(float));
+  const float* cached = constant_alpha_beta(k, key.m, k.ctx.stream);
+  const size_t consts = cached ? 0 : align256(static_cast<size_t>(2 * key.m) * sizeof(float));
   const size_t acc_bytes = !plan->fused.ok() && plan->conv_only.ok()
                                ? align256(static_cast<size_t>(y.numel()) * sizeof(int32_t))
                                : 0;
   const size_t ws_bytes = plan->graph ? static_cast<size_t>(plan->workspace) : 0;
   Tensor hold;
   GPUOPT_ASSIGN_OR_RETURN(void* buf, call_workspace(k.ctx, consts + acc_bytes + ws_bytes, &hold));
-  float* alpha = static_cast<float*>(buf);
+  float* alpha = cached ? const_cast<float*>(cached) : static_cast<float*>(buf);
   float* beta = alpha + key.m;
   auto* acc = reinterpret_cast<int32_t*>(static_cast<char*>(buf) + consts);
   void* cudnn_ws = static_cast<char*>(buf) + consts + acc_bytes;
-  GPUOPT_RETURN_IF_ERROR(launch_int8_conv_prep(s, key.m, alpha, beta, k.ctx.stream));
+  if (!cached) GPUOPT_RETURN_IF_ERROR(launch_int8_conv_prep(s, key.m, alpha, beta, k.ctx.stream));
   if (plan->graph) {
     std::unordered_map<int64_t, void*> pack{{kX, const_cast<void*>(x.raw())}, {kW, const_cast<void*>(w.raw())}};
     if (plan->fused.ok()) {
