@@ -3,7 +3,8 @@
 // the frontend's graph API, with the epilogue in the same graph: conv -> * alpha[m] -> + beta[m]
 // [-> Relu] -> int8 / f16 / f32 (int8_conv.h for alpha and beta). Per shape, in order, the first
 // that cuDNN builds:
-//   1. that fused graph (int8 in, int8 out: no int32 tensor in memory);
+//   1. that fused graph (int8 in, int8 out: no int32 tensor in memory; the conv's virtual output
+//      INT32, else FLOAT; heuristics A, then cuDNN's fallback list);
 //   2. the convolution alone into int32, then gpuopt's epilogue kernel;
 //   3. gpuopt's direct kernel (int8_conv.cu; slow, any shape).
 // Plans are cached per device and shape, failures too; which one a shape got is logged at info.
@@ -54,8 +55,10 @@ std::vector<int64_t> nhwc_strides(int64_t c, int64_t h, int64_t w) {
   return {h * w * c, 1, w * c, c};
 }
 
-Result<std::shared_ptr<fe::graph::Graph>> build_graph(const ConvKey& k, bool fused, bool relu, DType out,
-                                                      cudnnHandle_t h, int64_t* workspace) {
+// fused: the epilogue in the graph, with the convolution's virtual output in conv_out (INT32 as
+// cuDNN's int8 ConvScaleBiasAct sample writes it, or FLOAT); else the convolution into INT32.
+Result<std::shared_ptr<fe::graph::Graph>> build_graph(const ConvKey& k, bool fused, fe::DataType_t conv_out, bool relu,
+                                                      DType out, cudnnHandle_t h, int64_t* workspace) {
   auto g = std::make_shared<fe::graph::Graph>();
   g->set_io_data_type(fe::DataType_t::INT8)
       .set_intermediate_data_type(fe::DataType_t::FLOAT)
@@ -79,7 +82,7 @@ Result<std::shared_ptr<fe::graph::Graph>> build_graph(const ConvKey& k, bool fus
                   .set_dilation({k.dh, k.dw})
                   .set_compute_data_type(fe::DataType_t::INT32);
   auto y = g->conv_fprop(x, w, opts);
-  y->set_data_type(fe::DataType_t::INT32);
+  y->set_data_type(fused ? conv_out : fe::DataType_t::INT32);
   if (fused) {
     auto channel = [&](const char* name, int64_t uid) {
       return g->tensor(fe::graph::Tensor_attributes()
@@ -106,7 +109,7 @@ Result<std::shared_ptr<fe::graph::Graph>> build_graph(const ConvKey& k, bool fus
       .set_dim({k.n, k.m, k.oh, k.ow})
       .set_stride(nhwc_strides(k.m, k.oh, k.ow))
       .set_data_type(fused ? fe_type(out) : fe::DataType_t::INT32);
-  fe::error_t st = g->build(h, {fe::HeurMode_t::A});
+  fe::error_t st = g->build(h, {fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK});
   if (!st.is_good()) return Status::Unimplemented("cuDNN: {}", st.get_message());
   st = g->get_workspace_size(*workspace);
   if (!st.is_good()) return Status::Unimplemented("cuDNN workspace: {}", st.get_message());
@@ -121,12 +124,16 @@ const Plan* find_plan(const ConvKey& k, bool relu, DType out, cudnnHandle_t h) {
   if (slot) return slot.get();
   slot = std::make_unique<Plan>();
   Plan& p = *slot;
-  auto fused = build_graph(k, true, relu, out, h, &p.workspace);
+  auto fused = build_graph(k, true, fe::DataType_t::INT32, relu, out, h, &p.workspace);
+  if (!fused.ok()) {
+    auto as_float = build_graph(k, true, fe::DataType_t::FLOAT, relu, out, h, &p.workspace);
+    if (as_float.ok()) fused = std::move(as_float);
+  }
   p.fused = fused.status();
   if (fused.ok()) {
     p.graph = *fused;
   } else {
-    auto conv = build_graph(k, false, relu, out, h, &p.workspace);
+    auto conv = build_graph(k, false, fe::DataType_t::INT32, relu, out, h, &p.workspace);
     p.conv_only = conv.status();
     if (conv.ok()) p.graph = *conv;
   }
