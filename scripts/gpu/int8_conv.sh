@@ -5,7 +5,8 @@
 # H200 through `scripts/gpu_check.sh int8_conv`, over build-h200/bin; about 2-3 minutes:
 #  1. backend_ops Int8Conv and Int8Add against the CPU reference (GPUOPT_LOG_LEVEL=info names
 #     the path each conv shape took: cuDNN fused epilogue / cuDNN int32 + gpuopt's epilogue /
-#     direct kernel);
+#     direct kernel); test_cuda Int8Conv* (a QDQ residual block at int8 on CUDA vs the CPU
+#     session, eager and replayed; the epilogue-constant kernel vs the host's arithmetic);
 #  2. generated ResNet-50 (tools/models, 64x64) quantized by `gpuopt quantize`, run at
 #     --precision int8 on cuda with GPUOPT_INT8_CONV=1 and =0 against the same QDQ file on the
 #     CPU reference (rel-L2 5e-2: on the CPU reference the folded graph of the generated
@@ -36,6 +37,10 @@ row "backend_ops Int8Conv (exit $rc)" "$(tail -1 "$D/backend_ops.txt")"
 GPUOPT_LOG_LEVEL=info "$B/backend_ops" test --op Int8Add >"$D/backend_ops_add.txt" 2>&1
 row "backend_ops Int8Add (exit $?)" "$(tail -1 "$D/backend_ops_add.txt")"
 grep -E "FAIL" "$D/backend_ops_add.txt" | head -5
+
+"$B/test_cuda" --gtest_filter='Int8Conv*' >"$D/test_cuda.txt" 2>&1
+row "test_cuda Int8Conv* (exit $?)" "$(grep -E '^\[  (PASSED|FAILED)' "$D/test_cuda.txt" | tr '\n' ' ')"
+grep -E -A12 "Failure" "$D/test_cuda.txt" | head -40
 
 echo "== generated QDQ ResNet-50 (64 px): int8 on cuda, GPUOPT_INT8_CONV=1/0, vs the CPU reference =="
 python3 tools/models/make_models.py --out $M --inputs 2 resnet50 >/dev/null
