@@ -22,6 +22,7 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -40,6 +41,7 @@ struct Plan {
   Status fused = Status::Unimplemented("not built"), conv_only = Status::Unimplemented("not built");
   std::shared_ptr<fe::graph::Graph> graph;  // the fused graph, else the int32 one
   int64_t workspace = 0;
+  mutable std::atomic<bool> failed{false};  // execute failed once: the direct kernel from then on
 };
 
 using Key = std::tuple<int, ConvKey, bool, DType>;  // device, shape, relu, output dtype
@@ -227,7 +229,7 @@ Status run_int8_conv(CudaKernelContext& k) {
   auto* acc = reinterpret_cast<int32_t*>(static_cast<char*>(buf) + consts);
   void* cudnn_ws = static_cast<char*>(buf) + consts + acc_bytes;
   if (!cached) GPUOPT_RETURN_IF_ERROR(launch_int8_conv_prep(s, key.m, alpha, beta, k.ctx.stream));
-  if (plan->graph) {
+  if (plan->graph && !plan->failed.load()) {
     std::unordered_map<int64_t, void*> pack{{kX, const_cast<void*>(x.raw())}, {kW, const_cast<void*>(w.raw())}};
     if (plan->fused.ok()) {
       pack[kAlpha] = alpha;
@@ -238,10 +240,16 @@ Status run_int8_conv(CudaKernelContext& k) {
     }
     GPUOPT_CHECK_CALL(cudnnSetStream(h, k.ctx.stream));
     fe::error_t st = plan->graph->execute(h, pack, cudnn_ws);
-    if (!st.is_good()) return Status::Internal("{}: cuDNN int8 conv execute: {}", node_label(k.node), st.get_message());
-    if (plan->fused.ok()) return Status::Ok();
-    return launch_int8_conv_epilogue(key.n * key.oh * key.ow, key.m, acc, alpha, beta, relu, out, y.raw(),
-                                     k.ctx.stream);
+    if (st.is_good()) {
+      if (plan->fused.ok()) return Status::Ok();
+      return launch_int8_conv_epilogue(key.n * key.oh * key.ow, key.m, acc, alpha, beta, relu, out, y.raw(),
+                                       k.ctx.stream);
+    }
+    // A plan cuDNN built but cannot run (seen with some int8 engines): said once, then the
+    // direct kernel for this shape, so the model still runs, and correctly.
+    if (!plan->failed.exchange(true))
+      GPUOPT_LOG(warn, "{}: cuDNN int8 conv execute failed ({}); gpuopt's direct kernel runs this shape",
+                 node_label(k.node), st.get_message());
   }
   const Int8ConvGeom g{key.n, key.h, key.w, key.c, key.m, key.kh, key.kw, key.oh, key.ow,
                        key.ph, key.pw, key.sh, key.sw, key.dh, key.dw};
