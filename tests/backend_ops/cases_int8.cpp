@@ -5,7 +5,7 @@
 //
 // Int8Conv (channels-last, as layout_nhwc leaves it): cuDNN's int8 convolution with the
 // per-channel epilogue fused, or into int32 then gpuopt's epilogue, or the direct kernel (channel
-// counts cuDNN's int8 kernels do not take). The sums are exact; float outputs carry the
+// counts cuDNN's int8 kernels do not take: C=12 its dp4a loop, C=6 its scalar one). The sums are exact; float outputs carry the
 // epilogue's f32 rounding, int8 outputs may differ by one step where v / y_scale is that close to
 // a half (int_steps 1). Int8Add (fold_qdq's residual add) likewise.
 #include "cases.h"
@@ -23,7 +23,7 @@ void add_int8_conv_cases(std::vector<Case>& cases) {
   };
   const Sz sizes[] = {{2, 14, 64, 64, 3, 1, 1, "3x3"},       {3, 9, 32, 128, 1, 0, 2, "1x1 stride 2"},
                       {1, 7, 16, 48, 3, 1, 2, "3x3 stride 2"}, {2, 6, 12, 20, 3, 1, 1, "odd channels"},
-                      {1, 28, 256, 64, 1, 0, 1, "1x1 wide"}};
+                      {1, 28, 256, 64, 1, 0, 1, "1x1 wide"},   {1, 5, 6, 8, 3, 1, 1, "C=6"}};
   for (DType dt : {DType::F32, DType::F16}) {
     for (const Sz& s : sizes) {
       AttributeMap a{{"kernel_shape", attr_ints({s.k, s.k})},
