@@ -6,6 +6,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <type_traits>
+
 namespace gpuopt::cuda {
 namespace {
 
@@ -27,7 +29,8 @@ __global__ void add_kernel(int64_t n, const int8_t* __restrict__ a, const int8_t
   for (int64_t g = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; g < groups;
        g += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t i0 = g * 8;
-    int8_t av[8], bv[8];
+    alignas(8) int8_t av[8];
+    alignas(8) int8_t bv[8];
     if (i0 + 8 <= n && (reinterpret_cast<uintptr_t>(a + i0) % 8 == 0) && (reinterpret_cast<uintptr_t>(b + i0) % 8 == 0)) {
       *reinterpret_cast<uint2*>(av) = *reinterpret_cast<const uint2*>(a + i0);
       *reinterpret_cast<uint2*>(bv) = *reinterpret_cast<const uint2*>(b + i0);
@@ -35,6 +38,18 @@ __global__ void add_kernel(int64_t n, const int8_t* __restrict__ a, const int8_t
       for (int k = 0; k < 8; ++k) {
         av[k] = i0 + k < n ? a[i0 + k] : 0;
         bv[k] = i0 + k < n ? b[i0 + k] : 0;
+      }
+    }
+    if constexpr (std::is_same_v<O, int8_t>) {
+      if (i0 + 8 <= n && reinterpret_cast<uintptr_t>(y + i0) % 8 == 0) {  // one 8-byte store
+        alignas(8) int8_t out[8];
+        for (int k = 0; k < 8; ++k) {
+          float v = static_cast<float>(av[k]) * ka + static_cast<float>(bv[k]) * kb;
+          if (relu) v = fmaxf(v, 0.f);
+          out[k] = static_cast<int8_t>(max(-128, min(127, __float2int_rn(v))));
+        }
+        *reinterpret_cast<uint2*>(y + i0) = *reinterpret_cast<const uint2*>(out);
+        continue;
       }
     }
     for (int k = 0; k < 8 && i0 + k < n; ++k) {
