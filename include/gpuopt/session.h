@@ -97,6 +97,15 @@ class Session {
   // Same as run(), and fills `profile` (per-node times when profile->per_node).
   Result<NamedTensors> run(const NamedTensors& inputs, RunProfile* profile) const;
 
+  // Consecutive runs overlapped (the server's instances): begin_ordered() checks the inputs (as
+  // run_ordered) and starts a run without waiting for it; finish_ordered() waits for the oldest
+  // begun run and returns its outputs (or its error). At most 2 begun and not finished
+  // (FailedPrecondition above that); one thread at a time, apart from run() calls. On the CUDA
+  // backend a captured shape's second run uploads while the first computes, and the first
+  // downloads while the second computes (docs/server.md); elsewhere begin_ordered runs at once.
+  Status begin_ordered(const std::vector<Tensor>& inputs);
+  Result<std::vector<Tensor>> finish_ordered();
+
  private:
   Session();
   Status init(Graph graph, const SessionOptions& options, const std::string& model_hash = "");
@@ -108,6 +117,9 @@ class Session {
   std::unique_ptr<Executable> exe_;
   std::vector<TensorInfo> inputs_;
   std::vector<TensorInfo> outputs_;
+  // begin_ordered on a backend that does not overlap runs: the results, oldest first.
+  std::vector<Result<std::vector<Tensor>>> done_;
+  int begun_ = 0;  // begun and not finished
 };
 
 }  // namespace gpuopt

@@ -21,7 +21,8 @@ $PY tools/models/make_models.py --out "$W/m" resnet50_full >"$D/make_models.log"
 M=$W/m/resnet50_full.onnx
 [ -f "$M" ] || { echo "FAIL no model: $(tail -2 "$D/make_models.log")"; exit 1; }
 run() {  # run NAME: one start with the cache dir, its JSON kept
-  "$G" run "$M" --random-inputs --device cuda --precision fp16 --batch 32 --iterations 3 --warmup 0 \
+  # Info level: the log says how many cached input shapes were captured again at start.
+  GPUOPT_LOG_LEVEL=info "$G" run "$M" --random-inputs --device cuda --precision fp16 --batch 32 --iterations 3 --warmup 0 \
     --cache-dir "$W/cache" --json >"$D/$1.json" 2>"$D/$1.err"
   local rc=$?
   $PY -c "import json,sys; j=json.load(open(sys.argv[1])); p=j['plan_cache']; print(f\"{sys.argv[2]:8s} start {j['start_s']:.2f} s (load {j['load_s']:.2f} s, first run {j['first_run_ms']:.0f} ms), plan cache {p['state']} {p['entries']} entries {p['note']}\")" "$D/$1.json" "$1" 2>/dev/null || tail -2 "$D/$1.err"
@@ -35,8 +36,13 @@ rm -rf "$W/cache"
 run cold; check $? "cold run"
 [ "$(state cold)" = cold ]; check $? "first start is cold"
 ls -l "$W"/cache/*.plans
+grep -q '^entry graph [0-9a-f]* f32\[32,3,224,224\] = captured$' "$W"/cache/*.plans
+check $? "the plan file lists the input shape captured as a CUDA graph (b32)"
 run warm1; check $? "warm run"
 [ "$(state warm1)" = warm ]; check $? "second start is warm"
+grep -h "cached input shapes captured" "$D/warm1.err"
+grep -q "1 of 1 cached input shapes captured as CUDA graphs at start" "$D/warm1.err"
+check $? "the warm start captured the listed shape before its first run"
 run warm2
 $PY - "$(start cold)" "$(start warm1)" "$(start warm2)" <<'PY'
 import sys
@@ -80,6 +86,25 @@ grep -h "plan cache" "$D/stale.err" | head -2
 grep -q "stale, ignored (made for gpu 'NVIDIA A100-SXM4-80GB'" "$D/stale.err"; check $? "the warning says stale and names the gpu"
 run rewritten
 [ "$(state rewritten)" = warm ]; check $? "the stale file was rewritten (warm again)"
+
+echo "== a captured-shape list entry that does not parse (valid checksum) =="
+f=$(ls "$W"/cache/*.plans | head -1)
+$PY - "$f" <<'PY'
+import sys
+lines = open(sys.argv[1], "rb").read().split(b"\n")[:-2]
+model = next(l.split()[1] for l in lines if l.startswith(b"model "))
+lines.append(b"entry graph " + model + b" f32[32,3,224 = captured")
+body = b"".join(l + b"\n" for l in lines)
+h = 1469598103934665603
+for c in body:
+    h = ((h ^ c) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+n = sum(l.startswith(b"entry ") for l in lines)
+open(sys.argv[1], "wb").write(body + f"end {n} {h:016x}\n".encode())
+PY
+run badlist; check $? "run with a malformed captured-shape entry succeeds"
+[ "$(state badlist)" = warm ]; check $? "the rest of that file is used (warm)"
+grep -h "ignoring a captured-shape entry" "$D/badlist.err" | head -1
+grep -q "ignoring a captured-shape entry: graph .* f32\[32,3,224: " "$D/badlist.err"; check $? "the malformed entry is named in a warning"
 
 echo "== gpuopt serve: cold, then warm =="
 mkdir -p "$W/repo/resnet50/1" && cp "$M" "$W/repo/resnet50/1/model.onnx"

@@ -40,9 +40,21 @@ void classify_fusion(const Node& n, const std::string& was, NodeReport* r) {
   } else if (n.op_type == "Attention" && n.domain.empty() && !was.empty() && was != "Attention") {
     r->fusion = "attention";
     r->pattern = "MatMul+[scale]+[mask]+Softmax+MatMul -> SDPA";
+    if (n.attr_i("nan_to_zero", 0) != 0) r->pattern += " (NaN guard inside)";
   } else if (n.op_type == "Gemm" && n.domain.empty() && was == "MatMul") {
     r->fusion = "matmul_bias";
     r->pattern = "MatMul+Add";
+  } else if (n.op_type == "FusedGemm" && n.domain == "com.microsoft" && was != "FusedGemm") {
+    r->fusion = "gemm_activation";
+    r->epilogue = n.attr_s("activation", "");
+    r->pattern = (was == "MatMul" ? "MatMul+Add+" : was + "+") + r->epilogue;
+  } else if (n.op_type == "LayerNormalization" && n.domain.empty() && !was.empty() && was != "LayerNormalization") {
+    r->fusion = "layernorm";
+    r->pattern = "ReduceMean+Sub+Pow+ReduceMean+Add+Sqrt+Div[+Mul][+Add]";
+  } else if (n.op_type == "SkipLayerNormalization" && n.domain == "com.microsoft" && was != "SkipLayerNormalization") {
+    r->fusion = "skip_layernorm";
+    r->pattern = n.outputs.size() > 3 && n.outputs[3] != kNoValue ? "Add+LayerNormalization (sum kept)"
+                                                                    : "Add+LayerNormalization";
   }
 }
 

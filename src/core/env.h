@@ -15,6 +15,7 @@ namespace gpuopt {
   X(GPUOPT_NVML_LIBRARY, "libnvidia-ml.so.1", "Path of the NVML library to dlopen (the tests point it at a fake).") \
   X(GPUOPT_DISABLE_FUSION, "0",                                                                              \
     "1 or all turns every fusion off; or a list to leave out: conv,matmul_bias,gelu,attention,nhwc.")    \
+  X(GPUOPT_SDPA_BIAS, "expand", "broadcast: cuDNN's SDPA reads a [B,1,1,S] mask in place (zero row stride) instead of a copy expanded per call.") \
   X(GPUOPT_ATTENTION_KERNEL, "auto", "wmma: gpuopt's tensor-core kernel instead of cuDNN's flash attention; scalar: the scalar kernel (A/B).") \
   X(GPUOPT_DEPTHWISE_KERNEL, "auto", "cudnn runs channels-last depthwise convs through cuDNN instead of gpuopt's kernel (A/B).") \
   X(GPUOPT_NUM_THREADS, "all cores", "Threads of the CPU reference's pool (MatMul, Gemm, Conv).")             \

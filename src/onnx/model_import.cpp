@@ -24,7 +24,8 @@ using onnx_detail::convert_attribute;
 
 bool is_default_domain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
 
-// Ops of other domains in gpuopt's op list: ONNX Runtime's com.microsoft FusedConv and gpuopt's
+// Ops of other domains in gpuopt's op list: ONNX Runtime's com.microsoft FusedConv, FusedGemm and
+// SkipLayerNormalization, and gpuopt's
 // own channels-last ops (ai.gpuopt, written by the layout_nhwc pass). They are read only in
 // their own domain (a default-domain "FusedConv" is as unknown as in ONNX itself).
 struct DomainOp {
@@ -32,8 +33,8 @@ struct DomainOp {
 };
 constexpr DomainOp kDomainOps[] = {
     {"com.microsoft", "FusedConv"}, {"ai.gpuopt", "NhwcFusedConv"}, {"ai.gpuopt", "NhwcMaxPool"},
-    {"ai.gpuopt", "Int8Gemm"}, {"ai.gpuopt", "Int8Conv"},
-    {"ai.gpuopt", "Int8Add"}};
+    {"ai.gpuopt", "Int8Gemm"}, {"com.microsoft", "FusedGemm"}, {"com.microsoft", "SkipLayerNormalization"},
+    {"ai.gpuopt", "Int8Conv"}, {"ai.gpuopt", "Int8Add"}};
 
 bool is_contrib_op(const std::string& domain, const std::string& op) {
   for (const DomainOp& d : kDomainOps)

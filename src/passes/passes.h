@@ -48,6 +48,18 @@ Result<PassStats> fuse_gelu(Graph* g);
 // Softmax -> [NaN guard] -> MatMul, with 3-D or 4-D heads, becomes one ONNX Attention node.
 Result<PassStats> fuse_attention(Graph* g);
 
+// LayerNorm written op by op (ReduceMean, Sub, Pow, ReduceMean, Add eps, Sqrt, Div [, Mul gamma]
+// [, Add beta], last axis) becomes one ONNX LayerNormalization; fuse_layernorm.cpp.
+Result<PassStats> fuse_layernorm(Graph* g);
+
+// Gemm -> [Reshape] -> Relu|Gelu becomes one com.microsoft FusedGemm (the activation in the
+// GEMM's epilogue on the GPU); fuse_epilogue.cpp.
+Result<PassStats> fuse_gemm_activation(Graph* g);
+
+// Add(a, b) -> LayerNormalization (last axis, a and b of one shape) becomes one com.microsoft
+// SkipLayerNormalization, which also writes the sum when something else reads it.
+Result<PassStats> fuse_skip_layernorm(Graph* g);
+
 // Removes the nodes marked in `drop` (indexed like g->nodes()), keeping the order of the rest, and
 // rebuilds the producer table. For passes that rewrite in place and then drop what they replaced.
 void erase_nodes(Graph* g, const std::vector<bool>& drop);

@@ -42,12 +42,14 @@ bool FusionSwitches::enabled(std::string_view pass) const {
 }
 
 Status FusionSwitches::validate() const {
-  static constexpr std::string_view kNames[] = {"conv", "matmul_bias", "gelu", "attention", "nhwc", "qdq"};
+  static constexpr std::string_view kNames[] = {"conv",      "matmul_bias",     "gelu",           "layernorm",
+                                                "attention", "gemm_activation", "skip_layernorm", "nhwc",
+                                                "qdq"};
   for (const auto& n : off)
     if (std::find(std::begin(kNames), std::end(kNames), n) == std::end(kNames))
       return Status::InvalidArgument(
-          "GPUOPT_DISABLE_FUSION: unknown fusion '{}' (valid: 1 or all, or a list of conv, matmul_bias, gelu, attention, "
-          "nhwc, qdq)",
+          "GPUOPT_DISABLE_FUSION: unknown fusion '{}' (valid: 1 or all, or a list of conv, matmul_bias, gelu, layernorm, "
+          "attention, gemm_activation, skip_layernorm, nhwc, qdq)",
           n);
   return Status::Ok();
 }
@@ -61,26 +63,39 @@ Status run_default_passes(Graph* g, const FusionSwitches& sw) {
   ident.removed += common.removed;
   GPUOPT_ASSIGN_OR_RETURN(PassStats dead, remove_dead_nodes(g));
   // After dead-node removal, so a Conv output read also by a dead node still fuses.
-  PassStats conv, gelu, attention, linear;
+  PassStats conv, gelu, layernorm, attention, linear;
   if (sw.enabled("conv")) {
     GPUOPT_ASSIGN_OR_RETURN(conv, fuse_conv_activation(g));
   }
   if (sw.enabled("gelu")) {
     GPUOPT_ASSIGN_OR_RETURN(gelu, fuse_gelu(g));
   }
-  if (sw.enabled("attention")) {
+  if (sw.enabled("layernorm") || sw.enabled("attention")) {
     GPUOPT_RETURN_IF_ERROR(g->topo_sort());
-    GPUOPT_RETURN_IF_ERROR(g->infer_shapes());  // the attention pass reads ranks and dtypes
+    GPUOPT_RETURN_IF_ERROR(g->infer_shapes());  // these passes read ranks and dtypes
+  }
+  if (sw.enabled("layernorm")) {
+    GPUOPT_ASSIGN_OR_RETURN(layernorm, fuse_layernorm(g));
+  }
+  if (sw.enabled("attention")) {
     GPUOPT_ASSIGN_OR_RETURN(attention, fuse_attention(g));
   }
   if (sw.enabled("matmul_bias")) {
     GPUOPT_ASSIGN_OR_RETURN(linear, fuse_matmul_bias(g));
   }
+  PassStats act, skip_ln;
+  if (sw.enabled("gemm_activation")) {
+    GPUOPT_ASSIGN_OR_RETURN(act, fuse_gemm_activation(g));
+  }
+  if (sw.enabled("skip_layernorm")) {
+    GPUOPT_RETURN_IF_ERROR(g->infer_shapes());  // the pass compares the addends' shapes
+    GPUOPT_ASSIGN_OR_RETURN(skip_ln, fuse_skip_layernorm(g));
+  }
   GPUOPT_LOG(debug,
              "passes: folded {}, batchnorms folded {}, identities {}, dead {}; fusions removed: conv {}, gelu {}, "
-             "attention {}, matmul-bias {}",
-             folded.removed, bn.removed, ident.removed, dead.removed, conv.removed, gelu.removed, attention.removed,
-             linear.removed);
+             "layernorm {}, attention {}, matmul-bias {}, gemm-activation {}, skip-layernorm {}",
+             folded.removed, bn.removed, ident.removed, dead.removed, conv.removed, gelu.removed, layernorm.removed,
+             attention.removed, linear.removed, act.removed, skip_ln.removed);
   GPUOPT_RETURN_IF_ERROR(g->topo_sort());
   return g->infer_shapes();
 }

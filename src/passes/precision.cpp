@@ -24,7 +24,7 @@ bool keep_f32(std::string_view op) {
 // FusedConv (Conv + residual + activation) too: as a Conv it would otherwise fall to f32 math;
 // and Attention, as autocast runs scaled_dot_product_attention (the kernel's softmax is f32).
 bool bf16_compute_op(std::string_view op) {
-  return op == "MatMul" || op == "Gemm" || op == "Conv" || op == "ConvTranspose" || op == "Einsum" ||
+  return op == "MatMul" || op == "Gemm" || op == "FusedGemm" || op == "Conv" || op == "ConvTranspose" || op == "Einsum" ||
          op == "FusedConv" || op == "NhwcFusedConv" || op == "Attention";
 }
 

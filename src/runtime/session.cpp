@@ -2,6 +2,7 @@
 #include "gpuopt/session.h"
 
 #include "backends/backend.h"
+#include "backends/pipelined.h"
 #include "core/env.h"
 #include "core/log.h"
 #include "ir/graph.h"
@@ -137,6 +138,31 @@ Result<std::vector<Tensor>> Session::run_ordered(const std::vector<Tensor>& inpu
                                    names_of(inputs_));
   GPUOPT_RETURN_IF_ERROR(validate(inputs));
   return exe_->run(inputs, {});
+}
+
+Status Session::begin_ordered(const std::vector<Tensor>& inputs) {
+  if (begun_ >= kPipelineDepth)
+    return Status::FailedPrecondition("{} runs begun and not finished (the most at once)", kPipelineDepth);
+  if (inputs.size() != inputs_.size())
+    return Status::InvalidArgument("{} inputs given, the model has {} ({})", inputs.size(), inputs_.size(),
+                                   names_of(inputs_));
+  GPUOPT_RETURN_IF_ERROR(validate(inputs));
+  if (auto* p = dynamic_cast<PipelinedExecutable*>(exe_.get())) {
+    GPUOPT_RETURN_IF_ERROR(p->begin(inputs));
+  } else {
+    done_.push_back(exe_->run(inputs, {}));
+  }
+  ++begun_;
+  return Status::Ok();
+}
+
+Result<std::vector<Tensor>> Session::finish_ordered() {
+  if (begun_ == 0) return Status::FailedPrecondition("finish_ordered: no run was begun");
+  --begun_;
+  if (auto* p = dynamic_cast<PipelinedExecutable*>(exe_.get())) return p->finish();
+  Result<std::vector<Tensor>> r = std::move(done_.front());
+  done_.erase(done_.begin());
+  return r;
 }
 
 Result<NamedTensors> Session::run(const NamedTensors& named) const { return run(named, nullptr); }

@@ -64,13 +64,20 @@ Batcher::Prepared Batcher::prepare(Batch& batch) const {
   return p;
 }
 
-void Batcher::execute(Instance* inst, Batch& batch, Prepared prep) {
-  const uint64_t t1 = now_ns();
+void Batcher::begin_batch(Instance* inst, Running& r) {
+  r.t1 = now_ns();
+  r.begun = inst->backend->begin(r.prep.inputs);
+  r.prep.inputs.clear();  // begin() has copied (or run) them: the batch's staged copy is not needed
+}
+
+void Batcher::end_batch(Instance* inst, Running& r) {
+  Batch& batch = r.batch;
+  const Prepared& prep = r.prep;
+  const uint64_t t1 = r.t1;
   const uint64_t t0 = t1 - prep.input_ns;  // staging, whenever it happened, counts as compute input
   const int64_t total = prep.total, run_rows = prep.run_rows, length = prep.length;
   const int axis = opt_.padding.axis;
-  Result<std::vector<Tensor>> out = inst->backend->run(prep.inputs);
-  prep.inputs.clear();  // the batch's staged copy is not needed once it has run
+  Result<std::vector<Tensor>> out = r.begun.ok() ? inst->backend->finish() : Result<std::vector<Tensor>>(r.begun);
   uint64_t t2 = now_ns();
   Status err;
   if (out.ok() && out->size() != opt_.outputs.size())

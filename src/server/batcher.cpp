@@ -357,15 +357,42 @@ void Batcher::worker_loop(Instance* inst) {
     lk.unlock();
     const uint64_t t0 = now_ns();
     if (!prepared) prep = prepare(b);
-    const int64_t rows = prep.total;
-    const uint64_t staged_ns = prepared ? prep.input_ns : 0;
-    execute(inst, b, std::move(prep));
-    b.clear();  // the requests' inputs go before the next batch is taken
+    uint64_t rows = 0, executions = 0, staged_ns = prepared ? prep.input_ns : 0;
+    Running cur;
+    cur.batch = std::move(b);
+    cur.prep = std::move(prep);
+    b.clear();
+    begin_batch(inst, cur);
+    for (;;) {
+      // Overlapped: the next staged batch is begun before this one is finished.
+      Running next;
+      bool have_next = false;
+      if (inst->backend->overlaps()) {
+        lk.lock();
+        if (has_staged_) {
+          next.batch = std::move(staged_);
+          staged_.clear();
+          next.prep = std::move(staged_prep_);
+          has_staged_ = false;
+          have_next = true;
+          staged_ns += next.prep.input_ns;
+          cv_.notify_all();  // the scheduler may stage the one after
+        }
+        lk.unlock();
+        if (have_next) begin_batch(inst, next);
+      }
+      rows += static_cast<uint64_t>(cur.prep.total);
+      ++executions;
+      end_batch(inst, cur);
+      cur.batch.clear();  // the requests' inputs go before the next batch is taken
+      if (!have_next) break;
+      cur = std::move(next);
+    }
     const uint64_t t1 = now_ns();
     lk.lock();
     --running_;
-    inst->executions++;
-    inst->rows += static_cast<uint64_t>(rows);
+    inst->executions += executions;
+    inst->rows += rows;
     inst->busy_ns += t1 - t0 + staged_ns;
     if (has_staged_) {  // the next batch is staged: take it now, no trip through the scheduler
       inst->batch = std::move(staged_);

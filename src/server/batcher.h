@@ -6,7 +6,10 @@
 // Keeping the instances fed: while every instance is busy, the scheduler forms the next full
 // batch (max_batch_size rows, or no compatible request left to wait for) and stages it (concatenates
 // its requests and pads it to its row bucket) ahead of time; the instance that is free first takes
-// it as soon as it finishes, without a trip through the scheduler. Per-instance counters and the
+// it as soon as it finishes, without a trip through the scheduler. An instance whose model
+// overlaps batches (parameters gpuopt.pipeline on: ModelInstance::overlaps) begins that staged
+// batch before it finishes the current one, so the next upload runs while this one computes and
+// this one's download while the next computes. Per-instance counters and the
 // most instances seen executing at once are kept for the metrics (instance_counters()).
 //
 //   Batcher b(options, std::move(instances), stats);
@@ -112,7 +115,16 @@ class Batcher {
 
   void scheduler_loop();
   void worker_loop(Instance* inst);
-  void execute(Instance* inst, Batch& batch, Prepared prep);
+  // A batch on an instance: begun (ModelInstance::begin), then finished (its outputs split and
+  // answered). An instance that overlaps() begins the next staged batch before finishing this one.
+  struct Running {
+    Batch batch;
+    Prepared prep;
+    uint64_t t1 = 0;  // begun
+    Status begun;
+  };
+  void begin_batch(Instance* inst, Running& r);
+  void end_batch(Instance* inst, Running& r);
   void finish(Item& item, Result<std::vector<Tensor>> out, const Timing& t);
   // Takes the next batch off the queue when one is ready; *wake_at = when to look again.
   // only_full: only a batch that waiting could not make larger (staging ahead).

@@ -99,9 +99,27 @@ Status fill_typed(Tensor* t, const inference::InferTensorContents& c, const std:
   }
 }
 
-}  // namespace
+// A tensor over the bytes of `raw` (moved out of the message: a swap, no copy); undefined when
+// the bytes are not aligned to the element size (then the caller copies them).
+Tensor view_raw(std::string* raw, DType dtype, const Shape& shape) {
+  auto keep = std::make_shared<std::string>();
+  keep->swap(*raw);
+  if (reinterpret_cast<uintptr_t>(keep->data()) % dtype_size(dtype) != 0) {
+    keep->swap(*raw);  // back where it was
+    return Tensor();
+  }
+  auto storage = std::make_shared<Storage>();
+  storage->data = keep->data();
+  storage->bytes = keep->size();
+  storage->deleter = [keep](void*) {};  // the bytes live as long as a tensor views them
+  return Tensor::wrap(dtype, shape, std::move(storage));
+}
 
-Result<InferRequest> decode_grpc_request(const inference::ModelInferRequest& request, const DecodeLimits& limits) {
+// `owned`: the same message, when the caller gives its raw_input_contents up (views, no copy).
+Result<InferRequest> decode(const inference::ModelInferRequest& request, inference::ModelInferRequest* owned,
+                            const DecodeLimits& limits) {
+  // Counted before any entry moves out: the message holds every byte until the answer is out.
+  const size_t message_bytes = limits.inflight ? request.ByteSizeLong() : 0;
   InferRequest req;
   req.id = request.id();
   for (const auto& [k, v] : request.parameters()) {
@@ -122,7 +140,8 @@ Result<InferRequest> decode_grpc_request(const inference::ModelInferRequest& req
                                    limits.max_tensors);
   const bool raw = request.raw_input_contents_size() > 0;
   int raw_next = 0;  // raw_input_contents holds one entry per input not in shared memory, in order
-  size_t charged = 0;
+  size_t charged = 0;  // bytes the request's tensors hold (the per-request limit)
+  size_t copied = 0;   // of those, bytes decoding allocated (not viewed in the message)
   for (const auto& in : request.inputs()) {
     const std::string& name = in.name();
     for (const auto& prev : req.inputs)
@@ -150,13 +169,15 @@ Result<InferRequest> decode_grpc_request(const inference::ModelInferRequest& req
     }
     // Size checks before allocation: a forged shape cannot make us allocate.
     std::string_view bytes;
+    int raw_index = -1;
     if (raw) {
       if (in.has_contents())
         return Status::InvalidArgument("input '{}': contents and raw_input_contents cannot be mixed", name);
       if (raw_next >= request.raw_input_contents_size())
         return Status::InvalidArgument("input '{}': raw_input_contents has only {} entries", name,
                                        request.raw_input_contents_size());
-      bytes = request.raw_input_contents(raw_next++);
+      raw_index = raw_next++;
+      bytes = request.raw_input_contents(raw_index);
       if (*dtype != DType::String && static_cast<uint64_t>(numel) * dtype_size(*dtype) != bytes.size())
         return Status::InvalidArgument("input '{}': shape {} of {} needs {} bytes but raw_input_contents has {}", name,
                                        shape_to_string(shape), in.datatype(), numel * dtype_size(*dtype), bytes.size());
@@ -178,8 +199,13 @@ Result<InferRequest> decode_grpc_request(const inference::ModelInferRequest& req
     if (charged > limits.max_memory_bytes)
       return Status::OutOfMemory("request needs more than {} bytes of memory (the limit per request)",
                                  limits.max_memory_bytes);
-    GPUOPT_ASSIGN_OR_RETURN(x.tensor, Tensor::try_empty(*dtype, shape, "gRPC input"));
-    GPUOPT_RETURN_IF_ERROR(raw ? tensor_from_wire(&x.tensor, bytes, name) : fill_typed(&x.tensor, in.contents(), name));
+    if (owned && raw && *dtype != DType::String && numel > 0)
+      x.tensor = view_raw(owned->mutable_raw_input_contents(raw_index), *dtype, shape);
+    if (!x.tensor.defined()) {
+      copied += cost;
+      GPUOPT_ASSIGN_OR_RETURN(x.tensor, Tensor::try_empty(*dtype, shape, "gRPC input"));
+      GPUOPT_RETURN_IF_ERROR(raw ? tensor_from_wire(&x.tensor, bytes, name) : fill_typed(&x.tensor, in.contents(), name));
+    }
     req.inputs.push_back(std::move(x));
   }
   if (raw && raw_next != request.raw_input_contents_size())
@@ -198,13 +224,23 @@ Result<InferRequest> decode_grpc_request(const inference::ModelInferRequest& req
   }
   req.memory_bytes = charged;
   if (limits.inflight) {
-    // The request message and its decoded tensors, until the answer is out.
-    req.memory_hold = limits.inflight->take(charged + request.ByteSizeLong());
+    // The request message and the tensors decoding allocated, until the answer is out.
+    req.memory_hold = limits.inflight->take(copied + message_bytes);
     if (!req.memory_hold)
       return Status::Unavailable("the server's in-flight memory ({} bytes) is in use; retry later",
                                  limits.inflight->capacity());
   }
   return req;
+}
+
+}  // namespace
+
+Result<InferRequest> decode_grpc_request(const inference::ModelInferRequest& request, const DecodeLimits& limits) {
+  return decode(request, nullptr, limits);
+}
+
+Result<InferRequest> decode_grpc_request(inference::ModelInferRequest* request, const DecodeLimits& limits) {
+  return decode(*request, request, limits);
 }
 
 void encode_grpc_response(InferReply&& reply, inference::ModelInferResponse* out) {

@@ -2,7 +2,7 @@
 // the same InferRequest / InferReply the HTTP codec produces and consumes, so both protocols
 // share every check after decoding (InferenceServer::submit_infer).
 //
-//   GPUOPT_ASSIGN_OR_RETURN(InferRequest r, decode_grpc_request(proto_request, limits));
+//   GPUOPT_ASSIGN_OR_RETURN(InferRequest r, decode_grpc_request(&proto_request, limits));  // views its bytes
 //   encode_grpc_response(reply, &proto_response);
 //   return to_grpc_status(status);
 #pragma once
@@ -20,8 +20,16 @@ namespace gpuopt::server {
 // ones. Sizes are checked before anything is allocated; DecodeLimits bound the tensor count,
 // elements, per-request memory (kOutOfMemory) and the server-wide budget (kUnavailable).
 Result<InferRequest> decode_grpc_request(const inference::ModelInferRequest& request, const DecodeLimits& limits);
+// Zero-copy form for a message the caller gives up: each raw_input_contents entry of a numeric
+// input is moved out of the message (a string swap, no byte copied) and the input tensor views it
+// (the tensor keeps those bytes alive; the message's entry is left empty). An entry whose address
+// is not aligned to its element size (a short string kept inside its std::string object) is
+// copied as above. BYTES inputs and typed `contents` are decoded as above.
+Result<InferRequest> decode_grpc_request(inference::ModelInferRequest* request, const DecodeLimits& limits);
 
-// outputs' metadata and raw_output_contents (an empty entry for an output written to shared
+// outputs' metadata and raw_output_contents: each output's bytes are appended once, from the
+// output tensor itself, into its entry (reserved at the final size; no intermediate buffer)
+// (an empty entry for an output written to shared
 // memory, so the indices stay aligned as Triton's client expects).
 void encode_grpc_response(InferReply&& reply, inference::ModelInferResponse* out);
 

@@ -100,13 +100,14 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
   explicit Service(InferenceServer* s) : s_(s) {}
 
   // Decodes, then hands the request to the shared inference path; `done` is called exactly once.
-  void infer(const pb::ModelInferRequest& req, InferDone done, std::shared_ptr<WireTimes> wire = nullptr) {
+  // The message is given up: its raw_input_contents move into the input tensors (no copy).
+  void infer(pb::ModelInferRequest& req, InferDone done, std::shared_ptr<WireTimes> wire = nullptr) {
     const uint64_t t_start = now_ns();
     if (s_->shutting_down()) return done(Status::Unavailable("server is shutting down"));
     auto v = s_->repository().find(req.model_name(), req.model_version());
     if (!v.ok()) return done(v.status());
     std::optional<NvtxRange> decode_range(std::in_place, "serve decode");
-    auto decoded = decode_grpc_request(req, s_->request_limits());
+    auto decoded = decode_grpc_request(&req, s_->request_limits());
     decode_range.reset();
     if (!decoded.ok()) {
       (*v)->stats->record_request(false, now_ns() - t_start, 0, 0, 0, 0, 0,
@@ -239,8 +240,11 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
     return answer(ctx, Status::Ok());
   }
 
-  ServerUnaryReactor* ModelInfer(CallbackServerContext* ctx, const pb::ModelInferRequest* req,
+  ServerUnaryReactor* ModelInfer(CallbackServerContext* ctx, const pb::ModelInferRequest* request,
                                  pb::ModelInferResponse* resp) override {
+    // grpc hands its own (non-const) message over as const and only destroys it after the call:
+    // the inputs' raw bytes are moved out of it into the tensors instead of copied.
+    auto* req = const_cast<pb::ModelInferRequest*>(request);
     if (s_->tracing()) {  // the trace's "network out": a reactor of our own tells when the answer went out
       auto* reactor = new WireReactor();
       infer(*req, [reactor, resp](Result<InferReply> r) {
@@ -298,7 +302,8 @@ class StreamReactor final : public grpc::ServerBidiReactor<pb::ModelInferRequest
       std::lock_guard<std::mutex> lk(mu_);
       ++outstanding_;
     }
-    // The request is decoded (copied) before infer() returns, so req_ can take the next one.
+    // The request is decoded before infer() returns (its raw inputs moved out into the tensors),
+    // so req_ can take the next one.
     svc_->infer(req_, [this](Result<InferReply> r) {
       pb::ModelStreamInferResponse resp;
       if (r.ok())

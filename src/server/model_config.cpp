@@ -260,10 +260,14 @@ Status apply_padding_parameters(const std::string& src, ModelConfig* cfg) {
       if (v != "fp32" && v != "fp16" && v != "bf16")
         return Status::InvalidArgument("{}: parameter gpuopt.precision must be fp32, fp16 or bf16, found '{}'", src, v);
       cfg->precision = v;
+    } else if (k == "gpuopt.pipeline") {
+      if (v != "on" && v != "off")
+        return Status::InvalidArgument("{}: parameter gpuopt.pipeline must be on or off, found '{}'", src, v);
+      cfg->pipeline = v == "on";
     } else {
       return Status::InvalidArgument(
           "{}: unknown parameter '{}' (known: gpuopt.pad_axis, gpuopt.pad_buckets, "
-          "gpuopt.pad_value, gpuopt.precision)",
+          "gpuopt.pad_value, gpuopt.pipeline, gpuopt.precision)",
           src, k);
     }
   }

@@ -116,6 +116,7 @@ struct ModelConfig {
   SequencePadding padding;
   std::string precision;              // parameters gpuopt.precision: fp32, fp16 or bf16 ("" = server default)
   std::optional<bool> cuda_graphs;    // optimization { cuda { graphs: ... } } (unset = server default)
+  bool pipeline = false;              // parameters gpuopt.pipeline: on = batches overlap on each instance
   std::vector<std::string> warnings;  // ignored fields, one line each
 };
 

@@ -13,6 +13,7 @@
 #include "gpuopt/session.h"
 #include "server/model_config.h"
 
+#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -29,6 +30,26 @@ class ModelInstance {
   virtual Result<std::vector<Tensor>> run(const std::vector<Tensor>& inputs) = 0;
   // What its start found in the plan cache (Session::plan_cache); "off" without one.
   virtual PlanCacheStatus plan_cache() const { return {}; }
+
+  // Overlapped batches (parameters gpuopt.pipeline on): begin() starts a batch, finish() returns
+  // the oldest begun batch's outputs; at most kMaxBegun begun and not finished. The batcher
+  // begins the next batch before it finishes the current one only when overlaps() is true. The
+  // defaults run the batch inside begin().
+  static constexpr int kMaxBegun = 2;
+  virtual bool overlaps() const { return false; }
+  virtual Status begin(const std::vector<Tensor>& inputs) {
+    begun_.push_back(run(inputs));
+    return Status::Ok();
+  }
+  virtual Result<std::vector<Tensor>> finish() {
+    if (begun_.empty()) return Status::FailedPrecondition("finish: no batch was begun");
+    Result<std::vector<Tensor>> r = std::move(begun_.front());
+    begun_.pop_front();
+    return r;
+  }
+
+ private:
+  std::deque<Result<std::vector<Tensor>>> begun_;
 };
 
 struct InstanceSpec {
@@ -37,6 +58,7 @@ struct InstanceSpec {
   std::string precision = "fp32";          // compute precision (SessionOptions::precision)
   bool cuda_graphs = true;                 // SessionOptions::cuda_graphs
   std::string cache_dir;                   // SessionOptions::cache_dir
+  bool pipeline = false;                   // ModelConfig::pipeline: batches overlap (Session::begin_ordered)
 };
 
 // A loaded model file: what it declares, and how to make an execution context for it.

@@ -10,12 +10,16 @@ namespace {
 
 class SessionInstance : public ModelInstance {
  public:
-  explicit SessionInstance(std::unique_ptr<Session> s) : session_(std::move(s)) {}
+  SessionInstance(std::unique_ptr<Session> s, bool pipeline) : session_(std::move(s)), pipeline_(pipeline) {}
   Result<std::vector<Tensor>> run(const std::vector<Tensor>& inputs) override { return session_->run_ordered(inputs); }
   PlanCacheStatus plan_cache() const override { return session_->plan_cache(); }
+  bool overlaps() const override { return pipeline_; }
+  Status begin(const std::vector<Tensor>& inputs) override { return session_->begin_ordered(inputs); }
+  Result<std::vector<Tensor>> finish() override { return session_->finish_ordered(); }
 
  private:
   std::unique_ptr<Session> session_;
+  bool pipeline_;
 };
 
 std::vector<IoSpec> to_specs(const std::vector<TensorInfo>& v) {
@@ -52,7 +56,7 @@ ModelLoader session_model_loader() {
       so.cuda_graphs = spec.cuda_graphs;
       so.cache_dir = spec.cache_dir;
       GPUOPT_ASSIGN_OR_RETURN(auto s, Session::load(path, so));
-      return std::unique_ptr<ModelInstance>(std::make_unique<SessionInstance>(std::move(s)));
+      return std::unique_ptr<ModelInstance>(std::make_unique<SessionInstance>(std::move(s), spec.pipeline));
     };
     return src;
   };

@@ -612,6 +612,8 @@ std::vector<Case> all_cases() {
   add_resize_more_cases(cases);
   add_nonzero_cases(cases);
   add_norm_width_cases(cases);
+  add_fused_gemm_cases(cases);
+  add_arg_cases(cases);
   add_elementwise_cases(cases);
   add_fusedconv_cases(cases);
   add_attention_cases(cases);

@@ -52,7 +52,9 @@ std::string label(DType dt, const Shape& s, const std::string& extra = "");  // 
 // cases_more.cpp: variadic Sum/Mean/Min/Max, Resize cubic and antialias, NonZero.
 void add_variadic_cases(std::vector<Case>& cases);
 void add_resize_more_cases(std::vector<Case>& cases);
-void add_norm_width_cases(std::vector<Case>& cases);  // cases_more.cpp
+void add_norm_width_cases(std::vector<Case>& cases);  // cases_more.cpp (and SkipLayerNormalization)
+void add_fused_gemm_cases(std::vector<Case>& cases);  // cases_more.cpp: FusedGemm's activations
+void add_arg_cases(std::vector<Case>& cases);         // cases_more.cpp: ArgMax/ArgMin
 void add_nonzero_cases(std::vector<Case>& cases);
 // cases_elementwise.cpp: each fast path of the elementwise/Transpose kernels, and the "perf"
 // cases (BERT-base sizes) for `backend_ops perf --case perf`.

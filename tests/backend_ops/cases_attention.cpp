@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include <limits>
+
 namespace gpuopt::backend_ops {
 
 void add_attention_cases(std::vector<Case>& cases) {
@@ -46,6 +48,26 @@ void add_attention_cases(std::vector<Case>& cases) {
       c.opset = 23;
       cases.push_back(std::move(c));
     }
+  // gpuopt's nan_to_zero (fuse_attention's form of the exporters' NaN guard): batch 0's keys are
+  // all masked (-inf), so its rows are 0 instead of NaN; batch 1 keeps one key masked. The f16
+  // case takes cuDNN's SDPA (then the in-place pass), f32 the scalar kernel, 4-D and 3-D.
+  const double inf = std::numeric_limits<double>::infinity();
+  for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+    const std::vector<double> mask{-inf, -inf, -inf, -inf, -inf, -inf, -inf, -inf,
+                                   0,    0,    -inf, 0,    0,    0,    0,    0};
+    Case c4{"Attention", label(dt, {2, 2, 8, 64}, "all keys masked in batch 0, nan_to_zero"),
+            {data(dt, {2, 2, 8, 64}, -1, 1), data(dt, {2, 2, 8, 64}, -1, 1), data(dt, {2, 2, 8, 64}),
+             const_tensor(dt, {2, 1, 1, 8}, mask)},
+            {{"nan_to_zero", attr_i(1)}}};
+    c4.opset = 23;
+    cases.push_back(std::move(c4));
+    Case c3{"Attention", label(dt, {2, 8, 128}, "3-D, all keys masked in batch 0, nan_to_zero"),
+            {data(dt, {2, 8, 128}, -1, 1), data(dt, {2, 8, 128}, -1, 1), data(dt, {2, 8, 128}),
+             const_tensor(dt, {2, 1, 1, 8}, mask)},
+            {{"q_num_heads", attr_i(2)}, {"kv_num_heads", attr_i(2)}, {"nan_to_zero", attr_i(1)}}};
+    c3.opset = 23;
+    cases.push_back(std::move(c3));
+  }
   for (DType dt : {DType::F16, DType::BF16}) {
     Case c{"Attention", label(dt, {32, 12, 128, 64}, "perf BERT-base b32"),
            {data(dt, {32, 12, 128, 64}, -1, 1), data(dt, {32, 12, 128, 64}, -1, 1), data(dt, {32, 12, 128, 64}),

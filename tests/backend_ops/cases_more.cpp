@@ -188,12 +188,93 @@ void add_norm_width_cases(std::vector<Case>& cases) {
                    {data(DType::F16, {9, 768}), data(DType::F16, {768})}, {{"axis", attr_i(-1)}}});
   cases.push_back({"Softmax", label(DType::F16, {6, 77}, "masked"), {data(DType::F16, {6, 77}, -1e4, 8)},
                    {{"axis", attr_i(-1)}}});
+  // RMSNormalization (opset 23) on the same row kernels: every width, and over the last two axes.
+  for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+    for (const Shape& s : shapes) {
+      Case c{"RMSNormalization", label(dt, s, "width"), {data(dt, s), data(dt, {s.back()})}, {{"epsilon", attr_f(1e-6f)}}};
+      c.opset = 23;
+      cases.push_back(std::move(c));
+    }
+    Case c{"RMSNormalization", label(dt, {3, 4, 96}, "axis=1"), {data(dt, {3, 4, 96}), data(dt, {4, 96})},
+           {{"axis", attr_i(1)}}};
+    c.opset = 23;
+    cases.push_back(std::move(c));
+  }
+  // SkipLayerNormalization (com.microsoft, fuse_skip_layernorm): every width above through the
+  // warp, 16-byte and block kernels; the sum output (pre-LN residual stream); a skip repeated
+  // over the batch ([S, H], as ORT allows); no beta.
+  for (DType dt : {DType::F32, DType::F16, DType::BF16})
+    for (const Shape& s : shapes) {
+      const int64_t last = s.back();
+      Case c{"SkipLayerNormalization", label(dt, s, "width, sum kept"),
+             {data(dt, s), data(dt, s), data(dt, {last}), data(dt, {last})},
+             {{"epsilon", attr_f(1e-5f)}}};
+      c.num_outputs = 4;
+      cases.push_back(std::move(c));
+      cases.push_back({"SkipLayerNormalization", label(dt, s, "width"),
+                       {data(dt, s), data(dt, s), data(dt, {last}), data(dt, {last})}, {{"epsilon", attr_f(1e-5f)}}});
+    }
+  for (DType dt : {DType::F32, DType::F16}) {
+    cases.push_back({"SkipLayerNormalization", label(dt, {4, 7, 768}, "skip [7,768], no beta"),
+                     {data(dt, {4, 7, 768}), data(dt, {7, 768}), data(dt, {768})}, {{"epsilon", attr_f(1e-12f)}}});
+    cases.push_back({"SkipLayerNormalization", label(dt, {3, 5, 3000}, "skip [1,5,3000], rows kernel"),
+                     {data(dt, {3, 5, 3000}), data(dt, {1, 5, 3000}), data(dt, {3000}), data(dt, {3000})},
+                     {{"epsilon", attr_f(1e-5f)}}});
+  }
   for (DType dt : {DType::F16, DType::F32}) {
     cases.push_back({"Softmax", label(dt, {32, 12, 128, 128}, "perf"), {data(dt, {32, 12, 128, 128}, -8, 8)},
                      {{"axis", attr_i(-1)}}});
     cases.push_back({"LayerNormalization", label(dt, {32, 128, 768}, "perf"),
                      {data(dt, {32, 128, 768}), data(dt, {768}), data(dt, {768})}, {{"axis", attr_i(-1)}}});
+    cases.push_back({"SkipLayerNormalization", label(dt, {32, 128, 768}, "perf"),
+                     {data(dt, {32, 128, 768}), data(dt, {32, 128, 768}), data(dt, {768}), data(dt, {768})},
+                     {{"epsilon", attr_f(1e-12f)}}});
   }
+}
+
+// ArgMax / ArgMin: a warp per row along the last axis (an LM head's vocabulary), a thread per
+// output along another axis; keepdims 0; select_last_index with ties (small integers, f16 steps).
+void add_arg_cases(std::vector<Case>& cases) {
+  for (const char* op : {"ArgMax", "ArgMin"})
+    for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::I32, DType::I64}) {
+      const bool integer = dt == DType::I32 || dt == DType::I64;
+      const double hi = integer ? 5 : 2;
+      cases.push_back({op, label(dt, {7, 1000}, "last axis"), {data(dt, {7, 1000}, 0, hi)}, {{"axis", attr_i(-1)}}});
+      cases.push_back({op, label(dt, {3, 50257}, "vocab, keepdims 0"), {data(dt, {3, 50257}, 0, hi)},
+                       {{"axis", attr_i(1)}, {"keepdims", attr_i(0)}}});
+      cases.push_back({op, label(dt, {5, 33, 7}, "axis 1"), {data(dt, {5, 33, 7}, 0, hi)}, {{"axis", attr_i(1)}}});
+      cases.push_back({op, label(dt, {9, 40}, "last index"), {data(dt, {9, 40}, 0, integer ? 3 : 1)},
+                       {{"axis", attr_i(-1)}, {"select_last_index", attr_i(1)}}});
+      cases.push_back({op, label(dt, {6, 4, 5}, "axis 0, last index"), {data(dt, {6, 4, 5}, 0, integer ? 3 : 1)},
+                       {{"axis", attr_i(0)}, {"select_last_index", attr_i(1)}}});
+    }
+}
+
+// FusedGemm (com.microsoft, fuse_gemm_activation): the activation in cuBLASLt's epilogue with a
+// bias row, or a pass after the GEMM (a [M, N] C, no C, and exact GELU in f32). The exact GELU
+// in f16/bf16 runs as cuBLASLt's tanh form (at most 4.7e-4 apart), inside the f16 tolerance.
+void add_fused_gemm_cases(std::vector<Case>& cases) {
+  const InputSpec none{DType::Undefined, {}, false, {}, 0, 0};
+  for (DType dt : {DType::F32, DType::F16, DType::BF16})
+    for (const std::string act : {"Relu", "Gelu", "GeluTanh"}) {
+      AttributeMap a{{"activation", attr_s(act == "GeluTanh" ? "Gelu" : act)}};
+      if (act == "GeluTanh") a["approximate"] = attr_s("tanh");
+      auto add = [&](const std::string& what, std::vector<InputSpec> in, AttributeMap extra) {
+        AttributeMap attrs = a;
+        attrs.insert(extra.begin(), extra.end());
+        cases.push_back({"FusedGemm", label(dt, in[0].shape, act + " " + what), std::move(in), std::move(attrs)});
+      };
+      add("bias row [96,64]x[64,72]", {data(dt, {96, 64}, -1, 1), data(dt, {64, 72}, -0.5, 0.5), data(dt, {72})}, {});
+      add("transB bias row [33,48]x[40,48]^T",
+          {data(dt, {33, 48}, -1, 1), data(dt, {40, 48}, -0.5, 0.5), data(dt, {40})}, {{"transB", attr_i(1)}});
+      add("C [17,24] beta 0.5", {data(dt, {17, 32}, -1, 1), data(dt, {32, 24}, -0.5, 0.5), data(dt, {17, 24})},
+          {{"beta", attr_f(0.5f)}});
+      add("no C", {data(dt, {17, 32}, -1, 1), data(dt, {32, 24}, -0.5, 0.5), none}, {});
+    }
+  for (DType dt : {DType::F16, DType::BF16})
+    cases.push_back({"FusedGemm", label(dt, {4096, 768}, "Gelu perf BERT-base b32 intermediate"),
+                     {data(dt, {4096, 768}, -1, 1), data(dt, {768, 3072}, -0.1, 0.1), data(dt, {3072})},
+                     {{"activation", attr_s("Gelu")}}});
 }
 
 }  // namespace gpuopt::backend_ops

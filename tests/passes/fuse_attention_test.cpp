@@ -125,7 +125,10 @@ TEST(FuseAttention, EachExporterFormBecomesOneAttentionAndMatchesTheUnfusedGraph
     if (form == Form::kSdpa) {  // batch 0: every key masked, the guard's zeros
       ASSERT_FALSE(got.empty());
       EXPECT_EQ(got[0].get_f64(0), 0.0);
-      EXPECT_EQ(count(fused, "IsNaN"), 1);
+      EXPECT_EQ(count(fused, "IsNaN"), 0);  // the guard is the fused node's nan_to_zero
+      EXPECT_EQ(count(fused, "Where"), 0);
+      for (const Node& n : fused.nodes())
+        if (n.op_type == "Attention") { EXPECT_EQ(n.attr_i("nan_to_zero", 0), 1); }
     }
   }
 }

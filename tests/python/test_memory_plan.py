@@ -203,9 +203,18 @@ def test_report_counts_transformer_fusions(name, tmp_path):
     onnx.save(model, str(path))
     c = inspect(path, *dims_for(model))["compile"]
     ops = [n.op_type for n in model.graph.node]
-    want = {"attention": ops.count("Softmax"), "matmul_bias": count_linear(model)}
-    if ops.count("Erf"):
-        want["gelu"] = ops.count("Erf")
+    # Each GELU here follows a linear layer: MatMul+Add+Gelu becomes one FusedGemm, reported
+    # as gemm_activation (not also as matmul_bias and gelu).
+    # The erf form has one Erf; the tanh form one Tanh that feeds the Add of 1 + tanh(...).
+    readers = {v: n for n in model.graph.node for v in n.input}
+    gelus = ops.count("Erf") + sum(1 for n in model.graph.node
+                                   if n.op_type == "Tanh" and getattr(readers.get(n.output[0]), "op_type", "") == "Add")
+    want = {"attention": ops.count("Softmax"), "matmul_bias": count_linear(model) - gelus,
+            "gemm_activation": gelus}
+    # Each fused residual Add + LayerNormalization is one LayerNormalization fewer in the plan.
+    left = [n["op"] for n in c["nodes"]].count("LayerNormalization")
+    want["skip_layernorm"] = ops.count("LayerNormalization") - left
+    assert want["skip_layernorm"] > 0
     got = c["fusion_counts"]
     for k, v in want.items():
         assert got.get(k, 0) == v, f"{name} {k}: report {got.get(k, 0)}, ONNX graph {v} ({got})"

@@ -1,7 +1,9 @@
 """Two CPU instances of one model behind the batcher, under concurrent load from Triton's own
 clients (HTTP and gRPC, JSON and binary tensors): every request is answered exactly once with
 ONNX Runtime's result for its own input, both instances run (per-instance metrics), their
-counts add up to the model's, and SIGTERM drains what is in flight."""
+counts add up to the model's, and SIGTERM drains what is in flight. The same with the batches
+overlapped on each instance (parameters gpuopt.pipeline on: the staged next batch is begun before
+the current one is finished; on the CPU each batch runs inside its begin)."""
 import os
 import sys
 import threading
@@ -41,18 +43,21 @@ def x_for(i):
     return np.random.default_rng(1000 + i).standard_normal((rows, 32)).astype(np.float32)
 
 
-def two_instance_mlp(root):
+def two_instance_mlp(root, pipeline=False):
     """A repository in `root` with the mlp on two CPU instances (2 ms queue delay, batches up to 8);
     returns ONNX Runtime's session of the same model, the oracle."""
     H.mlp_model(str(root / "mlp" / "1" / "model.onnx"))
     with open(root / "mlp" / "config.pbtxt", "w") as f:
         f.write('max_batch_size: 8\ndynamic_batching { max_queue_delay_microseconds: 2000 }\n'
                 'instance_group [ { count: 2 kind: KIND_CPU } ]\n')
+        if pipeline:
+            f.write('parameters { key: "gpuopt.pipeline" value: { string_value: "on" } }\n')
     return ort.InferenceSession(str(root / "mlp" / "1" / "model.onnx"), providers=["CPUExecutionProvider"])
 
 
-def test_two_instances_share_the_load(tmp_path):
-    sess = two_instance_mlp(tmp_path)
+@pytest.mark.parametrize("pipeline", [False, True], ids=["plain", "pipeline"])
+def test_two_instances_share_the_load(tmp_path, pipeline):
+    sess = two_instance_mlp(tmp_path, pipeline)
     with H.Server(["--model-repository", str(tmp_path)]) as s:
         results, errors = {}, []
         lock = threading.Lock()

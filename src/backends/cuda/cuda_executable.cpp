@@ -74,6 +74,7 @@ CudaExecutable::CudaExecutable(Graph g, std::vector<NodePlace> place, DeviceMemo
 CudaExecutable::~CudaExecutable() {
   // Constants and contexts free on this executable's device, whichever thread drops the session.
   cudaSetDevice(device_);
+  lane_.reset();
   dev_const_.clear();
   free_.clear();
 }
@@ -104,6 +105,7 @@ Status CudaExecutable::upload_constants() {
 
 void CudaExecutable::open_plan_cache(const std::string& dir, const std::string& model_hash) {
   plan_cache_ = PlanCacheLink::open(dir, model_hash, device_);
+  model_hash_ = model_hash;
 }
 
 PlanCacheStatus CudaExecutable::plan_cache() const {

@@ -10,6 +10,7 @@
 #pragma once
 
 #include "backends/backend.h"
+#include "backends/pipelined.h"
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/device_memory.h"
 #include "backends/cuda/plan_store.h"
@@ -78,7 +79,14 @@ Result<std::unique_ptr<Context>> make_context(int device, DeviceMemory* mem);
 // Ops whose result changes from run to run with the same inputs: a graph would freeze one draw.
 bool nondeterministic(std::string_view op);
 
-class CudaExecutable final : public Executable {
+// The pipelined runs' state (cuda_pipeline.cpp): one context held for them, an upload and a
+// download stream beside its compute stream, and kPipelineDepth slots used in turn.
+struct Lane;
+struct LaneDeleter {
+  void operator()(Lane* l) const;
+};
+
+class CudaExecutable final : public Executable, public PipelinedExecutable {
  public:
   CudaExecutable(Graph g, std::vector<NodePlace> place, DeviceMemory* mem, int device, bool graphs,
                  MemoryPlanMode memory_plan = MemoryPlanMode::kPool);
@@ -89,10 +97,22 @@ class CudaExecutable final : public Executable {
   // Reads the plan cache (CompileOptions::cache_dir) into the device's plan store; each run that
   // makes a new choice writes it back.
   void open_plan_cache(const std::string& dir, const std::string& model_hash);
+  // With a plan cache and CUDA graphs: runs each input shape the cache lists as captured for this
+  // model (runtime/captured_shapes.h) twice on zeros (eager, then captured), so those shapes
+  // replay from the first request. Entries that do not fit, or whose runs fail, are skipped with
+  // a warning. Returns how many shapes were captured.
+  size_t capture_cached_shapes();
   PlanCacheStatus plan_cache() const override;
   Result<std::vector<Tensor>> run(const std::vector<Tensor>& inputs, const RunOptions& options) override;
+  // cuda_pipeline.cpp: a captured shape's runs overlapped (upload / compute / download streams).
+  Status begin(const std::vector<Tensor>& inputs) override;
+  Result<std::vector<Tensor>> finish() override;
 
  private:
+  Result<Lane*> lane();
+  // Queues one run of captured graph `g` in lane slot `slot`: upload, compute, download.
+  Status enqueue(Lane& lane, GraphEntry& g, int slot, const std::vector<Tensor>& inputs);
+
   struct Slot {
     Tensor host;
     Tensor dev;
@@ -135,6 +155,8 @@ class CudaExecutable final : public Executable {
   std::mutex mu_;
   std::vector<std::unique_ptr<Context>> free_;
   std::unique_ptr<PlanCacheLink> plan_cache_;
+  std::string model_hash_;  // the plan cache's key for this model's captured shapes
+  std::unique_ptr<Lane, LaneDeleter> lane_;  // begin()/finish(); released before the contexts
   std::vector<Tensor> dev_const_;  // declared last: released before the contexts and their streams
 };
 

@@ -3,10 +3,13 @@
 
 #include "core/cuda_check.h"
 #include "core/log.h"
+#include "runtime/captured_shapes.h"
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstring>
 
 namespace gpuopt::cuda {
 namespace {
@@ -94,6 +97,8 @@ Result<std::vector<Tensor>> CudaExecutable::dispatch(Context& c, const std::vect
       return run_eager(c, inputs, prof);
     }
     g->state = GraphEntry::State::kReady;
+    // Listed in the plan cache (saved after this run): a warm start captures it before `ready`.
+    if (plan_cache_) PlanStore::of(device_).put(captured_shape_key(model_hash_, g->key), std::string(kCapturedValue));
     mode("capture");
     return replay(c, *g, inputs, /*uploaded=*/true, prof);
   }
@@ -181,6 +186,49 @@ Status CudaExecutable::capture(Context& c, GraphEntry& g, const std::vector<Tens
   }
   if (graph) cudaGraphDestroy(graph);
   return st;
+}
+
+size_t CudaExecutable::capture_cached_shapes() {
+  if (!plan_cache_ || !graphs_) return 0;
+  ShapeSignature declared;
+  for (ValueId v : graph_.inputs()) {
+    const ValueInfo& vi = graph_.value(v).info;
+    Shape s = vi.shape;
+    for (auto& d : s) d = d < 0 ? -1 : d;
+    declared.emplace_back(vi.dtype, std::move(s));
+  }
+  std::vector<std::string> skipped;
+  std::vector<ShapeSignature> shapes = captured_shapes(PlanStore::of(device_).snapshot(), model_hash_, declared, &skipped);
+  for (const std::string& s : skipped) GPUOPT_LOG(warn, "plan cache: ignoring a captured-shape entry: {}", s);
+  if (shapes.size() > kMaxGraphsPerContext) shapes.resize(kMaxGraphsPerContext);
+  const auto t0 = std::chrono::steady_clock::now();
+  size_t done = 0;
+  for (const ShapeSignature& sig : shapes) {
+    std::vector<Tensor> zeros;
+    for (const auto& [dt, shape] : sig) {
+      Result<Tensor> t = Tensor::try_empty(dt, shape, "a cached shape's input");
+      if (!t.ok()) break;
+      if (dt != DType::String) std::memset(t->raw(), 0, t->nbytes());
+      zeros.push_back(std::move(t).value());
+    }
+    Status st = zeros.size() == sig.size() ? Status::Ok() : Status::OutOfMemory("no host memory for its inputs");
+    RunProfile prof;
+    for (int i = 0; i < 2 && st.ok(); ++i) {  // eager (plans from the cache), then captured
+      RunOptions ro;
+      ro.profile = &prof;
+      st = run(zeros, ro).status();
+    }
+    if (st.ok() && prof.mode != "capture") st = Status::Unimplemented("{}", prof.graph_note);
+    if (!st.ok()) {
+      GPUOPT_LOG(warn, "plan cache: input shapes {} not captured at start: {}", signature_text(sig), st.message());
+      continue;
+    }
+    ++done;
+  }
+  if (!shapes.empty())
+    GPUOPT_LOG(info, "plan cache: {} of {} cached input shapes captured as CUDA graphs at start ({:.0f} ms)", done,
+               shapes.size(), std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  return done;
 }
 
 Result<std::vector<Tensor>> CudaExecutable::replay(Context& c, GraphEntry& g, const std::vector<Tensor>& inputs, bool uploaded,

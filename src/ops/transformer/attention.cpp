@@ -329,6 +329,11 @@ Status cpu_Attention(KernelContext& ctx) {
           for (int64_t e = 0; e < Dv; ++e) yr[e] += row[j] * vb[j * Dv + e];
       }
     }
+  // gpuopt's own attribute, written by fuse_attention for the exporters' NaN guard after the
+  // Softmax (torch's SDPA: a row whose every key is masked gives 0, not NaN).
+  if (ctx.node.attr_i("nan_to_zero", 0) != 0)
+    for (double& e : y)
+      if (std::isnan(e)) e = 0.0;
   if (d.three_d) {  // [B, Hq, Sq, Dv] -> [B, Sq, Hq * Dv]
     std::vector<double> t(y.size());
     for (int64_t b = 0; b < B; ++b)

@@ -1,5 +1,7 @@
 // LayerNormalization on the GPU: one warp per row with the row in registers (16-byte accesses
-// where the row and pointers allow), or one block per row for rows over 2048 values.
+// where the row and pointers allow), or one block per row for rows over 2048 values. The same
+// kernels take SkipLayerNormalization's skip input (added as the row is read) and write the sum
+// when asked.
 #include "ops/norm/cuda/norm.h"
 #include "ops/norm/cuda/row_common.cuh"
 #include "backends/cuda/kernels/float_convert.cuh"
@@ -17,8 +19,9 @@ using kern::st;
 using namespace rowk;
 
 template <typename T, int N>
-__global__ void layernorm_warp(const T* __restrict__ x, const T* __restrict__ scale, const T* __restrict__ bias,
-                               T* __restrict__ y, int64_t rows, int cols, float eps, float* mean_out, float* inv_out) {
+__global__ void layernorm_warp(const T* __restrict__ x, const T* __restrict__ skip, const T* __restrict__ scale,
+                               const T* __restrict__ bias, T* __restrict__ y, T* __restrict__ sum, int64_t rows, int64_t skip_rows, int cols,
+                               float eps, float* mean_out, float* inv_out, bool rms) {
   const int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + (threadIdx.x >> 5);
   if (row >= rows) return;
   const int lane = threadIdx.x & 31;
@@ -29,10 +32,11 @@ __global__ void layernorm_warp(const T* __restrict__ x, const T* __restrict__ sc
 #pragma unroll
   for (int k = 0; k < N; ++k) {
     const int j = lane + 32 * k;
-    v[k] = j < cols ? ld(xr, j) : 0.f;
+    v[k] = j < cols ? ld(xr, j) + (skip ? ld(skip + (row % skip_rows) * cols, j) : 0.f) : 0.f;
+    if (sum && j < cols) st(sum + row * cols, j, v[k]);
     s += v[k];
   }
-  const float mean = warp_sum(s) / static_cast<float>(cols);
+  const float mean = rms ? 0.f : warp_sum(s) / static_cast<float>(cols);
   float q = 0.f;
 #pragma unroll
   for (int k = 0; k < N; ++k)
@@ -56,8 +60,9 @@ __global__ void layernorm_warp(const T* __restrict__ x, const T* __restrict__ sc
 // the row at lane + 32 k), so a warp reads a 768-wide fp16 row in 3 instructions instead of 24.
 // For cols a multiple of E with x, y, scale and bias 16-byte aligned (launch_layernorm checks).
 template <typename T, int NV>
-__global__ void layernorm_vec(const T* __restrict__ x, const T* __restrict__ scale, const T* __restrict__ bias,
-                              T* __restrict__ y, int64_t rows, int cols, float eps, float* mean_out, float* inv_out) {
+__global__ void layernorm_vec(const T* __restrict__ x, const T* __restrict__ skip, const T* __restrict__ scale,
+                              const T* __restrict__ bias, T* __restrict__ y, T* __restrict__ sum, int64_t rows, int64_t skip_rows, int cols,
+                              float eps, float* mean_out, float* inv_out, bool rms) {
   constexpr int E = 16 / sizeof(T);
   const int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + (threadIdx.x >> 5);
   if (row >= rows) return;
@@ -69,16 +74,25 @@ __global__ void layernorm_vec(const T* __restrict__ x, const T* __restrict__ sca
 #pragma unroll
   for (int k = 0; k < NV; ++k) {
     const int i = lane + 32 * k;
-    uint4 raw = make_uint4(0, 0, 0, 0);
+    uint4 raw = make_uint4(0, 0, 0, 0), sraw = make_uint4(0, 0, 0, 0);
     if (i < nvec) raw = xr[i];
+    if (skip && i < nvec) sraw = reinterpret_cast<const uint4*>(skip + (row % skip_rows) * cols)[i];
     const T* e = reinterpret_cast<const T*>(&raw);
+    const T* se = reinterpret_cast<const T*>(&sraw);
 #pragma unroll
     for (int j = 0; j < E; ++j) {
-      v[k][j] = i < nvec ? ld(e, j) : 0.f;
+      v[k][j] = i < nvec ? ld(e, j) + (skip ? ld(se, j) : 0.f) : 0.f;
       s += v[k][j];
     }
+    if (sum && i < nvec) {
+      uint4 out;
+      T* oe = reinterpret_cast<T*>(&out);
+#pragma unroll
+      for (int j = 0; j < E; ++j) st(oe, j, v[k][j]);
+      reinterpret_cast<uint4*>(sum + row * cols)[i] = out;
+    }
   }
-  const float mean = warp_sum(s) / static_cast<float>(cols);
+  const float mean = rms ? 0.f : warp_sum(s) / static_cast<float>(cols);
   float q = 0.f;
 #pragma unroll
   for (int k = 0; k < NV; ++k)
@@ -129,22 +143,29 @@ bool by_vec_count(int64_t cols, int64_t per_vec, F&& f) {
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
 template <typename T>
-__global__ void layernorm_rows(const T* __restrict__ x, const T* __restrict__ scale, const T* __restrict__ bias,
-                               T* __restrict__ y, int64_t cols, float eps, float* mean_out, float* inv_out) {
+__global__ void layernorm_rows(const T* __restrict__ x, const T* __restrict__ skip, const T* __restrict__ scale,
+                               const T* __restrict__ bias, T* __restrict__ y, T* __restrict__ sum, int64_t skip_rows,
+                               int64_t cols, float eps, float* mean_out, float* inv_out, bool rms) {
   const int64_t row = blockIdx.x;
   const T* xr = x + row * cols;
+  const T* kr = skip ? skip + (row % skip_rows) * cols : nullptr;
   T* yr = y + row * cols;
+  // x + skip, recomputed in each pass (in f32, as the warp kernels hold it) rather than re-read
+  // rounded to T.
+  auto val = [&](int64_t j) { return ld(xr, j) + (kr ? ld(kr, j) : 0.f); };
   float s = 0.f;
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) s += ld(xr, j);
-  const float mean = block_sum(s) / static_cast<float>(cols);
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) s += val(j);
+  const float mean = rms ? 0.f : block_sum(s) / static_cast<float>(cols);
   float v = 0.f;
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-    const float d = ld(xr, j) - mean;
+    const float d = val(j) - mean;
     v += d * d;
   }
   const float inv = rsqrtf(block_sum(v) / static_cast<float>(cols) + eps);
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-    float o = (ld(xr, j) - mean) * inv * ld(scale, j);
+    const float e = val(j);
+    if (sum) st(sum + row * cols, j, e);
+    float o = (e - mean) * inv * ld(scale, j);
     if (bias) o += ld(bias, j);
     st(yr, j, o);
   }
@@ -158,27 +179,45 @@ __global__ void layernorm_rows(const T* __restrict__ x, const T* __restrict__ sc
 
 Status launch_layernorm(DType dt, const void* x, const void* scale, const void* bias, void* y, int64_t rows,
                         int64_t cols, float eps, float* mean, float* inv_std, cudaStream_t s) {
+  return launch_skip_layernorm(dt, x, nullptr, 1, scale, bias, y, nullptr, rows, cols, eps, mean, inv_std, s);
+}
+
+Status launch_rmsnorm(DType dt, const void* x, const void* scale, void* y, int64_t rows, int64_t cols, float eps,
+                      float* inv_rms, cudaStream_t s) {
+  return launch_skip_layernorm(dt, x, nullptr, 1, scale, nullptr, y, nullptr, rows, cols, eps, nullptr, inv_rms, s,
+                               /*rms=*/true);
+}
+
+Status launch_skip_layernorm(DType dt, const void* x, const void* skip, int64_t skip_rows, const void* scale,
+                             const void* bias, void* y, void* sum, int64_t rows, int64_t cols, float eps, float* mean,
+                             float* inv_std, cudaStream_t s, bool rms) {
   if (rows * cols == 0) return Status::Ok();
+  if (skip_rows <= 0 || rows % skip_rows != 0)
+    return Status::InvalidArgument("skip has {} rows, which do not repeat over the input's {}", skip_rows, rows);
   GPUOPT_RETURN_IF_ERROR(by_float(dt, [&](auto tag) {
     using T = decltype(tag);
     constexpr int64_t E = 16 / sizeof(T);
     const bool fits = rows < (int64_t{1} << 31) * kRowsPerBlock;
+    const T* xs = static_cast<const T*>(x);
+    const T* ks = static_cast<const T*>(skip);
+    const T* sc = static_cast<const T*>(scale);
+    const T* bs = static_cast<const T*>(bias);
+    T* ys = static_cast<T*>(y);
+    T* ss = static_cast<T*>(sum);
     const bool vec = fits && cols % E == 0 && aligned16(x) && aligned16(y) && aligned16(scale) &&
-                     (!bias || aligned16(bias)) && by_vec_count(cols, E, [&](auto nv) {
+                     (!bias || aligned16(bias)) && (!skip || aligned16(skip)) && (!sum || aligned16(sum)) &&
+                     by_vec_count(cols, E, [&](auto nv) {
                        layernorm_vec<T, decltype(nv)::value><<<warp_row_blocks(rows), 32 * kRowsPerBlock, 0, s>>>(
-                           static_cast<const T*>(x), static_cast<const T*>(scale), static_cast<const T*>(bias),
-                           static_cast<T*>(y), rows, static_cast<int>(cols), eps, mean, inv_std);
+                           xs, ks, sc, bs, ys, ss, rows, skip_rows, static_cast<int>(cols), eps, mean, inv_std, rms);
                      });
     if (vec) return;
     const bool warp = fits && by_row_width(cols, [&](auto n) {
       layernorm_warp<T, decltype(n)::value><<<warp_row_blocks(rows), 32 * kRowsPerBlock, 0, s>>>(
-          static_cast<const T*>(x), static_cast<const T*>(scale), static_cast<const T*>(bias), static_cast<T*>(y), rows,
-          static_cast<int>(cols), eps, mean, inv_std);
+          xs, ks, sc, bs, ys, ss, rows, skip_rows, static_cast<int>(cols), eps, mean, inv_std, rms);
     });
     if (warp) return;
-    layernorm_rows<T><<<static_cast<unsigned>(rows), kBlock, 0, s>>>(static_cast<const T*>(x), static_cast<const T*>(scale),
-                                                                     static_cast<const T*>(bias), static_cast<T*>(y),
-                                                                     cols, eps, mean, inv_std);
+    layernorm_rows<T><<<static_cast<unsigned>(rows), kBlock, 0, s>>>(xs, ks, sc, bs, ys, ss, skip_rows, cols, eps, mean,
+                                                                     inv_std, rms);
   }));
   GPUOPT_CHECK_CALL(cudaGetLastError());
   return Status::Ok();

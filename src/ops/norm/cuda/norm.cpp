@@ -1,4 +1,5 @@
-// LayerNormalization and inference BatchNormalization on the GPU (kernels in norm.cu).
+// LayerNormalization, SkipLayerNormalization and inference BatchNormalization on the GPU (kernels
+// in layernorm.cu and norm.cu).
 #include "backends/cuda/cuda_ops.h"
 #include "ops/norm/cuda/norm.h"
 #include "backends/cuda/upload.h"
@@ -32,6 +33,33 @@ Status run_layernorm(CudaKernelContext& k) {
   float* inv = k.outputs.size() > 2 && k.outputs[2] && k.out(2).dtype() == DType::F32 ? k.out(2).data<float>() : nullptr;
   return launch_layernorm(x.dtype(), x.raw(), k.in(1).raw(), bias, k.out(0).raw(), rows, cols,
                           k.node.attr_f("epsilon", 1e-5f), mean, inv, k.ctx.stream);
+}
+
+// SkipLayerNormalization (com.microsoft): LayerNorm over the last axis of input + skip; skip is
+// [rows, H] or repeats over the leading dims ([S, H], [1, S, H]); beta optional; ORT's bias input
+// (4) runs on the CPU reference (skip_layernorm_supported).
+Status run_skip_layernorm(CudaKernelContext& k) {
+  const Tensor& x = k.in(0);
+  const Tensor& skip = k.in(1);
+  if (x.rank() == 0) return k.error("input is a scalar");
+  const int64_t cols = x.shape().back(), rows = cols ? x.numel() / cols : 0;
+  if (cols == 0 || skip.numel() % cols != 0 || skip.numel() == 0 || skip.shape().back() != cols)
+    return k.error("skip {} does not fit input {}", shape_to_string(skip.shape()), shape_to_string(x.shape()));
+  if (k.in(2).numel() != cols) return k.error("gamma has {} elements for the hidden size {}", k.in(2).numel(), cols);
+  const void* beta = k.inputs.size() > 3 && k.inputs[3] ? k.in(3).raw() : nullptr;
+  if (beta && k.in(3).numel() != cols) return k.error("beta has {} elements for the hidden size {}", k.in(3).numel(), cols);
+  auto f32_out = [&](size_t o) -> float* {
+    return k.outputs.size() > o && k.outputs[o] && k.out(o).dtype() == DType::F32 ? k.out(o).data<float>() : nullptr;
+  };
+  void* sum = k.outputs.size() > 3 && k.outputs[3] ? k.out(3).raw() : nullptr;
+  return launch_skip_layernorm(x.dtype(), x.raw(), skip.raw(), skip.numel() / cols, k.in(2).raw(), beta,
+                               k.out(0).raw(), sum, rows, cols, k.node.attr_f("epsilon", 1e-12f), f32_out(1), f32_out(2),
+                               k.ctx.stream)
+      .with_context(node_label(k.node));
+}
+
+bool skip_layernorm_supported(const Node& n, const std::vector<DType>& in) {
+  return (in.size() <= 4 || in[4] == DType::Undefined) && all_same_float(n, in);
 }
 
 // Inference BatchNormalization: per-channel scale/shift folded on the host from the constant
@@ -72,6 +100,7 @@ bool batchnorm_supported(const Node& n, const std::vector<DType>& in) {
 }  // namespace
 
 GPUOPT_CUDA_OP(LayerNormalization, &run_layernorm, &all_same_float);
+GPUOPT_CUDA_OP(SkipLayerNormalization, &run_skip_layernorm, &skip_layernorm_supported);
 GPUOPT_CUDA_OP(BatchNormalization, &run_batchnorm, &batchnorm_supported, host_inputs_mask({1, 2, 3, 4}));
 
 }  // namespace gpuopt::cuda

@@ -17,6 +17,16 @@ Status launch_softmax(DType dt, const void* x, void* y, int64_t outer, int64_t a
 // mean/inv_std (f32, per row) are written when non-null.
 Status launch_layernorm(DType dt, const void* x, const void* scale, const void* bias, void* y, int64_t rows,
                         int64_t cols, float eps, float* mean, float* inv_std, cudaStream_t s);
+// The same over x + skip (skip: [skip_rows, cols] repeated over the rows, or nullptr); the sum is
+// written to `sum` when it is non-null (SkipLayerNormalization's input_skip_bias_sum).
+Status launch_skip_layernorm(DType dt, const void* x, const void* skip, int64_t skip_rows, const void* scale,
+                             const void* bias, void* y, void* sum, int64_t rows, int64_t cols, float eps, float* mean,
+                             float* inv_std, cudaStream_t s, bool rms = false);
+
+// RMSNormalization: y = x / sqrt(mean(x^2) + eps) * scale over each row (the LayerNorm kernels
+// without the centring); inv_rms (f32 per row) when non-null.
+Status launch_rmsnorm(DType dt, const void* x, const void* scale, void* y, int64_t rows, int64_t cols, float eps,
+                      float* inv_rms, cudaStream_t s);
 
 enum class ReduceOp : uint8_t { kSum, kMean, kMax, kMin, kProd, kL2, kSumSquare, kL1, kLogSumExp };
 

@@ -87,10 +87,13 @@ Status run_attention(CudaKernelContext& k) {
     a.mask_sk = strides[3];
     a.mask_len = dims[3] == 1 ? a.kv_seq : dims[3];
   }
+  a.nan_to_zero = k.node.attr_i("nan_to_zero", 0) != 0;
   if (sdpa_applies(a)) {
     Result<bool> ran = run_sdpa(a, k.ctx);
     if (!ran.ok()) return ran.status().with_context(node_label(k.node));
-    if (*ran) return Status::Ok();
+    if (*ran)
+      return a.nan_to_zero ? launch_nan_to_zero(a.dt, a.y, k.out(0).numel(), k.ctx.stream).with_context(node_label(k.node))
+                           : Status::Ok();
   }
   return launch_attention(a, k.ctx.stream).with_context(node_label(k.node));
 }

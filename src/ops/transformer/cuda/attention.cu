@@ -12,6 +12,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace gpuopt::cuda {
@@ -113,7 +114,9 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttentionArgs a)
     if (qi >= a.q_seq) break;
     for (int c = 0; c < kVRegs; ++c) {
       const int d = lane + 32 * c;
-      if (d < Dv) y[qi * a.ys.s + d] = from_f<T>(acc[r][c] / l[r]);  // l == 0: every key masked, NaN
+      if (d >= Dv) continue;
+      const float o = acc[r][c] / l[r];  // l == 0: every key masked, NaN
+      y[qi * a.ys.s + d] = from_f<T>(a.nan_to_zero && isnan(o) ? 0.f : o);
     }
   }
 }
@@ -142,7 +145,31 @@ bool scalar_forced() {
   return forced;
 }
 
+template <typename T>
+__global__ void nan_to_zero_kernel(T* y, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    if (isnan(to_f(y[i]))) y[i] = from_f<T>(0.f);
+}
+
+template <typename T>
+void launch_nan_to_zero_typed(void* y, int64_t n, cudaStream_t stream) {
+  const int64_t blocks = std::min<int64_t>((n + 255) / 256, 4096);
+  nan_to_zero_kernel<T><<<static_cast<unsigned>(blocks), 256, 0, stream>>>(static_cast<T*>(y), n);
+}
+
 }  // namespace
+
+Status launch_nan_to_zero(DType dt, void* y, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return Status::Ok();
+  switch (dt) {
+    case DType::F32: launch_nan_to_zero_typed<float>(y, n, stream); break;
+    case DType::F16: launch_nan_to_zero_typed<__half>(y, n, stream); break;
+    case DType::BF16: launch_nan_to_zero_typed<__nv_bfloat16>(y, n, stream); break;
+    default: return Status::Unimplemented("nan_to_zero in {}", dtype_name(dt));
+  }
+  GPUOPT_CHECK_CALL(cudaGetLastError());
+  return Status::Ok();
+}
 
 Status launch_attention(const AttentionArgs& a, cudaStream_t stream) {
   if (a.batch == 0 || a.q_heads == 0 || a.q_seq == 0) return Status::Ok();

@@ -35,7 +35,11 @@ struct AttentionArgs {
   const void* mask = nullptr;
   bool mask_bool = false;
   int64_t mask_sb = 0, mask_sh = 0, mask_sq = 0, mask_sk = 1, mask_len = 0;
+  bool nan_to_zero = false;  // NaN outputs (rows whose every key is masked) written as 0
 };
+
+// y[i] = isnan(y[i]) ? 0 : y[i] over n elements of dt, in place (after cuDNN's SDPA).
+Status launch_nan_to_zero(DType dt, void* y, int64_t n, cudaStream_t stream);
 
 // The largest head sizes the kernel takes (registers per lane hold v_head / 32 accumulators).
 constexpr int64_t kAttentionMaxHead = 256;

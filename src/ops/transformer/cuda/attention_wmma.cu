@@ -131,7 +131,10 @@ __global__ void __launch_bounds__(kWarps * 32) attention_wmma_kernel(AttentionAr
   }
   if (qi < a.q_seq) {
     T* y = static_cast<T*>(a.y) + b * a.ys.b + h * a.ys.h + qi * a.ys.s;
-    for (int c = half; c < Dv; c += 2) y[c] = from_f<T>(of[row * ldo + c] / l);  // l == 0: all masked, NaN
+    for (int c = half; c < Dv; c += 2) {
+      const float o = of[row * ldo + c] / l;  // l == 0: all masked, NaN
+      y[c] = from_f<T>(a.nan_to_zero && isnan(o) ? 0.f : o);
+    }
   }
 #endif
 }

@@ -58,11 +58,23 @@ struct BiasShape {
   bool expand = false;  // the mask broadcasts over query rows: materialised first
 };
 
+// GPUOPT_SDPA_BIAS=broadcast hands cuDNN a mask that broadcasts over the query rows ([B,1,1,S],
+// BERT's padding mask) in place, with a zero row stride, instead of materialising
+// [B, 1, q_seq, kv_seq] before every call (50 us per BERT-base b32 run); `expand` (the default
+// until the H200 has checked cuDNN's reading of a zero stride) always materialises.
+bool bias_broadcast() {
+  static const bool on = [] {
+    const auto v = env_get("GPUOPT_SDPA_BIAS");
+    return v && *v == "broadcast";
+  }();
+  return on;
+}
+
 BiasShape bias_shape(const AttentionArgs& a) {
   BiasShape s;
   s.b = a.mask_sb == 0 ? 1 : a.batch;
   s.h = a.mask_sh == 0 ? 1 : a.q_heads;
-  s.expand = true;  // always materialise: one layout for cuDNN, a few MB per call at most
+  s.expand = !(bias_broadcast() && a.mask_sq == 0 && a.mask_sk == 1);
   return s;
 }
 
@@ -84,7 +96,8 @@ Status build(Plan* p, const AttentionArgs& a, const BiasShape& bs, cudnnHandle_t
   if (a.causal) opts.set_causal_mask(true);
   if (a.mask) {
     const int64_t sq = a.q_seq * a.kv_seq;
-    opts.set_bias(tensor("Bias", kBias, {bs.b, bs.h, a.q_seq, a.kv_seq}, {bs.h * sq, sq, a.kv_seq, 1}));
+    opts.set_bias(bs.expand ? tensor("Bias", kBias, {bs.b, bs.h, a.q_seq, a.kv_seq}, {bs.h * sq, sq, a.kv_seq, 1})
+                            : tensor("Bias", kBias, {bs.b, bs.h, a.q_seq, a.kv_seq}, {a.mask_sb, a.mask_sh, 0, 1}));
   }
   auto [o, stats] = g->sdpa(q, k, v, opts);
   (void)stats;
@@ -100,7 +113,8 @@ Status build(Plan* p, const AttentionArgs& a, const BiasShape& bs, cudnnHandle_t
 const Plan* find_plan(const AttentionArgs& a, const BiasShape& bs, cudnnHandle_t h) {
   Key key{{static_cast<int64_t>(a.dt), a.batch, a.q_heads, a.kv_heads, a.q_seq, a.kv_seq, a.head, a.v_head, a.qs.b,
            a.qs.h, a.qs.s, a.ks.b, a.ks.h, a.ks.s, a.vs.b, a.vs.h, a.vs.s, a.ys.b, a.ys.h, a.ys.s, a.causal,
-           a.mask != nullptr, bs.b, bs.h, static_cast<int64_t>(a.scale * 1e6f)}};
+           a.mask != nullptr, bs.b, bs.h, static_cast<int64_t>(a.scale * 1e6f), bs.expand ? -1 : a.mask_sb,
+           bs.expand ? -1 : a.mask_sh}};
   std::lock_guard<std::mutex> lock(g_mu);
   auto& slot = g_plans[key];
   if (!slot) {
@@ -136,14 +150,15 @@ Result<bool> run_sdpa(const AttentionArgs& a, ExecContext& ctx) {
   const Plan* plan = find_plan(a, bs, h);
   if (!plan->status.ok()) return false;
   const size_t es = dtype_size(a.dt);
-  const size_t bias_bytes = a.mask ? align256(static_cast<size_t>(bs.b * bs.h * a.q_seq * a.kv_seq) * es) : 0;
+  const size_t bias_bytes = a.mask && bs.expand ? align256(static_cast<size_t>(bs.b * bs.h * a.q_seq * a.kv_seq) * es) : 0;
   Tensor hold;
   GPUOPT_ASSIGN_OR_RETURN(void* buf, call_workspace(ctx, bias_bytes + static_cast<size_t>(plan->workspace), &hold));
   std::unordered_map<int64_t, void*> pack{{kQ, const_cast<void*>(a.q)},
                                            {kK, const_cast<void*>(a.k)},
                                            {kV, const_cast<void*>(a.v)},
                                            {kO, a.y}};
-  if (a.mask) {
+  if (a.mask && !bs.expand) pack[kBias] = const_cast<void*>(a.mask);
+  if (a.mask && bs.expand) {
     // [bb, bh, q_seq, kv_seq] from the mask's broadcast strides.
     StridedDesc d;
     d.rank = 4;
