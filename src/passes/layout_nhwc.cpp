@@ -8,7 +8,10 @@
 // the region, or a graph output, gets one Transpose back into its original value. A Transpose
 // the model already had that undoes ours is cancelled instead of stacked on it. Per-tensor
 // QuantizeLinear/DequantizeLinear are elementwise, so a QDQ model's convs (int8 on the GPU:
-// DQ(Q(x)) -> Conv, with the weight's DequantizeLinear folded to a constant) form one region.
+// DQ(Q(x)) -> Conv, with the weight's DequantizeLinear folded to a constant) form one region,
+// and fold_qdq's Int8Conv (written NCHW, channels_last 0) is a conv of that region: it becomes
+// channels_last 1 with its int8 weight transposed to [M, kH, kW, C] here, as NhwcFusedConv's;
+// its Int8Add is elementwise.
 #include "ops/common/tensor_util.h"
 #include "ir/conv2d_attrs.h"
 #include "passes/passes.h"
@@ -23,7 +26,7 @@ namespace {
 const std::vector<int64_t> kToNhwc = {0, 2, 3, 1};
 const std::vector<int64_t> kToNchw = {0, 3, 1, 2};
 
-enum class Kind { kNone, kConv, kPool, kGap, kElementwise };
+enum class Kind { kNone, kConv, kInt8Conv, kPool, kGap, kElementwise };
 
 bool is_default(const Node& n, std::string_view op) {
   return n.domain.empty() && n.op_type == op;
@@ -85,6 +88,18 @@ struct Rewriter {
   }
 
   Kind classify(const Node& n, std::vector<size_t>* acts) const {
+    if (n.domain == "ai.gpuopt" && n.op_type == "Int8Conv") {
+      if (n.attr_i("channels_last", 0) != 0 || n.inputs.size() < 4 || n.outputs.size() != 1 || !rank4(n.inputs[0]) ||
+          !rank4(n.outputs[0]))
+        return Kind::kNone;
+      const Value& w = g->value(n.inputs[1]);
+      if (!w.constant || w.constant->rank() != 4) return Kind::kNone;
+      Node probe;
+      probe.attrs = conv_attrs(n, w);
+      if (!conv2d_attrs_supported(probe)) return Kind::kNone;
+      acts->push_back(0);
+      return Kind::kInt8Conv;
+    }
     const bool conv = is_default(n, "Conv") || (n.domain == "com.microsoft" && n.op_type == "FusedConv");
     if (conv) {
       if (n.inputs.size() < 2 || n.outputs.size() != 1 || !rank4(n.inputs[0]) || !rank4(n.outputs[0]))
@@ -104,6 +119,14 @@ struct Rewriter {
         acts->push_back(3);
       }
       return Kind::kConv;
+    }
+    if (n.domain == "ai.gpuopt" && n.op_type == "Int8Add") {  // elementwise on two equal shapes
+      if (n.inputs.size() < 4 || n.outputs.size() != 1 || !rank4(n.inputs[0]) || !rank4(n.inputs[2]) ||
+          !rank4(n.outputs[0]))
+        return Kind::kNone;
+      acts->push_back(0);
+      acts->push_back(2);
+      return Kind::kElementwise;
     }
     if (is_default(n, "MaxPool")) {
       // The CUDA kernels read explicit pads (auto_pad SAME_* stays NCHW); Indices is NCHW-only.
@@ -220,6 +243,13 @@ struct Rewriter {
         while (n.inputs.size() > 2 && n.inputs.back() == kNoValue) n.inputs.pop_back();
         break;
       }
+      case Kind::kInt8Conv: {
+        const ValueId w = n.inputs[1];
+        n.attrs = conv_attrs(n, g->value(w));
+        n.inputs[1] = enter(w);
+        n.attrs["channels_last"].i = 1;
+        break;
+      }
       case Kind::kPool:
         n.op = *op_from_name("NhwcMaxPool");
         n.op_type = "NhwcMaxPool";
@@ -282,7 +312,7 @@ struct Rewriter {
     }
     std::vector<bool> has_conv(count, false);
     for (size_t n = 0; n < count; ++n)
-      if (kind[n] == Kind::kConv) has_conv[static_cast<size_t>(find(static_cast<int32_t>(n)))] = true;
+      if (kind[n] == Kind::kConv || kind[n] == Kind::kInt8Conv) has_conv[static_cast<size_t>(find(static_cast<int32_t>(n)))] = true;
     for (size_t n = 0; n < count; ++n) {
       if (kind[n] == Kind::kNone || !has_conv[static_cast<size_t>(find(static_cast<int32_t>(n)))]) continue;
       rewrite(g->nodes()[n], kind[n]);

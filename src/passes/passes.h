@@ -84,8 +84,11 @@ void erase_nodes(Graph* g, const std::vector<bool>& drop);
 Result<PassStats> layout_nhwc(Graph* g);
 
 // QDQ pairs around MatMul/Gemm -> Int8Gemm (ai.gpuopt): int8 GEMM with the dequantize, bias and
-// Relu fused (fold_qdq.cpp). run_session_passes runs it for --precision int8 on the GPU.
-Result<PassStats> fold_qdq(Graph* g);
+// Relu fused (fold_qdq.cpp); with `convs`, QDQ Conv -> Int8Conv (ai.gpuopt, NCHW until
+// layout_nhwc makes it channels-last): int8 conv with the dequantize, bias, Relu and the
+// following QuantizeLinear fused. run_session_passes runs it for --precision int8 on the GPU
+// (convs with GPUOPT_INT8_CONV=1 and the nhwc pass on).
+Result<PassStats> fold_qdq(Graph* g, bool convs = false);
 
 // GPUOPT_DISABLE_FUSION, read once per pipeline: "1" (or "all") turns every fusion pass off;
 // otherwise a comma-separated list of pass names to turn off (conv, matmul_bias, gelu, attention,

@@ -118,8 +118,10 @@ Status run_session_passes(Graph* g, const Device& device, std::string_view preci
     // folding turns the weights' DequantizeLinear into float constants).
     if (device.is_cuda() && optimize && sw.enabled("qdq")) {
       GPUOPT_RETURN_IF_ERROR(sw.validate());
-      GPUOPT_ASSIGN_OR_RETURN(PassStats q, fold_qdq(g));
-      GPUOPT_LOG(debug, "passes: fold_qdq made {} int8 GEMMs", q.rewritten);
+      // Int8Conv only where the layout pass will make it channels-last (its CUDA kernel's form).
+      const bool convs = env_get("GPUOPT_INT8_CONV").value_or("0") == "1" && sw.enabled("nhwc");
+      GPUOPT_ASSIGN_OR_RETURN(PassStats q, fold_qdq(g, convs));
+      GPUOPT_LOG(debug, "passes: fold_qdq made {} int8 GEMMs/convs", q.rewritten);
     }
     precision = device.is_cuda() ? "fp16" : "fp32";
   }

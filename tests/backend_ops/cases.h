@@ -29,6 +29,9 @@ struct Case {
   AttributeMap attrs;
   int opset = 17;
   int num_outputs = 1;
+  // Integer outputs are exact unless a case allows this many steps (a float epilogue rounded to
+  // int8, as Int8Conv's requantize: the GPU's f32 arithmetic against the reference's double).
+  double int_steps = 0;
 };
 
 // Every case, for every dtype the op should support on CUDA.
@@ -64,7 +67,8 @@ void add_version_cases(std::vector<Case>& cases);
 void add_attention_cases(std::vector<Case>& cases);
 // cases_nhwc.cpp: the layout_nhwc pass's channels-last NhwcFusedConv and NhwcMaxPool.
 void add_nhwc_cases(std::vector<Case>& cases);
-// cases_int8.cpp: Int8Gemm (fold_qdq's int8 GEMM with its dequantize epilogue).
+// cases_int8.cpp: Int8Gemm (fold_qdq's int8 GEMM with its dequantize epilogue) and Int8Conv
+// (its channels-last int8 convolution, float or requantized int8 output).
 void add_int8_cases(std::vector<Case>& cases);
 
 }  // namespace gpuopt::backend_ops

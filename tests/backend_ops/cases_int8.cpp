@@ -2,9 +2,70 @@
 // and N multiples of 4) or the simple kernel (other shapes), then the dequantize / bias / Relu
 // epilogue. The integer products are exact on both sides; the epilogue's float rounding is what
 // the tolerance covers.
+//
+// Int8Conv (channels-last, as layout_nhwc leaves it): cuDNN's int8 convolution with the
+// per-channel epilogue fused, or into int32 then gpuopt's epilogue, or the direct kernel (channel
+// counts cuDNN's int8 kernels do not take: C=12 its dp4a loop, C=6 its scalar one). The sums are exact; float outputs carry the
+// epilogue's f32 rounding, int8 outputs may differ by one step where v / y_scale is that close to
+// a half (int_steps 1). Int8Add (fold_qdq's residual add) likewise.
 #include "cases.h"
 
+#include <cmath>
+
 namespace gpuopt::backend_ops {
+namespace {
+
+void add_int8_conv_cases(std::vector<Case>& cases) {
+  const InputSpec none{DType::Undefined, {}, false, {}, 0, 0};
+  struct Sz {
+    int64_t n, hw, c, m, k, pad, stride;
+    const char* what;
+  };
+  const Sz sizes[] = {{2, 14, 64, 64, 3, 1, 1, "3x3"},       {3, 9, 32, 128, 1, 0, 2, "1x1 stride 2"},
+                      {1, 7, 16, 48, 3, 1, 2, "3x3 stride 2"}, {2, 6, 12, 20, 3, 1, 1, "odd channels"},
+                      {1, 28, 256, 64, 1, 0, 1, "1x1 wide"},   {1, 5, 6, 8, 3, 1, 1, "C=6"}};
+  for (DType dt : {DType::F32, DType::F16}) {
+    for (const Sz& s : sizes) {
+      AttributeMap a{{"kernel_shape", attr_ints({s.k, s.k})},
+                     {"pads", attr_ints({s.pad, s.pad, s.pad, s.pad})},
+                     {"strides", attr_ints({s.stride, s.stride})},
+                     {"channels_last", attr_i(1)}};
+      auto x = data(DType::I8, {s.n, s.hw, s.hw, s.c}, -127, 128);
+      auto w = data(DType::I8, {s.m, s.k, s.k, s.c}, -127, 128);
+      // Scales as calibration gives them: weights per channel near max|w| / 127, v = sum * sx * sw of
+      // about unit spread, y_scale putting that at ~20 steps (some saturate at +-127).
+      const double taps = static_cast<double>(s.c * s.k * s.k);
+      const double sx = 0.02, sw = 1.0 / (127.0 * std::sqrt(taps)), sy = sx * 127.0 / 60.0;
+      const Shape sh{s.n, s.hw, s.hw, s.c, s.m};
+      AttributeMap relu = a;
+      relu["activation"] = attr_s("Relu");
+      Case q{"Int8Conv", label(dt, sh, std::string(s.what) + " relu, int8 out"),
+             {x, w, scalar(dt, sx), data(dt, {s.m}, sw * 0.5, sw), data(dt, {s.m}, -10 * sy, 10 * sy), scalar(dt, sy)}, relu};
+      q.int_steps = 1;
+      cases.push_back(q);
+      cases.push_back({"Int8Conv", label(dt, sh, std::string(s.what) + " float out"),
+                       {x, w, scalar(dt, sx), data(dt, {s.m}, sw * 0.5, sw), data(dt, {s.m}, -10 * sy, 10 * sy)}, a});
+      Case p{"Int8Conv", label(dt, sh, std::string(s.what) + " per-tensor, no bias, int8 out"),
+             {x, w, scalar(dt, sx), scalar(dt, sw), none, scalar(dt, sy)}, a};
+      p.int_steps = 1;
+      cases.push_back(p);
+    }
+  }
+}
+
+void add_int8_add_cases(std::vector<Case>& cases) {
+  for (DType dt : {DType::F32, DType::F16})
+    for (const Shape& sh : {Shape{2, 14, 14, 64}, Shape{3, 5, 7, 9}, Shape{1, 1, 1, 13}}) {
+      auto a = data(DType::I8, sh, -127, 128), b = data(DType::I8, sh, -127, 128);
+      Case q{"Int8Add", label(dt, sh, "relu, int8 out"), {a, scalar(dt, 0.02), b, scalar(dt, 0.03), scalar(dt, 0.04)},
+             {{"activation", attr_s("Relu")}}};
+      q.int_steps = 1;
+      cases.push_back(q);
+      cases.push_back({"Int8Add", label(dt, sh, "float out"), {a, scalar(dt, 0.02), b, scalar(dt, 0.03)}, {}});
+    }
+}
+
+}  // namespace
 
 void add_int8_cases(std::vector<Case>& cases) {
   const InputSpec none{DType::Undefined, {}, false, {}, 0, 0};
@@ -32,6 +93,8 @@ void add_int8_cases(std::vector<Case>& cases) {
                       data(dt, {32}, 1e-4, 1e-3), data(dt, {32})},
                      {}});
   }
+  add_int8_conv_cases(cases);
+  add_int8_add_cases(cases);
 }
 
 }  // namespace gpuopt::backend_ops

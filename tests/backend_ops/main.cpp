@@ -207,7 +207,8 @@ struct Harness {
       if (out_bufs[o] && !out_bufs[o]->guards_ok()) return {Outcome::kFail, fmt::format("output {}: guard bytes overwritten", o)};
       Tensor got = Tensor::empty(want.dtype(), want.shape());
       cudaMemcpy(got.raw(), dev_out[o].raw(), got.nbytes(), cudaMemcpyDeviceToHost);
-      const Tol tol = tolerance(want.dtype());
+      Tol tol = tolerance(want.dtype());
+      if (dtype_is_integer(want.dtype())) tol.abs = c.int_steps;
       for (int64_t i = 0; i < want.numel(); ++i) {
         const double w = want.get_f64(i), g = got.get_f64(i);
         if (std::isnan(w) || std::isnan(g)) {

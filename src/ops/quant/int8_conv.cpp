@@ -1,0 +1,155 @@
+// Int8Conv (domain ai.gpuopt), written by the fold_qdq pass (src/passes/fold_qdq.cpp) from
+//
+//   DequantizeLinear(x_q, x_scale) -> Conv(., DequantizeLinear(W_q, w_scale) [, B]) [-> Relu]
+//        [-> QuantizeLinear(y_scale)]
+//
+//   inputs  X int8, W int8 (constant), x_scale (scalar), w_scale (scalar or [M]), B ([M], optional),
+//           y_scale (scalar, optional); the scales and B share one float dtype.
+//   attrs   Conv's (kernel_shape, strides, pads, dilations, group; no auto_pad), activation ("" or
+//           "Relu"), channels_last (0: X [N, C, H, W], W [M, C/group, kH, kW], Y [N, M, OH, OW];
+//           1: X [N, H, W, C], W [M, kH, kW, C/group], Y [N, OH, OW, M] — what layout_nhwc writes).
+//   v[n, m, p] = act(sum X * W (exact, integer) * x_scale * w_scale[m] + B[m])
+//   Y = saturate(round_half_even(v / y_scale)) as int8 when y_scale is given, else v in the
+//   scales' float dtype.
+//
+// Zero points are 0 (symmetric int8, what gpuopt quantize writes and TensorRT requires). The
+// reference accumulates exactly in int64 and applies the scales in double. Against the unfolded
+// QDQ graph it differs only where that graph's float convolution rounds: a float output by the
+// f32 rounding of the sum, an int8 output by at most one step where v / y_scale lies within
+// that rounding of a half (tests/passes/fold_qdq_conv_test.cpp).
+#include "ops/common/nn_util.h"
+#include "ops/common/tensor_util.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace gpuopt {
+
+namespace {
+
+const std::vector<int64_t> kToNchw = {0, 3, 1, 2};
+const std::vector<int64_t> kToNhwc = {0, 2, 3, 1};
+
+Shape permute(const Shape& s, const std::vector<int64_t>& perm) {
+  Shape o(s.size());
+  for (size_t d = 0; d < s.size(); ++d) o[d] = s[static_cast<size_t>(perm[d])];
+  return o;
+}
+
+template <class Ctx>
+Status check_attrs(const Ctx& ctx) {
+  const std::string a = ctx.node.attr_s("activation", "");
+  if (!a.empty() && a != "Relu") return ctx.error("activation '{}' is not one of '', 'Relu'", a);
+  const int64_t cl = ctx.node.attr_i("channels_last", 0);
+  if (cl != 0 && cl != 1) return ctx.error("channels_last {} is not 0 or 1", cl);
+  const std::string pad = ctx.node.attr_s("auto_pad", "NOTSET");
+  if (pad != "NOTSET") return ctx.error("auto_pad '{}': Int8Conv takes explicit pads", pad);
+  return Status::Ok();
+}
+
+bool has(const KernelContext& ctx, size_t i) {
+  return ctx.has_input(i);
+}
+
+}  // namespace
+
+Status infer_Int8Conv(InferContext& ctx) {
+  GPUOPT_RETURN_IF_ERROR(nn::require_inputs(ctx, 4));
+  GPUOPT_RETURN_IF_ERROR(check_attrs(ctx));
+  for (size_t i : {0, 1})
+    if (ctx.in(i).dtype != DType::Undefined && ctx.in(i).dtype != DType::I8)
+      return ctx.error("input {} has dtype {}; expected i8", i, dtype_name(ctx.in(i).dtype));
+  GPUOPT_RETURN_IF_ERROR(nn::require_float(ctx, 2, "x_scale"));
+  GPUOPT_RETURN_IF_ERROR(nn::require_same_dtype(ctx, 2, 3));
+  if (ctx.has_input(4)) GPUOPT_RETURN_IF_ERROR(nn::require_same_dtype(ctx, 2, 4));
+  if (ctx.has_input(5)) GPUOPT_RETURN_IF_ERROR(nn::require_same_dtype(ctx, 2, 5));
+  ValueInfo& y = ctx.outputs[0];
+  y.dtype = ctx.has_input(5) ? DType::I8 : ctx.in(2).dtype;
+  const bool cl = ctx.node.attr_i("channels_last", 0) == 1;
+  ValueInfo x = ctx.in(0), w = ctx.in(1);
+  x.value = w.value = nullptr;
+  for (ValueInfo* v : {&x, &w}) {
+    if (!v->rank_known) continue;
+    if (v->shape.size() != 4) return ctx.error("X and W must be 4-D; got rank {}", v->shape.size());
+    if (cl) v->shape = permute(v->shape, kToNchw);
+  }
+  GPUOPT_RETURN_IF_ERROR(nn::infer_integer_conv_shape(ctx, x, w, &y));
+  if (cl && y.rank_known) y.shape = permute(y.shape, kToNhwc);
+  return Status::Ok();
+}
+
+Status cpu_Int8Conv(KernelContext& ctx) {
+  GPUOPT_RETURN_IF_ERROR(check_attrs(ctx));
+  const bool cl = ctx.node.attr_i("channels_last", 0) == 1;
+  const Tensor& x_in = ctx.in(0);
+  const Tensor& w_in = ctx.in(1);
+  if (x_in.dtype() != DType::I8 || w_in.dtype() != DType::I8 || x_in.rank() != 4 || w_in.rank() != 4)
+    return ctx.error("X {} and W {} must be 4-D i8", x_in.describe(), w_in.describe());
+  // Channels-last: the same computation on NCHW copies (the two layouts share every line below).
+  Tensor xt, wt;
+  if (cl) {
+    xt = Tensor::empty(DType::I8, permute(x_in.shape(), kToNchw));
+    tensor_util::transpose_view(x_in, x_in.shape(), kToNchw, xt);
+    wt = Tensor::empty(DType::I8, permute(w_in.shape(), kToNchw));
+    tensor_util::transpose_view(w_in, w_in.shape(), kToNchw, wt);
+  }
+  const Tensor& x = cl ? xt : x_in;
+  const Tensor& w = cl ? wt : w_in;
+  GPUOPT_ASSIGN_OR_RETURN(nn::Window win, nn::conv_window(ctx, x.shape(), w.shape()));
+  const int64_t N = x.dim(0), C = x.dim(1), M = w.dim(0), G = ctx.node.attr_i("group", 1);
+  if (G < 1 || C % G != 0 || M % G != 0 || w.dim(1) != C / G)
+    return ctx.error("X {} and W {} do not match group {}", x.describe(), w.describe(), G);
+  const int64_t Cg = C / G, Mg = M / G, K = win.kernel_size(), O = win.out_size(), I = win.in_size();
+  const Tensor& ws = ctx.in(3);
+  if (ctx.in(2).numel() != 1) return ctx.error("x_scale has {} values; expected 1", ctx.in(2).numel());
+  if (ws.numel() != 1 && ws.numel() != M) return ctx.error("w_scale has {} values; expected 1 or {}", ws.numel(), M);
+  if (has(ctx, 4) && ctx.in(4).numel() != M) return ctx.error("B has {} values; expected {}", ctx.in(4).numel(), M);
+  if (has(ctx, 5) && ctx.in(5).numel() != 1) return ctx.error("y_scale has {} values; expected 1", ctx.in(5).numel());
+  const bool relu = ctx.node.attr_s("activation", "") == "Relu";
+  const double xs = ctx.in(2).get_f64(0), ys = has(ctx, 5) ? ctx.in(5).get_f64(0) : 0.0;
+  const std::vector<int64_t> table = nn::window_gather_table(win);
+  const int8_t* X = x.data<int8_t>();
+  const int8_t* W = w.data<int8_t>();
+  std::vector<double> y(static_cast<size_t>(N * M * O));
+  std::vector<int64_t> acc(static_cast<size_t>(O));
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t m = 0; m < M; ++m) {
+      const int64_t g = m / Mg;
+      std::fill(acc.begin(), acc.end(), 0);
+      for (int64_t c = 0; c < Cg; ++c) {
+        const int8_t* xin = X + (n * C + g * Cg + c) * I;
+        const int8_t* wk = W + (m * Cg + c) * K;
+        for (int64_t t = 0; t < K; ++t) {
+          const int64_t wq = wk[t];
+          const int64_t* tab = table.data() + t * O;
+          for (int64_t o = 0; o < O; ++o)
+            if (tab[o] >= 0) acc[static_cast<size_t>(o)] += xin[tab[o]] * wq;
+        }
+      }
+      const double scale = xs * ws.get_f64(ws.numel() == 1 ? 0 : m);
+      const double bias = has(ctx, 4) ? ctx.in(4).get_f64(m) : 0.0;
+      for (int64_t o = 0; o < O; ++o) {
+        double v = static_cast<double>(acc[static_cast<size_t>(o)]) * scale + bias;
+        if (relu) v = std::max(v, 0.0);
+        if (has(ctx, 5)) v = std::clamp(std::nearbyint(v / ys), -128.0, 127.0);
+        y[static_cast<size_t>((n * M + m) * O + o)] = v;
+      }
+    }
+  Tensor& out = ctx.out(0);
+  if (!cl) {
+    nn::from_doubles(out, y);
+    return Status::Ok();
+  }
+  Tensor y_nchw = Tensor::empty(out.dtype(), permute(out.shape(), kToNchw));
+  nn::from_doubles(y_nchw, y);
+  tensor_util::transpose_view(y_nchw, y_nchw.shape(), kToNhwc, out);
+  return Status::Ok();
+}
+
+// Two operations per multiply-accumulate, as Conv: output elements x (C/group x kernel taps), the
+// trailing three dims of W in either layout.
+double flops_Int8Conv(const FlopsContext& ctx) {
+  return nn::conv_flops(nn::est_numel(nn::flops_out(ctx, 0)), nn::flops_in(ctx, 1));
+}
+
+}  // namespace gpuopt
