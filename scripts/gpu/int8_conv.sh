@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Int8Conv / Int8Add (issue 13): QDQ convolutions folded into int8 cuDNN convolutions that read
 # and write int8 channels-last tensors, QDQ residual adds into one int8 pass
-# (GPUOPT_INT8_CONV=1; off by default until this has run). On the
+# (on by default; GPUOPT_INT8_CONV=0 turns it off for the A/B). On the
 # H200 through `scripts/gpu_check.sh int8_conv`, over build-h200/bin; about 2-3 minutes:
 #  1. backend_ops Int8Conv and Int8Add against the CPU reference (GPUOPT_LOG_LEVEL=info names
 #     the path each conv shape took: cuDNN fused epilogue / cuDNN int32 + gpuopt's epilogue /

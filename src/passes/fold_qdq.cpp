@@ -12,7 +12,7 @@
 // the weight's DequantizeLinear into a float constant); the unused DequantizeLinear nodes are
 // then dead and removed by the default passes.
 //
-// With `convs` (GPUOPT_INT8_CONV=1), QDQ convolutions become Int8Conv (ai.gpuopt, cpu kernel in
+// With `convs` (the default; GPUOPT_INT8_CONV=0 clears it), QDQ convolutions become Int8Conv (ai.gpuopt, cpu kernel in
 // ops/quant/int8_conv.cpp) the same way:
 //
 //   DequantizeLinear(xq i8, sx scalar, 0) ─► Conv ◄─ DequantizeLinear(Wq const i8 [M, C, kH, kW], sw, 0, axis 0)

@@ -87,7 +87,7 @@ Result<PassStats> layout_nhwc(Graph* g);
 // Relu fused (fold_qdq.cpp); with `convs`, QDQ Conv -> Int8Conv (ai.gpuopt, NCHW until
 // layout_nhwc makes it channels-last): int8 conv with the dequantize, bias, Relu and the
 // following QuantizeLinear fused. run_session_passes runs it for --precision int8 on the GPU
-// (convs with GPUOPT_INT8_CONV=1 and the nhwc pass on).
+// (convs unless GPUOPT_INT8_CONV=0, and with the nhwc pass on).
 Result<PassStats> fold_qdq(Graph* g, bool convs = false);
 
 // GPUOPT_DISABLE_FUSION, read once per pipeline: "1" (or "all") turns every fusion pass off;

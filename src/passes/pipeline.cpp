@@ -119,7 +119,7 @@ Status run_session_passes(Graph* g, const Device& device, std::string_view preci
     if (device.is_cuda() && optimize && sw.enabled("qdq")) {
       GPUOPT_RETURN_IF_ERROR(sw.validate());
       // Int8Conv only where the layout pass will make it channels-last (its CUDA kernel's form).
-      const bool convs = env_get("GPUOPT_INT8_CONV").value_or("0") == "1" && sw.enabled("nhwc");
+      const bool convs = env_get("GPUOPT_INT8_CONV").value_or("1") != "0" && sw.enabled("nhwc");
       GPUOPT_ASSIGN_OR_RETURN(PassStats q, fold_qdq(g, convs));
       GPUOPT_LOG(debug, "passes: fold_qdq made {} int8 GEMMs/convs", q.rewritten);
     }

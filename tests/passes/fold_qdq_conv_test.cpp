@@ -265,9 +265,7 @@ TEST(FoldQdqConv, Int8CudaPipeline) {
   b.output(b.conv(sum, 16, 16, 1, 0, 1, true));
   const Graph g = b.done();
   Graph gpu = g;
-  setenv("GPUOPT_INT8_CONV", "1", 1);
-  const Status st = run_session_passes(&gpu, "cuda", "int8", true);
-  unsetenv("GPUOPT_INT8_CONV");
+  const Status st = run_session_passes(&gpu, "cuda", "int8", true);  // on by default
   ASSERT_TRUE(st.ok()) << st.to_string();
   EXPECT_EQ(count(gpu, "Int8Conv"), 3);
   EXPECT_EQ(count(gpu, "Int8Add"), 1);  // the residual add, its Relu and Q
@@ -277,8 +275,11 @@ TEST(FoldQdqConv, Int8CudaPipeline) {
       EXPECT_EQ(n.attr_i("channels_last", 0), 1) << n.name;
     }
   Graph off = g;
-  ASSERT_TRUE(run_session_passes(&off, "cuda", "int8", true).ok());
-  EXPECT_EQ(count(off, "Int8Conv"), 0);  // off by default
+  setenv("GPUOPT_INT8_CONV", "0", 1);
+  const Status off_st = run_session_passes(&off, "cuda", "int8", true);
+  unsetenv("GPUOPT_INT8_CONV");
+  ASSERT_TRUE(off_st.ok()) << off_st.to_string();
+  EXPECT_EQ(count(off, "Int8Conv"), 0);  // GPUOPT_INT8_CONV=0: Q/DQ around fp16 convs
   Graph cpu = g;
   ASSERT_TRUE(run_session_passes(&cpu, "cpu", "int8", true).ok());
   std::mt19937 rng(34);

@@ -10,6 +10,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include <random>
 
 namespace gpuopt {
@@ -121,13 +123,16 @@ TEST(LayoutNhwcQdq, PerTensorQdqJoinsTheRegion) {
   }
 }
 
-// The session's whole pipeline for --precision int8 on cuda (fold_qdq, folding the weights'
-// DequantizeLinear, fp16, layout), run here on the CPU reference: the convs are channels-last
-// with two Transposes and it computes what the int8 CPU session's graph computes.
+// The session's whole pipeline for --precision int8 on cuda with the convs left as Q/DQ around
+// fp16 convs (GPUOPT_INT8_CONV=0; fold_qdq, folding the weights' DequantizeLinear, fp16,
+// layout), run here on the CPU reference: the convs are channels-last with two Transposes and it
+// computes what the int8 CPU session's graph computes.
 TEST(LayoutNhwcQdq, Int8CudaPipelineIsOneRegion) {
   const Graph f32 = qdq_resnet();
   Graph g = f32;
+  setenv("GPUOPT_INT8_CONV", "0", 1);
   const Status st = run_session_passes(&g, "cuda", "int8", true);
+  unsetenv("GPUOPT_INT8_CONV");
   ASSERT_TRUE(st.ok()) << st.to_string();
   EXPECT_EQ(count(g, "NhwcFusedConv"), 4);
   EXPECT_EQ(count(g, "Transpose"), 2);

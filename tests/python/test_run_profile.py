@@ -31,9 +31,9 @@ def test_profile_covers_every_node(tmp_path):
     for o in ops:
         assert abs(o["wall_us"] - by_op[o["op"]]) <= 1e-6 * max(1.0, by_op[o["op"]])
     assert ops == sorted(ops, key=lambda o: -o["wall_us"])  # slowest op type first
-    # Matrix products (MatMul, and Gemm where a Linear layer's MatMul + bias Add were fused)
+    # Matrix products (MatMul, Gemm where a Linear layer's MatMul + bias Add were fused, FusedGemm with its activation)
     # dominate a transformer block on the CPU reference.
-    products = sum(o["wall_us"] for o in ops if o["op"] in ("MatMul", "Gemm"))
+    products = sum(o["wall_us"] for o in ops if o["op"] in ("MatMul", "Gemm", "FusedGemm"))
     assert products > 0.5 * sum(o["wall_us"] for o in ops), ops[:4]
 
     text = subprocess.run([gpuopt_bin(), "run", str(path), "--random-inputs", "--dim", "sequence=16", "--iterations", "1",
