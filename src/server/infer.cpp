@@ -201,6 +201,18 @@ void InferenceServer::submit_infer(std::shared_ptr<LoadedVersion> v, InferReques
   ResponseMeta meta{v->name, v->version_str, ir.id};
   pending_++;
   v->stats->pending++;
+  // Counted first, then checked: shutdown() sets shutting_down_ before it reads pending_, so
+  // either it waits for this request or the request sees the flag here and is refused. (Checked
+  // only at the top, a request decoded while shutdown() passed its drain wait reached a stopped
+  // batcher and answered into a connection the HTTP server had already torn down.)
+  if (shutting_down_) {
+    v->stats->pending--;
+    if (--pending_ == 0) {
+      std::lock_guard<std::mutex> lk(drain_mu_);
+      drain_cv_.notify_all();
+    }
+    return fail(Status::Unavailable("server is shutting down"), FailReason::kRejected);
+  }
   auto stats = v->stats;
   // memory_hold: the decoded tensors stay in the in-flight budget until the answer is out.
   br.done = [this, done, meta = std::move(meta), plan = std::move(plan).value(), stats, t_start, t_submit, traced, wire,

@@ -12,6 +12,7 @@
 // points are 0. The reference computes in double: against the unfolded graph (f32 products and
 // sum) an int8 output differs by at most one step, where that rounding moves v / y_scale across
 // a half.
+#include "ops/quant/int8_common.h"
 #include "ops/common/nn_util.h"
 
 #include <algorithm>
@@ -19,18 +20,11 @@
 
 namespace gpuopt {
 
-namespace {
-template <class Ctx>
-Status check_activation(const Ctx& ctx) {
-  const std::string a = ctx.node.attr_s("activation", "");
-  if (!a.empty() && a != "Relu") return ctx.error("activation '{}' is not one of '', 'Relu'", a);
-  return Status::Ok();
-}
-}  // namespace
+using quant::check_relu_activation;
 
 Status infer_Int8Add(InferContext& ctx) {
   GPUOPT_RETURN_IF_ERROR(nn::require_inputs(ctx, 4));
-  GPUOPT_RETURN_IF_ERROR(check_activation(ctx));
+  GPUOPT_RETURN_IF_ERROR(check_relu_activation(ctx));
   for (size_t i : {0, 2})
     if (ctx.in(i).dtype != DType::Undefined && ctx.in(i).dtype != DType::I8)
       return ctx.error("input {} has dtype {}; expected i8", i, dtype_name(ctx.in(i).dtype));
@@ -55,7 +49,7 @@ Status infer_Int8Add(InferContext& ctx) {
 }
 
 Status cpu_Int8Add(KernelContext& ctx) {
-  GPUOPT_RETURN_IF_ERROR(check_activation(ctx));
+  GPUOPT_RETURN_IF_ERROR(check_relu_activation(ctx));
   const Tensor& a = ctx.in(0);
   const Tensor& b = ctx.in(2);
   if (a.dtype() != DType::I8 || b.dtype() != DType::I8 || a.shape() != b.shape())

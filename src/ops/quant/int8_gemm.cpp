@@ -9,6 +9,7 @@
 //
 // Zero points are 0 (symmetric int8, what gpuopt quantize writes and TensorRT requires). The
 // reference accumulates exactly in int64, applies the scales in double and rounds once.
+#include "ops/quant/int8_common.h"
 #include "ops/common/nn_util.h"
 
 #include <algorithm>
@@ -16,18 +17,11 @@
 
 namespace gpuopt {
 
-namespace {
-template <class Ctx>
-Status check_activation(const Ctx& ctx) {
-  const std::string a = ctx.node.attr_s("activation", "");
-  if (!a.empty() && a != "Relu") return ctx.error("activation '{}' is not one of '', 'Relu'", a);
-  return Status::Ok();
-}
-}  // namespace
+using quant::check_relu_activation;
 
 Status infer_Int8Gemm(InferContext& ctx) {
   GPUOPT_RETURN_IF_ERROR(nn::require_inputs(ctx, 4));
-  GPUOPT_RETURN_IF_ERROR(check_activation(ctx));
+  GPUOPT_RETURN_IF_ERROR(check_relu_activation(ctx));
   for (size_t i : {0, 1})
     if (ctx.in(i).dtype != DType::Undefined && ctx.in(i).dtype != DType::I8)
       return ctx.error("input {} has dtype {}; expected i8", i, dtype_name(ctx.in(i).dtype));
@@ -48,7 +42,7 @@ Status infer_Int8Gemm(InferContext& ctx) {
 }
 
 Status cpu_Int8Gemm(KernelContext& ctx) {
-  GPUOPT_RETURN_IF_ERROR(check_activation(ctx));
+  GPUOPT_RETURN_IF_ERROR(check_relu_activation(ctx));
   const Tensor& a = ctx.in(0);
   const Tensor& b = ctx.in(1);
   if (a.dtype() != DType::I8 || b.dtype() != DType::I8 || b.rank() != 2)
