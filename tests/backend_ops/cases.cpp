@@ -531,9 +531,9 @@ std::vector<Case> all_cases() {
     }
   // A run of reduced axes in the middle with many values and a wide inner extent (the
   // [outer, mid, inner] kernel: NHWC spatial means, [N, H, W, C] over axes 1 and 2), inner not a
-  // multiple of 32, size-1 axes inside the run, and every op.
+  // multiple of 32, size-1 axes inside the run, and every op; 7x7 (a ResNet head, mid 49) and 4x5 (mid 20) take it too.
   for (DType dt : kFloats)
-    for (const Shape& s : {Shape{3, 20, 17, 40}, Shape{2, 1, 9, 13, 1, 70}, Shape{1, 64, 7, 8}}) {
+    for (const Shape& s : {Shape{3, 20, 17, 40}, Shape{2, 1, 9, 13, 1, 70}, Shape{1, 64, 7, 8}, Shape{3, 7, 7, 96}, Shape{2, 4, 5, 24}}) {
       const std::vector<double> axes = s.size() == 4 ? std::vector<double>{1, 2} : std::vector<double>{1, 2, 3};
       for (const char* op : {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceL2", "ReduceSumSquare"})
         add({op, label(dt, s, "mid run"), {data(dt, s, -1, 1), constant_i64(axes)}, {{"keepdims", attr_i(1)}}, 18});
