@@ -9,23 +9,10 @@
 // the Conv output's dtype and a fully known shape equal to it (no broadcasting: cuDNN's z is an
 // output-shaped tensor). The fused node takes the place of the chain's last node, so every
 // input (Z included) is computed before it and the node list stays topologically sorted.
+#include "passes/match.h"
 #include "passes/passes.h"
 
 namespace gpuopt {
-namespace {
-
-bool is_default(const Node& n, std::string_view op) {
-  return n.op_type == op && n.domain.empty();
-}
-
-bool same_known_shape(const ValueInfo& a, const ValueInfo& b) {
-  if (!a.rank_known || !b.rank_known || a.shape.size() != b.shape.size() || a.dtype != b.dtype) return false;
-  for (size_t i = 0; i < a.shape.size(); ++i)
-    if (a.shape[i] == kUnknownDim || a.shape[i] != b.shape[i]) return false;  // equal symbols: equal sizes
-  return true;
-}
-
-}  // namespace
 
 Result<PassStats> fuse_conv_activation(Graph* g) {
   PassStats stats;

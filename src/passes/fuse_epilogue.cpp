@@ -14,35 +14,23 @@
 // InvStdDev outputs must be unused.
 //
 // Intermediates are fused only where nothing else reads them and they are not graph outputs.
+#include "passes/match.h"
 #include "passes/passes.h"
 
 namespace gpuopt {
 namespace {
 
-bool is_default(const Node& n, std::string_view op) { return n.op_type == op && n.domain.empty(); }
-
-bool same_known_shape(const ValueInfo& a, const ValueInfo& b) {
-  if (!a.rank_known || !b.rank_known || a.shape.size() != b.shape.size() || a.dtype != b.dtype) return false;
-  for (size_t i = 0; i < a.shape.size(); ++i)
-    if (a.shape[i] == kUnknownDim || a.shape[i] != b.shape[i]) return false;
-  return true;
+// Output `out` of n is absent, or no node reads it and it is no graph output.
+bool unused(const Graph& g, const Matcher& m, const Node& n, size_t out) {
+  if (n.outputs.size() <= out || n.outputs[out] == kNoValue) return true;
+  return !g.value(n.outputs[out]).is_graph_output && m.readers(n.outputs[out]).empty();
 }
 
-struct Readers {
-  const Graph* g;
-  std::vector<std::vector<int32_t>> of;
-  // The one node reading v, or -1 (several readers, none, or a graph output).
-  int32_t sole(ValueId v) const {
-    if (v == kNoValue || g->value(v).is_graph_output) return -1;
-    const auto& c = of[static_cast<size_t>(v)];
-    return c.size() == 1 ? c[0] : -1;
-  }
-  bool unused(const Node& n, size_t out) const {
-    if (n.outputs.size() <= out || n.outputs[out] == kNoValue) return true;
-    const ValueId v = n.outputs[out];
-    return !g->value(v).is_graph_output && of[static_cast<size_t>(v)].empty();
-  }
-};
+// The one node reading v (v no graph output), else -1.
+int32_t sole(const Matcher& m, ValueId v) {
+  const auto r = m.readers(v);
+  return r.size() == 1 ? r[0] : -1;
+}
 
 }  // namespace
 
@@ -51,20 +39,20 @@ Result<PassStats> fuse_gemm_activation(Graph* g) {
   const auto fused_op = op_from_name("FusedGemm");
   if (!fused_op) return stats;
   g->rebuild_producers();
-  const Readers rd{g, g->consumers()};
-  std::vector<bool> drop(g->nodes().size(), false);
+  Matcher m(g);
+  std::vector<bool>& drop = m.drop();
   for (size_t ai = 0; ai < g->nodes().size(); ++ai) {
     const Node& act = g->nodes()[ai];
     const bool relu = is_default(act, "Relu"), gelu = is_default(act, "Gelu");
     if ((!relu && !gelu) || act.inputs.size() != 1 || act.outputs.size() != 1) continue;
     const ValueId x = act.inputs[0];
-    if (x == kNoValue || rd.sole(x) != static_cast<int32_t>(ai)) continue;
+    if (x == kNoValue || sole(m, x) != static_cast<int32_t>(ai)) continue;
     int32_t pi = g->value(x).producer;
     int32_t reshape = -1;
     if (pi >= 0 && is_default(g->nodes()[static_cast<size_t>(pi)], "Reshape")) {
       reshape = pi;
       const ValueId r_in = g->nodes()[static_cast<size_t>(pi)].inputs[0];
-      if (rd.sole(r_in) != reshape) continue;
+      if (sole(m, r_in) != reshape) continue;
       pi = g->value(r_in).producer;
     }
     if (pi < 0 || drop[static_cast<size_t>(pi)]) continue;
@@ -93,12 +81,12 @@ Result<PassStats> fuse_skip_layernorm(Graph* g) {
   const auto fused_op = op_from_name("SkipLayerNormalization");
   if (!fused_op) return stats;
   g->rebuild_producers();
-  const Readers rd{g, g->consumers()};
-  std::vector<bool> drop(g->nodes().size(), false);
+  Matcher m(g);
+  std::vector<bool>& drop = m.drop();
   for (size_t li = 0; li < g->nodes().size(); ++li) {
     const Node& ln = g->nodes()[li];
     if (!is_default(ln, "LayerNormalization") || ln.inputs.size() < 2 || ln.outputs.empty()) continue;
-    if (!rd.unused(ln, 1) || !rd.unused(ln, 2) || ln.attr_i("stash_type", 1) != 1) continue;
+    if (!unused(*g, m, ln, 1) || !unused(*g, m, ln, 2) || ln.attr_i("stash_type", 1) != 1) continue;
     const ValueId s = ln.inputs[0];
     const ValueInfo& si = g->value(s).info;
     if (s == kNoValue || !si.rank_known || si.shape.empty()) continue;
@@ -118,7 +106,7 @@ Result<PassStats> fuse_skip_layernorm(Graph* g) {
       continue;
     if (!same_known_shape(g->value(add.inputs[0]).info, si) || !same_known_shape(g->value(add.inputs[1]).info, si))
       continue;
-    const bool sum_read = rd.sole(s) != static_cast<int32_t>(li);
+    const bool sum_read = sole(m, s) != static_cast<int32_t>(li);
     Node fused;
     fused.op = *fused_op;
     fused.op_type = "SkipLayerNormalization";

@@ -1,5 +1,5 @@
-// What the pattern-matching fusion passes (GELU, attention) share: the producer of a value, its
-// single reader, scalar constants and the node-building shorthand. A Matcher is made once per
+// What the pattern-matching fusion passes (GELU, attention, LayerNorm, epilogues, Conv+Relu) share:
+// the producer of a value, its single reader, scalar constants, shape comparison. A Matcher is made once per
 // pass run, after rebuild_producers(); nodes marked in `drop` are skipped as readers.
 #pragma once
 
@@ -10,6 +10,17 @@
 #include <vector>
 
 namespace gpuopt {
+
+// An op of the default ONNX domain.
+inline bool is_default(const Node& n, std::string_view op) { return n.op_type == op && n.domain.empty(); }
+
+// Both fully known (equal symbols count as equal sizes), of one rank and one dtype.
+inline bool same_known_shape(const ValueInfo& a, const ValueInfo& b) {
+  if (!a.rank_known || !b.rank_known || a.shape.size() != b.shape.size() || a.dtype != b.dtype) return false;
+  for (size_t i = 0; i < a.shape.size(); ++i)
+    if (a.shape[i] == kUnknownDim || a.shape[i] != b.shape[i]) return false;
+  return true;
+}
 
 class Matcher {
  public:
