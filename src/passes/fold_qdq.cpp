@@ -79,6 +79,24 @@ bool fp16_normal(const Tensor& t) {
   return true;
 }
 
+// The epilogue an int8 node takes over after `*out`: a Relu read only by the pattern, then a
+// per-tensor int8 QuantizeLinear (its scale in fp16's normal range), which makes the node write
+// int8. Moves *out to the last absorbed node's output.
+void absorb_relu_and_quantize(Matcher& m, const Graph& g, ValueId* out, std::string* activation, ValueId* y_scale,
+                              std::vector<const Node*>* absorbed) {
+  if (const Node* relu = m.sole_reader(*out, "Relu")) {
+    *activation = "Relu";
+    *out = relu->outputs[0];
+    absorbed->push_back(relu);
+  }
+  if (const Node* q = m.sole_reader(*out, "QuantizeLinear"); q && q->inputs[0] == *out && int8_quantize(g, *q) &&
+                                                             fp16_normal(*g.value(q->inputs[1]).constant)) {
+    *y_scale = q->inputs[1];
+    *out = q->outputs[0];
+    absorbed->push_back(q);
+  }
+}
+
 // DequantizeLinear(x) -> Conv <- DequantizeLinear(W) [-> Relu] [-> QuantizeLinear] as one
 // Int8Conv in place of node i; false when the pattern does not hold.
 bool fold_conv(Graph* g, Matcher& m, size_t i, PassStats* stats) {
@@ -142,17 +160,7 @@ bool fold_conv(Graph* g, Matcher& m, size_t i, PassStats* stats) {
   // The session runs the scales in fp16: one below fp16's normal range would lose precision.
   if (!fp16_normal(*g->value(w_scale).constant) || !fp16_normal(*g->value(dx->inputs[1]).constant)) return false;
   std::string activation;
-  if (const Node* relu = m.sole_reader(out, "Relu")) {
-    activation = "Relu";
-    out = relu->outputs[0];
-    absorbed.push_back(relu);
-  }
-  if (const Node* q = m.sole_reader(out, "QuantizeLinear"); q && q->inputs[0] == out && int8_quantize(*g, *q) &&
-                                                            fp16_normal(*g->value(q->inputs[1]).constant)) {
-    y_scale = q->inputs[1];
-    out = q->outputs[0];
-    absorbed.push_back(q);
-  }
+  absorb_relu_and_quantize(m, *g, &out, &activation, &y_scale, &absorbed);
   const std::string base = conv.name.empty() ? g->value(conv.outputs[0]).name : conv.name;
   Node n;
   n.op = Op::Int8Conv;
@@ -194,17 +202,7 @@ bool fold_add(Graph* g, Matcher& m, size_t i, PassStats* stats) {
   ValueId out = add.outputs[0], y_scale = kNoValue;
   std::vector<const Node*> absorbed;
   std::string activation;
-  if (const Node* relu = m.sole_reader(out, "Relu")) {
-    activation = "Relu";
-    out = relu->outputs[0];
-    absorbed.push_back(relu);
-  }
-  if (const Node* q = m.sole_reader(out, "QuantizeLinear"); q && q->inputs[0] == out && int8_quantize(*g, *q) &&
-                                                            fp16_normal(*g->value(q->inputs[1]).constant)) {
-    y_scale = q->inputs[1];
-    out = q->outputs[0];
-    absorbed.push_back(q);
-  }
+  absorb_relu_and_quantize(m, *g, &out, &activation, &y_scale, &absorbed);
   Node n;
   n.op = Op::Int8Add;
   n.op_type = "Int8Add";
