@@ -4,20 +4,15 @@
 // 4-D inputs to NCHW, runs the NCHW kernel and transposes the result back: the oracle is the
 // NCHW op itself, so the two layouts cannot drift apart. Shape inference does the same with shapes.
 #include "ops/common/nn_util.h"
+#include "ops/common/nhwc_perm.h"
 #include "ops/common/tensor_util.h"
 
 namespace gpuopt {
 namespace {
 
-// nchw[d] = nhwc[kToNchw[d]] (for W: [M, kH, kW, C] -> [M, C, kH, kW]); back with kToNhwc.
-const std::vector<int64_t> kToNchw = {0, 3, 1, 2};
-const std::vector<int64_t> kToNhwc = {0, 2, 3, 1};
-
-Shape permute(const Shape& s, const std::vector<int64_t>& perm) {
-  Shape o(s.size());
-  for (size_t d = 0; d < s.size(); ++d) o[d] = s[static_cast<size_t>(perm[d])];
-  return o;
-}
+using nhwc::kToNchw;
+using nhwc::kToNhwc;
+using nhwc::permute;
 
 // Inputs 0 (X), 1 (W) and 3 (Z) of NhwcFusedConv, input 0 of NhwcMaxPool are channels-last;
 // B stays [M].

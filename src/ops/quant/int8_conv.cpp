@@ -18,6 +18,7 @@
 // f32 rounding of the sum, an int8 output by at most one step where v / y_scale lies within
 // that rounding of a half (tests/passes/fold_qdq_conv_test.cpp).
 #include "ops/common/nn_util.h"
+#include "ops/common/nhwc_perm.h"
 #include "ops/common/tensor_util.h"
 
 #include <algorithm>
@@ -27,14 +28,9 @@ namespace gpuopt {
 
 namespace {
 
-const std::vector<int64_t> kToNchw = {0, 3, 1, 2};
-const std::vector<int64_t> kToNhwc = {0, 2, 3, 1};
-
-Shape permute(const Shape& s, const std::vector<int64_t>& perm) {
-  Shape o(s.size());
-  for (size_t d = 0; d < s.size(); ++d) o[d] = s[static_cast<size_t>(perm[d])];
-  return o;
-}
+using nhwc::kToNchw;
+using nhwc::kToNhwc;
+using nhwc::permute;
 
 template <class Ctx>
 Status check_attrs(const Ctx& ctx) {
