@@ -12,7 +12,7 @@ bool depthwise_nhwc_applies(const ConvKey& key) {
          (key.dt == DType::F16 || key.dt == DType::BF16);
 }
 
-Status run_depthwise_nhwc(CudaKernelContext& k, const ConvKey& key, bool relu, const void* x, const void* w,
+Status run_depthwise_nhwc(CudaKernelContext& k, const ConvKey& key, ConvAct act, const void* x, const void* w,
                           const void* bias, const void* z, void* y) {
   const size_t w_bytes = static_cast<size_t>(key.c * key.kh * key.kw) * dtype_size(key.dt);
   Tensor hold;
@@ -41,7 +41,7 @@ Status run_depthwise_nhwc(CudaKernelContext& k, const ConvKey& key, bool relu, c
   a.pw = key.pw;
   a.dh = key.dh;
   a.dw = key.dw;
-  a.relu = relu;
+  a.act = act;
   return launch_depthwise_nhwc(a, k.ctx.stream).with_context(node_label(k.node));
 }
 

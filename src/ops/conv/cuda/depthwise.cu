@@ -2,6 +2,7 @@
 // columns, VEC adjacent channels); consecutive threads take consecutive channel groups, so a
 // warp's loads of one input pixel are contiguous. Accumulation in f32.
 #include "ops/conv/cuda/depthwise.h"
+#include "ops/conv/cuda/conv_act.cuh"
 #include "backends/cuda/kernels/float_convert.cuh"
 #include "backends/cuda/kernels/kernel_common.cuh"
 #include "core/cuda_check.h"
@@ -27,7 +28,7 @@ struct Params {
   int n, h, w_, c, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw;
   int cg;   // channel groups: c / VEC
   int owb;  // output column blocks: ceil(ow / OWT)
-  bool relu;
+  ConvAct act;
 };
 
 // VEC consecutive elements of T at p (aligned to VEC * sizeof(T)) as floats.
@@ -67,7 +68,7 @@ __device__ __forceinline__ void store(T* p, const float (&v)[VEC]) {
   }
 }
 
-// acc + bias + z, Relu, stored at output pixel (n, oy, ox), channels c0..c0+VEC.
+// act(acc + bias + z), stored at output pixel (n, oy, ox), channels c0..c0+VEC.
 template <typename T, int VEC>
 __device__ __forceinline__ void finish(const Params& p, float (&acc)[VEC], int64_t pix, int c0) {
   const int64_t off = pix * p.c + c0;
@@ -82,9 +83,9 @@ __device__ __forceinline__ void finish(const Params& p, float (&acc)[VEC], int64
 #pragma unroll
     for (int v = 0; v < VEC; ++v) acc[v] += t[v];
   }
-  if (p.relu) {
+  if (p.act != ConvAct::kNone) {
 #pragma unroll
-    for (int v = 0; v < VEC; ++v) acc[v] = acc[v] > 0.f ? acc[v] : 0.f;
+    for (int v = 0; v < VEC; ++v) acc[v] = apply_conv_act(p.act, acc[v]);
   }
   store<T, VEC>(static_cast<T*>(p.y) + off, acc);
 }
@@ -236,7 +237,7 @@ Status launch_depthwise_nhwc(const DepthwiseArgs& a, cudaStream_t s) {
   }
   auto i = [](int64_t v) { return static_cast<int>(v); };
   const Params p{a.x,    a.w_t,  a.bias, a.z,    a.y,    i(a.n),  i(a.h),  i(a.w),  i(a.c),  i(a.oh), i(a.ow),
-                 i(a.kh), i(a.kw), i(a.sh), i(a.sw), i(a.ph), i(a.pw), i(a.dh), i(a.dw), 0,       0,       a.relu};
+                 i(a.kh), i(a.kw), i(a.sh), i(a.sw), i(a.ph), i(a.pw), i(a.dh), i(a.dw), 0,       0,       a.act};
   if (a.dt == DType::F16)
     launch_type<__half>(p, vec, s);
   else

@@ -1,5 +1,5 @@
 // Depthwise convolution channels-last (NhwcFusedConv with group == C == M: one filter per
-// channel) in one kernel of our own, with the conv's epilogue (bias, z, Relu) fused.
+// channel) in one kernel of our own, with the conv's epilogue (bias, z, activation) fused.
 //
 // cuDNN runs these shapes through its grouped-convolution path, which on the H200 was the
 // largest cost of EfficientNet-B0, MobileNetV3 and ConvNeXt at large batches (docs/perf-notes.md):
@@ -12,6 +12,7 @@
 #pragma once
 
 #include "core/dtype.h"
+#include "ops/conv/conv_activation.h"
 #include "core/status.h"
 
 #include <cstdint>
@@ -29,7 +30,7 @@ struct DepthwiseArgs {
   void* y = nullptr;           // [n, oh, ow, c]
   int64_t n = 0, h = 0, w = 0, c = 0, oh = 0, ow = 0;
   int64_t kh = 0, kw = 0, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
-  bool relu = false;
+  ConvAct act = ConvAct::kNone;
 };
 
 Status launch_depthwise_nhwc(const DepthwiseArgs& a, cudaStream_t s);
@@ -42,7 +43,7 @@ struct CudaKernelContext;
 bool depthwise_nhwc_applies(const ConvKey& key);
 
 // Runs it: the filter is transposed into a workspace of the call, then one kernel.
-Status run_depthwise_nhwc(CudaKernelContext& k, const ConvKey& key, bool relu, const void* x, const void* w,
+Status run_depthwise_nhwc(CudaKernelContext& k, const ConvKey& key, ConvAct act, const void* x, const void* w,
                           const void* bias, const void* z, void* y);
 
 }  // namespace gpuopt::cuda
