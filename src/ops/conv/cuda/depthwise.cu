@@ -39,6 +39,11 @@ __device__ __forceinline__ void load(const T* p, float (&v)[VEC]) {
     const T* e = reinterpret_cast<const T*>(&u);
 #pragma unroll
     for (int i = 0; i < 8; ++i) v[i] = to_f(e[i]);
+  } else if constexpr (VEC == 4) {
+    const uint2 u = *reinterpret_cast<const uint2*>(p);
+    const T* e = reinterpret_cast<const T*>(&u);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) v[i] = to_f(e[i]);
   } else if constexpr (VEC == 2) {
     const uint32_t u = *reinterpret_cast<const uint32_t*>(p);
     const T* e = reinterpret_cast<const T*>(&u);
@@ -57,6 +62,12 @@ __device__ __forceinline__ void store(T* p, const float (&v)[VEC]) {
 #pragma unroll
     for (int i = 0; i < 8; ++i) e[i] = from_f<T>(v[i]);
     *reinterpret_cast<uint4*>(p) = u;
+  } else if constexpr (VEC == 4) {
+    uint2 u;
+    T* e = reinterpret_cast<T*>(&u);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) e[i] = from_f<T>(v[i]);
+    *reinterpret_cast<uint2*>(p) = u;
   } else if constexpr (VEC == 2) {
     uint32_t u;
     T* e = reinterpret_cast<T*>(&u);
@@ -178,9 +189,12 @@ __global__ void __launch_bounds__(kThreads) depthwise_any(Params p, int64_t tota
   }
 }
 
+// The wide tile (4 channels x 8 columns at stride 1) converts each loaded input to f32 for twice
+// as many multiply-adds as the narrow one (8 channels x 4 columns): at 7x7 the conversions, not
+// the bytes, were the kernel's limit (docs/perf-notes.md).
 template <typename T, int VEC, int KW, int SW>
 void launch_row(Params p, cudaStream_t s) {
-  constexpr int OWT = SW == 1 ? 4 : 2;
+  constexpr int OWT = SW == 1 ? (VEC == 4 ? 8 : 4) : 2;
   p.owb = (p.ow + OWT - 1) / OWT;
   const int64_t total = int64_t(p.n) * p.oh * p.owb * p.cg;
   depthwise_row<T, VEC, KW, SW, OWT><<<kern::grid_for(total, kThreads), kThreads, 0, s>>>(p, total);
@@ -208,6 +222,7 @@ void launch_vec(Params p, cudaStream_t s) {
 template <typename T>
 void launch_type(const Params& p, int vec, cudaStream_t s) {
   if (vec == 8) return launch_vec<T, 8>(p, s);
+  if (vec == 4) return launch_vec<T, 4>(p, s);
   if (vec == 2) return launch_vec<T, 2>(p, s);
   launch_vec<T, 1>(p, s);
 }
@@ -226,8 +241,12 @@ Status launch_depthwise_nhwc(const DepthwiseArgs& a, cudaStream_t s) {
   const int64_t lim = int64_t{1} << 30;
   for (int64_t v : {a.n, a.h, a.w, a.c, a.oh, a.ow, a.kh, a.kw, a.h * a.w, a.oh * a.ow})
     if (v <= 0 || v >= lim) return Status::Unimplemented("depthwise conv kernel: extent {} out of range", v);
+  // The wide tile: where asked, or by default for 7x7 (ConvNeXt) at stride 1.
+  const bool row_kernel = a.dw == 1 && a.sw == 1 && (a.kw == 3 || a.kw == 5 || a.kw == 7);
+  const bool wide = row_kernel && (a.tile == DepthwiseTile::kWide || (a.tile == DepthwiseTile::kAuto && a.kw == 7));
   int vec = 1;
-  for (int cand : {8, 2}) {
+  const int candidates[] = {wide ? 4 : 8, 2};
+  for (int cand : candidates) {
     const size_t bytes = size_t(cand) * 2;
     if (a.c % cand == 0 && aligned(a.x, bytes) && aligned(a.w_t, bytes) && aligned(a.y, bytes) &&
         (!a.bias || aligned(a.bias, bytes)) && (!a.z || aligned(a.z, bytes))) {

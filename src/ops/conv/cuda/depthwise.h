@@ -21,6 +21,11 @@ typedef struct CUstream_st* cudaStream_t;
 
 namespace gpuopt::cuda {
 
+// The kernel's tile at stride 1 (kernel widths 3, 5, 7): `narrow` 8 channels x 4 output columns
+// per thread, `wide` 4 channels x 8 columns; `auto` takes wide for 7x7 only. GPUOPT_DEPTHWISE_KERNEL
+// names them for A/B runs.
+enum class DepthwiseTile : uint8_t { kAuto, kNarrow, kWide };
+
 struct DepthwiseArgs {
   DType dt = DType::F16;       // f16 or bf16 (computed in f32, rounded once)
   const void* x = nullptr;     // [n, h, w, c]
@@ -31,6 +36,7 @@ struct DepthwiseArgs {
   int64_t n = 0, h = 0, w = 0, c = 0, oh = 0, ow = 0;
   int64_t kh = 0, kw = 0, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
   ConvAct act = ConvAct::kNone;
+  DepthwiseTile tile = DepthwiseTile::kAuto;
 };
 
 Status launch_depthwise_nhwc(const DepthwiseArgs& a, cudaStream_t s);
@@ -39,7 +45,8 @@ struct ConvKey;
 struct CudaKernelContext;
 
 // Whether a channels-last conv is one the kernel takes: group == c == m, f16/bf16, and
-// GPUOPT_DEPTHWISE_KERNEL is not `cudnn` (which keeps cuDNN's path, for A/B runs).
+// GPUOPT_DEPTHWISE_KERNEL is not `cudnn` (which keeps cuDNN's path, for A/B runs; `narrow` and
+// `wide` pick the kernel's tile, `auto` by kernel width).
 bool depthwise_nhwc_applies(const ConvKey& key);
 
 // Runs it: the filter is transposed into a workspace of the call, then one kernel.
