@@ -33,7 +33,7 @@ Result<ValueId> additive_mask(Emitter& e, ValueId m, ValueId q, ValueId kv, int6
   const int64_t r = static_cast<int64_t>(mi.shape.size());
   ValueId valid = kNoValue;
   if (r == 1) {
-    const int64_t md = mi.shape[0], b = e.info(q).shape[0];
+    const int64_t md = mi.shape[0], b = e.dim(q, 0);
     const bool key_len = md == b && md != kUnknownDim;
     const bool end_start = dim_is_known(md) && dim_is_known(b) && md == 2 * b;
     if (!key_len && !end_start) {
@@ -178,7 +178,7 @@ Result<std::vector<ValueId>> expand_contrib_mha(Emitter& e) {
   }
   if (e.has_in(3)) {
     if (bnsh) return e.unsupported("bias with a 4-D key/value [B, N, L, H] is not supported");
-    const int64_t d = e.info(q).shape[2], dv = e.info(v).shape[2];
+    const int64_t d = e.dim(q, -1), dv = e.dim(v, -1);
     if (!dim_is_known(d) || !dim_is_known(dv))
       return e.error("bias needs the query and value hidden sizes known at load time");
     GPUOPT_ASSIGN_OR_RETURN(std::vector<ValueId> b,

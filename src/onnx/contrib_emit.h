@@ -29,6 +29,13 @@ class Emitter {
     const ValueInfo vi = info(v);
     return vi.rank_known ? static_cast<int64_t>(vi.shape.size()) : -1;
   }
+  // Dim i of v's inferred shape (negative i from the end), or kUnknownDim.
+  int64_t dim(ValueId v, int64_t i) const {
+    const ValueInfo vi = info(v);
+    const int64_t r = static_cast<int64_t>(vi.shape.size());
+    if (!vi.rank_known || i >= r || i < -r) return kUnknownDim;
+    return vi.shape[static_cast<size_t>(i < 0 ? i + r : i)];
+  }
   int64_t attr_i(const char* name, int64_t def) const {
     auto it = n_.attrs.find(name);
     return it == n_.attrs.end() ? def : it->second.i;

@@ -136,7 +136,7 @@ Result<std::vector<ValueId>> expand_rotary(Emitter& e) {
   if (xr == 3 && num_heads <= 0) {
     // ONNX Runtime takes the head size from the cache then: [max_pos, head_size / 2].
     const ValueInfo xi = e.info(x), ci = e.info(cos);
-    const int64_t hidden = xi.shape[2], half = ci.rank_known && ci.shape.size() == 2 ? ci.shape[1] : kUnknownDim;
+    const int64_t hidden = e.dim(x, 2), half = e.rank(cos) == 2 ? e.dim(cos, 1) : kUnknownDim;
     if (rot != 0 || !dim_is_known(hidden) || !dim_is_known(half) || half == 0 || hidden % (2 * half) != 0)
       return e.error("a 3-D input without num_heads needs known hidden and cos_cache sizes (hidden {}, cache {})",
                      e.graph().shape_string(xi.shape), ci.rank_known ? e.graph().shape_string(ci.shape) : "?");

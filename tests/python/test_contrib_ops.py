@@ -329,6 +329,8 @@ def test_gelu_family(op, tmp_path):
     ("mask_3b2", "a mask index of shape [3 * batch + 2] is not supported"),
     ("mha_past_key", "input 6 (past_key) is not supported"),
     ("mask_5d", "a mask of shape [2,1,1,7,7] is not supported"),
+    ("no_num_heads", "num_heads 0 must be positive"),
+    ("bad_weights", "reading com.microsoft Attention node 'Attention_0'"),
 ])
 def test_unsupported_forms_are_refused_naming_the_node(case, message, tmp_path):
     b, s = 2, 7
@@ -342,6 +344,10 @@ def test_unsupported_forms_are_refused_naming_the_node(case, message, tmp_path):
         mask = {"mask_3b2": np.full(3 * b + 2, s, np.int32), "mask_5d": np.ones((b, 1, 1, s, s), np.int32)}.get(case)
         model, feeds = attention_case(b, s, 2, 16, mask=mask, **({"do_rotary": 1} if case == "do_rotary" else {}))
         node = model.graph.node[0]
+        if case == "no_num_heads":
+            del node.attribute[:]
+        if case == "bad_weights":  # [40, 96] for an input hidden of 48: the MatMul it becomes says so
+            model.graph.initializer[0].CopyFrom(helper.make_tensor("w", F32, [40, 96], np.zeros(40 * 96)))
         if case == "past":
             while len(node.input) < 4:
                 node.input.append("")
@@ -377,3 +383,30 @@ def test_ort_optimized_exports(name, model_type, tmp_path):
     got = np.load(sorted(out.glob("*.npy"))[0])
     err = float(np.linalg.norm(got - want) / np.linalg.norm(want))
     assert err <= 1e-5, f"rel L2 {err:.2e}"
+
+
+def test_attention_runs_as_one_fused_node(tmp_path):
+    """What a run executes: per contrib Attention, one ONNX Attention (3-D heads, read in place on
+    CUDA) and no Softmax; the mask made once (common subexpressions) for both layers."""
+    b, s, hidden = 2, 7, 64
+    x = rng.standard_normal((b, s, hidden)).astype(np.float32)
+    inits, nodes, cur = [], [], "x"
+    for i in range(2):
+        w = (rng.standard_normal((hidden, 3 * hidden)) * 0.1).astype(np.float32)
+        inits += [helper.make_tensor(f"w{i}", F32, w.shape, w.ravel()),
+                  helper.make_tensor(f"b{i}", F32, [3 * hidden], np.zeros(3 * hidden, np.float32))]
+        nodes.append(helper.make_node("Attention", [cur, f"w{i}", f"b{i}", "mask"], [f"a{i}"], domain=MS, num_heads=4,
+                                      name=f"attn{i}"))
+        cur = f"a{i}"
+    g = helper.make_graph(nodes, "two", [helper.make_tensor_value_info("x", F32, ["batch", s, hidden]),
+                                         helper.make_tensor_value_info("mask", I32, ["batch", s])],
+                          [helper.make_tensor_value_info(cur, F32, ["batch", s, hidden])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)])
+    m.ir_version = 8
+    path = tmp_path / "m.onnx"
+    onnx.save(m, path)
+    run_both(m, {"x": x, "mask": raw_mask(b, s)}, tmp_path)
+    from test_exported_transformers import ops_run
+    ops = ops_run(str(path))
+    assert ops.get("Attention") == 2 and "Softmax" not in ops and "Split" not in ops, ops
+    assert ops.get("Where") == 1, ops
