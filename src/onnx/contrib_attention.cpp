@@ -21,17 +21,24 @@
 namespace gpuopt::onnx_detail {
 namespace {
 
-constexpr int64_t kOnnxInt64 = 7;  // TensorProto.INT64
+constexpr int64_t kOnnxFloat = 1;  // TensorProto.FLOAT
 
 // The additive mask ([B, 1, 1 or S, T], dtype dt) for mask input m; `q` gives the batch, `kv` and
-// its axis `kv_seq_axis` the key length T.
+// its axis `kv_seq_axis` the key length T. Written with ops the CUDA backend runs (the mask and
+// positions compared as f32, exact below 2^24), so a CUDA graph is not cut by a CPU node.
 Result<ValueId> additive_mask(Emitter& e, ValueId m, ValueId q, ValueId kv, int64_t kv_seq_axis, bool allow_4d,
                               DType dt, float filter) {
   const ValueInfo mi = e.info(m);
   if (!mi.rank_known) return e.error("the rank of the mask input is not known at load time");
   if (mi.dtype != DType::I32) return e.error("the mask has dtype {}; expected int32", dtype_name(mi.dtype));
   const int64_t r = static_cast<int64_t>(mi.shape.size());
-  ValueId valid = kNoValue;
+  if (r < 1 || r > (allow_4d ? 4 : 3))
+    return e.error("a mask of shape {} is not supported (1-D [batch] or [2 * batch], 2-D [batch, total], 3-D [batch, "
+                   "seq, total]{})",
+                   e.graph().shape_string(mi.shape), allow_4d ? ", 4-D [batch, 1, max_seq, max_seq]" : "");
+  const ValueId zero = e.scalar(dt, 0.0), masked = e.scalar(dt, filter);
+  GPUOPT_ASSIGN_OR_RETURN(ValueId mf, e.op(Op::Cast, {m}, {{"to", int_attr(kOnnxFloat)}}));
+  ValueId add = kNoValue;
   if (r == 1) {
     const int64_t md = mi.shape[0], b = e.dim(q, 0);
     const bool key_len = md == b && md != kUnknownDim;
@@ -43,37 +50,31 @@ Result<ValueId> additive_mask(Emitter& e, ValueId m, ValueId q, ValueId kv, int6
                      e.graph().symbol_name(b));
     }
     GPUOPT_ASSIGN_OR_RETURN(ValueId t, e.dim_scalar(kv, kv_seq_axis));
-    GPUOPT_ASSIGN_OR_RETURN(ValueId j, e.op(Op::Range, {e.i64_scalar(0), t, e.i64_scalar(1)}));
-    GPUOPT_ASSIGN_OR_RETURN(ValueId m64, e.op(Op::Cast, {m}, {{"to", int_attr(kOnnxInt64)}}));
+    GPUOPT_ASSIGN_OR_RETURN(ValueId tf, e.op(Op::Cast, {t}, {{"to", int_attr(kOnnxFloat)}}));
+    GPUOPT_ASSIGN_OR_RETURN(ValueId j, e.op(Op::Range, {e.scalar(DType::F32, 0), tf, e.scalar(DType::F32, 1)}));
     if (key_len) {
-      GPUOPT_ASSIGN_OR_RETURN(ValueId end, e.reshape(m64, {-1, 1}));
-      GPUOPT_ASSIGN_OR_RETURN(valid, e.op(Op::Less, {j, end}));
+      GPUOPT_ASSIGN_OR_RETURN(ValueId end, e.reshape(mf, {-1, 1}));
+      GPUOPT_ASSIGN_OR_RETURN(ValueId before_end, e.op(Op::Less, {j, end}));
+      GPUOPT_ASSIGN_OR_RETURN(add, e.op(Op::Where, {before_end, zero, masked}));
     } else {
-      GPUOPT_ASSIGN_OR_RETURN(ValueId both, e.reshape(m64, {2, -1, 1}));
+      GPUOPT_ASSIGN_OR_RETURN(ValueId both, e.reshape(mf, {2, -1, 1}));
       GPUOPT_ASSIGN_OR_RETURN(ValueId end, e.op(Op::Gather, {both, e.i64_scalar(0)}));
       GPUOPT_ASSIGN_OR_RETURN(ValueId start, e.op(Op::Gather, {both, e.i64_scalar(1)}));
       GPUOPT_ASSIGN_OR_RETURN(ValueId before_end, e.op(Op::Less, {j, end}));
       GPUOPT_ASSIGN_OR_RETURN(ValueId before_start, e.op(Op::Less, {j, start}));
-      GPUOPT_ASSIGN_OR_RETURN(ValueId after_start, e.op(Op::Not, {before_start}));
-      GPUOPT_ASSIGN_OR_RETURN(valid, e.op(Op::And, {before_end, after_start}));
+      GPUOPT_ASSIGN_OR_RETURN(ValueId from_start, e.op(Op::Where, {before_start, masked, zero}));
+      GPUOPT_ASSIGN_OR_RETURN(add, e.op(Op::Where, {before_end, from_start, masked}));
     }
-  } else if (r == 2 || r == 3 || (r == 4 && allow_4d)) {
-    GPUOPT_ASSIGN_OR_RETURN(valid, e.op(Op::Greater, {m, e.scalar(DType::I32, 0)}));
-    if (r == 4) {
-      // Megatron's [B, 1, max_seq, max_seq]: rows and columns 0..S (no past: T = S).
-      GPUOPT_ASSIGN_OR_RETURN(ValueId shape, e.op(Op::Shape, {q}));
-      GPUOPT_ASSIGN_OR_RETURN(ValueId s, e.op(Op::Gather, {shape, e.i64s({1, 1})}));
-      GPUOPT_ASSIGN_OR_RETURN(valid, e.op(Op::Slice, {valid, e.i64s({0, 0}), s, e.i64s({2, 3})}));
-    }
-  } else {
-    return e.error("a mask of shape {} is not supported (1-D [batch] or [2 * batch], 2-D [batch, total], 3-D [batch, "
-                   "seq, total]{})",
-                   e.graph().shape_string(mi.shape), allow_4d ? ", 4-D [batch, 1, max_seq, max_seq]" : "");
+    return e.reshape(add, {0, 1, 1, -1});
   }
-  GPUOPT_ASSIGN_OR_RETURN(ValueId add, e.op(Op::Where, {valid, e.scalar(dt, 0.0), e.scalar(dt, filter)}));
-  if (r <= 2) return e.reshape(add, {0, 1, 1, -1});
+  GPUOPT_ASSIGN_OR_RETURN(ValueId keep, e.op(Op::Greater, {mf, e.scalar(DType::F32, 0)}));
+  GPUOPT_ASSIGN_OR_RETURN(add, e.op(Op::Where, {keep, zero, masked}));
+  if (r == 2) return e.reshape(add, {0, 1, 1, -1});
   if (r == 3) return e.unsqueeze(add, {1});
-  return add;
+  // Megatron's [B, 1, max_seq, max_seq]: rows and columns 0..S (no past: T = S).
+  GPUOPT_ASSIGN_OR_RETURN(ValueId shape, e.op(Op::Shape, {q}));
+  GPUOPT_ASSIGN_OR_RETURN(ValueId s, e.op(Op::Gather, {shape, e.i64s({1, 1})}));
+  return e.op(Op::Slice, {add, e.i64s({0, 0}), s, e.i64s({2, 3})});
 }
 
 // The mask (optional) plus attention_bias (optional): the ONNX Attention's attn_mask, or kNoValue.

@@ -80,6 +80,13 @@ class Emitter {
     return constant(Tensor::from_vector(DType::I64, {static_cast<int64_t>(v.size())}, v));
   }
   ValueId i64_scalar(int64_t v) { return constant(Tensor::from_vector(DType::I64, {}, std::vector<int64_t>{v})); }
+  static Tensor i64_tensor(int64_t v) { return Tensor::from_vector(DType::I64, {1}, std::vector<int64_t>{v}); }
+  static Attribute tensor_attr(Tensor t) {
+    Attribute a;
+    a.kind = Attribute::Kind::kTensor;
+    a.t = std::move(t);
+    return a;
+  }
   ValueId scalar(DType dt, double v) { return constant(Tensor::from_vector(dt, {}, std::vector<double>{v})); }
 
   Result<ValueId> reshape(ValueId x, const std::vector<int64_t>& shape, std::string out_name = "") {
@@ -89,6 +96,15 @@ class Emitter {
   Result<ValueId> unsqueeze(ValueId x, const std::vector<int64_t>& axes) {
     if (g_.opset >= 0 && g_.opset < 13) return op(Op::Unsqueeze, {x}, {{"axes", ints_attr(axes)}});
     return op(Op::Unsqueeze, {x, i64s(axes)});
+  }
+  // ReduceSum in the form of the model's opset (axes an attribute before 13).
+  Result<ValueId> reduce_sum(ValueId x, const std::vector<int64_t>& axes, bool keepdims) {
+    AttributeMap a{{"keepdims", int_attr(keepdims ? 1 : 0)}};
+    if (g_.opset >= 0 && g_.opset < 13) {
+      a["axes"] = ints_attr(axes);
+      return op(Op::ReduceSum, {x}, std::move(a));
+    }
+    return op(Op::ReduceSum, {x, i64s(axes)}, std::move(a));
   }
   Result<ValueId> transpose(ValueId x, const std::vector<int64_t>& perm, std::string out_name = "") {
     return op(Op::Transpose, {x}, {{"perm", ints_attr(perm)}}, std::move(out_name));

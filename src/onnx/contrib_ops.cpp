@@ -5,7 +5,8 @@
 // MatMul + Add + Split for the packed projection, ONNX Attention with q_num_heads/kv_num_heads,
 // the mask made additive as ONNX Runtime applies it), RotaryEmbedding (ONNX's RotaryEmbedding;
 // the inputs reordered, a [1] position offset made [batch, seq] positions), Gelu, FastGelu (Gelu
-// with approximate="tanh", bias added first) and BiasGelu (Add + Gelu). The fusion passes and the
+// with approximate="tanh", bias added first), BiasGelu (Add + Gelu) and EmbedLayerNormalization
+// (Gathers + Add + LayerNormalization; its mask index a count of ones). The fusion passes and the
 // CUDA kernels then take them as they take the exporters' graphs. Op names are global in gpuopt's
 // IR, so a contrib op never becomes an IR node of its own: it is rewritten here, with the shapes
 // of its inputs already inferred (a packed or a 4-D form is told apart by rank).
@@ -22,7 +23,7 @@ namespace gpuopt::onnx_detail {
 bool is_expanded_contrib_op(const std::string& domain, const std::string& op) {
   if (domain != "com.microsoft") return false;
   return op == "Attention" || op == "MultiHeadAttention" || op == "RotaryEmbedding" || op == "Gelu" ||
-         op == "FastGelu" || op == "BiasGelu";
+         op == "FastGelu" || op == "BiasGelu" || op == "EmbedLayerNormalization";
 }
 
 bool has_expanded_contrib_ops(const onnx::GraphProto& gp) {
@@ -150,9 +151,12 @@ Result<std::vector<ValueId>> expand_rotary(Emitter& e) {
     GPUOPT_ASSIGN_OR_RETURN(ValueId lim, e.op(Op::Add, {off, seq}));
     GPUOPT_ASSIGN_OR_RETURN(ValueId range, e.op(Op::Range, {off, lim, e.i64_scalar(1)}));
     GPUOPT_ASSIGN_OR_RETURN(ValueId row, e.reshape(range, {1, -1}));
+    // [1, S] + zeros [B, 1] (Add runs on CUDA for i64, Expand does not).
     GPUOPT_ASSIGN_OR_RETURN(ValueId shape, e.op(Op::Shape, {x}));
-    GPUOPT_ASSIGN_OR_RETURN(ValueId bs, e.op(Op::Gather, {shape, e.i64s({0, -2})}));
-    GPUOPT_ASSIGN_OR_RETURN(p, e.op(Op::Expand, {row, bs}));
+    GPUOPT_ASSIGN_OR_RETURN(ValueId b, e.op(Op::Gather, {shape, e.i64s({0})}));
+    GPUOPT_ASSIGN_OR_RETURN(ValueId b1, e.op(Op::Concat, {b, e.i64s({1})}, {{"axis", int_attr(0)}}));
+    GPUOPT_ASSIGN_OR_RETURN(ValueId zeros, e.op(Op::ConstantOfShape, {b1}, {{"value", Emitter::tensor_attr(Emitter::i64_tensor(0))}}));
+    GPUOPT_ASSIGN_OR_RETURN(p, e.op(Op::Add, {row, zeros}));
   } else if (pr != 2) {
     return e.error("position_ids must be 1-D [1] (an offset) or 2-D [batch, seq]");
   }
@@ -164,6 +168,54 @@ Result<std::vector<ValueId>> expand_rotary(Emitter& e) {
   return std::vector<ValueId>{y};
 }
 
+// EmbedLayerNormalization (BERT's embeddings, what ONNX Runtime's optimizer writes by default):
+//   sum = word_embedding[input_ids] + position_embedding[position_ids or 0..S) (+ segment_embedding[segment_ids])
+//   output = LayerNormalization(sum, gamma, beta, epsilon); embedding_sum = sum;
+//   mask_index[b] = the number of mask entries equal to 1 in row b (zeros without a mask), int32.
+Result<std::vector<ValueId>> expand_embed_layernorm(Emitter& e) {
+  if (!e.wants_out(0)) return e.error("its output 0 is not used");
+  for (size_t i : {size_t{0}, size_t{2}, size_t{3}, size_t{5}, size_t{6}})
+    if (!e.has_in(i)) return e.error("input {} is missing (input_ids, word_embedding, position_embedding, gamma and beta are required)", i);
+  if (e.has_in(1) != e.has_in(4)) return e.error("segment_ids and segment_embedding must be given together");
+  const ValueId ids = e.in(0);
+  if (e.rank(ids) != 2) return e.error("input_ids must be 2-D [batch, seq]");
+  GPUOPT_ASSIGN_OR_RETURN(ValueId sum, e.op(Op::Gather, {e.in(2), ids}));
+  ValueId pos_ids = e.in(8);
+  if (pos_ids == kNoValue) {
+    GPUOPT_ASSIGN_OR_RETURN(ValueId seq, e.dim_scalar(ids, 1));
+    GPUOPT_ASSIGN_OR_RETURN(pos_ids, e.op(Op::Range, {e.i64_scalar(0), seq, e.i64_scalar(1)}));
+  }
+  GPUOPT_ASSIGN_OR_RETURN(ValueId pos, e.op(Op::Gather, {e.in(3), pos_ids}));
+  GPUOPT_ASSIGN_OR_RETURN(sum, e.op(Op::Add, {sum, pos}));
+  if (e.has_in(1)) {
+    GPUOPT_ASSIGN_OR_RETURN(ValueId seg, e.op(Op::Gather, {e.in(4), e.in(1)}));
+    GPUOPT_ASSIGN_OR_RETURN(sum, e.op(Op::Add, {sum, seg}));
+  }
+  const auto& outs = e.node().outputs;
+  std::vector<ValueId> result(outs.size(), kNoValue);
+  GPUOPT_ASSIGN_OR_RETURN(result[0], e.op(Op::LayerNormalization, {sum, e.in(5), e.in(6)},
+                                          {{"axis", int_attr(-1)}, {"epsilon", float_attr(e.attr_f("epsilon", 1e-12f))}},
+                                          outs[0]));
+  if (e.wants_out(1)) {
+    ValueId count;
+    if (e.has_in(7)) {
+      GPUOPT_ASSIGN_OR_RETURN(ValueId one, e.op(Op::Equal, {e.in(7), e.constant(Tensor::from_vector(
+                                                                           e.info(e.in(7)).dtype, {}, std::vector<int64_t>{1}))}));
+      GPUOPT_ASSIGN_OR_RETURN(ValueId onef, e.op(Op::Cast, {one}, {{"to", int_attr(1)}}));
+      GPUOPT_ASSIGN_OR_RETURN(count, e.reduce_sum(onef, {1}, false));
+    } else {
+      GPUOPT_ASSIGN_OR_RETURN(ValueId shape, e.op(Op::Shape, {ids}));
+      GPUOPT_ASSIGN_OR_RETURN(ValueId b, e.op(Op::Gather, {shape, e.i64s({0})}));
+      GPUOPT_ASSIGN_OR_RETURN(count, e.op(Op::ConstantOfShape, {b}));
+    }
+    GPUOPT_ASSIGN_OR_RETURN(result[1], e.op(Op::Cast, {count}, {{"to", int_attr(6)}}, outs[1]));  // INT32
+  }
+  if (e.wants_out(2)) {
+    GPUOPT_ASSIGN_OR_RETURN(result[2], e.op(Op::Identity, {sum}, {}, outs[2]));
+  }
+  return result;
+}
+
 }  // namespace
 
 Result<std::vector<ValueId>> expand_contrib_node(Graph& g, const ContribNode& n) {
@@ -172,6 +224,7 @@ Result<std::vector<ValueId>> expand_contrib_node(Graph& g, const ContribNode& n)
     if (n.op_type == "Attention") return expand_contrib_attention(e);
     if (n.op_type == "MultiHeadAttention") return expand_contrib_mha(e);
     if (n.op_type == "RotaryEmbedding") return expand_rotary(e);
+    if (n.op_type == "EmbedLayerNormalization") return expand_embed_layernorm(e);
     return expand_gelu(e, n.op_type);
   }();
   if (!r.ok()) return r.status();

@@ -24,7 +24,8 @@ class GraphProto;
 namespace gpuopt::onnx_detail {
 
 // ONNX Runtime's contrib ops that the importer reads as standard nodes (contrib_ops.cpp):
-// com.microsoft Attention, MultiHeadAttention, RotaryEmbedding, Gelu, FastGelu and BiasGelu.
+// com.microsoft Attention, MultiHeadAttention, RotaryEmbedding, Gelu, FastGelu, BiasGelu and
+// EmbedLayerNormalization.
 bool is_expanded_contrib_op(const std::string& domain, const std::string& op);
 bool has_expanded_contrib_ops(const onnx::GraphProto& gp);
 // The graph's node indices, each node after the producers of its inputs (a node that cannot be
