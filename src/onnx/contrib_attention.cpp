@@ -21,11 +21,11 @@
 namespace gpuopt::onnx_detail {
 namespace {
 
-constexpr int64_t kOnnxFloat = 1;  // TensorProto.FLOAT
+constexpr int64_t kOnnxInt32 = 6;  // TensorProto.INT32
 
 // The additive mask ([B, 1, 1 or S, T], dtype dt) for mask input m; `q` gives the batch, `kv` and
-// its axis `kv_seq_axis` the key length T. Written with ops the CUDA backend runs (the mask and
-// positions compared as f32, exact below 2^24), so a CUDA graph is not cut by a CPU node.
+// its axis `kv_seq_axis` the key length T. Written with ops the CUDA backend runs (int32 compares,
+// Where), so a CUDA graph is not cut by a CPU node, and exact whatever the precision.
 Result<ValueId> additive_mask(Emitter& e, ValueId m, ValueId q, ValueId kv, int64_t kv_seq_axis, bool allow_4d,
                               DType dt, float filter) {
   const ValueInfo mi = e.info(m);
@@ -37,7 +37,6 @@ Result<ValueId> additive_mask(Emitter& e, ValueId m, ValueId q, ValueId kv, int6
                    "seq, total]{})",
                    e.graph().shape_string(mi.shape), allow_4d ? ", 4-D [batch, 1, max_seq, max_seq]" : "");
   const ValueId zero = e.scalar(dt, 0.0), masked = e.scalar(dt, filter);
-  GPUOPT_ASSIGN_OR_RETURN(ValueId mf, e.op(Op::Cast, {m}, {{"to", int_attr(kOnnxFloat)}}));
   ValueId add = kNoValue;
   if (r == 1) {
     const int64_t md = mi.shape[0], b = e.dim(q, 0);
@@ -50,14 +49,14 @@ Result<ValueId> additive_mask(Emitter& e, ValueId m, ValueId q, ValueId kv, int6
                      e.graph().symbol_name(b));
     }
     GPUOPT_ASSIGN_OR_RETURN(ValueId t, e.dim_scalar(kv, kv_seq_axis));
-    GPUOPT_ASSIGN_OR_RETURN(ValueId tf, e.op(Op::Cast, {t}, {{"to", int_attr(kOnnxFloat)}}));
-    GPUOPT_ASSIGN_OR_RETURN(ValueId j, e.op(Op::Range, {e.scalar(DType::F32, 0), tf, e.scalar(DType::F32, 1)}));
+    GPUOPT_ASSIGN_OR_RETURN(ValueId t32, e.op(Op::Cast, {t}, {{"to", int_attr(kOnnxInt32)}}));
+    GPUOPT_ASSIGN_OR_RETURN(ValueId j, e.op(Op::Range, {e.scalar(DType::I32, 0), t32, e.scalar(DType::I32, 1)}));
     if (key_len) {
-      GPUOPT_ASSIGN_OR_RETURN(ValueId end, e.reshape(mf, {-1, 1}));
+      GPUOPT_ASSIGN_OR_RETURN(ValueId end, e.reshape(m, {-1, 1}));
       GPUOPT_ASSIGN_OR_RETURN(ValueId before_end, e.op(Op::Less, {j, end}));
       GPUOPT_ASSIGN_OR_RETURN(add, e.op(Op::Where, {before_end, zero, masked}));
     } else {
-      GPUOPT_ASSIGN_OR_RETURN(ValueId both, e.reshape(mf, {2, -1, 1}));
+      GPUOPT_ASSIGN_OR_RETURN(ValueId both, e.reshape(m, {2, -1, 1}));
       GPUOPT_ASSIGN_OR_RETURN(ValueId end, e.op(Op::Gather, {both, e.i64_scalar(0)}));
       GPUOPT_ASSIGN_OR_RETURN(ValueId start, e.op(Op::Gather, {both, e.i64_scalar(1)}));
       GPUOPT_ASSIGN_OR_RETURN(ValueId before_end, e.op(Op::Less, {j, end}));
@@ -67,7 +66,7 @@ Result<ValueId> additive_mask(Emitter& e, ValueId m, ValueId q, ValueId kv, int6
     }
     return e.reshape(add, {0, 1, 1, -1});
   }
-  GPUOPT_ASSIGN_OR_RETURN(ValueId keep, e.op(Op::Greater, {mf, e.scalar(DType::F32, 0)}));
+  GPUOPT_ASSIGN_OR_RETURN(ValueId keep, e.op(Op::Greater, {m, e.scalar(DType::I32, 0)}));
   GPUOPT_ASSIGN_OR_RETURN(add, e.op(Op::Where, {keep, zero, masked}));
   if (r == 2) return e.reshape(add, {0, 1, 1, -1});
   if (r == 3) return e.unsqueeze(add, {1});
