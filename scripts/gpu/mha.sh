@@ -34,7 +34,7 @@ rc=$?
 [ $rc -ne 0 ] && tail -5 "$D/bert.err"
 while IFS= read -r line; do
   row "bert $(echo "$line" | python3 -c 'import json,sys; print(json.load(sys.stdin)["model"])')" \
-    "$(echo "$line" | python3 -c 'import json,sys; r=json.load(sys.stdin); print(r.get("skipped") or r.get("error") or "%.3f ms device, rel-L2 %.1e vs ORT CPU, %s, contrib %s" % (r["device_ms"], r["rel_l2_vs_ort_cpu"], r.get("execution"), r["contrib_ops"]))')"
+    "$(echo "$line" | python3 -c 'import json,sys; r=json.load(sys.stdin); print(r.get("skipped") or r.get("error") or "%s ms device, %.3f ms latency, rel-L2 %.1e vs ORT CPU, %s, contrib %s" % (r["device_ms"], r["latency_ms"], r["rel_l2_vs_ort_cpu"], r.get("execution"), r["contrib_ops"]))')"
 done <"$D/bert.txt"
 row "mha_bert.py (exit $rc)" "$D/mha_bert.json"
 

@@ -3,7 +3,7 @@ SkipLayerNormalization, BiasGelu), run by gpuopt on the GPU against ONNX Runtime
 
 usage: mha_bert.py GPUOPT_BIN OUT_DIR [--batch 32] [--seq 128]
 
-Two models, each: the com.microsoft ops in it, gpuopt `run --device cuda --precision fp16` device
+Two models (the synthetic one first), each: the com.microsoft ops in it, gpuopt `run --device cuda --precision fp16` device
 time (median) and its op profile, and the rel-L2 error against ONNX Runtime (CPU, f32) on the
 same inputs:
   1. "export": transformers BertModel(BertConfig(), eager attention, random weights) exported by
@@ -33,6 +33,8 @@ BATCH = int(sys.argv[sys.argv.index("--batch") + 1]) if "--batch" in sys.argv el
 SEQ = int(sys.argv[sys.argv.index("--seq") + 1]) if "--seq" in sys.argv else 128
 os.makedirs(OUT, exist_ok=True)
 MS = "com.microsoft"
+DEVICE = os.environ.get("MHA_DEVICE", "cuda")  # cpu: check the script itself on a machine without a GPU
+PRECISION = ["--precision", "fp16"] if DEVICE.startswith("cuda") else []
 
 
 def contrib_ops(model):
@@ -135,7 +137,7 @@ def measure(name, path, feeds):
     t = time.time()
     want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
     rec["ort_cpu_s"] = round(time.time() - t, 2)
-    r = subprocess.run([GPUOPT, "run", path, *args, "--device", "cuda", "--precision", "fp16", "--iterations", "30",
+    r = subprocess.run([GPUOPT, "run", path, *args, "--device", DEVICE, *PRECISION, "--iterations", "30",
                         "--warmup", "5", "--json", "--output-dir", f"{d}/out"], capture_output=True, text=True,
                        timeout=300)
     if r.returncode != 0:
@@ -143,19 +145,20 @@ def measure(name, path, feeds):
         return rec
     j = json.loads(r.stdout)
     rec["device_ms"] = j.get("device_ms", {}).get("median")
+    rec["latency_ms"] = j.get("latency_ms", {}).get("median")
     rec["execution"] = j.get("execution")
     got = np.load(f"{d}/out/output.npy").astype(np.float64)
     rec["rel_l2_vs_ort_cpu"] = float(np.linalg.norm(got - want) / np.linalg.norm(want))
-    p = subprocess.run([GPUOPT, "run", path, *args, "--device", "cuda", "--precision", "fp16", "--iterations", "3",
+    p = subprocess.run([GPUOPT, "run", path, *args, "--device", DEVICE, *PRECISION, "--iterations", "3",
                         "--profile", "--json"], capture_output=True, text=True, timeout=300)
     if p.returncode == 0:
         ops = json.loads(p.stdout)["profile"]["ops"]
         rec["ops"] = {o["op"]: o["nodes"] for o in ops}
-        rec["ops_ms"] = {o["op"]: o.get("ms") for o in ops}
+        rec["ops_gpu_us"] = {o["op"]: o.get("gpu_us") for o in ops}
     return rec
 
 
-records = []
+records = [measure("synthetic", f"{OUT}/bert_base_contrib.onnx", synthetic_bert(f"{OUT}/bert_base_contrib.onnx"))]
 try:
     feeds = export_bert(f"{OUT}/bert_base_ort.onnx")
     ops = contrib_ops(onnx.load(f"{OUT}/bert_base_ort.onnx", load_external_data=False))
@@ -166,9 +169,8 @@ try:
         if "error" in records[-1]:
             optimize(f"{OUT}/bert_base_ort_raw.onnx", f"{OUT}/bert_base_ort_noembed.onnx", embed=False)
             records.append(measure("export_no_embed", f"{OUT}/bert_base_ort_noembed.onnx", feeds))
-except Exception as e:  # noqa: BLE001 - reported, the synthetic model still runs
+except Exception as e:  # noqa: BLE001 - reported beside the synthetic model's record
     records.append({"model": "export", "skipped": f"{type(e).__name__}: {str(e)[:200]}"})
-records.append(measure("synthetic", f"{OUT}/bert_base_contrib.onnx", synthetic_bert(f"{OUT}/bert_base_contrib.onnx")))
 json.dump(records, open(f"{OUT}/mha_bert.json", "w"), indent=1)
 for r in records:
     print(json.dumps(r))
