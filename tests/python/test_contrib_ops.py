@@ -491,3 +491,31 @@ def test_embed_layernorm_feeds_attention(tmp_path):
     del model.graph.output[:]
     model.graph.output.append(helper.make_tensor_value_info("y", F32, ["batch", s, hidden]))
     run_both(model, feeds, tmp_path)
+
+
+def test_nodes_in_any_order(tmp_path):
+    """A contrib graph is read in dependency order whatever order its nodes are listed in."""
+    model, feeds = embed_case(2, 7, hidden=32, outputs=("out", "mask_index"))
+    w = (rng.standard_normal((32, 96)) * 0.2).astype(np.float32)
+    model.graph.initializer.extend([helper.make_tensor("w", F32, w.shape, w.ravel()),
+                                    helper.make_tensor("b", F32, [96], rng.standard_normal(96))])
+    attn = helper.make_node("Attention", ["out", "w", "b", "mask_index"], ["a"], domain=MS, num_heads=2)
+    gelu = helper.make_node("BiasGelu", ["a", "b32"], ["y"], domain=MS)
+    model.graph.initializer.append(helper.make_tensor("b32", F32, [32], rng.standard_normal(32)))
+    embed = model.graph.node[0]
+    del model.graph.node[:]
+    model.graph.node.extend([gelu, attn, embed])  # consumers first
+    del model.graph.output[:]
+    model.graph.output.append(helper.make_tensor_value_info("y", F32, [2, 7, 32]))
+    ordered = onnx.ModelProto()
+    ordered.CopyFrom(model)
+    del ordered.graph.node[:]
+    ordered.graph.node.extend([embed, attn, gelu])
+    onnx.save(ordered, tmp_path / "ordered.onnx")
+    want = ort.InferenceSession(str(tmp_path / "ordered.onnx"), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    onnx.save(model, tmp_path / "m.onnx")
+    out = tmp_path / "out"
+    out.mkdir()
+    run_gpuopt(tmp_path / "m.onnx", feeds, out)
+    got = np.load(out / "y.npy")
+    assert float(np.linalg.norm(got - want) / np.linalg.norm(want)) <= 1e-5
