@@ -49,15 +49,16 @@ class Emitter {
     return it == n_.attrs.end() ? std::vector<int64_t>{} : it->second.ints;
   }
 
+  const char* domain_label() const { return n_.domain.empty() ? "ai.onnx" : n_.domain.c_str(); }
   // "[Attention] node 'attn' (com.microsoft): <reason>"
   template <class... A>
   Status error(fmt::format_string<A...> f, A&&... a) const {
-    return Status::InvalidArgument("[{}] node '{}' (com.microsoft): {}", n_.op_type, n_.name,
+    return Status::InvalidArgument("[{}] node '{}' ({}): {}", n_.op_type, n_.name, domain_label(),
                                    fmt::format(f, std::forward<A>(a)...));
   }
   template <class... A>
   Status unsupported(fmt::format_string<A...> f, A&&... a) const {
-    return Status::Unimplemented("[{}] node '{}' (com.microsoft): {}", n_.op_type, n_.name,
+    return Status::Unimplemented("[{}] node '{}' ({}): {}", n_.op_type, n_.name, domain_label(),
                                  fmt::format(f, std::forward<A>(a)...));
   }
 

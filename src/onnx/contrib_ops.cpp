@@ -6,7 +6,8 @@
 // the mask made additive as ONNX Runtime applies it), RotaryEmbedding (ONNX's RotaryEmbedding;
 // the inputs reordered, a [1] position offset made [batch, seq] positions), Gelu, FastGelu (Gelu
 // with approximate="tanh", bias added first), BiasGelu (Add + Gelu) and EmbedLayerNormalization
-// (Gathers + Add + LayerNormalization; its mask index a count of ones). The fusion passes and the
+// (Gathers + Add + LayerNormalization; its mask index a count of ones), (Skip)SimplifiedLayerNormalization
+// (RMSNormalization). The fusion passes and the
 // CUDA kernels then take them as they take the exporters' graphs. Op names are global in gpuopt's
 // IR, so a contrib op never becomes an IR node of its own: it is rewritten here, with the shapes
 // of its inputs already inferred (a packed or a 4-D form is told apart by rank).
@@ -21,9 +22,12 @@
 namespace gpuopt::onnx_detail {
 
 bool is_expanded_contrib_op(const std::string& domain, const std::string& op) {
+  // ONNX Runtime registers SimplifiedLayerNormalization (RMS normalisation) in the default domain.
+  if ((domain.empty() || domain == "ai.onnx") && op == "SimplifiedLayerNormalization") return true;
   if (domain != "com.microsoft") return false;
   return op == "Attention" || op == "MultiHeadAttention" || op == "RotaryEmbedding" || op == "Gelu" ||
-         op == "FastGelu" || op == "BiasGelu" || op == "EmbedLayerNormalization";
+         op == "FastGelu" || op == "BiasGelu" || op == "EmbedLayerNormalization" ||
+         op == "SkipSimplifiedLayerNormalization";
 }
 
 bool has_expanded_contrib_ops(const onnx::GraphProto& gp) {
@@ -94,7 +98,7 @@ Result<std::vector<ValueId>> Emitter::op_n(Op op, std::vector<ValueId> ins, size
   const size_t index = g_.nodes().size() - 1;
   GPUOPT_RETURN_IF_ERROR(node_version(g_.nodes()[index], g_.opset_for(g_.nodes()[index])).status());
   Status st = infer_added_node(g_, index);
-  if (!st.ok()) return st.with_context(fmt::format("reading com.microsoft {} node '{}'", n_.op_type, n_.name));
+  if (!st.ok()) return st.with_context(fmt::format("reading {} {} node '{}'", domain_label(), n_.op_type, n_.name));
   return outs;
 }
 
@@ -217,6 +221,37 @@ Result<std::vector<ValueId>> expand_embed_layernorm(Emitter& e) {
   return result;
 }
 
+// SimplifiedLayerNormalization (X, scale; axis, epsilon) -> ONNX RMSNormalization; and
+// SkipSimplifiedLayerNormalization (input, skip, gamma, bias) -> Add (+ Add) + RMSNormalization
+// over the last axis, its input_skip_bias_sum (output 3) the sum. What ONNX Runtime's optimizer
+// writes for T5, LLaMA and Phi. The statistics outputs (mean, inv_std_var) are refused.
+Result<std::vector<ValueId>> expand_simplified_layernorm(Emitter& e, bool skip) {
+  const auto& outs = e.node().outputs;
+  if (!e.wants_out(0)) return e.error("its output 0 is not used");
+  for (size_t i = 1; i < outs.size(); ++i)
+    if (e.wants_out(i) && !(skip && i == 3))
+      return e.unsupported("output {} (a normalisation statistic) is not supported", i);
+  const size_t need = skip ? 3 : 2;
+  for (size_t i = 0; i < need; ++i)
+    if (!e.has_in(i)) return e.error("input {} is missing", i);
+  ValueId x = e.in(0);
+  if (skip) {
+    GPUOPT_ASSIGN_OR_RETURN(x, e.op(Op::Add, {x, e.in(1)}));
+    if (e.has_in(3)) {
+      GPUOPT_ASSIGN_OR_RETURN(x, e.op(Op::Add, {x, e.in(3)}));
+    }
+  }
+  const ValueId scale = e.in(skip ? 2 : 1);
+  AttributeMap attrs{{"axis", int_attr(skip ? -1 : e.attr_i("axis", -1))},
+                     {"epsilon", float_attr(e.attr_f("epsilon", skip ? 1e-12f : 1e-5f))}};
+  std::vector<ValueId> result(outs.size(), kNoValue);
+  GPUOPT_ASSIGN_OR_RETURN(result[0], e.op(Op::RMSNormalization, {x, scale}, std::move(attrs), outs[0]));
+  if (skip && e.wants_out(3)) {
+    GPUOPT_ASSIGN_OR_RETURN(result[3], e.op(Op::Identity, {x}, {}, outs[3]));
+  }
+  return result;
+}
+
 }  // namespace
 
 Result<std::vector<ValueId>> expand_contrib_node(Graph& g, const ContribNode& n) {
@@ -226,6 +261,8 @@ Result<std::vector<ValueId>> expand_contrib_node(Graph& g, const ContribNode& n)
     if (n.op_type == "MultiHeadAttention") return expand_contrib_mha(e);
     if (n.op_type == "RotaryEmbedding") return expand_rotary(e);
     if (n.op_type == "EmbedLayerNormalization") return expand_embed_layernorm(e);
+    if (n.op_type == "SimplifiedLayerNormalization") return expand_simplified_layernorm(e, false);
+    if (n.op_type == "SkipSimplifiedLayerNormalization") return expand_simplified_layernorm(e, true);
     return expand_gelu(e, n.op_type);
   }();
   if (!r.ok()) return r.status();

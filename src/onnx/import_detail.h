@@ -24,8 +24,9 @@ class GraphProto;
 namespace gpuopt::onnx_detail {
 
 // ONNX Runtime's contrib ops that the importer reads as standard nodes (contrib_ops.cpp):
-// com.microsoft Attention, MultiHeadAttention, RotaryEmbedding, Gelu, FastGelu, BiasGelu and
-// EmbedLayerNormalization.
+// com.microsoft Attention, MultiHeadAttention, RotaryEmbedding, Gelu, FastGelu, BiasGelu,
+// EmbedLayerNormalization and SkipSimplifiedLayerNormalization, and the default-domain
+// SimplifiedLayerNormalization ONNX Runtime registers.
 bool is_expanded_contrib_op(const std::string& domain, const std::string& op);
 bool has_expanded_contrib_ops(const onnx::GraphProto& gp);
 // The graph's node indices, each node after the producers of its inputs (a node that cannot be
@@ -36,7 +37,7 @@ Status infer_added_node(Graph& g, size_t index);
 
 // One contrib node as read: inputs kNoValue where absent, outputs by name ("" not requested).
 struct ContribNode {
-  std::string op_type, name;
+  std::string op_type, name, domain;
   AttributeMap attrs;
   std::vector<ValueId> inputs;
   std::vector<std::string> outputs;

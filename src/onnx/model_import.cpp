@@ -175,6 +175,7 @@ struct Importer {
       }
       onnx_detail::ContribNode c;
       c.op_type = np.op_type();
+      c.domain = np.domain();
       c.name = np.name().empty() ? fmt::format("{}_{}", np.op_type(), k) : np.name();
       const std::string where = fmt::format("[{}] node '{}'", np.op_type(), c.name);
       for (const auto& a : np.attribute()) {

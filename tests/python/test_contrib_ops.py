@@ -519,3 +519,41 @@ def test_nodes_in_any_order(tmp_path):
     run_gpuopt(tmp_path / "m.onnx", feeds, out)
     got = np.load(out / "y.npy")
     assert float(np.linalg.norm(got - want) / np.linalg.norm(want)) <= 1e-5
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(axis=1, epsilon=1e-3)])
+def test_simplified_layernorm(kw, tmp_path):
+    """SimplifiedLayerNormalization (ONNX Runtime registers it in the default domain) as RMSNormalization."""
+    x = rng.standard_normal((2, 5, 24)).astype(np.float32)
+    scale_shape = [24] if kw.get("axis", -1) == -1 else [5, 24]
+    node = helper.make_node("SimplifiedLayerNormalization", ["x", "scale"], ["y"], **kw)
+    init = helper.make_tensor("scale", F32, scale_shape, rng.standard_normal(scale_shape).astype(np.float32).ravel())
+    run_both(make_model(node, [("x", F32, x)], [2, 5, 24], [init]), {"x": x}, tmp_path, tol=1e-5)
+
+
+@pytest.mark.parametrize("bias,sum_out", [(False, False), (True, False), (True, True)])
+def test_skip_simplified_layernorm(bias, sum_out, tmp_path):
+    x = rng.standard_normal((2, 5, 24)).astype(np.float32)
+    skip = rng.standard_normal((2, 5, 24)).astype(np.float32)
+    inits = [helper.make_tensor("g", F32, [24], rng.standard_normal(24).astype(np.float32))]
+    ins = ["x", "skip", "g"]
+    if bias:
+        inits.append(helper.make_tensor("b", F32, [24], rng.standard_normal(24).astype(np.float32)))
+        ins.append("b")
+    outs = ["y", "", "", "s"] if sum_out else ["y"]
+    node = helper.make_node("SkipSimplifiedLayerNormalization", ins, outs, domain=MS)
+    model = make_model(node, [("x", F32, x), ("skip", F32, skip)], [2, 5, 24], inits)
+    if sum_out:
+        model.graph.output.append(helper.make_tensor_value_info("s", F32, [2, 5, 24]))
+    run_all_outputs(model, {"x": x, "skip": skip}, tmp_path)
+
+
+@pytest.mark.parametrize("op", ["SimplifiedLayerNormalization", "SkipSimplifiedLayerNormalization"])
+def test_simplified_layernorm_default_epsilon(op, tmp_path):
+    """Inputs near 1e-3, where the default epsilon (1e-5 / 1e-12, as ONNX Runtime) shows."""
+    x = (rng.standard_normal((2, 3, 16)) * 1e-3).astype(np.float32)
+    feeds = {"x": x, "skip": (rng.standard_normal((2, 3, 16)) * 1e-3).astype(np.float32)} if op.startswith("Skip") \
+        else {"x": x}
+    node = helper.make_node(op, list(feeds) + ["g"], ["y"], domain=MS if op.startswith("Skip") else "")
+    g = helper.make_tensor("g", F32, [16], rng.standard_normal(16).astype(np.float32))
+    run_both(make_model(node, [(k, F32, v) for k, v in feeds.items()], [2, 3, 16], [g]), feeds, tmp_path, tol=1e-5)
