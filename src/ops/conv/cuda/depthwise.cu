@@ -190,8 +190,9 @@ __global__ void __launch_bounds__(kThreads) depthwise_any(Params p, int64_t tota
 }
 
 // The wide tile (4 channels x 8 columns at stride 1) converts each loaded input to f32 for twice
-// as many multiply-adds as the narrow one (8 channels x 4 columns): at 7x7 the conversions, not
-// the bytes, were the kernel's limit (docs/perf-notes.md).
+// as many multiply-adds as the narrow one (8 channels x 4 columns), in 109 registers instead of
+// 160: at 7x7 the narrow tile ran at 19% occupancy with the FMA pipe 25% busy (ncu), the wide one
+// at 25% occupancy, 1.9x faster (docs/perf-notes.md).
 template <typename T, int VEC, int KW, int SW>
 void launch_row(Params p, cudaStream_t s) {
   constexpr int OWT = SW == 1 ? (VEC == 4 ? 8 : 4) : 2;
@@ -241,9 +242,10 @@ Status launch_depthwise_nhwc(const DepthwiseArgs& a, cudaStream_t s) {
   const int64_t lim = int64_t{1} << 30;
   for (int64_t v : {a.n, a.h, a.w, a.c, a.oh, a.ow, a.kh, a.kw, a.h * a.w, a.oh * a.ow})
     if (v <= 0 || v >= lim) return Status::Unimplemented("depthwise conv kernel: extent {} out of range", v);
-  // The wide tile: where asked, or by default for 7x7 (ConvNeXt) at stride 1.
+  // The wide tile at stride 1 unless narrow is asked for (H200, b256: ConvNeXt-T 15.4 -> 12.3 ms,
+  // EfficientNet-B0 11.26 -> 11.08, MobileNetV3-L level; docs/perf-notes.md).
   const bool row_kernel = a.dw == 1 && a.sw == 1 && (a.kw == 3 || a.kw == 5 || a.kw == 7);
-  const bool wide = row_kernel && (a.tile == DepthwiseTile::kWide || (a.tile == DepthwiseTile::kAuto && a.kw == 7));
+  const bool wide = row_kernel && a.tile != DepthwiseTile::kNarrow;
   int vec = 1;
   const int candidates[] = {wide ? 4 : 8, 2};
   for (int cand : candidates) {

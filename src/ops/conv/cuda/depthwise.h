@@ -22,8 +22,8 @@ typedef struct CUstream_st* cudaStream_t;
 namespace gpuopt::cuda {
 
 // The kernel's tile at stride 1 (kernel widths 3, 5, 7): `narrow` 8 channels x 4 output columns
-// per thread, `wide` 4 channels x 8 columns; `auto` takes wide for 7x7 only. GPUOPT_DEPTHWISE_KERNEL
-// names them for A/B runs.
+// per thread, `wide` 4 channels x 8 columns; `auto` is wide. GPUOPT_DEPTHWISE_KERNEL names them
+// for A/B runs.
 enum class DepthwiseTile : uint8_t { kAuto, kNarrow, kWide };
 
 struct DepthwiseArgs {
