@@ -7,7 +7,8 @@ best torch figure and gpuopt's speed-up over it, and gpuopt's accuracy beside Py
   python3 tools/perf_table.py --merge NEW.json   # a later compare run's records into the JSON:
       for each (model, batch, precision) it measured, its records replace every earlier record
       of that key except stored ones (torch.compile from a stored run), so each row's gpuopt and
-      eager figures still come from one device call; then the table is rewritten
+      eager figures still come from one device call; a file of stored records only (each with
+      `source`) replaces just those runners' records; then the table is rewritten
 """
 import argparse, json, os, sys
 
@@ -30,8 +31,8 @@ def fmt_ms(r):
 def render(records):
     recs = [r for r in records if r.get("batch")]
     keys = sorted({(r["model"], r["batch"], r.get("precision", "fp16")) for r in recs},
-                  key=lambda k: (ORDER.index(k[0]) if k[0] in ORDER else 99, k[0], k[1]))
-    head = ["model", "exporter", "batch", "gpuopt ms", "items/s"] + [n for _, n in RUNNERS] + \
+                  key=lambda k: (ORDER.index(k[0]) if k[0] in ORDER else 99, k[0], k[1], k[2]))
+    head = ["model", "exporter", "batch", "precision", "gpuopt ms", "items/s"] + [n for _, n in RUNNERS] + \
            ["gpuopt vs best torch", "rel L2 gpuopt / torch fp16", "gpuopt execution", "commit"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     stored = set()
@@ -48,14 +49,15 @@ def render(records):
             if g.get("rel_l2_vs_fp32") is not None:
                 acc = f"{g['rel_l2_vs_fp32']:.1e}" + (f" / {eager_err:.1e}" if eager_err is not None else "")
             lines.append("| " + " | ".join([
-                model, g.get("exporter", ""), str(batch), f"**{g['ms']:.2f}**" if ok else "fails",
+                model, g.get("exporter", ""), str(batch), prec, f"**{g['ms']:.2f}**" if ok else "fails",
                 f"{g['items_per_s']:.0f}" if ok else "", *[fmt_ms(torch_r.get(k)) for k, _ in RUNNERS], speed, acc,
                 (g.get("execution", "") if ok else g.get("error", ""))[:80].replace("|", "/"),
                 g.get("commit", "")]) + " |")
     dates = sorted({r.get("date", "") for r in recs if not r.get("source")})
     commits = sorted({r.get("commit", "") for r in recs if r.get("runner") == "gpuopt" and r.get("commit")})
     foot = [f"Device time in ms, median, {', '.join(d for d in dates if d)}; gpuopt at commit "
-            f"{', '.join(commits) or '?'}; {prec} for every runner."]
+            f"{', '.join(commits) or '?'}; torch runners in fp16. int8 and fp8 rows are gpuopt alone: "
+            "compare them with the model's fp16 row."]
     if stored:
         foot.append("`*`: from a stored run, not this run (torch.compile takes minutes per model): "
                     + "; ".join(sorted(stored)) + ".")
@@ -66,9 +68,10 @@ def merge(records, new):
     """records with `new` merged in (see the module docstring)."""
     def key(r):
         return r["model"], r["batch"], r.get("precision", "fp16")
-    keys = {key(r) for r in new if r.get("batch")}
+    keys = {key(r) for r in new if r.get("batch") and not r.get("source")}  # measured by this run
     runners = {(key(r), r["runner"]) for r in new if r.get("batch")}
-    kept = [r for r in records if key(r) not in keys or (r.get("source") and (key(r), r["runner"]) not in runners)]
+    kept = [r for r in records
+            if (key(r) not in keys or r.get("source")) and (key(r), r["runner"]) not in runners]
     return kept + new
 
 

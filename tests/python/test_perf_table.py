@@ -44,3 +44,19 @@ def test_merge_replaces_a_measured_key_but_keeps_stored_and_other_keys():
     # A new run that carries the stored record again does not duplicate it.
     again = perf_table.merge(old, new + [dict(old[2])])
     assert sorted(r["runner"] for r in again if r["batch"] == 32) == ["gpuopt", "torch_compile", "torch_eager"]
+
+
+def test_merging_stored_records_alone_replaces_only_their_runners():
+    """A torch.compile run from another device call (records with `source`) merged on its own keeps
+    the key's gpuopt and eager figures and replaces only the earlier compile figure."""
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    import perf_table
+    old = [{"model": "m", "batch": 32, "precision": "fp16", "runner": "gpuopt", "ms": 2.0, "commit": "a"},
+           {"model": "m", "batch": 32, "precision": "fp16", "runner": "torch_eager", "ms": 3.0},
+           {"model": "m", "batch": 32, "precision": "fp16", "runner": "torch_compile", "ms": 1.5, "source": "old"}]
+    new = [{"model": "m", "batch": 32, "precision": "fp16", "runner": "torch_compile", "ms": 1.4, "source": "new"},
+           {"model": "m", "batch": 256, "precision": "fp16", "runner": "torch_compile", "ms": 9.0, "source": "new"}]
+    merged = perf_table.merge(old, new)
+    b32 = sorted((r["runner"], r["ms"]) for r in merged if r["batch"] == 32)
+    assert b32 == [("gpuopt", 2.0), ("torch_compile", 1.4), ("torch_eager", 3.0)]
+    assert [r["ms"] for r in merged if r["batch"] == 256] == [9.0]
