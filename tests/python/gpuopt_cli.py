@@ -22,3 +22,13 @@ def run_gpuopt(path, feeds, out_dir, env=None):
         args += ["--input", f"{k}={out_dir.parent / f'{k}.npy'}"]
     r = subprocess.run(args, capture_output=True, text=True, timeout=600, env=env)
     assert r.returncode == 0, f"gpuopt run failed:\n{r.stdout}\n{r.stderr}"
+
+
+def op_counts(path, env=None):
+    """Op -> node count of the graph a run executes (`run --profile --json`, random inputs, batch 2)."""
+    import json
+    r = subprocess.run([gpuopt_bin(), "run", path, "--random-inputs", "--batch", "2", "--iterations", "1",
+                        "--profile", "--json"], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, **(env or {})})
+    assert r.returncode == 0, r.stderr
+    return {o["op"]: o["nodes"] for o in json.loads(r.stdout)["profile"]["ops"]}

@@ -5,15 +5,12 @@ head-split Transpose left -- BERT and GPT-2 from both exporters (shape inference
 Reshape targets computed from Shape; sink_transposes composes the dynamo exporter's K^T chain),
 torchvision's ViT (nn.MultiheadAttention, sequence-first, packed q/k/v) with only its patch
 embedding's Transpose."""
-import json
-import os
-import subprocess
 
 import numpy as np
 import onnxruntime as ort
 import pytest
 
-from gpuopt_cli import ROOT, gpuopt_bin, run_gpuopt
+from gpuopt_cli import ROOT, op_counts, run_gpuopt
 
 DATA = f"{ROOT}/tests/data/exported"
 MODELS = [f"{m}_{e}" for m in ("bert_tiny", "gpt2_tiny", "vit_tiny_tv") for e in ("legacy", "dynamo")]
@@ -47,25 +44,18 @@ def test_matches_onnx_runtime(name, tmp_path):
     assert err <= 1e-5, f"{name}: rel L2 {err:.2e} against ONNX Runtime"
 
 
-def ops_run(path, env=None):
-    """Op -> node count of the graph a run executes (`run --profile --json`, random inputs, batch 2)."""
-    r = subprocess.run([gpuopt_bin(), "run", path, "--random-inputs", "--batch", "2", "--iterations", "1",
-                        "--profile", "--json"], capture_output=True, text=True, timeout=300,
-                       env={**os.environ, **(env or {})})
-    assert r.returncode == 0, r.stderr
-    return {o["op"]: o["nodes"] for o in json.loads(r.stdout)["profile"]["ops"]}
 
 
 @pytest.mark.parametrize("name", MODELS)
 def test_attention_is_one_node_per_layer(name):
-    ops = ops_run(f"{DATA}/{name}.onnx")
+    ops = op_counts(f"{DATA}/{name}.onnx")
     assert ops.get("Attention") == 2, ops
     assert "Softmax" not in ops, ops
 
 
 @pytest.mark.parametrize("name", MODELS)
 def test_head_splits_are_read_in_place(name):
-    ops = ops_run(f"{DATA}/{name}.onnx")
+    ops = op_counts(f"{DATA}/{name}.onnx")
     # ViT: the patch embedding's [B, C, P] -> [B, P, C] stays (the conv is NCHW); none per layer.
     assert ops.get("Transpose", 0) == (1 if name.startswith("vit") else 0), ops
     # BERT: the per-layer attention mask built once (common subexpressions).
@@ -76,5 +66,5 @@ def test_head_splits_are_read_in_place(name):
 @pytest.mark.parametrize("name", ["vit_tiny_tv_legacy", "vit_tiny_tv_dynamo", "bert_tiny_dynamo"])
 def test_transpose_sinking_is_what_removes_them(name):
     """GPUOPT_DISABLE_FUSION=transpose turns sink_transposes off: the Transposes are back."""
-    ops = ops_run(f"{DATA}/{name}.onnx", env={"GPUOPT_DISABLE_FUSION": "transpose"})
+    ops = op_counts(f"{DATA}/{name}.onnx", env={"GPUOPT_DISABLE_FUSION": "transpose"})
     assert ops.get("Transpose", 0) >= 2 + (1 if name.startswith("vit") else 0), ops
