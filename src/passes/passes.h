@@ -94,6 +94,10 @@ Result<PassStats> layout_nhwc(Graph* g);
 // (convs unless GPUOPT_INT8_CONV=0, and with the nhwc pass on).
 Result<PassStats> fold_qdq(Graph* g, bool convs = false);
 
+// At int8 on the GPU: Q -> DQ round trips in front of a MatMul of two activations (an attention's
+// Q.K^T, P.V) bypassed, so the attention fuses and runs in fp16 (qdq_attention.cpp).
+Result<PassStats> qdq_attention_in_float(Graph* g);
+
 // GPUOPT_DISABLE_FUSION, read once per pipeline: "1" (or "all") turns every fusion pass off;
 // otherwise a comma-separated list of pass names to turn off (conv, matmul_bias, gelu, attention,
 // transpose, nhwc); validate() names an unknown one (the pipelines call it first).

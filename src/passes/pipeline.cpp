@@ -44,12 +44,12 @@ bool FusionSwitches::enabled(std::string_view pass) const {
 Status FusionSwitches::validate() const {
   static constexpr std::string_view kNames[] = {"conv",      "matmul_bias",     "gelu",           "layernorm",
                                                 "attention", "gemm_activation", "skip_layernorm", "transpose",
-                                                "nhwc",      "qdq",             "gemm_scale"};
+                                                "nhwc",      "qdq",             "gemm_scale",     "qdq_attention"};
   for (const auto& n : off)
     if (std::find(std::begin(kNames), std::end(kNames), n) == std::end(kNames))
       return Status::InvalidArgument(
           "GPUOPT_DISABLE_FUSION: unknown fusion '{}' (valid: 1 or all, or a list of conv, matmul_bias, gelu, layernorm, "
-          "attention, gemm_activation, skip_layernorm, transpose, nhwc, qdq, gemm_scale)",
+          "attention, gemm_activation, skip_layernorm, transpose, nhwc, qdq, gemm_scale, qdq_attention)",
           n);
   return Status::Ok();
 }
@@ -126,6 +126,10 @@ Status run_session_passes(Graph* g, const Device& device, std::string_view preci
       const bool convs = env_get("GPUOPT_INT8_CONV").value_or("1") != "0" && sw.enabled("nhwc");
       GPUOPT_ASSIGN_OR_RETURN(PassStats q, fold_qdq(g, convs));
       GPUOPT_LOG(debug, "passes: fold_qdq made {} int8 GEMMs/convs", q.rewritten);
+    }
+    if (device.is_cuda() && optimize && sw.enabled("qdq_attention")) {
+      GPUOPT_ASSIGN_OR_RETURN(PassStats qa, qdq_attention_in_float(g));
+      GPUOPT_LOG(debug, "passes: {} activation x activation MatMuls read their inputs in float", qa.rewritten);
     }
     precision = device.is_cuda() ? "fp16" : "fp32";
   }
