@@ -125,12 +125,18 @@ Status run_session_passes(Graph* g, const Device& device, std::string_view preci
     }
     precision = device.is_cuda() ? "fp16" : "fp32";
   }
+  if (precision == "fp8") {  // Fp8Gemm nodes (passes/fp8.h) carry it; the float rest as int8's
+    if (std::none_of(g->nodes().begin(), g->nodes().end(), [](const Node& n) { return n.op == Op::Fp8Gemm; }))
+      return Status::InvalidArgument("precision fp8: the graph has no Fp8Gemm nodes; gpuopt run --precision fp8 "
+                                     "calibrates a float model and writes them (docs/quantization.md)");
+    precision = device.is_cuda() ? "fp16" : "fp32";
+  }
   if (optimize) GPUOPT_RETURN_IF_ERROR(run_default_passes(g, sw));
   const bool low = precision == "fp16" || precision == "bf16";
   if (low) {
     GPUOPT_RETURN_IF_ERROR(convert_precision(g, precision == "fp16" ? DType::F16 : DType::BF16).status());
   } else if (precision != "fp32") {
-    return Status::InvalidArgument("precision '{}' is not one of fp32, fp16, bf16, int8", precision);
+    return Status::InvalidArgument("precision '{}' is not one of fp32, fp16, bf16, int8, fp8", precision);
   }
   // cuDNN's tensor-core convolutions are channels-last; NCHW ones transpose inside every call.
   if (optimize && low && device.is_cuda() && sw.enabled("nhwc")) {

@@ -1,0 +1,40 @@
+// The fp8 rewrite (--precision fp8, fp8_gemm.cpp): on a float (f32) graph after the default
+// passes, each GEMM with a constant weight becomes one ai.gpuopt Fp8Gemm (ops/quant/fp8_gemm.cpp)
+// with per-tensor e4m3 scales: the weight's amax / 448, computed here, and the activation's
+// amax / 448 from calibration (quant/fp8.h runs it). Matched:
+//
+//   MatMul(A, W const f32 [K, N])                              -> Fp8Gemm(A, e4m3(W^T))
+//   Gemm(A [M, K], W const, C const [N]) transA 0, alpha/beta 1 -> Fp8Gemm(A, e4m3(W or W^T), C)
+//   FusedGemm (com.microsoft) as Gemm, activation Relu/Gelu   -> Fp8Gemm(..., activation, approximate)
+//
+// K and N must be multiples of 16 (cuBLASLt's fp8 alignment); other GEMMs, and those whose
+// activation has no calibrated amax, stay in float (fp16 on the GPU) and are listed in `kept`.
+//
+//   auto names = fp8_activation_tensors(g);            // calibrate these (f32 runs of g)
+//   GPUOPT_ASSIGN_OR_RETURN(Fp8Stats st, rewrite_fp8(&g, amax_by_name));
+#pragma once
+
+#include "core/status.h"
+#include "ir/graph.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace gpuopt {
+
+struct Fp8Stats {
+  int rewritten = 0;               // GEMMs now Fp8Gemm
+  std::vector<std::string> kept;   // "node 'x': reason" for GEMMs with a constant weight left in float
+};
+
+// The activation inputs of the GEMMs rewrite_fp8 can rewrite (those whose shapes qualify).
+std::vector<std::string> fp8_activation_tensors(const Graph& g);
+
+// Rewrites the qualifying GEMMs; `act_amax` maps an activation's value name to its amax.
+Result<Fp8Stats> rewrite_fp8(Graph* g, const std::map<std::string, double>& act_amax);
+
+// The per-tensor scale for an amax: amax / 448, or 1 for an all-zero tensor.
+float fp8_scale(double amax);
+
+}  // namespace gpuopt

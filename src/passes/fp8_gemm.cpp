@@ -1,0 +1,166 @@
+// The fp8 rewrite: GEMMs with a constant weight become Fp8Gemm (fp8.h).
+#include "passes/fp8.h"
+
+#include "ops/quant/fp8_e4m3.h"
+#include "passes/passes.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+namespace gpuopt {
+namespace {
+
+const Tensor* const_of(const Graph& g, ValueId v) {
+  if (v == kNoValue || !g.value(v).constant) return nullptr;
+  return &*g.value(v).constant;
+}
+
+// One GEMM the rewrite can take, or why not (`why` set, for GEMMs with a constant weight).
+struct Match {
+  ValueId a = kNoValue, bias = kNoValue;
+  const Tensor* w = nullptr;
+  bool wt = false;          // W is stored [N, K] already (Gemm transB)
+  int64_t k = 0, n = 0;
+  std::string activation;   // "", "Relu" or "Gelu", in the Fp8Gemm's epilogue
+  std::string gelu_approx;
+  std::string why;
+};
+
+std::optional<Match> match(const Graph& g, const Node& node) {
+  const bool matmul = node.domain.empty() && node.op_type == "MatMul";
+  const bool gemm = node.domain.empty() && node.op_type == "Gemm";
+  const bool fused = node.domain == "com.microsoft" && node.op_type == "FusedGemm";
+  if ((!matmul && !gemm && !fused) || node.inputs.size() < 2 || node.outputs.size() != 1) return std::nullopt;
+  Match m;
+  m.a = node.inputs[0];
+  m.w = const_of(g, node.inputs[1]);
+  if (m.a == kNoValue || !m.w || const_of(g, m.a)) return std::nullopt;  // not a layer with a weight
+  if (m.w->dtype() != DType::F32 || m.w->rank() != 2) {
+    m.why = fmt::format("weight {} is not f32 of rank 2", m.w->describe());
+    return m;
+  }
+  const ValueInfo& ai = g.value(m.a).info;
+  if (ai.dtype != DType::F32 || !ai.rank_known || ai.shape.empty()) {
+    m.why = "its input is not an f32 tensor of known rank";
+    return m;
+  }
+  m.wt = !matmul && node.attr_i("transB", 0) != 0;
+  m.k = m.wt ? m.w->dim(1) : m.w->dim(0);
+  m.n = m.wt ? m.w->dim(0) : m.w->dim(1);
+  if (!matmul) {
+    if (node.attr_i("transA", 0) != 0 || node.attr_f("alpha", 1.f) != 1.f || ai.shape.size() != 2) {
+      m.why = "transA, alpha != 1 or an input not of rank 2";
+      return m;
+    }
+    if (node.inputs.size() > 2 && node.inputs[2] != kNoValue) {
+      const Tensor* c = const_of(g, node.inputs[2]);
+      const bool row = c && (c->rank() == 1 || (c->rank() == 2 && c->dim(0) == 1));
+      if (!row || c->dtype() != DType::F32 || c->numel() != m.n || node.attr_f("beta", 1.f) != 1.f) {
+        m.why = "its bias is not a constant f32 [N] with beta 1";
+        return m;
+      }
+      m.bias = node.inputs[2];
+    }
+    if (fused) {
+      m.activation = node.attr_s("activation", "");
+      m.gelu_approx = node.attr_s("approximate", "none");
+      if (!m.activation.empty() && m.activation != "Relu" && m.activation != "Gelu") {
+        m.why = fmt::format("activation '{}'", m.activation);
+        return m;
+      }
+    }
+  }
+  if (dim_is_known(ai.shape.back()) && ai.shape.back() != m.k) {
+    m.why = "K differs between input and weight";
+    return m;
+  }
+  if (m.k % 16 != 0 || m.n % 16 != 0)
+    m.why = fmt::format("K = {} and N = {} must be multiples of 16 (cuBLASLt fp8)", m.k, m.n);
+  return m;
+}
+
+std::string node_label(const Graph& g, const Node& n) {
+  return n.name.empty() ? g.value(n.outputs[0]).name : n.name;
+}
+
+}  // namespace
+
+float fp8_scale(double amax) {
+  return std::isfinite(amax) && amax > 0 ? static_cast<float>(amax / fp8::kE4M3Max) : 1.0f;
+}
+
+std::vector<std::string> fp8_activation_tensors(const Graph& g) {
+  std::vector<std::string> names;
+  for (const Node& n : g.nodes()) {
+    const auto m = match(g, n);
+    if (!m || !m->why.empty()) continue;
+    const std::string& name = g.value(m->a).name;
+    if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+  }
+  return names;
+}
+
+Result<Fp8Stats> rewrite_fp8(Graph* g, const std::map<std::string, double>& act_amax) {
+  Fp8Stats st;
+  const size_t num_nodes = g->nodes().size();
+  for (size_t i = 0; i < num_nodes; ++i) {
+    const Node node = g->nodes()[i];  // a copy: add_node/add_constant may move the lists
+    auto m = match(*g, node);
+    if (!m) continue;
+    const std::string label = node_label(*g, node);
+    if (m->why.empty()) {
+      auto it = act_amax.find(g->value(m->a).name);
+      if (it == act_amax.end() || !std::isfinite(it->second))
+        m->why = fmt::format("no calibrated amax for its input '{}'", g->value(m->a).name);
+    }
+    if (!m->why.empty()) {
+      st.kept.push_back(fmt::format("node '{}': {}", label, m->why));
+      continue;
+    }
+    const float a_scale = fp8_scale(act_amax.at(g->value(m->a).name));
+    // The weight: per-tensor scale from its amax, stored [N, K] as e4m3 bit patterns.
+    const int64_t k = m->k, n = m->n;
+    double w_amax = 0;
+    const float* w = m->w->data<float>();
+    for (int64_t j = 0; j < m->w->numel(); ++j)
+      if (std::isfinite(w[j])) w_amax = std::max(w_amax, static_cast<double>(std::fabs(w[j])));
+    const float b_scale = fp8_scale(w_amax);
+    Tensor wq = Tensor::empty(DType::U8, {n, k});
+    uint8_t* q = wq.data<uint8_t>();
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t c = 0; c < k; ++c) q[r * k + c] = fp8::f32_to_e4m3((m->wt ? w[r * k + c] : w[c * n + r]) / b_scale);
+    ValueId bias = kNoValue;
+    if (m->bias != kNoValue) {
+      const Tensor& c = *g->value(m->bias).constant;
+      bias = c.rank() == 1 ? m->bias : g->add_constant(label + "/fp8_bias", *c.reshaped({n}));
+    }
+    const ValueId wv = g->add_constant(label + "/fp8_weight", std::move(wq));
+    Node f;
+    f.op = Op::Fp8Gemm;
+    f.op_type = "Fp8Gemm";
+    f.domain = "ai.gpuopt";
+    f.name = label + "/fp8";
+    f.inputs = {m->a, wv};
+    if (bias != kNoValue) f.inputs.push_back(bias);
+    f.attrs["a_scale"] = float_attr(a_scale);
+    f.attrs["b_scale"] = float_attr(b_scale);
+    if (m->activation == "Relu") f.attrs["activation"] = string_attr("Relu");
+    if (m->activation == "Gelu") {
+      f.attrs["activation"] = string_attr("Gelu");
+      f.attrs["approximate"] = string_attr(m->gelu_approx);
+    }
+    f.outputs = {node.outputs[0]};
+    g->nodes()[i] = std::move(f);
+    ++st.rewritten;
+  }
+  if (st.rewritten == 0) return st;
+  g->rebuild_producers();
+  GPUOPT_RETURN_IF_ERROR(g->topo_sort());
+  GPUOPT_RETURN_IF_ERROR(g->infer_shapes());
+  return st;
+}
+
+}  // namespace gpuopt
