@@ -1,0 +1,74 @@
+// --precision fp8 on the GPU against the CPU reference: one Linear layer (MatMul + bias, then
+// Relu or Gelu) rewritten by rewrite_fp8 (passes/fp8.h), run by a CUDA session at "fp8" (Fp8Gemm
+// on cuBLASLt FP8, the rest fp16) and by a CPU session at "fp8" (the e4m3 reference, f32 rest),
+// eager, captured and replayed. The input is fp16-exact, so both sides quantize the same values to
+// the same e4m3 codes; what differs is the accumulation order, the fp16 bias and output, and
+// cuBLASLt's tanh GELU against the erf one (at most 4.7e-4).
+#include "passes/fp8.h"
+#include "passes/passes.h"
+#include "session_util.h"
+
+#include <map>
+
+namespace gpuopt::testing {
+namespace {
+
+Graph linear(int64_t m, int64_t k, int64_t n, Op act, uint32_t seed) {
+  Graph g;
+  g.opset = 17;
+  const ValueId x = g.add_input("x", DType::F32, {m, k});
+  ValueId y = g.add_node(Op::MatMul, "mm", {x, g.add_constant("w", randn({k, n}, seed, 1.0f / std::sqrt(float(k))))}, 1)[0];
+  y = g.add_node(Op::Add, "bias", {y, g.add_constant("b", randn({n}, seed + 1, 0.5f))}, 1)[0];
+  y = g.add_node(act, "act", {y}, 1, {}, {"y"})[0];
+  g.mark_output(y);
+  return g;
+}
+
+// N(0, 1) values rounded to fp16, so the f32 and fp16 sessions read the same numbers.
+Tensor fp16_exact(int64_t m, int64_t k, uint32_t seed) {
+  return randn({m, k}, seed).cast(DType::F16).cast(DType::F32);
+}
+
+void check(int64_t m, int64_t k, int64_t n, Op act) {
+  Graph g = linear(m, k, n, act, static_cast<uint32_t>(m + k + n));
+  ASSERT_TRUE(g.topo_sort().ok());
+  ASSERT_TRUE(g.infer_shapes().ok());
+  ASSERT_TRUE(run_default_passes(&g).ok());
+  const Tensor x = fp16_exact(m, k, 3);
+  double amax = 0;
+  for (int64_t i = 0; i < x.numel(); ++i) amax = std::max(amax, std::fabs(x.get_f64(i)));
+  std::map<std::string, double> cal;
+  for (const std::string& name : fp8_activation_tensors(g)) cal[name] = amax;  // x itself
+  auto st = rewrite_fp8(&g, cal);
+  ASSERT_TRUE(st.ok()) << st.status().to_string();
+  ASSERT_EQ(st->rewritten, 1);
+  const NamedTensors in{{"x", x}};
+  SessionOptions oc, og;
+  oc.device = "cpu";
+  oc.precision = "fp8";
+  auto cpu = Session::from_graph(g, oc);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
+  auto want = (*cpu)->run(in);
+  ASSERT_TRUE(want.ok()) << want.status().to_string();
+  GPUOPT_REQUIRE_CUDA();
+  og.device = "cuda";
+  og.precision = "fp8";
+  auto gpu = Session::from_graph(g, og);
+  ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
+  for (int run = 0; run < 3; ++run) {  // eager, capture, replay
+    SCOPED_TRACE(run);
+    RunProfile prof;
+    auto got = (*gpu)->run(in, &prof);
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    EXPECT_LT(rel_l2(got->at(0).second, want->at(0).second), 3e-3);
+    expect_outputs_match(*got, *want, 1e-2);
+  }
+}
+
+TEST(Fp8GemmSession, OneRowBertWidth) { check(1, 768, 768, Op::Relu); }
+TEST(Fp8GemmSession, SmallGelu) { check(7, 64, 64, Op::Gelu); }
+TEST(Fp8GemmSession, BertFfnGelu) { check(129, 768, 3072, Op::Gelu); }
+TEST(Fp8GemmSession, BertFfnDown) { check(256, 3072, 768, Op::Relu); }
+
+}  // namespace
+}  // namespace gpuopt::testing
