@@ -10,6 +10,11 @@
 // K and N must be multiples of 16 (cuBLASLt's fp8 alignment); other GEMMs, and those whose
 // activation has no calibrated amax, stay in float (fp16 on the GPU) and are listed in `kept`.
 //
+// With `chain`, an Fp8Gemm whose output reaches input A of an Fp8Gemm with a bias through
+// Reshapes only (each its value's one reader besides Shape nodes, none a graph output) writes that A in e4m3 itself
+// (y_scale = the reader's a_scale): BERT's FFN up-projection (+ Gelu) feeding the down-projection
+// skips a quantize pass and an f16 round trip of its [tokens, 3072] output.
+//
 //   auto names = fp8_activation_tensors(g);            // calibrate these (f32 runs of g)
 //   GPUOPT_ASSIGN_OR_RETURN(Fp8Stats st, rewrite_fp8(&g, amax_by_name));
 #pragma once
@@ -25,6 +30,7 @@ namespace gpuopt {
 
 struct Fp8Stats {
   int rewritten = 0;               // GEMMs now Fp8Gemm
+  int chained = 0;                 // of them, writing the next one's e4m3 input
   std::vector<std::string> kept;   // "node 'x': reason" for GEMMs with a constant weight left in float
 };
 
@@ -32,7 +38,7 @@ struct Fp8Stats {
 std::vector<std::string> fp8_activation_tensors(const Graph& g);
 
 // Rewrites the qualifying GEMMs; `act_amax` maps an activation's value name to its amax.
-Result<Fp8Stats> rewrite_fp8(Graph* g, const std::map<std::string, double>& act_amax);
+Result<Fp8Stats> rewrite_fp8(Graph* g, const std::map<std::string, double>& act_amax, bool chain = true);
 
 // The per-tensor scale for an amax: amax / 448, or 1 for an all-zero tensor.
 float fp8_scale(double amax);

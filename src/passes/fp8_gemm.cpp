@@ -86,6 +86,37 @@ std::string node_label(const Graph& g, const Node& n) {
   return n.name.empty() ? g.value(n.outputs[0]).name : n.name;
 }
 
+// The chains of fp8.h: returns how many Fp8Gemms now write e4m3.
+int chain_fp8(Graph* g) {
+  const auto readers = g->consumers();
+  auto is = [](const Node& n, std::string_view op, std::string_view domain) { return n.op_type == op && n.domain == domain; };
+  int chained = 0;
+  for (Node& p : g->nodes()) {
+    if (!is(p, "Fp8Gemm", "ai.gpuopt") || p.has_attr("y_scale") || p.outputs.size() != 1) continue;
+    ValueId v = p.outputs[0];
+    while (v != kNoValue && !g->value(v).is_graph_output) {
+      // The one reader of v's data (Shape nodes read only its shape: fuse_matmul_bias's
+      // Reshape back to 3-D takes its target from Shape of the GEMM's 3-D input).
+      std::vector<int32_t> data;
+      for (int32_t c : readers[static_cast<size_t>(v)])
+        if (!is(g->nodes()[static_cast<size_t>(c)], "Shape", "")) data.push_back(c);
+      if (data.size() != 1) break;
+      const Node& r = g->nodes()[static_cast<size_t>(data[0])];
+      if (r.inputs.empty() || r.inputs[0] != v) break;
+      if (is(r, "Reshape", "") && r.outputs.size() == 1) {
+        v = r.outputs[0];
+        continue;
+      }
+      if (is(r, "Fp8Gemm", "ai.gpuopt") && r.inputs.size() > 2 && r.inputs[2] != kNoValue && r.inputs[1] != v) {
+        p.attrs["y_scale"] = float_attr(r.attr_f("a_scale", 1.0f));
+        ++chained;
+      }
+      break;
+    }
+  }
+  return chained;
+}
+
 }  // namespace
 
 float fp8_scale(double amax) {
@@ -103,7 +134,7 @@ std::vector<std::string> fp8_activation_tensors(const Graph& g) {
   return names;
 }
 
-Result<Fp8Stats> rewrite_fp8(Graph* g, const std::map<std::string, double>& act_amax) {
+Result<Fp8Stats> rewrite_fp8(Graph* g, const std::map<std::string, double>& act_amax, bool chain) {
   Fp8Stats st;
   const size_t num_nodes = g->nodes().size();
   for (size_t i = 0; i < num_nodes; ++i) {
@@ -158,6 +189,7 @@ Result<Fp8Stats> rewrite_fp8(Graph* g, const std::map<std::string, double>& act_
   }
   if (st.rewritten == 0) return st;
   g->rebuild_producers();
+  if (chain) st.chained = chain_fp8(g);
   GPUOPT_RETURN_IF_ERROR(g->topo_sort());
   GPUOPT_RETURN_IF_ERROR(g->infer_shapes());
   return st;

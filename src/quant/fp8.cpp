@@ -30,7 +30,7 @@ Result<Fp8Model> fp8_on_inputs(const std::string& model_path, const NamedTensors
   for (const auto& [name, h] : hist)
     if (h.total() > 0) amax[name] = h.max_abs();  // minmax: no value of this run saturates
   GPUOPT_ASSIGN_OR_RETURN(Fp8Stats st, rewrite_fp8(&g, amax));
-  return Fp8Model{std::move(g), st.rewritten, std::move(st.kept)};
+  return Fp8Model{std::move(g), st.rewritten, st.chained, std::move(st.kept)};
 }
 
 }  // namespace gpuopt::quant

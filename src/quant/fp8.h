@@ -19,6 +19,7 @@ namespace gpuopt::quant {
 struct Fp8Model {
   Graph graph;
   int rewritten = 0;               // GEMMs now Fp8Gemm
+  int chained = 0;                 // of them, writing the next one's e4m3 input (passes/fp8.h)
   std::vector<std::string> kept;   // GEMMs with a constant weight left in float, with the reason
 };
 

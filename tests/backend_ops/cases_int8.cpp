@@ -105,6 +105,28 @@ void add_fp8_cases(std::vector<Case>& cases) {
                        {data(dt, {s.m, s.k}, -1, 1), b, none}, scales});
     }
   }
+  // The chained forms (passes/fp8.h): an e4m3 (u8) A with a bias, and an e4m3 output (y_scale;
+  // Relu, so no value near 0 changes sign: codes may differ by one step, int_steps 1).
+  {
+    const int64_t m = 129, k = 768, n = 3072;
+    std::normal_distribution<float> nd(0.f, 1.f / std::sqrt(static_cast<float>(k)));
+    std::vector<double> wb(static_cast<size_t>(n * k)), ab(static_cast<size_t>(m * k));
+    for (double& v : wb) v = fp8::f32_to_e4m3(nd(rng) * 448.f / 4.f);
+    std::normal_distribution<float> na(0.f, 100.f);
+    for (double& v : ab) v = fp8::f32_to_e4m3(na(rng));
+    const AttributeMap sc{{"a_scale", attr_f(1.0f / 100)}, {"b_scale", attr_f(4.f / 448)}};
+    cases.push_back({"Fp8Gemm", label(DType::F16, {m, k, n}, "e4m3 A, bias"),
+                     {const_tensor(DType::U8, {m, k}, ab), const_tensor(DType::U8, {n, k}, wb), data(DType::F16, {n}, -1, 1)},
+                     sc});
+    AttributeMap out = sc;
+    out["activation"] = attr_s("Relu");
+    out["y_scale"] = attr_f(4.f / 448);
+    Case q{"Fp8Gemm", label(DType::F16, {m, k, n}, "e4m3 out, bias relu"),
+           {data(DType::F16, {m, k}, -1, 1), const_tensor(DType::U8, {n, k}, wb), data(DType::F16, {n}, -1, 1)}, out};
+    q.attrs["a_scale"] = attr_f(1.0f / 448);
+    q.int_steps = 1;
+    cases.push_back(q);
+  }
   // A of rank 3 (the leading dims flatten into M), and values beyond a_scale's range saturating.
   std::vector<double> bits(32 * 64);
   for (size_t i = 0; i < bits.size(); ++i) bits[i] = fp8::f32_to_e4m3(static_cast<float>((i * 37) % 97) - 48.0f);

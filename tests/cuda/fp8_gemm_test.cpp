@@ -65,6 +65,65 @@ void check(int64_t m, int64_t k, int64_t n, Op act) {
   }
 }
 
+// Two layers, fc1 (+ Relu) writing fc2's e4m3 input (the chain of passes/fp8.h), no Reshape
+// between: cuBLASLt's e4m3 D (or its f16 fallback) against the CPU reference. Relu, not Gelu, so
+// the two sides' fc1 outputs differ only by accumulation order and rarely round to other codes.
+void check_chain(int64_t m, int64_t k, int64_t h, int64_t n) {
+  Graph g;
+  g.opset = 17;
+  const ValueId x = g.add_input("x", DType::F32, {m, k});
+  ValueId y = g.add_node(Op::MatMul, "fc1", {x, g.add_constant("w1", randn({k, h}, 1, 1.0f / std::sqrt(float(k))))}, 1)[0];
+  y = g.add_node(Op::Add, "b1", {y, g.add_constant("b1", randn({h}, 2, 0.5f))}, 1)[0];
+  const ValueId r = g.add_node(Op::Relu, "relu", {y}, 1, {}, {"r"})[0];
+  y = g.add_node(Op::MatMul, "fc2", {r, g.add_constant("w2", randn({h, n}, 3, 1.0f / std::sqrt(float(h))))}, 1)[0];
+  y = g.add_node(Op::Add, "b2", {y, g.add_constant("b2", randn({n}, 4, 0.5f))}, 1, {}, {"y"})[0];
+  g.mark_output(y);
+  ASSERT_TRUE(g.topo_sort().ok());
+  ASSERT_TRUE(g.infer_shapes().ok());
+  ASSERT_TRUE(run_default_passes(&g).ok());
+  const Tensor xv = fp16_exact(m, k, 5);
+  // amax of both GEMM inputs from an f32 run (the relu output as an extra output).
+  Graph probe = g;
+  probe.mark_output(*probe.find_value("r"));
+  SessionOptions op;
+  op.optimize = false;
+  auto ps = Session::from_graph(probe, op);
+  ASSERT_TRUE(ps.ok()) << ps.status().to_string();
+  auto pr = (*ps)->run({{"x", xv}});
+  ASSERT_TRUE(pr.ok()) << pr.status().to_string();
+  auto amax = [](const Tensor& t) {
+    double a = 0;
+    for (int64_t i = 0; i < t.numel(); ++i) a = std::max(a, std::fabs(t.get_f64(i)));
+    return a;
+  };
+  std::map<std::string, double> cal{{"x", amax(xv)}, {"r", amax(pr->back().second)}};
+  auto st = rewrite_fp8(&g, cal);
+  ASSERT_TRUE(st.ok()) << st.status().to_string();
+  ASSERT_EQ(st->rewritten, 2);
+  ASSERT_EQ(st->chained, 1);
+  SessionOptions oc, og;
+  oc.device = "cpu";
+  oc.precision = "fp8";
+  auto cpu = Session::from_graph(g, oc);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
+  auto want = (*cpu)->run({{"x", xv}});
+  ASSERT_TRUE(want.ok()) << want.status().to_string();
+  GPUOPT_REQUIRE_CUDA();
+  og.device = "cuda";
+  og.precision = "fp8";
+  auto gpu = Session::from_graph(g, og);
+  ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
+  for (int run = 0; run < 3; ++run) {  // eager, capture, replay
+    SCOPED_TRACE(run);
+    auto got = (*gpu)->run({{"x", xv}});
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    EXPECT_LT(rel_l2(got->at(0).second, want->at(0).second), 5e-3);
+  }
+}
+
+TEST(Fp8GemmSession, ChainSmall) { check_chain(7, 64, 128, 64); }
+TEST(Fp8GemmSession, ChainBertFfn) { check_chain(256, 768, 3072, 768); }
+
 TEST(Fp8GemmSession, OneRowBertWidth) { check(1, 768, 768, Op::Relu); }
 TEST(Fp8GemmSession, SmallGelu) { check(7, 64, 64, Op::Gelu); }
 TEST(Fp8GemmSession, BertFfnGelu) { check(129, 768, 3072, Op::Gelu); }

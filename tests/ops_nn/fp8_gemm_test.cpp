@@ -105,6 +105,37 @@ TEST(Fp8Gemm, MatchesPerElementFormula) {
   }
 }
 
+// The chained forms: an e4m3 output (y_scale) read back as an e4m3 A gives the same next GEMM as
+// the float output quantized by the next GEMM's a_scale (up to x / s against x * (1 / s)).
+TEST(Fp8Gemm, E4m3OutputAndInput) {
+  const int64_t m = 5, k = 32, n = 16;
+  const Tensor a = random_tensor(DType::F32, {m, k}, -3, 3);
+  Tensor b = Tensor::empty(DType::U8, {n, k});
+  for (int64_t i = 0; i < b.numel(); ++i) b.data<uint8_t>()[i] = fp8::f32_to_e4m3(static_cast<float>((i * 7) % 23) - 11.f);
+  const Tensor bias = random_tensor(DType::F32, {n}, -1, 1);
+  const float sa = 3.0f / 448, sb = 0.05f, sy = 0.02f;
+  Node plain = fp8_node(sa, sb, "Relu");
+  Node to_fp8 = plain;
+  to_fp8.attrs["y_scale"] = op_test::attr_f(sy);
+  auto f = run(plain, {&a, &b, &bias});
+  auto q = run(to_fp8, {&a, &b, &bias});
+  ASSERT_TRUE(f.ok() && q.ok()) << q.status().to_string();
+  ASSERT_EQ((*q)[0].dtype(), DType::U8);
+  for (int64_t i = 0; i < f->at(0).numel(); ++i)
+    EXPECT_EQ((*q)[0].data<uint8_t>()[i], fp8::f32_to_e4m3(static_cast<float>(f->at(0).get_f64(i)) * (1.0f / sy))) << i;
+  // The next GEMM (K = n) on the e4m3 codes, and on the float output with a_scale = sy.
+  Tensor b2 = Tensor::empty(DType::U8, {16, n});
+  for (int64_t i = 0; i < b2.numel(); ++i) b2.data<uint8_t>()[i] = fp8::f32_to_e4m3(static_cast<float>((i * 5) % 17) - 8.f);
+  const Tensor bias2 = random_tensor(DType::F32, {16}, -1, 1);
+  auto from_codes = run(fp8_node(sy, sb), {&(*q)[0], &b2, &bias2});
+  auto from_float = run(fp8_node(sy, sb), {&(*f)[0], &b2, &bias2});
+  ASSERT_TRUE(from_codes.ok() && from_float.ok()) << from_codes.status().to_string();
+  ASSERT_EQ(from_codes->at(0).dtype(), DType::F32);  // the bias's dtype
+  expect_close(from_codes->at(0), values(from_float->at(0)), {m, 16}, "e4m3 A");
+  // An e4m3 A without a bias has no float dtype for its output.
+  EXPECT_NE(error_of(fp8_node(sy, sb, "", 2), {&(*q)[0], &b2}).find("needs a bias"), std::string::npos);
+}
+
 TEST(Fp8Gemm, SchemaErrorsNameTheProblem) {
   const Tensor a = random_tensor(DType::F32, {2, 16});
   const Tensor b = Tensor::zeros(DType::U8, {8, 16});
@@ -117,6 +148,9 @@ TEST(Fp8Gemm, SchemaErrorsNameTheProblem) {
   Node no_scale = fp8_node(1.f, 1.f, "", 2);
   no_scale.attrs.erase("b_scale");
   EXPECT_NE(error_of(no_scale, {&a, &b}).find("attribute b_scale is missing"), std::string::npos);
+  Node bad_y = fp8_node(1.f, 1.f, "", 2);
+  bad_y.attrs["y_scale"] = op_test::attr_f(-1.f);
+  EXPECT_NE(error_of(bad_y, {&a, &b}).find("y_scale -1 must be finite and > 0"), std::string::npos);
 }
 
 }  // namespace

@@ -85,12 +85,29 @@ TEST(Fp8Rewrite, TransformerBlock) {
   EXPECT_EQ(relu, 1);
   EXPECT_EQ(gelu, 1);
   EXPECT_EQ(bias, 3);
+  // fc1 (+ Gelu) feeds fc2 through Reshapes only: it writes fc2's e4m3 input.
+  EXPECT_EQ(st->chained, 1);
+  int e4m3_out = 0, e4m3_in = 0;
+  for (const Node& n : f.nodes())
+    if (n.op_type == "Fp8Gemm") {
+      e4m3_out += f.value(n.outputs[0]).info.dtype == DType::U8;
+      e4m3_in += f.value(n.inputs[0]).info.dtype == DType::U8;
+    }
+  EXPECT_EQ(e4m3_out, 1);
+  EXPECT_EQ(e4m3_in, 1);
   const auto got = run_cpu(f, {x});
   ASSERT_EQ(got.size(), 1u);
   ASSERT_EQ(got[0].shape(), want[0].shape());
   const double err = rel_l2(got[0], want[0]);
   EXPECT_LT(err, 0.05) << "fp8 vs f32 relative L2";
   EXPECT_GT(err, 1e-4) << "the GEMMs must really run in e4m3";
+  // Unchained: the same numbers up to x / s against x * (1 / s) at fc2's input.
+  Graph u = g;
+  ASSERT_TRUE(run_default_passes(&u).ok());
+  auto su = rewrite_fp8(&u, calibrate(u, x), /*chain=*/false);
+  ASSERT_TRUE(su.ok());
+  EXPECT_EQ(su->chained, 0);
+  EXPECT_LT(rel_l2(run_cpu(u, {x})[0], got[0]), 1e-4);
   // The session pipeline at fp8 runs it (CPU: the float rest in f32).
   Graph s = f;
   ASSERT_TRUE(run_session_passes(&s, Device::cpu(), "fp8", true).ok());

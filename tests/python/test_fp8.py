@@ -8,16 +8,19 @@ Oracles: ml_dtypes.float8_e4m3fn (the format: round to nearest even; it turns ov
 where gpuopt saturates at +-448, so the oracle clips first, as cuBLASLt's saturating conversion
 does), NumPy float64 matmuls, ONNX Runtime (the f32 model)."""
 import json
+import os
 import subprocess
+import sys
 
 import ml_dtypes
 import numpy as np
 import onnx
+import onnx.version_converter
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from gpuopt_cli import gpuopt_bin, run_gpuopt
+from gpuopt_cli import ROOT, gpuopt_bin, run_gpuopt
 from test_quantize import ort_run, rel_l2, save, small_transformer
 
 E4M3 = ml_dtypes.float8_e4m3fn
@@ -114,7 +117,7 @@ def run_json(path, *args):
     return json.loads(r.stdout), r.stderr
 
 
-def fake_fp8_model(model, x):
+def fake_fp8_model(model, feeds):
     """The oracle of `run --precision fp8`: the float model with every MatMul of a constant weight
     fed through ONNX's own FP8 QDQ (QuantizeLinear to FLOAT8E4M3FN, saturating, and back) at
     amax / 448 of its input on `x`, and its weight replaced by e4m3(W / s) * s (s = max|W| / 448),
@@ -126,12 +129,12 @@ def fake_fp8_model(model, x):
     probe = onnx.ModelProto()
     probe.CopyFrom(model)
     for nd in mms:
-        if nd.input[0] != "x":
+        if nd.input[0] not in feeds and nd.input[0] not in [o.name for o in probe.graph.output]:
             probe.graph.output.append(helper.make_tensor_value_info(nd.input[0], TensorProto.FLOAT, None))
     names = [o.name for o in probe.graph.output]
     acts = dict(zip(names, ort.InferenceSession(probe.SerializeToString(), providers=["CPUExecutionProvider"]).run(
-        None, {"x": x})))
-    acts["x"] = x
+        None, feeds)))
+    acts.update(feeds)
     nodes, done = [], set()
     for nd in m.graph.node:
         if nd in mms:
@@ -167,13 +170,39 @@ def test_run_precision_fp8_on_a_transformer_block(tmp_path):
     got = np.load(tmp_path / "o" / "y.npy")
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # its QDQ rewrites reject float8
-    oracle = ort.InferenceSession(fake_fp8_model(model, x).SerializeToString(), so, providers=["CPUExecutionProvider"])
+    oracle = ort.InferenceSession(fake_fp8_model(model, {"x": x}).SerializeToString(), so, providers=["CPUExecutionProvider"])
     want = oracle.run(None, {"x": x})[0]
     f32 = ort_run(path, {"x": x})[0]
     # Equal to ONNX Runtime's FP8 QDQ emulation (up to f32 rounding), and not the f32 result:
     # e4m3's 3 mantissa bits on a 32-wide toy cost several percent (measured 6.5e-2).
     assert rel_l2(got, want) < 1e-5, (rel_l2(got, want), rel_l2(got, f32))  # measured 1.6e-7
     assert 0.01 < rel_l2(got, f32) < 0.15, rel_l2(got, f32)
+
+
+def test_run_precision_fp8_on_a_generated_bert_with_chained_gemms(tmp_path):
+    # tools/models' 2-layer BERT: every Linear has a bias, so each FFN up-projection writes the
+    # down-projection's e4m3 input itself (chained); still ONNX Runtime's FP8 QDQ emulation.
+    sys.path.insert(0, os.path.join(ROOT, "tools", "models"))
+    from archs import ARCHS
+    model, make_feeds = ARCHS["bert"]()
+    model = onnx.version_converter.convert_version(model, 19)  # FP8 QuantizeLinear, for the oracle
+    path = save(model, tmp_path / "bert.onnx")
+    feeds = make_feeds(np.random.default_rng(5), 2)
+    args = []
+    for k, v in feeds.items():
+        np.save(tmp_path / f"{k}.npy", v)
+        args += ["--input", f"{k}={tmp_path / f'{k}.npy'}"]
+    j, _ = run_json(path, "--precision", "fp8", "--output-dir", tmp_path / "o", *args)
+    assert j["fp8"]["gemms"] == 13 and j["fp8"]["chained"] == 2 and j["fp8"]["kept"] == []  # 2 x 6 + the pooler
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    oracle = ort.InferenceSession(fake_fp8_model(model, feeds).SerializeToString(), so, providers=["CPUExecutionProvider"])
+    want = dict(zip([o.name for o in oracle.get_outputs()], oracle.run(None, feeds)))
+    f32 = dict(zip([o.name for o in model.graph.output], ort_run(path, feeds)))
+    for name in want:
+        got = np.load(tmp_path / "o" / f"{name}.npy")
+        assert rel_l2(got, want[name]) < 1e-4, (name, rel_l2(got, want[name]), rel_l2(got, f32[name]))
+        assert rel_l2(got, f32[name]) > 1e-3, name
 
 
 def test_run_precision_fp8_keeps_unaligned_gemms_in_float(tmp_path):

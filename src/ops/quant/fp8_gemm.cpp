@@ -1,10 +1,14 @@
 // Fp8Gemm (domain ai.gpuopt), written by the fp8 rewrite (src/passes/fp8_gemm.cpp, gpuopt run
 // --precision fp8) from a MatMul/Gemm whose weight is a constant:
 //
-//   inputs  A float [..., K] (f32, f16 or bf16: the activation), B u8 [N, K] (the weight,
-//           transposed, as e4m3fn bit patterns: fp8_e4m3.h), bias ([N], optional, A's dtype)
+//   inputs  A [..., K]: float (f32, f16 or bf16: the activation) or u8 (e4m3 bit patterns of
+//           A / a_scale, what a chained Fp8Gemm wrote), B u8 [N, K] (the weight, transposed, as
+//           e4m3fn bit patterns: fp8_e4m3.h), bias ([N], float; A's dtype when A is float;
+//           required when A is u8: its dtype is the output's)
 //   attrs   a_scale, b_scale (floats > 0: per-tensor scales, amax / 448 from calibration),
-//           activation "", "Relu" or "Gelu" (approximate "none" or "tanh", as ONNX Gelu)
+//           activation "", "Relu" or "Gelu" (approximate "none" or "tanh", as ONNX Gelu),
+//           y_scale (optional float > 0: the output is u8 e4m3(Y * (1 / y_scale)), the next
+//           Fp8Gemm's A; cuBLASLt's D scale multiplies by the reciprocal, and so does this)
 //   Y[..., n] = act(sum_k e4m3(A[..., k] / a_scale) * B[n, k] * a_scale * b_scale + bias[n])
 //
 // e4m3(x) rounds to nearest even and saturates at +-448 (fp8_e4m3.h). The scales are attributes,
@@ -22,15 +26,22 @@ namespace gpuopt {
 
 Status infer_Fp8Gemm(InferContext& ctx) {
   GPUOPT_RETURN_IF_ERROR(nn::require_inputs(ctx, 2));
-  GPUOPT_RETURN_IF_ERROR(quant::Fp8GemmAttrs::read(ctx).status());
+  GPUOPT_ASSIGN_OR_RETURN(const quant::Fp8GemmAttrs at, quant::Fp8GemmAttrs::read(ctx));
   const ValueInfo& a = ctx.in(0);
   const ValueInfo& b = ctx.in(1);
-  if (a.dtype != DType::Undefined && a.dtype != DType::F32 && a.dtype != DType::F16 && a.dtype != DType::BF16)
-    return ctx.error("input 0 (A) has dtype {}; expected f32, f16 or bf16", dtype_name(a.dtype));
+  const bool float_a = a.dtype == DType::F32 || a.dtype == DType::F16 || a.dtype == DType::BF16;
+  if (a.dtype != DType::Undefined && !float_a && a.dtype != DType::U8)
+    return ctx.error("input 0 (A) has dtype {}; expected f32, f16, bf16 or u8 (e4m3)", dtype_name(a.dtype));
   if (b.dtype != DType::Undefined && b.dtype != DType::U8)
     return ctx.error("input 1 (B) has dtype {}; expected u8 (e4m3 bit patterns)", dtype_name(b.dtype));
-  if (ctx.has_input(2)) GPUOPT_RETURN_IF_ERROR(nn::require_same_dtype(ctx, 0, 2));
-  ctx.outputs[0].dtype = a.dtype;
+  if (a.dtype == DType::U8 && !ctx.has_input(2))
+    return ctx.error("an e4m3 (u8) A needs a bias: its float dtype is the output's");
+  if (ctx.has_input(2) && a.dtype == DType::U8) {
+    GPUOPT_RETURN_IF_ERROR(nn::require_float(ctx, 2, "bias"));
+  } else if (ctx.has_input(2)) {
+    GPUOPT_RETURN_IF_ERROR(nn::require_same_dtype(ctx, 0, 2));
+  }
+  ctx.outputs[0].dtype = at.y_scale > 0 ? DType::U8 : a.dtype == DType::U8 ? ctx.in(2).dtype : a.dtype;
   if (!a.rank_known || !b.rank_known) return Status::Ok();
   if (a.shape.empty() || b.shape.size() != 2) return ctx.error("A needs rank >= 1 and B rank 2 ([N, K])");
   if (dim_is_known(a.shape.back()) && dim_is_known(b.shape[1]) && a.shape.back() != b.shape[1])
@@ -54,10 +65,16 @@ Status cpu_Fp8Gemm(KernelContext& ctx) {
   if (a.rank() < 1 || a.dim(-1) != k) return ctx.error("A {} does not end in K = {}", a.describe(), k);
   if (ctx.has_input(2) && ctx.in(2).numel() != n) return ctx.error("bias has {} values; expected {}", ctx.in(2).numel(), n);
   const int64_t m = a.numel() / std::max<int64_t>(k, 1);
-  // The activation quantized as the CUDA kernel does: in f32, x / a_scale, then e4m3.
+  // The activation quantized as the CUDA kernel does: in f32, x / a_scale, then e4m3 (or given
+  // as e4m3 already).
   std::vector<float> qa(static_cast<size_t>(a.numel()));
-  for (int64_t i = 0; i < a.numel(); ++i)
-    qa[static_cast<size_t>(i)] = fp8::round_e4m3(static_cast<float>(a.get_f64(i)) / at.a_scale);
+  if (a.dtype() == DType::U8) {
+    if (!ctx.has_input(2)) return ctx.error("an e4m3 (u8) A needs a bias");
+    for (int64_t i = 0; i < a.numel(); ++i) qa[static_cast<size_t>(i)] = fp8::e4m3_to_f32(a.data<uint8_t>()[i]);
+  } else {
+    for (int64_t i = 0; i < a.numel(); ++i)
+      qa[static_cast<size_t>(i)] = fp8::round_e4m3(static_cast<float>(a.get_f64(i)) / at.a_scale);
+  }
   std::vector<float> qb(static_cast<size_t>(b.numel()));
   const uint8_t* B = b.data<uint8_t>();
   for (int64_t i = 0; i < b.numel(); ++i) qb[static_cast<size_t>(i)] = fp8::e4m3_to_f32(B[i]);
@@ -73,6 +90,12 @@ Status cpu_Fp8Gemm(KernelContext& ctx) {
       if (ctx.has_input(2)) v += ctx.in(2).get_f64(j);
       y[static_cast<size_t>(i * n + j)] = at.apply(v);
     }
+  if (at.y_scale > 0) {  // e4m3 out: the f32 result times the f32 reciprocal, as cuBLASLt's D scale
+    const float inv = 1.0f / at.y_scale;
+    uint8_t* out = ctx.out(0).data<uint8_t>();
+    for (size_t i = 0; i < y.size(); ++i) out[i] = fp8::f32_to_e4m3(static_cast<float>(y[i]) * inv);
+    return Status::Ok();
+  }
   nn::from_doubles(ctx.out(0), y);
   return Status::Ok();
 }

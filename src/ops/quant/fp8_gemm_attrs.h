@@ -1,6 +1,7 @@
 // Fp8Gemm's attributes, read and checked once (the schema, the CPU kernel and the CUDA op all
 // read them through here): a_scale and b_scale finite and > 0; activation "", "Relu" or "Gelu"
-// (with Gelu's `approximate`: "none", the erf form, or "tanh").
+// (with Gelu's `approximate`: "none", the erf form, or "tanh"); y_scale (optional, finite and
+// > 0): the output is e4m3 of Y / y_scale, as u8 bit patterns.
 #pragma once
 
 #include "ir/op_table.h"
@@ -13,6 +14,7 @@ namespace gpuopt::quant {
 struct Fp8GemmAttrs {
   enum class Act { kNone, kRelu, kGelu, kGeluTanh };
   float a_scale = 1.0f, b_scale = 1.0f;
+  float y_scale = 0.0f;  // 0: the output is float
   Act act = Act::kNone;
 
   template <class Ctx>
@@ -24,6 +26,10 @@ struct Fp8GemmAttrs {
     a.b_scale = ctx.node.attr_f("b_scale", 1.0f);
     if (!(std::isfinite(a.a_scale) && a.a_scale > 0) || !(std::isfinite(a.b_scale) && a.b_scale > 0))
       return ctx.error("scales a_scale {} and b_scale {} must be finite and > 0", a.a_scale, a.b_scale);
+    if (ctx.node.has_attr("y_scale")) {
+      a.y_scale = ctx.node.attr_f("y_scale", 0.0f);
+      if (!(std::isfinite(a.y_scale) && a.y_scale > 0)) return ctx.error("y_scale {} must be finite and > 0", a.y_scale);
+    }
     const std::string act = ctx.node.attr_s("activation", "");
     if (act == "Relu") {
       a.act = Act::kRelu;

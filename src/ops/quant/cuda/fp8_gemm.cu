@@ -40,7 +40,15 @@ __global__ void quantize8_kernel(const uint4* __restrict__ x, int64_t n8, float 
   }
 }
 
+__global__ void set_scalar_kernel(float* p, float v) { *p = v; }
+
 }  // namespace
+
+Status launch_fp8_set_scalar(float* p, float v, cudaStream_t s) {
+  set_scalar_kernel<<<1, 1, 0, s>>>(p, v);
+  GPUOPT_CHECK_CALL(cudaGetLastError());
+  return Status::Ok();
+}
 
 Status launch_fp8_quantize(DType dt, const void* x, int64_t n, float a_scale, uint8_t* q, cudaStream_t s) {
   if (n == 0) return Status::Ok();
