@@ -8,8 +8,9 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
-def run(args):
-    p = subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=600)
+def run(args, env=None):
+    p = subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=600,
+                       env=None if env is None else {**os.environ, **env})
     if p.returncode != 0:
         raise RuntimeError((p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[-1])
     return p
@@ -44,9 +45,10 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--work", default="/tmp/fp8-work")
     ap.add_argument("--batches", default="32,256")
-    ap.add_argument("--precisions", default="fp16,fp8,int8")
+    ap.add_argument("--precisions", default="fp16,fp8,fp8_unchained,int8",
+                    help="fp8_unchained: fp8 with GPUOPT_DISABLE_FUSION=fp8_chain (every GEMM quantizes its own input)")
     ap.add_argument("--commit", default="")
-    ap.add_argument("--profile-batch", type=int, default=256, help="then a per-op profile of fp8 and fp16 here (0: off)")
+    ap.add_argument("--profile-batch", type=int, default=256, help="then a per-op profile of fp8 here (0: off)")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     path = model_path(a.work)
@@ -65,13 +67,14 @@ def main():
             r = dict(model="bert_base", exporter="legacy", batch=b, runner="gpuopt", precision=prec,
                      date=datetime.date.today().isoformat(), commit=a.commit)
             try:
-                p = run([a.gpuopt, "run", path, "--device", "cuda", "--precision", prec, "--iterations", 20, "--warmup", 2,
-                         "--json", "--output-dir", out] + inputs)
+                env = {"GPUOPT_DISABLE_FUSION": "fp8_chain"} if prec == "fp8_unchained" else None
+                p = run([a.gpuopt, "run", path, "--device", "cuda", "--precision", prec.split("_")[0], "--iterations", 20,
+                         "--warmup", 2, "--json", "--output-dir", out] + inputs, env)
                 j = json.loads(p.stdout)
                 ms = j["device_ms"]["median"]
                 r.update(ms=ms, items_per_s=round(b * 1000 / ms, 1), execution=j.get("execution", ""))
                 if "fp8" in j:
-                    r.update(fp8_gemms=j["fp8"]["gemms"], fp8_kept=len(j["fp8"]["kept"]))
+                    r.update(fp8_gemms=j["fp8"]["gemms"], fp8_chained=j["fp8"]["chained"], fp8_kept=len(j["fp8"]["kept"]))
                 if b == ref_batch:
                     got = np.load(os.path.join(out, "output.npy")).astype(np.float64)
                     r["rel_l2_vs_fp32"] = round(float(np.linalg.norm(got - ref) / np.linalg.norm(ref)), 5)
@@ -87,7 +90,7 @@ def main():
         print(f"{r['batch']:>5} {r['precision']:>9} {r.get('ms', float('nan')):>10.3f} {r.get('items_per_s', 0):>9.0f} "
               f"{speed:>8} {r.get('rel_l2_vs_fp32', '-')!s:>15}  {r.get('error', '')}")
     if a.profile_batch:  # where the time goes: GPU time per op type, node by node
-        for prec in ("fp8", "fp16"):
+        for prec in ("fp8",):
             try:
                 p = run([a.gpuopt, "run", path, "--device", "cuda", "--precision", prec, "--iterations", 2, "--warmup", 1,
                          "--profile", "--json"] + feeds(a.work, a.profile_batch))

@@ -44,12 +44,12 @@ bool FusionSwitches::enabled(std::string_view pass) const {
 Status FusionSwitches::validate() const {
   static constexpr std::string_view kNames[] = {"conv",      "matmul_bias",     "gelu",           "layernorm",
                                                 "attention", "gemm_activation", "skip_layernorm", "transpose",
-                                                "nhwc",      "qdq"};
+                                                "nhwc",      "qdq",             "fp8_chain"};
   for (const auto& n : off)
     if (std::find(std::begin(kNames), std::end(kNames), n) == std::end(kNames))
       return Status::InvalidArgument(
           "GPUOPT_DISABLE_FUSION: unknown fusion '{}' (valid: 1 or all, or a list of conv, matmul_bias, gelu, layernorm, "
-          "attention, gemm_activation, skip_layernorm, transpose, nhwc, qdq)",
+          "attention, gemm_activation, skip_layernorm, transpose, nhwc, qdq, fp8_chain)",
           n);
   return Status::Ok();
 }

@@ -14,7 +14,8 @@ Result<Fp8Model> fp8_on_inputs(const std::string& model_path, const NamedTensors
   GPUOPT_ASSIGN_OR_RETURN(Graph g, load_onnx_model(model_path));
   // The fusions first (MatMul + bias -> Gemm, Gemm + Relu/Gelu -> FusedGemm), so the bias and
   // Relu ride the FP8 GEMM's epilogue; the calibrated names are those of this graph.
-  GPUOPT_RETURN_IF_ERROR(run_default_passes(&g, FusionSwitches::from_env()));
+  const FusionSwitches sw = FusionSwitches::from_env();
+  GPUOPT_RETURN_IF_ERROR(run_default_passes(&g, sw));
   Sample s{{}, "the run's inputs"};
   for (ValueId in : g.inputs()) {
     const std::string& name = g.value(in).name;
@@ -29,7 +30,7 @@ Result<Fp8Model> fp8_on_inputs(const std::string& model_path, const NamedTensors
   std::map<std::string, double> amax;
   for (const auto& [name, h] : hist)
     if (h.total() > 0) amax[name] = h.max_abs();  // minmax: no value of this run saturates
-  GPUOPT_ASSIGN_OR_RETURN(Fp8Stats st, rewrite_fp8(&g, amax));
+  GPUOPT_ASSIGN_OR_RETURN(Fp8Stats st, rewrite_fp8(&g, amax, sw.enabled("fp8_chain")));
   return Fp8Model{std::move(g), st.rewritten, st.chained, std::move(st.kept)};
 }
 
