@@ -1,4 +1,7 @@
-// Fp8Gemm's activation quantization (fp8_gemm.h): one grid-stride pass over A.
+// Fp8Gemm's activation quantization (fp8_gemm.h): one grid-stride pass over A. On FP8 GPUs
+// (sm_89+) the conversion is the hardware's cvt.rn.satfinite.e4m3 (round to nearest even,
+// saturating at +-448, NaN stays NaN: the rounding of fp8_e4m3.h, which older architectures
+// run instead); backend-ops holds both to the CPU reference.
 #include "ops/quant/cuda/fp8_gemm.h"
 #include "ops/quant/fp8_e4m3.h"
 #include "backends/cuda/kernels/kernel_common.cuh"
@@ -6,6 +9,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 namespace gpuopt::cuda {
@@ -15,11 +19,19 @@ __device__ __forceinline__ float ld(const float* p, int64_t i) { return p[i]; }
 __device__ __forceinline__ float ld(const __half* p, int64_t i) { return __half2float(p[i]); }
 __device__ __forceinline__ float ld(const __nv_bfloat16* p, int64_t i) { return __bfloat162float(p[i]); }
 
+__device__ __forceinline__ uint32_t to_e4m3(float v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  return __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
+#else
+  return fp8::f32_to_e4m3(v);
+#endif
+}
+
 template <typename T>
 __global__ void quantize_kernel(const T* __restrict__ x, int64_t n, float a_scale, uint8_t* __restrict__ q) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n; i += stride)
-    q[i] = fp8::f32_to_e4m3(ld(x, i) / a_scale);  // IEEE division, as the CPU reference
+    q[i] = static_cast<uint8_t>(to_e4m3(ld(x, i) / a_scale));  // IEEE division, as the CPU reference
 }
 
 // 16-bit types, n % 8 == 0, 16-byte aligned: eight values per thread (one 16-byte load, one
@@ -33,8 +45,8 @@ __global__ void quantize8_kernel(const uint4* __restrict__ x, int64_t n8, float 
     uint32_t lo = 0, hi = 0;
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      lo |= static_cast<uint32_t>(fp8::f32_to_e4m3(ld(h, j) / a_scale)) << (8 * j);
-      hi |= static_cast<uint32_t>(fp8::f32_to_e4m3(ld(h, j + 4) / a_scale)) << (8 * j);
+      lo |= to_e4m3(ld(h, j) / a_scale) << (8 * j);
+      hi |= to_e4m3(ld(h, j + 4) / a_scale) << (8 * j);
     }
     q[i] = make_uint2(lo, hi);
   }
