@@ -61,7 +61,7 @@ std::map<Fp8Key, std::unique_ptr<Fp8Plan>> g_plans;
 
 // Column-major view of row-major Y[m, n] = Aq[m, k] . W[n, k]^T: Y^T[n, m] = W (col-major
 // [k, n], transposed) times Aq^T (col-major [k, m]).
-Status build(Fp8Plan* p, const Fp8Key& key, ExecContext& ctx) {
+Status build(Fp8Plan* p, const Fp8Key& key, ExecContext& ctx, const float* d_scale) {
   const cudaDataType_t ft = key.ft == DType::BF16 ? CUDA_R_16BF : CUDA_R_16F;
   GPUOPT_CHECK_CALL(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t t = CUBLAS_OP_T, nn = CUBLAS_OP_N;
@@ -76,6 +76,8 @@ Status build(Fp8Plan* p, const Fp8Key& key, ExecContext& ctx) {
     if (key.bias)
       GPUOPT_CHECK_CALL(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &ft, sizeof(ft)));
   }
+  if (key.fp8_out)  // set again per call (the pointer is the caller's); here for the heuristic
+    GPUOPT_CHECK_CALL(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, &d_scale, sizeof(d_scale)));
   const auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
   GPUOPT_CHECK_CALL(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_8F_E4M3, u(key.k), u(key.n), key.k));
   GPUOPT_CHECK_CALL(cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_8F_E4M3, u(key.k), u(key.m), key.k));
@@ -139,11 +141,11 @@ struct Scratch {
   }
 };
 
-Fp8Plan* plan_for(const Fp8Key& key, ExecContext& ctx) {  // under g_mu
+Fp8Plan* plan_for(const Fp8Key& key, ExecContext& ctx, const float* d_scale) {  // under g_mu
   auto& slot = g_plans[key];
   if (!slot) {
     slot = std::make_unique<Fp8Plan>();
-    slot->status = build(slot.get(), key, ctx);
+    slot->status = build(slot.get(), key, ctx, d_scale);
   }
   return slot.get();
 }
@@ -184,7 +186,7 @@ Status run_fp8_gemm(CudaKernelContext& k) {
   std::lock_guard<std::mutex> lock(g_mu);  // the bias and scale pointers are set on the shared descriptor
   // Reserved before the plans are keyed: the fallback's scratch must not change the workspace
   // the direct plan was chosen for.
-  Fp8Plan* direct = plan_for({k.ctx.device, m, n, kk, ft, fp8_out, bias, at.act, sc.ws_bytes}, k.ctx);
+  Fp8Plan* direct = plan_for({k.ctx.device, m, n, kk, ft, fp8_out, bias, at.act, sc.ws_bytes}, k.ctx, d_scale);
   auto launch = [&](Fp8Plan* p, void* d, size_t ws_bytes) -> cublasStatus_t {
     if (bias) cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof(bp));
     if (d == y.raw() && fp8_out)
@@ -202,7 +204,7 @@ Status run_fp8_gemm(CudaKernelContext& k) {
   if (!fp8_out) return direct->status;
   // No e4m3 D here: f16/bf16 into scratch, then quantized by y_scale.
   GPUOPT_ASSIGN_OR_RETURN(void* tmp, sc.take(static_cast<size_t>(m * n) * 2, "fp8 output staging"));
-  Fp8Plan* wide = plan_for({k.ctx.device, m, n, kk, ft, false, bias, at.act, sc.ws_bytes}, k.ctx);
+  Fp8Plan* wide = plan_for({k.ctx.device, m, n, kk, ft, false, bias, at.act, sc.ws_bytes}, k.ctx, nullptr);
   GPUOPT_RETURN_IF_ERROR(wide->status);
   const cublasStatus_t st = launch(wide, tmp, sc.ws_bytes);
   if (st != CUBLAS_STATUS_SUCCESS) return k.error("cublasLtMatmul (FP8): {}", cublasLtGetStatusString(st));
