@@ -13,7 +13,9 @@
 // With `chain`, an Fp8Gemm whose output reaches input A of an Fp8Gemm with a bias through
 // Reshapes only (each its value's one reader besides Shape nodes, none a graph output) writes that A in e4m3 itself
 // (y_scale = the reader's a_scale): BERT's FFN up-projection (+ Gelu) feeding the down-projection
-// skips a quantize pass and an f16 round trip of its [tokens, 3072] output.
+// skips a quantize pass and an f16 round trip of its [tokens, 3072] output. And Fp8Gemms that
+// read one activation with one a_scale (BERT's Q, K and V projections) quantize it once: the
+// first writes the e4m3 codes as its second output, the others (those with a bias) read them.
 //
 //   auto names = fp8_activation_tensors(g);            // calibrate these (f32 runs of g)
 //   GPUOPT_ASSIGN_OR_RETURN(Fp8Stats st, rewrite_fp8(&g, amax_by_name));
@@ -31,6 +33,7 @@ namespace gpuopt {
 struct Fp8Stats {
   int rewritten = 0;               // GEMMs now Fp8Gemm
   int chained = 0;                 // of them, writing the next one's e4m3 input
+  int shared = 0;                  // of them, reading a sibling's e4m3 copy of their input
   std::vector<std::string> kept;   // "node 'x': reason" for GEMMs with a constant weight left in float
 };
 

@@ -117,6 +117,31 @@ int chain_fp8(Graph* g) {
   return chained;
 }
 
+// The shared inputs of fp8.h: returns how many Fp8Gemms now read a sibling's e4m3 A.
+int share_fp8_inputs(Graph* g) {
+  std::map<std::pair<ValueId, float>, std::vector<size_t>> groups;  // (A, a_scale) -> Fp8Gemms
+  for (size_t i = 0; i < g->nodes().size(); ++i) {
+    const Node& n = g->nodes()[i];
+    if (n.op_type == "Fp8Gemm" && n.domain == "ai.gpuopt" && n.outputs.size() == 1 && !n.inputs.empty() &&
+        n.inputs[0] != kNoValue && g->value(n.inputs[0]).info.dtype != DType::U8)
+      groups[{n.inputs[0], n.attr_f("a_scale", 1.0f)}].push_back(i);
+  }
+  int shared = 0;
+  for (const auto& [key, members] : groups) {
+    std::vector<size_t> readers;  // those that can take a u8 A: they have a bias
+    for (size_t j = 1; j < members.size(); ++j) {
+      const Node& n = g->nodes()[members[j]];
+      if (n.inputs.size() > 2 && n.inputs[2] != kNoValue) readers.push_back(members[j]);
+    }
+    if (readers.empty()) continue;
+    const ValueId q = g->add_value(g->value(key.first).name + "/e4m3");
+    g->nodes()[members[0]].outputs.push_back(q);
+    for (size_t r : readers) g->nodes()[r].inputs[0] = q;
+    shared += static_cast<int>(readers.size());
+  }
+  return shared;
+}
+
 }  // namespace
 
 float fp8_scale(double amax) {
@@ -189,7 +214,11 @@ Result<Fp8Stats> rewrite_fp8(Graph* g, const std::map<std::string, double>& act_
   }
   if (st.rewritten == 0) return st;
   g->rebuild_producers();
-  if (chain) st.chained = chain_fp8(g);
+  if (chain) {
+    st.shared = share_fp8_inputs(g);
+    g->rebuild_producers();
+    st.chained = chain_fp8(g);
+  }
   GPUOPT_RETURN_IF_ERROR(g->topo_sort());
   GPUOPT_RETURN_IF_ERROR(g->infer_shapes());
   return st;

@@ -20,6 +20,7 @@ struct Fp8Model {
   Graph graph;
   int rewritten = 0;               // GEMMs now Fp8Gemm
   int chained = 0;                 // of them, writing the next one's e4m3 input (passes/fp8.h)
+  int shared = 0;                  // of them, reading a sibling's e4m3 copy of their input
   std::vector<std::string> kept;   // GEMMs with a constant weight left in float, with the reason
 };
 

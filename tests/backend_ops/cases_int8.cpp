@@ -127,6 +127,19 @@ void add_fp8_cases(std::vector<Case>& cases) {
     q.int_steps = 1;
     cases.push_back(q);
   }
+  // The shared form: output 1 is the e4m3 A itself, compared code for code (the GPU's conversion
+  // against fp8_e4m3.h, ties and saturation included: A spans beyond a_scale's range).
+  for (DType dt : {DType::F16, DType::BF16}) {
+    const int64_t m = 64, k = 768, n = 768;
+    std::normal_distribution<float> nd(0.f, 1.f / std::sqrt(static_cast<float>(k)));
+    std::vector<double> wb(static_cast<size_t>(n * k));
+    for (double& v : wb) v = fp8::f32_to_e4m3(nd(rng) * 448.f / 4.f);
+    Case c{"Fp8Gemm", label(dt, {m, k, n}, "bias, e4m3 A as output 1"),
+           {data(dt, {m, k}, -3, 3), const_tensor(DType::U8, {n, k}, wb), data(dt, {n}, -1, 1)},
+           {{"a_scale", attr_f(2.0f / 448)}, {"b_scale", attr_f(4.f / 448)}}};
+    c.num_outputs = 2;
+    cases.push_back(c);
+  }
   // A of rank 3 (the leading dims flatten into M), and values beyond a_scale's range saturating.
   std::vector<double> bits(32 * 64);
   for (size_t i = 0; i < bits.size(); ++i) bits[i] = fp8::f32_to_e4m3(static_cast<float>((i * 37) % 97) - 48.0f);

@@ -121,6 +121,50 @@ void check_chain(int64_t m, int64_t k, int64_t h, int64_t n) {
   }
 }
 
+// Q, K and V projections of one input: the first Fp8Gemm writes the e4m3 copy of x as its second
+// output, the other two read it (the shared form of passes/fp8.h).
+TEST(Fp8GemmSession, SiblingsShareTheQuantizedInput) {
+  const int64_t m = 128, k = 768, n = 768;
+  Graph g;
+  g.opset = 17;
+  const ValueId x = g.add_input("x", DType::F32, {m, k});
+  std::vector<ValueId> ys;
+  uint32_t seed = 20;
+  for (const char* p : {"q", "k", "v"}) {
+    const ValueId y = g.add_node(Op::MatMul, p, {x, g.add_constant(std::string(p) + ".w", randn({k, n}, seed++, 0.036f))}, 1)[0];
+    ys.push_back(g.add_node(Op::Add, std::string(p) + ".b", {y, g.add_constant(std::string(p) + ".bias", randn({n}, seed++, 0.5f))}, 1)[0]);
+  }
+  g.mark_output(g.add_node(Op::Concat, "cat", ys, 1, {{"axis", int_attr(1)}}, {"y"})[0]);
+  ASSERT_TRUE(g.topo_sort().ok());
+  ASSERT_TRUE(g.infer_shapes().ok());
+  ASSERT_TRUE(run_default_passes(&g).ok());
+  const Tensor xv = fp16_exact(m, k, 7);
+  double amax = 0;
+  for (int64_t i = 0; i < xv.numel(); ++i) amax = std::max(amax, std::fabs(xv.get_f64(i)));
+  auto st = rewrite_fp8(&g, {{"x", amax}});
+  ASSERT_TRUE(st.ok()) << st.status().to_string();
+  ASSERT_EQ(st->shared, 2);
+  SessionOptions oc, og;
+  oc.device = "cpu";
+  oc.precision = "fp8";
+  auto cpu = Session::from_graph(g, oc);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
+  auto want = (*cpu)->run({{"x", xv}});
+  ASSERT_TRUE(want.ok()) << want.status().to_string();
+  GPUOPT_REQUIRE_CUDA();
+  og.device = "cuda";
+  og.precision = "fp8";
+  auto gpu = Session::from_graph(g, og);
+  ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
+  for (int run = 0; run < 3; ++run) {  // eager, capture, replay
+    SCOPED_TRACE(run);
+    auto got = (*gpu)->run({{"x", xv}});
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    EXPECT_LT(rel_l2(got->at(0).second, want->at(0).second), 3e-3);
+    expect_outputs_match(*got, *want, 1e-2);
+  }
+}
+
 TEST(Fp8GemmSession, ChainSmall) { check_chain(7, 64, 128, 64); }
 TEST(Fp8GemmSession, ChainBertFfn) { check_chain(256, 768, 3072, 768); }
 

@@ -132,6 +132,19 @@ TEST(Fp8Gemm, E4m3OutputAndInput) {
   ASSERT_TRUE(from_codes.ok() && from_float.ok()) << from_codes.status().to_string();
   ASSERT_EQ(from_codes->at(0).dtype(), DType::F32);  // the bias's dtype
   expect_close(from_codes->at(0), values(from_float->at(0)), {m, 16}, "e4m3 A");
+  // Output 1: the e4m3 codes of A it multiplied, for siblings reading the same activation.
+  Node two = fp8_node(sa, sb, "Relu");
+  two.outputs.push_back(static_cast<ValueId>(4));
+  auto both = run(two, {&a, &b, &bias});
+  ASSERT_TRUE(both.ok()) << both.status().to_string();
+  ASSERT_EQ(both->size(), 2u);
+  ASSERT_EQ(both->at(1).dtype(), DType::U8);
+  ASSERT_EQ(both->at(1).shape(), a.shape());
+  for (int64_t i = 0; i < a.numel(); ++i)
+    EXPECT_EQ(both->at(1).data<uint8_t>()[i], fp8::f32_to_e4m3(static_cast<float>(a.get_f64(i)) / sa)) << i;
+  auto sibling = run(fp8_node(sa, sb, "Relu"), {&both->at(1), &b, &bias});
+  ASSERT_TRUE(sibling.ok());
+  expect_close(sibling->at(0), values(f->at(0)), {m, n}, "sibling on the shared codes");
   // An e4m3 A without a bias has no float dtype for its output.
   EXPECT_NE(error_of(fp8_node(sy, sb, "", 2), {&(*q)[0], &b2}).find("needs a bias"), std::string::npos);
 }

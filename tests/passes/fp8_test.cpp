@@ -114,6 +114,42 @@ TEST(Fp8Rewrite, TransformerBlock) {
   EXPECT_EQ(count(s, "Fp8Gemm"), 3);
 }
 
+// x -> Q, K, V projections (each with a bias) -> sum: one e4m3 copy of x, made by the first and
+// read by the other two; the outputs are those of the unshared rewrite exactly (the same codes).
+TEST(Fp8Rewrite, SiblingsShareOneQuantizedInput) {
+  std::mt19937 rng(4);
+  Graph g;
+  g.opset = 17;
+  const ValueId x = g.add_input("x", DType::F32, {6, 64});
+  std::vector<ValueId> ys;
+  for (const char* p : {"q", "k", "v"}) {
+    const ValueId y = g.add_node(Op::MatMul, p, {x, g.add_constant(std::string(p) + ".w", uniform({64, 32}, rng))}, 1)[0];
+    ys.push_back(g.add_node(Op::Add, std::string(p) + ".b", {y, g.add_constant(std::string(p) + ".bias", uniform({32}, rng))}, 1)[0]);
+  }
+  g.mark_output(g.add_node(Op::Add, "sum2", {g.add_node(Op::Add, "sum1", {ys[0], ys[1]}, 1)[0], ys[2]}, 1)[0]);
+  finish(g);
+  ASSERT_TRUE(run_default_passes(&g).ok());
+  const Tensor xv = uniform({6, 64}, rng, -2, 2);
+  Graph s = g, u = g;
+  auto ss = rewrite_fp8(&s, calibrate(s, xv));
+  auto su = rewrite_fp8(&u, calibrate(u, xv), /*chain=*/false);
+  ASSERT_TRUE(ss.ok() && su.ok());
+  EXPECT_EQ(ss->rewritten, 3);
+  EXPECT_EQ(ss->shared, 2);
+  EXPECT_EQ(su->shared, 0);
+  int two_outputs = 0, u8_inputs = 0;
+  for (const Node& n : s.nodes())
+    if (n.op_type == "Fp8Gemm") {
+      two_outputs += n.outputs.size() == 2;
+      u8_inputs += s.value(n.inputs[0]).info.dtype == DType::U8;
+    }
+  EXPECT_EQ(two_outputs, 1);
+  EXPECT_EQ(u8_inputs, 2);
+  const auto a = run_cpu(s, {xv}), b = run_cpu(u, {xv});
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(max_rel_err(a, b), 0.0);
+}
+
 TEST(Fp8Rewrite, UncalibratedAndUnalignedStayFloat) {
   std::mt19937 rng(9);
   Graph g = block(32, rng);

@@ -181,7 +181,8 @@ def test_run_precision_fp8_on_a_transformer_block(tmp_path):
 
 def test_run_precision_fp8_on_a_generated_bert_with_chained_gemms(tmp_path):
     # tools/models' 2-layer BERT: every Linear has a bias, so each FFN up-projection writes the
-    # down-projection's e4m3 input itself (chained); still ONNX Runtime's FP8 QDQ emulation.
+    # down-projection's e4m3 input itself (chained) and K and V read the e4m3 copy of their input
+    # that Q made (shared); still ONNX Runtime's FP8 QDQ emulation.
     sys.path.insert(0, os.path.join(ROOT, "tools", "models"))
     from archs import ARCHS
     model, make_feeds = ARCHS["bert"]()
@@ -193,7 +194,8 @@ def test_run_precision_fp8_on_a_generated_bert_with_chained_gemms(tmp_path):
         np.save(tmp_path / f"{k}.npy", v)
         args += ["--input", f"{k}={tmp_path / f'{k}.npy'}"]
     j, _ = run_json(path, "--precision", "fp8", "--output-dir", tmp_path / "o", *args)
-    assert j["fp8"]["gemms"] == 13 and j["fp8"]["chained"] == 2 and j["fp8"]["kept"] == []  # 2 x 6 + the pooler
+    assert j["fp8"]["gemms"] == 13 and j["fp8"]["kept"] == []  # 2 x 6 + the pooler
+    assert j["fp8"]["chained"] == 2 and j["fp8"]["shared"] == 4  # per layer: FFN up -> down; K and V read Q's e4m3 x
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     oracle = ort.InferenceSession(fake_fp8_model(model, feeds).SerializeToString(), so, providers=["CPUExecutionProvider"])

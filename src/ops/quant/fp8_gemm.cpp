@@ -9,6 +9,8 @@
 //           activation "", "Relu" or "Gelu" (approximate "none" or "tanh", as ONNX Gelu),
 //           y_scale (optional float > 0: the output is u8 e4m3(Y * (1 / y_scale)), the next
 //           Fp8Gemm's A; cuBLASLt's D scale multiplies by the reciprocal, and so does this)
+//   outputs Y; optional Aq (u8, A's shape: e4m3(A / a_scale), the codes it multiplied, for
+//           sibling Fp8Gemms reading the same A, so the activation is quantized once; float A only)
 //   Y[..., n] = act(sum_k e4m3(A[..., k] / a_scale) * B[n, k] * a_scale * b_scale + bias[n])
 //
 // e4m3(x) rounds to nearest even and saturates at +-448 (fp8_e4m3.h). The scales are attributes,
@@ -42,6 +44,12 @@ Status infer_Fp8Gemm(InferContext& ctx) {
     GPUOPT_RETURN_IF_ERROR(nn::require_same_dtype(ctx, 0, 2));
   }
   ctx.outputs[0].dtype = at.y_scale > 0 ? DType::U8 : a.dtype == DType::U8 ? ctx.in(2).dtype : a.dtype;
+  if (ctx.outputs.size() > 1) {
+    if (a.dtype == DType::U8) return ctx.error("output 1 (the e4m3 A) needs a float A, not u8");
+    ctx.outputs[1].dtype = DType::U8;
+    ctx.outputs[1].rank_known = a.rank_known;
+    ctx.outputs[1].shape = a.shape;
+  }
   if (!a.rank_known || !b.rank_known) return Status::Ok();
   if (a.shape.empty() || b.shape.size() != 2) return ctx.error("A needs rank >= 1 and B rank 2 ([N, K])");
   if (dim_is_known(a.shape.back()) && dim_is_known(b.shape[1]) && a.shape.back() != b.shape[1])
@@ -72,8 +80,12 @@ Status cpu_Fp8Gemm(KernelContext& ctx) {
     if (!ctx.has_input(2)) return ctx.error("an e4m3 (u8) A needs a bias");
     for (int64_t i = 0; i < a.numel(); ++i) qa[static_cast<size_t>(i)] = fp8::e4m3_to_f32(a.data<uint8_t>()[i]);
   } else {
-    for (int64_t i = 0; i < a.numel(); ++i)
-      qa[static_cast<size_t>(i)] = fp8::round_e4m3(static_cast<float>(a.get_f64(i)) / at.a_scale);
+    uint8_t* codes = ctx.outputs.size() > 1 && ctx.outputs[1] ? ctx.out(1).data<uint8_t>() : nullptr;
+    for (int64_t i = 0; i < a.numel(); ++i) {
+      const uint8_t c = fp8::f32_to_e4m3(static_cast<float>(a.get_f64(i)) / at.a_scale);
+      qa[static_cast<size_t>(i)] = fp8::e4m3_to_f32(c);
+      if (codes) codes[i] = c;
+    }
   }
   std::vector<float> qb(static_cast<size_t>(b.numel()));
   const uint8_t* B = b.data<uint8_t>();

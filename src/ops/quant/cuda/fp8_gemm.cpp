@@ -6,7 +6,8 @@
 // compute capability 8.9 or newer (Ada, Hopper) and K, N multiples of 16 (the rewrite writes
 // nothing else). Plans are cached by device and shape, failures too.
 //
-// Chained (the rewrite's y_scale, passes/fp8.h): an e4m3 (u8) A is read as it is, and a u8
+// Shared and chained (passes/fp8.h): an optional second output receives the e4m3 A (siblings
+// reading the same activation take it as their A); an e4m3 (u8) A is read as it is, and a u8
 // output is cuBLASLt's e4m3 D with D scale 1 / y_scale (a device float written by a one-thread
 // kernel into the workspace, so a captured graph replays it), C typed as the bias and never read
 // (beta 0). Where cuBLASLt has no such algorithm, the GEMM writes f16/bf16 into a scratch buffer
@@ -176,8 +177,11 @@ Status run_fp8_gemm(CudaKernelContext& k) {
     GPUOPT_RETURN_IF_ERROR(launch_fp8_set_scalar(d_scale, 1.0f / at.y_scale, k.ctx.stream));
   }
   const void* aq = a.raw();
-  if (!a_fp8) {
-    GPUOPT_ASSIGN_OR_RETURN(void* p, sc.take(static_cast<size_t>(m * kk), "e4m3 activation"));
+  if (!a_fp8) {  // into output 1 when the node has it (siblings read it), else scratch
+    void* p = k.outputs.size() > 1 && k.outputs[1] ? k.out(1).raw() : nullptr;
+    if (!p) {
+      GPUOPT_ASSIGN_OR_RETURN(p, sc.take(static_cast<size_t>(m * kk), "e4m3 activation"));
+    }
     GPUOPT_RETURN_IF_ERROR(launch_fp8_quantize(a.dtype(), a.raw(), a.numel(), at.a_scale, static_cast<uint8_t*>(p), k.ctx.stream));
     aq = p;
   }
