@@ -46,7 +46,7 @@ def main():
     ap.add_argument("--work", default="/tmp/fp8-work")
     ap.add_argument("--batches", default="32,256")
     ap.add_argument("--precisions", default="fp16,fp8,fp8_unchained,int8",
-                    help="fp8_unchained: fp8 with GPUOPT_DISABLE_FUSION=fp8_chain (every GEMM quantizes its own input)")
+                    help="fp8_unchained: fp8 with GPUOPT_DISABLE_FUSION=fp8_chain (every GEMM quantizes its own input, writes f16)")
     ap.add_argument("--commit", default="")
     ap.add_argument("--profile-batch", type=int, default=256, help="then a per-op profile of fp8 here (0: off)")
     a = ap.parse_args()
@@ -74,7 +74,7 @@ def main():
                 ms = j["device_ms"]["median"]
                 r.update(ms=ms, items_per_s=round(b * 1000 / ms, 1), execution=j.get("execution", ""))
                 if "fp8" in j:
-                    r.update(fp8_gemms=j["fp8"]["gemms"], fp8_chained=j["fp8"]["chained"], fp8_kept=len(j["fp8"]["kept"]))
+                    r.update(fp8_gemms=j["fp8"]["gemms"], fp8_chained=j["fp8"]["chained"], fp8_shared=j["fp8"]["shared"], fp8_kept=len(j["fp8"]["kept"]))
                 if b == ref_batch:
                     got = np.load(os.path.join(out, "output.npy")).astype(np.float64)
                     r["rel_l2_vs_fp32"] = round(float(np.linalg.norm(got - ref) / np.linalg.norm(ref)), 5)

@@ -2,7 +2,7 @@
 # FP8 e4m3 on the H200 (issue 13, --precision fp8): Fp8Gemm against the CPU reference
 # (backend_ops, with compute-sanitizer; test_cuda Fp8*: sessions at fp8, eager/capture/replay), then BERT-base s128 (the legacy export of
 # scripts/gpu/compare.py, reused from /tmp/compare-models when there) at fp16, fp8 (with and
-# without the e4m3 chains, GPUOPT_DISABLE_FUSION=fp8_chain) and int8:
+# without the e4m3 hand-offs: chains and shared inputs, GPUOPT_DISABLE_FUSION=fp8_chain) and int8:
 # device ms (run --json device_ms.median) at batch 32 and 256, and rel-L2 of each against the
 # fp32 run on the same batch-32 inputs. int8 and fp8 calibrate on the run's own inputs (fp8
 # rel-L2 is therefore on its calibration data: optimistic). Records to $OUT/fp8.json.
