@@ -29,10 +29,10 @@ void classify_fusion(const Node& n, const std::string& was, NodeReport* r) {
                     (n.op_type == "NhwcFusedConv" && n.domain == "ai.gpuopt");
   if (conv && was != "FusedConv") {
     const bool add = n.inputs.size() > 3 && n.inputs[3] != kNoValue;
-    const bool relu = n.attr_s("activation", "") == "Relu";
-    if (!add && !relu) return;  // a plain Conv the layout pass made channels-last
+    const std::string act = n.attr_s("activation", "");
+    if (!add && act.empty()) return;  // a plain Conv the layout pass made channels-last
     r->fusion = "conv";
-    r->epilogue = add && relu ? "Add+Relu" : add ? "Add" : "Relu";
+    r->epilogue = add && !act.empty() ? "Add+" + act : add ? "Add" : act;
     r->pattern = "Conv+" + r->epilogue;
   } else if (n.op_type == "Gelu" && n.domain.empty() && !was.empty() && was != "Gelu") {
     r->fusion = "gelu";

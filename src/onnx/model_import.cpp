@@ -149,75 +149,119 @@ struct Importer {
   }
 
   Status add_nodes(const onnx::GraphProto& gp) {
+    // ONNX Runtime's contrib attention ops become standard nodes as they are read (contrib_ops.cpp),
+    // which needs their inputs' shapes: such a graph is read in dependency order, one node at a time.
+    if (onnx_detail::has_expanded_contrib_ops(gp)) return add_nodes_in_order(gp);
     // Pass 1: create every node's outputs, so nodes may come in any order (topo_sort fixes it).
     std::vector<int> node_index(gp.node_size(), -1);
     for (int k = 0; k < gp.node_size(); ++k) {
-      const onnx::NodeProto& np = gp.node(k);
-      const std::string name = np.name().empty() ? fmt::format("{}_{}", np.op_type(), k) : np.name();
-      const std::string where = fmt::format("[{}] node '{}'", np.op_type(), name);
-      const bool contrib = is_contrib_op(np.domain(), np.op_type());
-      if (!is_default_domain(np.domain()) && !contrib) {
-        int64_t version = -1;
-        for (const auto& o : model.opset_import())
-          if (o.domain() == np.domain()) version = o.version();
-        return Status::Unimplemented("unknown op '{}' (domain '{}', opset {}) at node '{}': gpuopt implements only the "
-                                     "default ONNX domain",
-                                     np.op_type(), np.domain(), version, name);
-      }
-      if (np.op_type() == "Constant") {
-        if (np.output_size() != 1) return Status::InvalidArgument("{}: a Constant node has exactly one output", where);
-        GPUOPT_ASSIGN_OR_RETURN(Tensor t, constant_node_value(np, where, model_dir));
-        ValueId id = g.add_constant(np.output(0), std::move(t));
-        GPUOPT_RETURN_IF_ERROR(add_named(np.output(0), id, where));
-        continue;
-      }
-      const std::optional<Op> op =
-          contrib || !is_other_domain_op_name(np.op_type()) ? op_from_name(np.op_type()) : std::nullopt;
-      if (!op)
-        return Status::Unimplemented("unknown op '{}' (domain 'ai.onnx', opset {}) at node '{}': not in gpuopt's op list",
-                                     np.op_type(), g.opset, name);
-      AttributeMap attrs;
-      for (const auto& a : np.attribute()) {
-        GPUOPT_ASSIGN_OR_RETURN(Attribute attr, convert_attribute(a, where, model_dir));
-        attrs[a.name()] = std::move(attr);
-      }
-      int num_out = np.output_size();
-      while (num_out > 0 && np.output(num_out - 1).empty()) --num_out;  // trailing optional outputs not requested
-      std::vector<std::string> out_names(np.output().begin(), np.output().begin() + num_out);
-      std::vector<ValueId> outs = g.add_node(*op, name, {}, static_cast<size_t>(num_out), std::move(attrs), out_names);
-      Node& node = g.nodes().back();
-      node.op_type = np.op_type();
-      node.domain = np.domain();
-      // The op's version for this model's opset (ops_versions.inc): none is one clear error.
-      GPUOPT_RETURN_IF_ERROR(node_version(node, g.opset_for(node)).status());
-      for (int i = 0; i < num_out; ++i) {
-        if (out_names[i].empty()) {
-          node.outputs[i] = kNoValue;  // the fresh value stays unused
-          continue;
-        }
-        GPUOPT_RETURN_IF_ERROR(add_named(out_names[i], outs[i], where));
-      }
-      node_index[k] = static_cast<int>(g.nodes().size() - 1);
+      GPUOPT_ASSIGN_OR_RETURN(node_index[k], add_node_proto(gp.node(k), k));
     }
     // Pass 2: resolve inputs by name.
-    for (int k = 0; k < gp.node_size(); ++k) {
-      if (node_index[k] < 0) continue;
+    for (int k = 0; k < gp.node_size(); ++k)
+      if (node_index[k] >= 0) GPUOPT_RETURN_IF_ERROR(resolve_inputs(gp.node(k), node_index[k]));
+    return Status::Ok();
+  }
+
+  Status add_nodes_in_order(const onnx::GraphProto& gp) {
+    for (int k : onnx_detail::proto_node_order(gp)) {
       const onnx::NodeProto& np = gp.node(k);
-      Node& node = g.nodes()[static_cast<size_t>(node_index[k])];
-      int num_in = np.input_size();
-      while (num_in > 0 && np.input(num_in - 1).empty()) --num_in;
-      for (int i = 0; i < num_in; ++i) {
-        const std::string& in = np.input(i);
-        if (in.empty()) {
-          node.inputs.push_back(kNoValue);
-          continue;
-        }
-        auto it = by_name.find(in);
-        if (it == by_name.end())
-          return Status::InvalidArgument("{}: input '{}' is not a graph input, an initializer or the output of any node",
-                                         node_label(node), in);
-        node.inputs.push_back(it->second);
+      if (!onnx_detail::is_expanded_contrib_op(np.domain(), np.op_type())) {
+        GPUOPT_ASSIGN_OR_RETURN(const int index, add_node_proto(np, k));
+        if (index < 0) continue;  // a Constant
+        GPUOPT_RETURN_IF_ERROR(resolve_inputs(np, index));
+        GPUOPT_RETURN_IF_ERROR(onnx_detail::infer_added_node(g, static_cast<size_t>(index)));
+        continue;
       }
+      onnx_detail::ContribNode c;
+      c.op_type = np.op_type();
+      c.domain = np.domain();
+      c.name = np.name().empty() ? fmt::format("{}_{}", np.op_type(), k) : np.name();
+      const std::string where = fmt::format("[{}] node '{}'", np.op_type(), c.name);
+      for (const auto& a : np.attribute()) {
+        GPUOPT_ASSIGN_OR_RETURN(Attribute attr, convert_attribute(a, where, model_dir));
+        c.attrs[a.name()] = std::move(attr);
+      }
+      for (const std::string& in : np.input()) {
+        auto it = in.empty() ? by_name.end() : by_name.find(in);
+        if (!in.empty() && it == by_name.end())
+          return Status::InvalidArgument("{}: input '{}' is not a graph input, an initializer or the output of any node",
+                                         where, in);
+        c.inputs.push_back(in.empty() ? kNoValue : it->second);
+      }
+      c.outputs.assign(np.output().begin(), np.output().end());
+      GPUOPT_ASSIGN_OR_RETURN(std::vector<ValueId> outs, onnx_detail::expand_contrib_node(g, c));
+      for (size_t i = 0; i < outs.size(); ++i)
+        if (outs[i] != kNoValue) GPUOPT_RETURN_IF_ERROR(add_named(c.outputs[i], outs[i], where));
+    }
+    return Status::Ok();
+  }
+
+  // A node's op, attributes and outputs (its inputs come from resolve_inputs): the node's index,
+  // or -1 for a Constant (which becomes a constant value).
+  Result<int> add_node_proto(const onnx::NodeProto& np, int k) {
+    const std::string name = np.name().empty() ? fmt::format("{}_{}", np.op_type(), k) : np.name();
+    const std::string where = fmt::format("[{}] node '{}'", np.op_type(), name);
+    const bool contrib = is_contrib_op(np.domain(), np.op_type());
+    if (!is_default_domain(np.domain()) && !contrib) {
+      int64_t version = -1;
+      for (const auto& o : model.opset_import())
+        if (o.domain() == np.domain()) version = o.version();
+      return Status::Unimplemented("unknown op '{}' (domain '{}', opset {}) at node '{}': gpuopt implements only the "
+                                   "default ONNX domain",
+                                   np.op_type(), np.domain(), version, name);
+    }
+    if (np.op_type() == "Constant") {
+      if (np.output_size() != 1) return Status::InvalidArgument("{}: a Constant node has exactly one output", where);
+      GPUOPT_ASSIGN_OR_RETURN(Tensor t, constant_node_value(np, where, model_dir));
+      ValueId id = g.add_constant(np.output(0), std::move(t));
+      GPUOPT_RETURN_IF_ERROR(add_named(np.output(0), id, where));
+      return -1;
+    }
+    const std::optional<Op> op =
+        contrib || !is_other_domain_op_name(np.op_type()) ? op_from_name(np.op_type()) : std::nullopt;
+    if (!op)
+      return Status::Unimplemented("unknown op '{}' (domain 'ai.onnx', opset {}) at node '{}': not in gpuopt's op list",
+                                   np.op_type(), g.opset, name);
+    AttributeMap attrs;
+    for (const auto& a : np.attribute()) {
+      GPUOPT_ASSIGN_OR_RETURN(Attribute attr, convert_attribute(a, where, model_dir));
+      attrs[a.name()] = std::move(attr);
+    }
+    int num_out = np.output_size();
+    while (num_out > 0 && np.output(num_out - 1).empty()) --num_out;  // trailing optional outputs not requested
+    std::vector<std::string> out_names(np.output().begin(), np.output().begin() + num_out);
+    std::vector<ValueId> outs = g.add_node(*op, name, {}, static_cast<size_t>(num_out), std::move(attrs), out_names);
+    Node& node = g.nodes().back();
+    node.op_type = np.op_type();
+    node.domain = np.domain();
+    // The op's version for this model's opset (ops_versions.inc): none is one clear error.
+    GPUOPT_RETURN_IF_ERROR(node_version(node, g.opset_for(node)).status());
+    for (int i = 0; i < num_out; ++i) {
+      if (out_names[i].empty()) {
+        node.outputs[i] = kNoValue;  // the fresh value stays unused
+        continue;
+      }
+      GPUOPT_RETURN_IF_ERROR(add_named(out_names[i], outs[i], where));
+    }
+    return static_cast<int>(g.nodes().size() - 1);
+  }
+
+  Status resolve_inputs(const onnx::NodeProto& np, int index) {
+    Node& node = g.nodes()[static_cast<size_t>(index)];
+    int num_in = np.input_size();
+    while (num_in > 0 && np.input(num_in - 1).empty()) --num_in;
+    for (int i = 0; i < num_in; ++i) {
+      const std::string& in = np.input(i);
+      if (in.empty()) {
+        node.inputs.push_back(kNoValue);
+        continue;
+      }
+      auto it = by_name.find(in);
+      if (it == by_name.end())
+        return Status::InvalidArgument("{}: input '{}' is not a graph input, an initializer or the output of any node",
+                                       node_label(node), in);
+      node.inputs.push_back(it->second);
     }
     return Status::Ok();
   }

@@ -13,6 +13,7 @@
 // channels_last 1 with its int8 weight transposed to [M, kH, kW, C] here, as NhwcFusedConv's;
 // its Int8Add is elementwise.
 #include "ops/common/tensor_util.h"
+#include "ops/conv/conv_activation.h"
 #include "ir/conv2d_attrs.h"
 #include "passes/passes.h"
 
@@ -108,8 +109,7 @@ struct Rewriter {
       if (dt != DType::F16 && dt != DType::BF16) return Kind::kNone;
       const Value& w = g->value(n.inputs[1]);
       if (!w.constant || w.constant->rank() != 4 || w.constant->dtype() != dt) return Kind::kNone;
-      const std::string act = n.attr_s("activation", "");
-      if (!act.empty() && act != "Relu") return Kind::kNone;
+      if (!conv_act_from_name(n.attr_s("activation", ""))) return Kind::kNone;  // no CUDA epilogue for it
       Node probe;
       probe.attrs = conv_attrs(n, w);
       if (!conv2d_attrs_supported(probe)) return Kind::kNone;

@@ -65,6 +65,10 @@ Result<PassStats> fuse_layernorm(Graph* g);
 // GEMM's epilogue on the GPU); fuse_epilogue.cpp.
 Result<PassStats> fuse_gemm_activation(Graph* g);
 
+// Gemm -> [Reshape] -> [Transpose] -> Mul(per-column constant) folded into the Gemm's B and C
+// (ConvNeXt's layer scale; fold_gemm_scale.cpp).
+Result<PassStats> fold_gemm_scale(Graph* g);
+
 // Add(a, b) -> LayerNormalization (last axis, a and b of one shape) becomes one com.microsoft
 // SkipLayerNormalization, which also writes the sum when something else reads it.
 Result<PassStats> fuse_skip_layernorm(Graph* g);

@@ -44,12 +44,12 @@ bool FusionSwitches::enabled(std::string_view pass) const {
 Status FusionSwitches::validate() const {
   static constexpr std::string_view kNames[] = {"conv",      "matmul_bias",     "gelu",           "layernorm",
                                                 "attention", "gemm_activation", "skip_layernorm", "transpose",
-                                                "nhwc",      "qdq",             "fp8_chain"};
+                                                "nhwc",      "qdq",             "gemm_scale",     "fp8_chain"};
   for (const auto& n : off)
     if (std::find(std::begin(kNames), std::end(kNames), n) == std::end(kNames))
       return Status::InvalidArgument(
           "GPUOPT_DISABLE_FUSION: unknown fusion '{}' (valid: 1 or all, or a list of conv, matmul_bias, gelu, layernorm, "
-          "attention, gemm_activation, skip_layernorm, transpose, nhwc, qdq, fp8_chain)",
+          "attention, gemm_activation, skip_layernorm, transpose, nhwc, qdq, gemm_scale, fp8_chain)",
           n);
   return Status::Ok();
 }
@@ -86,7 +86,10 @@ Status run_default_passes(Graph* g, const FusionSwitches& sw) {
   if (sw.enabled("matmul_bias")) {
     GPUOPT_ASSIGN_OR_RETURN(linear, fuse_matmul_bias(g));
   }
-  PassStats act, skip_ln;
+  PassStats act, skip_ln, scale;
+  if (sw.enabled("gemm_scale")) {
+    GPUOPT_ASSIGN_OR_RETURN(scale, fold_gemm_scale(g));
+  }
   if (sw.enabled("gemm_activation")) {
     GPUOPT_ASSIGN_OR_RETURN(act, fuse_gemm_activation(g));
   }
@@ -96,9 +99,10 @@ Status run_default_passes(Graph* g, const FusionSwitches& sw) {
   }
   GPUOPT_LOG(debug,
              "passes: folded {}, batchnorms folded {}, identities {}, dead {}; fusions removed: conv {}, gelu {}, "
-             "layernorm {}, attention {}, matmul-bias {}, gemm-activation {}, skip-layernorm {}; transposes sunk {}",
+             "layernorm {}, attention {}, matmul-bias {}, gemm-scale {}, gemm-activation {}, skip-layernorm {}; "
+             "transposes sunk {}",
              folded.removed, bn.removed, ident.removed, dead.removed, conv.removed, gelu.removed, layernorm.removed,
-             attention.removed, linear.removed, act.removed, skip_ln.removed, sunk.removed);
+             attention.removed, linear.removed, scale.removed, act.removed, skip_ln.removed, sunk.removed);
   GPUOPT_RETURN_IF_ERROR(g->topo_sort());
   return g->infer_shapes();
 }

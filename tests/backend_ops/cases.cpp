@@ -617,6 +617,7 @@ std::vector<Case> all_cases() {
   add_elementwise_cases(cases);
   add_fusedconv_cases(cases);
   add_attention_cases(cases);
+  add_rotary_cases(cases);
   add_version_cases(cases);
   add_nhwc_cases(cases);
   add_int8_cases(cases);

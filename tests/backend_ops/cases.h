@@ -65,6 +65,8 @@ void add_fusedconv_cases(std::vector<Case>& cases);
 void add_version_cases(std::vector<Case>& cases);
 // cases_attention.cpp: Attention (4-D, masks, causal, grouped KV heads) and BERT-size perf cases.
 void add_attention_cases(std::vector<Case>& cases);
+// cases_rotary.cpp: RotaryEmbedding (3-D/4-D, interleaved, partial rotation, position_ids or not).
+void add_rotary_cases(std::vector<Case>& cases);
 // cases_nhwc.cpp: the layout_nhwc pass's channels-last NhwcFusedConv and NhwcMaxPool.
 void add_nhwc_cases(std::vector<Case>& cases);
 // cases_int8.cpp: Int8Gemm (fold_qdq's int8 GEMM with its dequantize epilogue) and Int8Conv

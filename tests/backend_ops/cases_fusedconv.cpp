@@ -1,7 +1,8 @@
 // FusedConv (com.microsoft): y = act(conv(x, w) + b + z) through cudnnConvolutionBiasActivationForward.
 // Every combination the kernel branches on: bias or the workspace's zero bias, z or alpha2 = 0,
 // Relu or identity (identity needs the precomputed-GEMM algorithm), strides, groups, 1x1
-// bottleneck convs, odd channel counts; Sigmoid shows the CPU fallback.
+// bottleneck convs, odd channel counts, gpuopt's HardSwish/Swish epilogues; Sigmoid shows the
+// CPU fallback.
 #include "cases.h"
 
 namespace gpuopt::backend_ops {
@@ -44,6 +45,15 @@ void add_fusedconv_cases(std::vector<Case>& cases) {
                      conv({3, 3}, 1, 1, 1, "")});
     cases.push_back(
         {"FusedConv", label(dt, x, "k3 p1 no-bias identity"), {data(dt, x), w()}, conv({3, 3}, 1, 1, 1, "")});
+    // gpuopt's HardSwish and Swish epilogues (conv + one pass of our own), NCHW.
+    cases.push_back({"FusedConv",
+                     label(dt, x, "k3 p1 bias z swish"),
+                     {data(dt, x), w(), data(dt, {7}), data(dt, y)},
+                     conv({3, 3}, 1, 1, 1, "Swish")});
+    cases.push_back({"FusedConv",
+                     label(dt, x, "k3 p1 no-bias hardswish"),
+                     {data(dt, x), w()},
+                     conv({3, 3}, 1, 1, 1, "HardSwish")});
     // ResNet shapes in small: the stride-2 downsampling conv and the 1x1 bottleneck expansion.
     cases.push_back({"FusedConv",
                      label(dt, {2, 16, 17, 17}, "k3 s2 p1 bias z relu"),

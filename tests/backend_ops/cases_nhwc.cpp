@@ -62,6 +62,15 @@ void add_nhwc_cases(std::vector<Case>& cases) {
       {{2, 7, 7, 32}, 32, 1, 0, 1, 32, 7, 7, true, false, "", "depthwise 32 k1 bias identity"},
       {{2, 14, 15, 96}, 96, 7, 3, 1, 96, 14, 15, true, false, "", "depthwise 96 k7 bias (ConvNeXt)"},
       {{2, 8, 8, 16}, 32, 3, 1, 1, 16, 8, 8, true, false, "Relu", "channel multiplier 2 (cuDNN) bias relu"},
+      // HardSwish (MobileNetV3) and Swish (SiLU: EfficientNet) epilogues: the depthwise kernel,
+      // 1-wide and 2-wide, the cuDNN conv + our epilogue pass (dense 3x3, 1x1 with z), k5 s2.
+      {{2, 14, 14, 72}, 72, 3, 1, 1, 72, 14, 14, true, false, "HardSwish", "depthwise 72 bias hardswish"},
+      {{2, 11, 9, 5}, 5, 5, 2, 2, 5, 6, 5, true, false, "HardSwish", "depthwise 5 (scalar) k5 s2 hardswish"},
+      {{2, 14, 14, 96}, 96, 3, 1, 1, 96, 14, 14, true, false, "Swish", "depthwise 96 bias swish"},
+      {{2, 10, 13, 6}, 6, 5, 2, 2, 6, 5, 7, true, true, "Swish", "depthwise 6 (2-wide) k5 s2 bias z swish"},
+      {{2, 9, 11, 16}, 24, 3, 1, 1, 1, 9, 11, true, false, "HardSwish", "k3 16->24 bias hardswish"},
+      {{4, 7, 7, 64}, 256, 1, 0, 1, 1, 7, 7, true, true, "Swish", "1x1 ->256 bias z swish"},
+      {{2, 16, 16, 32}, 96, 1, 0, 1, 1, 16, 16, false, false, "Swish", "1x1 32->96 no-bias swish"},
   };
   for (DType dt : kHalves) {
     for (const ConvCase& c : convs) {

@@ -249,13 +249,79 @@ TEST(FusedConvOp, UnknownActivationIsOneClearError) {
   ValueId w = g.add_constant("w", random_tensor({5, 3, 3, 3}, rng, -0.5f, 0.5f));
   AttributeMap a = conv_attrs();
   a["activation"].kind = Attribute::Kind::kString;
-  a["activation"].s = "Swish";
+  a["activation"].s = "Mish";
   g.add_node(Op::FusedConv, "fc", {x, w}, 1, a);
   g.mark_output(g.nodes().back().outputs[0]);
   ASSERT_TRUE(g.topo_sort().ok());
   const Status st = g.infer_shapes();
   ASSERT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("activation 'Swish'"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("activation 'Mish'"), std::string::npos) << st.message();
+}
+
+// MobileNetV3's HardSwish and EfficientNet's SiLU (t * Sigmoid(t), the Mul's operands in either
+// order, after a Conv or a Conv + Add) ride in the conv's epilogue: activation HardSwish / Swish.
+TEST(FuseConvActivation, HardSwishAndSiluBecomeTheEpilogue) {
+  for (int form = 0; form < 5; ++form) {  // HardSwish, SiLU t*s, SiLU s*t, Conv+Add+SiLU, ONNX Swish
+    std::mt19937 rng(20 + form);
+    Graph g;
+    g.opset = 24;
+    ValueId x = g.add_input("x", DType::F32, {2, 3, 8, 8});
+    ValueId w = g.add_constant("w", random_tensor({3, 3, 3, 3}, rng, -0.5f, 0.5f));
+    ValueId b = g.add_constant("b", random_tensor({3}, rng, -0.3f, 0.3f));
+    ValueId t = g.add_node(Op::Conv, "conv", {x, w, b}, 1, conv_attrs())[0];
+    if (form == 3) t = g.add_node(Op::Add, "add", {x, t}, 1)[0];
+    ValueId y;
+    if (form == 0) {
+      y = g.add_node(Op::HardSwish, "hs", {t}, 1, {}, {"y"})[0];
+    } else if (form == 4) {
+      y = g.add_node(Op::Swish, "swish", {t}, 1, {}, {"y"})[0];
+    } else {
+      ValueId s = g.add_node(Op::Sigmoid, "sig", {t}, 1)[0];
+      y = g.add_node(Op::Mul, "mul", form == 2 ? std::vector<ValueId>{s, t} : std::vector<ValueId>{t, s}, 1, {},
+                     {"y"})[0];
+    }
+    g.mark_output(y);
+    finish(g);
+    Graph fused = g;
+    auto st = fuse_conv_activation(&fused);
+    ASSERT_TRUE(st.ok()) << st.status().to_string();
+    finish(fused);
+    ASSERT_EQ(fused.nodes().size(), 1u) << "form " << form;
+    const Node& f = fused.nodes()[0];
+    EXPECT_EQ(f.op_type, "FusedConv");
+    EXPECT_EQ(f.attr_s("activation", ""), form == 0 ? "HardSwish" : "Swish") << "form " << form;
+    EXPECT_EQ(f.inputs.size(), form == 3 ? 4u : 3u);
+    std::mt19937 in_rng(7);
+    expect_same_outputs(g, fused, random_tensor({2, 3, 8, 8}, in_rng, -3, 3), 1e-6);
+  }
+}
+
+TEST(FuseConvActivation, SiluLeftAloneWhereItsPartsAreSeen) {
+  for (int form = 0; form < 4; ++form) {  // Sigmoid read twice; Mul by another tensor; Swish alpha 2; conv read thrice
+    std::mt19937 rng(30 + form);
+    Graph g;
+    g.opset = 24;
+    ValueId x = g.add_input("x", DType::F32, {1, 3, 8, 8});
+    ValueId w = g.add_constant("w", random_tensor({3, 3, 3, 3}, rng, -0.5f, 0.5f));
+    ValueId t = g.add_node(Op::Conv, "conv", {x, w}, 1, conv_attrs())[0];
+    if (form == 2) {
+      AttributeMap a;
+      a["alpha"].kind = Attribute::Kind::kFloat;
+      a["alpha"].f = 2.0f;
+      g.mark_output(g.add_node(Op::Swish, "swish", {t}, 1, a, {"y"})[0]);
+    } else {
+      ValueId s = g.add_node(Op::Sigmoid, "sig", {t}, 1)[0];
+      g.mark_output(g.add_node(Op::Mul, "mul", {form == 1 ? x : t, s}, 1, {}, {"y"})[0]);
+      if (form == 0) g.mark_output(s);
+      if (form == 3) g.mark_output(g.add_node(Op::Neg, "neg", {t}, 1, {}, {"n"})[0]);
+    }
+    finish(g);
+    Graph fused = g;
+    auto st = fuse_conv_activation(&fused);
+    ASSERT_TRUE(st.ok());
+    EXPECT_EQ(st->removed, 0) << "form " << form;
+    EXPECT_EQ(count(fused, "Conv"), 1) << "form " << form;
+  }
 }
 
 }  // namespace

@@ -9,7 +9,7 @@
 namespace gpuopt {
 namespace {
 
-enum class Act { kIdentity, kRelu, kLeakyRelu, kSigmoid, kTanh, kClip, kHardSigmoid };
+enum class Act { kIdentity, kRelu, kLeakyRelu, kSigmoid, kTanh, kClip, kHardSigmoid, kHardSwish, kSwish };
 
 struct Activation {
   Act kind = Act::kIdentity;
@@ -17,7 +17,8 @@ struct Activation {
 };
 
 // ORT's names and activation_params (MLAS_ACTIVATION): LeakyRelu [alpha], Clip [min, max],
-// HardSigmoid [alpha, beta]; "" or absent = none.
+// HardSigmoid [alpha, beta]; "" or absent = none. gpuopt's HardSwish and Swish (SiLU) take no
+// params (ops/conv/conv_activation.h).
 template <class Ctx>
 Result<Activation> parse_activation(const Ctx& ctx) {
   const std::string name = ctx.node.attr_s("activation", "");
@@ -34,6 +35,10 @@ Result<Activation> parse_activation(const Ctx& ctx) {
     act.kind = Act::kSigmoid;
   } else if (name == "Tanh") {
     act.kind = Act::kTanh;
+  } else if (name == "HardSwish") {
+    act.kind = Act::kHardSwish;
+  } else if (name == "Swish") {
+    act.kind = Act::kSwish;
   } else if (name == "LeakyRelu") {
     GPUOPT_RETURN_IF_ERROR(need(1));
     act = {Act::kLeakyRelu, p[0], 0};
@@ -44,7 +49,9 @@ Result<Activation> parse_activation(const Ctx& ctx) {
     GPUOPT_RETURN_IF_ERROR(need(2));
     act = {Act::kHardSigmoid, p[0], p[1]};
   } else {
-    return ctx.error("activation '{}' is not one of Relu, LeakyRelu, Sigmoid, Tanh, Clip, HardSigmoid or \"\"", name);
+    return ctx.error("activation '{}' is not one of Relu, LeakyRelu, Sigmoid, Tanh, Clip, HardSigmoid, HardSwish, "
+                     "Swish or \"\"",
+                     name);
   }
   return act;
 }
@@ -65,6 +72,10 @@ double apply(const Activation& act, double v) {
       return std::min(std::max(v, act.a), act.b);
     case Act::kHardSigmoid:
       return std::max(0.0, std::min(1.0, act.a * v + act.b));
+    case Act::kHardSwish:  // as the HardSwish kernel: x * max(0, min(1, x / 6 + 0.5))
+      return v * std::max(0.0, std::min(1.0, v / 6.0 + 0.5));
+    case Act::kSwish:  // x * sigmoid(x)
+      return v / (1.0 + std::exp(-v));
   }
   return v;
 }

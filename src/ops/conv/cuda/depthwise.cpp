@@ -6,13 +6,20 @@
 
 namespace gpuopt::cuda {
 
+namespace {
+const std::string& depthwise_choice() {
+  static const std::string v = env_get("GPUOPT_DEPTHWISE_KERNEL").value_or("auto");
+  return v;
+}
+}  // namespace
+
 bool depthwise_nhwc_applies(const ConvKey& key) {
-  static const bool use_cudnn = env_get("GPUOPT_DEPTHWISE_KERNEL").value_or("auto") == "cudnn";
+  const bool use_cudnn = depthwise_choice() == "cudnn";
   return !use_cudnn && key.nhwc && key.group == key.c && key.m == key.c && key.group > 1 &&
          (key.dt == DType::F16 || key.dt == DType::BF16);
 }
 
-Status run_depthwise_nhwc(CudaKernelContext& k, const ConvKey& key, bool relu, const void* x, const void* w,
+Status run_depthwise_nhwc(CudaKernelContext& k, const ConvKey& key, ConvAct act, const void* x, const void* w,
                           const void* bias, const void* z, void* y) {
   const size_t w_bytes = static_cast<size_t>(key.c * key.kh * key.kw) * dtype_size(key.dt);
   Tensor hold;
@@ -41,7 +48,10 @@ Status run_depthwise_nhwc(CudaKernelContext& k, const ConvKey& key, bool relu, c
   a.pw = key.pw;
   a.dh = key.dh;
   a.dw = key.dw;
-  a.relu = relu;
+  a.act = act;
+  a.tile = depthwise_choice() == "wide"     ? DepthwiseTile::kWide
+           : depthwise_choice() == "narrow" ? DepthwiseTile::kNarrow
+                                            : DepthwiseTile::kAuto;
   return launch_depthwise_nhwc(a, k.ctx.stream).with_context(node_label(k.node));
 }
 

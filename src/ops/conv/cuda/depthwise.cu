@@ -2,6 +2,7 @@
 // columns, VEC adjacent channels); consecutive threads take consecutive channel groups, so a
 // warp's loads of one input pixel are contiguous. Accumulation in f32.
 #include "ops/conv/cuda/depthwise.h"
+#include "ops/conv/cuda/conv_act.cuh"
 #include "backends/cuda/kernels/float_convert.cuh"
 #include "backends/cuda/kernels/kernel_common.cuh"
 #include "core/cuda_check.h"
@@ -27,7 +28,7 @@ struct Params {
   int n, h, w_, c, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw;
   int cg;   // channel groups: c / VEC
   int owb;  // output column blocks: ceil(ow / OWT)
-  bool relu;
+  ConvAct act;
 };
 
 // VEC consecutive elements of T at p (aligned to VEC * sizeof(T)) as floats.
@@ -38,6 +39,11 @@ __device__ __forceinline__ void load(const T* p, float (&v)[VEC]) {
     const T* e = reinterpret_cast<const T*>(&u);
 #pragma unroll
     for (int i = 0; i < 8; ++i) v[i] = to_f(e[i]);
+  } else if constexpr (VEC == 4) {
+    const uint2 u = *reinterpret_cast<const uint2*>(p);
+    const T* e = reinterpret_cast<const T*>(&u);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) v[i] = to_f(e[i]);
   } else if constexpr (VEC == 2) {
     const uint32_t u = *reinterpret_cast<const uint32_t*>(p);
     const T* e = reinterpret_cast<const T*>(&u);
@@ -56,6 +62,12 @@ __device__ __forceinline__ void store(T* p, const float (&v)[VEC]) {
 #pragma unroll
     for (int i = 0; i < 8; ++i) e[i] = from_f<T>(v[i]);
     *reinterpret_cast<uint4*>(p) = u;
+  } else if constexpr (VEC == 4) {
+    uint2 u;
+    T* e = reinterpret_cast<T*>(&u);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) e[i] = from_f<T>(v[i]);
+    *reinterpret_cast<uint2*>(p) = u;
   } else if constexpr (VEC == 2) {
     uint32_t u;
     T* e = reinterpret_cast<T*>(&u);
@@ -67,7 +79,7 @@ __device__ __forceinline__ void store(T* p, const float (&v)[VEC]) {
   }
 }
 
-// acc + bias + z, Relu, stored at output pixel (n, oy, ox), channels c0..c0+VEC.
+// act(acc + bias + z), stored at output pixel (n, oy, ox), channels c0..c0+VEC.
 template <typename T, int VEC>
 __device__ __forceinline__ void finish(const Params& p, float (&acc)[VEC], int64_t pix, int c0) {
   const int64_t off = pix * p.c + c0;
@@ -82,9 +94,9 @@ __device__ __forceinline__ void finish(const Params& p, float (&acc)[VEC], int64
 #pragma unroll
     for (int v = 0; v < VEC; ++v) acc[v] += t[v];
   }
-  if (p.relu) {
+  if (p.act != ConvAct::kNone) {
 #pragma unroll
-    for (int v = 0; v < VEC; ++v) acc[v] = acc[v] > 0.f ? acc[v] : 0.f;
+    for (int v = 0; v < VEC; ++v) acc[v] = apply_conv_act(p.act, acc[v]);
   }
   store<T, VEC>(static_cast<T*>(p.y) + off, acc);
 }
@@ -177,9 +189,13 @@ __global__ void __launch_bounds__(kThreads) depthwise_any(Params p, int64_t tota
   }
 }
 
+// The wide tile (4 channels x 8 columns at stride 1) converts each loaded input to f32 for twice
+// as many multiply-adds as the narrow one (8 channels x 4 columns), in 109 registers instead of
+// 160: at 7x7 the narrow tile ran at 19% occupancy with the FMA pipe 25% busy (ncu), the wide one
+// at 25% occupancy, 1.9x faster (docs/perf-notes.md).
 template <typename T, int VEC, int KW, int SW>
 void launch_row(Params p, cudaStream_t s) {
-  constexpr int OWT = SW == 1 ? 4 : 2;
+  constexpr int OWT = SW == 1 ? (VEC == 4 ? 8 : 4) : 2;
   p.owb = (p.ow + OWT - 1) / OWT;
   const int64_t total = int64_t(p.n) * p.oh * p.owb * p.cg;
   depthwise_row<T, VEC, KW, SW, OWT><<<kern::grid_for(total, kThreads), kThreads, 0, s>>>(p, total);
@@ -207,6 +223,7 @@ void launch_vec(Params p, cudaStream_t s) {
 template <typename T>
 void launch_type(const Params& p, int vec, cudaStream_t s) {
   if (vec == 8) return launch_vec<T, 8>(p, s);
+  if (vec == 4) return launch_vec<T, 4>(p, s);
   if (vec == 2) return launch_vec<T, 2>(p, s);
   launch_vec<T, 1>(p, s);
 }
@@ -225,8 +242,13 @@ Status launch_depthwise_nhwc(const DepthwiseArgs& a, cudaStream_t s) {
   const int64_t lim = int64_t{1} << 30;
   for (int64_t v : {a.n, a.h, a.w, a.c, a.oh, a.ow, a.kh, a.kw, a.h * a.w, a.oh * a.ow})
     if (v <= 0 || v >= lim) return Status::Unimplemented("depthwise conv kernel: extent {} out of range", v);
+  // The wide tile at stride 1 unless narrow is asked for (H200, b256: ConvNeXt-T 15.4 -> 12.3 ms,
+  // EfficientNet-B0 11.26 -> 11.08, MobileNetV3-L level; docs/perf-notes.md).
+  const bool row_kernel = a.dw == 1 && a.sw == 1 && (a.kw == 3 || a.kw == 5 || a.kw == 7);
+  const bool wide = row_kernel && a.tile != DepthwiseTile::kNarrow;
   int vec = 1;
-  for (int cand : {8, 2}) {
+  const int candidates[] = {wide ? 4 : 8, 2};
+  for (int cand : candidates) {
     const size_t bytes = size_t(cand) * 2;
     if (a.c % cand == 0 && aligned(a.x, bytes) && aligned(a.w_t, bytes) && aligned(a.y, bytes) &&
         (!a.bias || aligned(a.bias, bytes)) && (!a.z || aligned(a.z, bytes))) {
@@ -236,7 +258,7 @@ Status launch_depthwise_nhwc(const DepthwiseArgs& a, cudaStream_t s) {
   }
   auto i = [](int64_t v) { return static_cast<int>(v); };
   const Params p{a.x,    a.w_t,  a.bias, a.z,    a.y,    i(a.n),  i(a.h),  i(a.w),  i(a.c),  i(a.oh), i(a.ow),
-                 i(a.kh), i(a.kw), i(a.sh), i(a.sw), i(a.ph), i(a.pw), i(a.dh), i(a.dw), 0,       0,       a.relu};
+                 i(a.kh), i(a.kw), i(a.sh), i(a.sw), i(a.ph), i(a.pw), i(a.dh), i(a.dw), 0,       0,       a.act};
   if (a.dt == DType::F16)
     launch_type<__half>(p, vec, s);
   else

@@ -1,5 +1,5 @@
 // Depthwise convolution channels-last (NhwcFusedConv with group == C == M: one filter per
-// channel) in one kernel of our own, with the conv's epilogue (bias, z, Relu) fused.
+// channel) in one kernel of our own, with the conv's epilogue (bias, z, activation) fused.
 //
 // cuDNN runs these shapes through its grouped-convolution path, which on the H200 was the
 // largest cost of EfficientNet-B0, MobileNetV3 and ConvNeXt at large batches (docs/perf-notes.md):
@@ -12,6 +12,7 @@
 #pragma once
 
 #include "core/dtype.h"
+#include "ops/conv/conv_activation.h"
 #include "core/status.h"
 
 #include <cstdint>
@@ -19,6 +20,11 @@
 typedef struct CUstream_st* cudaStream_t;
 
 namespace gpuopt::cuda {
+
+// The kernel's tile at stride 1 (kernel widths 3, 5, 7): `narrow` 8 channels x 4 output columns
+// per thread, `wide` 4 channels x 8 columns; `auto` is wide. GPUOPT_DEPTHWISE_KERNEL names them
+// for A/B runs.
+enum class DepthwiseTile : uint8_t { kAuto, kNarrow, kWide };
 
 struct DepthwiseArgs {
   DType dt = DType::F16;       // f16 or bf16 (computed in f32, rounded once)
@@ -29,7 +35,8 @@ struct DepthwiseArgs {
   void* y = nullptr;           // [n, oh, ow, c]
   int64_t n = 0, h = 0, w = 0, c = 0, oh = 0, ow = 0;
   int64_t kh = 0, kw = 0, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
-  bool relu = false;
+  ConvAct act = ConvAct::kNone;
+  DepthwiseTile tile = DepthwiseTile::kAuto;
 };
 
 Status launch_depthwise_nhwc(const DepthwiseArgs& a, cudaStream_t s);
@@ -38,11 +45,12 @@ struct ConvKey;
 struct CudaKernelContext;
 
 // Whether a channels-last conv is one the kernel takes: group == c == m, f16/bf16, and
-// GPUOPT_DEPTHWISE_KERNEL is not `cudnn` (which keeps cuDNN's path, for A/B runs).
+// GPUOPT_DEPTHWISE_KERNEL is not `cudnn` (which keeps cuDNN's path, for A/B runs; `narrow` and
+// `wide` pick the kernel's tile, `auto` by kernel width).
 bool depthwise_nhwc_applies(const ConvKey& key);
 
 // Runs it: the filter is transposed into a workspace of the call, then one kernel.
-Status run_depthwise_nhwc(CudaKernelContext& k, const ConvKey& key, bool relu, const void* x, const void* w,
+Status run_depthwise_nhwc(CudaKernelContext& k, const ConvKey& key, ConvAct act, const void* x, const void* w,
                           const void* bias, const void* z, void* y);
 
 }  // namespace gpuopt::cuda

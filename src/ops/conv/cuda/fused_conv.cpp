@@ -9,6 +9,9 @@
 // precomputed-GEMM algorithm for an identity, or NOT_SUPPORTED at the first call: seen for some
 // dtype/algorithm pairs), or where the plain convolution plus one epilogue pass of our own
 // (conv_epilogue.h: bias, z and Relu together) is faster (timed per shape), the plan runs that.
+// HardSwish and Swish (ops/conv/conv_activation.h), which cuDNN's fused call does not have, always
+// run as the plain convolution plus that one epilogue pass: still one pass fewer than a separate
+// activation node (three fewer for Swish written as Sigmoid + Mul).
 //
 // NhwcFusedConv (ai.gpuopt, written by the layout_nhwc pass) is the same op channels-last: x, z,
 // y [N, H, W, C], w [M, kH, kW, C/group]. It shares every line here; only the descriptors'
@@ -27,6 +30,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <optional>
 #include <vector>
 
 namespace gpuopt::cuda {
@@ -113,13 +117,13 @@ struct Epilogue {
 };
 
 // The plain cuDNN convolution, then bias, z and the activation in one pass of our own over y.
-Status run_decomposed(cudnnHandle_t h, const FusedPlan& p, bool relu, const void* x, const void* w, const void* b,
+Status run_decomposed(cudnnHandle_t h, const FusedPlan& p, ConvAct act, const void* x, const void* w, const void* b,
                       const void* z, void* y, void* ws, const Epilogue& e) {
   const float one = 1.f, zero = 0.f;
   const ConvDescs& d = p.d;
   GPUOPT_CHECK_CALL(cudnnConvolutionForward(h, &one, d.x, x, d.w, w, d.conv, p.algo, ws, p.workspace, &zero, d.y, y));
-  if (!b && !z && !relu) return Status::Ok();
-  return launch_conv_epilogue(e.dt, y, b, z, e.n, e.channels, e.spatial, relu, e.stream);
+  if (!b && !z && act == ConvAct::kNone) return Status::Ok();
+  return launch_conv_epilogue(e.dt, y, b, z, e.n, e.channels, e.spatial, act, e.stream);
 }
 
 // The fused call; cuDNN's own status, since a refusal is not an error (the caller falls back).
@@ -154,7 +158,8 @@ Status time_fused_vs_separate(CudaKernelContext& k, cudnnHandle_t h, const Fused
     const cudnnStatus_t st = run_fused(h, p, x, w, bias, z, y, ws);
     return st == CUDNN_STATUS_SUCCESS ? Status::Ok() : Status::Unimplemented("{}", cudnnGetErrorString(st));
   };
-  auto separate = [&] { return run_decomposed(h, p, relu, x, w, b_or_null, z, y, ws, epi); };
+  const ConvAct act = relu ? ConvAct::kRelu : ConvAct::kNone;
+  auto separate = [&] { return run_decomposed(h, p, act, x, w, b_or_null, z, y, ws, epi); };
   Status st = fused();
   if (st.ok()) st = separate();
   if (st.ok()) {
@@ -198,6 +203,8 @@ size_t call_bytes(const FusedPlan& plan, const ConvKey& key, bool has_b) {
   return align_up(plan.workspace) + (has_b ? 0 : align_up(bias_bytes(key)));
 }
 
+// relu: the plan for cuDNN's fused call with RELU (any algorithm); false: IDENTITY (precomputed
+// GEMM only, or decomposed). HardSwish/Swish take the RELU plan's algorithm and never the fused call.
 const FusedPlan* find_plan(CudaKernelContext& k, cudnnHandle_t h, const ConvKey& key, bool relu, bool has_b) {
   const size_t bias_reserve = has_b ? 0 : align_up(bias_bytes(key));
   return g_plans[relu][has_b].get(
@@ -205,8 +212,9 @@ const FusedPlan* find_plan(CudaKernelContext& k, cudnnHandle_t h, const ConvKey&
 }
 
 // Runs a built plan; ws holds call_bytes(plan, key, a.b != nullptr).
-Status run_plan(CudaKernelContext& k, cudnnHandle_t h, const FusedPlan& plan, const ConvKey& key, bool relu,
+Status run_plan(CudaKernelContext& k, cudnnHandle_t h, const FusedPlan& plan, const ConvKey& key, ConvAct act,
                 const ConvArgs& a, void* ws, int64_t y_numel) {
+  const bool relu = act == ConvAct::kRelu;
   const void* bias = a.b;
   if (!a.b) {
     // Zeroed on the stream each run (a few hundred bytes): other kernels share the workspace.
@@ -216,12 +224,13 @@ Status run_plan(CudaKernelContext& k, cudnnHandle_t h, const FusedPlan& plan, co
   }
   // Channels-last: the channel of element i is i % M (spatial extent 1 in the epilogue's terms).
   const Epilogue epi{key.dt, y_numel, key.m, key.nhwc ? 1 : key.oh * key.ow, k.ctx.stream};
+  if (act != ConvAct::kNone && !relu) return run_decomposed(h, plan, act, a.x, a.w, a.b, a.z, a.y, ws, epi);
   if (!plan.decomposed.load() && !plan.timed.exchange(true)) {
     GPUOPT_RETURN_IF_ERROR(time_fused_vs_separate(k, h, plan, relu, a.x, a.w, a.b, bias, a.z, a.y, ws, epi));
     if (plan.timed.load()) record_choice(plan);  // measured (not deferred by a capture)
   }
   if (plan.decomposed.load(std::memory_order_relaxed))
-    return run_decomposed(h, plan, relu, a.x, a.w, a.b, a.z, a.y, ws, epi);
+    return run_decomposed(h, plan, act, a.x, a.w, a.b, a.z, a.y, ws, epi);
   const cudnnStatus_t s = run_fused(h, plan, a.x, a.w, bias, a.z, a.y, ws);
   if (s == CUDNN_STATUS_SUCCESS) return Status::Ok();
   // cuDNN 9 codes 2xxx (BAD_PARAM_*) and 3xxx (NOT_SUPPORTED_*) are refusals checked on the host
@@ -235,17 +244,17 @@ Status run_plan(CudaKernelContext& k, cudnnHandle_t h, const FusedPlan& plan, co
                node_label(k.node), dtype_name(key.dt), cudnnGetErrorString(s));
     record_choice(plan);
   }
-  return run_decomposed(h, plan, relu, a.x, a.w, a.b, a.z, a.y, ws, epi);
+  return run_decomposed(h, plan, act, a.x, a.w, a.b, a.z, a.y, ws, epi);
 }
 
 // cuDNN has no channels-last algorithm for this NhwcFusedConv shape (its plan failed to build):
 // the NCHW plan on transposed copies keeps the node on the GPU and correct, at the price of the
 // transposes NHWC was meant to save (logged once per shape at info).
 Status run_nhwc_through_nchw(CudaKernelContext& k, cudnnHandle_t h, const FusedPlan& nhwc_plan, const ConvKey& key,
-                             bool relu, const ConvArgs& a) {
+                             ConvAct act, const ConvArgs& a) {
   ConvKey nchw = key;
   nchw.nhwc = false;
-  const FusedPlan* plan = find_plan(k, h, nchw, relu, a.b != nullptr);
+  const FusedPlan* plan = find_plan(k, h, nchw, act != ConvAct::kNone, a.b != nullptr);
   GPUOPT_RETURN_IF_ERROR(plan->status.with_context(node_label(k.node)));
   if (!nhwc_plan.decomposed.exchange(true))
     GPUOPT_LOG(info, "{}: no channels-last cuDNN algorithm for this {} shape ({}); running it NCHW between transposes",
@@ -266,7 +275,7 @@ Status run_nhwc_through_nchw(CudaKernelContext& k, cudnnHandle_t h, const FusedP
   GPUOPT_RETURN_IF_ERROR(launch_transpose(es, a.x, x2, xs, to_nchw, s));
   GPUOPT_RETURN_IF_ERROR(launch_transpose(es, a.w, w2, ws, to_nchw, s));
   if (a.z) GPUOPT_RETURN_IF_ERROR(launch_transpose(es, a.z, z2, ys, to_nchw, s));
-  GPUOPT_RETURN_IF_ERROR(run_plan(k, h, *plan, nchw, relu, {x2, w2, a.b, z2, y2}, conv_ws, shape_numel(ys)));
+  GPUOPT_RETURN_IF_ERROR(run_plan(k, h, *plan, nchw, act, {x2, w2, a.b, z2, y2}, conv_ws, shape_numel(ys)));
   return launch_transpose(es, y2, a.y, Shape{key.n, key.m, key.oh, key.ow}, to_nhwc, s);
 }
 
@@ -276,20 +285,21 @@ Status run_fused_conv_as(CudaKernelContext& k, bool nhwc) {
   Tensor& y = k.out(0);
   const bool has_b = k.inputs.size() > 2 && k.inputs[2];
   const bool has_z = k.inputs.size() > 3 && k.inputs[3];
-  const bool relu = k.node.attr_s("activation", "") == "Relu";
+  const std::optional<ConvAct> act = conv_act_from_name(k.node.attr_s("activation", ""));
+  if (!act) return k.error("activation '{}' has no CUDA epilogue", k.node.attr_s("activation", ""));
   if (has_z && k.in(3).shape() != y.shape())
     return k.error("Z has shape {} but the convolution output is {}", shape_to_string(k.in(3).shape()),
                    shape_to_string(y.shape()));
   const ConvKey key = forward_conv_key(k.node, x.shape(), w.shape(), y.shape(), x.dtype(), nhwc);
   const ConvArgs a{x.raw(), w.raw(), has_b ? k.in(2).raw() : nullptr, has_z ? k.in(3).raw() : nullptr, y.raw()};
-  if (nhwc && depthwise_nhwc_applies(key)) return run_depthwise_nhwc(k, key, relu, a.x, a.w, a.b, a.z, a.y);
+  if (nhwc && depthwise_nhwc_applies(key)) return run_depthwise_nhwc(k, key, *act, a.x, a.w, a.b, a.z, a.y);
   GPUOPT_ASSIGN_OR_RETURN(cudnnHandle_t h, k.ctx.cudnn());
-  const FusedPlan* plan = find_plan(k, h, key, relu, has_b);
-  if (nhwc && !plan->status.ok()) return run_nhwc_through_nchw(k, h, *plan, key, relu, a);
+  const FusedPlan* plan = find_plan(k, h, key, *act != ConvAct::kNone, has_b);
+  if (nhwc && !plan->status.ok()) return run_nhwc_through_nchw(k, h, *plan, key, *act, a);
   GPUOPT_RETURN_IF_ERROR(plan->status.with_context(node_label(k.node)));
   Tensor hold;
   GPUOPT_ASSIGN_OR_RETURN(void* ws, call_workspace(k.ctx, call_bytes(*plan, key, has_b), &hold));
-  return run_plan(k, h, *plan, key, relu, a, ws, y.numel());
+  return run_plan(k, h, *plan, key, *act, a, ws, y.numel());
 }
 
 Status run_fused_conv(CudaKernelContext& k) {
@@ -304,8 +314,7 @@ bool fused_conv_supported(const Node& n, const std::vector<DType>& in) {
   for (size_t i = 2; i < in.size() && i < 4; ++i)
     if (in[i] != DType::Undefined && in[i] != in[0]) return false;
   if (in[0] != DType::F32 && in[0] != DType::F16 && in[0] != DType::BF16) return false;
-  const std::string act = n.attr_s("activation", "");
-  if (!act.empty() && act != "Relu") return false;  // the other activations run on the CPU
+  if (!conv_act_from_name(n.attr_s("activation", ""))) return false;  // the other activations run on the CPU
   return conv2d_attrs_supported(n);                 // the rest as Conv's CUDA kernel
 }
 
