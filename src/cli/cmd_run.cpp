@@ -9,6 +9,7 @@
 #include "gpuopt/session.h"
 #include "ir/graph.h"
 #include "onnx/onnx.pb.h"
+#include "quant/fp8.h"
 #include "quant/qdq_writer.h"
 #include "quant/quantizer.h"
 #include "profile/inputs.h"
@@ -157,6 +158,7 @@ void print_profile(const RunProfile& p) {
 // as ONNX Runtime's CPU provider runs an fp16 model): its numerics, not a speed-up.
 std::string precision_note(const Options& o) {
   if (o.precision == "fp32" || o.device != "cpu") return o.precision;
+  if (o.precision == "fp8") return "fp8 (CPU reference: e4m3 GEMMs emulated, f32 rest)";
   return fmt::format("{} (CPU reference: {} tensors, f32 math: {} numerics, not {} speed)", o.precision,
                      o.precision == "fp16" ? "f16" : "bf16", o.precision, o.precision);
 }
@@ -167,10 +169,13 @@ int run(const Options& o) {
   so.precision = o.precision;
   // int8 on a float model: load it in f32 to make the inputs, then calibrate on them.
   bool calibrate = false;
-  if (o.precision == "int8") {
+  if (o.precision == "int8" || o.precision == "fp8") {
     auto proto = quant::read_model_proto(o.model);
     if (!proto.ok()) return report_error(proto.status());
     calibrate = !quant::has_quantized_ops(*proto);
+    if (!calibrate && o.precision == "fp8")
+      return report_error(Status::InvalidArgument("--precision fp8 takes a float model; {} has QuantizeLinear/"
+                                                  "DequantizeLinear nodes (run it with --precision int8)", o.model), true);
     if (calibrate) so.precision = "fp32";
   }
   so.cuda_graphs = !o.no_cuda_graphs;
@@ -222,7 +227,25 @@ int run(const Options& o) {
   }
   for (const auto& [name, t] : given) feeds.emplace_back(name, t);  // Session::run names the unknown one
   std::unique_ptr<Session> quantized;
-  if (calibrate) {
+  nlohmann::json fp8_info;
+  if (calibrate && o.precision == "fp8") {
+    fmt::print(stderr,
+               "gpuopt: warning: calibrating fp8 scales on this run's {} inputs; the accuracy is unknown without real "
+               "data (docs/quantization.md)\n",
+               o.random ? "random" : "given");
+    auto fm = quant::fp8_on_inputs(o.model, feeds, o.device);
+    if (!fm.ok()) return report_error(fm.status());
+    fmt::print(stderr, "gpuopt: fp8: {} GEMMs in e4m3, {} kept in float{}{}\n", fm->rewritten, fm->kept.size(),
+               fm->kept.empty() ? "" : ": ", fm->kept.empty() ? "" : fm->kept.front() + (fm->kept.size() > 1 ? ", ..." : ""));
+    fp8_info = {{"gemms", fm->rewritten}, {"chained", fm->chained}, {"shared", fm->shared}, {"kept", fm->kept}};
+    // No GEMM qualified: the session pipeline refuses fp8 without Fp8Gemm nodes; the float model
+    // then runs as it would at fp8 otherwise (fp16 on the GPU, f32 on the CPU), as said above.
+    so.precision = fm->rewritten > 0 ? o.precision : o.device.is_cuda() ? "fp16" : "fp32";
+    auto q = Session::from_graph(std::move(fm->graph), so);
+    if (!q.ok()) return report_error(q.status());
+    quantized = std::move(*q);
+    sp = quantized.get();
+  } else if (calibrate) {
     fmt::print(stderr,
                "gpuopt: warning: {} has no QDQ nodes: calibrating int8 scales on this run's {} inputs; the accuracy is "
                "unknown without real data (gpuopt quantize --calibration DATA, docs/quantization.md)\n",
@@ -293,6 +316,7 @@ int run(const Options& o) {
     j["model"] = o.model;
     j["device"] = o.device.to_string();
     j["precision"] = o.precision;
+    if (!fp8_info.is_null()) j["fp8"] = fp8_info;
     j["batch"] = batch;
     j["iterations"] = o.iterations;
     j["latency_ms"] = {{"min", mn}, {"median", med}, {"p99", p99}};
@@ -389,8 +413,9 @@ void setup(CLI::App& app) {
   cmd->add_option("--warmup", o->warmup, "Untimed runs first (default 1)")->check(int_range(0, 1000000));
   add_device_option(cmd, &o->device, "cpu (reference), or cuda / cuda:N (a CUDA device by index) when built in");
   cmd->add_option("--precision", o->precision,
-                  "fp32, fp16, bf16 or int8 (inputs and outputs stay f32; int8 calibrates a float model on its inputs)")
-      ->check(one_of({"fp32", "fp16", "bf16", "int8"}));
+                  "fp32, fp16, bf16, int8 or fp8 (inputs and outputs stay f32; int8 and fp8 calibrate a float model on its "
+                  "inputs)")
+      ->check(one_of({"fp32", "fp16", "bf16", "int8", "fp8"}));
   cmd->add_option("--memory-limit", o->memory_limit, "Cap on device memory for the run's tensors, e.g. 2G");
   cmd->add_option("--seed", o->seed, "Seed of --random-inputs (default 0)");
   cmd->add_option("--cache-dir", o->cache_dir,

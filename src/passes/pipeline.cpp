@@ -44,12 +44,13 @@ bool FusionSwitches::enabled(std::string_view pass) const {
 Status FusionSwitches::validate() const {
   static constexpr std::string_view kNames[] = {"conv",      "matmul_bias",     "gelu",           "layernorm",
                                                 "attention", "gemm_activation", "skip_layernorm", "transpose",
-                                                "nhwc",      "qdq",             "gemm_scale",     "qdq_attention"};
+                                                "nhwc",      "qdq",             "gemm_scale",     "fp8_chain",
+                                                "qdq_attention"};
   for (const auto& n : off)
     if (std::find(std::begin(kNames), std::end(kNames), n) == std::end(kNames))
       return Status::InvalidArgument(
           "GPUOPT_DISABLE_FUSION: unknown fusion '{}' (valid: 1 or all, or a list of conv, matmul_bias, gelu, layernorm, "
-          "attention, gemm_activation, skip_layernorm, transpose, nhwc, qdq, gemm_scale, qdq_attention)",
+          "attention, gemm_activation, skip_layernorm, transpose, nhwc, qdq, gemm_scale, fp8_chain, qdq_attention)",
           n);
   return Status::Ok();
 }
@@ -133,12 +134,18 @@ Status run_session_passes(Graph* g, const Device& device, std::string_view preci
     }
     precision = device.is_cuda() ? "fp16" : "fp32";
   }
+  if (precision == "fp8") {  // Fp8Gemm nodes (passes/fp8.h) carry it; the float rest as int8's
+    if (std::none_of(g->nodes().begin(), g->nodes().end(), [](const Node& n) { return n.op == Op::Fp8Gemm; }))
+      return Status::InvalidArgument("precision fp8: the graph has no Fp8Gemm nodes; gpuopt run --precision fp8 "
+                                     "calibrates a float model and writes them (docs/quantization.md)");
+    precision = device.is_cuda() ? "fp16" : "fp32";
+  }
   if (optimize) GPUOPT_RETURN_IF_ERROR(run_default_passes(g, sw));
   const bool low = precision == "fp16" || precision == "bf16";
   if (low) {
     GPUOPT_RETURN_IF_ERROR(convert_precision(g, precision == "fp16" ? DType::F16 : DType::BF16).status());
   } else if (precision != "fp32") {
-    return Status::InvalidArgument("precision '{}' is not one of fp32, fp16, bf16, int8", precision);
+    return Status::InvalidArgument("precision '{}' is not one of fp32, fp16, bf16, int8, fp8", precision);
   }
   // cuDNN's tensor-core convolutions are channels-last; NCHW ones transpose inside every call.
   if (optimize && low && device.is_cuda() && sw.enabled("nhwc")) {

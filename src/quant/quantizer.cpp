@@ -26,9 +26,10 @@ void report(const QuantizeOptions& o, std::string_view stage, size_t done, size_
   if (o.progress) o.progress(stage, done, total);
 }
 
-// f32 histograms of `tensors`, from runs of `graph` with them as extra outputs.
-Result<std::map<std::string, Histogram>> collect(const Graph& graph, const std::vector<std::string>& tensors,
-                                                 const std::vector<Sample>& samples, const QuantizeOptions& o) {
+}  // namespace
+
+Result<std::map<std::string, Histogram>> collect_histograms(const Graph& graph, const std::vector<std::string>& tensors,
+                                                            const std::vector<Sample>& samples, const QuantizeOptions& o) {
   Graph g = graph;
   std::map<std::string, Histogram> hist;
   std::vector<std::string> extra;  // tensors read from the outputs, in output order after the model's
@@ -61,6 +62,8 @@ Result<std::map<std::string, Histogram>> collect(const Graph& graph, const std::
   }
   return hist;
 }
+
+namespace {
 
 Result<std::vector<NamedTensors>> run_samples(const Session& s, const std::vector<Sample>& samples) {
   std::vector<NamedTensors> outs;
@@ -210,7 +213,7 @@ Result<QuantizeResult> quantize_model(const std::string& model_path, const std::
                                        o.cache_in, t);
   } else {
     if (calib.empty()) return Status::InvalidArgument("no calibration samples");
-    GPUOPT_ASSIGN_OR_RETURN(auto hist, collect(graph, res.plan.tensors, calib, o));
+    GPUOPT_ASSIGN_OR_RETURN(auto hist, collect_histograms(graph, res.plan.tensors, calib, o));
     for (const auto& [name, h] : hist) {
       TensorStat st;
       st.amax = choose_amax(h, o.method, o.params);

@@ -93,6 +93,11 @@ Result<QuantizeResult> quantize_model(const std::string& model_path, const std::
 // and returns the QDQ model as a graph. The accuracy is unknown: the caller says so.
 Result<Graph> quantize_on_inputs(const std::string& model_path, const NamedTensors& feeds, const Device& device);
 
+// f32 histograms of `tensors` (value names of `graph`), from runs of `graph` as it is (no
+// passes) with them as extra outputs; graph inputs are read from the samples.
+Result<std::map<std::string, Histogram>> collect_histograms(const Graph& graph, const std::vector<std::string>& tensors,
+                                                            const std::vector<Sample>& samples, const QuantizeOptions& o);
+
 // The model's inputs as gpuopt sees them (names, dtypes, shapes), to read calibration data.
 Result<std::vector<TensorInfo>> model_inputs(const std::string& model_path);
 

@@ -8,9 +8,16 @@
 // counts cuDNN's int8 kernels do not take: C=12 its dp4a loop, C=6 its scalar one). The sums are exact; float outputs carry the
 // epilogue's f32 rounding, int8 outputs may differ by one step where v / y_scale is that close to
 // a half (int_steps 1). Int8Add (fold_qdq's residual add) likewise.
+//
+// Fp8Gemm (--precision fp8): our e4m3 quantization of A, then cuBLASLt's FP8 GEMM. The reference
+// rounds A to e4m3 the same way (ops/quant/fp8_e4m3.h) and sums exactly, so what differs is the
+// accumulation order and the output's rounding: the output dtype's tolerance. The weights are
+// N(0, 1/K) so outputs stay near 1 and the tolerance is not spent on the sum's magnitude.
 #include "cases.h"
+#include "ops/quant/fp8_e4m3.h"
 
 #include <cmath>
+#include <random>
 
 namespace gpuopt::backend_ops {
 namespace {
@@ -65,6 +72,82 @@ void add_int8_add_cases(std::vector<Case>& cases) {
     }
 }
 
+void add_fp8_cases(std::vector<Case>& cases) {
+  const InputSpec none{DType::Undefined, {}, false, {}, 0, 0};
+  struct Sz {
+    int64_t m, k, n;
+    const char* what;
+  };
+  const Sz sizes[] = {{1, 768, 768, "m=1"},       {7, 64, 64, "m=7"},           {129, 3072, 768, "BERT FFN2"},
+                      {129, 768, 3072, "BERT FFN1"}, {256, 64, 3072, "wide N"}};
+  std::mt19937 rng(13);
+  for (const Sz& s : sizes) {
+    std::normal_distribution<float> nd(0.f, 1.f / std::sqrt(static_cast<float>(s.k)));
+    std::vector<float> w(static_cast<size_t>(s.n * s.k));
+    float amax = 0;
+    for (float& v : w) amax = std::max(amax, std::fabs(v = nd(rng)));
+    const float b_scale = amax / fp8::kE4M3Max;
+    std::vector<double> bits(w.size());
+    for (size_t i = 0; i < w.size(); ++i) bits[i] = fp8::f32_to_e4m3(w[i] / b_scale);
+    const InputSpec b = const_tensor(DType::U8, {s.n, s.k}, bits);
+    for (DType dt : {DType::F16, DType::BF16}) {
+      const AttributeMap scales{{"a_scale", attr_f(1.0f / fp8::kE4M3Max)}, {"b_scale", attr_f(b_scale)}};
+      AttributeMap relu = scales, gelu = scales;
+      relu["activation"] = attr_s("Relu");
+      gelu["activation"] = attr_s("Gelu");
+      cases.push_back({"Fp8Gemm", label(dt, {s.m, s.k, s.n}, std::string(s.what) + " bias"),
+                       {data(dt, {s.m, s.k}, -1, 1), b, data(dt, {s.n}, -1, 1)}, scales});
+      cases.push_back({"Fp8Gemm", label(dt, {s.m, s.k, s.n}, std::string(s.what) + " bias relu"),
+                       {data(dt, {s.m, s.k}, -1, 1), b, data(dt, {s.n}, -1, 1)}, relu});
+      cases.push_back({"Fp8Gemm", label(dt, {s.m, s.k, s.n}, std::string(s.what) + " bias gelu (tanh epilogue)"),
+                       {data(dt, {s.m, s.k}, -1, 1), b, data(dt, {s.n}, -1, 1)}, gelu});
+      cases.push_back({"Fp8Gemm", label(dt, {s.m, s.k, s.n}, std::string(s.what) + " no bias"),
+                       {data(dt, {s.m, s.k}, -1, 1), b, none}, scales});
+    }
+  }
+  // The chained forms (passes/fp8.h): an e4m3 (u8) A with a bias, and an e4m3 output (y_scale;
+  // Relu, so no value near 0 changes sign: codes may differ by one step, int_steps 1).
+  {
+    const int64_t m = 129, k = 768, n = 3072;
+    std::normal_distribution<float> nd(0.f, 1.f / std::sqrt(static_cast<float>(k)));
+    std::vector<double> wb(static_cast<size_t>(n * k)), ab(static_cast<size_t>(m * k));
+    for (double& v : wb) v = fp8::f32_to_e4m3(nd(rng) * 448.f / 4.f);
+    std::normal_distribution<float> na(0.f, 100.f);
+    for (double& v : ab) v = fp8::f32_to_e4m3(na(rng));
+    const AttributeMap sc{{"a_scale", attr_f(1.0f / 100)}, {"b_scale", attr_f(4.f / 448)}};
+    cases.push_back({"Fp8Gemm", label(DType::F16, {m, k, n}, "e4m3 A, bias"),
+                     {const_tensor(DType::U8, {m, k}, ab), const_tensor(DType::U8, {n, k}, wb), data(DType::F16, {n}, -1, 1)},
+                     sc});
+    AttributeMap out = sc;
+    out["activation"] = attr_s("Relu");
+    out["y_scale"] = attr_f(4.f / 448);
+    Case q{"Fp8Gemm", label(DType::F16, {m, k, n}, "e4m3 out, bias relu"),
+           {data(DType::F16, {m, k}, -1, 1), const_tensor(DType::U8, {n, k}, wb), data(DType::F16, {n}, -1, 1)}, out};
+    q.attrs["a_scale"] = attr_f(1.0f / 448);
+    q.int_steps = 1;
+    cases.push_back(q);
+  }
+  // The shared form: output 1 is the e4m3 A itself, compared code for code (the GPU's conversion
+  // against fp8_e4m3.h, ties and saturation included: A spans beyond a_scale's range).
+  for (DType dt : {DType::F16, DType::BF16}) {
+    const int64_t m = 64, k = 768, n = 768;
+    std::normal_distribution<float> nd(0.f, 1.f / std::sqrt(static_cast<float>(k)));
+    std::vector<double> wb(static_cast<size_t>(n * k));
+    for (double& v : wb) v = fp8::f32_to_e4m3(nd(rng) * 448.f / 4.f);
+    Case c{"Fp8Gemm", label(dt, {m, k, n}, "bias, e4m3 A as output 1"),
+           {data(dt, {m, k}, -3, 3), const_tensor(DType::U8, {n, k}, wb), data(dt, {n}, -1, 1)},
+           {{"a_scale", attr_f(2.0f / 448)}, {"b_scale", attr_f(4.f / 448)}}};
+    c.num_outputs = 2;
+    cases.push_back(c);
+  }
+  // A of rank 3 (the leading dims flatten into M), and values beyond a_scale's range saturating.
+  std::vector<double> bits(32 * 64);
+  for (size_t i = 0; i < bits.size(); ++i) bits[i] = fp8::f32_to_e4m3(static_cast<float>((i * 37) % 97) - 48.0f);
+  cases.push_back({"Fp8Gemm", label(DType::F16, {2, 9, 64}, "rank-3 A, saturating"),
+                   {data(DType::F16, {2, 9, 64}, -2, 2), const_tensor(DType::U8, {32, 64}, bits), none},
+                   {{"a_scale", attr_f(1.0f / fp8::kE4M3Max)}, {"b_scale", attr_f(1.0f / 1024)}}});
+}
+
 }  // namespace
 
 void add_int8_cases(std::vector<Case>& cases) {
@@ -95,6 +178,7 @@ void add_int8_cases(std::vector<Case>& cases) {
   }
   add_int8_conv_cases(cases);
   add_int8_add_cases(cases);
+  add_fp8_cases(cases);
 }
 
 }  // namespace gpuopt::backend_ops

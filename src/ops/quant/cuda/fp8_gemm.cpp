@@ -1,0 +1,235 @@
+// Fp8Gemm (ai.gpuopt, written by the fp8 rewrite, passes/fp8.h) on the GPU: the activation
+// quantized to e4m3 (fp8_gemm.cu), then cuBLASLt's FP8 tensor-core GEMM: e4m3 x e4m3, f32
+// accumulation, alpha = a_scale * b_scale, output and bias in A's type (f16 or bf16) with the
+// bias (and Relu) in the BIAS / RELU_BIAS epilogue. FP8 takes "TN" only: cuBLASLt's A is our
+// [N, K] weight, transposed, and its B our row-major [M, K] activation, both K-major. Needs
+// compute capability 8.9 or newer (Ada, Hopper) and K, N multiples of 16 (the rewrite writes
+// nothing else). Plans are cached by device and shape, failures too.
+//
+// Shared and chained (passes/fp8.h): an optional second output receives the e4m3 A (siblings
+// reading the same activation take it as their A); an e4m3 (u8) A is read as it is, and a u8
+// output is cuBLASLt's e4m3 D with D scale 1 / y_scale (a device float written by a one-thread
+// kernel into the workspace, so a captured graph replays it), C typed as the bias and never read
+// (beta 0). Where cuBLASLt has no such algorithm, the GEMM writes f16/bf16 into a scratch buffer
+// and the quantize kernel makes the e4m3 output (same numbers, one more pass).
+#include "backends/cuda/cuda_ops.h"
+#include "backends/cuda/device_memory.h"
+#include "ops/quant/cuda/fp8_gemm.h"
+#include "ops/quant/fp8_gemm_attrs.h"
+#include "core/cuda_check.h"
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+
+namespace gpuopt::cuda {
+namespace {
+
+using Act = quant::Fp8GemmAttrs::Act;
+
+struct Fp8Key {
+  int device;
+  int64_t m, n, k;
+  DType ft;       // the float type: bias, C, and D unless fp8_out
+  bool fp8_out;   // D is e4m3
+  bool bias;
+  Act act;
+  size_t workspace;
+  auto tie() const { return std::tie(device, m, n, k, ft, fp8_out, bias, act, workspace); }
+  bool operator<(const Fp8Key& o) const { return tie() < o.tie(); }
+};
+
+struct Fp8Plan {
+  Status status;  // a failed plan is kept with its reason
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr, ld = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  ~Fp8Plan() {
+    if (la) cublasLtMatrixLayoutDestroy(la);
+    if (lb) cublasLtMatrixLayoutDestroy(lb);
+    if (lc) cublasLtMatrixLayoutDestroy(lc);
+    if (ld) cublasLtMatrixLayoutDestroy(ld);
+    if (op) cublasLtMatmulDescDestroy(op);
+  }
+};
+
+std::mutex g_mu;
+std::map<Fp8Key, std::unique_ptr<Fp8Plan>> g_plans;
+
+// Column-major view of row-major Y[m, n] = Aq[m, k] . W[n, k]^T: Y^T[n, m] = W (col-major
+// [k, n], transposed) times Aq^T (col-major [k, m]).
+Status build(Fp8Plan* p, const Fp8Key& key, ExecContext& ctx, const float* d_scale) {
+  const cudaDataType_t ft = key.ft == DType::BF16 ? CUDA_R_16BF : CUDA_R_16F;
+  GPUOPT_CHECK_CALL(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t t = CUBLAS_OP_T, nn = CUBLAS_OP_N;
+  GPUOPT_CHECK_CALL(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof(t)));
+  GPUOPT_CHECK_CALL(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &nn, sizeof(nn)));
+  const bool relu = key.act == Act::kRelu, gelu = key.act == Act::kGelu || key.act == Act::kGeluTanh;
+  if (key.bias || relu || gelu) {
+    const cublasLtEpilogue_t e = key.bias ? (relu ? CUBLASLT_EPILOGUE_RELU_BIAS : gelu ? CUBLASLT_EPILOGUE_GELU_BIAS
+                                                                                       : CUBLASLT_EPILOGUE_BIAS)
+                                          : (relu ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_GELU);
+    GPUOPT_CHECK_CALL(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof(e)));
+    if (key.bias)
+      GPUOPT_CHECK_CALL(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &ft, sizeof(ft)));
+  }
+  if (key.fp8_out)  // set again per call (the pointer is the caller's); here for the heuristic
+    GPUOPT_CHECK_CALL(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, &d_scale, sizeof(d_scale)));
+  const auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
+  GPUOPT_CHECK_CALL(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_8F_E4M3, u(key.k), u(key.n), key.k));
+  GPUOPT_CHECK_CALL(cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_8F_E4M3, u(key.k), u(key.m), key.k));
+  GPUOPT_CHECK_CALL(cublasLtMatrixLayoutCreate(&p->lc, ft, u(key.n), u(key.m), key.n));
+  GPUOPT_CHECK_CALL(cublasLtMatrixLayoutCreate(&p->ld, key.fp8_out ? CUDA_R_8F_E4M3 : ft, u(key.n), u(key.m), key.n));
+  cublasLtMatmulPreference_t pref = nullptr;
+  GPUOPT_CHECK_CALL(cublasLtMatmulPreferenceCreate(&pref));
+  std::unique_ptr<std::remove_pointer_t<cublasLtMatmulPreference_t>, decltype(&cublasLtMatmulPreferenceDestroy)> guard(
+      pref, &cublasLtMatmulPreferenceDestroy);
+  const size_t ws = key.workspace;
+  GPUOPT_CHECK_CALL(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+  cublasLtMatmulHeuristicResult_t res{};
+  int found = 0;
+  const cublasStatus_t st =
+      cublasLtMatmulAlgoGetHeuristic(ctx.lt, p->op, p->la, p->lb, p->lc, p->ld, pref, 1, &res, &found);
+  if (st != CUBLAS_STATUS_SUCCESS || found == 0)
+    return Status::Unimplemented("cuBLASLt has no FP8 algorithm for m={} n={} k={} ({} out): {}", key.m, key.n, key.k,
+                                 key.fp8_out ? "e4m3" : dtype_name(key.ft), cublasLtGetStatusString(st));
+  p->algo = res.algo;
+  return Status::Ok();
+}
+
+// FP8 tensor cores: compute capability 8.9 (Ada) or 9.0+ (Hopper), asked once per device.
+Status check_fp8_device(int device) {
+  static std::mutex mu;
+  static std::map<int, int> cc;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cc.find(device);
+  if (it == cc.end()) {
+    int major = 0, minor = 0;
+    GPUOPT_CHECK_CALL(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    GPUOPT_CHECK_CALL(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+    it = cc.emplace(device, major * 10 + minor).first;
+  }
+  if (it->second < 89)
+    return Status::Unimplemented("Fp8Gemm needs FP8 tensor cores (compute capability 8.9 or newer); cuda:{} is {}.{}",
+                                 device, it->second / 10, it->second % 10);
+  return Status::Ok();
+}
+
+// Scratch for one call: slices of the context's workspace while they leave cuBLASLt at least
+// 1 MiB, else pool allocations freed after the launches are queued (stream-ordered).
+struct Scratch {
+  CudaKernelContext& k;
+  char* ws;
+  size_t ws_bytes;
+  std::vector<Tensor> hold;
+  explicit Scratch(CudaKernelContext& kc) : k(kc), ws(static_cast<char*>(kc.ctx.workspace)), ws_bytes(kc.ctx.workspace_bytes) {}
+  Result<void*> take(size_t bytes, const char* what) {
+    bytes = (bytes + 255) / 256 * 256;
+    if (bytes + (size_t{1} << 20) <= ws_bytes) {
+      void* p = ws;
+      ws += bytes;
+      ws_bytes -= bytes;
+      return p;
+    }
+    if (!k.ctx.memory) return k.error("{} bytes of {} do not fit the workspace", bytes, what);
+    GPUOPT_ASSIGN_OR_RETURN(Tensor t, k.ctx.memory->alloc(DType::U8, Shape{static_cast<int64_t>(bytes)}, k.ctx.stream, what));
+    hold.push_back(std::move(t));
+    return hold.back().raw();
+  }
+};
+
+Fp8Plan* plan_for(const Fp8Key& key, ExecContext& ctx, const float* d_scale) {  // under g_mu
+  auto& slot = g_plans[key];
+  if (!slot) {
+    slot = std::make_unique<Fp8Plan>();
+    slot->status = build(slot.get(), key, ctx, d_scale);
+  }
+  return slot.get();
+}
+
+Status run_fp8_gemm(CudaKernelContext& k) {
+  GPUOPT_ASSIGN_OR_RETURN(const quant::Fp8GemmAttrs at, quant::Fp8GemmAttrs::read(k));
+  const Tensor& a = k.in(0);
+  const Tensor& w = k.in(1);
+  if (w.rank() != 2) return k.error("B {} must have rank 2 ([N, K])", w.describe());
+  const int64_t n = w.dim(0), kk = w.dim(1);
+  if (a.rank() < 1 || a.dim(-1) != kk) return k.error("A {} does not end in K = {}", a.describe(), kk);
+  if (kk % 16 != 0 || n % 16 != 0) return k.error("K = {} and N = {} must be multiples of 16 for FP8", kk, n);
+  const bool bias = k.has_input(2) && k.inputs[2];
+  if (bias && k.in(2).numel() != n) return k.error("bias has {} values; expected {}", k.in(2).numel(), n);
+  const bool a_fp8 = a.dtype() == DType::U8;
+  if (a_fp8 && !bias) return k.error("an e4m3 (u8) A needs a bias");
+  const int64_t m = a.numel() / kk;
+  Tensor& y = k.out(0);
+  if (m == 0 || n == 0) return Status::Ok();
+  GPUOPT_RETURN_IF_ERROR(check_fp8_device(k.ctx.device));
+  const DType ft = a_fp8 ? k.in(2).dtype() : a.dtype();
+  const bool fp8_out = at.y_scale > 0;
+  Scratch sc(k);
+  float* d_scale = nullptr;
+  if (fp8_out) {
+    GPUOPT_ASSIGN_OR_RETURN(void* p, sc.take(sizeof(float), "the e4m3 output's scale"));
+    d_scale = static_cast<float*>(p);
+    GPUOPT_RETURN_IF_ERROR(launch_fp8_set_scalar(d_scale, 1.0f / at.y_scale, k.ctx.stream));
+  }
+  const void* aq = a.raw();
+  if (!a_fp8) {  // into output 1 when the node has it (siblings read it), else scratch
+    void* p = k.outputs.size() > 1 && k.outputs[1] ? k.out(1).raw() : nullptr;
+    if (!p) {
+      GPUOPT_ASSIGN_OR_RETURN(p, sc.take(static_cast<size_t>(m * kk), "e4m3 activation"));
+    }
+    GPUOPT_RETURN_IF_ERROR(launch_fp8_quantize(a.dtype(), a.raw(), a.numel(), at.a_scale, static_cast<uint8_t*>(p), k.ctx.stream));
+    aq = p;
+  }
+  const float alpha = at.a_scale * at.b_scale, beta = 0.f;
+  const void* bp = bias ? k.in(2).raw() : nullptr;
+  std::lock_guard<std::mutex> lock(g_mu);  // the bias and scale pointers are set on the shared descriptor
+  // Reserved before the plans are keyed: the fallback's scratch must not change the workspace
+  // the direct plan was chosen for.
+  Fp8Plan* direct = plan_for({k.ctx.device, m, n, kk, ft, fp8_out, bias, at.act, sc.ws_bytes}, k.ctx, d_scale);
+  auto launch = [&](Fp8Plan* p, void* d, size_t ws_bytes) -> cublasStatus_t {
+    if (bias) cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof(bp));
+    if (d == y.raw() && fp8_out)
+      cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, &d_scale, sizeof(d_scale));
+    // C: D's buffer, typed as the bias; never read (beta 0).
+    return cublasLtMatmul(k.ctx.lt, p->op, &alpha, w.raw(), p->la, aq, p->lb, &beta, d, p->lc, d, p->ld, &p->algo,
+                          sc.ws, ws_bytes, k.ctx.stream);
+  };
+  if (direct->status.ok()) {
+    const cublasStatus_t st = launch(direct, y.raw(), sc.ws_bytes);
+    if (st == CUBLAS_STATUS_SUCCESS) return Status::Ok();
+    if (!fp8_out) return k.error("cublasLtMatmul (FP8): {}", cublasLtGetStatusString(st));
+    direct->status = Status::Unimplemented("cublasLtMatmul with an e4m3 D: {}", cublasLtGetStatusString(st));
+  }
+  if (!fp8_out) return direct->status;
+  // No e4m3 D here: f16/bf16 into scratch, then quantized by y_scale.
+  GPUOPT_ASSIGN_OR_RETURN(void* tmp, sc.take(static_cast<size_t>(m * n) * 2, "fp8 output staging"));
+  Fp8Plan* wide = plan_for({k.ctx.device, m, n, kk, ft, false, bias, at.act, sc.ws_bytes}, k.ctx, nullptr);
+  GPUOPT_RETURN_IF_ERROR(wide->status);
+  const cublasStatus_t st = launch(wide, tmp, sc.ws_bytes);
+  if (st != CUBLAS_STATUS_SUCCESS) return k.error("cublasLtMatmul (FP8): {}", cublasLtGetStatusString(st));
+  return launch_fp8_quantize(ft, tmp, m * n, at.y_scale, y.data<uint8_t>(), k.ctx.stream);
+}
+
+bool fp8_gemm_supported(const Node& node, const std::vector<DType>& in) {
+  if (in.size() < 2 || in[1] != DType::U8) return false;
+  const bool half = in[0] == DType::F16 || in[0] == DType::BF16;
+  const bool has_bias = in.size() > 2 && in[2] != DType::Undefined;
+  if (in[0] == DType::U8) {
+    if (!has_bias || (in[2] != DType::F16 && in[2] != DType::BF16)) return false;
+  } else if (!half || (has_bias && in[2] != in[0])) {
+    return false;
+  }
+  const std::string act = node.attr_s("activation", "");
+  return act.empty() || act == "Relu" || act == "Gelu";
+}
+
+}  // namespace
+
+GPUOPT_CUDA_OP(Fp8Gemm, &run_fp8_gemm, &fp8_gemm_supported);
+
+}  // namespace gpuopt::cuda

@@ -1,0 +1,49 @@
+// The fp8 rewrite (--precision fp8, fp8_gemm.cpp): on a float (f32) graph after the default
+// passes, each GEMM with a constant weight becomes one ai.gpuopt Fp8Gemm (ops/quant/fp8_gemm.cpp)
+// with per-tensor e4m3 scales: the weight's amax / 448, computed here, and the activation's
+// amax / 448 from calibration (quant/fp8.h runs it). Matched:
+//
+//   MatMul(A, W const f32 [K, N])                              -> Fp8Gemm(A, e4m3(W^T))
+//   Gemm(A [M, K], W const, C const [N]) transA 0, alpha/beta 1 -> Fp8Gemm(A, e4m3(W or W^T), C)
+//   FusedGemm (com.microsoft) as Gemm, activation Relu/Gelu   -> Fp8Gemm(..., activation, approximate)
+//
+// K and N must be multiples of 16 (cuBLASLt's fp8 alignment); other GEMMs, and those whose
+// activation has no calibrated amax, stay in float (fp16 on the GPU) and are listed in `kept`.
+//
+// With `chain`, an Fp8Gemm whose output reaches input A of an Fp8Gemm with a bias through
+// Reshapes only (each its value's one reader besides Shape nodes, none a graph output) writes that A in e4m3 itself
+// (y_scale = the reader's a_scale): BERT's FFN up-projection (+ Gelu) feeding the down-projection
+// skips a quantize pass and an f16 round trip of its [tokens, 3072] output. And Fp8Gemms that
+// read one activation with one a_scale (BERT's Q, K and V projections) quantize it once: the
+// first writes the e4m3 codes as its second output, the others (those with a bias) read them.
+//
+//   auto names = fp8_activation_tensors(g);            // calibrate these (f32 runs of g)
+//   GPUOPT_ASSIGN_OR_RETURN(Fp8Stats st, rewrite_fp8(&g, amax_by_name));
+#pragma once
+
+#include "core/status.h"
+#include "ir/graph.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace gpuopt {
+
+struct Fp8Stats {
+  int rewritten = 0;               // GEMMs now Fp8Gemm
+  int chained = 0;                 // of them, writing the next one's e4m3 input
+  int shared = 0;                  // of them, reading a sibling's e4m3 copy of their input
+  std::vector<std::string> kept;   // "node 'x': reason" for GEMMs with a constant weight left in float
+};
+
+// The activation inputs of the GEMMs rewrite_fp8 can rewrite (those whose shapes qualify).
+std::vector<std::string> fp8_activation_tensors(const Graph& g);
+
+// Rewrites the qualifying GEMMs; `act_amax` maps an activation's value name to its amax.
+Result<Fp8Stats> rewrite_fp8(Graph* g, const std::map<std::string, double>& act_amax, bool chain = true);
+
+// The per-tensor scale for an amax: amax / 448, or 1 for an all-zero tensor.
+float fp8_scale(double amax);
+
+}  // namespace gpuopt
