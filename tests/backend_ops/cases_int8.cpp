@@ -106,7 +106,8 @@ void add_fp8_cases(std::vector<Case>& cases) {
     }
   }
   // The chained forms (passes/fp8.h): an e4m3 (u8) A with a bias, and an e4m3 output (y_scale;
-  // Relu, so no value near 0 changes sign: codes may differ by one step, int_steps 1).
+  // Relu, compared as e4m3 values: Case::e4m3_codes. On the H200 at b23ff47, with codes compared
+  // within one step, one of 396,288 outputs was code 4 against the reference's 0).
   {
     const int64_t m = 129, k = 768, n = 3072;
     std::normal_distribution<float> nd(0.f, 1.f / std::sqrt(static_cast<float>(k)));
@@ -124,7 +125,7 @@ void add_fp8_cases(std::vector<Case>& cases) {
     Case q{"Fp8Gemm", label(DType::F16, {m, k, n}, "e4m3 out, bias relu"),
            {data(DType::F16, {m, k}, -1, 1), const_tensor(DType::U8, {n, k}, wb), data(DType::F16, {n}, -1, 1)}, out};
     q.attrs["a_scale"] = attr_f(1.0f / 448);
-    q.int_steps = 1;
+    q.e4m3_codes = true;
     cases.push_back(q);
   }
   // The shared form: output 1 is the e4m3 A itself, compared code for code (the GPU's conversion

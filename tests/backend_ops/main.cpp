@@ -21,6 +21,7 @@
 #include "core/dispatch.h"
 #include "core/table.h"
 #include "ir/eval.h"
+#include "ops/quant/fp8_e4m3.h"
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -209,8 +210,14 @@ struct Harness {
       cudaMemcpy(got.raw(), dev_out[o].raw(), got.nbytes(), cudaMemcpyDeviceToHost);
       Tol tol = tolerance(want.dtype());
       if (dtype_is_integer(want.dtype())) tol.abs = c.int_steps;
+      const bool e4m3 = c.e4m3_codes && want.dtype() == DType::U8;
+      if (e4m3) tol = {0.015625, 0.125};  // 2^-6, or one step (3 mantissa bits) of |want|
       for (int64_t i = 0; i < want.numel(); ++i) {
-        const double w = want.get_f64(i), g = got.get_f64(i);
+        double w = want.get_f64(i), g = got.get_f64(i);
+        if (e4m3) {
+          w = fp8::e4m3_to_f32(static_cast<uint8_t>(w));
+          g = fp8::e4m3_to_f32(static_cast<uint8_t>(g));
+        }
         if (std::isnan(w) || std::isnan(g)) {
           if (std::isnan(w) != std::isnan(g)) return {Outcome::kFail, fmt::format("output {}[{}]: got {} want {}", o, i, g, w)};
           continue;

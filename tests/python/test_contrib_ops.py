@@ -406,8 +406,8 @@ def test_attention_runs_as_one_fused_node(tmp_path):
     path = tmp_path / "m.onnx"
     onnx.save(m, path)
     run_both(m, {"x": x, "mask": raw_mask(b, s)}, tmp_path)
-    from test_exported_transformers import ops_run
-    ops = ops_run(str(path))
+    from gpuopt_cli import op_counts
+    ops = op_counts(str(path))
     assert ops.get("Attention") == 2 and "Softmax" not in ops and "Split" not in ops, ops
     assert ops.get("Where") == 1, ops
 
