@@ -41,7 +41,7 @@ check $? "the plan file lists the input shape captured as a CUDA graph (b32)"
 run warm1; check $? "warm run"
 [ "$(state warm1)" = warm ]; check $? "second start is warm"
 grep -h "cached input shapes captured" "$D/warm1.err"
-grep -q "1 of 1 cached input shapes captured as CUDA graphs at start" "$D/warm1.err"
+grep -q "1 of 1 cached input shapes captured as CUDA graphs" "$D/warm1.err"
 check $? "the warm start captured the listed shape before its first run"
 run warm2
 $PY - "$(start cold)" "$(start warm1)" "$(start warm2)" <<'PY'

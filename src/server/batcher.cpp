@@ -346,6 +346,18 @@ void Batcher::scheduler_loop() {
 void Batcher::worker_loop(Instance* inst) {
   std::unique_lock<std::mutex> lk(mu_);
   for (;;) {
+    // Idle: the instance's deferred start work (ModelInstance::background_step), one step at a
+    // time on this thread, never beside one of its batches. Busy meanwhile, so a batch goes to
+    // another instance or waits for this step (one shape's capture), then the scheduler looks again.
+    while (inst->background && !inst->busy && inst->batch.empty() && !workers_exit_ && !stopping_) {
+      inst->busy = true;
+      lk.unlock();
+      const bool more = inst->backend->background_step();
+      lk.lock();
+      inst->background = more;
+      inst->busy = false;
+      cv_.notify_all();
+    }
     inst->cv.wait(lk, [&] { return !inst->batch.empty() || workers_exit_; });
     if (inst->batch.empty()) break;
     Batch b = std::move(inst->batch);

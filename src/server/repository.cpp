@@ -230,7 +230,8 @@ Result<std::map<int64_t, std::shared_ptr<LoadedVersion>>> Repository::load_versi
                             place_instances(name, lv->config.instance_groups, opt_.cuda_devices));
     for (const PlacedInstance& p : placed) {
       InstanceSpec spec{p.name, p.device, lv->config.precision.empty() ? opt_.precision : lv->config.precision,
-                        lv->config.cuda_graphs.value_or(opt_.cuda_graphs), opt_.cache_dir, lv->config.pipeline};
+                        lv->config.cuda_graphs.value_or(opt_.cuda_graphs), opt_.cache_dir, lv->config.pipeline,
+                        /*defer_graph_capture=*/true};
       auto b = src.create(spec);
       if (!b.ok()) return b.status().with_context(fmt::format("model '{}' instance {} on {}", name, spec.name,
                                                               spec.device.to_string()));

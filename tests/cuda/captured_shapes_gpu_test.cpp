@@ -1,7 +1,8 @@
 // The plan cache's captured-shape list on a GPU (runtime/captured_shapes.h): after a shape's
 // second run (its capture) the plan file lists it; a warm start captures it again while the
 // session loads, so its first run replays a graph; a malformed entry in the list is skipped and the
-// rest still used. Skips without a CUDA device.
+// rest still used; SessionOptions::defer_graph_capture leaves the capture to
+// Session::capture_deferred_shape (the server's instances, after `ready`). Skips without a CUDA device.
 #include "cuda_test_util.h"
 #include "engine/model_builder.h"
 
@@ -72,6 +73,24 @@ TEST(CapturedShapesGpu, ListedAfterCaptureAndCapturedAgainAtAWarmStart) {
     ASSERT_TRUE(s.ok()) << s.status().to_string();
     EXPECT_EQ((*s)->plan_cache().state, "warm");
     EXPECT_EQ(run_mode(**s, -2.5f), "graph");
+  }
+  {
+    // Deferred (the server's instances): nothing captured while loading; each
+    // capture_deferred_shape() call captures one listed shape, then there is none left.
+    SessionOptions d = o;
+    d.defer_graph_capture = true;
+    auto s = Session::load(model, d);
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    EXPECT_TRUE((*s)->capture_deferred_shape());
+    EXPECT_FALSE((*s)->capture_deferred_shape());
+    EXPECT_EQ(run_mode(**s, -1.5f), "graph");
+  }
+  {
+    SessionOptions d = o;
+    d.defer_graph_capture = true;
+    auto s = Session::load(model, d);  // not captured yet: its first run is eager
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    EXPECT_EQ(run_mode(**s, -0.5f), "eager");
   }
   // A malformed entry (valid checksum, as a file written by a broken build would have) is skipped.
   auto parsed = parse_plan_cache(text);
