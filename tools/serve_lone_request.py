@@ -13,6 +13,7 @@ its cost per MB of body.
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -59,6 +60,12 @@ def free_port():
     return p
 
 
+def cpu_s(pid):
+    """User + system CPU seconds of process `pid` so far (/proc/PID/stat)."""
+    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def stage_medians(trace_path, first_request):
     text = open(trace_path).read().rstrip().rstrip(",")
     events = json.loads(text if text.endswith("]") else text + "]")  # open while the server runs
@@ -94,15 +101,24 @@ def main():
         for proto, url in (("http", f"127.0.0.1:{port}"), ("grpc", f"127.0.0.1:{gport}")):
             args = [a.gpuopt, "perf", "-m", "lone", "-b", "8", "-u", url, "--concurrency-range", "1", "-p",
                     str(a.window_ms), "-r", "4", "-s", "50", "--json"] + (["-i", "grpc"] if proto == "grpc" else [])
+            c0, s0 = resource.getrusage(resource.RUSAGE_CHILDREN), cpu_s(srv.pid)
             out = subprocess.run(args, capture_output=True, text=True, timeout=120)
+            c1, s1 = resource.getrusage(resource.RUSAGE_CHILDREN), cpu_s(srv.pid)
             if out.returncode != 0:
                 raise SystemExit(f"perf {proto}: {out.stderr.strip()[-300:]}")
             r = json.loads(out.stdout)["results"][0]
+            sent = max(1, int(r.get("sent", 1)))
+            client_cpu = (c1.ru_utime + c1.ru_stime) - (c0.ru_utime + c0.ru_stime)
             time.sleep(0.3)  # the trace is flushed per request
             med, last = stage_medians(trace, seen + 1)
             seen = last
             results[proto] = {"p50_us": r["p50_us"], "throughput_per_s": r["throughput_infer_per_s"] / 8,
-                              "us_per_mb": r["p50_us"] / body_mb, "stages_us": med}
+                              "us_per_mb": r["p50_us"] / body_mb, "stages_us": med,
+                              # CPU time per MB of body: what the copies cost, much less disturbed
+                              # by other load on the machine than the latency (perf's whole run,
+                              # its metadata calls included, over the requests it sent)
+                              "server_cpu_us_per_mb": (s1 - s0) / sent * 1e6 / body_mb,
+                              "client_cpu_us_per_mb": client_cpu / sent * 1e6 / body_mb, "sent": sent}
     finally:
         srv.terminate()
         srv.wait(timeout=30)
@@ -115,6 +131,9 @@ def main():
         print(f"{s:34}" + "".join(f'{results[p]["stages_us"].get(s, float("nan")):10.0f}' for p in ("http", "grpc")))
     print(f'{"client p50 (gpuopt perf), us":34}' + "".join(f'{results[p]["p50_us"]:10.0f}' for p in ("http", "grpc")))
     print(f'{"client p50 per MB of body, us/MB":34}' + "".join(f'{results[p]["us_per_mb"]:10.0f}' for p in ("http", "grpc")))
+    for k, what in (("server_cpu_us_per_mb", "server CPU per MB, us/MB"),
+                    ("client_cpu_us_per_mb", "client (perf) CPU per MB, us/MB")):
+        print(f"{what:34}" + "".join(f"{results[p][k]:10.0f}" for p in ("http", "grpc")))
 
 
 if __name__ == "__main__":
