@@ -7,6 +7,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 #include "server/inference_server.h"
@@ -152,6 +154,53 @@ TEST(ZeroCopy, TheBodyBufferIsOnlyForBinaryInferRequests) {
   head.path = "/v2/models/m/infer";
   head.method = "PUT";
   EXPECT_EQ(infer_body_buffer(head, 1 << 20).data, nullptr);
+}
+
+TEST(ZeroCopy, BodyPoolReusesBlocksOfASizeClassAndKeepsAtMostItsCap) {
+  int allocs = 0, frees = 0;
+  auto pool = std::make_shared<BodyPool>(
+      [&](size_t n) {
+        ++allocs;
+        return std::aligned_alloc(64, n);
+      },
+      [&](void* p) {
+        ++frees;
+        std::free(p);
+      },
+      size_t{3} << 20);
+  void* first = nullptr;
+  {
+    std::shared_ptr<void> a = pool->take(100000);  // class 1 MiB
+    first = a.get();
+    std::memset(a.get(), 1, size_t{1} << 20);  // the whole class is usable
+  }
+  EXPECT_EQ(pool->free_bytes(), size_t{1} << 20);
+  {
+    std::shared_ptr<void> b = pool->take(size_t{1} << 20);  // same class: the same block again
+    EXPECT_EQ(b.get(), first);
+    std::shared_ptr<void> c = pool->take((size_t{1} << 20) + 1);  // 2 MiB class: a new block
+    EXPECT_NE(c.get(), first);
+    std::shared_ptr<void> d = pool->take(10);  // 1 MiB class, the free one is taken: new
+    EXPECT_EQ(allocs, 3);
+  }
+  // Released: 1 + 2 MiB kept (the cap is 3 MiB), the third block (1 MiB) freed.
+  EXPECT_EQ(pool->free_bytes(), size_t{3} << 20);
+  EXPECT_EQ(frees, 1);
+  pool.reset();
+  EXPECT_EQ(frees, 3);  // the pool frees what it kept
+}
+
+TEST(ZeroCopy, PooledBodyBuffersKeepTheLayout) {
+  auto hook = infer_body_buffers(/*pinned=*/false);  // no GPU here: the malloc form
+  net::HttpRequest head;
+  head.method = "POST";
+  head.path = "/v2/models/m/infer";
+  head.headers = {{"Inference-Header-Content-Length", "77"}};
+  net::BodyBuffer b = hook(head, 5 << 20);
+  ASSERT_NE(b.data, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data + 77) % 64, 0u);
+  head.path = "/v2/models/m/ready";
+  EXPECT_EQ(hook(head, 5 << 20).data, nullptr);
 }
 
 }  // namespace
