@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -122,6 +123,7 @@ def main():
     finally:
         srv.terminate()
         srv.wait(timeout=30)
+        shutil.rmtree(w, ignore_errors=True)
     if a.json:
         print(json.dumps(results, indent=1))
         return
