@@ -107,5 +107,31 @@ TEST(CapturedShapesGpu, ListedAfterCaptureAndCapturedAgainAtAWarmStart) {
   fs::remove_all(dir);
 }
 
+// An input already in page-locked memory (the server's pooled request bodies) is copied to the
+// device from where it is (Staging::upload); eager, captured and replayed runs all read it right.
+TEST(CapturedShapesGpu, PinnedHostInputsGoStraightUp) {
+  GPUOPT_REQUIRE_CUDA();
+  const std::string dir = temp_dir("pinned_inputs_gpu");
+  SessionOptions o;
+  o.device = Device::cuda(0);
+  auto s = Session::load(relu_model(dir), o);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  void* p = nullptr;
+  ASSERT_EQ(cudaHostAlloc(&p, 64 * sizeof(float), cudaHostAllocPortable), cudaSuccess);
+  auto storage = std::make_shared<Storage>();
+  storage->data = p;
+  storage->bytes = 64 * sizeof(float);
+  storage->deleter = [](void* q) { cudaFreeHost(q); };
+  Tensor x = Tensor::wrap(DType::F32, {16, 4}, storage, 0);
+  for (int run = 0; run < 4; ++run) {
+    for (int i = 0; i < 64; ++i) x.data<float>()[i] = static_cast<float>((i * 7 + run * 3) % 11) - 5.f;
+    RunProfile prof;
+    auto out = (*s)->run({{"x", x}}, &prof);
+    ASSERT_TRUE(out.ok()) << out.status().to_string();
+    for (int i = 0; i < 64; ++i) EXPECT_EQ((*out)[0].second.data<float>()[i], std::max(0.f, x.data<float>()[i])) << run;
+  }
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace gpuopt
