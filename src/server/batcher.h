@@ -62,6 +62,10 @@ struct BatcherOptions {
   // max_batch_size being captured (and evicted) in turn. Empty: batches run as formed.
   std::vector<int64_t> row_buckets;
   std::vector<std::string> instance_names;  // for the metrics; default "0", "1", ...
+  // Where a batch of several requests (or one padded to its row bucket) is formed: GPU models
+  // form it in pinned memory (request_body.h), which the CUDA executor copies to the device from
+  // where it is. Empty: ordinary host memory. Never used for BYTES inputs.
+  std::function<Tensor(DType, const Shape&)> batch_alloc;
 };
 
 // What one instance has done since the batcher started.

@@ -1,5 +1,6 @@
 // Repository: scanning, loading (config, versions, instances, warm-up, batcher) and lookups.
 #include "server/repository.h"
+#include "server/request_body.h"
 
 #include "server/placement.h"
 
@@ -259,6 +260,7 @@ Result<std::map<int64_t, std::shared_ptr<LoadedVersion>>> Repository::load_versi
                                                       gpu_instance.end();
     if (all_gpu && lv->config.dynamic_batching && lv->config.cuda_graphs.value_or(opt_.cuda_graphs))
       bo.row_buckets = default_row_buckets(lv->config.max_batch_size, lv->config.dynamic_batching->preferred_batch_size);
+    if (all_gpu) bo.batch_alloc = pinned_batch_tensor;  // batches formed where the GPU copies from
     lv->batcher = std::make_unique<Batcher>(std::move(bo), std::move(instances), lv->stats);
     lv->batcher->start();
     lv->start_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

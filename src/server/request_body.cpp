@@ -79,11 +79,29 @@ size_t BodyPool::free_bytes() const {
   return free_total_;
 }
 
+std::shared_ptr<BodyPool> pinned_pool() {
+  static const std::shared_ptr<BodyPool> pool =
+      std::make_shared<BodyPool>(pinned_host_alloc, pinned_host_free, size_t{256} << 20);
+  return pool;
+}
+
+Tensor pinned_batch_tensor(DType dtype, const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  const size_t bytes = static_cast<size_t>(n) * dtype_size(dtype);
+  std::shared_ptr<void> block = bytes ? pinned_pool()->take(bytes) : nullptr;
+  if (!block) return Tensor();
+  auto storage = std::make_shared<Storage>();
+  storage->data = block.get();
+  storage->bytes = bytes;
+  storage->deleter = [block](void*) {};  // back to the pool with the last view
+  return Tensor::wrap(dtype, shape, std::move(storage), 0);
+}
+
 std::function<net::BodyBuffer(const net::HttpRequest&, size_t)> infer_body_buffers(bool pinned) {
   if (!pinned) return infer_body_buffer;
-  // Pinned blocks, kept up to 256 MiB free; a body the pool cannot give falls back to malloc.
-  auto pool = std::make_shared<BodyPool>(pinned_host_alloc, pinned_host_free, size_t{256} << 20);
-  return [pool](const net::HttpRequest& head, size_t size) -> net::BodyBuffer {
+  // Pinned blocks from the pool; a body the pool cannot give falls back to malloc.
+  return [pool = pinned_pool()](const net::HttpRequest& head, size_t size) -> net::BodyBuffer {
     const size_t pad = body_pad(head, size);
     if (pad == std::string_view::npos) return {};
     std::shared_ptr<void> block = pool->take(pad + size);

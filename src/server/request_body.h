@@ -11,6 +11,7 @@
 //   o.body_buffer = infer_body_buffers(/*pinned=*/cuda_device_count() > 0);
 #pragma once
 
+#include "core/tensor.h"
 #include "net/http.h"
 
 #include <cstddef>
@@ -52,6 +53,12 @@ class BodyPool : public std::enable_shared_from_this<BodyPool> {
 // The hook for net::ServerOptions::body_buffer: infer_body_buffer's layout in blocks of a pool,
 // pinned ones when `pinned` (and the CUDA runtime gives them; else malloc'd).
 std::function<net::BodyBuffer(const net::HttpRequest&, size_t)> infer_body_buffers(bool pinned);
+
+// The process's pool of pinned blocks (256 MiB kept free), shared by request bodies and batches.
+std::shared_ptr<BodyPool> pinned_pool();
+// BatcherOptions::batch_alloc for GPU models: a host tensor in a block of pinned_pool(); an
+// undefined tensor (the batcher then uses Tensor::empty) when no pinned memory is to be had.
+Tensor pinned_batch_tensor(DType dtype, const Shape& shape);
 
 // Page-locked host memory (cudaHostAlloc, portable); nullptr without CUDA or when it fails.
 void* pinned_host_alloc(size_t bytes);
