@@ -348,8 +348,10 @@ void Batcher::worker_loop(Instance* inst) {
   for (;;) {
     // Idle: the instance's deferred start work (ModelInstance::background_step), one step at a
     // time on this thread, never beside one of its batches. Busy meanwhile, so a batch goes to
-    // another instance or waits for this step (one shape's capture), then the scheduler looks again.
-    while (inst->background && !inst->busy && inst->batch.empty() && !workers_exit_ && !stopping_) {
+    // another instance or waits for this step (one shape's capture); with requests waiting, the
+    // next step waits until they are taken.
+    while (inst->background && !inst->busy && inst->batch.empty() && queued_ == 0 && !has_staged_ && !workers_exit_ &&
+           !stopping_) {
       inst->busy = true;
       lk.unlock();
       const bool more = inst->backend->background_step();
@@ -358,7 +360,12 @@ void Batcher::worker_loop(Instance* inst) {
       inst->busy = false;
       cv_.notify_all();
     }
-    inst->cv.wait(lk, [&] { return !inst->batch.empty() || workers_exit_; });
+    auto ready = [&] { return !inst->batch.empty() || workers_exit_; };
+    if (inst->background) {  // steps left: look again when the queue may have been taken by others
+      if (!inst->cv.wait_for(lk, std::chrono::milliseconds(20), ready)) continue;
+    } else {
+      inst->cv.wait(lk, ready);
+    }
     if (inst->batch.empty()) break;
     Batch b = std::move(inst->batch);
     inst->batch.clear();
