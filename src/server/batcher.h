@@ -158,6 +158,7 @@ class Batcher {
   // Staged ahead while every instance was busy; the first instance free takes it.
   bool has_staged_ = false;
   Batch staged_;
+  Batch staging_;  // formed by stage_ahead, being staged with the lock released: still counted
   Prepared staged_prep_;
   uint64_t staged_count_ = 0;
   int running_ = 0, max_running_ = 0;  // instances executing now, and the most at once
