@@ -153,7 +153,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     // The first bytes on their own, to know when the request began to arrive; the header read
     // parses them before reading more.
     stream_.async_read_some(buffer_.prepare(64 * 1024), [self = shared_from_this()](beast::error_code ec, size_t n) {
-      if (ec) return self->on_read_error(ec);
+      if (ec || self->state_ == State::kClosed) return self->on_read_error(ec);
       self->first_byte_ns_ = steady_ns();
       self->buffer_.commit(n);
       self->read_header();
@@ -166,6 +166,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void on_header(beast::error_code ec) {
+    // Closed meanwhile (server stop while the headers were read): the parser is gone.
+    if (state_ == State::kClosed) return;
     if (ec) return on_read_error(ec);
     state_ = State::kReading;
     stream_.expires_after(server_->opts.idle_timeout);  // the body: a request is under way
