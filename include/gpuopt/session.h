@@ -51,6 +51,9 @@ struct SessionOptions {
   // algorithm and fusion choices are read from DIR/<model hash>.plans and written back. "" = none.
   // Only Session::load caches (the model file's bytes are part of the key).
   std::string cache_dir;
+  // CUDA with a plan cache: the input shapes it lists as captured are captured again by
+  // capture_deferred_shape() calls instead of inside load() (the server does them after `ready`).
+  bool defer_graph_capture = false;
 };
 
 // One model input or output as the model declares it (after load-time shape inference).
@@ -105,6 +108,9 @@ class Session {
   // downloads while the second computes (docs/server.md); elsewhere begin_ordered runs at once.
   Status begin_ordered(const std::vector<Tensor>& inputs);
   Result<std::vector<Tensor>> finish_ordered();
+  // SessionOptions::defer_graph_capture: captures the next shape the plan cache listed; false
+  // when none is left (or nothing was deferred). Call it between runs, on the thread that runs.
+  bool capture_deferred_shape();
 
  private:
   Session();

@@ -3,7 +3,9 @@
 # warm (the file the cold start wrote), through `gpuopt run --json` (start_s = load + first run)
 # and through `gpuopt serve` (the READY line's start), batch 32. Goal: warm start <= 2 s.
 # Also: a corrupted cache file and one from "another GPU" are ignored with a warning (state
-# corrupt / stale) and the run still succeeds. Prints PASS/FAIL lines and a table.
+# corrupt / stale) and the run still succeeds; test_cuda's CapturedShapesGpu.* (the captured-shape
+# list, its deferred capture as the server does it, page-locked inputs copied straight up).
+# Prints PASS/FAIL lines and a table.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 G=build-h200/bin/gpuopt
@@ -41,7 +43,7 @@ check $? "the plan file lists the input shape captured as a CUDA graph (b32)"
 run warm1; check $? "warm run"
 [ "$(state warm1)" = warm ]; check $? "second start is warm"
 grep -h "cached input shapes captured" "$D/warm1.err"
-grep -q "1 of 1 cached input shapes captured as CUDA graphs at start" "$D/warm1.err"
+grep -q "1 of 1 cached input shapes captured as CUDA graphs" "$D/warm1.err"
 check $? "the warm start captured the listed shape before its first run"
 run warm2
 $PY - "$(start cold)" "$(start warm1)" "$(start warm2)" <<'PY'
@@ -128,5 +130,13 @@ for pass in cold warm; do
   kill -TERM $SPID; wait $SPID
 done
 grep -q "plan cache warm" "$D/serve_warm.log"; check $? "serve's second start is warm"
+
+echo "== deferred capture and pinned inputs (test_cuda CapturedShapesGpu.*) =="
+T=build-h200/tests/test_cuda
+[ -x "$T" ] || T=build-h200/bin/test_cuda
+[ -x "$T" ] || T=build/tests/test_cuda
+"$T" --gtest_filter='CapturedShapesGpu.*' >"$D/test_cuda.log" 2>&1
+check $? "CapturedShapesGpu.* (warm start, deferred capture, page-locked inputs)"
+grep -E "^\[ +(OK|FAILED|SKIPPED) +\]" "$D/test_cuda.log" | head -5
 rm -rf "$W"
 exit $fail

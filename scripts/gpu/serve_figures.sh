@@ -7,7 +7,9 @@
 #  2. the lone ResNet-50 fp16 batch-8 binary request (concurrency 1) over HTTP and gRPC vs
 #     `gpuopt run --batch 8`'s median (goal <= 1.2x);
 #  3. cold vs warm start of `gpuopt serve` with ResNet-50 fp16 (--cache-dir; goal warm <= 2 s) and
-#     the first batch-8 request after each start (a warm start captured the shapes the cold one ran);
+#     the first batch-8 request after each start (a warm start captures the shapes the cold one ran
+#     after `ready`, on each idle instance); on the warm server, lone b8 requests traced
+#     (--trace-file): the median of each stage (network in, decode, queue, compute, encode, out);
 #  4. the batcher with batch-1 requests, ResNet-50 fp16 and BERT-base s128 fp16 (2 GPU instances,
 #     max batch 32): best throughput vs `gpuopt run --batch 32` (goal >= 80%), and p99 vs 3x the
 #     batch's compute time (run's median at 32) plus the queue delay; each also with batches
@@ -117,11 +119,30 @@ COLD_FIRST=$(first_request)
 for _ in 1 2 3 4 5 6; do first_request >/dev/null; done  # each instance runs b8 eager, then captured
 stop_server
 grep -c "^entry graph" "$W"/cache/*.plans 2>/dev/null | head -1 | sed 's/^/captured-shape entries in the plan file: /'
-LOG_LEVEL=info start_server "$W/start" "$D/serve_warm.log" --cache-dir "$W/cache"
+LOG_LEVEL=info start_server "$W/start" "$D/serve_warm.log" --cache-dir "$W/cache" --trace-file "$D/lone_trace.json" \
+  --trace-rate 1
 WARM=$STARTED_S
 WARM_FIRST=$(first_request)
+# Where a lone b8 request's time goes (server trace stages, medians), HTTP then gRPC.
+timeout 60 "$G" perf -p 500 -r 3 -s 50 --json -m resnet50 -b 8 -u 127.0.0.1:$PORT --concurrency-range 1 >"$D/lone_http.json" 2>&1
+LONE_SPLIT=$(grep -c '"ph":"X"' "$D/lone_trace.json" 2>/dev/null || true)
+timeout 60 "$G" perf -p 500 -r 3 -s 50 --json -m resnet50 -b 8 -i grpc -u 127.0.0.1:$GPORT --concurrency-range 1 \
+  >"$D/lone_grpc.json" 2>&1
 stop_server
-grep -h "cached input shapes captured" "$D/serve_warm.log" | head -2
+grep -h "READY\|ready in\|cached input shapes captured" "$D/serve_warm.log" | head -4
+$PY - "$D/lone_trace.json" "$LONE_SPLIT" <<'PY'
+import json, statistics, sys
+text = open(sys.argv[1]).read().rstrip().rstrip(",")
+ev = [e for e in json.loads(text if text.endswith("]") else text + "]") if e.get("ph") == "X"]
+split = int(sys.argv[2])
+stages = ["network in", "decode", "queue", "compute input", "compute infer", "compute output", "encode", "network out"]
+for proto, part in (("http", ev[:split]), ("grpc", ev[split:])):
+    by = {}
+    for e in part:
+        if e["args"].get("batch_rows") == 8:
+            by.setdefault(e["cat"], []).append(e["dur"])
+    print(f"lone b8 {proto} stages (median us): " + ", ".join(f"{s} {statistics.median(by[s]):.0f}" for s in stages if s in by))
+PY
 echo "cold start ${COLD} s (first b8 request ${COLD_FIRST} ms), warm start ${WARM} s (first b8 request ${WARM_FIRST} ms)"
 
 echo "== gpuopt run (b8, b32) =="

@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/impl/client_unary_call.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -295,8 +296,9 @@ class GrpcPerfClient final : public Base {
     args.SetMaxSendMessageSize(-1);
     // A channel of its own per worker: separate connections, as perf_analyzer's workers have.
     args.SetInt("gpuopt.worker", next_channel_id());
-    stub_ = pb::GRPCInferenceService::NewStub(
-        grpc::CreateCustomChannel(t.host + ":" + std::to_string(t.port), grpc::InsecureChannelCredentials(), args));
+    channel_ = grpc::CreateCustomChannel(t.host + ":" + std::to_string(t.port), grpc::InsecureChannelCredentials(), args);
+    stub_ = pb::GRPCInferenceService::NewStub(channel_);
+    infer_method_.emplace("/inference.GRPCInferenceService/ModelInfer", grpc::internal::RpcMethod::NORMAL_RPC, channel_);
   }
   ~GrpcPerfClient() override { unregister_all(); }
 
@@ -333,8 +335,14 @@ class GrpcPerfClient final : public Base {
   }
   Status infer(size_t index, std::vector<std::pair<std::string, Tensor>>* outputs) override {
     pb::ModelInferResponse r;
-    const pb::ModelInferRequest& q = requests_.at(index);
-    GPUOPT_RETURN_IF_ERROR(call([&](grpc::ClientContext* c) { return stub_->ModelInfer(c, q, &r); }, "ModelInfer"));
+    // The request was serialized once (build_requests): each call sends those bytes by reference.
+    const grpc::ByteBuffer& q = requests_.at(index);
+    GPUOPT_RETURN_IF_ERROR(call(
+        [&](grpc::ClientContext* c) {
+          return grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, pb::ModelInferResponse, grpc::ByteBuffer,
+                                                   grpc::protobuf::MessageLite>(channel_.get(), *infer_method_, c, q, &r);
+        },
+        "ModelInfer"));
     if (!outputs) return Status::Ok();
     outputs->clear();
     for (int i = 0; i < r.outputs_size(); ++i) {
@@ -352,7 +360,12 @@ class GrpcPerfClient final : public Base {
 
  protected:
   Status build_requests(const ShmLayout* shm) override {
-    for (size_t k = 0; k < inputs_.size(); ++k) GPUOPT_RETURN_IF_ERROR(build_request(shm, k, &requests_.emplace_back()));
+    for (size_t k = 0; k < inputs_.size(); ++k) {
+      pb::ModelInferRequest q;
+      GPUOPT_RETURN_IF_ERROR(build_request(shm, k, &q));
+      grpc::Slice bytes(q.SerializeAsString());
+      requests_.emplace_back(&bytes, 1);
+    }
     return Status::Ok();
   }
   Status build_request(const ShmLayout* shm, size_t k, pb::ModelInferRequest* q) {
@@ -428,8 +441,10 @@ class GrpcPerfClient final : public Base {
     return Status::Unavailable("gRPC {}: {} ({})", what, s.error_message(), static_cast<int>(s.error_code()));
   }
 
+  std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<pb::GRPCInferenceService::Stub> stub_;
-  std::vector<pb::ModelInferRequest> requests_;  // per request of the workload
+  std::optional<grpc::internal::RpcMethod> infer_method_;  // made once channel_ is
+  std::vector<grpc::ByteBuffer> requests_;  // per request of the workload, serialized
 };
 
 }  // namespace

@@ -47,6 +47,14 @@ using Headers = std::vector<std::pair<std::string, std::string>>;
 // Case-insensitive header lookup; "" when absent.
 std::string_view find_header(const Headers& headers, std::string_view name);
 
+// Memory a large body is read into straight from the socket (ServerOptions::body_buffer), instead
+// of HttpRequest::body: `keep` owns `data`.
+struct BodyBuffer {
+  char* data = nullptr;
+  size_t size = 0;
+  std::shared_ptr<void> keep;
+};
+
 struct HttpRequest {
   std::string method;  // "GET", "POST", ...
   std::string target;  // as sent: "/v2/models/m/infer?x=1"
@@ -54,6 +62,7 @@ struct HttpRequest {
   std::string query;   // after '?', raw
   Headers headers;
   std::string body;
+  BodyBuffer raw_body;  // server side: the body when ServerOptions::body_buffer gave memory (`body` is then empty)
   Headers params;  // captures of the route pattern: {"model", "m"}
   bool keep_alive = true;
   // Server side: when its first byte was read (steady clock, ns since its epoch), so a handler
@@ -169,6 +178,11 @@ struct ServerOptions {
   // A connection that has sent no complete request yet: time to send its first headers.
   std::chrono::milliseconds first_request_timeout{std::chrono::seconds(120)};
   std::shared_ptr<ByteBudget> inflight;  // request bodies count against it; null = unbounded
+  // Optional: memory for a body of `size` bytes (Content-Length, >= 64 KiB) of the request whose
+  // headers were read (its params not yet set). The body is read into it straight from the socket,
+  // without Beast's buffer in between, and reaches the handler as HttpRequest::raw_body. A
+  // BodyBuffer without data keeps the default (HttpRequest::body).
+  std::function<BodyBuffer(const HttpRequest& head, size_t size)> body_buffer;
   std::string server_name = "gpuopt";
 };
 

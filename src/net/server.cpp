@@ -153,7 +153,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     // The first bytes on their own, to know when the request began to arrive; the header read
     // parses them before reading more.
     stream_.async_read_some(buffer_.prepare(64 * 1024), [self = shared_from_this()](beast::error_code ec, size_t n) {
-      if (ec) return self->on_read_error(ec);
+      if (ec || self->state_ == State::kClosed) return self->on_read_error(ec);
       self->first_byte_ns_ = steady_ns();
       self->buffer_.commit(n);
       self->read_header();
@@ -166,12 +166,19 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void on_header(beast::error_code ec) {
+    // Closed meanwhile (server stop while the headers were read): the parser is gone.
+    if (state_ == State::kClosed) return;
     if (ec) return on_read_error(ec);
     state_ = State::kReading;
     stream_.expires_after(server_->opts.idle_timeout);  // the body: a request is under way
     if (auto n = parser_->content_length(); n && server_->opts.inflight && !take_body_budget(*n))
       return on_read_error(http::error::body_limit);
     auto& req = parser_->get();
+    if (auto n = parser_->content_length(); n && *n >= (64 << 10) && server_->opts.body_buffer) {
+      HttpRequest head;
+      if (fill_head(req, &head)) raw_ = server_->opts.body_buffer(head, *n);
+      if (raw_.size != *n) raw_ = {};
+    }
     auto expect = req[http::field::expect];
     if (beast::iequals(expect, "100-continue")) {
       continue_.emplace(http::status::continue_, req.version());
@@ -186,6 +193,17 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void read_body() {
     if (parser_->is_done()) return dispatch();
+    if (raw_.data) {  // straight from the socket into the handler's memory (what Beast buffered first)
+      const size_t have = std::min(buffer_.size(), raw_.size);
+      asio::buffer_copy(asio::buffer(raw_.data, have), buffer_.data());
+      buffer_.consume(have);
+      asio::async_read(stream_, asio::buffer(raw_.data + have, raw_.size - have),
+                       [self = shared_from_this()](beast::error_code ec, size_t) {
+                         if (ec) return self->on_read_error(ec);
+                         self->dispatch();
+                       });
+      return;
+    }
     http::async_read(stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, size_t) {
       if (ec) return self->on_read_error(ec);
       self->dispatch();
@@ -223,27 +241,33 @@ class Connection : public std::enable_shared_from_this<Connection> {
     auto msg = parser_->release();
     parser_.reset();
     HttpRequest req;
-    req.method = std::string(msg.method_string());
-    req.target = std::string(msg.target());
     head_ = msg.method() == http::verb::head;
     keep_alive_ = msg.keep_alive();
-    std::string_view t = req.target;
-    size_t q = t.find('?');
-    if (q != std::string_view::npos) req.query = std::string(t.substr(q + 1));
-    if (!url_decode(t.substr(0, q), &req.path)) {
+    if (!fill_head(msg, &req)) {
       server_->bad_requests++;
       keep_alive_ = false;
       return write_response(HttpResponse::error(400, "malformed percent-escape in the URL path"), true);
     }
-    req.headers.reserve(8);
-    for (const auto& f : msg) req.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
     req.body = std::move(msg.body());
+    req.raw_body = std::exchange(raw_, {});
     req.keep_alive = keep_alive_;
     req.received_ns = first_byte_ns_;
     auto state = std::make_shared<detail::ResponderState>();
     state->conn = shared_from_this();
     server_->router.dispatch(std::move(req), Responder(std::move(state)));
     release_body_budget();  // the body is gone with `req`; handlers account for what they keep
+  }
+
+  // The request line and headers; false when the path has a malformed percent-escape.
+  static bool fill_head(const http::request_header<>& msg, HttpRequest* req) {
+    req->method = std::string(msg.method_string());
+    req->target = std::string(msg.target());
+    std::string_view t = req->target;
+    size_t q = t.find('?');
+    if (q != std::string_view::npos) req->query = std::string(t.substr(q + 1));
+    req->headers.reserve(8);
+    for (const auto& f : msg) req->headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
+    return url_decode(t.substr(0, q), &req->path);
   }
 
   // The in-flight budget holds each body from its header to the end of its handler.
@@ -304,6 +328,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void linger_close() {
     state_ = State::kClosed;
     parser_.reset();  // what was read of the body is dropped, and with it its budget
+    raw_ = {};
     release_body_budget();
     beast::error_code ec;
     stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
@@ -325,6 +350,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void close() {
     state_ = State::kClosed;
     parser_.reset();
+    raw_ = {};
     release_body_budget();
     beast::error_code ec;
     stream_.socket().close(ec);
@@ -346,6 +372,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
+  BodyBuffer raw_;  // the body's memory when ServerOptions::body_buffer gave it
   std::optional<http::response<PartsBody>> res_;
   std::optional<http::response<http::empty_body>> continue_;
   std::vector<char> drain_;
@@ -429,15 +456,9 @@ HttpServer::~HttpServer() {
   stop(std::chrono::milliseconds(0));
 }
 
-uint16_t HttpServer::port() const {
-  return impl_->port;
-}
-const std::string& HttpServer::host() const {
-  return impl_->host;
-}
-bool HttpServer::running() const {
-  return !impl_->stopping.load();
-}
+uint16_t HttpServer::port() const { return impl_->port; }
+const std::string& HttpServer::host() const { return impl_->host; }
+bool HttpServer::running() const { return !impl_->stopping.load(); }
 
 ServerCounters HttpServer::counters() const {
   ServerCounters c;

@@ -2,6 +2,7 @@
 #include "gpuopt/session.h"
 
 #include "backends/backend.h"
+#include "backends/deferred_capture.h"
 #include "backends/pipelined.h"
 #include "core/env.h"
 #include "core/log.h"
@@ -96,7 +97,16 @@ Status Session::init(Graph graph, const SessionOptions& options, const std::stri
     co.model_hash = model_hash;
   }
   GPUOPT_ASSIGN_OR_RETURN(exe_, backend_->compile(*graph_, co));
+  // The plan cache's captured shapes: now, before the session is handed out, unless deferred.
+  if (!options.defer_graph_capture)
+    while (capture_deferred_shape()) {
+    }
   return Status::Ok();
+}
+
+bool Session::capture_deferred_shape() {
+  auto* d = dynamic_cast<DeferredCapture*>(exe_.get());
+  return d && d->capture_next_cached_shape();
 }
 
 Status Session::validate(const std::vector<Tensor>& inputs) const {

@@ -54,7 +54,8 @@ Batcher::Prepared Batcher::prepare(Batch& batch) const {
       for (auto& it : batch) parts.push_back(&it->req.inputs[i]);
       if (!filler.empty()) parts.push_back(&filler[i]);
       bool pad_this = axis > 0 && parts[0]->rank() > axis;
-      inputs.push_back(concat_rows(parts, pad_this ? axis : 0, pad_this ? length : -1, opt_.padding.value));
+      inputs.push_back(
+          concat_rows(parts, pad_this ? axis : 0, pad_this ? length : -1, opt_.padding.value, opt_.batch_alloc));
     }
   }
   p.total = total;

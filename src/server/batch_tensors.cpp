@@ -45,7 +45,8 @@ void copy_elems(Tensor* dst, int64_t di, const Tensor& src, int64_t si, int64_t 
 
 }  // namespace
 
-Tensor concat_rows(const std::vector<const Tensor*>& parts, int axis, int64_t length, double pad) {
+Tensor concat_rows(const std::vector<const Tensor*>& parts, int axis, int64_t length, double pad,
+                   const std::function<Tensor(DType, const Shape&)>& alloc) {
   const Tensor& first = *parts[0];
   Shape shape = first.shape();
   int64_t rows = 0;
@@ -53,7 +54,8 @@ Tensor concat_rows(const std::vector<const Tensor*>& parts, int axis, int64_t le
   shape[0] = rows;
   bool padded = axis > 0 && axis < static_cast<int>(shape.size()) && length >= 0;
   if (padded) shape[static_cast<size_t>(axis)] = length;
-  Tensor out = Tensor::empty(first.dtype(), shape);
+  Tensor out = alloc && first.dtype() != DType::String ? alloc(first.dtype(), shape) : Tensor();
+  if (!out.defined()) out = Tensor::empty(first.dtype(), shape);
   int64_t at = 0;
   for (const Tensor* p : parts) {
     if (!padded || p->dim(axis) == length) {

@@ -5,13 +5,16 @@
 #include "core/status.h"
 #include "core/tensor.h"
 
+#include <functional>
 #include <vector>
 
 namespace gpuopt::server {
 
 // Concatenates `parts` along dim 0. When axis > 0, each part's `axis` dim is padded to `length`
-// with `pad` (parts must agree on every other non-batch dim).
-Tensor concat_rows(const std::vector<const Tensor*>& parts, int axis, int64_t length, double pad);
+// with `pad` (parts must agree on every other non-batch dim). The result's memory comes from
+// `alloc` when given (numeric dtypes), else Tensor::empty.
+Tensor concat_rows(const std::vector<const Tensor*>& parts, int axis, int64_t length, double pad,
+                   const std::function<Tensor(DType, const Shape&)>& alloc = {});
 
 // Rows [row, row + rows) of `t`; when axis > 0 and `length` >= 0, also cut `axis` to `length`.
 // Shares storage when no cut is needed and the dtype is numeric.

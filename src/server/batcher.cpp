@@ -53,7 +53,7 @@ void Batcher::start() {
 
 size_t Batcher::queued() const {
   std::lock_guard<std::mutex> lk(mu_);
-  return queued_ + staged_.size();  // a staged batch has not started either
+  return queued_ + staged_.size() + staging_.size();  // a staged batch has not started either
 }
 
 void Batcher::unstage_locked() {
@@ -157,6 +157,7 @@ Status Batcher::submit(BatchRequest request) {
     if (stopping_) return Status::Unavailable("model '{}' is shutting down", opt_.model_name);
     size_t waiting = queues_[level - 1].size();  // staged requests still count against the queue
     for (const auto& it : staged_) waiting += it->level == level;
+    for (const auto& it : staging_) waiting += it->level == level;
     if (pol.max_queue_size > 0 && waiting >= pol.max_queue_size)
       return Status::Unavailable("exceeds maximum queue size ({}) of model '{}'", pol.max_queue_size, opt_.model_name);
     item->seq = next_seq_++;
@@ -209,10 +210,12 @@ bool Batcher::stage_ahead(std::unique_lock<std::mutex>& lk, uint64_t now) {
   Batch b;
   uint64_t ignored = kNever;
   if (!form_batch(now, &b, &ignored, /*only_full=*/true)) return false;
+  staging_ = std::move(b);  // submit() counts these against max_queue_size meanwhile
   lk.unlock();  // staging copies the requests' rows: the instances and submitters go on meanwhile
-  Prepared p = prepare(b);
+  Prepared p = prepare(staging_);
   lk.lock();
-  staged_ = std::move(b);
+  staged_ = std::move(staging_);
+  staging_.clear();
   staged_prep_ = std::move(p);
   has_staged_ = true;
   ++staged_count_;
@@ -346,7 +349,26 @@ void Batcher::scheduler_loop() {
 void Batcher::worker_loop(Instance* inst) {
   std::unique_lock<std::mutex> lk(mu_);
   for (;;) {
-    inst->cv.wait(lk, [&] { return !inst->batch.empty() || workers_exit_; });
+    // Idle: the instance's deferred start work (ModelInstance::background_step), one step at a
+    // time on this thread, never beside one of its batches. Busy meanwhile, so a batch goes to
+    // another instance or waits for this step (one shape's capture); with requests waiting, the
+    // next step waits until they are taken.
+    while (inst->background && !inst->busy && inst->batch.empty() && queued_ == 0 && !has_staged_ && !workers_exit_ &&
+           !stopping_) {
+      inst->busy = true;
+      lk.unlock();
+      const bool more = inst->backend->background_step();
+      lk.lock();
+      inst->background = more;
+      inst->busy = false;
+      cv_.notify_all();
+    }
+    auto ready = [&] { return !inst->batch.empty() || workers_exit_; };
+    if (inst->background) {  // steps left: look again when the queue may have been taken by others
+      if (!inst->cv.wait_for(lk, std::chrono::milliseconds(20), ready)) continue;
+    } else {
+      inst->cv.wait(lk, ready);
+    }
     if (inst->batch.empty()) break;
     Batch b = std::move(inst->batch);
     inst->batch.clear();

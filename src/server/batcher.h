@@ -62,6 +62,10 @@ struct BatcherOptions {
   // max_batch_size being captured (and evicted) in turn. Empty: batches run as formed.
   std::vector<int64_t> row_buckets;
   std::vector<std::string> instance_names;  // for the metrics; default "0", "1", ...
+  // Where a batch of several requests (or one padded to its row bucket) is formed: GPU models
+  // form it in pinned memory (request_body.h), which the CUDA executor copies to the device from
+  // where it is. Empty: ordinary host memory. Never used for BYTES inputs.
+  std::function<Tensor(DType, const Shape&)> batch_alloc;
 };
 
 // What one instance has done since the batcher started.
@@ -154,6 +158,7 @@ class Batcher {
   // Staged ahead while every instance was busy; the first instance free takes it.
   bool has_staged_ = false;
   Batch staged_;
+  Batch staging_;  // formed by stage_ahead, being staged with the lock released: still counted
   Prepared staged_prep_;
   uint64_t staged_count_ = 0;
   int running_ = 0, max_running_ = 0;  // instances executing now, and the most at once

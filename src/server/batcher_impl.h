@@ -32,6 +32,7 @@ struct Batcher::Instance {
   bool prepared = false;  // `prep` holds the batch's staged inputs (it was staged ahead)
   Prepared prep;
   bool busy = false;
+  bool background = true;  // ModelInstance::background_step may have work left
   uint64_t executions = 0, rows = 0, busy_ns = 0;
   std::condition_variable cv;
 };

@@ -126,9 +126,12 @@ void InferenceServer::handle_infer(HttpRequest&& req, net::Responder done) {
     header_len = n;
   }
   std::optional<NvtxRange> decode_range(std::in_place, "serve decode");
-  // Zero-copy: binary tensors are views of the body, which they keep alive until the answer.
-  auto decoded = decode_infer_request(std::make_shared<std::string>(std::move(req.body)), header_len,
-                                      opt_.request_limits);
+  // Zero-copy: binary tensors are views of the body, which they keep alive until the answer (a
+  // large body was read straight into memory laid out for it: request_body.h).
+  auto decoded = req.raw_body.data ? decode_infer_request(req.raw_body.data, req.raw_body.size,
+                                                          std::move(req.raw_body.keep), header_len, opt_.request_limits)
+                                   : decode_infer_request(std::make_shared<std::string>(std::move(req.body)),
+                                                          header_len, opt_.request_limits);
   decode_range.reset();
   if (!decoded.ok()) {
     const Status& s = decoded.status();

@@ -6,6 +6,7 @@
 #include "monitor/nvml.h"
 #include "gpuopt/build_info.h"
 #include "server/grpc_server.h"
+#include "server/request_body.h"
 
 namespace gpuopt::server {
 
@@ -132,6 +133,8 @@ Result<std::unique_ptr<InferenceServer>> InferenceServer::start(InferenceServerO
   }
   s->opt_.request_limits.inflight = s->opt_.http.inflight;
   s->loader_ = std::thread([p = s.get()] { p->loader_loop(); });
+  // Large binary bodies: straight from the socket, aligned, pinned on a host with a GPU.
+  if (!s->opt_.http.body_buffer) s->opt_.http.body_buffer = infer_body_buffers(cuda_device_count() > 0);
   GPUOPT_ASSIGN_OR_RETURN(s->http_, net::HttpServer::start(s->opt_.http, s->routes()));
   if (s->opt_.grpc) {
     auto g = GrpcServer::start(s.get(), *s->opt_.grpc);

@@ -98,21 +98,22 @@ size_t align_in_body(char* base, size_t off, size_t n, size_t align, size_t* fre
 // The request body as the HTTP layer read it, owned: binary tensors view it (Body::storage keeps
 // it alive) instead of being copied out.
 struct OwnedBody {
-  std::shared_ptr<std::string> text;
-  std::shared_ptr<Storage> storage;  // over text's bytes; made with the first view
+  char* base = nullptr;
+  size_t size = 0;
+  std::shared_ptr<void> keep;        // owns base
+  std::shared_ptr<Storage> storage;  // over the body's bytes; made with the first view
   size_t free_from = 0;              // bytes before this are not needed (set past the header)
 
   // A tensor of `spec` over the blob at `off`, or an undefined tensor when it cannot be placed.
   Tensor view(const TensorSpec& spec, size_t off, size_t n) {
-    char* base = text->data();
     size_t at = align_in_body(base, off, n, 64, &free_from);
     if (at == kNoRoom) at = align_in_body(base, off, n, dtype_size(spec.dtype), &free_from);
     if (at == kNoRoom) return Tensor();
     if (!storage) {
       storage = std::make_shared<Storage>();
       storage->data = base;
-      storage->bytes = text->size();
-      storage->deleter = [keep = text](void*) {};  // the body lives as long as a tensor views it
+      storage->bytes = size;
+      storage->deleter = [k = keep](void*) {};  // the body lives as long as a tensor views it
     }
     return Tensor::wrap(spec.dtype, spec.shape, storage, at);
   }
@@ -281,8 +282,14 @@ Result<InferRequest> decode_infer_request(std::string_view body, std::optional<s
 
 Result<InferRequest> decode_infer_request(std::shared_ptr<std::string> body, std::optional<size_t> header_length,
                                           const DecodeLimits& limits) {
-  OwnedBody owned{body, nullptr, 0};
+  OwnedBody owned{body->data(), body->size(), body, nullptr, 0};
   return decode_request(*body, header_length, limits, &owned);
+}
+
+Result<InferRequest> decode_infer_request(char* data, size_t size, std::shared_ptr<void> keep,
+                                          std::optional<size_t> header_length, const DecodeLimits& limits) {
+  OwnedBody owned{data, size, std::move(keep), nullptr, 0};
+  return decode_request(std::string_view(data, size), header_length, limits, &owned);
 }
 
 Result<std::vector<std::pair<std::string, Tensor>>> decode_infer_response(std::string_view body,

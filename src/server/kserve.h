@@ -86,6 +86,10 @@ Result<InferRequest> decode_infer_request(std::string_view body, std::optional<s
 // are decoded as above. The body's text changes (blobs move): read it only through the result.
 Result<InferRequest> decode_infer_request(std::shared_ptr<std::string> body, std::optional<size_t> header_length,
                                           const DecodeLimits& limits);
+// The same over a body the caller hands over as bytes `keep` owns (the HTTP layer's body read
+// straight from the socket, net::BodyBuffer, laid out so its binary tensors are already aligned).
+Result<InferRequest> decode_infer_request(char* data, size_t size, std::shared_ptr<void> keep,
+                                          std::optional<size_t> header_length, const DecodeLimits& limits);
 inline Result<InferRequest> decode_infer_request(std::string_view body, std::optional<size_t> header_length) {
   return decode_infer_request(body, header_length, DecodeLimits{});
 }

@@ -30,6 +30,10 @@ class ModelInstance {
   virtual Result<std::vector<Tensor>> run(const std::vector<Tensor>& inputs) = 0;
   // What its start found in the plan cache (Session::plan_cache); "off" without one.
   virtual PlanCacheStatus plan_cache() const { return {}; }
+  // Start work deferred past `ready` (the plan cache's CUDA-graph shapes captured again, one per
+  // call: Session::capture_deferred_shape): the batcher calls it on the instance's thread while
+  // the instance is idle, until it returns false (nothing left).
+  virtual bool background_step() { return false; }
 
   // Overlapped batches (parameters gpuopt.pipeline on): begin() starts a batch, finish() returns
   // the oldest begun batch's outputs; at most kMaxBegun begun and not finished. The batcher
@@ -58,6 +62,7 @@ struct InstanceSpec {
   std::string precision = "fp32";          // compute precision (SessionOptions::precision)
   bool cuda_graphs = true;                 // SessionOptions::cuda_graphs
   std::string cache_dir;                   // SessionOptions::cache_dir
+  bool defer_graph_capture = true;         // SessionOptions::defer_graph_capture (background_step)
   bool pipeline = false;                   // ModelConfig::pipeline: batches overlap (Session::begin_ordered)
 };
 

@@ -1,5 +1,6 @@
 // Repository: scanning, loading (config, versions, instances, warm-up, batcher) and lookups.
 #include "server/repository.h"
+#include "server/request_body.h"
 
 #include "server/placement.h"
 
@@ -230,7 +231,8 @@ Result<std::map<int64_t, std::shared_ptr<LoadedVersion>>> Repository::load_versi
                             place_instances(name, lv->config.instance_groups, opt_.cuda_devices));
     for (const PlacedInstance& p : placed) {
       InstanceSpec spec{p.name, p.device, lv->config.precision.empty() ? opt_.precision : lv->config.precision,
-                        lv->config.cuda_graphs.value_or(opt_.cuda_graphs), opt_.cache_dir, lv->config.pipeline};
+                        lv->config.cuda_graphs.value_or(opt_.cuda_graphs), opt_.cache_dir, lv->config.pipeline,
+                        /*defer_graph_capture=*/true};
       auto b = src.create(spec);
       if (!b.ok()) return b.status().with_context(fmt::format("model '{}' instance {} on {}", name, spec.name,
                                                               spec.device.to_string()));
@@ -258,6 +260,7 @@ Result<std::map<int64_t, std::shared_ptr<LoadedVersion>>> Repository::load_versi
                                                       gpu_instance.end();
     if (all_gpu && lv->config.dynamic_batching && lv->config.cuda_graphs.value_or(opt_.cuda_graphs))
       bo.row_buckets = default_row_buckets(lv->config.max_batch_size, lv->config.dynamic_batching->preferred_batch_size);
+    if (all_gpu) bo.batch_alloc = pinned_batch_tensor;  // batches formed where the GPU copies from
     lv->batcher = std::make_unique<Batcher>(std::move(bo), std::move(instances), lv->stats);
     lv->batcher->start();
     lv->start_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -13,6 +13,7 @@ class SessionInstance : public ModelInstance {
   SessionInstance(std::unique_ptr<Session> s, bool pipeline) : session_(std::move(s)), pipeline_(pipeline) {}
   Result<std::vector<Tensor>> run(const std::vector<Tensor>& inputs) override { return session_->run_ordered(inputs); }
   PlanCacheStatus plan_cache() const override { return session_->plan_cache(); }
+  bool background_step() override { return session_->capture_deferred_shape(); }
   bool overlaps() const override { return pipeline_; }
   Status begin(const std::vector<Tensor>& inputs) override { return session_->begin_ordered(inputs); }
   Result<std::vector<Tensor>> finish() override { return session_->finish_ordered(); }
@@ -55,6 +56,7 @@ ModelLoader session_model_loader() {
       so.precision = spec.precision;
       so.cuda_graphs = spec.cuda_graphs;
       so.cache_dir = spec.cache_dir;
+      so.defer_graph_capture = spec.defer_graph_capture;  // captured after `ready`, while idle
       GPUOPT_ASSIGN_OR_RETURN(auto s, Session::load(path, so));
       return std::unique_ptr<ModelInstance>(std::make_unique<SessionInstance>(std::move(s), spec.pipeline));
     };

@@ -125,7 +125,7 @@ class CudaBackend final : public Backend {
                                                 memory_plan);
     if (!options.cache_dir.empty() && !options.model_hash.empty()) exe->open_plan_cache(options.cache_dir, options.model_hash);
     GPUOPT_RETURN_IF_ERROR(exe->upload_constants());
-    exe->capture_cached_shapes();  // before the session is handed out (the server's `ready`)
+    exe->list_cached_shapes();  // captured by Session::load, or later (SessionOptions::defer_graph_capture)
     return std::unique_ptr<Executable>(std::move(exe));
   }
 

@@ -10,6 +10,7 @@
 #pragma once
 
 #include "backends/backend.h"
+#include "backends/deferred_capture.h"
 #include "backends/pipelined.h"
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/device_memory.h"
@@ -86,7 +87,7 @@ struct LaneDeleter {
   void operator()(Lane* l) const;
 };
 
-class CudaExecutable final : public Executable, public PipelinedExecutable {
+class CudaExecutable final : public Executable, public PipelinedExecutable, public DeferredCapture {
  public:
   CudaExecutable(Graph g, std::vector<NodePlace> place, DeviceMemory* mem, int device, bool graphs,
                  MemoryPlanMode memory_plan = MemoryPlanMode::kPool);
@@ -97,11 +98,12 @@ class CudaExecutable final : public Executable, public PipelinedExecutable {
   // Reads the plan cache (CompileOptions::cache_dir) into the device's plan store; each run that
   // makes a new choice writes it back.
   void open_plan_cache(const std::string& dir, const std::string& model_hash);
-  // With a plan cache and CUDA graphs: runs each input shape the cache lists as captured for this
-  // model (runtime/captured_shapes.h) twice on zeros (eager, then captured), so those shapes
-  // replay from the first request. Entries that do not fit, or whose runs fail, are skipped with
-  // a warning. Returns how many shapes were captured.
-  size_t capture_cached_shapes();
+  // With a plan cache and CUDA graphs: the input shapes the cache lists as captured for this
+  // model (runtime/captured_shapes.h; entries that do not fit are skipped with a warning), which
+  // capture_next_cached_shape() (DeferredCapture) runs twice on zeros each, eager then captured,
+  // so those shapes replay from the first request.
+  void list_cached_shapes();
+  bool capture_next_cached_shape() override;
   PlanCacheStatus plan_cache() const override;
   Result<std::vector<Tensor>> run(const std::vector<Tensor>& inputs, const RunOptions& options) override;
   // cuda_pipeline.cpp: a captured shape's runs overlapped (upload / compute / download streams).
@@ -156,6 +158,9 @@ class CudaExecutable final : public Executable, public PipelinedExecutable {
   std::vector<std::unique_ptr<Context>> free_;
   std::unique_ptr<PlanCacheLink> plan_cache_;
   std::string model_hash_;  // the plan cache's key for this model's captured shapes
+  std::vector<std::vector<std::pair<DType, Shape>>> cached_shapes_;  // list_cached_shapes()
+  size_t next_cached_ = 0, cached_done_ = 0;                         // capture_next_cached_shape()
+  double cached_ms_ = 0;
   std::unique_ptr<Lane, LaneDeleter> lane_;  // begin()/finish(); released before the contexts
   std::vector<Tensor> dev_const_;  // declared last: released before the contexts and their streams
 };

@@ -188,8 +188,8 @@ Status CudaExecutable::capture(Context& c, GraphEntry& g, const std::vector<Tens
   return st;
 }
 
-size_t CudaExecutable::capture_cached_shapes() {
-  if (!plan_cache_ || !graphs_) return 0;
+void CudaExecutable::list_cached_shapes() {
+  if (!plan_cache_ || !graphs_) return;
   ShapeSignature declared;
   for (ValueId v : graph_.inputs()) {
     const ValueInfo& vi = graph_.value(v).info;
@@ -198,37 +198,39 @@ size_t CudaExecutable::capture_cached_shapes() {
     declared.emplace_back(vi.dtype, std::move(s));
   }
   std::vector<std::string> skipped;
-  std::vector<ShapeSignature> shapes = captured_shapes(PlanStore::of(device_).snapshot(), model_hash_, declared, &skipped);
+  cached_shapes_ = captured_shapes(PlanStore::of(device_).snapshot(), model_hash_, declared, &skipped);
   for (const std::string& s : skipped) GPUOPT_LOG(warn, "plan cache: ignoring a captured-shape entry: {}", s);
-  if (shapes.size() > kMaxGraphsPerContext) shapes.resize(kMaxGraphsPerContext);
+  if (cached_shapes_.size() > kMaxGraphsPerContext) cached_shapes_.resize(kMaxGraphsPerContext);
+}
+
+bool CudaExecutable::capture_next_cached_shape() {
+  if (next_cached_ >= cached_shapes_.size()) return false;
   const auto t0 = std::chrono::steady_clock::now();
-  size_t done = 0;
-  for (const ShapeSignature& sig : shapes) {
-    std::vector<Tensor> zeros;
-    for (const auto& [dt, shape] : sig) {
-      Result<Tensor> t = Tensor::try_empty(dt, shape, "a cached shape's input");
-      if (!t.ok()) break;
-      if (dt != DType::String) std::memset(t->raw(), 0, t->nbytes());
-      zeros.push_back(std::move(t).value());
-    }
-    Status st = zeros.size() == sig.size() ? Status::Ok() : Status::OutOfMemory("no host memory for its inputs");
-    RunProfile prof;
-    for (int i = 0; i < 2 && st.ok(); ++i) {  // eager (plans from the cache), then captured
-      RunOptions ro;
-      ro.profile = &prof;
-      st = run(zeros, ro).status();
-    }
-    if (st.ok() && prof.mode != "capture") st = Status::Unimplemented("{}", prof.graph_note);
-    if (!st.ok()) {
-      GPUOPT_LOG(warn, "plan cache: input shapes {} not captured at start: {}", signature_text(sig), st.message());
-      continue;
-    }
-    ++done;
+  const ShapeSignature& sig = cached_shapes_[next_cached_++];
+  std::vector<Tensor> zeros;
+  for (const auto& [dt, shape] : sig) {
+    Result<Tensor> t = Tensor::try_empty(dt, shape, "a cached shape's input");
+    if (!t.ok()) break;
+    if (dt != DType::String) std::memset(t->raw(), 0, t->nbytes());
+    zeros.push_back(std::move(t).value());
   }
-  if (!shapes.empty())
-    GPUOPT_LOG(info, "plan cache: {} of {} cached input shapes captured as CUDA graphs at start ({:.0f} ms)", done,
-               shapes.size(), std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  return done;
+  Status st = zeros.size() == sig.size() ? Status::Ok() : Status::OutOfMemory("no host memory for its inputs");
+  RunProfile prof;
+  for (int i = 0; i < 2 && st.ok(); ++i) {  // eager (plans from the cache), then captured
+    RunOptions ro;
+    ro.profile = &prof;
+    st = run(zeros, ro).status();
+  }
+  if (st.ok() && prof.mode != "capture") st = Status::Unimplemented("{}", prof.graph_note);
+  if (!st.ok())
+    GPUOPT_LOG(warn, "plan cache: input shapes {} not captured: {}", signature_text(sig), st.message());
+  else
+    ++cached_done_;
+  cached_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (next_cached_ == cached_shapes_.size())
+    GPUOPT_LOG(info, "plan cache: {} of {} cached input shapes captured as CUDA graphs ({:.0f} ms)", cached_done_,
+               cached_shapes_.size(), cached_ms_);
+  return true;
 }
 
 Result<std::vector<Tensor>> CudaExecutable::replay(Context& c, GraphEntry& g, const std::vector<Tensor>& inputs, bool uploaded,

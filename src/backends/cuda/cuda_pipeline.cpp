@@ -128,7 +128,7 @@ void LaneDeleter::operator()(Lane* l) const { delete l; }
 
 Result<Lane*> CudaExecutable::lane() {
   if (lane_) return lane_.get();
-  GPUOPT_ASSIGN_OR_RETURN(std::unique_ptr<Context> ctx, acquire());  // the one capture_cached_shapes warmed
+  GPUOPT_ASSIGN_OR_RETURN(std::unique_ptr<Context> ctx, acquire());  // the one the cached-shape captures warmed
   std::unique_ptr<Lane, LaneDeleter> l(new Lane());
   l->ctx = std::move(ctx);
   GPUOPT_CHECK_CALL(cudaStreamCreateWithFlags(&l->up, cudaStreamNonBlocking));

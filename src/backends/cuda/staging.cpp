@@ -18,6 +18,15 @@ Staging::~Staging() {
 Status Staging::upload(const Tensor& host, Tensor* dev, cudaStream_t s) {
   const size_t n = host.nbytes();
   if (!n) return Status::Ok();
+  // Already page-locked (the server reads large request bodies into pinned memory): copied up
+  // from where it is, without the staging copy.
+  cudaPointerAttributes attr{};
+  if (cudaPointerGetAttributes(&attr, host.raw()) == cudaSuccess && attr.type == cudaMemoryTypeHost) {
+    GPUOPT_CHECK_CALL(cudaMemcpyAsync(dev->raw(), host.raw(), n, cudaMemcpyHostToDevice, s));
+    GPUOPT_CHECK_CALL(cudaStreamSynchronize(s));  // the caller's tensor may go once this returns
+    return Status::Ok();
+  }
+  cudaGetLastError();
   GPUOPT_RETURN_IF_ERROR(reserve(n, s));
   parallel_memcpy(buf_, host.raw(), n);
   GPUOPT_CHECK_CALL(cudaMemcpyAsync(dev->raw(), buf_, n, cudaMemcpyHostToDevice, s));

@@ -13,8 +13,9 @@ typedef struct CUstream_st* cudaStream_t;
 
 namespace gpuopt::cuda {
 
-// One context's copies through a pinned buffer that grows as needed. Both directions wait for
-// the copy (the buffer is reused by the next one), so neither may run inside a capture.
+// One context's copies through a pinned buffer that grows as needed (an upload from host memory
+// that is already pinned goes straight up). Both directions wait for the copy (the buffer is
+// reused by the next one), so neither may run inside a capture.
 class Staging {
  public:
   Staging() = default;
