@@ -24,6 +24,7 @@ namespace gpuopt {
   X(GPUOPT_MEMORY_PLAN, "static on cpu, pool on cuda",                                                      \
     "static: activations at offsets in one arena per input shape (the memory plan); pool: each allocated on its own.") \
   X(GPUOPT_CACHE_DIR, "", "Plan cache directory of run and serve when --cache-dir is not given (docs/engine.md).") \
+  X(GPUOPT_MATMUL_AUTOTUNE, "1", "0: cuBLASLt's first heuristic algorithm for each GEMM shape instead of the fastest of up to 8 candidates, timed on the shape's first eager run (A/B).") \
   X(GPUOPT_INT8_CONV, "1", "0: --precision int8 on the GPU leaves QDQ convolutions and residual adds as Q/DQ around fp16 convs instead of Int8Conv/Int8Add (docs/quantization.md).")
 
 struct EnvVar {

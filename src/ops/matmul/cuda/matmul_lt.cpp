@@ -3,15 +3,19 @@
 #include "backends/cuda/plan_store.h"
 
 #include "core/cuda_check.h"
+#include "core/env.h"
+#include "core/log.h"
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <charconv>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <tuple>
+#include <vector>
 
 namespace gpuopt::cuda {
 namespace {
@@ -35,6 +39,10 @@ struct Plan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
   cublasLtMatmulAlgo_t algo{};
+  // The heuristic's other candidates, timed on the shape's first eager run (then cleared); empty
+  // when the plan cache gave the algorithm or tuning is off.
+  std::vector<cublasLtMatmulAlgo_t> candidates;
+  std::atomic<bool> pending{false};  // candidates wait to be timed (read without the lock)
   ~Plan() {
     if (la) cublasLtMatrixLayoutDestroy(la);
     if (lb) cublasLtMatrixLayoutDestroy(lb);
@@ -64,6 +72,11 @@ Status layout(cublasLtMatrixLayout_t* l, cudaDataType_t t, int64_t rows, int64_t
     GPUOPT_CHECK_CALL(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
   }
   return Status::Ok();
+}
+
+bool autotune_enabled() {
+  static const bool on = env_get("GPUOPT_MATMUL_AUTOTUNE").value_or("1") != "0";
+  return on;
 }
 
 // The plan cache's key of a matmul plan, and its algorithm (an opaque struct of 64-bit words,
@@ -129,15 +142,76 @@ Status build(Plan* p, const PlanKey& key, ExecContext& ctx, const void* bias) {
       return Status::Ok();
     p->algo = cublasLtMatmulAlgo_t{};
   }
-  cublasLtMatmulHeuristicResult_t res{};
+  constexpr int kCandidates = 8;
+  cublasLtMatmulHeuristicResult_t res[kCandidates]{};
   int found = 0;
-  GPUOPT_CHECK_CALL(cublasLtMatmulAlgoGetHeuristic(ctx.lt, p->op, p->la, p->lb, p->lc, p->lc, pref, 1, &res, &found));
+  const int want = autotune_enabled() && !key.has_beta ? kCandidates : 1;  // timing writes C: beta must be 0
+  GPUOPT_CHECK_CALL(cublasLtMatmulAlgoGetHeuristic(ctx.lt, p->op, p->la, p->lb, p->lc, p->lc, pref, want, res, &found));
   if (found == 0)
     return Status::Unimplemented("cuBLASLt has no algorithm for {} matmul m={} n={} k={} batch={}", dtype_name(key.dt), s.m,
                                  s.n, s.k, s.batch);
-  p->algo = res.algo;
-  PlanStore::current().put(entry, algo_to_hex(p->algo));
+  p->algo = res[0].algo;
+  for (int i = 0; i < found && found > 1; ++i)
+    if (res[i].state == CUBLAS_STATUS_SUCCESS) p->candidates.push_back(res[i].algo);
+  if (p->candidates.size() < 2) {
+    p->candidates.clear();
+    PlanStore::current().put(entry, algo_to_hex(p->algo));
+  }
+  p->pending.store(!p->candidates.empty());
   return Status::Ok();
+}
+
+// Times each candidate on this call's own buffers (beta is 0, so C is only written) and keeps the
+// fastest: cuBLASLt's first heuristic answer is not always its fastest kernel for the shape. Runs
+// once per plan, on an eager run (never inside a stream capture), and records the choice in the
+// plan cache so a warm start does not time again.
+// Called with g_mu held.
+void tune(Plan* p, const PlanKey& key, ExecContext& ctx, const void* a, const void* b, void* c, float alpha, float beta) {
+  if (!p->pending.load()) return;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(ctx.stream, &capture) != cudaSuccess || capture != cudaStreamCaptureStatusNone) {
+    cudaGetLastError();
+    return;  // the first candidate runs meanwhile; a later eager call times them
+  }
+  std::vector<cublasLtMatmulAlgo_t> cands;
+  cands.swap(p->candidates);
+  p->pending.store(false);
+  cudaEvent_t start = nullptr, stop = nullptr;
+  if (cudaEventCreate(&start) != cudaSuccess || cudaEventCreate(&stop) != cudaSuccess) {
+    cudaGetLastError();
+    if (start) cudaEventDestroy(start);
+    return;
+  }
+  auto launch = [&](const cublasLtMatmulAlgo_t& algo) {
+    return cublasLtMatmul(ctx.lt, p->op, &alpha, b, p->la, a, p->lb, &beta, c, p->lc, c, p->lc, &algo, ctx.workspace,
+                          ctx.workspace_bytes, ctx.stream) == CUBLAS_STATUS_SUCCESS;
+  };
+  constexpr int kRuns = 3;
+  float best_ms = 0, first_ms = 0;
+  size_t best = 0;
+  for (size_t i = 0; i < cands.size(); ++i) {
+    if (!launch(cands[i])) continue;  // warm-up; a candidate that cannot run is skipped
+    bool ok = cudaEventRecord(start, ctx.stream) == cudaSuccess;
+    for (int r = 0; r < kRuns && ok; ++r) ok = launch(cands[i]);
+    ok = ok && cudaEventRecord(stop, ctx.stream) == cudaSuccess && cudaEventSynchronize(stop) == cudaSuccess;
+    float ms = 0;
+    if (!ok || cudaEventElapsedTime(&ms, start, stop) != cudaSuccess) {
+      cudaGetLastError();
+      continue;
+    }
+    if (i == 0) first_ms = ms;
+    if (best_ms == 0 || ms < best_ms) {
+      best_ms = ms;
+      best = i;
+    }
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  if (best_ms == 0) return;
+  p->algo = cands[best];
+  PlanStore::current().put(entry_key(key), algo_to_hex(p->algo));
+  GPUOPT_LOG(debug, "cuBLASLt {} m={} n={} k={} batch={}: candidate {} of {} ({:.1f} us; the first {:.1f} us)", dtype_name(key.dt),
+             key.s.m, key.s.n, key.s.k, key.s.batch, best, cands.size(), 1e3 * best_ms / kRuns, 1e3 * first_ms / kRuns);
 }
 
 }  // namespace
@@ -169,9 +243,14 @@ Status matmul(ExecContext& ctx, const MatmulShape& s, DType dt, const void* a, c
   {
     std::lock_guard<std::mutex> lock(g_mu);
     GPUOPT_CHECK_CALL(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    if (plan->pending.load()) tune(plan, key, ctx, a, b, c, alpha, beta);
     GPUOPT_CHECK_CALL(cublasLtMatmul(ctx.lt, plan->op, &alpha, b, plan->la, a, plan->lb, &beta, c, plan->lc, c, plan->lc,
                                      &plan->algo, ctx.workspace, ctx.workspace_bytes, ctx.stream));
     return Status::Ok();
+  }
+  if (plan->pending.load()) {
+    std::lock_guard<std::mutex> lock(g_mu);
+    tune(plan, key, ctx, a, b, c, alpha, beta);
   }
   GPUOPT_CHECK_CALL(cublasLtMatmul(ctx.lt, plan->op, &alpha, b, plan->la, a, plan->lb, &beta, c, plan->lc, c, plan->lc,
                                    &plan->algo, ctx.workspace, ctx.workspace_bytes, ctx.stream));
