@@ -4,12 +4,13 @@
 # headline points, then the small batches. Each step is a compare.py run with the torch runners
 # only (no export, no gpuopt); records land in $OUT/compile_*.json as they come, so a step cut by
 # the deadline loses only itself. Merge with: python3 tools/perf_table.py --merge $OUT/compile_*.json
-#   OUT=/tmp/c DEADLINE_S=560 bash scripts/gpu/compile_run.sh
+#   OUT=/tmp/c DEADLINE_S=560 [STEPS=ma,small] bash scripts/gpu/compile_run.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-.}; mkdir -p "$OUT"
 end=$(( $(date +%s) + ${DEADLINE_S:-560} ))
-step() {  # NAME RUNNER MODELS BATCHES
+step() {  # NAME RUNNER MODELS BATCHES (STEPS=ma,small runs only the steps named)
+  case ",${STEPS:-all}," in ",all,"|*",$1,"*) ;; *) return ;; esac
   local left=$(( end - $(date +%s) ))
   if [ "$left" -lt 30 ]; then echo "compile_run: $1 skipped (deadline)"; return; fi
   echo "compile_run: $1 ($2 $3 b$4), ${left} s left"
