@@ -89,8 +89,9 @@ Result<std::unique_ptr<TunedGraph>> TunedGraph::build(std::shared_ptr<fe::graph:
   if (t->plans_.empty())
     return Status::Unimplemented("cuDNN: no plan of {} heuristic candidates builds{}", order.size(), failures);
   if (t->plans_.size() == 1) t->tuned_ = true;  // nothing to choose between
-  GPUOPT_LOG(debug, "{}: {} candidate plans built in {:.0f} ms", t->what_, t->plans_.size(),
-             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  t->build_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  GPUOPT_LOG(debug, "{}: {} candidate plans of {} built in {:.0f} ms", t->what_, t->plans_.size(), order.size(),
+             t->build_ms_);
   return t;
 }
 
@@ -161,10 +162,10 @@ Status TunedGraph::tune(cudnnHandle_t h, cudaStream_t stream, std::unordered_map
   chosen_ms_ = best;
   first_ms_ = first;
   tuned_ = true;
-  GPUOPT_LOG(info, "{}: plan {} of {} ({}) {:.1f} us; the first plan {}{}", what_, best_i, plans_.size(),
-             plans_[best_i].tag, best * 1e3f,
+  GPUOPT_LOG(info, "{}: plan {} of {} ({}) {:.1f} us; the first plan {}{} (built in {:.0f} ms)", what_, best_i,
+             plans_.size(), plans_[best_i].tag, best * 1e3f,
              first < 0 ? std::string("did not execute") : fmt::format("{:.1f} us", first * 1e3f),
-             failed ? fmt::format(" ({} plans skipped: execute failed)", failed) : std::string());
+             failed ? fmt::format(" ({} plans skipped: execute failed)", failed) : std::string(), build_ms_);
   fe::error_t st = g_->execute_plan_at_index(h, pack, workspace, plans_[best_i].index);
   if (!st.is_good()) return Status::Internal("cuDNN execute ({}): {}", plans_[best_i].tag, st.get_message());
   return Status::Ok();

@@ -42,7 +42,7 @@ struct GraphTuneOptions {
   bool autotune = true;
   int max_plans = 16;
   int64_t max_workspace = int64_t{256} << 20;
-  double build_budget_s = 2.0;  // no further candidate is built once this much time has gone
+  double build_budget_s = 1.0;  // no further candidate is built once this much time has gone
   int reps = 3;
   // An engine tag chosen before (the plan store): when heuristics list it, it is built alone and
   // used without timing; otherwise (another cuDNN, another GPU) the graph tunes as usual.
@@ -81,6 +81,7 @@ class TunedGraph {
   std::vector<Candidate> plans_;
   std::string what_;
   int reps_ = 3;
+  double build_ms_ = 0;
   int64_t max_ws_ = 0;
   std::atomic<size_t> chosen_{0};
   std::atomic<bool> tuned_{false};
