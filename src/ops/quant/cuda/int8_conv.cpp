@@ -211,11 +211,14 @@ Status run_plan(CudaKernelContext& k, const ConvKey& key, const Plan& plan, cons
       return launch_int8_conv_epilogue(key.n * key.oh * key.ow, key.m, acc, alpha, beta, relu, out, y, k.ctx.stream);
     }
     // A plan cuDNN built but cannot run (seen with some int8 engines): said once, then the
-    // direct kernel for this shape, so the model still runs, and correctly.
+    // direct kernel for this shape (a residual graph: the caller runs the pair instead), so the
+    // model still runs, and correctly.
     cudaGetLastError();
+    const bool residual_graph = plan.fused.ok() && k.has_input(kZ);
     if (!plan.failed.exchange(true))
-      GPUOPT_LOG(warn, "{}: cuDNN int8 conv execute failed ({}); gpuopt's direct kernel runs this shape",
-                 node_label(k.node), st.message());
+      GPUOPT_LOG(warn, "{}: cuDNN int8 conv execute failed ({}); {} runs this shape", node_label(k.node), st.message(),
+                 residual_graph ? "the plain conv and Int8Add's kernel" : "gpuopt's direct kernel");
+    if (residual_graph) return Status::Unavailable("residual graph failed");
   }
   const Int8ConvGeom g{key.n, key.h, key.w, key.c, key.m, key.kh, key.kw, key.oh, key.ow,
                        key.ph, key.pw, key.sh, key.sw, key.dh, key.dw};
@@ -261,7 +264,7 @@ Status run_int8_conv(CudaKernelContext& k) {
   GPUOPT_ASSIGN_OR_RETURN(cudnnHandle_t h, k.ctx.cudnn());
   const Plan* plan = find_plan(key, relu, out, res, h);
   // The residual graph did not build: the plain conv into int8 at y_scale, then Int8Add's kernel.
-  const bool split = residual && !plan->fused.ok();
+  const bool split = residual && (!plan->fused.ok() || plan->failed.load());
   if (split) plan = find_plan(key, relu, DType::I8, Residual::kNone, h);
   const float* cached = constant_alpha_beta(k, key.m, residual, k.ctx.stream);
   const size_t consts = cached ? 0 : align256(static_cast<size_t>(2 * key.m + kResidualFloats) * sizeof(float));
@@ -274,8 +277,9 @@ Status run_int8_conv(CudaKernelContext& k) {
   if (!cached) GPUOPT_RETURN_IF_ERROR(launch_int8_conv_prep(s, key.m, ab, ab + key.m, k.ctx.stream));
   char* mid_buf = static_cast<char*>(buf) + consts;
   void* conv_out = split ? static_cast<void*>(mid_buf) : y.raw();
-  GPUOPT_RETURN_IF_ERROR(run_plan(k, key, *plan, ab, relu, split ? DType::I8 : out, conv_out, mid_buf + mid,
-                                  acc_bytes, h));
+  const Status ran = run_plan(k, key, *plan, ab, relu, split ? DType::I8 : out, conv_out, mid_buf + mid, acc_bytes, h);
+  if (ran.code() == StatusCode::kUnavailable && residual && !split) return run_int8_conv(k);  // now as the pair
+  GPUOPT_RETURN_IF_ERROR(ran);
   if (!split) return Status::Ok();
   Int8AddArgs a;
   a.n = y.numel();
