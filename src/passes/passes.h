@@ -94,6 +94,10 @@ Result<PassStats> layout_nhwc(Graph* g);
 // (convs unless GPUOPT_INT8_CONV=0, and with the nhwc pass on).
 Result<PassStats> fold_qdq(Graph* g, bool convs = false);
 
+// An Int8Conv whose int8 output only an Int8Add reads -> one Int8Conv in its residual form, the
+// add's other addend its input Z (fuse_int8_residual.cpp); run after layout_nhwc on the GPU.
+Result<PassStats> fuse_int8_residual(Graph* g);
+
 // At int8 on the GPU: Q -> DQ round trips in front of a MatMul of two activations (an attention's
 // Q.K^T, P.V) bypassed, so the attention fuses and runs in fp16 (qdq_attention.cpp).
 Result<PassStats> qdq_attention_in_float(Graph* g);

@@ -45,12 +45,13 @@ Status FusionSwitches::validate() const {
   static constexpr std::string_view kNames[] = {"conv",      "matmul_bias",     "gelu",           "layernorm",
                                                 "attention", "gemm_activation", "skip_layernorm", "transpose",
                                                 "nhwc",      "qdq",             "gemm_scale",     "fp8_chain",
-                                                "qdq_attention"};
+                                                "qdq_attention", "int8_residual"};
   for (const auto& n : off)
     if (std::find(std::begin(kNames), std::end(kNames), n) == std::end(kNames))
       return Status::InvalidArgument(
           "GPUOPT_DISABLE_FUSION: unknown fusion '{}' (valid: 1 or all, or a list of conv, matmul_bias, gelu, layernorm, "
-          "attention, gemm_activation, skip_layernorm, transpose, nhwc, qdq, gemm_scale, fp8_chain, qdq_attention)",
+          "attention, gemm_activation, skip_layernorm, transpose, nhwc, qdq, gemm_scale, fp8_chain, qdq_attention, "
+          "int8_residual)",
           n);
   return Status::Ok();
 }
@@ -152,6 +153,12 @@ Status run_session_passes(Graph* g, const Device& device, std::string_view preci
     GPUOPT_ASSIGN_OR_RETURN(PassStats nhwc, layout_nhwc(g));
     GPUOPT_LOG(debug, "passes: layout_nhwc made {} nodes channels-last, added {} transposes", nhwc.rewritten,
                nhwc.added);
+  }
+  // Int8Conv -> Int8Add pairs (fold_qdq's, now in one layout) as one residual Int8Conv.
+  if (optimize && device.is_cuda() && sw.enabled("int8_residual") &&
+      std::any_of(g->nodes().begin(), g->nodes().end(), [](const Node& n) { return n.op == Op::Int8Add; })) {
+    GPUOPT_ASSIGN_OR_RETURN(PassStats res, fuse_int8_residual(g));
+    GPUOPT_LOG(debug, "passes: fuse_int8_residual took {} residual adds into their convs", res.rewritten);
   }
   return Status::Ok();
 }

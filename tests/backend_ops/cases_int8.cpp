@@ -7,7 +7,9 @@
 // per-channel epilogue fused, or into int32 then gpuopt's epilogue, or the direct kernel (channel
 // counts cuDNN's int8 kernels do not take: C=12 its dp4a loop, C=6 its scalar one). The sums are exact; float outputs carry the
 // epilogue's f32 rounding, int8 outputs may differ by one step where v / y_scale is that close to
-// a half (int_steps 1). Int8Add (fold_qdq's residual add) likewise.
+// a half (int_steps 1). Int8Add (fold_qdq's residual add) likewise. The residual form
+// (fuse_int8_residual's Int8Conv with Z) runs cuDNN's residual graph or, where cuDNN does not
+// build it, the plain conv then Int8Add's kernel.
 //
 // Fp8Gemm (--precision fp8): our e4m3 quantization of A, then cuBLASLt's FP8 GEMM. The reference
 // rounds A to e4m3 the same way (ops/quant/fp8_e4m3.h) and sums exactly, so what differs is the
@@ -56,6 +58,27 @@ void add_int8_conv_cases(std::vector<Case>& cases) {
              {x, w, scalar(dt, sx), scalar(dt, sw), none, scalar(dt, sy)}, a};
       p.int_steps = 1;
       cases.push_back(p);
+      // The residual form (fuse_int8_residual): the conv's int8 output at y_scale = 2 output
+      // steps, plus Z, [Relu], requantized or float. A one-step flip of the conv's int8 value
+      // (f32 against the reference's double, near a half) moves the output by 2 steps, plus one
+      // of the final rounding: int_steps 3 (the fused-vs-pair rounding is checked in test_cuda).
+      const int64_t o = (s.hw + 2 * s.pad - s.k) / s.stride + 1;
+      auto z = data(DType::I8, {s.n, o, o, s.m}, -127, 128);
+      const double so = sy / 2, sz = sy / 3;
+      AttributeMap res = a;
+      res["residual_activation"] = attr_s("Relu");
+      Case r{"Int8Conv", label(dt, sh, std::string(s.what) + " residual relu, int8 out"),
+             {x, w, scalar(dt, sx), data(dt, {s.m}, sw * 0.5, sw), data(dt, {s.m}, -10 * sy, 10 * sy), scalar(dt, sy), z,
+              scalar(dt, sz), scalar(dt, so)},
+             res};
+      r.int_steps = 3;
+      cases.push_back(r);
+      // Float output: an int8 flip would be a whole step off in float, so here the conv's value
+      // is an integer (small x and w, x_scale = y_scale, w_scale 1, no bias: v / y_scale = the sum).
+      auto xs = data(DType::I8, {s.n, s.hw, s.hw, s.c}, -2, 3), ws = data(DType::I8, {s.m, s.k, s.k, s.c}, -2, 3);
+      cases.push_back({"Int8Conv", label(dt, sh, std::string(s.what) + " relu, residual, float out"),
+                       {xs, ws, scalar(dt, 0.125), scalar(dt, 1), none, scalar(dt, 0.125), z, scalar(dt, 0.0625)},
+                       relu});
     }
   }
 }

@@ -1,5 +1,5 @@
 // Int8Conv / Int8Add on the GPU (GPUOPT_INT8_CONV=1): a QDQ residual block at --precision int8
-// on CUDA, folded into channels-last Int8Convs and an Int8Add, against the CPU reference's
+// on CUDA, folded into channels-last Int8Convs (the residual add in the last one), against the CPU reference's
 // int8 session (exact QDQ semantics), eagerly and replayed as a CUDA graph; and the epilogue
 // constants' kernel against the host arithmetic it must equal bit for bit.
 #include "session_util.h"
@@ -92,7 +92,7 @@ TEST(Int8ConvSession, ResidualBlockMatchesCpuEagerAndReplayed) {
     adds += n.op_type == "Int8Add";
   }
   EXPECT_EQ(convs, 3);
-  EXPECT_EQ(adds, 1);
+  EXPECT_EQ(adds, 0);  // the residual add is in the last conv (fuse_int8_residual)
   auto first = (*gpu)->run(in);  // eager: plans built, epilogue constants uploaded
   ASSERT_TRUE(first.ok()) << first.status().to_string();
   auto second = (*gpu)->run(in);  // captured as a CUDA graph
@@ -102,6 +102,57 @@ TEST(Int8ConvSession, ResidualBlockMatchesCpuEagerAndReplayed) {
   EXPECT_LT(rel_l2(first->at(0).second, want->at(0).second), 3e-2);
   expect_outputs_match(*first, *want, 5e-2);
   EXPECT_EQ(rel_l2(second->at(0).second, first->at(0).second), 0.0);  // deterministic replay
+}
+
+// The residual form on the GPU (cuDNN's residual graph, its int8 rounding done in f32) against
+// the pair it replaced (GPUOPT_DISABLE_FUSION=int8_residual: the conv's int8 output, then
+// Int8Add's kernel): x -> Q -> conv3x3 -> Q(c, 3 output steps per step); DQ(c) + DQ(Q(x)) ->
+// Relu -> Q -> DQ (the output is the int8 codes times the scale). Both round in f32 from the same
+// sums, so codes differ only where the last digits of two f32 formulas straddle a half: at most
+// one step, in few places. Without the intermediate rounding most codes would move.
+TEST(Int8ConvSession, FusedResidualMatchesThePairOnGpu) {
+  GPUOPT_REQUIRE_CUDA();
+  Qdq b;
+  const ValueId x = b.g.add_input("x", DType::F32, {kFirstSymbolDim, 32, 12, 12});
+  const ValueId s = b.quantize(x, 0.02f);
+  const ValueId c = b.quantize(b.conv(s, 32, 32, 3), 0.09f);
+  ValueId sum = b.relu(b.g.add_node(Op::Add, "add", {b.dequantize(c), b.dequantize(s)}, 1)[0]);
+  b.g.mark_output(b.dequantize(b.quantize(sum, 0.03f)));
+  ASSERT_TRUE(b.g.topo_sort().ok());
+  ASSERT_TRUE(b.g.infer_shapes().ok());
+  const NamedTensors in{{"x", randn({4, 32, 12, 12}, 9, 1.0f)}};
+  SessionOptions og;
+  og.device = "cuda";
+  og.precision = "int8";
+  std::vector<Tensor> outs;
+  for (bool fused : {true, false}) {
+    if (!fused) setenv("GPUOPT_DISABLE_FUSION", "int8_residual", 1);
+    auto gpu = Session::from_graph(b.g, og);
+    unsetenv("GPUOPT_DISABLE_FUSION");
+    ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
+    int residual = 0, adds = 0;
+    for (const Node& n : (*gpu)->graph().nodes()) {
+      residual += n.op_type == "Int8Conv" && n.inputs.size() > 6;
+      adds += n.op_type == "Int8Add";
+    }
+    EXPECT_EQ(residual, fused ? 1 : 0);
+    EXPECT_EQ(adds, fused ? 0 : 1);
+    auto r = (*gpu)->run(in);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    outs.push_back(r->at(0).second);
+  }
+  const Tensor& f = outs[0];
+  const Tensor& p = outs[1];
+  ASSERT_EQ(f.shape(), p.shape());
+  int64_t off = 0, nonzero = 0;
+  for (int64_t i = 0; i < f.numel(); ++i) {
+    const double d = std::abs(f.get_f64(i) - p.get_f64(i)) / 0.03;
+    EXPECT_LE(d, 1.01) << i;
+    off += d > 0.5;
+    nonzero += p.get_f64(i) != 0;
+  }
+  EXPECT_LE(off * 100, f.numel()) << off << " of " << f.numel() << " codes differ";
+  EXPECT_GT(nonzero * 4, f.numel());
 }
 
 // The epilogue constants from scales on the device equal the host's float arithmetic exactly
@@ -116,7 +167,7 @@ TEST(Int8ConvPrep, MatchesHostArithmetic) {
     ws[static_cast<size_t>(i)] = u(rng);
     bias[static_cast<size_t>(i)] = u(rng) - 0.02f;
   }
-  const float xs = 0.0213f, ys = 0.0429f;
+  const float xs = 0.0213f, ys = 0.0429f, zs = 0.0371f, os = 0.0517f;
   for (bool half : {false, true}) {
     // Device copies of the scales in f32 or f16; the host's expectation from the same values.
     auto store = [&](const std::vector<float>& v) {
@@ -140,8 +191,10 @@ TEST(Int8ConvPrep, MatchesHostArithmetic) {
     void* d_ws = store(ws);
     void* d_b = store(bias);
     void* d_ys = store({ys});
+    void* d_zs = store({zs});
+    void* d_os = store({os});
     float* d_ab = nullptr;
-    ASSERT_EQ(cudaMalloc(&d_ab, 2 * m * sizeof(float)), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&d_ab, (2 * m + cuda::kResidualFloats) * sizeof(float)), cudaSuccess);
     cuda::Int8ConvScales s;
     s.dt = half ? DType::F16 : DType::F32;
     s.x_scale = d_xs;
@@ -149,15 +202,20 @@ TEST(Int8ConvPrep, MatchesHostArithmetic) {
     s.w_per_channel = true;
     s.bias = d_b;
     s.y_scale = d_ys;
+    s.z_scale = d_zs;  // the residual form's two scalars after beta
+    s.out_scale = d_os;
     ASSERT_TRUE(cuda::launch_int8_conv_prep(s, m, d_ab, d_ab + m, nullptr).ok());
-    std::vector<float> ab(2 * m);
+    std::vector<float> ab(2 * m + cuda::kResidualFloats);
     ASSERT_EQ(cudaMemcpy(ab.data(), d_ab, ab.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
     const float inv = 1.0f / rounded(ys);
     for (int64_t c = 0; c < m; ++c) {
       EXPECT_EQ(ab[static_cast<size_t>(c)], rounded(xs) * rounded(ws[static_cast<size_t>(c)]) * inv) << c;
       EXPECT_EQ(ab[static_cast<size_t>(m + c)], rounded(bias[static_cast<size_t>(c)]) * inv) << c;
     }
-    for (void* p : {d_xs, d_ws, d_b, d_ys, static_cast<void*>(d_ab)}) cudaFree(p);
+    const float inv_o = 1.0f / rounded(os);
+    EXPECT_EQ(ab[static_cast<size_t>(2 * m)], rounded(ys) * inv_o);
+    EXPECT_EQ(ab[static_cast<size_t>(2 * m + 4)], rounded(zs) * inv_o);
+    for (void* p : {d_xs, d_ws, d_b, d_ys, d_zs, d_os, static_cast<void*>(d_ab)}) cudaFree(p);
   }
 }
 

@@ -7,6 +7,7 @@
 #include "passes/passes.h"
 
 #include "cnn_graphs.h"
+#include "qdq_builder.h"
 
 #include <gtest/gtest.h>
 
@@ -16,7 +17,7 @@
 namespace gpuopt {
 namespace {
 
-using test::Builder;
+using test::QBuilder;
 using test::expect_same_outputs;
 using test::random_tensor;
 
@@ -25,53 +26,6 @@ int count(const Graph& g, const std::string& op) {
   for (const Node& n : g.nodes()) c += n.op_type == op;
   return c;
 }
-
-struct QBuilder : Builder {
-  ValueId quantize(ValueId x, float scale, int64_t zero = 0) {
-    std::string n = "quant";  // (+= : GCC 12's -Wrestrict misfires on "q" + std::string)
-    n += std::to_string(next++);
-    const ValueId s = g.add_constant(n + ".s", Tensor::scalar_f32(scale));
-    const ValueId z = g.add_constant(n + ".z", Tensor::from_vector<int>(DType::I8, {}, {static_cast<int>(zero)}));
-    return g.add_node(Op::QuantizeLinear, n, {x, s, z}, 1)[0];
-  }
-  ValueId dequantize(ValueId q) {
-    const Node& qn = g.nodes()[static_cast<size_t>(g.value(q).producer)];
-    const ValueId s = qn.inputs[1], z = qn.inputs[2];
-    return g.add_node(Op::DequantizeLinear, g.value(q).name + "/dq", {q, s, z}, 1)[0];
-  }
-  // Conv(DQ(xq), DQ(W int8 [cout, cin/group, k, k], per channel)) [+ bias].
-  ValueId conv(ValueId xq, int64_t cin, int64_t cout, int64_t k, int64_t pad, int64_t stride, bool bias,
-               int64_t group = 1) {
-    const std::string n = "conv" + std::to_string(next++);
-    Tensor wq = Tensor::empty(DType::I8, {cout, cin / group, k, k});
-    std::uniform_int_distribution<int> u(-127, 127);
-    for (int64_t i = 0; i < wq.numel(); ++i) wq.data<int8_t>()[i] = static_cast<int8_t>(u(rng));
-    const float r = 1.7f / std::sqrt(static_cast<float>(cin / group * k * k)) / 127.0f;
-    AttributeMap ax;
-    ax["axis"].i = 0;  // an Attribute is an int by default
-    const ValueId wd =
-        g.add_node(Op::DequantizeLinear, n + "/dqw",
-                   {g.add_constant(n + ".wq", wq), g.add_constant(n + ".ws", random_tensor({cout}, rng, 0.5f * r, r)),
-                    g.add_constant(n + ".wz", Tensor::zeros(DType::I8, {cout}))},
-                   1, ax)[0];
-    std::vector<ValueId> in{dequantize(xq), wd};
-    if (bias) in.push_back(g.add_constant(n + ".b", random_tensor({cout}, rng, -0.3f, 0.3f)));
-    AttributeMap a = test::conv_attrs(k, pad, stride);
-    if (group != 1) a["group"].i = group;
-    return g.add_node(Op::Conv, n, in, 1, a)[0];
-  }
-  ValueId batchnorm(ValueId x, int64_t c) {
-    const std::string n = "batchnorm" + std::to_string(next++);
-    Tensor gamma = random_tensor({c}, rng, 0.3f, 1.5f);
-    for (int64_t i = 0; i < c; i += 2) gamma.set_f64(i, -gamma.get_f64(i));  // negative scales too
-    return g.add_node(Op::BatchNormalization, n,
-                      {x, g.add_constant(n + ".gamma", gamma),
-                       g.add_constant(n + ".beta", random_tensor({c}, rng, -0.3f, 0.3f)),
-                       g.add_constant(n + ".mean", random_tensor({c}, rng, -0.2f, 0.2f)),
-                       g.add_constant(n + ".var", random_tensor({c}, rng, 0.5f, 2.0f))},
-                      1)[0];
-  }
-};
 
 // Outputs of two graphs on the CPU reference; int8 ones within one step, at most 1% off at all.
 void expect_int8_close(const Graph& ref, const Graph& got_g, const Tensor& x) {
@@ -252,8 +206,9 @@ TEST(FoldQdqConv, LeavesUnsupportedConvsAlone) {
 
 // The session pipeline for --precision int8 on cuda with GPUOPT_INT8_CONV=1, on the CPU
 // reference: a residual block (stem on the float path, two quantized convs, a quantized Add)
-// has its three 16-channel convs as channels-last Int8Convs, the add as an Int8Add, and computes what the CPU int8
-// session's graph (exact QDQ semantics) computes.
+// has its three 16-channel convs as channels-last Int8Convs, the add taken into the last of them
+// (an Int8Add with GPUOPT_DISABLE_FUSION=int8_residual, exactly equal), and computes what the CPU
+// int8 session's graph (exact QDQ semantics) computes.
 TEST(FoldQdqConv, Int8CudaPipeline) {
   QBuilder b;
   const ValueId x = b.g.add_input("x", DType::F32, {kFirstSymbolDim, 3, 12, 12});
@@ -268,12 +223,22 @@ TEST(FoldQdqConv, Int8CudaPipeline) {
   const Status st = run_session_passes(&gpu, "cuda", "int8", true);  // on by default
   ASSERT_TRUE(st.ok()) << st.to_string();
   EXPECT_EQ(count(gpu, "Int8Conv"), 3);
-  EXPECT_EQ(count(gpu, "Int8Add"), 1);  // the residual add, its Relu and Q
+  EXPECT_EQ(count(gpu, "Int8Add"), 0);  // the residual add, its Relu and Q: in the last conv (fuse_int8_residual)
   EXPECT_EQ(count(gpu, "DequantizeLinear"), 1);  // the stem's input only
+  int residual = 0;
   for (const Node& n : gpu.nodes())
     if (n.op_type == "Int8Conv") {
       EXPECT_EQ(n.attr_i("channels_last", 0), 1) << n.name;
+      residual += n.inputs.size() > 6;
     }
+  EXPECT_EQ(residual, 1);
+  Graph pair = g;  // GPUOPT_DISABLE_FUSION=int8_residual: the Int8Conv -> Int8Add pair
+  setenv("GPUOPT_DISABLE_FUSION", "int8_residual", 1);
+  const Status pair_st = run_session_passes(&pair, "cuda", "int8", true);
+  unsetenv("GPUOPT_DISABLE_FUSION");
+  ASSERT_TRUE(pair_st.ok()) << pair_st.to_string();
+  EXPECT_EQ(count(pair, "Int8Add"), 1);
+  EXPECT_EQ(count(pair, "Int8Conv"), 3);
   Graph off = g;
   setenv("GPUOPT_INT8_CONV", "0", 1);
   const Status off_st = run_session_passes(&off, "cuda", "int8", true);
@@ -283,7 +248,9 @@ TEST(FoldQdqConv, Int8CudaPipeline) {
   Graph cpu = g;
   ASSERT_TRUE(run_session_passes(&cpu, "cpu", "int8", true).ok());
   std::mt19937 rng(34);
-  expect_same_outputs(cpu, gpu, random_tensor({2, 3, 12, 12}, rng, -2, 2), 3e-2);
+  const Tensor x1 = random_tensor({2, 3, 12, 12}, rng, -2, 2);
+  expect_same_outputs(cpu, gpu, x1, 3e-2);
+  expect_same_outputs(pair, gpu, x1, 0.0);  // the fused residual computes what the pair did
 }
 
 }  // namespace

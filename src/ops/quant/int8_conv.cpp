@@ -12,11 +12,22 @@
 //   Y = saturate(round_half_even(v / y_scale)) as int8 when y_scale is given, else v in the
 //   scales' float dtype.
 //
+// The residual form (fuse_int8_residual: an Int8Conv with an int8 output and the Int8Add that was
+// its only reader, as ResNet's bottlenecks end) adds inputs Z (int8, Y's shape), z_scale
+// (scalar) and out_scale (scalar, optional) and the attribute residual_activation ("" or
+// "Relu"):
+//   c = saturate(round_half_even(v / y_scale))       (the conv's own int8 output, as before)
+//   r = act2(c * y_scale + Z * z_scale)
+//   Y = saturate(round_half_even(r / out_scale)) as int8 when out_scale is given, else r
+// which is the pair's arithmetic term for term (Int8Add's), so the fused reference equals the
+// unfused one exactly. Input positions: int8_conv_schema.h.
+//
 // Zero points are 0 (symmetric int8, what gpuopt quantize writes and TensorRT requires). The
 // reference accumulates exactly in int64 and applies the scales in double. Against the unfolded
 // QDQ graph it differs only where that graph's float convolution rounds: a float output by the
 // f32 rounding of the sum, an int8 output by at most one step where v / y_scale lies within
 // that rounding of a half (tests/passes/fold_qdq_conv_test.cpp).
+#include "ops/quant/int8_conv_schema.h"
 #include "ops/common/nn_util.h"
 #include "ops/common/nhwc_perm.h"
 #include "ops/common/tensor_util.h"
@@ -32,10 +43,14 @@ using nhwc::kToNchw;
 using nhwc::kToNhwc;
 using nhwc::permute;
 
+using namespace int8conv;
+
 template <class Ctx>
 Status check_attrs(const Ctx& ctx) {
-  const std::string a = ctx.node.attr_s("activation", "");
-  if (!a.empty() && a != "Relu") return ctx.error("activation '{}' is not one of '', 'Relu'", a);
+  for (const char* name : {kActivation, kResidualActivation}) {
+    const std::string a = ctx.node.attr_s(name, "");
+    if (!a.empty() && a != "Relu") return ctx.error("{} '{}' is not one of '', 'Relu'", name, a);
+  }
   const int64_t cl = ctx.node.attr_i("channels_last", 0);
   if (cl != 0 && cl != 1) return ctx.error("channels_last {} is not 0 or 1", cl);
   const std::string pad = ctx.node.attr_s("auto_pad", "NOTSET");
@@ -57,10 +72,20 @@ Status infer_Int8Conv(InferContext& ctx) {
       return ctx.error("input {} has dtype {}; expected i8", i, dtype_name(ctx.in(i).dtype));
   GPUOPT_RETURN_IF_ERROR(nn::require_float(ctx, 2, "x_scale"));
   GPUOPT_RETURN_IF_ERROR(nn::require_same_dtype(ctx, 2, 3));
-  if (ctx.has_input(4)) GPUOPT_RETURN_IF_ERROR(nn::require_same_dtype(ctx, 2, 4));
-  if (ctx.has_input(5)) GPUOPT_RETURN_IF_ERROR(nn::require_same_dtype(ctx, 2, 5));
+  if (ctx.num_inputs() > kNumInputs) return ctx.error("{} inputs; expected at most {}", ctx.num_inputs(), size_t{kNumInputs});
+  for (size_t i : {kBias, kYScale, kZScale, kOutScale})
+    if (ctx.has_input(i)) GPUOPT_RETURN_IF_ERROR(nn::require_same_dtype(ctx, kXScale, i));
+  const bool residual = ctx.has_input(kZ);
+  if (residual) {
+    if (ctx.in(kZ).dtype != DType::Undefined && ctx.in(kZ).dtype != DType::I8)
+      return ctx.error("Z has dtype {}; expected i8", dtype_name(ctx.in(kZ).dtype));
+    if (!ctx.has_input(kYScale) || !ctx.has_input(kZScale))
+      return ctx.error("the residual form needs y_scale (input {}) and z_scale (input {})", size_t{kYScale}, size_t{kZScale});
+  } else if (ctx.has_input(kZScale) || ctx.has_input(kOutScale)) {
+    return ctx.error("z_scale and out_scale are only read with Z (input {})", size_t{kZ});
+  }
   ValueInfo& y = ctx.outputs[0];
-  y.dtype = ctx.has_input(5) ? DType::I8 : ctx.in(2).dtype;
+  y.dtype = (residual ? ctx.has_input(kOutScale) : ctx.has_input(kYScale)) ? DType::I8 : ctx.in(kXScale).dtype;
   const bool cl = ctx.node.attr_i("channels_last", 0) == 1;
   ValueInfo x = ctx.in(0), w = ctx.in(1);
   x.value = w.value = nullptr;
@@ -71,6 +96,13 @@ Status infer_Int8Conv(InferContext& ctx) {
   }
   GPUOPT_RETURN_IF_ERROR(nn::infer_integer_conv_shape(ctx, x, w, &y));
   if (cl && y.rank_known) y.shape = permute(y.shape, kToNhwc);
+  if (residual && y.rank_known && ctx.in(kZ).rank_known) {
+    const Shape& z = ctx.in(kZ).shape;
+    bool differ = z.size() != y.shape.size();
+    for (size_t d = 0; !differ && d < z.size(); ++d)
+      differ = dim_is_known(z[d]) && dim_is_known(y.shape[d]) && z[d] != y.shape[d];
+    if (differ) return ctx.error("Z {} does not have Y's shape {}", shape_to_string(z), shape_to_string(y.shape));
+  }
   return Status::Ok();
 }
 
@@ -100,9 +132,24 @@ Status cpu_Int8Conv(KernelContext& ctx) {
   if (ctx.in(2).numel() != 1) return ctx.error("x_scale has {} values; expected 1", ctx.in(2).numel());
   if (ws.numel() != 1 && ws.numel() != M) return ctx.error("w_scale has {} values; expected 1 or {}", ws.numel(), M);
   if (has(ctx, 4) && ctx.in(4).numel() != M) return ctx.error("B has {} values; expected {}", ctx.in(4).numel(), M);
-  if (has(ctx, 5) && ctx.in(5).numel() != 1) return ctx.error("y_scale has {} values; expected 1", ctx.in(5).numel());
-  const bool relu = ctx.node.attr_s("activation", "") == "Relu";
+  for (size_t i : {kYScale, kZScale, kOutScale})
+    if (has(ctx, i) && ctx.in(i).numel() != 1) return ctx.error("input {} has {} values; expected 1", i, ctx.in(i).numel());
+  const bool relu = ctx.node.attr_s(kActivation, "") == "Relu";
   const double xs = ctx.in(2).get_f64(0), ys = has(ctx, 5) ? ctx.in(5).get_f64(0) : 0.0;
+  const bool residual = has(ctx, kZ);
+  if (residual && (!has(ctx, kYScale) || !has(ctx, kZScale) || ctx.in(kZ).dtype() != DType::I8 ||
+                   ctx.in(kZ).shape() != ctx.out(0).shape()))
+    return ctx.error("Z {} must be i8 of Y's shape {}, with y_scale and z_scale", ctx.in(kZ).describe(),
+                     shape_to_string(ctx.out(0).shape()));
+  // Z in the computation's NCHW order.
+  Tensor zt;
+  if (residual && cl) {
+    zt = Tensor::empty(DType::I8, permute(ctx.in(kZ).shape(), kToNchw));
+    tensor_util::transpose_view(ctx.in(kZ), ctx.in(kZ).shape(), kToNchw, zt);
+  }
+  const int8_t* Z = !residual ? nullptr : cl ? zt.data<int8_t>() : ctx.in(kZ).data<int8_t>();
+  const bool relu2 = ctx.node.attr_s(kResidualActivation, "") == "Relu", requant2 = has(ctx, kOutScale);
+  const double zs = residual ? ctx.in(kZScale).get_f64(0) : 0.0, os = requant2 ? ctx.in(kOutScale).get_f64(0) : 1.0;
   const std::vector<int64_t> table = nn::window_gather_table(win);
   const int8_t* X = x.data<int8_t>();
   const int8_t* W = w.data<int8_t>();
@@ -128,7 +175,13 @@ Status cpu_Int8Conv(KernelContext& ctx) {
         double v = static_cast<double>(acc[static_cast<size_t>(o)]) * scale + bias;
         if (relu) v = std::max(v, 0.0);
         if (has(ctx, 5)) v = std::clamp(std::nearbyint(v / ys), -128.0, 127.0);
-        y[static_cast<size_t>((n * M + m) * O + o)] = v;
+        const size_t at = static_cast<size_t>((n * M + m) * O + o);
+        if (residual) {  // Int8Add's arithmetic on (c, y_scale) and (Z, z_scale)
+          v = v * ys + Z[at] * zs;
+          if (relu2) v = std::max(v, 0.0);
+          if (requant2) v = std::clamp(std::nearbyint(v / os), -128.0, 127.0);
+        }
+        y[at] = v;
       }
     }
   Tensor& out = ctx.out(0);

@@ -15,9 +15,14 @@ __device__ __forceinline__ float ld(const __half* p, int64_t i) { return __half2
 
 template <typename T>
 __global__ void prep_kernel(int64_t m, const T* xs, const T* ws, bool per_channel, const T* bias, const T* ys,
-                            float* alpha, float* beta) {
+                            const T* zs, const T* os, float* alpha, float* beta) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= m) return;
+  if (zs && i == 0) {  // the residual's two scalars after beta: ys / os and zs / os
+    const float inv_o = os ? 1.0f / ld(os, 0) : 1.0f;
+    beta[m] = ld(ys, 0) * inv_o;
+    beta[m + 4] = ld(zs, 0) * inv_o;
+  }
   const float inv = ys ? 1.0f / ld(ys, 0) : 1.0f;
   alpha[i] = ld(xs, 0) * ld(ws, per_channel ? i : 0) * inv;
   beta[i] = bias ? ld(bias, i) * inv : 0.0f;
@@ -79,17 +84,21 @@ __global__ void direct_kernel(Int8ConvGeom g, const int8_t* __restrict__ x, cons
 }  // namespace
 
 Status launch_int8_conv_prep(const Int8ConvScales& s, int64_t m, float* alpha, float* beta, cudaStream_t st) {
+  if (s.z_scale && !s.y_scale) return Status::InvalidArgument("Int8Conv: a residual needs the conv's y_scale");
   const unsigned blocks = static_cast<unsigned>((m + 255) / 256);
   if (s.dt == DType::F32) {
     prep_kernel<float><<<blocks, 256, 0, st>>>(m, static_cast<const float*>(s.x_scale),
                                                static_cast<const float*>(s.w_scale), s.w_per_channel,
                                                static_cast<const float*>(s.bias), static_cast<const float*>(s.y_scale),
-                                               alpha, beta);
+                                               static_cast<const float*>(s.z_scale),
+                                               static_cast<const float*>(s.out_scale), alpha, beta);
   } else if (s.dt == DType::F16) {
     prep_kernel<__half><<<blocks, 256, 0, st>>>(m, static_cast<const __half*>(s.x_scale),
                                                 static_cast<const __half*>(s.w_scale), s.w_per_channel,
                                                 static_cast<const __half*>(s.bias),
-                                                static_cast<const __half*>(s.y_scale), alpha, beta);
+                                                static_cast<const __half*>(s.y_scale),
+                                                static_cast<const __half*>(s.z_scale),
+                                                static_cast<const __half*>(s.out_scale), alpha, beta);
   } else {
     return Status::Unimplemented("Int8Conv: scales of dtype {} on the GPU", dtype_name(s.dt));
   }
