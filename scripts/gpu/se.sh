@@ -3,17 +3,20 @@
 # conv (se_mean pass) on the H200 (scripts/gpu_check.sh se), about 3 minutes:
 #  1. backend_ops NhwcFusedConv with each tile (auto = wide at strides 1 and 2, wide1 = wide at
 #     stride 1 only, the choice before; narrow) and with cuDNN's path (GPUOPT_DEPTHWISE_KERNEL=cudnn:
-#     the mean output through the separate mean kernel), FusedConv once;
-#  2. compute-sanitizer memcheck on the new cases (stride-2 tiles, the mean output) and racecheck
-#     on the mean's shared-memory reduction;
+#     the mean output through the separate mean kernel), FusedConv once; test_cuda's SeSession
+#     (a small EfficientNet through Session, se_mean on/off, CUDA graph replay) and NhwcSession;
+#  2. compute-sanitizer memcheck on the new depthwise cases (stride-2 tiles, the mean output) and
+#     racecheck on the mean's shared-memory reduction;
 #  3. how many means the pass fused (inspect --optimized --json);
 #  4. EfficientNet-B0 and MobileNetV3-L (compare.py's legacy exports, fp16) at batch 32 and 256:
-#     device ms (gpuopt run --json, median of 50, CUDA graph) with the tile wide1 / wide / narrow
-#     and se_mean off / on, all in this one binary;
-#  5. compare.py (rel L2 against PyTorch fp32, device ms) before (wide1, se_mean off) and after
-#     (defaults), then the per-op profile of each at batch 256 after.
+#     device ms (gpuopt run --json, median of 30, CUDA graph) with the tile wide1 / wide and
+#     se_mean off / on, all in this one binary;
+#  5. compare.py (rel L2 against PyTorch fp32, device ms) with the defaults (CMP_CONFIGS="before
+#     after" adds wide1 + se_mean off), then EfficientNet-B0's per-op profile at batch 256.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit
+T0=$(date +%s)
+lap() { echo "-- $(( $(date +%s) - T0 )) s"; }
 B=${BIN:-build-h200/bin}
 G=${GPUOPT_BIN:-$B/gpuopt}
 D=${OUT:-./perf-out}/se
@@ -29,11 +32,19 @@ for spec in "NhwcFusedConv auto" "NhwcFusedConv wide1" "NhwcFusedConv narrow" "N
   grep -E " FAIL " "$D/bo_$1_$2.txt" | head -5
 done
 
+TC=$B/test_cuda; [ -x "$TC" ] || TC=$B/tests/test_cuda
+if [ -x "$TC" ]; then  # the mini EfficientNet through Session on CUDA, se_mean on and off
+  timeout 120 "$TC" --gtest_filter='SeSession.*:Precisions/NhwcSession.*' >"$D/test_cuda.txt" 2>&1
+  echo "test_cuda SeSession/NhwcSession: exit $? $(grep -E '^\[  (PASSED|FAILED) ' "$D/test_cuda.txt" | tr '\n' ' ')"
+  grep -E "rel L2|Failure|FAILED" "$D/test_cuda.txt" | head -12
+fi
+
+lap
 echo "== 2. compute-sanitizer =="
 if command -v compute-sanitizer >/dev/null 2>&1; then
-  for spec in "memcheck dw" "memcheck + mean" "racecheck dw+mean"; do
+  for spec in "memcheck dw" "racecheck dw+mean"; do
     tool=${spec%% *} case=${spec#* }
-    timeout 90 compute-sanitizer --tool "$tool" --report-api-errors no --error-exitcode 3 "$B/backend_ops" test \
+    timeout 60 compute-sanitizer --tool "$tool" --report-api-errors no --error-exitcode 3 "$B/backend_ops" test \
       --op NhwcFusedConv --case "$case" >"$D/${tool}_${case// /_}.txt" 2>&1
     echo "$tool --case '$case': exit $? $(tail -1 "$D/${tool}_${case// /_}.txt")"
   done
@@ -48,6 +59,7 @@ fi
     bash -c 'mkdir -p $OUT; scripts/gpu/compare.sh' 2>&1 | tail -3
 }
 
+lap
 echo "== 3. se_mean fusions =="
 for m in "${MODELS[@]}"; do
   for off in "" se_mean; do
@@ -60,26 +72,27 @@ print("%-20s GPUOPT_DISABLE_FUSION=%-8s convs writing the mean: %3d, ReduceMean 
   done
 done
 
+lap
 echo "== 4. device ms, one binary =="
 ms() {  # model batch [env...]
   local m=$1 b=$2; shift 2
   env "$@" "$G" run "$M/${m}_legacy.onnx" --device cuda --precision fp16 --random-inputs --batch "$b" \
-    --iterations 50 --warmup 3 --json 2>/dev/null | python3 -c 'import json,sys; print("%.3f" % json.load(sys.stdin)["device_ms"]["median"])' 2>/dev/null || echo fail
+    --iterations 30 --warmup 3 --json 2>/dev/null | python3 -c 'import json,sys; print("%.3f" % json.load(sys.stdin)["device_ms"]["median"])' 2>/dev/null || echo fail
 }
-printf "%-20s %5s %10s %10s %10s %10s %10s\n" model batch wide1 wide1+se wide wide+se narrow+se
+printf "%-20s %5s %10s %10s %10s %10s\n" model batch wide1 wide1+se wide wide+se
 for m in "${MODELS[@]}"; do
   for b in 32 256; do
-    printf "%-20s %5s %10s %10s %10s %10s %10s\n" "$m" "$b" \
+    printf "%-20s %5s %10s %10s %10s %10s\n" "$m" "$b" \
       "$(ms $m $b GPUOPT_DEPTHWISE_KERNEL=wide1 GPUOPT_DISABLE_FUSION=se_mean)" \
       "$(ms $m $b GPUOPT_DEPTHWISE_KERNEL=wide1)" \
       "$(ms $m $b GPUOPT_DEPTHWISE_KERNEL=wide GPUOPT_DISABLE_FUSION=se_mean)" \
-      "$(ms $m $b GPUOPT_DEPTHWISE_KERNEL=auto)" \
-      "$(ms $m $b GPUOPT_DEPTHWISE_KERNEL=narrow)"
+      "$(ms $m $b GPUOPT_DEPTHWISE_KERNEL=auto)"
   done
 done | tee "$D/table.txt"
 
-echo "== 5. compare.py: rel L2 against PyTorch fp32 =="
-for cfg in before after; do
+lap
+echo "== 5. compare.py (defaults): rel L2 against PyTorch fp32 =="
+for cfg in ${CMP_CONFIGS:-after}; do
   envs=(); [ $cfg = before ] && envs=(GPUOPT_DEPTHWISE_KERNEL=wide1 GPUOPT_DISABLE_FUSION=se_mean)
   mkdir -p "$D/cmp_$cfg"
   env "${envs[@]}" MODELS=efficientnet_b0,mobilenet_v3_large BATCHES=32,256 EXPORTERS=legacy RUNNERS=gpuopt \
@@ -89,7 +102,7 @@ for l in sys.stdin:
     r = json.loads(l)
     print("%-7s %-20s b%-4s %8.3f ms  rel L2 %s" % (sys.argv[1], r.get("model"), r.get("batch"), r.get("ms") or -1, r.get("rel_l2_vs_fp32")))' $cfg
 done
-for m in "${MODELS[@]}"; do
+for m in efficientnet_b0; do
   "$G" run "$M/${m}_legacy.onnx" --device cuda --precision fp16 --random-inputs --batch 256 --iterations 3 \
     --profile --json >"$D/profile_${m}_b256.json" 2>&1
   python3 - "$D/profile_${m}_b256.json" <<'PY'
@@ -104,3 +117,4 @@ print(f"{sys.argv[1].split('/')[-1]}: {tot/1e3:.2f} ms GPU over nodes; " +
       ", ".join(f"{o['op']} {o['gpu_us']/1e3:.2f} ({o['nodes']})" for o in ops))
 PY
 done
+lap

@@ -177,6 +177,28 @@ TEST(SeMean, SessionPassesRunItAndTheSwitchTurnsItOff) {
   EXPECT_TRUE(FusionSwitches::parse("se_mean").validate().ok());
 }
 
+// test::mini_efficientnet (the graph tests/cuda/se_session_test.cpp runs on the GPU): both SE
+// means, after a depthwise 3x3 s1 and a 5x5 s2, move in; the logits are the same to the bit.
+TEST(SeMean, MiniEfficientNetBothBlocksFuse) {
+  const Graph model = test::mini_efficientnet(12, 29);
+  Graph ref = model, g = model;
+  setenv("GPUOPT_DISABLE_FUSION", "se_mean", 1);
+  const Status a = run_session_passes(&ref, "cuda", "fp16", true);
+  unsetenv("GPUOPT_DISABLE_FUSION");
+  ASSERT_TRUE(a.ok()) << a.to_string();
+  ASSERT_TRUE(run_session_passes(&g, "cuda", "fp16", true).ok());
+  EXPECT_EQ(with_mean(ref), 0);
+  EXPECT_EQ(with_mean(g), 2);
+  EXPECT_EQ(count(g, "ReduceMean"), 1);  // the classifier's pool
+  std::mt19937 rng(24);
+  const Tensor x = random_tensor({3, 3, 29, 29}, rng, -2, 2);
+  const std::vector<Tensor> want = test::run_cpu(ref, {x}), got = test::run_cpu(g, {x});
+  ASSERT_EQ(want.size(), 1u);
+  ASSERT_EQ(got.size(), 1u);
+  ASSERT_EQ(got[0].shape(), want[0].shape());
+  for (int64_t i = 0; i < want[0].numel(); ++i) ASSERT_EQ(got[0].get_f64(i), want[0].get_f64(i)) << i;
+}
+
 // The exporters' EfficientNet blocks (torchvision, 32x32): three squeeze-excitation means each,
 // GlobalAveragePool (legacy) or ReduceMean over [-1, -2] (dynamo), all three into the depthwise
 // convs; the classifier's pool after the last (1x1) conv stays a ReduceMean.
