@@ -11,8 +11,10 @@
 #  4. EfficientNet-B0 and MobileNetV3-L (compare.py's legacy exports, fp16) at batch 32 and 256:
 #     device ms (gpuopt run --json, median of 30, CUDA graph) with the tile wide1 / wide and
 #     se_mean off / on, all in this one binary;
-#  5. compare.py (rel L2 against PyTorch fp32, device ms) with the defaults (CMP_CONFIGS="before
-#     after" adds wide1 + se_mean off), then EfficientNet-B0's per-op profile at batch 256.
+#  5. accuracy against ONNX Runtime fp32 (se_accuracy.py: the model cut at the head's pool, the
+#     features and every SE mean compared; compare.py's logits of these random-init models are
+#     degenerate, rel L2 1.0 for every runner) before (wide1, se_mean off), after (defaults) and
+#     through cuDNN (the separate mean kernel); then EfficientNet-B0's per-op profile at batch 256.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit
 T0=$(date +%s)
@@ -91,16 +93,11 @@ for m in "${MODELS[@]}"; do
 done | tee "$D/table.txt"
 
 lap
-echo "== 5. compare.py (defaults): rel L2 against PyTorch fp32 =="
-for cfg in ${CMP_CONFIGS:-after}; do
-  envs=(); [ $cfg = before ] && envs=(GPUOPT_DEPTHWISE_KERNEL=wide1 GPUOPT_DISABLE_FUSION=se_mean)
-  mkdir -p "$D/cmp_$cfg"
-  env "${envs[@]}" MODELS=efficientnet_b0,mobilenet_v3_large BATCHES=32,256 EXPORTERS=legacy RUNNERS=gpuopt \
-    OUT="$D/cmp_$cfg" bash scripts/gpu/compare.sh 2>&1 | grep -E '^\{' |
-    python3 -c 'import json,sys
-for l in sys.stdin:
-    r = json.loads(l)
-    print("%-7s %-20s b%-4s %8.3f ms  rel L2 %s" % (sys.argv[1], r.get("model"), r.get("batch"), r.get("ms") or -1, r.get("rel_l2_vs_fp32")))' $cfg
+echo "== 5. accuracy against ONNX Runtime fp32 (features and every SE mean, batch 2, 224x224) =="
+for m in "${MODELS[@]}"; do
+  timeout 100 python3 scripts/gpu/se_accuracy.py "$M/${m}_legacy.onnx" --gpuopt "$G" --work "$D/acc_$m" \
+    --config before=GPUOPT_DEPTHWISE_KERNEL=wide1,GPUOPT_DISABLE_FUSION=se_mean --config after= \
+    --config cudnn=GPUOPT_DEPTHWISE_KERNEL=cudnn 2>&1 | tail -4
 done
 for m in efficientnet_b0; do
   "$G" run "$M/${m}_legacy.onnx" --device cuda --precision fp16 --random-inputs --batch 256 --iterations 3 \
