@@ -82,6 +82,7 @@ CompileReport build_compile_report(const Graph& original, const Graph& optimized
     auto it = was.find(n.name);
     classify_fusion(n, it == was.end() ? std::string() : it->second, &nr);
     if (!nr.fusion.empty()) ++r.fusions[nr.fusion];
+    if (nr.fusion == "conv" && n.outputs.size() > 1 && n.outputs[1] != kNoValue) ++r.fusions["se_mean"];
     const Value* out = n.outputs.empty() || n.outputs[0] == kNoValue ? nullptr : &optimized.value(n.outputs[0]);
     if (layout_transpose(n)) {
       ++r.layout_transposes;
