@@ -12,9 +12,9 @@
 #     device ms (gpuopt run --json, median of 30, CUDA graph) with the tile wide1 / wide and
 #     se_mean off / on, all in this one binary;
 #  5. accuracy against ONNX Runtime fp32 (se_accuracy.py: the model cut at the head's pool, the
-#     features and every SE mean compared; compare.py's logits of these random-init models are
-#     degenerate, rel L2 1.0 for every runner) before (wide1, se_mean off), after (defaults) and
-#     through cuDNN (the separate mean kernel); then EfficientNet-B0's per-op profile at batch 256.
+#     features and every SE mean compared, not only the logits) before (wide1, se_mean off), after
+#     (defaults) and through cuDNN (the separate mean kernel); then EfficientNet-B0's per-op
+#     profile at batch 256.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit
 T0=$(date +%s)

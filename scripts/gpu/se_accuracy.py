@@ -1,8 +1,8 @@
 """Accuracy of a CNN's squeeze-excitation path on the GPU against ONNX Runtime (scripts/gpu/se.sh).
 
-compare.py's rel L2 of EfficientNet-B0 and MobileNetV3-L logits is 1.0 for every runner (their
-random-init fp32 logits are degenerate), so this compares what feeds them instead: the model cut
-at the head's pool, with the pre-pool features and every squeeze-excitation mean (each
+compare.py compares the logits with PyTorch's (in early runs 1.0 for every runner: random-init
+logits of these nets were degenerate); this compares the SE path itself on the same ONNX: the
+model cut at the head's pool, with the pre-pool features and every squeeze-excitation mean (each
 GlobalAveragePool / spatial ReduceMean but the head's) as outputs. ONNX Runtime (CPU, fp32) is the
 oracle; gpuopt runs the cut model once per configuration (environment) on the same input.
 usage: se_accuracy.py MODEL.onnx --gpuopt BIN --work DIR [--device cuda] [--precision fp16]
