@@ -34,6 +34,10 @@ for spec in "NhwcFusedConv auto" "NhwcFusedConv wide1" "NhwcFusedConv narrow" "N
   grep -E " FAIL " "$D/bo_$1_$2.txt" | head -5
 done
 
+for t in wide1 auto; do  # kernel times: plain, with the mean, the ReduceMean it replaces; stride 2 per tile
+  GPUOPT_DEPTHWISE_KERNEL=$t timeout 90 "$B/backend_ops" perf --case se-perf >"$D/perf_$t.txt" 2>&1
+  echo "-- backend_ops perf --case se-perf, tile $t (exit $?):"; grep -E "se-perf" "$D/perf_$t.txt" | cut -c1-150
+done
 TC=$B/test_cuda; [ -x "$TC" ] || TC=$B/tests/test_cuda
 if [ -x "$TC" ]; then  # the mini EfficientNet through Session on CUDA, se_mean on and off
   timeout 120 "$TC" --gtest_filter='SeSession.*:Precisions/NhwcSession.*' >"$D/test_cuda.txt" 2>&1

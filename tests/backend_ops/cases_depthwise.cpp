@@ -70,6 +70,24 @@ void add_depthwise_cases(std::vector<Case>& cases) {
       {{2, 14, 15, 96}, 96, 7, 3, 1, 96, true, false, "", "dw+mean C=96 k7"},
       {{2, 9, 11, 16}, 24, 3, 1, 1, 1, true, false, "Relu", "dense conv + mean (cuDNN, then the mean kernel)"},
   };
+  // `backend_ops perf --case se-perf` (scripts/gpu/se.sh): EfficientNet-B0's SE convs at batch 32
+  // with and without the mean, the ReduceMean they replace, and stride-2 convs for the tile A/B.
+  const DwCase perf[] = {
+      {{32, 112, 112, 32}, 32, 3, 1, 1, 32, true, false, "Swish", "se-perf b1 k3"},
+      {{32, 56, 56, 144}, 144, 3, 1, 1, 144, true, false, "Swish", "se-perf b2 k3"},
+      {{32, 14, 14, 672}, 672, 5, 2, 1, 672, true, false, "Swish", "se-perf b5 k5"},
+  };
+  for (const DwCase& c : perf) {
+    make(DType::F16, c, 1, {});
+    DwCase m = c;
+    m.what += " +mean";
+    make(DType::F16, m, 2, {});
+    const Shape y{c.x[0], c.x[1], c.x[2], c.m};
+    cases.push_back({"ReduceMean", label(DType::F16, y, c.what + " ReduceMean"), {data(DType::F16, y)},
+                     {{"axes", attr_ints({1, 2})}, {"keepdims", attr_i(1)}}});
+  }
+  make(DType::F16, {{32, 112, 112, 96}, 96, 3, 1, 2, 96, true, false, "Swish", "se-perf s2 k3"}, 1, {});
+  make(DType::F16, {{32, 56, 56, 144}, 144, 5, 2, 2, 144, true, false, "Swish", "se-perf s2 k5"}, 1, {});
   for (DType dt : {DType::F16, DType::BF16}) {
     for (const DwCase& c : stride2) make(dt, c, 1, {});
     for (const DwCase& c : mean) make(dt, c, 2, {});
