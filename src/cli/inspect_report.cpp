@@ -30,10 +30,12 @@ void classify_fusion(const Node& n, const std::string& was, NodeReport* r) {
   if (conv && was != "FusedConv") {
     const bool add = n.inputs.size() > 3 && n.inputs[3] != kNoValue;
     const std::string act = n.attr_s("activation", "");
-    if (!add && act.empty()) return;  // a plain Conv the layout pass made channels-last
-    r->fusion = "conv";
+    const bool mean = n.outputs.size() > 1 && n.outputs[1] != kNoValue;  // the se_mean pass's second output
+    if (!add && act.empty() && !mean) return;  // a plain Conv the layout pass made channels-last
+    r->fusion = add || !act.empty() ? "conv" : "se_mean";
     r->epilogue = add && !act.empty() ? "Add+" + act : add ? "Add" : act;
-    r->pattern = "Conv+" + r->epilogue;
+    r->pattern = r->epilogue.empty() ? "Conv" : "Conv+" + r->epilogue;
+    if (mean) r->pattern += " (+ spatial mean: se_mean)";
   } else if (n.op_type == "Gelu" && n.domain.empty() && !was.empty() && was != "Gelu") {
     r->fusion = "gelu";
     r->pattern = n.attr_s("approximate", "none") == "tanh" ? "GELU tanh form (Pow/Mul/Add/Tanh)" : "GELU erf form (Div/Erf/Add/Mul)";
@@ -80,6 +82,7 @@ CompileReport build_compile_report(const Graph& original, const Graph& optimized
     auto it = was.find(n.name);
     classify_fusion(n, it == was.end() ? std::string() : it->second, &nr);
     if (!nr.fusion.empty()) ++r.fusions[nr.fusion];
+    if (nr.fusion == "conv" && n.outputs.size() > 1 && n.outputs[1] != kNoValue) ++r.fusions["se_mean"];
     const Value* out = n.outputs.empty() || n.outputs[0] == kNoValue ? nullptr : &optimized.value(n.outputs[0]);
     if (layout_transpose(n)) {
       ++r.layout_transposes;

@@ -15,6 +15,7 @@
 #include "ops/common/tensor_util.h"
 #include "ops/conv/conv_activation.h"
 #include "ir/conv2d_attrs.h"
+#include "passes/match.h"
 #include "passes/passes.h"
 
 #include <map>
@@ -28,10 +29,6 @@ const std::vector<int64_t> kToNhwc = {0, 2, 3, 1};
 const std::vector<int64_t> kToNchw = {0, 3, 1, 2};
 
 enum class Kind { kNone, kConv, kInt8Conv, kPool, kGap, kElementwise };
-
-bool is_default(const Node& n, std::string_view op) {
-  return n.domain.empty() && n.op_type == op;
-}
 
 bool is_elementwise(const Node& n) {
   static constexpr std::string_view kOps[] = {"Relu",        "Clip",      "Sigmoid", "Tanh", "LeakyRelu",
@@ -139,6 +136,15 @@ struct Rewriter {
     }
     if (is_default(n, "GlobalAveragePool")) {
       if (n.inputs.empty() || !rank4(n.inputs[0]) || !dtype_is_float(g->value(n.inputs[0]).info.dtype))
+        return Kind::kNone;
+      acts->push_back(0);
+      return Kind::kGap;
+    }
+    // The same mean as the dynamo exporter writes AdaptiveAvgPool2d(1): ReduceMean over [-1, -2].
+    if (is_default(n, "ReduceMean")) {
+      if (n.inputs.empty() || n.outputs.size() != 1 || !rank4(n.inputs[0]) ||
+          !dtype_is_float(g->value(n.inputs[0]).info.dtype) || n.attr_i("keepdims", 1) != 1 ||
+          reduce_axes(*g, n, 4) != std::vector<int64_t>{2, 3})
         return Kind::kNone;
       acts->push_back(0);
       return Kind::kGap;
@@ -258,9 +264,11 @@ struct Rewriter {
         n.attrs.erase("storage_order");  // it orders Indices only, which NhwcMaxPool has not
         break;
       case Kind::kGap:
-        // [N, H, W, C] -> [N, 1, 1, C]: the same bytes as GlobalAveragePool's [N, C, 1, 1].
+        // [N, H, W, C] -> [N, 1, 1, C]: the same bytes as GlobalAveragePool's [N, C, 1, 1] (or a
+        // spatial ReduceMean's with keepdims).
         n.op = Op::ReduceMean;
         n.op_type = "ReduceMean";
+        n.inputs.resize(1);  // a ReduceMean's NCHW axes go
         n.attrs.clear();
         n.attrs["keepdims"].i = 1;  // an Attribute is an int by default
         if (g->opset >= 18) {

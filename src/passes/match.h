@@ -5,7 +5,9 @@
 
 #include "ir/graph.h"
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -20,6 +22,23 @@ inline bool same_known_shape(const ValueInfo& a, const ValueInfo& b) {
   for (size_t i = 0; i < a.shape.size(); ++i)
     if (a.shape[i] == kUnknownDim || a.shape[i] != b.shape[i]) return false;
   return true;
+}
+
+// A Reduce* node's axes, from the attribute (before opset 18) or a constant int64 second input,
+// made non-negative for an input of rank `rank` and sorted; nullopt when they are not constant.
+// Empty when absent (every axis, unless noop_with_empty_axes).
+inline std::optional<std::vector<int64_t>> reduce_axes(const Graph& g, const Node& n, int64_t rank) {
+  std::vector<int64_t> axes;
+  if (n.inputs.size() > 1 && n.inputs[1] != kNoValue) {
+    const Value& v = g.value(n.inputs[1]);
+    if (!v.constant || v.constant->dtype() != DType::I64) return std::nullopt;
+    for (int64_t i = 0; i < v.constant->numel(); ++i) axes.push_back(v.constant->data<int64_t>()[i]);
+  } else {
+    axes = n.attr_ints("axes");
+  }
+  for (int64_t& a : axes) a = a < 0 ? a + rank : a;
+  std::sort(axes.begin(), axes.end());
+  return axes;
 }
 
 class Matcher {

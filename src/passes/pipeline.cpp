@@ -5,6 +5,7 @@
 #include "core/log.h"
 #include "passes/passes.h"
 #include "passes/precision.h"
+#include "passes/se_mean.h"
 
 #include <algorithm>
 #include <iterator>
@@ -45,13 +46,13 @@ Status FusionSwitches::validate() const {
   static constexpr std::string_view kNames[] = {"conv",      "matmul_bias",     "gelu",           "layernorm",
                                                 "attention", "gemm_activation", "skip_layernorm", "transpose",
                                                 "nhwc",      "qdq",             "gemm_scale",     "fp8_chain",
-                                                "qdq_attention", "int8_residual"};
+                                                "qdq_attention", "int8_residual", "se_mean"};
   for (const auto& n : off)
     if (std::find(std::begin(kNames), std::end(kNames), n) == std::end(kNames))
       return Status::InvalidArgument(
           "GPUOPT_DISABLE_FUSION: unknown fusion '{}' (valid: 1 or all, or a list of conv, matmul_bias, gelu, layernorm, "
           "attention, gemm_activation, skip_layernorm, transpose, nhwc, qdq, gemm_scale, fp8_chain, qdq_attention, "
-          "int8_residual)",
+          "int8_residual, se_mean)",
           n);
   return Status::Ok();
 }
@@ -153,6 +154,10 @@ Status run_session_passes(Graph* g, const Device& device, std::string_view preci
     GPUOPT_ASSIGN_OR_RETURN(PassStats nhwc, layout_nhwc(g));
     GPUOPT_LOG(debug, "passes: layout_nhwc made {} nodes channels-last, added {} transposes", nhwc.rewritten,
                nhwc.added);
+    if (sw.enabled("se_mean")) {  // squeeze-excitation means into the depthwise convs (se_mean.h)
+      GPUOPT_ASSIGN_OR_RETURN(PassStats se, fuse_se_mean(g));
+      GPUOPT_LOG(debug, "passes: se_mean moved {} spatial means into depthwise convs", se.rewritten);
+    }
   }
   // Int8Conv -> Int8Add pairs (fold_qdq's, now in one layout) as one residual Int8Conv.
   if (optimize && device.is_cuda() && sw.enabled("int8_residual") &&

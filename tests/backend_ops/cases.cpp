@@ -620,6 +620,7 @@ std::vector<Case> all_cases() {
   add_rotary_cases(cases);
   add_version_cases(cases);
   add_nhwc_cases(cases);
+  add_depthwise_cases(cases);
   add_int8_cases(cases);
   return cases;
 }

@@ -74,6 +74,9 @@ void add_attention_cases(std::vector<Case>& cases);
 void add_rotary_cases(std::vector<Case>& cases);
 // cases_nhwc.cpp: the layout_nhwc pass's channels-last NhwcFusedConv and NhwcMaxPool.
 void add_nhwc_cases(std::vector<Case>& cases);
+// cases_depthwise.cpp: the depthwise kernel's wide tile at stride 2, and NhwcFusedConv's spatial
+// mean output (se_mean pass) through every tile and through cuDNN's conv.
+void add_depthwise_cases(std::vector<Case>& cases);
 // cases_int8.cpp: Int8Gemm (fold_qdq's int8 GEMM with its dequantize epilogue) and Int8Conv
 // (its channels-last int8 convolution, float or requantized int8 output).
 void add_int8_cases(std::vector<Case>& cases);

@@ -1,5 +1,5 @@
 // Helpers of the pass tests: small CNN graphs (NCHW, f32, random constant weights, symbolic
-// batch) shaped like ResNet and MobileNetV2 (also used by tests/cuda/nhwc_session_test.cpp), and
+// batch) shaped like ResNet, MobileNetV2 and EfficientNet (also used by tests/cuda/), and
 // the CPU-reference comparison of a rewritten graph with the original.
 //
 //   Graph g = test::mini_resnet(/*c=*/16, /*hw=*/32);
@@ -116,6 +116,28 @@ inline Graph mini_mobilenet(int64_t c = 8, int64_t hw = 16) {
   s = b.relu6(b.conv(s, c, 3 * c, 1, 0, 1));             // expand
   s = b.relu6(b.conv(s, 3 * c, 3 * c, 3, 1, 2, 3 * c));  // depthwise stride 2
   s = b.conv(s, 3 * c, 2 * c, 1, 0, 1);
+  b.output(b.head(s, 2 * c, 4));
+  return b.done();
+}
+
+// EfficientNet blocks: SiLU written as x * Sigmoid(x), MBConv with a depthwise 3x3 (stride 1) and
+// a depthwise 5x5 (stride 2), each followed by squeeze-excitation (GlobalAveragePool, 1x1 convs,
+// Sigmoid gate times the depthwise output), a linear 1x1 projection, a residual; input
+// [N, 3, hw, hw], c channels after the stem.
+inline Graph mini_efficientnet(int64_t c = 16, int64_t hw = 24) {
+  Builder b;
+  auto silu = [&](ValueId v) { return b.op(Op::Mul, {v, b.op(Op::Sigmoid, {v})}); };
+  auto se = [&](ValueId d, int64_t ch) {
+    ValueId m = b.op(Op::GlobalAveragePool, {d});
+    ValueId gate = b.op(Op::Sigmoid, {b.conv(silu(b.conv(m, ch, ch / 4, 1, 0, 1)), ch / 4, ch, 1, 0, 1)});
+    return b.op(Op::Mul, {d, gate});
+  };
+  ValueId x = b.g.add_input("x", DType::F32, {kFirstSymbolDim, 3, hw, hw});
+  ValueId s = silu(b.conv(x, 3, c, 3, 1, 2));
+  ValueId t = b.conv(se(silu(b.conv(s, c, c, 3, 1, 1, c)), c), c, c, 1, 0, 1);  // depthwise 3x3, SE, project
+  s = b.op(Op::Add, {s, t});
+  s = silu(b.conv(s, c, 4 * c, 1, 0, 1));                                    // expand
+  s = b.conv(se(silu(b.conv(s, 4 * c, 4 * c, 5, 2, 2, 4 * c)), 4 * c), 4 * c, 2 * c, 1, 0, 1);  // 5x5 s2
   b.output(b.head(s, 2 * c, 4));
   return b.done();
 }

@@ -69,11 +69,37 @@ Status cpu_via_nchw(KernelContext& ctx, CpuKernelFn nchw_kernel) {
 
 }  // namespace
 
+// NhwcFusedConv's optional second output (the se_mean pass writes it for squeeze-excitation):
+// Y's mean over H and W per image and channel, [N, 1, 1, M] (ReduceMean over axes 1, 2 with
+// keepdims), computed from Y as stored.
 Status infer_NhwcFusedConv(InferContext& ctx) {
-  return infer_via_nchw(ctx, &infer_FusedConv, 1);
+  if (ctx.outputs.size() > 2) return ctx.error("has {} outputs; at most 2 (Y, and its spatial mean)", ctx.outputs.size());
+  InferContext conv{ctx.node, ctx.inputs, std::vector<ValueInfo>(1)};
+  GPUOPT_RETURN_IF_ERROR(infer_via_nchw(conv, &infer_FusedConv, 1));
+  ctx.outputs[0] = conv.outputs[0];
+  if (ctx.outputs.size() < 2) return Status::Ok();
+  const ValueInfo& y = ctx.outputs[0];
+  ValueInfo& mean = ctx.outputs[1];
+  mean.dtype = y.dtype;
+  mean.rank_known = y.rank_known;
+  if (y.rank_known) mean.shape = {y.shape[0], 1, 1, y.shape[3]};
+  return Status::Ok();
 }
 Status cpu_NhwcFusedConv(KernelContext& ctx) {
-  return cpu_via_nchw(ctx, &cpu_FusedConv);
+  KernelContext conv{ctx.node, ctx.inputs, {ctx.outputs[0]}};
+  GPUOPT_RETURN_IF_ERROR(cpu_via_nchw(conv, &cpu_FusedConv));
+  if (ctx.outputs.size() < 2 || !ctx.outputs[1]) return Status::Ok();
+  const Tensor& y = ctx.out(0);
+  const int64_t n = y.shape()[0], hw = y.shape()[1] * y.shape()[2], c = y.shape()[3];
+  if (hw == 0) return ctx.error("the spatial mean of an empty output {}", shape_to_string(y.shape()));
+  const std::vector<double> yv = nn::to_doubles(y);
+  std::vector<double> mean(static_cast<size_t>(n * c), 0.0);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t p = 0; p < hw; ++p)
+      for (int64_t ch = 0; ch < c; ++ch) mean[static_cast<size_t>(i * c + ch)] += yv[static_cast<size_t>((i * hw + p) * c + ch)];
+  for (double& m : mean) m /= static_cast<double>(hw);
+  nn::from_doubles(ctx.out(1), mean.data());
+  return Status::Ok();
 }
 // FusedConv's count reads only output element counts and W's trailing dims (C/group x kernel
 // taps in either layout).

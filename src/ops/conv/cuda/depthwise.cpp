@@ -20,10 +20,12 @@ bool depthwise_nhwc_applies(const ConvKey& key) {
 }
 
 Status run_depthwise_nhwc(CudaKernelContext& k, const ConvKey& key, ConvAct act, const void* x, const void* w,
-                          const void* bias, const void* z, void* y) {
-  const size_t w_bytes = static_cast<size_t>(key.c * key.kh * key.kw) * dtype_size(key.dt);
+                          const void* bias, const void* z, void* y, void* mean) {
+  // The transposed filter, then (with mean) the f32 partial sums, 256-byte aligned.
+  const size_t w_bytes = (static_cast<size_t>(key.c * key.kh * key.kw) * dtype_size(key.dt) + 255) / 256 * 256;
+  const size_t sum_bytes = mean ? depthwise_mean_workspace(key.n, key.c, key.oh) : 0;
   Tensor hold;
-  GPUOPT_ASSIGN_OR_RETURN(void* w_t, call_workspace(k.ctx, w_bytes, &hold));
+  GPUOPT_ASSIGN_OR_RETURN(void* w_t, call_workspace(k.ctx, w_bytes + sum_bytes, &hold));
   // [c, kh, kw, 1] -> [kh * kw, c]: a few KB, so every tap of the kernel is one vector access.
   GPUOPT_RETURN_IF_ERROR(
       launch_transpose(dtype_size(key.dt), w, w_t, Shape{key.c, key.kh * key.kw}, {1, 0}, k.ctx.stream));
@@ -51,8 +53,20 @@ Status run_depthwise_nhwc(CudaKernelContext& k, const ConvKey& key, ConvAct act,
   a.act = act;
   a.tile = depthwise_choice() == "wide"     ? DepthwiseTile::kWide
            : depthwise_choice() == "narrow" ? DepthwiseTile::kNarrow
+           : depthwise_choice() == "wide1"  ? DepthwiseTile::kWideS1
                                             : DepthwiseTile::kAuto;
+  if (mean)
+    return launch_depthwise_nhwc_mean(a, mean, static_cast<char*>(w_t) + w_bytes, k.ctx.stream)
+        .with_context(node_label(k.node));
   return launch_depthwise_nhwc(a, k.ctx.stream).with_context(node_label(k.node));
+}
+
+Status run_spatial_mean_nhwc(CudaKernelContext& k, const ConvKey& key, const void* y, void* mean) {
+  Tensor hold;
+  GPUOPT_ASSIGN_OR_RETURN(void* partial,
+                          call_workspace(k.ctx, depthwise_mean_workspace(key.n, key.m, key.oh), &hold));
+  return launch_spatial_mean_nhwc(key.dt, y, key.n, key.oh, key.ow, key.m, mean, partial, k.ctx.stream)
+      .with_context(node_label(k.node));
 }
 
 }  // namespace gpuopt::cuda

@@ -6,8 +6,9 @@
 // a depthwise conv does kH*kW multiply-adds per output element, so it is bound by bytes, and a
 // direct kernel that reads x once per output row segment and keeps the accumulators in registers
 // runs near the memory ceiling. Each thread computes a few adjacent output pixels of up to eight
-// adjacent channels (one 16-byte access), caching the input row segment they share in registers
-// (kernel widths 3, 5 and 7, strides 1 and 2); other widths and dilations take a plain loop.
+// adjacent channels (one 8- or 16-byte access), caching the input row segment they share in
+// registers (kernel widths 3, 5 and 7, strides 1 and 2); other widths and dilations take a plain
+// loop (depthwise_tile.cuh).
 // The weights arrive transposed to [kH*kW, C] so each tap is one vector access too.
 #pragma once
 
@@ -21,10 +22,12 @@ typedef struct CUstream_st* cudaStream_t;
 
 namespace gpuopt::cuda {
 
-// The kernel's tile at stride 1 (kernel widths 3, 5, 7): `narrow` 8 channels x 4 output columns
-// per thread, `wide` 4 channels x 8 columns; `auto` is wide. GPUOPT_DEPTHWISE_KERNEL names them
-// for A/B runs.
-enum class DepthwiseTile : uint8_t { kAuto, kNarrow, kWide };
+// The kernel's tile (kernel widths 3, 5, 7, strides 1 and 2): `narrow` 8 channels x 4 output
+// columns per thread at stride 1, x 2 at stride 2; `wide` 4 channels x 8 columns at stride 1, x 4
+// at stride 2 (depthwise_tile.cuh: row_owt); `wide1`
+// wide at stride 1 and narrow at stride 2 (the choice before stride 2 had the wide tile); `auto`
+// is wide. GPUOPT_DEPTHWISE_KERNEL names them for A/B runs.
+enum class DepthwiseTile : uint8_t { kAuto, kNarrow, kWide, kWideS1 };
 
 struct DepthwiseArgs {
   DType dt = DType::F16;       // f16 or bf16 (computed in f32, rounded once)
@@ -41,16 +44,29 @@ struct DepthwiseArgs {
 
 Status launch_depthwise_nhwc(const DepthwiseArgs& a, cudaStream_t s);
 
+// Squeeze-excitation's spatial mean inside the conv (NhwcFusedConv's second output, se_mean
+// pass): the same conv, and mean [n, c] (laid out as [n, 1, 1, c]) of y per image and channel,
+// summed in f32 over the values y holds. `partial` is f32 scratch of
+// depthwise_mean_workspace(n, c, oh) bytes; the sums are added in a fixed order (no atomics).
+size_t depthwise_mean_workspace(int64_t n, int64_t c, int64_t oh);
+Status launch_depthwise_nhwc_mean(const DepthwiseArgs& a, void* mean, void* partial, cudaStream_t s);
+// The same mean of an existing y [n, oh, ow, c] (f16/bf16): where cuDNN ran the conv.
+Status launch_spatial_mean_nhwc(DType dt, const void* y, int64_t n, int64_t oh, int64_t ow, int64_t c, void* mean,
+                                void* partial, cudaStream_t s);
+
 struct ConvKey;
 struct CudaKernelContext;
 
 // Whether a channels-last conv is one the kernel takes: group == c == m, f16/bf16, and
-// GPUOPT_DEPTHWISE_KERNEL is not `cudnn` (which keeps cuDNN's path, for A/B runs; `narrow` and
-// `wide` pick the kernel's tile, `auto` by kernel width).
+// GPUOPT_DEPTHWISE_KERNEL is not `cudnn` (which keeps cuDNN's path, for A/B runs; `narrow`,
+// `wide` and `wide1` pick the kernel's tile, DepthwiseTile).
 bool depthwise_nhwc_applies(const ConvKey& key);
 
-// Runs it: the filter is transposed into a workspace of the call, then one kernel.
+// Runs it: the filter is transposed into a workspace of the call, then one kernel. With `mean`
+// (NhwcFusedConv's second output), the kernel that also writes the spatial mean.
 Status run_depthwise_nhwc(CudaKernelContext& k, const ConvKey& key, ConvAct act, const void* x, const void* w,
-                          const void* bias, const void* z, void* y);
+                          const void* bias, const void* z, void* y, void* mean = nullptr);
+// The spatial mean of a channels-last conv output y that another kernel wrote (cuDNN's path).
+Status run_spatial_mean_nhwc(CudaKernelContext& k, const ConvKey& key, const void* y, void* mean);
 
 }  // namespace gpuopt::cuda

@@ -292,14 +292,21 @@ Status run_fused_conv_as(CudaKernelContext& k, bool nhwc) {
                    shape_to_string(y.shape()));
   const ConvKey key = forward_conv_key(k.node, x.shape(), w.shape(), y.shape(), x.dtype(), nhwc);
   const ConvArgs a{x.raw(), w.raw(), has_b ? k.in(2).raw() : nullptr, has_z ? k.in(3).raw() : nullptr, y.raw()};
-  if (nhwc && depthwise_nhwc_applies(key)) return run_depthwise_nhwc(k, key, *act, a.x, a.w, a.b, a.z, a.y);
+  // NhwcFusedConv's optional second output, the spatial mean (se_mean pass): inside the
+  // depthwise kernel, or one reduction over y after cuDNN's conv.
+  void* mean = nhwc && k.outputs.size() > 1 && k.outputs[1] ? k.out(1).raw() : nullptr;
+  if (nhwc && depthwise_nhwc_applies(key)) return run_depthwise_nhwc(k, key, *act, a.x, a.w, a.b, a.z, a.y, mean);
   GPUOPT_ASSIGN_OR_RETURN(cudnnHandle_t h, k.ctx.cudnn());
   const FusedPlan* plan = find_plan(k, h, key, *act != ConvAct::kNone, has_b);
-  if (nhwc && !plan->status.ok()) return run_nhwc_through_nchw(k, h, *plan, key, *act, a);
-  GPUOPT_RETURN_IF_ERROR(plan->status.with_context(node_label(k.node)));
-  Tensor hold;
-  GPUOPT_ASSIGN_OR_RETURN(void* ws, call_workspace(k.ctx, call_bytes(*plan, key, has_b), &hold));
-  return run_plan(k, h, *plan, key, *act, a, ws, y.numel());
+  if (nhwc && !plan->status.ok()) {
+    GPUOPT_RETURN_IF_ERROR(run_nhwc_through_nchw(k, h, *plan, key, *act, a));
+  } else {
+    GPUOPT_RETURN_IF_ERROR(plan->status.with_context(node_label(k.node)));
+    Tensor hold;
+    GPUOPT_ASSIGN_OR_RETURN(void* ws, call_workspace(k.ctx, call_bytes(*plan, key, has_b), &hold));
+    GPUOPT_RETURN_IF_ERROR(run_plan(k, h, *plan, key, *act, a, ws, y.numel()));
+  }
+  return mean ? run_spatial_mean_nhwc(k, key, a.y, mean) : Status::Ok();
 }
 
 Status run_fused_conv(CudaKernelContext& k) {

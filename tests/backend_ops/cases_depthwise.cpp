@@ -1,0 +1,99 @@
+// gpuopt's depthwise channels-last kernel (ops/conv/cuda/depthwise*.cu) beyond cases_nhwc.cpp:
+// the wide tile at stride 2 (4 channels x 4 output columns) at the shapes the exporters give
+// (k3/k5/k7, pads 1/2/3) and at the edges (odd H/W, output widths that leave a partial column
+// block, C not a multiple of 8 or 4, batch 1 and odd, every activation, bias and z or not); and
+// NhwcFusedConv's second output, the spatial mean per (image, channel) that the se_mean pass
+// asks for, through every tile (row tiles at strides 1 and 2, the pixel loop for 1- and 2-wide
+// channels and dilation), with many channel slabs (C = 1152) and many row slices (batch 1,
+// 64 rows), and through cuDNN's conv plus the mean kernel (a dense conv). The reference is the
+// NCHW FusedConv between transposes, then the mean of Y as stored.
+#include "cases.h"
+
+namespace gpuopt::backend_ops {
+namespace {
+
+struct DwCase {
+  Shape x;  // [n, h, w, c]
+  int64_t m, k, pad, stride, group;
+  bool bias, z;
+  std::string act, what;
+};
+
+int64_t out_dim(int64_t in, int64_t k, int64_t pad, int64_t stride) {
+  return (in + 2 * pad - k) / stride + 1;
+}
+
+}  // namespace
+
+void add_depthwise_cases(std::vector<Case>& cases) {
+  const InputSpec none{DType::Undefined, {}, false, {}, 0, 0};
+  auto make = [&](DType dt, const DwCase& c, int outputs, const AttributeMap& extra) {
+    const int64_t dil = extra.count("dilations") ? extra.at("dilations").ints[0] : 1;
+    const int64_t ke = (c.k - 1) * dil + 1;
+    const Shape y{c.x[0], out_dim(c.x[1], ke, c.pad, c.stride), out_dim(c.x[2], ke, c.pad, c.stride), c.m};
+    std::vector<InputSpec> in{data(dt, c.x, -1, 1), data(dt, {c.m, c.k, c.k, c.x[3] / c.group}, -0.5, 0.5)};
+    in.push_back(c.bias ? data(dt, {c.m}) : none);
+    if (c.z) in.push_back(data(dt, y));
+    while (in.size() > 2 && in.back().dtype == DType::Undefined) in.pop_back();
+    AttributeMap a{{"kernel_shape", attr_ints({c.k, c.k})},
+                   {"pads", attr_ints({c.pad, c.pad, c.pad, c.pad})},
+                   {"strides", attr_ints({c.stride, c.stride})},
+                   {"group", attr_i(c.group)}};
+    if (!c.act.empty()) a["activation"] = attr_s(c.act);
+    for (const auto& [k, v] : extra) a[k] = v;
+    Case out{"NhwcFusedConv", label(dt, c.x, c.what), in, a};
+    out.num_outputs = outputs;
+    cases.push_back(out);
+  };
+  const DwCase stride2[] = {
+      {{1, 15, 17, 12}, 12, 3, 1, 2, 12, true, false, "Swish", "dw s2 C=12 (wide, 4-wide) k3 bias swish"},
+      {{3, 13, 11, 20}, 20, 5, 2, 2, 20, true, true, "HardSwish", "dw s2 C=20 k5 bias z hardswish"},
+      {{1, 9, 7, 6}, 6, 3, 1, 2, 6, true, false, "Relu", "dw s2 C=6 (2-wide) k3 bias relu"},
+      {{3, 14, 14, 24}, 24, 5, 2, 2, 24, false, false, "", "dw s2 C=24 k5 no-bias identity"},
+      {{2, 7, 9, 32}, 32, 3, 1, 2, 32, false, true, "Swish", "dw s2 C=32 k3 z swish"},
+      {{1, 5, 5, 5}, 5, 3, 1, 2, 5, true, false, "HardSwish", "dw s2 C=5 (scalar) k3 hardswish"},
+      {{2, 11, 13, 40}, 40, 7, 3, 2, 40, true, false, "Relu", "dw s2 C=40 k7 bias relu"},
+      {{2, 10, 10, 16}, 16, 3, 0, 2, 16, true, false, "", "dw s2 C=16 k3 pad 0"},
+      {{5, 29, 29, 144}, 144, 5, 2, 2, 144, true, false, "Swish", "dw s2 C=144 k5 (EfficientNet) swish"},
+  };
+  const DwCase mean[] = {
+      {{2, 14, 14, 32}, 32, 3, 1, 1, 32, true, false, "Swish", "dw+mean C=32 k3 s1 swish"},
+      {{1, 9, 11, 12}, 12, 3, 1, 1, 12, true, false, "Swish", "dw+mean C=12 (4-wide) odd HW"},
+      {{3, 7, 7, 20}, 20, 5, 2, 1, 20, true, true, "HardSwish", "dw+mean C=20 k5 bias z hardswish"},
+      {{2, 10, 9, 6}, 6, 3, 1, 1, 6, true, false, "Relu", "dw+mean C=6 (2-wide) relu"},
+      {{1, 5, 6, 5}, 5, 3, 1, 1, 5, false, false, "", "dw+mean C=5 (scalar) identity"},
+      {{2, 17, 15, 40}, 40, 5, 2, 2, 40, true, false, "Swish", "dw+mean C=40 k5 s2 swish"},
+      {{2, 15, 15, 24}, 24, 3, 1, 2, 24, true, false, "HardSwish", "dw+mean C=24 k3 s2 hardswish"},
+      {{2, 7, 7, 1152}, 1152, 5, 2, 1, 1152, true, false, "Swish", "dw+mean C=1152 k5 (9 channel slabs)"},
+      {{1, 64, 8, 16}, 16, 3, 1, 1, 16, true, false, "Swish", "dw+mean batch 1, 64 row slices"},
+      {{33, 16, 16, 8}, 8, 3, 1, 1, 8, true, false, "Swish", "dw+mean batch 33 C=8"},
+      {{2, 14, 15, 96}, 96, 7, 3, 1, 96, true, false, "", "dw+mean C=96 k7"},
+      {{2, 9, 11, 16}, 24, 3, 1, 1, 1, true, false, "Relu", "dense conv + mean (cuDNN, then the mean kernel)"},
+  };
+  // `backend_ops perf --case se-perf` (scripts/gpu/se.sh): EfficientNet-B0's SE convs at batch 32
+  // with and without the mean, the ReduceMean they replace, and stride-2 convs for the tile A/B.
+  const DwCase perf[] = {
+      {{32, 112, 112, 32}, 32, 3, 1, 1, 32, true, false, "Swish", "se-perf b1 k3"},
+      {{32, 56, 56, 144}, 144, 3, 1, 1, 144, true, false, "Swish", "se-perf b2 k3"},
+      {{32, 14, 14, 672}, 672, 5, 2, 1, 672, true, false, "Swish", "se-perf b5 k5"},
+  };
+  for (const DwCase& c : perf) {
+    make(DType::F16, c, 1, {});
+    DwCase m = c;
+    m.what += " +mean";
+    make(DType::F16, m, 2, {});
+    const Shape y{c.x[0], c.x[1], c.x[2], c.m};
+    cases.push_back({"ReduceMean", label(DType::F16, y, c.what + " ReduceMean"), {data(DType::F16, y)},
+                     {{"axes", attr_ints({1, 2})}, {"keepdims", attr_i(1)}}});
+  }
+  make(DType::F16, {{32, 112, 112, 96}, 96, 3, 1, 2, 96, true, false, "Swish", "se-perf s2 k3"}, 1, {});
+  make(DType::F16, {{32, 56, 56, 144}, 144, 5, 2, 2, 144, true, false, "Swish", "se-perf s2 k5"}, 1, {});
+  for (DType dt : {DType::F16, DType::BF16}) {
+    for (const DwCase& c : stride2) make(dt, c, 1, {});
+    for (const DwCase& c : mean) make(dt, c, 2, {});
+    make(dt, {{2, 9, 10, 16}, 16, 3, 2, 1, 16, true, false, "Relu", "dw+mean dilation 2 (pixel loop)"}, 2,
+         {{"dilations", attr_ints({2, 2})}});
+  }
+}
+
+}  // namespace gpuopt::backend_ops
