@@ -22,6 +22,12 @@ def stats(url, model):
         return json.loads(r.read())["model_stats"][0]
 
 
+def regions(url):
+    import urllib.request
+    with urllib.request.urlopen(f"http://{url}/v2/systemsharedmemory/status", timeout=10) as r:
+        return json.loads(r.read())
+
+
 def perf(url, args):
     return subprocess.run([gpuopt_bin(), "perf", "-m", "simple", "-u", url, "--json"] + args, capture_output=True,
                           text=True, timeout=300)
@@ -101,10 +107,14 @@ def test_input_data_over_grpc_and_shared_memory(tmp_path, proto, shm):
         assert lv["errors"] == 0 and lv["sent"] > 0
         assert after["inference_stats"]["success"]["count"] - before["inference_stats"]["success"]["count"] == lv["sent"]
         assert after["inference_count"] - before["inference_count"] == 2 * lv["sent"]
+        # The server's breakdown comes with the figures (its stats over the measured windows).
+        assert lv["server_compute_infer_us"] > 0 and lv["server_request_us"] >= lv["server_compute_infer_us"]
 
         r = perf(url, transport + ["--input-data", str(bad), "-p", "200", "-r", "1"])
         assert r.returncode == 1
         assert "validation: output 'OUTPUT0' element 0" in r.stderr, r.stderr
+        # Every worker unregistered its regions from the server, the failed run's too.
+        assert regions(s.url) == []
     assert not [f for f in os.listdir("/dev/shm") if f.startswith("gpuopt_perf_")]
 
 
