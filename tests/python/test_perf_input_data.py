@@ -29,8 +29,17 @@ def regions(url):
 
 
 def perf(url, args):
-    return subprocess.run([gpuopt_bin(), "perf", "-m", "simple", "-u", url, "--json"] + args, capture_output=True,
-                          text=True, timeout=300)
+    cmd = [gpuopt_bin(), "perf", "-m", "simple", "-u", url, "--json"] + args
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = p.communicate(timeout=300)
+    r = subprocess.CompletedProcess(cmd, p.returncode, out, err)
+    r.pid = p.pid  # its shared-memory regions are named gpuopt_perf_<pid>_...
+    return r
+
+
+def leftover_regions(*runs):
+    """/dev/shm objects of these perf runs still there (other tests' perf runs may be under way)."""
+    return [f for f in os.listdir("/dev/shm") for r in runs if f.startswith(f"gpuopt_perf_{r.pid}_")]
 
 
 def data_file(path, rows, wrong=False):
@@ -97,8 +106,8 @@ def test_input_data_over_grpc_and_shared_memory(tmp_path, proto, shm):
         url = s.grpc_url if proto == "grpc" else s.url
         transport = ["-i", proto, "--shared-memory", shm]
         before = stats(s.url, "simple")
-        r = perf(url, transport + ["--input-data", str(good), "-b", "2", "--concurrency-range", "2", "-p", "300",
-                                   "-r", "2"])
+        r = good_run = perf(url, transport + ["--input-data", str(good), "-b", "2", "--concurrency-range", "2", "-p",
+                                              "300", "-r", "2"])
         assert r.returncode == 0, r.stdout + r.stderr
         out = json.loads(r.stdout)
         assert out["protocol"] == proto and out["shared_memory"] == shm
@@ -115,7 +124,7 @@ def test_input_data_over_grpc_and_shared_memory(tmp_path, proto, shm):
         assert "validation: output 'OUTPUT0' element 0" in r.stderr, r.stderr
         # Every worker unregistered its regions from the server, the failed run's too.
         assert regions(s.url) == []
-    assert not [f for f in os.listdir("/dev/shm") if f.startswith("gpuopt_perf_")]
+    assert not leftover_regions(good_run, r)
 
 
 @pytest.mark.parametrize("content,message", [
