@@ -5,7 +5,9 @@
 #     at concurrency 1 (perf's client latency minus the server's queue + compute) and max QPS at
 #     concurrency 64;
 #  2. the lone ResNet-50 fp16 batch-8 binary request (concurrency 1) over HTTP and gRPC vs
-#     `gpuopt run --batch 8`'s median (goal <= 1.2x);
+#     `gpuopt run --batch 8`'s median (goal <= 1.2x), and the same with the tensors in system and
+#     in CUDA shared memory (perf --shared-memory: no tensor bytes on the socket), each with its
+#     trace stages (network in's share of the p50 says what the TCP transfer costs);
 #  3. cold vs warm start of `gpuopt serve` with ResNet-50 fp16 (--cache-dir; goal warm <= 2 s) and
 #     the first batch-8 request after each start (a warm start captures the shapes the cold one ran
 #     after `ready`, on each idle instance); on the warm server, lone b8 requests traced
@@ -123,25 +125,44 @@ LOG_LEVEL=info start_server "$W/start" "$D/serve_warm.log" --cache-dir "$W/cache
   --trace-rate 1
 WARM=$STARTED_S
 WARM_FIRST=$(first_request)
-# Where a lone b8 request's time goes (server trace stages, medians), HTTP then gRPC.
-timeout 60 "$G" perf -p 500 -r 3 -s 50 --json -m resnet50 -b 8 -u 127.0.0.1:$PORT --concurrency-range 1 >"$D/lone_http.json" 2>&1
-LONE_SPLIT=$(grep -c '"ph":"X"' "$D/lone_trace.json" 2>/dev/null || true)
-timeout 60 "$G" perf -p 500 -r 3 -s 50 --json -m resnet50 -b 8 -i grpc -u 127.0.0.1:$GPORT --concurrency-range 1 \
-  >"$D/lone_grpc.json" 2>&1
+# Where a lone b8 request's time goes (server trace stages, medians): HTTP, gRPC, then each with
+# the tensors in system and in CUDA shared memory (perf --shared-memory: no tensor bytes on the
+# socket). LONE_SPLITS: "name:trace events so far" after each run, so each run's events are known.
+LONE_SPLITS=
+lone() {  # NAME perf-args...: lone b8 requests on the traced warm server
+  local name=$1; shift
+  timeout 60 "$G" perf -p 500 -r 3 -s 50 --json -m resnet50 -b 8 --concurrency-range 1 "$@" >"$D/lone_$name.json" 2>&1 ||
+    echo "perf lone_$name: exit $? $(tail -1 "$D/lone_$name.json")"
+  LONE_SPLITS="$LONE_SPLITS $name:$(grep -c '"ph":"X"' "$D/lone_trace.json" 2>/dev/null || true)"
+}
+lone http -u 127.0.0.1:$PORT
+lone grpc -i grpc -u 127.0.0.1:$GPORT
+for shm in system cuda; do
+  lone "http_$shm" -u 127.0.0.1:$PORT --shared-memory $shm
+  lone "grpc_$shm" -i grpc -u 127.0.0.1:$GPORT --shared-memory $shm
+done
+# perf unregisters its regions when it ends: none may be left on the server.
+LEFT=$(curl -s "127.0.0.1:$PORT/v2/systemsharedmemory/status"; curl -s "127.0.0.1:$PORT/v2/cudasharedmemory/status")
+[ "$LEFT" = "[][]" ] || echo "shared-memory regions left registered after perf: $LEFT"
 stop_server
 grep -h "READY\|ready in\|cached input shapes captured" "$D/serve_warm.log" | head -4
-$PY - "$D/lone_trace.json" "$LONE_SPLIT" <<'PY'
+$PY - "$D/lone_trace.json" "$D/lone_stages.json" $LONE_SPLITS <<'PY'
 import json, statistics, sys
 text = open(sys.argv[1]).read().rstrip().rstrip(",")
 ev = [e for e in json.loads(text if text.endswith("]") else text + "]") if e.get("ph") == "X"]
-split = int(sys.argv[2])
 stages = ["network in", "decode", "queue", "compute input", "compute infer", "compute output", "encode", "network out"]
-for proto, part in (("http", ev[:split]), ("grpc", ev[split:])):
+out, start = {}, 0
+for spec in sys.argv[3:]:
+    name, end = spec.rsplit(":", 1)
+    end = int(end) if end else start  # no count (no trace file): no events of its own
     by = {}
-    for e in part:
+    for e in ev[start:end]:
         if e["args"].get("batch_rows") == 8:
             by.setdefault(e["cat"], []).append(e["dur"])
-    print(f"lone b8 {proto} stages (median us): " + ", ".join(f"{s} {statistics.median(by[s]):.0f}" for s in stages if s in by))
+    start = end
+    out[name] = {s: statistics.median(by[s]) for s in stages if s in by}
+    print(f"lone b8 {name} stages (median us): " + ", ".join(f"{s} {v:.0f}" for s, v in out[name].items()))
+json.dump(out, open(sys.argv[2], "w"), indent=1)
 PY
 echo "cold start ${COLD} s (first b8 request ${COLD_FIRST} ms), warm start ${WARM} s (first b8 request ${WARM_FIRST} ms)"
 
@@ -158,6 +179,10 @@ perf tiny_http_c64.json -m tiny -u 127.0.0.1:$PORT --concurrency-range 64
 perf tiny_grpc_c64.json -m tiny -i grpc -u 127.0.0.1:$GPORT --concurrency-range 64
 perf resnet50_b8_http.json -m resnet50 -b 8 -u 127.0.0.1:$PORT --concurrency-range 1
 perf resnet50_b8_grpc.json -m resnet50 -b 8 -i grpc -u 127.0.0.1:$GPORT --concurrency-range 1
+for shm in system cuda; do
+  perf resnet50_b8_http_$shm.json -m resnet50 -b 8 -u 127.0.0.1:$PORT --concurrency-range 1 --shared-memory $shm
+  perf resnet50_b8_grpc_$shm.json -m resnet50 -b 8 -i grpc -u 127.0.0.1:$GPORT --concurrency-range 1 --shared-memory $shm
+done
 perf resnet50_b1.json -m resnet50_b1 -b 1 -u 127.0.0.1:$PORT --concurrency-range 64:128:64
 perf bert_b1.json -m bert_b1 -b 1 -u 127.0.0.1:$PORT --concurrency-range 64:128:64 --shape input_ids:128 \
   --shape attention_mask:128
@@ -197,13 +222,33 @@ for proto in ("http", "grpc"):
 med8, _ = run_ms("run_resnet50_b8.json")
 fig["run_resnet50_b8_ms"] = med8
 row("gpuopt run resnet50 fp16 b8 median", f"{med8:.2f} ms")
-for proto in ("http", "grpc"):
+stages = load("lone_stages.json") or {}
+for proto in ("http", "grpc", "http_system", "grpc_system", "http_cuda", "grpc_cuda"):
     r = best(f"resnet50_b8_{proto}.json")
-    if r:
-        ratio = r["p50_us"] / 1e3 / med8
-        fig[f"resnet50_b8_{proto}_p50_ms"] = r["p50_us"] / 1e3
-        fig[f"resnet50_b8_{proto}_vs_run"] = ratio
-        row(f"lone b8 request {proto}: p50", f'{r["p50_us"] / 1e3:.2f} ms = {ratio:.2f}x run', "<= 1.2x", ratio <= 1.2)
+    what = f"lone b8 request {proto.replace('_', ' ')}{' shm' if '_' in proto else ''}: p50"
+    if not r:
+        row(what, "no result"); continue
+    ratio = r["p50_us"] / 1e3 / med8
+    fig[f"resnet50_b8_{proto}_p50_ms"] = r["p50_us"] / 1e3
+    fig[f"resnet50_b8_{proto}_vs_run"] = ratio
+    if "_" in proto:  # shared memory: what the zero-copy path costs without the TCP transfer
+        row(what, f'{r["p50_us"] / 1e3:.2f} ms = {ratio:.2f}x run')
+    else:
+        row(what, f'{r["p50_us"] / 1e3:.2f} ms = {ratio:.2f}x run', "<= 1.2x", ratio <= 1.2)
+    # Where it goes (the traced warm server's medians): the network-in stage is the body's
+    # transfer over the socket (HTTP only; shared memory leaves only the JSON header there).
+    st = stages.get(proto)
+    if st:
+        fig[f"resnet50_b8_{proto}_stages_us"] = st
+        srv = sum(st.values())
+        net_in = st.get("network in")
+        traced = best(f"lone_{proto}.json") or r  # the traced run's own p50
+        share = f"network in {net_in:.0f} us = {net_in / traced['p50_us'] * 100:.0f}% of p50, " if net_in is not None else ""
+        if net_in is not None:
+            fig[f"resnet50_b8_{proto}_network_in_share"] = net_in / traced["p50_us"]
+        row(f"  its stages (trace medians)",
+            f"{share}compute {st.get('compute input', 0) + st.get('compute infer', 0) + st.get('compute output', 0):.0f} us, "
+            f"stages' sum {srv:.0f} us")
 fig.update(cold_start_s=cold, warm_start_s=warm, cold_first_b8_ms=cold_first, warm_first_b8_ms=warm_first)
 row("serve start, ResNet-50 x2 instances: cold", f"{cold:.2f} s (first b8 request {cold_first:.0f} ms)")
 row("serve start: warm (--cache-dir)", f"{warm:.2f} s (first b8 request {warm_first:.0f} ms)", "<= 2 s", warm <= 2.0)

@@ -17,12 +17,10 @@
 #include <unordered_map>
 
 namespace gpuopt::net {
-
 namespace beast = boost::beast;
 namespace http = beast::http;
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
-
 class Connection;
 
 static uint64_t steady_ns() {
@@ -197,7 +195,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
       const size_t have = std::min(buffer_.size(), raw_.size);
       asio::buffer_copy(asio::buffer(raw_.data, have), buffer_.data());
       buffer_.consume(have);
-      asio::async_read(stream_, asio::buffer(raw_.data + have, raw_.size - have),
+      // Each read asks for all that is missing (asio's own conditions ask for 64 KiB a time).
+      auto all_missing = [](const beast::error_code& e, size_t) -> size_t { return e ? 0 : size_t{1} << 30; };
+      asio::async_read(stream_, asio::buffer(raw_.data + have, raw_.size - have), all_missing,
                        [self = shared_from_this()](beast::error_code ec, size_t) {
                          if (ec) return self->on_read_error(ec);
                          self->dispatch();

@@ -1,11 +1,45 @@
 #include "server/batch_tensors.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/dispatch.h"
+#include "core/parallel_copy.h"
+#include "core/thread_pool.h"
 
 namespace gpuopt::server {
 namespace {
+
+// One block of a batch being formed: `n` bytes from `src` to `dst` (blocks never overlap).
+struct Copy {
+  char* dst;
+  const char* src;
+  size_t n;
+};
+
+// Copies the blocks, spread over the CPU pool's threads when they add up to megabytes: one core
+// copies ~10 GB/s, so gathering a ResNet-50 batch of 32 (19 MB of f32) took 1.6 ms on the
+// batcher's thread, which then formed at most ~600 batches a second. Each thread takes a
+// contiguous range of the bytes, whichever blocks it spans.
+void run_copies(const std::vector<Copy>& copies) {
+  std::vector<size_t> start(copies.size() + 1, 0);  // each block's first byte in the whole
+  for (size_t i = 0; i < copies.size(); ++i) start[i + 1] = start[i] + copies[i].n;
+  const size_t total = start.back();
+  if (total < kParallelCopyMin) {
+    for (const Copy& c : copies)
+      if (c.n) std::memcpy(c.dst, c.src, c.n);
+    return;
+  }
+  constexpr int64_t kPerThread = int64_t{2} << 20;  // below this a thread costs more than it saves
+  parallel_for(static_cast<int64_t>(total), kPerThread, [&](int64_t b, int64_t e) {
+    const size_t lo = static_cast<size_t>(b), hi = static_cast<size_t>(e);
+    size_t i = static_cast<size_t>(std::upper_bound(start.begin(), start.end(), lo) - start.begin()) - 1;
+    for (; i < copies.size() && start[i] < hi; ++i) {
+      const size_t from = std::max(lo, start[i]), to = std::min(hi, start[i + 1]);
+      if (to > from) std::memcpy(copies[i].dst + (from - start[i]), copies[i].src + (from - start[i]), to - from);
+    }
+  });
+}
 
 // Splits a shape around `axis`: outer (dims before, incl. batch) * len * inner (dims after).
 void split_at(const Shape& s, int axis, int64_t* outer, int64_t* len, int64_t* inner) {
@@ -56,21 +90,32 @@ Tensor concat_rows(const std::vector<const Tensor*>& parts, int axis, int64_t le
   if (padded) shape[static_cast<size_t>(axis)] = length;
   Tensor out = alloc && first.dtype() != DType::String ? alloc(first.dtype(), shape) : Tensor();
   if (!out.defined()) out = Tensor::empty(first.dtype(), shape);
+  // Numeric parts: the blocks are listed (the pads written) first, then copied together.
+  const bool strings = first.dtype() == DType::String;
+  const size_t es = strings ? 0 : dtype_size(first.dtype());
+  std::vector<Copy> copies;
+  auto copy = [&](int64_t di, const Tensor& src, int64_t si, int64_t count) {
+    if (strings) return copy_elems(&out, di, src, si, count);
+    if (count > 0)
+      copies.push_back({static_cast<char*>(out.raw()) + di * static_cast<int64_t>(es),
+                        static_cast<const char*>(src.raw()) + si * static_cast<int64_t>(es), static_cast<size_t>(count) * es});
+  };
   int64_t at = 0;
   for (const Tensor* p : parts) {
     if (!padded || p->dim(axis) == length) {
-      copy_elems(&out, at, *p, 0, p->numel());
+      copy(at, *p, 0, p->numel());
       at += p->numel();
       continue;
     }
     int64_t outer, len, inner;
     split_at(p->shape(), axis, &outer, &len, &inner);
     for (int64_t o = 0; o < outer; ++o) {
-      copy_elems(&out, at, *p, o * len * inner, len * inner);
+      copy(at, *p, o * len * inner, len * inner);
       fill_pad(&out, at + len * inner, (length - len) * inner, pad);
       at += length * inner;
     }
   }
+  run_copies(copies);
   return out;
 }
 

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "server/kserve.h"
+#include "server/request_body.h"
 
 namespace gpuopt::server {
 
@@ -19,7 +20,9 @@ struct SharedMemoryManager::Region {
   void* map_base = nullptr;  // system: what mmap returned (length map_len)
   size_t map_len = 0;
   char* data = nullptr;  // first byte of the region (system: map_base + offset; cuda: device pointer)
+  bool pinned = false;   // system, on a host with a GPU: the mapping is page-locked (cuda_ipc::pin)
   ~Region() {
+    if (pinned) cuda_ipc::unpin(map_base);
     if (info.kind == ShmKind::kSystem && map_base) munmap(map_base, map_len);
     if (info.kind == ShmKind::kCuda && data) cuda_ipc::close(data, info.device_id);
   }
@@ -80,6 +83,9 @@ Status SharedMemoryManager::register_system(const std::string& name, const std::
   r->map_base = base;
   r->map_len = len;
   r->data = static_cast<char*>(base) + offset;
+  // Page-locked on a host with a GPU, so that an input read in place (read_input) goes to the
+  // device by DMA from the client's own memory; regions of gigabytes stay pageable.
+  if (len <= (size_t{1} << 30)) r->pinned = cuda_ipc::pin(base, len);
   std::lock_guard<std::mutex> lk(mu_);
   if (!regions_.emplace(name, std::move(r)).second)  // registered by another thread meanwhile
     return Status::AlreadyExists("shared memory region '{}' is already registered", name);
@@ -157,10 +163,22 @@ Result<Tensor> SharedMemoryManager::read_input(const std::string& tensor, const 
   if (dtype == DType::String && static_cast<uint64_t>(shape_numel(shape)) > ref.byte_size / 4)
     return Status::InvalidArgument("input '{}': {} BYTES elements cannot fit in {} bytes", tensor,
                                    shape_numel(shape), ref.byte_size);
-  auto t = Tensor::try_empty(dtype, shape, "shared memory input");
-  if (!t.ok()) return t.status();
   const char* src = r->data + ref.offset;
   const size_t n = static_cast<size_t>(ref.byte_size);
+  if (r->info.kind == ShmKind::kSystem && dtype != DType::String && reinterpret_cast<uintptr_t>(src) % 64 == 0) {
+    // Read in place, as Triton does: the tensor views the region (which stays mapped while the
+    // tensor lives, even if unregistered meanwhile). Unaligned offsets get an aligned copy below.
+    auto st = std::make_shared<Storage>();
+    st->data = const_cast<char*>(src);
+    st->bytes = n;
+    st->deleter = [r](void*) {};
+    return Tensor::wrap(dtype, shape, std::move(st), 0);
+  }
+  // A CUDA region's bytes come down into pinned memory on a host with a GPU (the upload that
+  // follows then goes from there, without the staging copy).
+  Tensor pinned = r->info.kind == ShmKind::kCuda && dtype != DType::String ? pinned_batch_tensor(dtype, shape) : Tensor();
+  auto t = pinned.defined() ? Result<Tensor>(pinned) : Tensor::try_empty(dtype, shape, "shared memory input");
+  if (!t.ok()) return t.status();
   if (r->info.kind == ShmKind::kSystem) {
     GPUOPT_RETURN_IF_ERROR(tensor_from_wire(&*t, std::string_view(src, n), tensor));
     return std::move(t).value();
@@ -189,7 +207,7 @@ Status SharedMemoryManager::write_output(const std::string& tensor, const ShmRef
   char* dst = r->data + ref.offset;
   if (value.dtype() != DType::String) {
     if (r->info.kind == ShmKind::kSystem) {
-      if (n) std::memcpy(dst, value.raw(), n);
+      if (n) std::memmove(dst, value.raw(), n);  // the output may be a view of an input in this region
       return Status::Ok();
     }
     return cuda_ipc::copy_to_device(dst, value.raw(), n, r->info.device_id);
@@ -244,6 +262,8 @@ Result<void*> alloc_exportable(size_t, int, std::string*) {
   return Status::Unavailable("CUDA shared memory needs a CUDA build of gpuopt (this one is CPU only)");
 }
 void free_exportable(void*, int) {}
+bool pin(void*, size_t) { return false; }
+void unpin(void*) {}
 }  // namespace cuda_ipc
 #endif
 

@@ -64,7 +64,8 @@ class SharedMemoryManager {
   Result<std::vector<ShmRegionInfo>> status(ShmKind kind, const std::string& name) const;
 
   // A tensor of `dtype` and `shape` read from the region; ref.byte_size must be its exact size
-  // (for BYTES: the 4-byte-length-prefixed elements, as in the binary extension).
+  // (for BYTES: the 4-byte-length-prefixed elements, as in the binary extension). A numeric
+  // tensor at a 64-byte aligned address of a system region is a view of the region (no copy).
   Result<Tensor> read_input(const std::string& tensor, const ShmRef& ref, DType dtype, const Shape& shape) const;
   // Checks that `bytes` fit in ref.byte_size (an output larger than the client's room is an error).
   Status check_output(const std::string& tensor, const ShmRef& ref) const;
@@ -87,6 +88,10 @@ Status copy_to_device(void* dst, const void* src, size_t bytes, int device_id);
 // The client side (gpuopt perf --shared-memory cuda): a device allocation and its IPC handle.
 Result<void*> alloc_exportable(size_t bytes, int device_id, std::string* raw_handle);
 void free_exportable(void* ptr, int device_id);
+// Page-locks host memory for every device (cudaHostRegister, portable); false without CUDA or
+// when the driver refuses (the memory then stays pageable). unpin undoes it.
+bool pin(void* p, size_t bytes);
+void unpin(void* p);
 }  // namespace cuda_ipc
 
 // Base64 (RFC 4648) of Triton's HTTP raw_handle {"b64": "..."}; nullopt when malformed.

@@ -10,7 +10,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
+#include <cstring>
+#include <memory>
 
 namespace gpuopt {
 namespace {
@@ -82,6 +85,69 @@ TEST(CudaPipeline, OverlappedRunsMatchTheCpuInTheOrderBegun) {
   }
   // Each answer is its own input's: neighbours differ.
   EXPECT_GT(max_err(got[3], want[4]), 1e-3);
+}
+
+// A host tensor in page-locked memory, as the server's batches and request bodies are; *freed is
+// set when its memory goes back.
+Tensor pinned_copy(const Tensor& t, std::shared_ptr<std::atomic<bool>> freed) {
+  void* p = nullptr;
+  if (cudaHostAlloc(&p, t.nbytes(), cudaHostAllocPortable) != cudaSuccess) return Tensor();
+  std::memcpy(p, t.raw(), t.nbytes());
+  auto st = std::make_shared<Storage>();
+  st->data = p;
+  st->bytes = t.nbytes();
+  st->deleter = [freed](void* q) {
+    freed->store(true);
+    cudaFreeHost(q);
+  };
+  return Tensor::wrap(t.dtype(), t.shape(), std::move(st), 0);
+}
+
+TEST(CudaPipeline, PinnedInputsAreUploadedFromWhereTheyAreAndHeldUntilDone) {
+  // The overlapped path reads a pinned input in place (no host copy into the slot's buffer), on
+  // the upload stream after begin returned: the caller may drop its tensor at once, the slot
+  // keeps it until the slot is refilled, and every answer is still its own input's.
+  GPUOPT_REQUIRE_CUDA();
+  const Graph g = conv_relu();
+  SessionOptions go;
+  go.device = Device::cuda(0);
+  auto gpu = Session::from_graph(g, go);
+  auto cpu = Session::from_graph(g, SessionOptions{});
+  ASSERT_TRUE(gpu.ok() && cpu.ok());
+  Session& s = **gpu;
+  const Tensor warm = randn({4, 3, 8, 8}, 300);
+  for (int i = 0; i < 2; ++i) {  // eager, then captured: later runs overlap
+    ASSERT_TRUE(s.begin_ordered({warm}).ok());
+    ASSERT_TRUE(s.finish_ordered().ok());
+  }
+  std::vector<Tensor> want;
+  std::vector<std::shared_ptr<std::atomic<bool>>> freed;
+  std::vector<Tensor> got;
+  for (int i = 0; i < 6; ++i) {
+    const Tensor x = randn({4, 3, 8, 8}, 310 + static_cast<uint32_t>(i));
+    auto r = (*cpu)->run_ordered({x});
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    want.push_back((*r)[0]);
+    freed.push_back(std::make_shared<std::atomic<bool>>(false));
+    {
+      Tensor pinned = pinned_copy(x, freed.back());
+      ASSERT_TRUE(pinned.defined()) << "cudaHostAlloc failed";
+      ASSERT_TRUE(s.begin_ordered({pinned}).ok()) << "run " << i;
+    }  // the caller's reference is gone; the run in flight still reads it
+    EXPECT_FALSE(freed.back()->load()) << "run " << i << "'s input was freed while its upload was queued";
+    if (i > 0) {
+      auto r2 = s.finish_ordered();
+      ASSERT_TRUE(r2.ok()) << r2.status().to_string();
+      got.push_back((*r2)[0]);
+    }
+  }
+  auto last = s.finish_ordered();
+  ASSERT_TRUE(last.ok()) << last.status().to_string();
+  got.push_back((*last)[0]);
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_LE(max_err(got[i], want[i]), 1e-4) << "run " << i;
+  EXPECT_GT(max_err(got[1], want[2]), 1e-3);
+  // Once a slot was refilled, the input it held went back: runs 0..3 (two slots, six runs).
+  for (size_t i = 0; i < 4; ++i) EXPECT_TRUE(freed[i]->load()) << "run " << i << "'s input is still held";
 }
 
 }  // namespace

@@ -22,9 +22,24 @@ def stats(url, model):
         return json.loads(r.read())["model_stats"][0]
 
 
+def regions(url):
+    import urllib.request
+    with urllib.request.urlopen(f"http://{url}/v2/systemsharedmemory/status", timeout=10) as r:
+        return json.loads(r.read())
+
+
 def perf(url, args):
-    return subprocess.run([gpuopt_bin(), "perf", "-m", "simple", "-u", url, "--json"] + args, capture_output=True,
-                          text=True, timeout=300)
+    cmd = [gpuopt_bin(), "perf", "-m", "simple", "-u", url, "--json"] + args
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = p.communicate(timeout=300)
+    r = subprocess.CompletedProcess(cmd, p.returncode, out, err)
+    r.pid = p.pid  # its shared-memory regions are named gpuopt_perf_<pid>_...
+    return r
+
+
+def leftover_regions(*runs):
+    """/dev/shm objects of these perf runs still there (other tests' perf runs may be under way)."""
+    return [f for f in os.listdir("/dev/shm") for r in runs if f.startswith(f"gpuopt_perf_{r.pid}_")]
 
 
 def data_file(path, rows, wrong=False):
@@ -91,8 +106,8 @@ def test_input_data_over_grpc_and_shared_memory(tmp_path, proto, shm):
         url = s.grpc_url if proto == "grpc" else s.url
         transport = ["-i", proto, "--shared-memory", shm]
         before = stats(s.url, "simple")
-        r = perf(url, transport + ["--input-data", str(good), "-b", "2", "--concurrency-range", "2", "-p", "300",
-                                   "-r", "2"])
+        r = good_run = perf(url, transport + ["--input-data", str(good), "-b", "2", "--concurrency-range", "2", "-p",
+                                              "300", "-r", "2"])
         assert r.returncode == 0, r.stdout + r.stderr
         out = json.loads(r.stdout)
         assert out["protocol"] == proto and out["shared_memory"] == shm
@@ -101,11 +116,15 @@ def test_input_data_over_grpc_and_shared_memory(tmp_path, proto, shm):
         assert lv["errors"] == 0 and lv["sent"] > 0
         assert after["inference_stats"]["success"]["count"] - before["inference_stats"]["success"]["count"] == lv["sent"]
         assert after["inference_count"] - before["inference_count"] == 2 * lv["sent"]
+        # The server's breakdown comes with the figures (its stats over the measured windows).
+        assert lv["server_compute_infer_us"] > 0 and lv["server_request_us"] >= lv["server_compute_infer_us"]
 
         r = perf(url, transport + ["--input-data", str(bad), "-p", "200", "-r", "1"])
         assert r.returncode == 1
         assert "validation: output 'OUTPUT0' element 0" in r.stderr, r.stderr
-    assert not [f for f in os.listdir("/dev/shm") if f.startswith("gpuopt_perf_")]
+        # Every worker unregistered its regions from the server, the failed run's too.
+        assert regions(s.url) == []
+    assert not leftover_regions(good_run, r)
 
 
 @pytest.mark.parametrize("content,message", [

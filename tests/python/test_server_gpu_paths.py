@@ -2,7 +2,7 @@
 GPU instance over HTTP (its body read into a pinned block and copied to the device from there)
 and over gRPC, and Triton's CUDA shared-memory extension through
 tritonclient.utils.cuda_shared_memory (inputs and outputs in the client's device memory), over
-HTTP and gRPC. Skips without a CUDA device (scripts/gpu/cuda_shm.sh runs it on the H200)."""
+HTTP and gRPC, and large inputs in system shared memory (read in place, the region page-locked). Skips without a CUDA device (scripts/gpu/cuda_shm.sh runs it on the H200)."""
 import json
 import os
 import subprocess
@@ -109,3 +109,47 @@ def test_cuda_shared_memory_with_tritonclient(server, proto):
         c.unregister_cuda_shared_memory(f"out_{proto}")
         cudashm.destroy_shared_memory_region(hi)
         cudashm.destroy_shared_memory_region(ho)
+
+
+@pytest.mark.parametrize("proto", ["http", "grpc"])
+def test_system_shared_memory_on_a_gpu_instance(server, proto):
+    """4.8 MB inputs in a system region: read in place (64-byte aligned offsets) from the region,
+    which the server page-locks when it is registered, so the instance's upload is a DMA from the
+    client's memory; one input at an unaligned offset takes the copy. The region's contents
+    changed between requests are what the next request computes with; registered twice (the
+    second time after an unregister, which unpins it)."""
+    import tritonclient.utils.shared_memory as shm
+    mod = httpclient if proto == "http" else grpcclient
+    c = mod.InferenceServerClient(server.url if proto == "http" else server.grpc_url)
+    rows = 8
+    n = rows * WIDTH * 4  # a multiple of 64
+    rng = np.random.default_rng(13)
+    for attempt in range(2):
+        name, key = f"sys_{proto}_{attempt}", f"/gpuopt_gpu_paths_{proto}_{os.getpid()}_{attempt}"
+        h = shm.create_shared_memory_region(name, key, 2 * n + 4 + n)
+        ho = shm.create_shared_memory_region(name + "_out", key + "_out", 2 * n)
+        try:
+            c.register_system_shared_memory(name, key, 2 * n + 4 + n)
+            c.register_system_shared_memory(name + "_out", key + "_out", 2 * n)
+            for step in range(2):
+                a = rng.standard_normal((rows, WIDTH)).astype(np.float32)
+                b = rng.standard_normal((rows, WIDTH)).astype(np.float32)
+                # INPUT0 at 0 (aligned: in place); INPUT1 at 2n + 4 (unaligned: copied) on the second step.
+                off1 = n if step == 0 else 2 * n + 4
+                shm.set_shared_memory_region(h, [a], offset=0)
+                shm.set_shared_memory_region(h, [b], offset=off1)
+                ins = [mod.InferInput("INPUT0", [rows, WIDTH], "FP32"), mod.InferInput("INPUT1", [rows, WIDTH], "FP32")]
+                ins[0].set_shared_memory(name, n, offset=0)
+                ins[1].set_shared_memory(name, n, offset=off1)
+                outs = [mod.InferRequestedOutput("OUTPUT0"), mod.InferRequestedOutput("OUTPUT1")]
+                outs[0].set_shared_memory(name + "_out", n)
+                outs[1].set_shared_memory(name + "_out", n, offset=n)
+                c.infer("big", ins, outputs=outs)
+                np.testing.assert_array_equal(shm.get_contents_as_numpy(ho, np.float32, [rows, WIDTH]), a + b)
+                o1 = shm.get_contents_as_numpy(ho, np.float32, [2 * rows, WIDTH])[rows:]
+                np.testing.assert_array_equal(o1, a - b)
+        finally:
+            c.unregister_system_shared_memory(name)
+            c.unregister_system_shared_memory(name + "_out")
+            shm.destroy_shared_memory_region(h)
+            shm.destroy_shared_memory_region(ho)

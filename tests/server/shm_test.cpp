@@ -83,6 +83,31 @@ TEST(SharedMemory, SystemRegionsReadWriteAndBounds) {
   m.unregister(ShmKind::kSystem, "r");  // again: not an error
 }
 
+TEST(SharedMemory, AnAlignedInputIsReadInPlaceAndOutlivesItsRegistration) {
+  // As Triton: a numeric input at a 64-byte aligned address is the region's own bytes (what the
+  // client writes there later shows through), and stays mapped after an unregister while the
+  // tensor lives; an unaligned one is copied (a later write does not show).
+  ShmObject obj(8192);
+  for (int i = 0; i < 8; ++i) {
+    obj.f32(128)[i] = static_cast<float>(i);
+    obj.f32(260)[i] = static_cast<float>(i) + 100.f;
+  }
+  SharedMemoryManager m;
+  ASSERT_TRUE(m.register_system("r", obj.key, 0, 8192).ok());  // mmap'd: page-aligned
+  auto view = m.read_input("IN", ShmRef{"r", 128, 32}, DType::F32, {2, 4});
+  auto copy = m.read_input("IN", ShmRef{"r", 260, 32}, DType::F32, {2, 4});
+  ASSERT_TRUE(view.ok() && copy.ok());
+  EXPECT_EQ(view->data<float>()[3], 3.f);
+  EXPECT_EQ(copy->data<float>()[3], 103.f);
+  obj.f32(128)[3] = -1.f;
+  obj.f32(260)[3] = -1.f;
+  EXPECT_EQ(view->data<float>()[3], -1.f);   // the region itself
+  EXPECT_EQ(copy->data<float>()[3], 103.f);  // its own copy
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(copy->raw()) % 64, 0u);
+  m.unregister(ShmKind::kSystem, "r");
+  for (int i = 4; i < 8; ++i) EXPECT_EQ(view->data<float>()[i], static_cast<float>(i));  // still mapped
+}
+
 TEST(SharedMemory, Base64OfRawHandles) {
   EXPECT_EQ(base64_decode("aGVsbG8=").value(), "hello");
   EXPECT_EQ(base64_decode("aGVsbG8").value(), "hello");

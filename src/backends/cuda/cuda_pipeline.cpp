@@ -4,7 +4,9 @@
 // Per run, in one of kPipelineDepth slots used in turn (each with its own pinned and device copies
 // of the inputs and outputs):
 //
-//   host:     inputs -> the slot's pinned buffers (skipped when the caller staged them there)
+//   host:     inputs -> the slot's pinned buffers (skipped for inputs already in pinned memory,
+//             the server's batches and request bodies: those are uploaded from where they are,
+//             and the slot holds them until it is refilled)
 //   upload:   wait in_free[slot]   H2D pinned -> slot's device inputs      record uploaded[slot]
 //   compute:  wait uploaded[slot]  D2D -> the graph's inputs  record in_free[slot]
 //             graph launch         D2D the graph's outputs -> slot's device outputs  record computed[slot]
@@ -88,8 +90,17 @@ Status pinned_out(std::shared_ptr<Storage>* st, size_t n) {
   return Status::Ok();
 }
 
+// Page-locked host memory (cudaHostAlloc'd or registered): the copy engine reads it in place.
+bool pinned(const void* p) {
+  cudaPointerAttributes attr{};
+  if (cudaPointerGetAttributes(&attr, p) == cudaSuccess && attr.type == cudaMemoryTypeHost) return true;
+  cudaGetLastError();
+  return false;
+}
+
 struct LaneSlot {
   std::vector<PinnedBuf> in_host;
+  std::vector<Tensor> in_held;  // pinned inputs uploaded from where they are, held until the slot is refilled
   std::vector<std::shared_ptr<Storage>> out_host;
   std::vector<DevBuf> in_dev, out_dev;
   cudaEvent_t uploaded = nullptr, in_free = nullptr, computed = nullptr, downloaded = nullptr;
@@ -195,16 +206,26 @@ Status CudaExecutable::enqueue(Lane& lane, GraphEntry& graph, int slot, const st
     GPUOPT_RETURN_IF_ERROR(s.out_dev[o].reserve(g->out_bufs[o].nbytes()));
     GPUOPT_RETURN_IF_ERROR(pinned_out(&s.out_host[o], g->out_bufs[o].nbytes()));
   }
+  // Its previous uploads are done too: the inputs it held may go.
+  s.in_held.clear();
+  std::vector<const void*> from(ni, nullptr);
   for (size_t i = 0; i < ni; ++i) {
     const size_t n = inputs[i].nbytes();
-    GPUOPT_RETURN_IF_ERROR(s.in_host[i].reserve(n));
     GPUOPT_RETURN_IF_ERROR(s.in_dev[i].reserve(n));
-    if (n && inputs[i].raw() != s.in_host[i].p) parallel_memcpy(s.in_host[i].p, inputs[i].raw(), n);
+    if (!n) continue;
+    if (pinned(inputs[i].raw())) {  // a 19 MB batch is not copied once more on the host
+      from[i] = inputs[i].raw();
+      s.in_held.push_back(inputs[i]);
+      continue;
+    }
+    GPUOPT_RETURN_IF_ERROR(s.in_host[i].reserve(n));
+    from[i] = s.in_host[i].p;
+    parallel_memcpy(s.in_host[i].p, inputs[i].raw(), n);
   }
   GPUOPT_CHECK_CALL(cudaStreamWaitEvent(l->up, s.in_free, 0));
   for (size_t i = 0; i < ni; ++i)
     if (const size_t n = inputs[i].nbytes())
-      GPUOPT_CHECK_CALL(cudaMemcpyAsync(s.in_dev[i].p, s.in_host[i].p, n, cudaMemcpyHostToDevice, l->up));
+      GPUOPT_CHECK_CALL(cudaMemcpyAsync(s.in_dev[i].p, from[i], n, cudaMemcpyHostToDevice, l->up));
   GPUOPT_CHECK_CALL(cudaEventRecord(s.uploaded, l->up));
 
   GPUOPT_CHECK_CALL(cudaStreamWaitEvent(c.ec.stream, s.uploaded, 0));

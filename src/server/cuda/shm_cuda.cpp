@@ -68,4 +68,19 @@ void free_exportable(void* ptr, int device_id) {
   cudaGetLastError();
 }
 
+bool pin(void* p, size_t bytes) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0 ||
+      cudaHostRegister(p, bytes, cudaHostRegisterPortable) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return true;
+}
+
+void unpin(void* p) {
+  cudaHostUnregister(p);
+  cudaGetLastError();
+}
+
 }  // namespace gpuopt::server::cuda_ipc
