@@ -20,6 +20,7 @@
 #include "ops/conv/cuda/conv_epilogue.h"
 #include "backends/cuda/cuda_ops.h"
 #include "ops/conv/cuda/depthwise.h"
+#include "ops/conv/cuda/conv_graph.h"
 #include "ops/conv/cuda/cudnn_conv.h"
 #include "ops/tensor/cuda/layout.h"
 #include "backends/cuda/plan_store.h"
@@ -293,6 +294,10 @@ Status run_fused_conv_as(CudaKernelContext& k, bool nhwc) {
   const ConvKey key = forward_conv_key(k.node, x.shape(), w.shape(), y.shape(), x.dtype(), nhwc);
   const ConvArgs a{x.raw(), w.raw(), has_b ? k.in(2).raw() : nullptr, has_z ? k.in(3).raw() : nullptr, y.raw()};
   if (nhwc && depthwise_nhwc_applies(key)) return run_depthwise_nhwc(k, key, *act, a.x, a.w, a.b, a.z, a.y);
+  if (nhwc && *act != ConvAct::kHardSwish && *act != ConvAct::kSwish && conv_graph_enabled()) {  // A/B: conv_graph.h
+    const Status g = run_conv_graph(k, key, *act == ConvAct::kRelu, a.x, a.w, a.b, a.z, a.y);
+    if (g.code() != StatusCode::kUnimplemented) return g;
+  }
   GPUOPT_ASSIGN_OR_RETURN(cudnnHandle_t h, k.ctx.cudnn());
   const FusedPlan* plan = find_plan(k, h, key, *act != ConvAct::kNone, has_b);
   if (nhwc && !plan->status.ok()) return run_nhwc_through_nchw(k, h, *plan, key, *act, a);
