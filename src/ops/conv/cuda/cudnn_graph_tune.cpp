@@ -66,6 +66,7 @@ Result<std::unique_ptr<TunedGraph>> TunedGraph::build(std::shared_ptr<fe::graph:
       t->plans_.push_back({i, tag, ws});
       t->max_ws_ = ws;
       t->tuned_ = true;
+      GPUOPT_LOG(info, "{}: plan {} (the plan cache's choice; not timed again)", t->what_, tag);
       return t;
     }
   }

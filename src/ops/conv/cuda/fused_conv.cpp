@@ -20,6 +20,7 @@
 #include "ops/conv/cuda/conv_epilogue.h"
 #include "backends/cuda/cuda_ops.h"
 #include "ops/conv/cuda/depthwise.h"
+#include "ops/conv/cuda/conv_graph.h"
 #include "ops/conv/cuda/cudnn_conv.h"
 #include "ops/tensor/cuda/layout.h"
 #include "backends/cuda/plan_store.h"
@@ -296,6 +297,13 @@ Status run_fused_conv_as(CudaKernelContext& k, bool nhwc) {
   // depthwise kernel, or one reduction over y after cuDNN's conv.
   void* mean = nhwc && k.outputs.size() > 1 && k.outputs[1] ? k.out(1).raw() : nullptr;
   if (nhwc && depthwise_nhwc_applies(key)) return run_depthwise_nhwc(k, key, *act, a.x, a.w, a.b, a.z, a.y, mean);
+  if (nhwc && *act != ConvAct::kHardSwish && *act != ConvAct::kSwish && conv_graph_enabled()) {  // A/B: conv_graph.h
+    const Status g = run_conv_graph(k, key, *act == ConvAct::kRelu, a.x, a.w, a.b, a.z, a.y);
+    if (g.code() != StatusCode::kUnimplemented) {
+      GPUOPT_RETURN_IF_ERROR(g);
+      return mean ? run_spatial_mean_nhwc(k, key, a.y, mean) : Status::Ok();
+    }
+  }
   GPUOPT_ASSIGN_OR_RETURN(cudnnHandle_t h, k.ctx.cudnn());
   const FusedPlan* plan = find_plan(k, h, key, *act != ConvAct::kNone, has_b);
   if (nhwc && !plan->status.ok()) {

@@ -181,8 +181,8 @@ const void* device_or_null(const CudaKernelContext& k, size_t i) {
 // The convolution with its epilogue into y (out: y's dtype) by the plan's path; ab: alpha[m],
 // beta[m] (and the residual's scalars); buf: the plan's scratch (int32 sums, then cuDNN's
 // workspace).
-Status run_plan(CudaKernelContext& k, const ConvKey& key, const Plan& plan, const float* ab, bool relu, DType out,
-                void* y, void* buf, size_t acc_bytes, cudnnHandle_t h) {
+Status run_plan(CudaKernelContext& k, const ConvKey& key, const Plan& plan, bool residual_graph, const float* ab,
+                bool relu, DType out, void* y, void* buf, size_t acc_bytes, cudnnHandle_t h) {
   const Tensor& x = k.in(kX);
   const Tensor& w = k.in(kW);
   float* alpha = const_cast<float*>(ab);
@@ -195,7 +195,7 @@ Status run_plan(CudaKernelContext& k, const ConvKey& key, const Plan& plan, cons
       pack[kI8Alpha] = alpha;
       pack[kI8Beta] = beta;
       pack[kI8Y] = y;
-      if (k.has_input(kZ)) {
+      if (residual_graph) {
         pack[kI8Z] = const_cast<void*>(k.in(kZ).raw());
         pack[kI8ResScale] = beta + key.m;
         pack[kI8ZScale] = beta + key.m + 4;
@@ -214,7 +214,6 @@ Status run_plan(CudaKernelContext& k, const ConvKey& key, const Plan& plan, cons
     // direct kernel for this shape (a residual graph: the caller runs the pair instead), so the
     // model still runs, and correctly.
     cudaGetLastError();
-    const bool residual_graph = plan.fused.ok() && k.has_input(kZ);
     if (!plan.failed.exchange(true))
       GPUOPT_LOG(warn, "{}: cuDNN int8 conv execute failed ({}); {} runs this shape", node_label(k.node), st.message(),
                  residual_graph ? "the plain conv and Int8Add's kernel" : "gpuopt's direct kernel");
@@ -277,7 +276,8 @@ Status run_int8_conv(CudaKernelContext& k) {
   if (!cached) GPUOPT_RETURN_IF_ERROR(launch_int8_conv_prep(s, key.m, ab, ab + key.m, k.ctx.stream));
   char* mid_buf = static_cast<char*>(buf) + consts;
   void* conv_out = split ? static_cast<void*>(mid_buf) : y.raw();
-  const Status ran = run_plan(k, key, *plan, ab, relu, split ? DType::I8 : out, conv_out, mid_buf + mid, acc_bytes, h);
+  const Status ran =
+      run_plan(k, key, *plan, residual && !split, ab, relu, split ? DType::I8 : out, conv_out, mid_buf + mid, acc_bytes, h);
   if (ran.code() == StatusCode::kUnavailable && residual && !split) return run_int8_conv(k);  // now as the pair
   GPUOPT_RETURN_IF_ERROR(ran);
   if (!split) return Status::Ok();
