@@ -22,7 +22,7 @@ lap() { echo "-- $(( $(date +%s) - T0 )) s"; }
 B=${BIN:-build-h200/bin}
 G=${GPUOPT_BIN:-$B/gpuopt}
 D=${OUT:-./perf-out}/se
-M=/tmp/compare-models
+M=${MODEL_DIR:-/tmp/compare-models}  # where compare.sh exports
 mkdir -p "$D"
 MODELS=(efficientnet_b0 mobilenet_v3_large)
 
@@ -97,7 +97,7 @@ for m in "${MODELS[@]}"; do
 done | tee "$D/table.txt"
 
 lap
-echo "== 5. accuracy against ONNX Runtime fp32 (features and every SE mean, batch 2, 224x224) =="
+echo "== 5. accuracy against ONNX Runtime fp32 (features and every SE mean, batch 2) =="
 for m in "${MODELS[@]}"; do
   timeout 100 python3 scripts/gpu/se_accuracy.py "$M/${m}_legacy.onnx" --gpuopt "$G" --work "$D/acc_$m" \
     --config before=GPUOPT_DEPTHWISE_KERNEL=wide1,GPUOPT_DISABLE_FUSION=se_mean --config after= \
