@@ -6,7 +6,7 @@ model cut at the head's pool, with the pre-pool features and every squeeze-excit
 GlobalAveragePool / spatial ReduceMean but the head's) as outputs. ONNX Runtime (CPU, fp32) is the
 oracle; gpuopt runs the cut model once per configuration (environment) on the same input.
 usage: se_accuracy.py MODEL.onnx --gpuopt BIN --work DIR [--device cuda] [--precision fp16]
-       [--batch 2] [--hw 224] [--config NAME=ENV1=V1,ENV2=V2 ...]"""
+       [--batch 2] [--hw N] [--config NAME=ENV1=V1,ENV2=V2 ...]"""
 import argparse, os, subprocess, sys
 
 import numpy as np
@@ -20,7 +20,7 @@ ap.add_argument("--work", required=True)
 ap.add_argument("--device", default="cuda")
 ap.add_argument("--precision", default="fp16")
 ap.add_argument("--batch", type=int, default=2)
-ap.add_argument("--hw", type=int, default=224)
+ap.add_argument("--hw", type=int, help="input height and width (default: the model's, else 224)")
 ap.add_argument("--config", action="append", default=[], help="NAME=ENV=V,ENV=V (NAME= alone: no env)")
 a = ap.parse_args()
 os.makedirs(a.work, exist_ok=True)
@@ -45,7 +45,9 @@ for o in c.graph.output:
 onnx.save(c, cut)
 
 inp = c.graph.input[0]
-x = np.random.default_rng(5).standard_normal((a.batch, 3, a.hw, a.hw)).astype(np.float32)
+dims = [d.dim_value for d in inp.type.tensor_type.shape.dim]
+hw = a.hw or (dims[2] if len(dims) == 4 and dims[2] > 0 else 224)
+x = np.random.default_rng(5).standard_normal((a.batch, 3, hw, hw)).astype(np.float32)
 np.save(os.path.join(a.work, "x.npy"), x)
 sess = ort.InferenceSession(cut, providers=["CPUExecutionProvider"])
 ref = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, {inp.name: x})))

@@ -125,6 +125,32 @@ TEST(SeMean, DynamoReduceMeanAxesInputMovesIn) {
   expect_fused(MeanForm::kAxesInput);
 }
 
+// MobileNetV3's form: HardSwish after the depthwise conv, Relu inside the SE, a HardSigmoid gate.
+TEST(SeMean, MobileNetV3FormMovesIn) {
+  Builder b;
+  ValueId x = b.g.add_input("x", DType::F32, {kFirstSymbolDim, 8, 11, 13});
+  ValueId s = b.relu(b.conv(x, 8, 24, 1, 0, 1));
+  ValueId d = b.op(Op::HardSwish, {b.conv(s, 24, 24, 5, 2, 2, 24)});  // depthwise 5x5 s2
+  AttributeMap hs;
+  hs["alpha"].kind = Attribute::Kind::kFloat;
+  hs["alpha"].f = 1.0f / 6.0f;
+  ValueId m = b.op(Op::GlobalAveragePool, {d});
+  ValueId gate = b.op(Op::HardSigmoid, {b.conv(b.relu(b.conv(m, 24, 8, 1, 0, 1)), 8, 24, 1, 0, 1)}, hs);
+  b.output(b.conv(b.op(Op::Mul, {d, gate}), 24, 16, 1, 0, 1));
+  const Graph ref = channels_last(b.done());
+  Graph g = ref;
+  ASSERT_TRUE(fuse_se_mean(&g).ok());
+  EXPECT_EQ(with_mean(g), 1);
+  EXPECT_EQ(count(g, "ReduceMean"), 0);
+  for (const Node& n : g.nodes()) {
+    if (n.outputs.size() == 2) {
+      EXPECT_EQ(n.attr_s("activation", ""), "HardSwish");
+    }
+  }
+  std::mt19937 rng(25);
+  for (int64_t batch : {1, 4}) expect_same_outputs(ref, g, random_tensor({batch, 8, 11, 13}, rng, -2, 2), 1e-3);
+}
+
 // Nothing fuses; the graph (and what it computes) is left as it was.
 void expect_untouched(const Graph& ref) {
   Graph g = ref;
