@@ -49,6 +49,7 @@ void Batcher::start() {
   started_ = true;
   for (auto& inst : instances_) inst->thread = std::thread([this, p = inst.get()] { worker_loop(p); });
   scheduler_ = std::thread([this] { scheduler_loop(); });
+  answerer_ = std::thread([this] { answer_loop(); });
 }
 
 size_t Batcher::queued() const {
@@ -405,7 +406,15 @@ void Batcher::worker_loop(Instance* inst) {
       }
       rows += static_cast<uint64_t>(cur.prep.total);
       ++executions;
-      end_batch(inst, cur);
+      // Another batch waiting for this instance: the answers of several requests go out from the
+      // answer thread meanwhile (an overlapped instance's next batch is already running).
+      bool defer = false;
+      if (!have_next && cur.batch.size() > 1) {
+        lk.lock();
+        defer = has_staged_ || queued_ > 0 || !staging_.empty();
+        lk.unlock();
+      }
+      end_batch(inst, cur, defer);
       cur.batch.clear();  // the requests' inputs go before the next batch is taken
       if (!have_next) break;
       cur = std::move(next);
@@ -447,6 +456,12 @@ void Batcher::stop() {
   }
   for (auto& inst : instances_)
     if (inst->thread.joinable()) inst->thread.join();
+  {
+    std::lock_guard<std::mutex> lk(answer_mu_);
+    answers_exit_ = true;  // the workers are gone: what is queued is all there will be
+  }
+  answer_cv_.notify_all();
+  if (answerer_.joinable()) answerer_.join();
 }
 
 }  // namespace gpuopt::server
