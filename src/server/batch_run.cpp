@@ -117,11 +117,11 @@ void Batcher::end_batch(Instance* inst, Running& r, bool defer) {
     // Behind answers still on the answer thread, these go there too: batches are answered in
     // the order they ran.
     std::lock_guard<std::mutex> lk(answer_mu_);
-    defer = defer || !answers_.empty() || answering_;
-    if (defer) answers_.push_back(std::move(a));
+    defer = defer || !inst->answers.empty() || inst->answering;
+    if (defer) inst->answers.push_back(std::move(a));
   }
   if (!defer) return deliver(a);
-  answer_cv_.notify_one();
+  inst->answer_cv.notify_one();
 }
 
 void Batcher::deliver(Answers& a) {
@@ -134,18 +134,18 @@ void Batcher::deliver(Answers& a) {
   a.batch.clear();  // the requests' inputs go with their answers
 }
 
-void Batcher::answer_loop() {
+void Batcher::answer_loop(Instance* inst) {
   std::unique_lock<std::mutex> lk(answer_mu_);
   for (;;) {
-    answer_cv_.wait(lk, [&] { return !answers_.empty() || answers_exit_; });
-    if (answers_.empty()) return;  // stopping, and every answer is out
-    Answers a = std::move(answers_.front());
-    answers_.pop_front();
-    answering_ = true;
+    inst->answer_cv.wait(lk, [&] { return !inst->answers.empty() || answers_exit_; });
+    if (inst->answers.empty()) return;  // stopping, and every answer is out
+    Answers a = std::move(inst->answers.front());
+    inst->answers.pop_front();
+    inst->answering = true;
     lk.unlock();
     deliver(a);
     lk.lock();
-    answering_ = false;
+    inst->answering = false;
   }
 }
 

@@ -47,9 +47,11 @@ void Batcher::start() {
   std::lock_guard<std::mutex> lk(mu_);
   if (started_) return;
   started_ = true;
-  for (auto& inst : instances_) inst->thread = std::thread([this, p = inst.get()] { worker_loop(p); });
+  for (auto& inst : instances_) {
+    inst->thread = std::thread([this, p = inst.get()] { worker_loop(p); });
+    inst->answerer = std::thread([this, p = inst.get()] { answer_loop(p); });
+  }
   scheduler_ = std::thread([this] { scheduler_loop(); });
-  answerer_ = std::thread([this] { answer_loop(); });
 }
 
 size_t Batcher::queued() const {
@@ -406,7 +408,7 @@ void Batcher::worker_loop(Instance* inst) {
       }
       rows += static_cast<uint64_t>(cur.prep.total);
       ++executions;
-      // Another batch waiting for this instance: the answers of several requests go out from the
+      // Another batch waiting for this instance: the answers of several requests go out from its
       // answer thread meanwhile (an overlapped instance's next batch is already running).
       bool defer = false;
       if (!have_next && cur.batch.size() > 1) {
@@ -460,8 +462,10 @@ void Batcher::stop() {
     std::lock_guard<std::mutex> lk(answer_mu_);
     answers_exit_ = true;  // the workers are gone: what is queued is all there will be
   }
-  answer_cv_.notify_all();
-  if (answerer_.joinable()) answerer_.join();
+  for (auto& inst : instances_) {
+    inst->answer_cv.notify_all();
+    if (inst->answerer.joinable()) inst->answerer.join();
+  }
 }
 
 }  // namespace gpuopt::server

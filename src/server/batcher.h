@@ -139,10 +139,11 @@ class Batcher {
     std::vector<Timing> timing;
   };
   void deliver(Answers& a);
-  // The answers of a batch of several requests go out from here when its instance has another
-  // batch waiting: their callbacks encode and hand over each answer (~10 us a request, a third
-  // of a millisecond for 32), which the instance would otherwise spend before its next batch.
-  void answer_loop();
+  // Each instance's answer thread: the answers of a batch of several requests go out from here
+  // when the instance has another batch waiting (their callbacks encode and hand over each answer:
+  // ~10 us a request, a third of a millisecond for 32, which the instance would otherwise spend
+  // before its next batch).
+  void answer_loop(Instance* inst);
   // Takes the next batch off the queue when one is ready; *wake_at = when to look again.
   // only_full: only a batch that waiting could not make larger (staging ahead).
   bool form_batch(uint64_t now, Batch* out, uint64_t* wake_at, bool only_full = false);
@@ -176,12 +177,8 @@ class Batcher {
   uint64_t staged_count_ = 0;
   int running_ = 0, max_running_ = 0;  // instances executing now, and the most at once
 
-  std::thread answerer_;
-  std::mutex answer_mu_;
-  std::condition_variable answer_cv_;
-  std::deque<Answers> answers_;
+  std::mutex answer_mu_;  // the instances' answer queues (Instance::answers)
   bool answers_exit_ = false;
-  bool answering_ = false;  // the answer thread is delivering a batch's answers
 
   // preserve_ordering: completions wait here until every earlier request has been answered.
   std::mutex order_mu_;
