@@ -71,7 +71,7 @@ void Batcher::begin_batch(Instance* inst, Running& r) {
   r.prep.inputs.clear();  // begin() has copied (or run) them: the batch's staged copy is not needed
 }
 
-void Batcher::end_batch(Instance* inst, Running& r) {
+void Batcher::end_batch(Instance* inst, Running& r, bool defer) {
   Batch& batch = r.batch;
   const Prepared& prep = r.prep;
   const uint64_t t1 = r.t1;
@@ -108,12 +108,44 @@ void Batcher::end_batch(Instance* inst, Running& r) {
   uint64_t t3 = now_ns();
   if (err.ok()) stats_->record_execution(total, t1 - t0, t2 - t1, t3 - t2);
   if (!err.ok()) GPUOPT_LOG(warn, "model '{}': batch of {} failed: {}", opt_.model_name, total, err.to_string());
-  for (size_t b = 0; b < batch.size(); ++b) {
-    Timing t{t0 - batch[b]->enqueue_ns, t1 - t0, t2 - t1, t3 - t2, total};
-    if (err.ok())
-      finish(*batch[b], std::move(pieces[b]), t);
+  Answers a;
+  for (size_t b = 0; b < batch.size(); ++b) a.timing.push_back(Timing{t0 - batch[b]->enqueue_ns, t1 - t0, t2 - t1, t3 - t2, total});
+  a.batch = std::move(batch);
+  a.pieces = std::move(pieces);
+  a.err = err;
+  {
+    // Behind answers still on the answer thread, these go there too: batches are answered in
+    // the order they ran.
+    std::lock_guard<std::mutex> lk(answer_mu_);
+    defer = defer || !inst->answers.empty() || inst->answering;
+    if (defer) inst->answers.push_back(std::move(a));
+  }
+  if (!defer) return deliver(a);
+  inst->answer_cv.notify_one();
+}
+
+void Batcher::deliver(Answers& a) {
+  for (size_t b = 0; b < a.batch.size(); ++b) {
+    if (a.err.ok())
+      finish(*a.batch[b], std::move(a.pieces[b]), a.timing[b]);
     else
-      finish(*batch[b], err, t);
+      finish(*a.batch[b], a.err, a.timing[b]);
+  }
+  a.batch.clear();  // the requests' inputs go with their answers
+}
+
+void Batcher::answer_loop(Instance* inst) {
+  std::unique_lock<std::mutex> lk(answer_mu_);
+  for (;;) {
+    inst->answer_cv.wait(lk, [&] { return !inst->answers.empty() || answers_exit_; });
+    if (inst->answers.empty()) return;  // stopping, and every answer is out
+    Answers a = std::move(inst->answers.front());
+    inst->answers.pop_front();
+    inst->answering = true;
+    lk.unlock();
+    deliver(a);
+    lk.lock();
+    inst->answering = false;
   }
 }
 

@@ -47,7 +47,10 @@ void Batcher::start() {
   std::lock_guard<std::mutex> lk(mu_);
   if (started_) return;
   started_ = true;
-  for (auto& inst : instances_) inst->thread = std::thread([this, p = inst.get()] { worker_loop(p); });
+  for (auto& inst : instances_) {
+    inst->thread = std::thread([this, p = inst.get()] { worker_loop(p); });
+    inst->answerer = std::thread([this, p = inst.get()] { answer_loop(p); });
+  }
   scheduler_ = std::thread([this] { scheduler_loop(); });
 }
 
@@ -405,7 +408,15 @@ void Batcher::worker_loop(Instance* inst) {
       }
       rows += static_cast<uint64_t>(cur.prep.total);
       ++executions;
-      end_batch(inst, cur);
+      // Another batch waiting for this instance: the answers of several requests go out from its
+      // answer thread meanwhile (an overlapped instance's next batch is already running).
+      bool defer = false;
+      if (!have_next && cur.batch.size() > 1) {
+        lk.lock();
+        defer = has_staged_ || queued_ > 0 || !staging_.empty();
+        lk.unlock();
+      }
+      end_batch(inst, cur, defer);
       cur.batch.clear();  // the requests' inputs go before the next batch is taken
       if (!have_next) break;
       cur = std::move(next);
@@ -447,6 +458,14 @@ void Batcher::stop() {
   }
   for (auto& inst : instances_)
     if (inst->thread.joinable()) inst->thread.join();
+  {
+    std::lock_guard<std::mutex> lk(answer_mu_);
+    answers_exit_ = true;  // the workers are gone: what is queued is all there will be
+  }
+  for (auto& inst : instances_) {
+    inst->answer_cv.notify_all();
+    if (inst->answerer.joinable()) inst->answerer.join();
+  }
 }
 
 }  // namespace gpuopt::server

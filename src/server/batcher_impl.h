@@ -35,6 +35,11 @@ struct Batcher::Instance {
   bool background = true;  // ModelInstance::background_step may have work left
   uint64_t executions = 0, rows = 0, busy_ns = 0;
   std::condition_variable cv;
+  // Its answer thread (Batcher::answer_loop), under Batcher::answer_mu_.
+  std::thread answerer;
+  std::condition_variable answer_cv;
+  std::deque<Answers> answers;
+  bool answering = false;  // delivering a batch's answers
 };
 
 }  // namespace gpuopt::server

@@ -261,6 +261,8 @@ void InferenceServer::submit_infer(std::shared_ptr<LoadedVersion> v, InferReques
         moments.written_ns = written;
         tracer_->record(model, moments, t, ok);
       };
+    // The gauge first: a client that has its answer and reads /metrics sees it no longer pending.
+    stats->pending--;
     done(std::move(reply));  // encodes it for its protocol (HTTP JSON/binary, gRPC) and hands it over
     encode_range.reset();
     if (traced && !wire) {
@@ -268,7 +270,6 @@ void InferenceServer::submit_infer(std::shared_ptr<LoadedVersion> v, InferReques
       m.encoded_ns = now_ns();
       tracer_->record(model, m, t, ok);
     }
-    stats->pending--;
     if (--pending_ == 0) {
       std::lock_guard<std::mutex> lk(drain_mu_);
       drain_cv_.notify_all();
