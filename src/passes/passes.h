@@ -94,6 +94,11 @@ Result<PassStats> layout_nhwc(Graph* g);
 // (convs unless GPUOPT_INT8_CONV=0, and with the nhwc pass on).
 Result<PassStats> fold_qdq(Graph* g, bool convs = false);
 
+// At int8 on the GPU, after the default passes: each Int8Gemm takes over a following Relu or
+// Gelu, residual Add and per-tensor int8 QuantizeLinear where each is the only reader (then it
+// writes int8): fuse_int8_epilogue.cpp. GPUOPT_DISABLE_FUSION=int8_epilogue turns it off.
+Result<PassStats> fuse_int8_epilogue(Graph* g);
+
 // At int8 on the GPU: Q -> DQ round trips in front of a MatMul of two activations (an attention's
 // Q.K^T, P.V) bypassed, so the attention fuses and runs in fp16 (qdq_attention.cpp).
 Result<PassStats> qdq_attention_in_float(Graph* g);

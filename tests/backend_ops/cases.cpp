@@ -621,6 +621,7 @@ std::vector<Case> all_cases() {
   add_version_cases(cases);
   add_nhwc_cases(cases);
   add_int8_cases(cases);
+  add_fused_quant_cases(cases);
   return cases;
 }
 
