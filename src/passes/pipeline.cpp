@@ -45,12 +45,12 @@ Status FusionSwitches::validate() const {
   static constexpr std::string_view kNames[] = {"conv",      "matmul_bias",     "gelu",           "layernorm",
                                                 "attention", "gemm_activation", "skip_layernorm", "transpose",
                                                 "nhwc",      "qdq",             "gemm_scale",     "fp8_chain",
-                                                "qdq_attention", "int8_epilogue"};
+                                                "qdq_attention", "int8_epilogue", "fp8_norm"};
   for (const auto& n : off)
     if (std::find(std::begin(kNames), std::end(kNames), n) == std::end(kNames))
       return Status::InvalidArgument(
           "GPUOPT_DISABLE_FUSION: unknown fusion '{}' (valid: 1 or all, or a list of conv, matmul_bias, gelu, layernorm, "
-          "attention, gemm_activation, skip_layernorm, transpose, nhwc, qdq, gemm_scale, fp8_chain, qdq_attention, int8_epilogue)",
+          "attention, gemm_activation, skip_layernorm, transpose, nhwc, qdq, gemm_scale, fp8_chain, qdq_attention, int8_epilogue, fp8_norm)",
           n);
   return Status::Ok();
 }

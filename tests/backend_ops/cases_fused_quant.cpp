@@ -1,3 +1,9 @@
+// SkipLayerNormalization's e4m3 output (gpuopt's output 4, attribute fp8_scale, written by the fp8
+// rewrite for the Fp8Gemms reading the normalised rows): the codes of the stored output /
+// fp8_scale through each LayerNorm kernel (16-byte: widths a multiple of 8 for 16-bit types and 4
+// for f32; warp: other widths up to 2048; block: wider rows), compared as e4m3 values (one step:
+// the GPU's f32 statistics and the reference's double ones may round the output differently).
+//
 // Int8Gemm's whole epilogue (fuse_int8_epilogue's parts): per-column scale and bias, each
 // activation (Relu, Gelu erf and tanh), a residual of the output's shape, and an int8 output
 // (v / y_scale rounded half to even, saturated) or a float one, at edge shapes: M = 1, 7, 129
@@ -12,6 +18,26 @@
 namespace gpuopt::backend_ops {
 
 namespace {
+
+void add_skip_layernorm_fp8_cases(std::vector<Case>& cases) {
+  struct Sz {
+    DType dt;
+    Shape s;
+    const char* what;
+  };
+  const Sz sizes[] = {{DType::F16, {3, 7, 64}, "16-byte"},  {DType::BF16, {2, 5, 768}, "16-byte"},
+                      {DType::F32, {3, 7, 64}, "16-byte"},  {DType::F16, {2, 5, 36}, "warp"},
+                      {DType::F32, {4, 3, 30}, "warp"},     {DType::F16, {2, 3000}, "block"}};
+  for (const Sz& z : sizes) {
+    const int64_t h = z.s.back();
+    Case c{"SkipLayerNormalization", label(z.dt, z.s, std::string(z.what) + ", e4m3 out"),
+           {data(z.dt, z.s), data(z.dt, z.s), data(z.dt, {h}, -2, 2), data(z.dt, {h}, -0.5, 0.5)},
+           {{"epsilon", attr_f(1e-12f)}, {"fp8_scale", attr_f(4.0f / 448)}}};  // |y| past 4 saturates
+    c.num_outputs = 5;
+    c.e4m3_codes = true;
+    cases.push_back(std::move(c));
+  }
+}
 
 void add_int8_gemm_epilogue_cases(std::vector<Case>& cases) {
   const InputSpec none{DType::Undefined, {}, false, {}, 0, 0};
@@ -61,6 +87,7 @@ void add_int8_gemm_epilogue_cases(std::vector<Case>& cases) {
 
 void add_fused_quant_cases(std::vector<Case>& cases) {
   add_int8_gemm_epilogue_cases(cases);
+  add_skip_layernorm_fp8_cases(cases);
 }
 
 }  // namespace gpuopt::backend_ops
