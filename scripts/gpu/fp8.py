@@ -9,7 +9,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
 # A precision with one fusion turned off (GPUOPT_DISABLE_FUSION), for the A/B.
-VARIANTS = {"fp8_unchained": "fp8_chain", "fp8_nonorm": "fp8_norm", "int8_unfused": "int8_epilogue"}
+VARIANTS = {"fp8_unchained": "fp8_chain", "fp8_nonorm": "fp8_norm", "int8_unfused": "int8_epilogue,int8_norm",
+            "int8_noepi": "int8_epilogue", "int8_nonorm": "int8_norm"}
 
 
 def run(args, env=None):
@@ -52,7 +53,8 @@ def main():
     ap.add_argument("--precisions", default="fp16,fp8,fp8_unchained,fp8_nonorm,int8,int8_unfused",
                     help="a precision, or one with a fusion off (VARIANTS): fp8_unchained (GPUOPT_DISABLE_FUSION=fp8_chain: "
                          "every GEMM quantizes its own input, writes f16), fp8_nonorm (fp8_norm: the LayerNorms write no "
-                         "e4m3 copy), int8_unfused (int8_epilogue: Int8Gemm without Gelu/residual/int8 output)")
+                         "e4m3 copy), int8_unfused (int8_epilogue,int8_norm: Int8Gemm without Gelu/residual/int8 output, "
+                         "LayerNorms without int8 output), int8_noepi and int8_nonorm (one of the two)")
     ap.add_argument("--commit", default="")
     ap.add_argument("--profile-batch", type=int, default=256, help="then a per-op profile of fp8 and int8 here (0: off)")
     a = ap.parse_args()

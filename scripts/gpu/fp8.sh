@@ -5,8 +5,9 @@
 # sessions, eager/capture/replay), then BERT-base s128 (the legacy export of
 # scripts/gpu/compare.py, reused from /tmp/compare-models when there) at fp16, fp8 (with and
 # without the LayerNorms' e4m3 copies, GPUOPT_DISABLE_FUSION=fp8_norm; fp8_unchained, without the
-# chains and shared inputs, on request) and int8 (with and without the Int8Gemm epilogue fusions,
-# GPUOPT_DISABLE_FUSION=int8_epilogue):
+# chains and shared inputs, on request) and int8 (with and without the Int8Gemm epilogue and
+# LayerNorm int8-output fusions, GPUOPT_DISABLE_FUSION=int8_epilogue,int8_norm; int8_noepi and
+# int8_nonorm, one of them off, on request):
 # device ms (run --json device_ms.median) at batch 32 and 256, and rel-L2 of each against the
 # fp32 run on the same batch-32 inputs. int8 and fp8 calibrate on the run's own inputs (fp8
 # rel-L2 is therefore on its calibration data: optimistic). Records to $OUT/fp8.json.

@@ -13,6 +13,12 @@
 // a per-channel scale or a nonzero zero point is left as it is, and so is each step read by
 // anything else. The CPU kernel of Int8Gemm computes the same formula (ops/quant/int8_gemm.cpp),
 // so the rewritten graph runs on the CPU reference too. GPUOPT_DISABLE_FUSION=int8_epilogue.
+//
+// fuse_int8_norm, the same idea for the LayerNorms: a SkipLayerNormalization whose output is read
+// by such a QuantizeLinear (BERT: the one before Q/K/V and the one before the FFN, which the
+// Int8Gemms read through fold_qdq) writes the int8 tensor itself as its output 4 (attribute
+// int8_scale, ops/norm/skip_layernorm.cpp) beside the float output the residual still reads, and
+// the QuantizeLinear goes. GPUOPT_DISABLE_FUSION=int8_norm.
 #include "passes/match.h"
 #include "passes/passes.h"
 
@@ -98,6 +104,45 @@ Result<PassStats> fuse_int8_epilogue(Graph* g) {
     g->nodes()[i] = std::move(node);
     ++stats.rewritten;
     stats.removed += static_cast<int>(absorbed.size());
+  }
+  if (stats.rewritten == 0) return stats;
+  std::vector<bool> drop = m.drop();
+  drop.resize(g->nodes().size(), false);
+  erase_nodes(g, drop);
+  GPUOPT_RETURN_IF_ERROR(g->topo_sort());
+  GPUOPT_RETURN_IF_ERROR(g->infer_shapes());
+  return stats;
+}
+
+Result<PassStats> fuse_int8_norm(Graph* g) {
+  PassStats stats;
+  g->rebuild_producers();
+  Matcher m(g);
+  for (size_t i = 0; i < g->nodes().size(); ++i) {
+    const Node& ln = g->nodes()[i];
+    if (m.drop()[i] || ln.op_type != "SkipLayerNormalization" || ln.domain != "com.microsoft" || ln.outputs.empty() ||
+        ln.outputs.size() > 4 || ln.has_attr("fp8_scale") || ln.has_attr("int8_scale"))
+      continue;
+    const ValueId y = ln.outputs[0];
+    if (y == kNoValue || g->value(y).info.dtype != DType::F32) continue;  // before the precision pass
+    const Node* q = nullptr;
+    for (int32_t r : m.readers(y)) {
+      const Node& n = g->nodes()[static_cast<size_t>(r)];
+      if (is_default(n, "QuantizeLinear") && absorbable_quantize(*g, n, y)) {
+        q = &n;
+        break;
+      }
+    }
+    if (!q) continue;
+    const float scale = static_cast<float>(g->value(q->inputs[1]).constant->get_f64(0));
+    const ValueId codes = q->outputs[0];
+    m.mark(q);
+    Node& n = g->nodes()[i];
+    n.outputs.resize(5, kNoValue);
+    n.outputs[4] = codes;
+    n.attrs["int8_scale"] = float_attr(scale);
+    ++stats.rewritten;
+    ++stats.removed;
   }
   if (stats.rewritten == 0) return stats;
   std::vector<bool> drop = m.drop();

@@ -45,12 +45,13 @@ Status FusionSwitches::validate() const {
   static constexpr std::string_view kNames[] = {"conv",      "matmul_bias",     "gelu",           "layernorm",
                                                 "attention", "gemm_activation", "skip_layernorm", "transpose",
                                                 "nhwc",      "qdq",             "gemm_scale",     "fp8_chain",
-                                                "qdq_attention", "int8_epilogue", "fp8_norm"};
+                                                "qdq_attention", "int8_epilogue", "fp8_norm",
+                                                "int8_norm"};
   for (const auto& n : off)
     if (std::find(std::begin(kNames), std::end(kNames), n) == std::end(kNames))
       return Status::InvalidArgument(
           "GPUOPT_DISABLE_FUSION: unknown fusion '{}' (valid: 1 or all, or a list of conv, matmul_bias, gelu, layernorm, "
-          "attention, gemm_activation, skip_layernorm, transpose, nhwc, qdq, gemm_scale, fp8_chain, qdq_attention, int8_epilogue, fp8_norm)",
+          "attention, gemm_activation, skip_layernorm, transpose, nhwc, qdq, gemm_scale, fp8_chain, qdq_attention, int8_epilogue, fp8_norm, int8_norm)",
           n);
   return Status::Ok();
 }
@@ -146,6 +147,10 @@ Status run_session_passes(Graph* g, const Device& device, std::string_view preci
   if (int8_gpu && sw.enabled("int8_epilogue")) {
     GPUOPT_ASSIGN_OR_RETURN(PassStats ep, fuse_int8_epilogue(g));
     GPUOPT_LOG(debug, "passes: {} Int8Gemms took {} following nodes into their epilogue", ep.rewritten, ep.removed);
+  }
+  if (int8_gpu && sw.enabled("int8_norm")) {
+    GPUOPT_ASSIGN_OR_RETURN(PassStats nq, fuse_int8_norm(g));
+    GPUOPT_LOG(debug, "passes: {} SkipLayerNormalizations write the int8 tensor their QuantizeLinear made", nq.rewritten);
   }
   const bool low = precision == "fp16" || precision == "bf16";
   if (low) {

@@ -2,7 +2,8 @@
 // rewrite for the Fp8Gemms reading the normalised rows): the codes of the stored output /
 // fp8_scale through each LayerNorm kernel (16-byte: widths a multiple of 8 for 16-bit types and 4
 // for f32; warp: other widths up to 2048; block: wider rows), compared as e4m3 values (one step:
-// the GPU's f32 statistics and the reference's double ones may round the output differently).
+// the GPU's f32 statistics and the reference's double ones may round the output differently), and
+// its int8 form (attribute int8_scale, QuantizeLinear of the stored output: one step, likewise).
 //
 // Int8Gemm's whole epilogue (fuse_int8_epilogue's parts): per-column scale and bias, each
 // activation (Relu, Gelu erf and tanh), a residual of the output's shape, and an int8 output
@@ -19,7 +20,7 @@ namespace gpuopt::backend_ops {
 
 namespace {
 
-void add_skip_layernorm_fp8_cases(std::vector<Case>& cases) {
+void add_skip_layernorm_quant_cases(std::vector<Case>& cases) {
   struct Sz {
     DType dt;
     Shape s;
@@ -35,7 +36,13 @@ void add_skip_layernorm_fp8_cases(std::vector<Case>& cases) {
            {{"epsilon", attr_f(1e-12f)}, {"fp8_scale", attr_f(4.0f / 448)}}};  // |y| past 4 saturates
     c.num_outputs = 5;
     c.e4m3_codes = true;
-    cases.push_back(std::move(c));
+    cases.push_back(c);
+    // The int8 form (--precision int8): QuantizeLinear of the stored output by int8_scale.
+    Case q{"SkipLayerNormalization", label(z.dt, z.s, std::string(z.what) + ", int8 out"), c.inputs,
+           {{"epsilon", attr_f(1e-12f)}, {"int8_scale", attr_f(4.0f / 127)}}};
+    q.num_outputs = 5;
+    q.int_steps = 1;
+    cases.push_back(std::move(q));
   }
 }
 
@@ -87,7 +94,7 @@ void add_int8_gemm_epilogue_cases(std::vector<Case>& cases) {
 
 void add_fused_quant_cases(std::vector<Case>& cases) {
   add_int8_gemm_epilogue_cases(cases);
-  add_skip_layernorm_fp8_cases(cases);
+  add_skip_layernorm_quant_cases(cases);
 }
 
 }  // namespace gpuopt::backend_ops

@@ -265,5 +265,80 @@ TEST(Int8Epilogue, SessionPipelineFfn) {
   }
 }
 
+// x + Relu(x) -> LayerNorm -> h; h -> Q -> DQ -> MatMul + bias -> + h (the residual) -> y.
+// After the default passes the LayerNorm is a SkipLayerNormalization; fuse_int8_norm makes it
+// write the int8 tensor the QuantizeLinear made (exactly: the same formula on the same stored
+// output), and the int8 session pipeline on cuda has no QuantizeLinear left.
+Graph norm_block(std::mt19937& rng) {
+  Graph g;
+  g.opset = 17;
+  const int64_t d = 32;
+  const ValueId x = g.add_input("x", DType::F32, {kFirstSymbolDim, 4, d});
+  const ValueId s = g.add_node(Op::Add, "res", {x, g.add_node(Op::Relu, "relu", {x}, 1)[0]}, 1)[0];
+  const ValueId h = g.add_node(Op::LayerNormalization, "ln",
+                               {s, g.add_constant("gamma", uniform({d}, rng, 0.5f, 1.5f)),
+                                g.add_constant("beta", uniform({d}, rng, -0.2f, 0.2f))},
+                               1, {{"axis", int_attr(-1)}, {"epsilon", float_attr(1e-5f)}})[0];
+  const ValueId sh = g.add_constant("sh", Tensor::scalar_f32(0.025f));
+  const ValueId z = g.add_constant("z", Tensor::zeros(DType::I8, {}));
+  const ValueId hd = g.add_node(Op::DequantizeLinear, "dq", {g.add_node(Op::QuantizeLinear, "q", {h, sh, z}, 1)[0], sh, z}, 1)[0];
+  Tensor wq = Tensor::empty(DType::I8, {d, d});
+  std::uniform_int_distribution<int> u(-127, 127);
+  for (int64_t i = 0; i < wq.numel(); ++i) wq.data<int8_t>()[i] = static_cast<int8_t>(u(rng));
+  const ValueId wd = g.add_node(Op::DequantizeLinear, "dqw",
+                                {g.add_constant("wq", wq), g.add_constant("sw", uniform({d}, rng, 0.002f, 0.004f)),
+                                 g.add_constant("zw", Tensor::zeros(DType::I8, {d}))},
+                                1, {{"axis", int_attr(1)}})[0];
+  const ValueId mm = g.add_node(Op::MatMul, "mm", {hd, wd}, 1)[0];
+  const ValueId b = g.add_node(Op::Add, "bias", {mm, g.add_constant("b", uniform({d}, rng, -0.3f, 0.3f))}, 1)[0];
+  g.mark_output(g.add_node(Op::Add, "out", {h, b}, 1)[0]);
+  EXPECT_TRUE(g.topo_sort().ok() && g.infer_shapes().ok());
+  return g;
+}
+
+TEST(Int8Epilogue, SkipLayerNormWritesTheInt8Tensor) {
+  std::mt19937 rng(31);
+  const Graph g = norm_block(rng);
+  Graph plain = g;
+  ASSERT_TRUE(run_default_passes(&plain).ok());
+  ASSERT_EQ(count(plain, "SkipLayerNormalization"), 1);
+  Graph f = plain;
+  auto st = fuse_int8_norm(&f);
+  ASSERT_TRUE(st.ok()) << st.status().to_string();
+  EXPECT_EQ(st->rewritten, 1);
+  EXPECT_EQ(count(f, "QuantizeLinear"), 0);
+  for (const Node& n : f.nodes())
+    if (n.op_type == "SkipLayerNormalization") {
+      ASSERT_EQ(n.outputs.size(), 5u);
+      EXPECT_EQ(f.value(n.outputs[4]).info.dtype, DType::I8);
+    }
+  for (int rep = 0; rep < 3; ++rep) {
+    const Tensor x = uniform({2, 4, 32}, rng, -2, 2);
+    const auto want = run_cpu(plain, {x});
+    EXPECT_EQ(max_rel_err(run_cpu(f, {x}), want), 0.0);
+    EXPECT_LT(max_rel_err(want, run_cpu(g, {x})), 1e-5);
+  }
+  // The int8 session pipeline on cuda (run here on the CPU reference): the Int8Gemm reads the
+  // norm's int8 output; no QuantizeLinear or DequantizeLinear left. int8_norm off keeps the Q.
+  Graph gpu = g;
+  ASSERT_TRUE(run_session_passes(&gpu, "cuda", "int8", true).ok());
+  EXPECT_EQ(count(gpu, "Int8Gemm"), 1);
+  EXPECT_EQ(count(gpu, "QuantizeLinear") + count(gpu, "DequantizeLinear"), 0);
+  setenv("GPUOPT_DISABLE_FUSION", "int8_norm", 1);
+  Graph off = g;
+  const Status off_st = run_session_passes(&off, "cuda", "int8", true);
+  unsetenv("GPUOPT_DISABLE_FUSION");
+  ASSERT_TRUE(off_st.ok()) << off_st.to_string();
+  EXPECT_EQ(count(off, "QuantizeLinear"), 1);
+  Graph cpu = g;
+  ASSERT_TRUE(run_session_passes(&cpu, "cpu", "int8", true).ok());
+  for (int rep = 0; rep < 3; ++rep) {
+    const Tensor x = uniform({3, 4, 32}, rng, -2, 2);
+    const auto want = run_cpu(cpu, {x});
+    EXPECT_LT(max_rel_err(run_cpu(gpu, {x}), want), 3e-2);
+    EXPECT_LT(max_rel_err(run_cpu(off, {x}), want), 3e-2);
+  }
+}
+
 }  // namespace
 }  // namespace gpuopt::testing

@@ -9,12 +9,13 @@
 //   attrs   activation: "", "Relu" or "Gelu" (with approximate "none" | "tanh")
 //   v[..., n] = act(sum_k A[..., k] * B[n, k] * a_scale * b_scale[n] + bias[n]) + residual[..., n]
 //   Y = v, or with y_scale saturate(round_half_to_even(v / y_scale)) as int8 (QuantizeLinear,
-//   zero point 0)
+//   zero point 0: the quotient rounded to the scale's type first, quant_round.h)
 //
 // Zero points are 0 (symmetric int8, what gpuopt quantize writes and TensorRT requires). The
 // reference accumulates exactly in int64, applies the scales, bias, activation and residual in
 // double and rounds once.
 #include "ops/quant/int8_gemm_attrs.h"
+#include "ops/quant/quant_round.h"
 #include "ops/common/nn_util.h"
 
 #include <algorithm>
@@ -87,10 +88,8 @@ Status cpu_Int8Gemm(KernelContext& ctx) {
     return Status::Ok();
   }
   int8_t* out = ctx.out(0).data<int8_t>();
-  for (size_t i = 0; i < y.size(); ++i) {  // QuantizeLinear: round half to even (the default mode), saturate
-    const double r = std::nearbyint(y[i] / ys);
-    out[i] = static_cast<int8_t>(std::isnan(r) ? 0 : std::clamp(r, -128.0, 127.0));
-  }
+  const DType calc = ctx.in(6).dtype();  // QuantizeLinear divides in the scale's type
+  for (size_t i = 0; i < y.size(); ++i) out[i] = quant::quantize_int8(y[i], ys, calc);
   return Status::Ok();
 }
 
