@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # FP8 e4m3 and int8 GEMMs on the H200 (issue 13, --precision fp8 / int8): Fp8Gemm and Int8Gemm
-# and SkipLayerNormalization's e4m3 output against the CPU reference (backend_ops, with
+# and SkipLayerNormalization's e4m3 and int8 outputs against the CPU reference (backend_ops, with
 # compute-sanitizer; test_cuda Fp8* and Int8Gemm*:
 # sessions, eager/capture/replay), then BERT-base s128 (the legacy export of
 # scripts/gpu/compare.py, reused from /tmp/compare-models when there) at fp16, fp8 (with and
@@ -16,12 +16,16 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 G=${GPUOPT_BIN:-build-h200/bin/gpuopt}
 B=$(dirname "$G")
-# Each op's cases (SkipLayerNormalization: its e4m3 output only), then again under memcheck.
-for sel in "--op Fp8Gemm" "--op Int8Gemm" "--op SkipLayerNormalization --case e4m3"; do
-  echo "== backend_ops $sel against the CPU reference =="
-  "$B/backend_ops" test $sel 2>&1 | grep -v " OK " | tail -30
-  compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 3 "$B/backend_ops" test $sel 2>&1 | tail -2
-done
+# Each op's cases (SkipLayerNormalization: its e4m3 and int8 outputs, labelled "... out"), then
+# again under memcheck.
+ops_check() {
+  echo "== backend_ops $* against the CPU reference =="
+  "$B/backend_ops" test "$@" 2>&1 | grep -v " OK " | tail -30
+  compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 3 "$B/backend_ops" test "$@" 2>&1 | tail -2
+}
+ops_check --op Fp8Gemm
+ops_check --op Int8Gemm
+ops_check --op SkipLayerNormalization --case " out"
 "$B/test_cuda" --gtest_filter='Fp8*:Int8Gemm*' 2>&1 | grep -E -A12 "Failure|^\[  (PASSED|FAILED)" | head -60
 echo "== BERT-base s128: fp16 / int8 / fp8 =="
 PYTHONUNBUFFERED=1 timeout 170 python3 scripts/gpu/fp8.py --gpuopt "$G" --out "${OUT:-.}/fp8.json" \
