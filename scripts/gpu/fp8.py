@@ -8,6 +8,11 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
+# A precision with one fusion turned off (GPUOPT_DISABLE_FUSION), for the A/B.
+VARIANTS = {"fp8_unchained": "fp8_chain", "fp8_nonorm": "fp8_norm", "int8_unfused": "int8_epilogue,int8_norm",
+            "int8_noepi": "int8_epilogue", "int8_nonorm": "int8_norm"}
+
+
 def run(args, env=None):
     p = subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=600,
                        env=None if env is None else {**os.environ, **env})
@@ -45,10 +50,13 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--work", default="/tmp/fp8-work")
     ap.add_argument("--batches", default="32,256")
-    ap.add_argument("--precisions", default="fp16,fp8,fp8_unchained,int8",
-                    help="fp8_unchained: fp8 with GPUOPT_DISABLE_FUSION=fp8_chain (every GEMM quantizes its own input, writes f16)")
+    ap.add_argument("--precisions", default="fp16,fp8,fp8_unchained,fp8_nonorm,int8,int8_unfused",
+                    help="a precision, or one with a fusion off (VARIANTS): fp8_unchained (GPUOPT_DISABLE_FUSION=fp8_chain: "
+                         "every GEMM quantizes its own input, writes f16), fp8_nonorm (fp8_norm: the LayerNorms write no "
+                         "e4m3 copy), int8_unfused (int8_epilogue,int8_norm: Int8Gemm without Gelu/residual/int8 output, "
+                         "LayerNorms without int8 output), int8_noepi and int8_nonorm (one of the two)")
     ap.add_argument("--commit", default="")
-    ap.add_argument("--profile-batch", type=int, default=256, help="then a per-op profile of fp8 here (0: off)")
+    ap.add_argument("--profile-batch", type=int, default=256, help="then a per-op profile of fp8 and int8 here (0: off)")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     path = model_path(a.work)
@@ -67,7 +75,7 @@ def main():
             r = dict(model="bert_base", exporter="legacy", batch=b, runner="gpuopt", precision=prec,
                      date=datetime.date.today().isoformat(), commit=a.commit)
             try:
-                env = {"GPUOPT_DISABLE_FUSION": "fp8_chain"} if prec == "fp8_unchained" else None
+                env = {"GPUOPT_DISABLE_FUSION": VARIANTS[prec]} if prec in VARIANTS else None
                 p = run([a.gpuopt, "run", path, "--device", "cuda", "--precision", prec.split("_")[0], "--iterations", 20,
                          "--warmup", 2, "--json", "--output-dir", out] + inputs, env)
                 j = json.loads(p.stdout)
@@ -83,14 +91,14 @@ def main():
             records.append(r)
             print(json.dumps(r), flush=True)
             json.dump(records, open(a.out, "w"), indent=1)
-    print(f"\n{'batch':>5} {'precision':>9} {'device ms':>10} {'items/s':>9} {'vs fp16':>8} {'rel-L2 vs fp32':>15}")
+    print(f"\n{'batch':>5} {'precision':>13} {'device ms':>10} {'items/s':>9} {'vs fp16':>8} {'rel-L2 vs fp32':>15}")
     for r in records:
         fp16 = next((x for x in records if x["batch"] == r["batch"] and x["precision"] == "fp16" and "ms" in x), None)
         speed = f"{fp16['ms'] / r['ms']:.2f}x" if fp16 and "ms" in r else "-"
-        print(f"{r['batch']:>5} {r['precision']:>9} {r.get('ms', float('nan')):>10.3f} {r.get('items_per_s', 0):>9.0f} "
+        print(f"{r['batch']:>5} {r['precision']:>13} {r.get('ms', float('nan')):>10.3f} {r.get('items_per_s', 0):>9.0f} "
               f"{speed:>8} {r.get('rel_l2_vs_fp32', '-')!s:>15}  {r.get('error', '')}")
     if a.profile_batch:  # where the time goes: GPU time per op type, node by node
-        for prec in ("fp8",):
+        for prec in ("fp8", "int8"):
             try:
                 p = run([a.gpuopt, "run", path, "--device", "cuda", "--precision", prec, "--iterations", 2, "--warmup", 1,
                          "--profile", "--json"] + feeds(a.work, a.profile_batch))

@@ -237,7 +237,7 @@ int run(const Options& o) {
     if (!fm.ok()) return report_error(fm.status());
     fmt::print(stderr, "gpuopt: fp8: {} GEMMs in e4m3, {} kept in float{}{}\n", fm->rewritten, fm->kept.size(),
                fm->kept.empty() ? "" : ": ", fm->kept.empty() ? "" : fm->kept.front() + (fm->kept.size() > 1 ? ", ..." : ""));
-    fp8_info = {{"gemms", fm->rewritten}, {"chained", fm->chained}, {"shared", fm->shared}, {"kept", fm->kept}};
+    fp8_info = {{"gemms", fm->rewritten}, {"chained", fm->chained}, {"shared", fm->shared}, {"norm", fm->normed}, {"kept", fm->kept}};
     // No GEMM qualified: the session pipeline refuses fp8 without Fp8Gemm nodes; the float model
     // then runs as it would at fp8 otherwise (fp16 on the GPU, f32 on the CPU), as said above.
     so.precision = fm->rewritten > 0 ? o.precision : o.device.is_cuda() ? "fp16" : "fp32";

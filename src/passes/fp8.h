@@ -17,6 +17,12 @@
 // read one activation with one a_scale (BERT's Q, K and V projections) quantize it once: the
 // first writes the e4m3 codes as its second output, the others (those with a bias) read them.
 //
+// With `norm`, a SkipLayerNormalization whose output is input A of Fp8Gemms with a bias (BERT's
+// Q, K and V after one residual LayerNorm, the FFN's up-projection after the other) writes the
+// e4m3 codes of its output itself (its output 4, attribute fp8_scale = their a_scale:
+// ops/norm/skip_layernorm.cpp) beside the float output the residual still reads, and those
+// Fp8Gemms read the codes: no quantize pass over the normalised rows. GPUOPT_DISABLE_FUSION=fp8_norm.
+//
 //   auto names = fp8_activation_tensors(g);            // calibrate these (f32 runs of g)
 //   GPUOPT_ASSIGN_OR_RETURN(Fp8Stats st, rewrite_fp8(&g, amax_by_name));
 #pragma once
@@ -34,6 +40,7 @@ struct Fp8Stats {
   int rewritten = 0;               // GEMMs now Fp8Gemm
   int chained = 0;                 // of them, writing the next one's e4m3 input
   int shared = 0;                  // of them, reading a sibling's e4m3 copy of their input
+  int normed = 0;                  // SkipLayerNormalizations writing their readers' e4m3 input
   std::vector<std::string> kept;   // "node 'x': reason" for GEMMs with a constant weight left in float
 };
 
@@ -41,7 +48,8 @@ struct Fp8Stats {
 std::vector<std::string> fp8_activation_tensors(const Graph& g);
 
 // Rewrites the qualifying GEMMs; `act_amax` maps an activation's value name to its amax.
-Result<Fp8Stats> rewrite_fp8(Graph* g, const std::map<std::string, double>& act_amax, bool chain = true);
+Result<Fp8Stats> rewrite_fp8(Graph* g, const std::map<std::string, double>& act_amax, bool chain = true,
+                             bool norm = true);
 
 // The per-tensor scale for an amax: amax / 448, or 1 for an all-zero tensor.
 float fp8_scale(double amax);

@@ -142,6 +142,78 @@ int share_fp8_inputs(Graph* g) {
   return shared;
 }
 
+// The norm copies of fp8.h: returns how many SkipLayerNormalizations now write e4m3 codes.
+// A GEMM may read the normalised rows through a Reshape (fuse_matmul_bias flattens [B, S, H] to
+// [B*S, H]): the codes get a clone of that Reshape (an alias on the GPU, no copy).
+int norm_fp8(Graph* g) {
+  const auto readers = g->consumers();
+  auto is = [](const Node& n, std::string_view op, std::string_view domain) { return n.op_type == op && n.domain == domain; };
+  // An Fp8Gemm that can take an e4m3 A: v is its A (not its weight) and it has a bias (a u8 A
+  // takes its float type from it).
+  auto takes_codes = [&](const Node& r, ValueId v) {
+    return is(r, "Fp8Gemm", "ai.gpuopt") && r.inputs.size() > 2 && r.inputs[0] == v && r.inputs[1] != v &&
+           r.inputs[2] != kNoValue && r.inputs[2] != v;
+  };
+  struct Reader {
+    int32_t gemm;
+    int32_t reshape;  // -1: reads the norm's output directly
+  };
+  int normed = 0;
+  const size_t num_nodes = g->nodes().size();
+  for (size_t i = 0; i < num_nodes; ++i) {
+    const Node& ln = g->nodes()[i];
+    if (!is(ln, "SkipLayerNormalization", "com.microsoft") || ln.outputs.empty() || ln.outputs.size() > 4 ||
+        ln.has_attr("fp8_scale"))
+      continue;
+    const ValueId y = ln.outputs[0];
+    if (y == kNoValue || g->value(y).info.dtype != DType::F32) continue;
+    std::map<float, std::vector<Reader>> by_scale;  // the largest group of one a_scale gets the codes
+    for (int32_t c : readers[static_cast<size_t>(y)]) {
+      const Node& r = g->nodes()[static_cast<size_t>(c)];
+      if (takes_codes(r, y)) by_scale[r.attr_f("a_scale", 1.0f)].push_back({c, -1});
+      if (!is(r, "Reshape", "") || r.inputs.empty() || r.inputs[0] != y || r.outputs.size() != 1) continue;
+      for (int32_t c2 : readers[static_cast<size_t>(r.outputs[0])]) {
+        const Node& r2 = g->nodes()[static_cast<size_t>(c2)];
+        if (takes_codes(r2, r.outputs[0])) by_scale[r2.attr_f("a_scale", 1.0f)].push_back({c2, c});
+      }
+    }
+    if (by_scale.empty()) continue;
+    auto best = by_scale.begin();
+    for (auto it = by_scale.begin(); it != by_scale.end(); ++it)
+      if (it->second.size() > best->second.size()) best = it;
+    auto codes_of = [&](ValueId like, const std::string& name) {  // a u8 value of like's shape
+      const ValueId v = g->add_value(name);
+      g->value(v).info = g->value(like).info;
+      g->value(v).info.dtype = DType::U8;  // share_fp8_inputs must see these readers' A as e4m3
+      return v;
+    };
+    const ValueId q = codes_of(y, g->value(y).name + "/e4m3");
+    g->nodes()[i].outputs.resize(5, kNoValue);
+    g->nodes()[i].outputs[4] = q;
+    g->nodes()[i].attrs["fp8_scale"] = float_attr(best->first);
+    std::map<int32_t, ValueId> reshaped;  // Reshape node -> its clone's output
+    for (const Reader& rd : best->second) {
+      ValueId a = q;
+      if (rd.reshape >= 0) {
+        auto it = reshaped.find(rd.reshape);
+        if (it == reshaped.end()) {
+          Node clone = g->nodes()[static_cast<size_t>(rd.reshape)];
+          const ValueId out = codes_of(clone.outputs[0], g->value(clone.outputs[0]).name + "/e4m3");
+          clone.name += "/e4m3";
+          clone.inputs[0] = q;
+          clone.outputs = {out};
+          g->nodes().push_back(std::move(clone));
+          it = reshaped.emplace(rd.reshape, out).first;
+        }
+        a = it->second;
+      }
+      g->nodes()[static_cast<size_t>(rd.gemm)].inputs[0] = a;
+    }
+    ++normed;
+  }
+  return normed;
+}
+
 }  // namespace
 
 float fp8_scale(double amax) {
@@ -159,7 +231,7 @@ std::vector<std::string> fp8_activation_tensors(const Graph& g) {
   return names;
 }
 
-Result<Fp8Stats> rewrite_fp8(Graph* g, const std::map<std::string, double>& act_amax, bool chain) {
+Result<Fp8Stats> rewrite_fp8(Graph* g, const std::map<std::string, double>& act_amax, bool chain, bool norm) {
   Fp8Stats st;
   const size_t num_nodes = g->nodes().size();
   for (size_t i = 0; i < num_nodes; ++i) {
@@ -214,6 +286,10 @@ Result<Fp8Stats> rewrite_fp8(Graph* g, const std::map<std::string, double>& act_
   }
   if (st.rewritten == 0) return st;
   g->rebuild_producers();
+  if (norm) {  // first: the GEMMs reading a norm's copy need no sibling to share theirs
+    st.normed = norm_fp8(g);
+    g->rebuild_producers();
+  }
   if (chain) {
     st.shared = share_fp8_inputs(g);
     g->rebuild_producers();

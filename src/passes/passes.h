@@ -97,6 +97,13 @@ Result<PassStats> fold_qdq(Graph* g, bool convs = false);
 // An Int8Conv whose int8 output only an Int8Add reads -> one Int8Conv in its residual form, the
 // add's other addend its input Z (fuse_int8_residual.cpp); run after layout_nhwc on the GPU.
 Result<PassStats> fuse_int8_residual(Graph* g);
+// At int8 on the GPU, after the default passes: each Int8Gemm takes over a following Relu or
+// Gelu, residual Add and per-tensor int8 QuantizeLinear where each is the only reader (then it
+// writes int8): fuse_int8_epilogue.cpp. GPUOPT_DISABLE_FUSION=int8_epilogue turns it off.
+Result<PassStats> fuse_int8_epilogue(Graph* g);
+// And a SkipLayerNormalization read by such a QuantizeLinear writes the int8 tensor itself (its
+// output 4): fuse_int8_norm, same file. GPUOPT_DISABLE_FUSION=int8_norm.
+Result<PassStats> fuse_int8_norm(Graph* g);
 
 // At int8 on the GPU: Q -> DQ round trips in front of a MatMul of two activations (an attention's
 // Q.K^T, P.V) bypassed, so the attention fuses and runs in fp16 (qdq_attention.cpp).

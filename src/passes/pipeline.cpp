@@ -46,13 +46,14 @@ Status FusionSwitches::validate() const {
   static constexpr std::string_view kNames[] = {"conv",      "matmul_bias",     "gelu",           "layernorm",
                                                 "attention", "gemm_activation", "skip_layernorm", "transpose",
                                                 "nhwc",      "qdq",             "gemm_scale",     "fp8_chain",
-                                                "qdq_attention", "int8_residual", "se_mean"};
+                                                "qdq_attention", "int8_residual", "se_mean",
+                                                "int8_epilogue", "fp8_norm", "int8_norm"};
   for (const auto& n : off)
     if (std::find(std::begin(kNames), std::end(kNames), n) == std::end(kNames))
       return Status::InvalidArgument(
           "GPUOPT_DISABLE_FUSION: unknown fusion '{}' (valid: 1 or all, or a list of conv, matmul_bias, gelu, layernorm, "
           "attention, gemm_activation, skip_layernorm, transpose, nhwc, qdq, gemm_scale, fp8_chain, qdq_attention, "
-          "int8_residual, se_mean)",
+          "int8_residual, se_mean, int8_epilogue, fp8_norm, int8_norm)",
           n);
   return Status::Ok();
 }
@@ -115,6 +116,7 @@ Status run_session_passes(Graph* g, const Device& device, std::string_view preci
   // int8: the model's QuantizeLinear/DequantizeLinear pairs carry the quantization (gpuopt
   // quantize writes them, docs/quantization.md); the float rest runs in fp16 on the GPU and f32
   // on the CPU reference, which keeps exact ONNX QDQ semantics.
+  const bool int8_gpu = precision == "int8" && device.is_cuda() && optimize && sw.enabled("qdq");
   if (precision == "int8") {
     const bool qdq = std::any_of(g->nodes().begin(), g->nodes().end(),
                                  [](const Node& n) { return n.op == Op::QuantizeLinear || n.op == Op::DequantizeLinear; });
@@ -143,6 +145,15 @@ Status run_session_passes(Graph* g, const Device& device, std::string_view preci
     precision = device.is_cuda() ? "fp16" : "fp32";
   }
   if (optimize) GPUOPT_RETURN_IF_ERROR(run_default_passes(g, sw));
+  // After the fusions (Gelu and SkipLayerNormalization written), before the precision pass.
+  if (int8_gpu && sw.enabled("int8_epilogue")) {
+    GPUOPT_ASSIGN_OR_RETURN(PassStats ep, fuse_int8_epilogue(g));
+    GPUOPT_LOG(debug, "passes: {} Int8Gemms took {} following nodes into their epilogue", ep.rewritten, ep.removed);
+  }
+  if (int8_gpu && sw.enabled("int8_norm")) {
+    GPUOPT_ASSIGN_OR_RETURN(PassStats nq, fuse_int8_norm(g));
+    GPUOPT_LOG(debug, "passes: {} SkipLayerNormalizations write the int8 tensor their QuantizeLinear made", nq.rewritten);
+  }
   const bool low = precision == "fp16" || precision == "bf16";
   if (low) {
     GPUOPT_RETURN_IF_ERROR(convert_precision(g, precision == "fp16" ? DType::F16 : DType::BF16).status());

@@ -22,6 +22,7 @@ struct Fp8Model {
   int chained = 0;                 // of them, writing the next one's e4m3 input (passes/fp8.h)
   int shared = 0;                  // of them, reading a sibling's e4m3 copy of their input
   std::vector<std::string> kept;   // GEMMs with a constant weight left in float, with the reason
+  int normed = 0;                  // SkipLayerNormalizations writing their readers' e4m3 input
 };
 
 Result<Fp8Model> fp8_on_inputs(const std::string& model_path, const NamedTensors& feeds, const Device& device);

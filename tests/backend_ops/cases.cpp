@@ -622,6 +622,7 @@ std::vector<Case> all_cases() {
   add_nhwc_cases(cases);
   add_depthwise_cases(cases);
   add_int8_cases(cases);
+  add_fused_quant_cases(cases);
   return cases;
 }
 

@@ -80,5 +80,8 @@ void add_depthwise_cases(std::vector<Case>& cases);
 // cases_int8.cpp: Int8Gemm (fold_qdq's int8 GEMM with its dequantize epilogue) and Int8Conv
 // (its channels-last int8 convolution, float or requantized int8 output).
 void add_int8_cases(std::vector<Case>& cases);
+// cases_fused_quant.cpp: Int8Gemm's full epilogue (Gelu, residual, int8 output) at edge shapes, and
+// SkipLayerNormalization's e4m3 output (--precision fp8).
+void add_fused_quant_cases(std::vector<Case>& cases);
 
 }  // namespace gpuopt::backend_ops

@@ -96,5 +96,74 @@ TEST(Int8Gemm, OddShapeFallback) { check(5, 19, 7, true); }       // the simple 
 // arithmetic, over 786k outputs; on_grid inputs make the int8 products exactly equal.
 TEST(Int8Gemm, LargeM) { check(1024, 768, 768, true); }
 
+// A BERT-like block at --precision int8 on CUDA: x + Relu(x) -> LayerNorm -> h -> Q -> DQ ->
+// MatMul + bias -> Gelu -> Q -> DQ -> MatMul + bias -> + h. fuse_int8_norm makes the LayerNorm
+// write the first GEMM's int8 input, fuse_int8_epilogue the first GEMM (+ Gelu + Q) the second's:
+// no QuantizeLinear kernel is left. Against the CPU reference (exact QDQ semantics) over eager,
+// captured and replayed runs: fp16 activations move a few int8 values by one step.
+Graph qdq_ffn(std::mt19937& rng) {
+  Graph g;
+  g.opset = 17;
+  const int64_t d = 64, f = 128;
+  const ValueId x = g.add_input("x", DType::F32, {kFirstSymbolDim, 16, d});
+  const ValueId s = g.add_node(Op::Add, "res", {x, g.add_node(Op::Relu, "relu", {x}, 1)[0]}, 1)[0];
+  AttributeMap ln_at{{"axis", int1(-1)}};
+  const ValueId h = g.add_node(Op::LayerNormalization, "ln", {s, g.add_constant("gamma", randn({d}, 3, 0.3f)), g.add_constant("beta", randn({d}, 4, 0.1f))}, 1, ln_at)[0];
+  const ValueId z = g.add_constant("z", Tensor::zeros(DType::I8, {}));
+  auto linear = [&](ValueId in, float sx, int64_t k, int64_t n, const std::string& name) {
+    const ValueId sv = g.add_constant(name + ".sx", Tensor::scalar_f32(sx));
+    const ValueId xd =
+        g.add_node(Op::DequantizeLinear, name + ".dq", {g.add_node(Op::QuantizeLinear, name + ".q", {in, sv, z}, 1)[0], sv, z}, 1)[0];
+    Tensor wq = Tensor::empty(DType::I8, {k, n});
+    std::uniform_int_distribution<int> u(-127, 127);
+    for (int64_t i = 0; i < wq.numel(); ++i) wq.data<int8_t>()[i] = static_cast<int8_t>(u(rng));
+    Tensor sw = Tensor::empty(DType::F32, {n});  // outputs of about unit spread
+    for (int64_t i = 0; i < n; ++i) sw.set_f64(i, (1.0 + 0.1 * (i % 5)) / (73.0 * std::sqrt(static_cast<double>(k)) * sx * 40));
+    AttributeMap ax;
+    ax["axis"] = int1(1);
+    const ValueId wd = g.add_node(Op::DequantizeLinear, name + ".dqw",
+                                  {g.add_constant(name + ".wq", wq), g.add_constant(name + ".sw", sw),
+                                   g.add_constant(name + ".zw", Tensor::zeros(DType::I8, {n}))},
+                                  1, ax)[0];
+    const ValueId mm = g.add_node(Op::MatMul, name + ".mm", {xd, wd}, 1)[0];
+    return g.add_node(Op::Add, name + ".bias", {mm, g.add_constant(name + ".b", randn({n}, 6, 0.1f))}, 1)[0];
+  };
+  const ValueId up = g.add_node(Op::Gelu, "gelu", {linear(h, 0.03f, d, f, "up")}, 1)[0];
+  g.mark_output(g.add_node(Op::Add, "out", {h, linear(up, 0.02f, f, d, "down")}, 1, {}, {"y"})[0]);
+  return g;
+}
+
+TEST(Int8Gemm, FusedFfnBlockMatchesCpu) {
+  std::mt19937 rng(17);
+  Graph g = qdq_ffn(rng);
+  const NamedTensors in{{"x", randn({4, 16, 64}, 12, 1.0f)}};
+  SessionOptions oc, og;
+  oc.device = "cpu";
+  oc.precision = "int8";
+  auto cpu = Session::from_graph(g, oc);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
+  auto want = (*cpu)->run(in);
+  ASSERT_TRUE(want.ok()) << want.status().to_string();
+  GPUOPT_REQUIRE_CUDA();
+  og.device = "cuda";
+  og.precision = "int8";
+  auto gpu = Session::from_graph(g, og);
+  ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
+  int gemms = 0, quantize = 0;
+  for (const Node& node : (*gpu)->graph().nodes()) {
+    gemms += node.op_type == "Int8Gemm";
+    quantize += node.op_type == "QuantizeLinear";
+  }
+  EXPECT_EQ(gemms, 2);
+  EXPECT_EQ(quantize, 0);
+  for (int run = 0; run < 3; ++run) {  // eager, captured, replayed
+    SCOPED_TRACE(run);
+    auto got = (*gpu)->run(in);
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    EXPECT_LT(rel_l2(got->at(0).second, want->at(0).second), 1e-2);
+    expect_outputs_match(*got, *want, 5e-2);
+  }
+}
+
 }  // namespace
 }  // namespace gpuopt::testing

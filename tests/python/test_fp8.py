@@ -179,10 +179,15 @@ def test_run_precision_fp8_on_a_transformer_block(tmp_path):
     assert 0.01 < rel_l2(got, f32) < 0.15, rel_l2(got, f32)
 
 
-def test_run_precision_fp8_on_a_generated_bert_with_chained_gemms(tmp_path):
+@pytest.mark.parametrize("norm", [True, False])
+def test_run_precision_fp8_on_a_generated_bert_with_chained_gemms(tmp_path, monkeypatch, norm):
     # tools/models' 2-layer BERT: every Linear has a bias, so each FFN up-projection writes the
-    # down-projection's e4m3 input itself (chained) and K and V read the e4m3 copy of their input
-    # that Q made (shared); still ONNX Runtime's FP8 QDQ emulation.
+    # down-projection's e4m3 input itself (chained), and the residual LayerNorms (every one is a
+    # SkipLayerNormalization here, the embeddings' too) write the e4m3 input of Q, K and V and of
+    # the FFN's up-projection (norm); with GPUOPT_DISABLE_FUSION=fp8_norm, K and V read the e4m3
+    # copy of their input that Q made instead (shared). Still ONNX Runtime's FP8 QDQ emulation.
+    if not norm:
+        monkeypatch.setenv("GPUOPT_DISABLE_FUSION", "fp8_norm")
     sys.path.insert(0, os.path.join(ROOT, "tools", "models"))
     from archs import ARCHS
     model, make_feeds = ARCHS["bert"]()
@@ -195,7 +200,11 @@ def test_run_precision_fp8_on_a_generated_bert_with_chained_gemms(tmp_path):
         args += ["--input", f"{k}={tmp_path / f'{k}.npy'}"]
     j, _ = run_json(path, "--precision", "fp8", "--output-dir", tmp_path / "o", *args)
     assert j["fp8"]["gemms"] == 13 and j["fp8"]["kept"] == []  # 2 x 6 + the pooler
-    assert j["fp8"]["chained"] == 2 and j["fp8"]["shared"] == 4  # per layer: FFN up -> down; K and V read Q's e4m3 x
+    assert j["fp8"]["chained"] == 2  # per layer: FFN up -> down
+    if norm:  # per layer: the LayerNorm before Q/K/V and the one before the FFN (the last feeds the pooler's Gather)
+        assert j["fp8"]["norm"] == 4 and j["fp8"]["shared"] == 0
+    else:  # per layer: K and V read Q's e4m3 x
+        assert j["fp8"]["norm"] == 0 and j["fp8"]["shared"] == 4
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     oracle = ort.InferenceSession(fake_fp8_model(model, feeds).SerializeToString(), so, providers=["CPUExecutionProvider"])

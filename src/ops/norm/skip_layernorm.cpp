@@ -4,8 +4,19 @@
 // Add feeding LayerNormalization, so the GPU reads both addends once and never writes the sum
 // unless something else reads it (pre-LN transformers do: output 3). skip broadcasts to input
 // ([B,S,H], [1,S,H] or [S,H], as ORT allows). Statistics in double, as LayerNormalization's.
+//
+// gpuopt's extension, output 4 (the output's shape), for the quantized GEMMs reading the
+// normalised rows, so they skip a quantize pass of their own:
+//  - attribute fp8_scale (float > 0; --precision fp8, written by the fp8 rewrite, passes/fp8.h):
+//    u8 e4m3 codes of output / fp8_scale (output 0 as stored, then divided in f32: what Fp8Gemm's
+//    quantize of it would give);
+//  - attribute int8_scale (float > 0; --precision int8 on the GPU, fuse_int8_norm in
+//    passes/fuse_int8_epilogue.cpp, from the QuantizeLinear it replaces): i8, QuantizeLinear of
+//    output 0 as stored with the scale in the output's float type, zero point 0.
 #include "ops/common/broadcast.h"
 #include "ops/common/nn_util.h"
+#include "ops/quant/fp8_e4m3.h"
+#include "ops/quant/quant_round.h"
 
 #include <cmath>
 
@@ -30,9 +41,17 @@ Status infer_SkipLayerNormalization(InferContext& ctx) {
         return ctx.error("{} {} must be 1-D with the hidden size {}", kNames[i], shape_to_string(p), h);
     }
   }
+  if (ctx.outputs.size() > 5) return ctx.error("{} outputs; expected at most 5", ctx.outputs.size());
+  const bool fp8 = ctx.node.has_attr("fp8_scale"), int8 = ctx.node.has_attr("int8_scale");
+  if ((ctx.outputs.size() > 4) != (fp8 || int8) || (fp8 && int8))
+    return ctx.error("output 4 goes with one of the attributes fp8_scale (e4m3) and int8_scale");
+  if (fp8 || int8) {
+    const float s = ctx.node.attr_f(fp8 ? "fp8_scale" : "int8_scale", 0.f);
+    if (!(std::isfinite(s) && s > 0)) return ctx.error("{} {} must be finite and > 0", fp8 ? "fp8_scale" : "int8_scale", s);
+  }
   for (size_t o = 0; o < ctx.outputs.size(); ++o) {
     ValueInfo& v = ctx.outputs[o];
-    v.dtype = o == 1 || o == 2 ? DType::F32 : x.dtype;
+    v.dtype = o == 1 || o == 2 ? DType::F32 : o == 4 ? (int8 ? DType::I8 : DType::U8) : x.dtype;
     v.rank_known = x.rank_known;
     v.shape = x.shape;
     if ((o == 1 || o == 2) && !v.shape.empty()) v.shape.back() = 1;
@@ -75,6 +94,21 @@ Status cpu_SkipLayerNormalization(KernelContext& ctx) {
   if (ctx.outputs.size() > 1 && ctx.outputs[1]) nn::from_doubles(ctx.out(1), means);
   if (ctx.outputs.size() > 2 && ctx.outputs[2]) nn::from_doubles(ctx.out(2), invs);
   if (ctx.outputs.size() > 3 && ctx.outputs[3]) nn::from_doubles(ctx.out(3), sum);
+  if (ctx.outputs.size() > 4 && ctx.outputs[4]) {
+    const bool int8 = ctx.node.has_attr("int8_scale");
+    const float scale = ctx.node.attr_f(int8 ? "int8_scale" : "fp8_scale", 0.f);
+    if (!(std::isfinite(scale) && scale > 0)) return ctx.error("output 4's scale {} must be finite and > 0", scale);
+    const Tensor& out = ctx.out(0);
+    if (int8) {  // the scale as a constant of the output's type would hold it, then QuantizeLinear
+      const DType t = out.dtype();
+      const double s = quant::round_to_float_type(t, scale);
+      int8_t* q = ctx.out(4).data<int8_t>();
+      for (int64_t i = 0; i < out.numel(); ++i) q[i] = quant::quantize_int8(out.get_f64(i), s, t);
+    } else {
+      uint8_t* q = ctx.out(4).data<uint8_t>();
+      for (int64_t i = 0; i < out.numel(); ++i) q[i] = fp8::f32_to_e4m3(static_cast<float>(out.get_f64(i)) / scale);
+    }
+  }
   return Status::Ok();
 }
 

@@ -4,7 +4,7 @@
 // > 0): the output is e4m3 of Y / y_scale, as u8 bit patterns.
 #pragma once
 
-#include "ir/op_table.h"
+#include "ops/quant/gemm_activation.h"
 
 #include <cmath>
 #include <string>
@@ -12,7 +12,7 @@
 namespace gpuopt::quant {
 
 struct Fp8GemmAttrs {
-  enum class Act { kNone, kRelu, kGelu, kGeluTanh };
+  using Act = GemmAct;
   float a_scale = 1.0f, b_scale = 1.0f;
   float y_scale = 0.0f;  // 0: the output is float
   Act act = Act::kNone;
@@ -30,31 +30,12 @@ struct Fp8GemmAttrs {
       a.y_scale = ctx.node.attr_f("y_scale", 0.0f);
       if (!(std::isfinite(a.y_scale) && a.y_scale > 0)) return ctx.error("y_scale {} must be finite and > 0", a.y_scale);
     }
-    const std::string act = ctx.node.attr_s("activation", "");
-    if (act == "Relu") {
-      a.act = Act::kRelu;
-    } else if (act == "Gelu") {
-      const std::string approx = ctx.node.attr_s("approximate", "none");
-      if (approx != "none" && approx != "tanh")
-        return ctx.error("activation Gelu: approximate is '{}'; expected 'none' or 'tanh'", approx);
-      a.act = approx == "tanh" ? Act::kGeluTanh : Act::kGelu;
-    } else if (!act.empty()) {
-      return ctx.error("activation '{}' is not one of '', 'Relu', 'Gelu'", act);
-    }
+    GPUOPT_ASSIGN_OR_RETURN(a.act, read_gemm_activation(ctx));
     return a;
   }
 
   // The activation of one value (double, as the CPU reference computes).
-  double apply(double v) const {
-    constexpr double kSqrt2OverPi = 0.7978845608028654;
-    switch (act) {
-      case Act::kRelu: return v > 0 ? v : 0.0;
-      case Act::kGelu: return 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
-      case Act::kGeluTanh: return 0.5 * v * (1.0 + std::tanh(kSqrt2OverPi * (v + 0.044715 * v * v * v)));
-      case Act::kNone: break;
-    }
-    return v;
-  }
+  double apply(double v) const { return apply_gemm_act(act, v); }
 };
 
 }  // namespace gpuopt::quant

@@ -1,15 +1,20 @@
 // LayerNormalization on the GPU: one warp per row with the row in registers (16-byte accesses
 // where the row and pointers allow), or one block per row for rows over 2048 values. The same
 // kernels take SkipLayerNormalization's skip input (added as the row is read) and write the sum
-// when asked.
+// when asked, and its quantized copy of the output when given: e4m3 codes of the stored output /
+// its scale (as Fp8Gemm's quantize of it would give), or int8 (as QuantizeLinear's kernel would
+// give, quant_math.h, with the scale rounded to the output's type).
 #include "ops/norm/cuda/norm.h"
 #include "ops/norm/cuda/row_common.cuh"
+#include "ops/quant/cuda/quant_math.h"
+#include "backends/cuda/kernels/e4m3.cuh"
 #include "backends/cuda/kernels/float_convert.cuh"
 #include "core/cuda_check.h"
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace gpuopt::cuda {
 namespace {
@@ -18,13 +23,36 @@ using kern::ld;
 using kern::st;
 using namespace rowk;
 
+// o as the output stores it (rounded to T), back in f32.
+template <typename T>
+__device__ __forceinline__ float stored(float o) {
+  T t;
+  st(&t, 0, o);
+  return ld(&t, 0);
+}
+
+template <int E>
+struct alignas(E) Codes {
+  uint8_t v[E];
+};
+
+// One code of the quantized copy: `s` is the scale, already rounded to T for int8.
+template <typename T>
+__device__ __forceinline__ uint8_t code_of(float stored_value, float s, bool int8) {
+  if (!int8) return static_cast<uint8_t>(to_e4m3(stored_value / s));
+  constexpr QFloat t = std::is_same_v<T, __half> ? QFloat::kF16 : std::is_same_v<T, __nv_bfloat16> ? QFloat::kBF16 : QFloat::kF32;
+  return static_cast<uint8_t>(static_cast<int8_t>(quantize_value_f32(stored_value, s, t, 0.f, -128.f, 127.f)));
+}
+
 template <typename T, int N>
 __global__ void layernorm_warp(const T* __restrict__ x, const T* __restrict__ skip, const T* __restrict__ scale,
                                const T* __restrict__ bias, T* __restrict__ y, T* __restrict__ sum, int64_t rows, int64_t skip_rows, int cols,
-                               float eps, float* mean_out, float* inv_out, bool rms) {
+                               float eps, float* mean_out, float* inv_out, bool rms, uint8_t* __restrict__ codes,
+                               float codes_scale, bool codes_int8) {
   const int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + (threadIdx.x >> 5);
   if (row >= rows) return;
   const int lane = threadIdx.x & 31;
+  const float qs = codes_int8 ? stored<T>(codes_scale) : codes_scale;
   const T* xr = x + row * cols;
   T* yr = y + row * cols;
   float v[N];
@@ -49,6 +77,7 @@ __global__ void layernorm_warp(const T* __restrict__ x, const T* __restrict__ sk
     float o = (v[k] - mean) * inv * ld(scale, j);
     if (bias) o += ld(bias, j);
     st(yr, j, o);
+    if (codes) codes[row * cols + j] = code_of<T>(stored<T>(o), qs, codes_int8);
   }
   if (lane == 0) {
     if (mean_out) mean_out[row] = mean;
@@ -62,8 +91,10 @@ __global__ void layernorm_warp(const T* __restrict__ x, const T* __restrict__ sk
 template <typename T, int NV>
 __global__ void layernorm_vec(const T* __restrict__ x, const T* __restrict__ skip, const T* __restrict__ scale,
                               const T* __restrict__ bias, T* __restrict__ y, T* __restrict__ sum, int64_t rows, int64_t skip_rows, int cols,
-                              float eps, float* mean_out, float* inv_out, bool rms) {
+                              float eps, float* mean_out, float* inv_out, bool rms, uint8_t* __restrict__ codes,
+                              float codes_scale, bool codes_int8) {
   constexpr int E = 16 / sizeof(T);
+  const float qs = codes_int8 ? stored<T>(codes_scale) : codes_scale;
   const int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + (threadIdx.x >> 5);
   if (row >= rows) return;
   const int lane = threadIdx.x & 31, nvec = cols / E;
@@ -118,6 +149,12 @@ __global__ void layernorm_vec(const T* __restrict__ x, const T* __restrict__ ski
       st(oe, j, o);
     }
     yr[i] = out;
+    if (codes) {  // E codes of the stored values: 8 bytes (16-bit types) or 4 (f32)
+      Codes<E> c;
+#pragma unroll
+      for (int j = 0; j < E; ++j) c.v[j] = code_of<T>(ld(oe, j), qs, codes_int8);
+      reinterpret_cast<Codes<E>*>(codes + row * cols)[i] = c;
+    }
   }
   if (lane == 0) {
     if (mean_out) mean_out[row] = mean;
@@ -145,8 +182,10 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 
 template <typename T>
 __global__ void layernorm_rows(const T* __restrict__ x, const T* __restrict__ skip, const T* __restrict__ scale,
                                const T* __restrict__ bias, T* __restrict__ y, T* __restrict__ sum, int64_t skip_rows,
-                               int64_t cols, float eps, float* mean_out, float* inv_out, bool rms) {
+                               int64_t cols, float eps, float* mean_out, float* inv_out, bool rms,
+                               uint8_t* __restrict__ codes, float codes_scale, bool codes_int8) {
   const int64_t row = blockIdx.x;
+  const float qs = codes_int8 ? stored<T>(codes_scale) : codes_scale;
   const T* xr = x + row * cols;
   const T* kr = skip ? skip + (row % skip_rows) * cols : nullptr;
   T* yr = y + row * cols;
@@ -168,6 +207,7 @@ __global__ void layernorm_rows(const T* __restrict__ x, const T* __restrict__ sk
     float o = (e - mean) * inv * ld(scale, j);
     if (bias) o += ld(bias, j);
     st(yr, j, o);
+    if (codes) codes[row * cols + j] = code_of<T>(stored<T>(o), qs, codes_int8);
   }
   if (threadIdx.x == 0) {
     if (mean_out) mean_out[row] = mean;
@@ -190,7 +230,7 @@ Status launch_rmsnorm(DType dt, const void* x, const void* scale, void* y, int64
 
 Status launch_skip_layernorm(DType dt, const void* x, const void* skip, int64_t skip_rows, const void* scale,
                              const void* bias, void* y, void* sum, int64_t rows, int64_t cols, float eps, float* mean,
-                             float* inv_std, cudaStream_t s, bool rms) {
+                             float* inv_std, cudaStream_t s, bool rms, uint8_t* q, float q_scale, bool q_int8) {
   if (rows * cols == 0) return Status::Ok();
   if (skip_rows <= 0 || rows % skip_rows != 0)
     return Status::InvalidArgument("skip has {} rows, which do not repeat over the input's {}", skip_rows, rows);
@@ -206,18 +246,19 @@ Status launch_skip_layernorm(DType dt, const void* x, const void* skip, int64_t 
     T* ss = static_cast<T*>(sum);
     const bool vec = fits && cols % E == 0 && aligned16(x) && aligned16(y) && aligned16(scale) &&
                      (!bias || aligned16(bias)) && (!skip || aligned16(skip)) && (!sum || aligned16(sum)) &&
+                     (!q || reinterpret_cast<uintptr_t>(q) % E == 0) &&
                      by_vec_count(cols, E, [&](auto nv) {
                        layernorm_vec<T, decltype(nv)::value><<<warp_row_blocks(rows), 32 * kRowsPerBlock, 0, s>>>(
-                           xs, ks, sc, bs, ys, ss, rows, skip_rows, static_cast<int>(cols), eps, mean, inv_std, rms);
+                           xs, ks, sc, bs, ys, ss, rows, skip_rows, static_cast<int>(cols), eps, mean, inv_std, rms, q, q_scale, q_int8);
                      });
     if (vec) return;
     const bool warp = fits && by_row_width(cols, [&](auto n) {
       layernorm_warp<T, decltype(n)::value><<<warp_row_blocks(rows), 32 * kRowsPerBlock, 0, s>>>(
-          xs, ks, sc, bs, ys, ss, rows, skip_rows, static_cast<int>(cols), eps, mean, inv_std, rms);
+          xs, ks, sc, bs, ys, ss, rows, skip_rows, static_cast<int>(cols), eps, mean, inv_std, rms, q, q_scale, q_int8);
     });
     if (warp) return;
     layernorm_rows<T><<<static_cast<unsigned>(rows), kBlock, 0, s>>>(xs, ks, sc, bs, ys, ss, skip_rows, cols, eps, mean,
-                                                                     inv_std, rms);
+                                                                     inv_std, rms, q, q_scale, q_int8);
   }));
   GPUOPT_CHECK_CALL(cudaGetLastError());
   return Status::Ok();

@@ -52,9 +52,15 @@ Status run_skip_layernorm(CudaKernelContext& k) {
     return k.outputs.size() > o && k.outputs[o] && k.out(o).dtype() == DType::F32 ? k.out(o).data<float>() : nullptr;
   };
   void* sum = k.outputs.size() > 3 && k.outputs[3] ? k.out(3).raw() : nullptr;
+  // gpuopt's output 4: e4m3 codes of output 0 / fp8_scale, or int8 (QuantizeLinear by int8_scale)
+  // (ops/norm/skip_layernorm.cpp).
+  uint8_t* q = k.outputs.size() > 4 && k.outputs[4] ? static_cast<uint8_t*>(k.out(4).raw()) : nullptr;
+  const bool q_int8 = k.node.has_attr("int8_scale");
+  const float q_scale = k.node.attr_f(q_int8 ? "int8_scale" : "fp8_scale", 1.0f);
+  if (q && !(std::isfinite(q_scale) && q_scale > 0)) return k.error("output 4's scale {} must be finite and > 0", q_scale);
   return launch_skip_layernorm(x.dtype(), x.raw(), skip.raw(), skip.numel() / cols, k.in(2).raw(), beta,
                                k.out(0).raw(), sum, rows, cols, k.node.attr_f("epsilon", 1e-12f), f32_out(1), f32_out(2),
-                               k.ctx.stream)
+                               k.ctx.stream, /*rms=*/false, q, q_scale, q_int8)
       .with_context(node_label(k.node));
 }
 

@@ -18,10 +18,13 @@ Status launch_softmax(DType dt, const void* x, void* y, int64_t outer, int64_t a
 Status launch_layernorm(DType dt, const void* x, const void* scale, const void* bias, void* y, int64_t rows,
                         int64_t cols, float eps, float* mean, float* inv_std, cudaStream_t s);
 // The same over x + skip (skip: [skip_rows, cols] repeated over the rows, or nullptr); the sum is
-// written to `sum` when it is non-null (SkipLayerNormalization's input_skip_bias_sum).
+// written to `sum` when it is non-null (SkipLayerNormalization's input_skip_bias_sum), and the
+// e4m3 codes of y / q_scale (y as stored) to `q` when it is non-null (its output 4), or with
+// q_int8 the int8 QuantizeLinear of y by q_scale rounded to y's type (zero point 0).
 Status launch_skip_layernorm(DType dt, const void* x, const void* skip, int64_t skip_rows, const void* scale,
                              const void* bias, void* y, void* sum, int64_t rows, int64_t cols, float eps, float* mean,
-                             float* inv_std, cudaStream_t s, bool rms = false);
+                             float* inv_std, cudaStream_t s, bool rms = false, uint8_t* q = nullptr,
+                             float q_scale = 1.0f, bool q_int8 = false);
 
 // RMSNormalization: y = x / sqrt(mean(x^2) + eps) * scale over each row (the LayerNorm kernels
 // without the centring); inv_rms (f32 per row) when non-null.

@@ -1,15 +1,12 @@
-// Fp8Gemm's activation quantization (fp8_gemm.h): one grid-stride pass over A. On FP8 GPUs
-// (sm_89+) the conversion is the hardware's cvt.rn.satfinite.e4m3 (round to nearest even,
-// saturating at +-448, NaN stays NaN: the rounding of fp8_e4m3.h, which older architectures
-// run instead); backend-ops holds both to the CPU reference.
+// Fp8Gemm's activation quantization (fp8_gemm.h): one grid-stride pass over A, converted by
+// e4m3.cuh (the hardware's cvt on sm_89+, fp8_e4m3.h's rounding before).
 #include "ops/quant/cuda/fp8_gemm.h"
-#include "ops/quant/fp8_e4m3.h"
+#include "backends/cuda/kernels/e4m3.cuh"
 #include "backends/cuda/kernels/kernel_common.cuh"
 #include "core/cuda_check.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 namespace gpuopt::cuda {
@@ -18,14 +15,6 @@ namespace {
 __device__ __forceinline__ float ld(const float* p, int64_t i) { return p[i]; }
 __device__ __forceinline__ float ld(const __half* p, int64_t i) { return __half2float(p[i]); }
 __device__ __forceinline__ float ld(const __nv_bfloat16* p, int64_t i) { return __bfloat162float(p[i]); }
-
-__device__ __forceinline__ uint32_t to_e4m3(float v) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-  return __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
-#else
-  return fp8::f32_to_e4m3(v);
-#endif
-}
 
 template <typename T>
 __global__ void quantize_kernel(const T* __restrict__ x, int64_t n, float a_scale, uint8_t* __restrict__ q) {

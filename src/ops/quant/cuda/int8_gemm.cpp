@@ -2,10 +2,12 @@
 // with int32 accumulation into a scratch buffer, then the dequantize/bias/Relu epilogue
 // (kernels/int8_gemm.cu). cuBLASLt's int8 kernels take "TN" (A transposed: our [N, K] weight)
 // with K and N multiples of 4; other shapes, or no algorithm, use the simple kernel. Plans are
-// cached by shape, failures too.
+// cached by shape, failures too. The epilogue also takes fuse_int8_epilogue's parts: Gelu, the
+// residual and the int8 output (y_scale).
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/device_memory.h"
 #include "ops/quant/cuda/int8_gemm.h"
+#include "ops/quant/int8_gemm_attrs.h"
 #include "core/cuda_check.h"
 
 #include <cublasLt.h>
@@ -62,6 +64,7 @@ Status build(Int8Plan* p, ExecContext& ctx, int64_t m, int64_t n, int64_t k, siz
 }
 
 Status run_int8_gemm(CudaKernelContext& k) {
+  GPUOPT_ASSIGN_OR_RETURN(const quant::Int8GemmAttrs at, quant::Int8GemmAttrs::read(k));
   const Tensor& a = k.in(0);
   const Tensor& w = k.in(1);
   if (w.rank() != 2) return k.error("B {} must have rank 2 ([N, K])", w.describe());
@@ -70,6 +73,8 @@ Status run_int8_gemm(CudaKernelContext& k) {
   const int64_t m = a.numel() / std::max<int64_t>(kk, 1);
   const Tensor& bs = k.in(3);
   if (bs.numel() != 1 && bs.numel() != n) return k.error("b_scale has {} values; expected 1 or {}", bs.numel(), n);
+  if (at.residual && k.in(5).numel() != m * n)
+    return k.error("residual {} does not have the output's {} values", k.in(5).describe(), m * n);
   Tensor& y = k.out(0);
   if (m == 0 || n == 0) return Status::Ok();
   // The int32 accumulators: the front of the context's workspace when they leave cuBLASLt at
@@ -109,21 +114,24 @@ Status run_int8_gemm(CudaKernelContext& k) {
   Int8Epilogue e;
   e.m = m;
   e.n = n;
-  e.dt = y.dtype();
+  e.dt = k.in(2).dtype();
   e.a_scale = k.in(2).raw();
   e.b_scale = bs.raw();
   e.b_per_channel = bs.numel() == n && n != 1;
-  e.bias = k.has_input(4) && k.inputs[4] ? k.in(4).raw() : nullptr;
-  e.relu = k.node.attr_s("activation", "") == "Relu";
+  e.bias = at.bias ? k.in(4).raw() : nullptr;
+  e.act = at.act;
+  e.residual = at.residual ? k.in(5).raw() : nullptr;
+  e.y_scale = at.int8_out ? k.in(6).raw() : nullptr;
   return launch_int8_epilogue(e, acc, y.raw(), k.ctx.stream);
 }
 
 bool int8_gemm_supported(const Node& node, const std::vector<DType>& in) {
   if (in.size() < 4 || in[0] != DType::I8 || in[1] != DType::I8) return false;
   if (in[2] != DType::F32 && in[2] != DType::F16) return false;
-  if (in[3] != in[2] || (in.size() > 4 && in[4] != DType::Undefined && in[4] != in[2])) return false;
+  for (size_t i = 3; i < in.size() && i < 7; ++i)  // b_scale, bias, residual, y_scale: the scales' type
+    if (in[i] != in[2] && (i == 3 || in[i] != DType::Undefined)) return false;
   const std::string act = node.attr_s("activation", "");
-  return act.empty() || act == "Relu";
+  return act.empty() || act == "Relu" || act == "Gelu";
 }
 
 }  // namespace
