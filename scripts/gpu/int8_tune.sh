@@ -10,7 +10,7 @@
 #  2. compute-sanitizer memcheck over backend_ops' residual "3x3 stride 2" cases;
 #  3. full-size ResNet-50 (random weights) quantized as int8_conv.sh does (same files, reused
 #     when there): device ms (median of 20) at b256 and b32 for GPUOPT_INT8_CONV_AUTOTUNE=1/0 x
-#     GPUOPT_DISABLE_FUSION=int8_residual or not, and rel-L2 at b2 against the CPU reference for
+#     GPUOPT_DISABLE_FUSION=+int8_residual (opt-in) or not, and rel-L2 at b2 against the CPU reference for
 #     the tuned, fused configuration; the tuning lines of the b256 run (first plan's time against
 #     the chosen one's) summed.
 # Ends with a table.
@@ -65,7 +65,7 @@ for b in 256 32; do
   for tune in 1 0; do
     for res in on off; do
       off=0
-      [ $res = off ] && off=int8_residual
+      [ $res = on ] && off=+int8_residual  # opt-in since the first measurement
       log=$D/run_b${b}_tune${tune}_res${res}.err
       s0=$SECONDS
       r=$(t $b $tune $off "$log")

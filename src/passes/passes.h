@@ -111,16 +111,21 @@ Result<PassStats> qdq_attention_in_float(Graph* g);
 
 // GPUOPT_DISABLE_FUSION, read once per pipeline: "1" (or "all") turns every fusion pass off;
 // otherwise a comma-separated list of pass names to turn off (conv, matmul_bias, gelu, attention,
-// transpose, nhwc); validate() names an unknown one (the pipelines call it first).
+// transpose, nhwc); a name with a leading '+' turns ON an opt-in pass, one that is off by default
+// because it measured slower (int8_residual). validate() names an unknown one (the pipelines call
+// it first).
 //
 //   const FusionSwitches sw = FusionSwitches::from_env();
 //   if (sw.enabled("nhwc")) ...
+//   if (sw.opted_in("int8_residual")) ...
 struct FusionSwitches {
   bool all_off = false;
   std::vector<std::string> off;
+  std::vector<std::string> on;  // opt-in passes named with '+'
   static FusionSwitches from_env();
   static FusionSwitches parse(std::string_view value);
   bool enabled(std::string_view pass) const;
+  bool opted_in(std::string_view pass) const;
   Status validate() const;
 };
 

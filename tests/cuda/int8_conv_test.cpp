@@ -92,7 +92,7 @@ TEST(Int8ConvSession, ResidualBlockMatchesCpuEagerAndReplayed) {
     adds += n.op_type == "Int8Add";
   }
   EXPECT_EQ(convs, 3);
-  EXPECT_EQ(adds, 0);  // the residual add is in the last conv (fuse_int8_residual)
+  EXPECT_EQ(adds, 1);  // the residual add stays an Int8Add (fuse_int8_residual is opt-in)
   auto first = (*gpu)->run(in);  // eager: plans built, epilogue constants uploaded
   ASSERT_TRUE(first.ok()) << first.status().to_string();
   auto second = (*gpu)->run(in);  // captured as a CUDA graph
@@ -105,7 +105,7 @@ TEST(Int8ConvSession, ResidualBlockMatchesCpuEagerAndReplayed) {
 }
 
 // The residual form on the GPU (cuDNN's residual graph, its int8 rounding done in f32) against
-// the pair it replaced (GPUOPT_DISABLE_FUSION=int8_residual: the conv's int8 output, then
+// the pair it replaces (the default without GPUOPT_DISABLE_FUSION=+int8_residual: the conv's int8 output, then
 // Int8Add's kernel): x -> Q -> conv3x3 -> Q(c, 3 output steps per step); DQ(c) + DQ(Q(x)) ->
 // Relu -> Q -> DQ (the output is the int8 codes times the scale). Both round in f32 from the same
 // sums, so codes differ only where the last digits of two f32 formulas straddle a half: at most
@@ -126,7 +126,7 @@ TEST(Int8ConvSession, FusedResidualMatchesThePairOnGpu) {
   og.precision = "int8";
   std::vector<Tensor> outs;
   for (bool fused : {true, false}) {
-    if (!fused) setenv("GPUOPT_DISABLE_FUSION", "int8_residual", 1);
+    if (fused) setenv("GPUOPT_DISABLE_FUSION", "+int8_residual", 1);  // opt-in
     auto gpu = Session::from_graph(b.g, og);
     unsetenv("GPUOPT_DISABLE_FUSION");
     ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();

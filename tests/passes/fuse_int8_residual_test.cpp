@@ -153,6 +153,12 @@ TEST(FuseInt8Residual, LeavesOtherPairsAlone) {
 TEST(FuseInt8Residual, SwitchIsAKnownFusionName) {
   EXPECT_TRUE(FusionSwitches::parse("int8_residual").validate().ok());
   EXPECT_FALSE(FusionSwitches::parse("int8_residual").enabled("int8_residual"));
+  // Opt-in: off unless named with '+'; '+' on a pass that is not opt-in is refused.
+  EXPECT_FALSE(FusionSwitches::parse("").opted_in("int8_residual"));
+  EXPECT_TRUE(FusionSwitches::parse("+int8_residual").opted_in("int8_residual"));
+  EXPECT_TRUE(FusionSwitches::parse("+int8_residual").validate().ok());
+  EXPECT_FALSE(FusionSwitches::parse("+int8_residual,all").opted_in("int8_residual"));
+  EXPECT_FALSE(FusionSwitches::parse("+conv").validate().ok());
 }
 
 }  // namespace
