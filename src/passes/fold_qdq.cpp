@@ -305,10 +305,7 @@ Result<PassStats> fold_qdq(Graph* g, bool convs) {
     stats.removed += static_cast<int>(absorbed.size());
   }
   if (stats.rewritten == 0) return stats;
-  std::vector<bool> drop = m.drop();
-  drop.resize(g->nodes().size(), false);
-  erase_nodes(g, drop);
-  GPUOPT_RETURN_IF_ERROR(g->topo_sort());
+  GPUOPT_RETURN_IF_ERROR(m.erase_dropped());
   return stats;
 }
 

@@ -106,10 +106,7 @@ Result<PassStats> fuse_int8_epilogue(Graph* g) {
     stats.removed += static_cast<int>(absorbed.size());
   }
   if (stats.rewritten == 0) return stats;
-  std::vector<bool> drop = m.drop();
-  drop.resize(g->nodes().size(), false);
-  erase_nodes(g, drop);
-  GPUOPT_RETURN_IF_ERROR(g->topo_sort());
+  GPUOPT_RETURN_IF_ERROR(m.erase_dropped());
   GPUOPT_RETURN_IF_ERROR(g->infer_shapes());
   return stats;
 }
@@ -145,10 +142,7 @@ Result<PassStats> fuse_int8_norm(Graph* g) {
     ++stats.removed;
   }
   if (stats.rewritten == 0) return stats;
-  std::vector<bool> drop = m.drop();
-  drop.resize(g->nodes().size(), false);
-  erase_nodes(g, drop);
-  GPUOPT_RETURN_IF_ERROR(g->topo_sort());
+  GPUOPT_RETURN_IF_ERROR(m.erase_dropped());
   GPUOPT_RETURN_IF_ERROR(g->infer_shapes());
   return stats;
 }

@@ -88,10 +88,7 @@ Result<PassStats> fuse_int8_residual(Graph* g) {
     }
   }
   if (stats.rewritten == 0) return stats;
-  std::vector<bool> drop = m.drop();
-  drop.resize(g->nodes().size(), false);
-  erase_nodes(g, drop);
-  GPUOPT_RETURN_IF_ERROR(g->topo_sort());
+  GPUOPT_RETURN_IF_ERROR(m.erase_dropped());
   return stats;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "ir/graph.h"
+#include "passes/passes.h"
 
 #include <algorithm>
 #include <cmath>
@@ -47,6 +48,14 @@ class Matcher {
 
   Graph& graph() { return *g_; }
   std::vector<bool>& drop() { return drop_; }
+  // The end of a rewrite: erases the nodes marked dropped (nodes appended since stay) and sorts
+  // the graph again.
+  Status erase_dropped() {
+    std::vector<bool> drop = drop_;
+    drop.resize(g_->nodes().size(), false);
+    erase_nodes(g_, drop);
+    return g_->topo_sort();
+  }
 
   // The node (default domain, op type `op`) that writes v, or nullptr.
   const Node* producer(ValueId v, std::string_view op) const {
