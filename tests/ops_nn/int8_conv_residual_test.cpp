@@ -13,21 +13,6 @@ namespace {
 
 using namespace testing_nn;
 
-Tensor scalar_f32(double v) {
-  return Tensor::from_vector<double>(DType::F32, {}, {v});
-}
-
-Tensor to_nhwc(const Tensor& t) {
-  const Shape& s = t.shape();
-  Tensor o = Tensor::empty(t.dtype(), {s[0], s[2], s[3], s[1]});
-  for (int64_t n = 0; n < s[0]; ++n)
-    for (int64_t c = 0; c < s[1]; ++c)
-      for (int64_t h = 0; h < s[2]; ++h)
-        for (int64_t w = 0; w < s[3]; ++w)
-          o.set_f64(((n * s[2] + h) * s[3] + w) * s[1] + c, t.get_f64(((n * s[1] + c) * s[2] + h) * s[3] + w));
-  return o;
-}
-
 AttributeMap conv_attrs(bool relu, bool channels_last) {
   AttributeMap at;
   at["pads"] = attr_ints({1, 1, 1, 1});

@@ -236,6 +236,31 @@ Graph ffn(std::mt19937& rng) {
   return g;
 }
 
+// g through the int8 session pipeline on cuda (run here on the CPU reference) with one fusion
+// turned off by GPUOPT_DISABLE_FUSION; false (with the error printed) when the pipeline fails.
+bool cuda_int8_without(Graph* g, const char* fusion) {
+  setenv("GPUOPT_DISABLE_FUSION", fusion, 1);
+  const Status st = run_session_passes(g, "cuda", "int8", true);
+  unsetenv("GPUOPT_DISABLE_FUSION");
+  if (!st.ok()) ADD_FAILURE() << st.to_string();
+  return st.ok();
+}
+
+// The cuda pipeline's graph with the fusion on and off, each against g's CPU int8 session on three
+// random [3, 4, 32] batches: fp16 activations and scales against exact QDQ semantics in f32 are a
+// few fp16 steps apart, and a one-step int8 flip in the middle moves an output by about the
+// down-projection's gain.
+void expect_near_cpu_int8(const Graph& g, const Graph& gpu, const Graph& off, std::mt19937& rng) {
+  Graph cpu = g;
+  ASSERT_TRUE(run_session_passes(&cpu, "cpu", "int8", true).ok());
+  for (int rep = 0; rep < 3; ++rep) {
+    const Tensor x = uniform({3, 4, 32}, rng, -2, 2);
+    const auto want = run_cpu(cpu, {x});
+    EXPECT_LT(max_rel_err(run_cpu(gpu, {x}), want), 3e-2);
+    EXPECT_LT(max_rel_err(run_cpu(off, {x}), want), 3e-2);
+  }
+}
+
 TEST(Int8Epilogue, SessionPipelineFfn) {
   std::mt19937 rng(12);
   Graph g = ffn(rng);
@@ -245,24 +270,12 @@ TEST(Int8Epilogue, SessionPipelineFfn) {
   EXPECT_EQ(count(gpu, "Int8Gemm"), 2);
   EXPECT_EQ(count(gpu, "QuantizeLinear"), 1);  // x's only: the up-projection writes the down one's int8 input
   EXPECT_EQ(count(gpu, "DequantizeLinear") + count(gpu, "Gelu") + count(gpu, "Add") + count(gpu, "Erf"), 0);
-  setenv("GPUOPT_DISABLE_FUSION", "int8_epilogue", 1);
   Graph off = g;
-  const Status off_st = run_session_passes(&off, "cuda", "int8", true);
-  unsetenv("GPUOPT_DISABLE_FUSION");
-  ASSERT_TRUE(off_st.ok()) << off_st.to_string();
+  ASSERT_TRUE(cuda_int8_without(&off, "int8_epilogue"));
   EXPECT_EQ(count(off, "Int8Gemm"), 2);
   EXPECT_EQ(count(off, "QuantizeLinear"), 2);
   EXPECT_EQ(count(off, "Gelu"), 1);
-  Graph cpu = g;
-  ASSERT_TRUE(run_session_passes(&cpu, "cpu", "int8", true).ok());
-  for (int rep = 0; rep < 3; ++rep) {
-    const Tensor x = uniform({3, 4, 32}, rng, -2, 2);
-    const auto want = run_cpu(cpu, {x});
-    // fp16 activations and scales against exact QDQ semantics in f32: a few fp16 steps, and a
-    // one-step int8 flip in the middle moves an output by about the down-projection's gain.
-    EXPECT_LT(max_rel_err(run_cpu(gpu, {x}), want), 3e-2);
-    EXPECT_LT(max_rel_err(run_cpu(off, {x}), want), 3e-2);
-  }
+  expect_near_cpu_int8(g, gpu, off, rng);
 }
 
 // x + Relu(x) -> LayerNorm -> h; h -> Q -> DQ -> MatMul + bias -> + h (the residual) -> y.
@@ -324,20 +337,10 @@ TEST(Int8Epilogue, SkipLayerNormWritesTheInt8Tensor) {
   ASSERT_TRUE(run_session_passes(&gpu, "cuda", "int8", true).ok());
   EXPECT_EQ(count(gpu, "Int8Gemm"), 1);
   EXPECT_EQ(count(gpu, "QuantizeLinear") + count(gpu, "DequantizeLinear"), 0);
-  setenv("GPUOPT_DISABLE_FUSION", "int8_norm", 1);
   Graph off = g;
-  const Status off_st = run_session_passes(&off, "cuda", "int8", true);
-  unsetenv("GPUOPT_DISABLE_FUSION");
-  ASSERT_TRUE(off_st.ok()) << off_st.to_string();
+  ASSERT_TRUE(cuda_int8_without(&off, "int8_norm"));
   EXPECT_EQ(count(off, "QuantizeLinear"), 1);
-  Graph cpu = g;
-  ASSERT_TRUE(run_session_passes(&cpu, "cpu", "int8", true).ok());
-  for (int rep = 0; rep < 3; ++rep) {
-    const Tensor x = uniform({3, 4, 32}, rng, -2, 2);
-    const auto want = run_cpu(cpu, {x});
-    EXPECT_LT(max_rel_err(run_cpu(gpu, {x}), want), 3e-2);
-    EXPECT_LT(max_rel_err(run_cpu(off, {x}), want), 3e-2);
-  }
+  expect_near_cpu_int8(g, gpu, off, rng);
 }
 
 }  // namespace
