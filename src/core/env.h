@@ -19,6 +19,7 @@ namespace gpuopt {
   X(GPUOPT_ATTENTION_KERNEL, "auto", "wmma: gpuopt's tensor-core kernel instead of cuDNN's flash attention; scalar: the scalar kernel (A/B).") \
   X(GPUOPT_INT8_CONV_AUTOTUNE, "1", "0: Int8Conv runs cuDNN's first heuristic plan instead of timing the candidates on a shape's first run (A/B).") \
   X(GPUOPT_CONV_ENGINE, "legacy", "graph: channels-last fp16/bf16 convs through cuDNN's graph API with timed engine choice (A/B, unverified).") \
+  X(GPUOPT_CONV_GEMM, "1", "1x1 channels-last convs: 1 times cuDNN against one cuBLASLt GEMM (bias, residual, Relu fused) per shape and keeps the faster; 0 cuDNN only; force the GEMM (A/B).") \
   X(GPUOPT_DEPTHWISE_KERNEL, "auto", "cudnn runs channels-last depthwise convs through cuDNN instead of gpuopt's kernel; narrow/wide pick the kernel's tile (A/B).") \
   X(GPUOPT_NUM_THREADS, "all cores", "Threads of the CPU reference's pool (MatMul, Gemm, Conv).")             \
   X(GPUOPT_SYSFS_ROOT, "/sys", "Root of the sysfs tree scanned for PCI display devices (tests use a fake tree).") \

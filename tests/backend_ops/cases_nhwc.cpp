@@ -49,6 +49,11 @@ void add_nhwc_cases(std::vector<Case>& cases) {
       {{3, 13, 13, 3}, 5, 5, 2, 1, 1, 13, 13, false, true, "", "C=3 k5 no-bias z identity"},
       {{2, 17, 17, 16}, 32, 3, 1, 2, 1, 9, 9, true, true, "Relu", "k3 s2 bias z relu"},
       {{4, 7, 7, 64}, 256, 1, 0, 1, 1, 7, 7, true, true, "Relu", "1x1 ->256 bias z relu"},
+      // 1x1 convs that may run as one cuBLASLt GEMM (conv_gemm.h; GPUOPT_CONV_GEMM=force takes it).
+      {{3, 5, 7, 16}, 24, 1, 0, 1, 1, 5, 7, false, true, "", "1x1 16->24 no-bias z identity"},
+      {{2, 6, 6, 32}, 64, 1, 0, 1, 1, 6, 6, true, false, "", "1x1 32->64 bias identity"},
+      {{2, 6, 6, 32}, 64, 1, 0, 1, 1, 6, 6, true, true, "", "1x1 32->64 bias z identity"},
+      {{1, 9, 5, 40}, 16, 1, 0, 1, 1, 9, 5, true, false, "Relu", "1x1 40->16 bias relu"},
       {{2, 14, 14, 128}, 128, 3, 1, 1, 1, 14, 14, true, true, "Relu", "k3 128->128 bias z relu"},
       {{1, 10, 10, 8}, 12, 3, 1, 1, 4, 10, 10, true, true, "Relu", "group 4 bias z relu"},
       {{2, 14, 14, 32}, 32, 3, 1, 1, 32, 14, 14, true, false, "Relu", "depthwise 32 bias relu"},

@@ -16,10 +16,13 @@
 // NhwcFusedConv (ai.gpuopt, written by the layout_nhwc pass) is the same op channels-last: x, z,
 // y [N, H, W, C], w [M, kH, kW, C/group]. It shares every line here; only the descriptors'
 // format (ConvKey::nhwc) and the epilogue's channel index (i % C) differ. Where cuDNN has no
-// channels-last algorithm for a shape, that node runs the NCHW plan between transposes.
+// channels-last algorithm for a shape, that node runs the NCHW plan between transposes. A
+// channels-last 1x1 conv may instead run as one cuBLASLt GEMM (conv_gemm.h), timed against this
+// route per shape.
 #include "ops/conv/cuda/conv_epilogue.h"
 #include "backends/cuda/cuda_ops.h"
 #include "ops/conv/cuda/depthwise.h"
+#include "ops/conv/cuda/conv_gemm.h"
 #include "ops/conv/cuda/conv_graph.h"
 #include "ops/conv/cuda/cudnn_conv.h"
 #include "ops/tensor/cuda/layout.h"
@@ -280,6 +283,69 @@ Status run_nhwc_through_nchw(CudaKernelContext& k, cudnnHandle_t h, const FusedP
   return launch_transpose(es, y2, a.y, Shape{key.n, key.m, key.oh, key.ow}, to_nhwc, s);
 }
 
+// The cuDNN route of one call: the fused call or the plain conv and one epilogue pass.
+Status run_cudnn_route(CudaKernelContext& k, const ConvKey& key, ConvAct act, const ConvArgs& a, int64_t y_numel) {
+  GPUOPT_ASSIGN_OR_RETURN(cudnnHandle_t h, k.ctx.cudnn());
+  const bool has_b = a.b != nullptr;
+  const FusedPlan* plan = find_plan(k, h, key, act != ConvAct::kNone, has_b);
+  if (key.nhwc && !plan->status.ok()) return run_nhwc_through_nchw(k, h, *plan, key, act, a);
+  GPUOPT_RETURN_IF_ERROR(plan->status.with_context(node_label(k.node)));
+  Tensor hold;
+  GPUOPT_ASSIGN_OR_RETURN(void* ws, call_workspace(k.ctx, call_bytes(*plan, key, has_b), &hold));
+  return run_plan(k, h, *plan, key, act, a, ws, y_numel);
+}
+
+// Whether a 1x1 channels-last conv runs as one cuBLASLt GEMM (conv_gemm.h): decided once per
+// shape on its first eager run by timing both routes, alternating, best of 5 each after a run of
+// each that builds its plans; the plan cache keeps the answer. Inside a capture, where z is y, or
+// where the GEMM fails, cuDNN runs (undecided in the first two cases).
+Result<bool> gemm_route(CudaKernelContext& k, const ConvKey& key, ConvAct act, const ConvArgs& a, int64_t y_numel) {
+  if (conv_gemm_mode() == ConvGemmMode::kForce) return true;
+  const std::string entry = conv_gemm_entry(key, act, a.b != nullptr, a.z != nullptr);
+  const ConvRoute known = conv_route(entry);
+  if (known != ConvRoute::kUndecided) return known == ConvRoute::kGemm;
+  cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+  if (a.z == a.y || cudaStreamIsCapturing(k.ctx.stream, &cap) != cudaSuccess || cap != cudaStreamCaptureStatusNone) {
+    cudaGetLastError();
+    return false;
+  }
+  GPUOPT_RETURN_IF_ERROR(run_cudnn_route(k, key, act, a, y_numel));
+  if (!run_conv_gemm(k, key, act, a.x, a.w, a.b, a.z, a.y).ok()) {
+    cudaGetLastError();
+    set_conv_route(entry, ConvRoute::kCudnn);
+    return false;
+  }
+  constexpr int kReps = 5;
+  cudaEvent_t ev[2 * kReps + 1];
+  for (auto& e : ev) GPUOPT_CHECK_CALL(cudaEventCreate(&e));
+  Status st = Status::Ok();
+  cudaEventRecord(ev[0], k.ctx.stream);
+  for (int r = 0; r < kReps && st.ok(); ++r) {
+    st = run_cudnn_route(k, key, act, a, y_numel);
+    cudaEventRecord(ev[2 * r + 1], k.ctx.stream);
+    if (st.ok()) st = run_conv_gemm(k, key, act, a.x, a.w, a.b, a.z, a.y);
+    cudaEventRecord(ev[2 * r + 2], k.ctx.stream);
+  }
+  float best_cudnn = 1e30f, best_gemm = 1e30f;
+  if (st.ok() && cudaEventSynchronize(ev[2 * kReps]) == cudaSuccess) {
+    for (int r = 0; r < kReps; ++r) {
+      float c = 0, g = 0;
+      cudaEventElapsedTime(&c, ev[2 * r], ev[2 * r + 1]);
+      cudaEventElapsedTime(&g, ev[2 * r + 1], ev[2 * r + 2]);
+      best_cudnn = std::min(best_cudnn, c);
+      best_gemm = std::min(best_gemm, g);
+    }
+  }
+  cudaGetLastError();
+  for (auto& e : ev) cudaEventDestroy(e);
+  GPUOPT_RETURN_IF_ERROR(st);
+  const bool gemm = best_gemm < best_cudnn;
+  set_conv_route(entry, gemm ? ConvRoute::kGemm : ConvRoute::kCudnn);
+  GPUOPT_LOG(debug, "{}: 1x1 conv {}: cuDNN {:.1f} us, cuBLASLt GEMM {:.1f} us; {} kept", node_label(k.node),
+             conv_key_text(key), 1e3 * best_cudnn, 1e3 * best_gemm, gemm ? "the GEMM" : "cuDNN");
+  return gemm;
+}
+
 Status run_fused_conv_as(CudaKernelContext& k, bool nhwc) {
   const Tensor& x = k.in(0);
   const Tensor& w = k.in(1);
@@ -297,23 +363,22 @@ Status run_fused_conv_as(CudaKernelContext& k, bool nhwc) {
   // depthwise kernel, or one reduction over y after cuDNN's conv.
   void* mean = nhwc && k.outputs.size() > 1 && k.outputs[1] ? k.out(1).raw() : nullptr;
   if (nhwc && depthwise_nhwc_applies(key)) return run_depthwise_nhwc(k, key, *act, a.x, a.w, a.b, a.z, a.y, mean);
-  if (nhwc && *act != ConvAct::kHardSwish && *act != ConvAct::kSwish && conv_graph_enabled()) {  // A/B: conv_graph.h
+  bool done = false;
+  if (nhwc && conv_gemm_mode() != ConvGemmMode::kOff && conv_gemm_applies(key, *act, has_b)) {
+    GPUOPT_ASSIGN_OR_RETURN(const bool gemm, gemm_route(k, key, *act, a, y.numel()));
+    if (gemm) {
+      GPUOPT_RETURN_IF_ERROR(run_conv_gemm(k, key, *act, a.x, a.w, a.b, a.z, a.y).with_context(node_label(k.node)));
+      done = true;
+    }
+  }
+  if (!done && nhwc && *act != ConvAct::kHardSwish && *act != ConvAct::kSwish && conv_graph_enabled()) {  // A/B
     const Status g = run_conv_graph(k, key, *act == ConvAct::kRelu, a.x, a.w, a.b, a.z, a.y);
     if (g.code() != StatusCode::kUnimplemented) {
       GPUOPT_RETURN_IF_ERROR(g);
-      return mean ? run_spatial_mean_nhwc(k, key, a.y, mean) : Status::Ok();
+      done = true;
     }
   }
-  GPUOPT_ASSIGN_OR_RETURN(cudnnHandle_t h, k.ctx.cudnn());
-  const FusedPlan* plan = find_plan(k, h, key, *act != ConvAct::kNone, has_b);
-  if (nhwc && !plan->status.ok()) {
-    GPUOPT_RETURN_IF_ERROR(run_nhwc_through_nchw(k, h, *plan, key, *act, a));
-  } else {
-    GPUOPT_RETURN_IF_ERROR(plan->status.with_context(node_label(k.node)));
-    Tensor hold;
-    GPUOPT_ASSIGN_OR_RETURN(void* ws, call_workspace(k.ctx, call_bytes(*plan, key, has_b), &hold));
-    GPUOPT_RETURN_IF_ERROR(run_plan(k, h, *plan, key, *act, a, ws, y.numel()));
-  }
+  if (!done) GPUOPT_RETURN_IF_ERROR(run_cudnn_route(k, key, *act, a, y.numel()));
   return mean ? run_spatial_mean_nhwc(k, key, a.y, mean) : Status::Ok();
 }
 

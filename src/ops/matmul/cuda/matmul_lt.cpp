@@ -26,10 +26,11 @@ struct PlanKey {
   DType dt;
   Epilogue epi;
   bool has_beta;
+  bool separate_c;  // beta's C is read from its own buffer, not from the output: timing may run
   size_t workspace;
   auto tie() const {
     return std::tie(device, s.m, s.n, s.k, s.batch, s.trans_a, s.trans_b, s.stride_a, s.stride_b, s.stride_c, dt, epi, has_beta,
-                    workspace);
+                    separate_c, workspace);
   }
   bool operator<(const PlanKey& o) const { return tie() < o.tie(); }
 };
@@ -145,7 +146,8 @@ Status build(Plan* p, const PlanKey& key, ExecContext& ctx, const void* bias) {
   constexpr int kCandidates = 8;
   cublasLtMatmulHeuristicResult_t res[kCandidates]{};
   int found = 0;
-  const int want = autotune_enabled() && !key.has_beta ? kCandidates : 1;  // timing writes C: beta must be 0
+  // Timing writes the output again and again: with beta != 0 only where C is read from elsewhere.
+  const int want = autotune_enabled() && (!key.has_beta || key.separate_c) ? kCandidates : 1;
   GPUOPT_CHECK_CALL(cublasLtMatmulAlgoGetHeuristic(ctx.lt, p->op, p->la, p->lb, p->lc, p->lc, pref, want, res, &found));
   if (found == 0)
     return Status::Unimplemented("cuBLASLt has no algorithm for {} matmul m={} n={} k={} batch={}", dtype_name(key.dt), s.m,
@@ -161,12 +163,14 @@ Status build(Plan* p, const PlanKey& key, ExecContext& ctx, const void* bias) {
   return Status::Ok();
 }
 
-// Times each candidate on this call's own buffers (beta is 0, so C is only written) and keeps the
+// Times each candidate on this call's own buffers (beta is 0 or C is its own buffer, so the output
+// is only written) and keeps the
 // fastest: cuBLASLt's first heuristic answer is not always its fastest kernel for the shape. Runs
 // once per plan, on an eager run (never inside a stream capture), and records the choice in the
 // plan cache so a warm start does not time again.
 // Called with g_mu held.
-void tune(Plan* p, const PlanKey& key, ExecContext& ctx, const void* a, const void* b, void* c, float alpha, float beta) {
+void tune(Plan* p, const PlanKey& key, ExecContext& ctx, const void* a, const void* b, const void* c_in, void* c, float alpha,
+          float beta) {
   if (!p->pending.load()) return;
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(ctx.stream, &capture) != cudaSuccess || capture != cudaStreamCaptureStatusNone) {
@@ -183,7 +187,7 @@ void tune(Plan* p, const PlanKey& key, ExecContext& ctx, const void* a, const vo
     return;
   }
   auto launch = [&](const cublasLtMatmulAlgo_t& algo) {
-    return cublasLtMatmul(ctx.lt, p->op, &alpha, b, p->la, a, p->lb, &beta, c, p->lc, c, p->lc, &algo, ctx.workspace,
+    return cublasLtMatmul(ctx.lt, p->op, &alpha, b, p->la, a, p->lb, &beta, c_in, p->lc, c, p->lc, &algo, ctx.workspace,
                           ctx.workspace_bytes, ctx.stream) == CUBLAS_STATUS_SUCCESS;
   };
   constexpr int kRuns = 3;
@@ -222,11 +226,12 @@ size_t matmul_plans_built() {
 }
 
 Status matmul(ExecContext& ctx, const MatmulShape& s, DType dt, const void* a, const void* b, void* c, float alpha,
-              float beta, const void* bias, Epilogue epilogue) {
+              float beta, const void* bias, Epilogue epilogue, const void* c_in) {
   if (s.m == 0 || s.n == 0 || s.batch == 0) return Status::Ok();
   if (dt != DType::F32 && dt != DType::F16 && dt != DType::BF16)
     return Status::Unimplemented("CUDA matmul does not support dtype {}", dtype_name(dt));
-  const PlanKey key{ctx.device, s, dt, epilogue, beta != 0.f, ctx.workspace_bytes};
+  if (!c_in) c_in = c;
+  const PlanKey key{ctx.device, s, dt, epilogue, beta != 0.f, beta != 0.f && c_in != c, ctx.workspace_bytes};
   Plan* plan;
   {
     std::lock_guard<std::mutex> lock(g_mu);
@@ -243,16 +248,16 @@ Status matmul(ExecContext& ctx, const MatmulShape& s, DType dt, const void* a, c
   {
     std::lock_guard<std::mutex> lock(g_mu);
     GPUOPT_CHECK_CALL(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
-    if (plan->pending.load()) tune(plan, key, ctx, a, b, c, alpha, beta);
-    GPUOPT_CHECK_CALL(cublasLtMatmul(ctx.lt, plan->op, &alpha, b, plan->la, a, plan->lb, &beta, c, plan->lc, c, plan->lc,
+    if (plan->pending.load()) tune(plan, key, ctx, a, b, c_in, c, alpha, beta);
+    GPUOPT_CHECK_CALL(cublasLtMatmul(ctx.lt, plan->op, &alpha, b, plan->la, a, plan->lb, &beta, c_in, plan->lc, c, plan->lc,
                                      &plan->algo, ctx.workspace, ctx.workspace_bytes, ctx.stream));
     return Status::Ok();
   }
   if (plan->pending.load()) {
     std::lock_guard<std::mutex> lock(g_mu);
-    tune(plan, key, ctx, a, b, c, alpha, beta);
+    tune(plan, key, ctx, a, b, c_in, c, alpha, beta);
   }
-  GPUOPT_CHECK_CALL(cublasLtMatmul(ctx.lt, plan->op, &alpha, b, plan->la, a, plan->lb, &beta, c, plan->lc, c, plan->lc,
+  GPUOPT_CHECK_CALL(cublasLtMatmul(ctx.lt, plan->op, &alpha, b, plan->la, a, plan->lb, &beta, c_in, plan->lc, c, plan->lc,
                                    &plan->algo, ctx.workspace, ctx.workspace_bytes, ctx.stream));
   return Status::Ok();
 }

@@ -23,10 +23,11 @@ struct MatmulShape {
 
 enum class Epilogue : uint8_t { kNone, kBias, kBiasRelu, kBiasGelu };
 
-// C[b] = alpha * op(A[b]) @ op(B[b]) + beta * C[b] (+ bias[n] per row, then activation).
-// `bias` is a device vector of n elements of `dt`, or nullptr.
+// C[b] = act(alpha * op(A[b]) @ op(B[b]) + beta * C_in[b] + bias[n] per row): the epilogue's bias
+// and activation apply after the beta term. `bias` is a device vector of n elements of `dt`, or
+// nullptr. C_in is `c_in` (C's layout and strides) or, when null, C itself (in place).
 Status matmul(ExecContext& ctx, const MatmulShape& s, DType dt, const void* a, const void* b, void* c, float alpha,
-              float beta, const void* bias = nullptr, Epilogue epilogue = Epilogue::kNone);
+              float beta, const void* bias = nullptr, Epilogue epilogue = Epilogue::kNone, const void* c_in = nullptr);
 
 // Plans built so far (cache hits are not counted): for tests and `inspect`.
 size_t matmul_plans_built();
