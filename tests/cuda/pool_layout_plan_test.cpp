@@ -1,9 +1,10 @@
-// The channels-last max pool's plan and per-thread code (ops/pool/cuda/maxpool_nhwc*.h), on the
-// host: no GPU needed.
+// The channels-last max pool's plan and per-thread code (ops/pool/cuda/maxpool_nhwc*.h) and the
+// small-channel transpose's plan (ops/tensor/cuda/layout_plan.h), on the host: no GPU needed.
 // The pool's thread function is the kernel's own body, replayed here for every thread index over
 // f32 data against a plain loop over the window (the CPU reference's rule: padded taps left out).
 #include "ops/pool/cuda/maxpool_nhwc.h"
 #include "ops/pool/cuda/maxpool_nhwc_thread.h"
+#include "ops/tensor/cuda/layout_plan.h"
 
 #include <gtest/gtest.h>
 
@@ -133,6 +134,23 @@ TEST(MaxPoolNhwcThread, EveryColumnLoopMatchesAPlainLoop) {
     EXPECT_EQ(p.cols, c.cols) << "C=" << a.c << " k" << a.kw << " s" << a.sw;
     EXPECT_EQ(replay(x, a, p), reference(x, a)) << "C=" << a.c << " k" << a.kw << " s" << a.sw << " ow " << a.ow;
   }
+}
+
+TEST(SmallSideTranspose, RunsWhenThePlaneAndPointersAllow) {
+  TransposePlan p = plan_transpose({256, 3, 224, 224}, {0, 2, 3, 1});  // ResNet's input
+  ASSERT_EQ(p.kind, TransposeKind::kInterleave) << p.why;
+  SmallSideArgs g = make_small_side(p, 2, 16);
+  EXPECT_EQ(g.m, 3u);
+  EXPECT_EQ(g.n, 224u * 224);
+  EXPECT_EQ(g.batch, 256u);
+  EXPECT_TRUE(g.vec);
+  EXPECT_FALSE(make_small_side(p, 2, 8).vec);  // pointers 8-byte aligned only
+  p = plan_transpose({2, 3, 7, 9}, {0, 2, 3, 1});
+  EXPECT_FALSE(make_small_side(p, 2, 16).vec);  // 63 pixels: no whole runs of 8
+  EXPECT_TRUE(make_small_side(plan_transpose({2, 5, 6, 6}, {0, 2, 3, 1}), 4, 16).vec);  // runs of 4 f32
+  p = plan_transpose({1, 4, 5, 24}, {0, 2, 3, 1});  // N = 1: [4, 120] -> [120, 4]
+  ASSERT_EQ(p.kind, TransposeKind::kInterleave);
+  EXPECT_EQ(make_small_side(p, 2, 16).batch, 1u);
 }
 
 }  // namespace
