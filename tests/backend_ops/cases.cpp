@@ -538,6 +538,13 @@ std::vector<Case> all_cases() {
       for (const char* op : {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceL2", "ReduceSumSquare"})
         add({op, label(dt, s, "mid run"), {data(dt, s, -1, 1), constant_i64(axes)}, {{"keepdims", attr_i(1)}}, 18});
     }
+  // Enough 16-byte vectors of inner (16384) for one thread per vector walking mid (reduce_mid_vec).
+  for (DType dt : kFloats)
+    for (const Shape& s : {Shape{64, 7, 7, 2048}, Shape{32, 5, 3, 4096}})
+      for (const char* op : {"ReduceMean", "ReduceMax", "ReduceL2"})
+        add({op, label(dt, s, "mid run, vectors"), {data(dt, s, -1, 1), constant_i64({1, 2})}, {{"keepdims", attr_i(0)}}, 18});
+  add({"ReduceMean", label(DType::F16, {256, 7, 7, 2048}, "ResNet head perf"), {data(DType::F16, {256, 7, 7, 2048}), constant_i64({1, 2})},
+       {{"keepdims", attr_i(1)}}, 18});
 
   // Convolution, pooling, batch norm (NCHW).
   for (DType dt : kFloats) {
