@@ -3,14 +3,14 @@
 # (GPUOPT_POOL_KERNEL: ours, the default, or cudnn, the earlier path), the interleave transpose
 # for NCHW -> NHWC of 2-8 channels (GPUOPT_SMALL_C_TRANSPOSE: 1, the default, or 0, the earlier
 # strided copy) and the [outer, mid, inner] reduction over 16-byte vectors (the NHWC global
-# average pool's ReduceMean; no switch). On the H200 through `scripts/gpu_check.sh pool`, over
-# build-h200/bin; about 3 minutes:
-#  1. backend_ops NhwcMaxPool under both kernels, Transpose and ReduceMean/Max/L2, against the
+# average pool's ReduceMean: 32 vectors x 8 slices of mid per block; no switch). On the H200
+# through `scripts/gpu_check.sh pool`, over build-h200/bin; about 3 minutes:
+#  1. backend_ops NhwcMaxPool under both kernels, Transpose and the Reduce ops, against the
 #     CPU reference;
 #  2. kernel times: ResNet-50's stem pool (b64, 103 MB in) and its input transpose (b256, 77 MB
 #     each way), old and new, and its 7x7 mean at b256 (backend_ops perf, 50 runs as one CUDA
 #     graph);
-#  3. compute-sanitizer memcheck on the new kernels' cases;
+#  3. compute-sanitizer memcheck on the new kernels' cases, racecheck on the mean's shared memory;
 #  4. full-size ResNet-50 (tools/models, random weights) fp16: device ms (median of 20, CUDA
 #     graph) at b256 with the old kernels, the new pool alone and both new, at b32 old and new
 #     (the new mean in every run), and the b2 outputs of old and new (exact rewrites: expect
@@ -37,7 +37,7 @@ row "backend_ops MaxPool (exit $?)" "$(tail -1 "$D/bo_maxpool.txt")"
 "$B/backend_ops" test --op Transpose --case '!perf' >"$D/bo_transpose.txt" 2>&1
 row "backend_ops Transpose (exit $?)" "$(tail -1 "$D/bo_transpose.txt")"
 grep -E "FAIL" "$D/bo_transpose.txt" | head -5
-for op in ReduceMean ReduceMax ReduceL2; do
+for op in ReduceMean ReduceMax ReduceMin ReduceSum ReduceL2 ReduceSumSquare; do
   "$B/backend_ops" test --op $op --case '!perf' >"$D/bo_$op.txt" 2>&1
   row "backend_ops $op (exit $?)" "$(tail -1 "$D/bo_$op.txt")"
   grep -E "FAIL" "$D/bo_$op.txt" | head -5
@@ -60,11 +60,12 @@ echo "[$((SECONDS - T0)) s]"
 
 echo "== 3. compute-sanitizer =="
 if command -v compute-sanitizer >/dev/null 2>&1; then
-  for spec in "NhwcMaxPool !perf" "Transpose interleave" "ReduceMean 32,5,3,4096"; do
-    op=${spec%% *} case=${spec#* }
-    timeout 60 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 3 "$B/backend_ops" test \
-      --op "$op" --case "$case" >"$D/memcheck_$op.txt" 2>&1
-    row "memcheck $op --case '$case' (exit $?)" "$(tail -1 "$D/memcheck_$op.txt")"
+  for spec in "memcheck NhwcMaxPool !perf" "memcheck Transpose interleave" "memcheck ReduceMean 32,5,3,4096" \
+    "racecheck ReduceMean 3,7,7,96"; do
+    read -r tool op case <<<"$spec"
+    timeout 60 compute-sanitizer --tool "$tool" --report-api-errors no --error-exitcode 3 "$B/backend_ops" test \
+      --op "$op" --case "$case" >"$D/${tool}_$op.txt" 2>&1
+    row "$tool $op --case '$case' (exit $?)" "$(tail -1 "$D/${tool}_$op.txt")"
   done
 else
   row "memcheck" "compute-sanitizer not found"
