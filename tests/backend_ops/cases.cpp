@@ -538,6 +538,15 @@ std::vector<Case> all_cases() {
       for (const char* op : {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceL2", "ReduceSumSquare"})
         add({op, label(dt, s, "mid run"), {data(dt, s, -1, 1), constant_i64(axes)}, {{"keepdims", attr_i(1)}}, 18});
     }
+  // Mid runs over whole 16-byte vectors of inner take reduce_mid_vec (so do the 7x7, 4x5, 20x17
+  // and 64x7 cases above; the inner 70 one stays on reduce_mid): ResNet's head at batch 64, and a
+  // mid of 15 (slices of 2 and 1).
+  for (DType dt : kFloats)
+    for (const Shape& s : {Shape{64, 7, 7, 2048}, Shape{32, 5, 3, 4096}})
+      for (const char* op : {"ReduceMean", "ReduceMax", "ReduceL2"})
+        add({op, label(dt, s, "mid run, vectors"), {data(dt, s, -1, 1), constant_i64({1, 2})}, {{"keepdims", attr_i(0)}}, 18});
+  add({"ReduceMean", label(DType::F16, {256, 7, 7, 2048}, "ResNet head perf"), {data(DType::F16, {256, 7, 7, 2048}), constant_i64({1, 2})},
+       {{"keepdims", attr_i(1)}}, 18});
 
   // Convolution, pooling, batch norm (NCHW).
   for (DType dt : kFloats) {

@@ -101,7 +101,17 @@ void add_transpose_path_cases(std::vector<Case>& cases) {
       {{33, 65}, {1, 0}, "tiled 2-D"},
       {{5, 9, 11, 13}, {0, 2, 3, 1}, "tiled"},
       {{9, 10, 11, 12}, {3, 1, 0, 2}, "tiled two batch axes"},
-      {{1, 5, 1, 7}, {3, 2, 1, 0}, "strided (short sides)"},
+      {{1, 5, 1, 7}, {3, 2, 1, 0}, "interleave (size-1 axes dropped: [5,7] -> [7,5])"},
+      {{128, 2, 2, 2}, {3, 2, 1, 0}, "strided (short sides)"},
+      // NCHW -> NHWC of 2-8 channels (an image input): 16-byte runs where the plane allows,
+      // else one pixel per thread (odd planes, or runs that do not divide them).
+      {{2, 3, 8, 16}, {0, 2, 3, 1}, "interleave C=3"},
+      {{2, 3, 7, 9}, {0, 2, 3, 1}, "interleave C=3 odd plane"},
+      {{1, 4, 5, 24}, {0, 2, 3, 1}, "interleave C=4 N=1"},
+      {{3, 2, 16, 16}, {0, 2, 3, 1}, "interleave C=2"},
+      {{2, 8, 4, 8}, {0, 2, 3, 1}, "interleave C=8"},
+      {{2, 5, 6, 6}, {0, 2, 3, 1}, "interleave C=5 plane 36"},
+      {{3, 7, 40}, {0, 2, 1}, "interleave C=7 rank 3"},
       {{6, 1, 4}, {1, 0, 2}, "copy"},
       {{4, 9, 10}, {}, "reverse (no perm)"},
   };
@@ -175,6 +185,10 @@ void add_perf_cases(std::vector<Case>& cases) {
     add("Gather", {data(dt, {512, 768}), data(DType::I64, {32, 128}, 0, 511.99)}, "embedding rows idx [32,128]");
     add("Where", {data(DType::Bool, {32, 1, 1, 128}), data(dt, att), scalar(dt, -10000.0)}, "mask cond [32,1,1,128]");
   }
+  // ResNet-50's input at batch 256 going channels-last (C=3: the interleave kernel), 77 MB each way.
+  const Shape img{256, 3, 224, 224};
+  cases.push_back({"Transpose", label(DType::F16, img, "perm=[0,2,3,1] (ResNet input) perf"), {data(DType::F16, img)},
+                   {{"perm", attr_ints({0, 2, 3, 1})}}, 13});
   cases.push_back({"Cast", label(DType::F32, h, "to f16 perf"), {data(DType::F32, h)}, {{"to", to(DType::F16)}}});
   cases.push_back({"Cast", label(DType::F16, h, "to f32 perf"), {data(DType::F16, h)}, {{"to", to(DType::F32)}}});
 }

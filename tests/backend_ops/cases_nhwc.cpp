@@ -1,9 +1,9 @@
 // Channels-last ops of the layout_nhwc pass (ai.gpuopt): NhwcFusedConv through cuDNN's NHWC
-// descriptors (x/z/y [N,H,W,C], w [M,kH,kW,C/group]) and NhwcMaxPool through cudnnPoolingForward.
+// descriptors (x/z/y [N,H,W,C], w [M,kH,kW,C/group]) and NhwcMaxPool through gpuopt's kernel.
 // The edges: odd channel counts (cuDNN's tensor-core kernels want multiples of 8), the C=3 stem
 // conv, grouped and depthwise convs, stride 2, every bias/z/activation combination, and max
-// pools over negative values with padding (a padded tap must never win the maximum), through
-// cuDNN and, for ceil_mode/dilations/asymmetric pads, through our channels-last kernel. The CPU
+// pools over negative values with padding (a padded tap must never win the maximum), every path of
+// the channels-last kernel and, under GPUOPT_POOL_KERNEL=cudnn, cuDNN's pooling. The CPU
 // reference is the NCHW op between transposes, so each case also checks the weight layout.
 #include "cases.h"
 
@@ -113,7 +113,43 @@ void add_nhwc_cases(std::vector<Case>& cases) {
                      pool(3, 1, 1)});
     cases.push_back({"NhwcMaxPool", label(dt, {1, 8, 8, 64}, "k2 s2"), {data(dt, {1, 8, 8, 64})}, pool(2, 0, 2)});
   }
-  // cuDNN cannot: our channels-last pool2d kernel runs these.
+  // gpuopt's kernel (maxpool_nhwc.h, the default) at its edges: each template column loop (k3 s2,
+  // k2 s2, k3 s1 over 16-byte vectors) with output widths that leave a partial group of 4,
+  // ceil_mode, one-sided pads, pads of 2 (a window with one tap inside), a 2x3 window; the general
+  // loop over 8-, 4- and 2-byte vectors (C not a multiple of 8). All negative, so a padded tap
+  // counted as 0 would win at the borders.
+  struct PoolCase {
+    Shape x;
+    std::vector<int64_t> k, s, pads;
+    int64_t ceil;
+    const char* what;
+  };
+  const PoolCase pools[] = {
+      {{2, 13, 15, 64}, {3, 3}, {2, 2}, {1, 1, 1, 1}, 0, "k3 s2 p1 ow 8"},
+      {{1, 11, 21, 16}, {3, 3}, {2, 2}, {1, 1, 1, 1}, 0, "k3 s2 p1 ow 11 (partial group)"},
+      {{2, 10, 10, 16}, {3, 3}, {2, 2}, {0, 0, 0, 0}, 1, "k3 s2 ceil_mode"},
+      {{2, 9, 10, 32}, {3, 3}, {2, 2}, {1, 0, 0, 1}, 0, "k3 s2 pads top/right"},
+      {{1, 9, 9, 24}, {3, 3}, {2, 2}, {2, 2, 2, 2}, 0, "k3 s2 pads 2"},
+      {{2, 7, 9, 16}, {2, 2}, {2, 2}, {0, 0, 0, 0}, 1, "k2 s2 ceil_mode odd"},
+      {{1, 6, 13, 40}, {3, 3}, {1, 1}, {1, 1, 1, 1}, 0, "k3 s1 p1 ow 13"},
+      {{2, 8, 11, 16}, {2, 3}, {1, 2}, {0, 1, 1, 1}, 0, "k2x3 s1x2"},
+      {{2, 9, 11, 12}, {3, 3}, {2, 2}, {1, 1, 1, 1}, 0, "C=12 (8-byte vectors)"},
+      {{2, 9, 11, 6}, {3, 3}, {2, 2}, {1, 1, 1, 1}, 0, "C=6 (4-byte vectors)"},
+      {{2, 9, 11, 3}, {3, 3}, {2, 2}, {1, 1, 1, 1}, 1, "C=3 ceil_mode (2-byte)"},
+      {{1, 12, 12, 16}, {5, 5}, {3, 3}, {2, 2, 2, 2}, 0, "k5 s3 p2 (general loop)"},
+  };
+  for (DType dt : {DType::F32, DType::F16, DType::BF16})
+    for (const PoolCase& pc : pools) {
+      AttributeMap a{{"kernel_shape", attr_ints(pc.k)}, {"strides", attr_ints(pc.s)}, {"pads", attr_ints(pc.pads)}};
+      if (pc.ceil) a["ceil_mode"] = attr_i(1);
+      cases.push_back({"NhwcMaxPool", label(dt, pc.x, pc.what), {data(dt, pc.x, -3, -1)}, a});
+    }
+  // ResNet-50's stem pool at batch 64 (103 MB in, larger than the L2): `backend_ops perf --case perf`.
+  cases.push_back({"NhwcMaxPool",
+                   label(DType::F16, {64, 112, 112, 64}, "k3 s2 p1 (ResNet stem) perf"),
+                   {data(DType::F16, {64, 112, 112, 64})},
+                   pool(3, 1, 2)});
+  // cuDNN cannot: our channels-last kernel runs these under either GPUOPT_POOL_KERNEL.
   for (DType dt : kHalves) {
     AttributeMap ceil = pool(3, 1, 2);
     ceil["ceil_mode"] = attr_i(1);

@@ -286,6 +286,14 @@ std::vector<int64_t> replay(const TransposePlan& p, size_t es) {
       }
       break;
     }
+    case TransposeKind::kInterleave: {
+      const SmallSideArgs g = make_small_side(p, es, 16);
+      EXPECT_EQ(static_cast<int64_t>(g.batch) * g.m * g.n, p.numel);
+      for (uint32_t b = 0; b < g.batch; ++b)
+        for (uint32_t r = 0; r < g.m; ++r)
+          for (uint32_t j = 0; j < g.n; ++j) out[(b * g.n + j) * g.m + r] = in[(b * g.m + r) * g.n + j];
+      break;
+    }
     case TransposeKind::kGeneral: {
       const StridedDesc c = collapse_strided(transpose_as_strided(p));
       EXPECT_TRUE(strided_fits_32(c));
@@ -313,7 +321,12 @@ TEST(PlanTranspose, EveryKindMatchesTheReference) {
       {{5, 9, 11, 13}, {0, 2, 3, 1}, TransposeKind::kTiled},
       {{9, 10, 11, 12}, {3, 1, 0, 2}, TransposeKind::kTiled},   // two batch axes in swapped order
       {{128, 2, 2, 2}, {3, 2, 1, 0}, TransposeKind::kGeneral},  // sides of 2: strided copy
-      {{1, 5, 1, 7}, {3, 2, 1, 0}, TransposeKind::kGeneral},    // size-1 axes dropped: [5,7] -> [7,5], sides < 8
+      {{1, 5, 1, 7}, {3, 2, 1, 0}, TransposeKind::kInterleave}, // size-1 axes dropped: [5,7] -> [7,5]
+      {{2, 3, 8, 16}, {0, 2, 3, 1}, TransposeKind::kInterleave},  // NCHW -> NHWC, C=3
+      {{3, 7, 40}, {0, 2, 1}, TransposeKind::kInterleave},
+      {{2, 3, 4}, {0, 2, 1}, TransposeKind::kInterleave},         // a short plane too
+      {{2, 9, 4}, {0, 2, 1}, TransposeKind::kGeneral},            // 9 rows: past the interleave, a tile side of 4
+      {{2, 3, 4, 5}, {0, 3, 2, 1}, TransposeKind::kGeneral},      // more than the last two axes move
       {{6, 1, 4}, {1, 0, 2}, TransposeKind::kCopy},             // only a size-1 axis moves
       {{3, 4, 5}, {0, 1, 2}, TransposeKind::kCopy},
       {{2, 3, 4}, {}, TransposeKind::kGeneral},  // empty perm: reverse

@@ -193,6 +193,50 @@ __global__ void __launch_bounds__(1024) reduce_mid(ReduceOp op, const T* __restr
   }
 }
 
+// [outer, mid, inner] as reduce_mid, inner a whole number of N-element vectors (16 bytes): a
+// block takes 32 adjacent vectors of one outer index (threadIdx.x: a warp reads 512 contiguous
+// bytes per step) and 8 slices of mid (threadIdx.y); shared memory combines the 8 partials.
+// reduce_mid ran ResNet-50's 7x7 mean at batch 256 ([256, 49, 2048] f16, 51 MB) in 126 us on the
+// H200 (0.4 TB/s): 1024 threads per 32 outputs, each loading 2 bytes once or twice.
+constexpr int kMidSlices = 8;
+template <typename T, int N>
+__global__ void __launch_bounds__(32 * kMidSlices) reduce_mid_vec(ReduceOp op, const T* __restrict__ x,
+                                                                   T* __restrict__ y, int64_t mid, int64_t inner) {
+  struct alignas(sizeof(T) * N) Vec {
+    T v[N];
+  };
+  __shared__ float part[kMidSlices][32][N + 1];  // +1: a warp's stores fall in distinct banks
+  const int64_t c = (static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x) * N;  // first element of the vector
+  const int64_t o = blockIdx.y;
+  float acc[N];
+#pragma unroll
+  for (int e = 0; e < N; ++e) acc[e] = reduce_init(op);
+  if (c < inner) {
+    const T* xp = x + o * mid * inner + c;
+#pragma unroll 4
+    for (int64_t m = threadIdx.y; m < mid; m += kMidSlices) {
+      const Vec v = *reinterpret_cast<const Vec*>(xp + m * inner);
+#pragma unroll
+      for (int e = 0; e < N; ++e) acc[e] = reduce_step(op, acc[e], kern::to_f(v.v[e]));
+    }
+  }
+#pragma unroll
+  for (int e = 0; e < N; ++e) part[threadIdx.y][threadIdx.x][e] = acc[e];
+  __syncthreads();
+  if (threadIdx.y != 0 || c >= inner) return;
+  Vec out;
+#pragma unroll
+  for (int e = 0; e < N; ++e) {
+    float a = part[0][threadIdx.x][e];
+    for (int k = 1; k < kMidSlices; ++k) {
+      const float v = part[k][threadIdx.x][e];
+      a = op == ReduceOp::kMax ? fmaxf(a, v) : op == ReduceOp::kMin ? fminf(a, v) : op == ReduceOp::kProd ? a * v : a + v;
+    }
+    out.v[e] = kern::from_f<T>(reduce_final(op, a, mid));
+  }
+  *reinterpret_cast<Vec*>(y + o * inner + c) = out;
+}
+
 template <typename T>
 __global__ void channel_affine(const T* __restrict__ x, const float* __restrict__ scale, const float* __restrict__ shift,
                                T* __restrict__ y, int64_t total, int64_t c, int64_t spatial) {
@@ -234,6 +278,15 @@ __global__ void pool2d(const T* __restrict__ x, T* __restrict__ y, Pool2d p) {
 }
 
 unsigned grid_for(int64_t n) { return kern::grid_for(n, kBlock); }
+
+// reduce_mid_vec: whole 16-byte vectors of inner, both pointers aligned, one block row per outer
+// index (grid.y), and a mid worth splitting into slices.
+template <typename T>
+bool mid_vec_applies(const void* x, const void* y, int64_t outer, int64_t mid, int64_t inner) {
+  constexpr int64_t n = 16 / sizeof(T);
+  const bool aligned = (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(y)) % 16 == 0;
+  return aligned && inner % n == 0 && mid >= kMidSlices && outer <= 65535;
+}
 }  // namespace
 
 Status launch_softmax(DType dt, const void* x, void* y, int64_t outer, int64_t axis, int64_t inner, bool log,
@@ -291,6 +344,10 @@ Status launch_reduce(ReduceOp op, DType dt, const void* x, void* y, const Shape&
     using T = decltype(tag);
     if (trailing && d.red_count >= 32)
       reduce_rows<T><<<static_cast<unsigned>(d.out_numel), kBlock, 0, s>>>(op, static_cast<const T*>(x), static_cast<T*>(y), d.red_count);
+    else if (runs == 1 && mid_vec_applies<T>(x, y, outer, d.red_count, inner))  // ResNet's 7x7 mean: 49
+      reduce_mid_vec<T, 16 / sizeof(T)>
+          <<<dim3(static_cast<unsigned>((inner / (16 / sizeof(T)) + 31) / 32), static_cast<unsigned>(outer)),
+             dim3(32, kMidSlices), 0, s>>>(op, static_cast<const T*>(x), static_cast<T*>(y), d.red_count, inner);
     else if (runs == 1 && inner >= 8 && d.red_count >= 16 && outer <= 65535)  // ResNet's 7x7 means: 49
       reduce_mid<T><<<dim3(static_cast<unsigned>((inner + 31) / 32), static_cast<unsigned>(outer)), dim3(32, 32), 0, s>>>(
           op, static_cast<const T*>(x), static_cast<T*>(y), d.red_count, inner);

@@ -1,14 +1,17 @@
-// NhwcMaxPool (ai.gpuopt, written by the layout_nhwc pass): MaxPool over [N, H, W, C]. Where
+// NhwcMaxPool (ai.gpuopt, written by the layout_nhwc pass): MaxPool over [N, H, W, C]. By
+// default gpuopt's channels-last kernel (maxpool_nhwc.h: 16-byte vectors of channels, several
+// output pixels per thread so overlapping window columns are loaded once; any pads, strides,
+// ceil_mode, dilations). GPUOPT_POOL_KERNEL=cudnn keeps the earlier path for A/B runs: where
 // cuDNN's pooling computes exactly the node (symmetric pads below the window, no ceil_mode, no
-// dilation) it is cudnnPoolingForward with NHWC descriptors, cached per shape in a ConvPlanCache
-// (a pool is a depthwise window op: ConvKey names every size it has); otherwise, or where cuDNN
-// refuses the call (a dtype its legacy pooling lacks), our pool2d kernel in its channels-last
-// form (norm.h: any pads, ceil_mode, dilations). Either way adjacent threads read adjacent
-// channels, so the window gathers are coalesced: ResNet-50's NCHW stem MaxPool took 1.24 ms at
-// batch 256 on the H200. Both leave padded taps out of the maximum, as ONNX does.
+// dilation) cudnnPoolingForward with NHWC descriptors, cached per shape in a ConvPlanCache (a
+// pool is a depthwise window op: ConvKey names every size it has); otherwise, or where cuDNN
+// refuses the call, our kernel. cuDNN's pooling ran ResNet-50's stem pool at batch 256 in 314 us
+// on the H200 (0.8 TB/s). Every path leaves padded taps out of the maximum, as ONNX does.
 #include "backends/cuda/cuda_ops.h"
 #include "ops/conv/cuda/cudnn_conv.h"
+#include "ops/pool/cuda/maxpool_nhwc.h"
 #include "ops/pool/cuda/pool.h"
+#include "core/env.h"
 #include "core/cuda_check.h"
 #include "core/log.h"
 
@@ -63,10 +66,35 @@ bool cudnn_pools(const Node& n) {
   return n.attr_i("ceil_mode", 0) == 0 && n.attr_ints("dilations", {1, 1}) == std::vector<int64_t>{1, 1};
 }
 
-Status run_own_kernel(CudaKernelContext& k) { return run_pool2d(k, /*max=*/true, /*nhwc=*/true); }
+// GPUOPT_POOL_KERNEL, read once: `cudnn` takes cuDNN's pooling where it is exact; unset or
+// `ours`, gpuopt's kernel.
+bool pool_kernel_is_cudnn() {
+  static const bool cudnn = [] {
+    const std::string v = env_get("GPUOPT_POOL_KERNEL").value_or("ours");
+    if (v != "cudnn" && v != "ours")
+      GPUOPT_LOG(warn, "GPUOPT_POOL_KERNEL={} is not cudnn or ours; using ours", v);
+    return v == "cudnn";
+  }();
+  return cudnn;
+}
+
+// The channels-last kernel (maxpool_nhwc.h); past its 32-bit sizes, the general pool2d kernel.
+Status run_own_kernel(CudaKernelContext& k) {
+  const Tensor& x = k.in(0);
+  Tensor& y = k.out(0);
+  const auto ks = k.node.attr_ints("kernel_shape");
+  const auto st = k.node.attr_ints("strides", {1, 1});
+  const auto pads = k.node.attr_ints("pads", {0, 0, 0, 0});
+  const auto dl = k.node.attr_ints("dilations", {1, 1});
+  const MaxPoolNhwcArgs a{x.shape()[0], x.shape()[1], x.shape()[2], x.shape()[3], y.shape()[1], y.shape()[2], ks[0],
+                          ks[1],        st[0],        st[1],        pads[0],      pads[1],      dl[0],        dl[1]};
+  const MaxPoolNhwcPlan plan = plan_maxpool_nhwc(a, dtype_size(x.dtype()), common_alignment(x.raw(), y.raw()));
+  if (!plan.ok) return run_pool2d(k, /*max=*/true, /*nhwc=*/true);
+  return launch_maxpool_nhwc(x.dtype(), x.raw(), y.raw(), a, plan, k.ctx.stream);
+}
 
 Status run_nhwc_maxpool(CudaKernelContext& k) {
-  if (!cudnn_pools(k.node)) return run_own_kernel(k);
+  if (!pool_kernel_is_cudnn() || !cudnn_pools(k.node)) return run_own_kernel(k);
   const Tensor& x = k.in(0);
   Tensor& y = k.out(0);
   const auto ks = k.node.attr_ints("kernel_shape");

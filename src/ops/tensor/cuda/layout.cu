@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <type_traits>
 
 namespace gpuopt::cuda {
 namespace {
@@ -80,6 +81,48 @@ __global__ void transpose_tiled_kernel(const E* __restrict__ in, E* __restrict__
         }
         __syncthreads();
       }
+  }
+}
+
+// kInterleave, one run of R = 16 / sizeof(E) positions per thread: M 16-byte loads (one per row,
+// adjacent threads reading adjacent runs), the M * R elements regrouped in registers, M 16-byte
+// stores of the contiguous output run.
+template <typename E, int M>
+__global__ void interleave_vec_kernel(const E* __restrict__ in, E* __restrict__ out, SmallSideArgs g) {
+  constexpr int R = 16 / sizeof(E);
+  struct alignas(16) Run {
+    E v[R];
+  };
+  const uint32_t runs = g.n / R, total = g.batch * runs;
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+    const uint32_t b = i / runs, j0 = (i - b * runs) * R;
+    const size_t plane = static_cast<size_t>(b) * M * g.n;
+    Run rows[M];
+#pragma unroll
+    for (int r = 0; r < M; ++r) rows[r] = *reinterpret_cast<const Run*>(in + plane + static_cast<size_t>(r) * g.n + j0);
+    Run* o = reinterpret_cast<Run*>(out + plane + static_cast<size_t>(j0) * M);
+#pragma unroll
+    for (int q = 0; q < M; ++q) {
+      Run w;
+#pragma unroll
+      for (int e = 0; e < R; ++e) {
+        const int k = q * R + e;  // output element k of the run: position k / M, row k % M
+        w.v[e] = rows[k % M].v[k / M];
+      }
+      o[q] = w;
+    }
+  }
+}
+
+// kInterleave without the alignment or run length: one position per thread, M elements.
+template <typename E, int M>
+__global__ void interleave_kernel(const E* __restrict__ in, E* __restrict__ out, SmallSideArgs g) {
+  const uint32_t total = g.batch * g.n;
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+    const uint32_t b = i / g.n, j = i - b * g.n;
+    const size_t plane = static_cast<size_t>(b) * M * g.n;
+#pragma unroll
+    for (int r = 0; r < M; ++r) out[static_cast<size_t>(i) * M + r] = in[plane + static_cast<size_t>(r) * g.n + j];
   }
 }
 
@@ -233,19 +276,54 @@ Status launch_tiled(size_t es, const void* in, void* out, const TransposePlan& p
   });
 }
 
+// Calls f(std::integral_constant<int, M>) for m in 2..kInterleaveMax.
+template <typename F>
+void by_rows(uint32_t m, F&& f) {
+  switch (m) {
+    case 2: f(std::integral_constant<int, 2>{}); break;
+    case 3: f(std::integral_constant<int, 3>{}); break;
+    case 4: f(std::integral_constant<int, 4>{}); break;
+    case 5: f(std::integral_constant<int, 5>{}); break;
+    case 6: f(std::integral_constant<int, 6>{}); break;
+    case 7: f(std::integral_constant<int, 7>{}); break;
+    default: f(std::integral_constant<int, 8>{}); break;
+  }
+}
+
+Status launch_interleave(size_t es, const void* in, void* out, const TransposePlan& p, cudaStream_t s) {
+  int align = 16;
+  while (align > 1 && ((reinterpret_cast<uintptr_t>(in) | reinterpret_cast<uintptr_t>(out)) % align) != 0) align /= 2;
+  const SmallSideArgs g = make_small_side(p, es, align);
+  return by_size(es, [&](auto tag) {
+    using E = decltype(tag);
+    by_rows(g.m, [&](auto rows) {
+      constexpr int M = decltype(rows)::value;
+      if (g.vec) {
+        const int64_t runs = static_cast<int64_t>(g.batch) * (g.n / (16 / sizeof(E)));
+        interleave_vec_kernel<E, M><<<grid_for(runs), kThreads, 0, s>>>(static_cast<const E*>(in), static_cast<E*>(out), g);
+      } else {
+        interleave_kernel<E, M><<<grid_for(static_cast<int64_t>(g.batch) * g.n), kThreads, 0, s>>>(
+            static_cast<const E*>(in), static_cast<E*>(out), g);
+      }
+    });
+  });
+}
+
 }  // namespace
 
 Status launch_transpose(size_t es, const void* in, void* out, const Shape& in_shape, const std::vector<int64_t>& perm,
                         cudaStream_t s) {
   if (es != 1 && es != 2 && es != 4 && es != 8) return Status::Unimplemented("CUDA transpose of {}-byte elements", es);
-  const TransposePlan p = plan_transpose(in_shape, perm);
+  TransposePlan p = plan_transpose(in_shape, perm);
   if (p.numel == 0) return Status::Ok();
+  if (p.kind == TransposeKind::kInterleave && !interleave_enabled()) p.kind = TransposeKind::kGeneral;
   switch (p.kind) {
     case TransposeKind::kCopy:
       GPUOPT_CHECK_CALL(cudaMemcpyAsync(out, in, static_cast<size_t>(p.numel) * es, cudaMemcpyDeviceToDevice, s));
       return Status::Ok();
     case TransposeKind::kRows: GPUOPT_RETURN_IF_ERROR(launch_rows(es, in, out, p, s)); break;
     case TransposeKind::kTiled: GPUOPT_RETURN_IF_ERROR(launch_tiled(es, in, out, p, s)); break;
+    case TransposeKind::kInterleave: GPUOPT_RETURN_IF_ERROR(launch_interleave(es, in, out, p, s)); break;
     case TransposeKind::kGeneral: {
       return launch_strided_copy(es, in, out, transpose_as_strided(p), s);
     }

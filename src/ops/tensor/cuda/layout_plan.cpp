@@ -1,6 +1,8 @@
 // Transpose and strided-copy planning (layout_plan.h).
 #include "ops/tensor/cuda/layout_plan.h"
 
+#include "core/env.h"
+
 #include <cstdlib>
 
 namespace gpuopt::cuda {
@@ -56,6 +58,14 @@ TransposePlan plan_transpose(const Shape& in, const std::vector<int64_t>& perm_i
   if (p.perm[last] == last) {
     p.kind = TransposeKind::kRows;
     p.why = "last axis stays last: row copy";
+    return p;
+  }
+  // [b, m, n] -> [b, n, m] (or [m, n] -> [n, m]) with few rows m: too short a side for tiles.
+  const bool swap_last_two = (p.rank == 2 && p.perm[0] == 1) || (p.rank == 3 && p.perm[0] == 0 && p.perm[1] == 2);
+  const int64_t m = p.dims[p.perm[last]];
+  if (swap_last_two && m >= 2 && m <= kInterleaveMax) {
+    p.kind = TransposeKind::kInterleave;
+    p.why = "the output's last axis has 2-8 elements: rows interleaved";
     return p;
   }
   // The tile's sides are the output's last axis (input axis perm[last]) and the input's last.
@@ -223,6 +233,22 @@ TileArgs make_tiles(const TransposePlan& p) {
     ++g.batch_rank;
   }
   return g;
+}
+
+SmallSideArgs make_small_side(const TransposePlan& p, size_t es, int align) {
+  SmallSideArgs g;
+  const int last = p.rank - 1;
+  g.m = static_cast<uint32_t>(p.dims[p.perm[last]]);
+  g.n = static_cast<uint32_t>(p.dims[last]);
+  g.batch = p.rank == 3 ? static_cast<uint32_t>(p.dims[0]) : 1;
+  const int64_t run = 16 / static_cast<int64_t>(es);
+  g.vec = es <= 8 && align % 16 == 0 && g.n % run == 0;
+  return g;
+}
+
+bool interleave_enabled() {
+  static const bool on = env_get("GPUOPT_SMALL_C_TRANSPOSE").value_or("1") != "0";
+  return on;
 }
 
 }  // namespace gpuopt::cuda

@@ -19,6 +19,7 @@ enum class TransposeKind : uint8_t {
   kCopy,     // the permutation moves nothing once size-1 axes are dropped: one memcpy
   kRows,     // the input's last axis stays last: whole rows, vector accesses, 32-bit index math
   kTiled,    // the last axis moves: 32x32 tiles through shared memory, coalesced on both sides
+  kInterleave,  // [b, m, n] -> [b, n, m], m of 2..8 (NCHW -> NHWC of an image): SmallSideArgs
   kGeneral,  // the rest (short tile sides, 2^31 elements or more): the strided copy
 };
 
@@ -88,6 +89,21 @@ GPUOPT_EW_HD void tile_batch_offsets(const TileArgs& g, uint32_t b, uint32_t* ib
   *ib = i;
   *ob = o;
 }
+
+// kInterleave: planes [m, n] -> [n, m] with m of 2..8 (the channels of a CNN's input), `batch`
+// of them one after another in both tensors. Element (b, r, j): in[(b * m + r) * n + j] ->
+// out[(b * n + j) * m + r]. With `vec`, each thread moves one run of 16 / elem_size positions j
+// of all m rows: m 16-byte loads, one from each row, and m 16-byte stores (n a multiple of the run,
+// both pointers 16-byte aligned); else one position j per thread, m elements each way.
+constexpr int kInterleaveMax = 8;
+struct SmallSideArgs {
+  uint32_t m = 0, n = 0, batch = 0;
+  bool vec = false;
+};
+// `align`: the largest power of two up to 16 dividing both pointers.
+SmallSideArgs make_small_side(const TransposePlan& p, size_t elem_size, int align);
+// GPUOPT_SMALL_C_TRANSPOSE=0 (read once) turns kInterleave into kGeneral: the A/B of the kernel.
+bool interleave_enabled();
 
 // The strided copy's output axes merged where the input walks them contiguously, size-1 axes
 // dropped (same elements, same order).
