@@ -12,8 +12,8 @@
 // Shared and chained (passes/fp8.h): an optional second output receives the e4m3 A (siblings
 // reading the same activation take it as their A); an e4m3 (u8) A is read as it is, and a u8
 // output is cuBLASLt's e4m3 D with D scale 1 / y_scale (a device float written by a one-thread
-// kernel into the workspace, so a captured graph replays it), C typed as the bias and never read
-// (beta 0). Where cuBLASLt has no such algorithm with f16 C and bias, the same with bf16 C and a
+// kernel into the workspace, so a captured graph replays it), C typed as the bias, null and never
+// read (beta 0). Where cuBLASLt has no such algorithm with f16 C and bias, the same with bf16 C and a
 // bf16 copy of the bias; where neither runs, the GEMM writes f16/bf16 into a scratch buffer and
 // the quantize kernel makes the e4m3 output (same numbers, one more pass). Which form each shape
 // got is logged once at GPUOPT_LOG_LEVEL=info.
@@ -224,9 +224,12 @@ Status run_fp8_gemm(CudaKernelContext& k) {
   auto launch = [&](Fp8Plan* p, const Fp8Key& key, void* d) -> cublasStatus_t {
     if (bias) cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof(bp));
     if (key.fp8_out) cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, &d_scale, sizeof(d_scale));
-    // C: D's buffer, typed as the bias; never read (beta 0).
+    // C, typed as the bias, is never read (beta 0): D's own buffer where the types agree, else
+    // null, as PyTorch's scaled_mm passes it (cuBLASLt's in-place form, C == D, wants C's layout
+    // to be D's: an f16 C on the e4m3 D buffer is the likely reason the e4m3 D never ran before).
+    void* c = key.fp8_out ? nullptr : d;
     auto run = [&](const cublasLtMatmulAlgo_t& algo) {
-      return cublasLtMatmul(k.ctx.lt, p->op, &alpha, w.raw(), p->la, aq, p->lb, &beta, d, p->lc, d, p->ld, &algo, sc.ws,
+      return cublasLtMatmul(k.ctx.lt, p->op, &alpha, w.raw(), p->la, aq, p->lb, &beta, c, p->lc, d, p->ld, &algo, sc.ws,
                             key.workspace, k.ctx.stream);
     };
     if (p->choice.pending.load())
