@@ -238,7 +238,8 @@ Status run_fp8_gemm(CudaKernelContext& k) {
                fmt::format("FP8 m={} n={} k={}{}", m, n, kk, key.fp8_out ? " (e4m3 out)" : ""));
     return run(p->choice.algo);
   };
-  const OutForm form = fp8_out ? out_form() : OutForm::kAuto;
+  // A bf16 node's direct plan already has bf16 C: GPUOPT_FP8_E4M3_OUT=bf16 starts there.
+  const OutForm form = !fp8_out ? OutForm::kAuto : ft == DType::BF16 && out_form() == OutForm::kBf16 ? OutForm::kAuto : out_form();
   if (direct->status.ok() && form == OutForm::kAuto) {
     const cublasStatus_t st = launch(direct, direct_key, y.raw());
     if (st == CUBLAS_STATUS_SUCCESS) return Status::Ok();
