@@ -39,5 +39,5 @@ echo "== BERT-base s128 =="
 PYTHONUNBUFFERED=1 timeout 170 python3 scripts/gpu/fp8.py --gpuopt "$G" --out "${OUT:-.}/fp8.json" \
   --batches "${BATCHES:-32,256}" \
   --precisions "${PRECISIONS:-fp16,fp8,fp8_alllone,fp8_staged@256,fp8_fastacc,fp8_notune@256,int8,int8_notune@256}" \
-  --profile "${PROFILE:-fp8}" --log-fallbacks \
+  --profile "${PROFILE:-fp8,int8}" --log-fallbacks \
   --commit "${GPUOPT_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}" 2>&1 | grep -v Warning
