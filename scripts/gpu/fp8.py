@@ -8,9 +8,19 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
-# A precision with one fusion turned off (GPUOPT_DISABLE_FUSION), for the A/B.
-VARIANTS = {"fp8_unchained": "fp8_chain", "fp8_nonorm": "fp8_norm", "int8_unfused": "int8_epilogue,int8_norm",
-            "int8_noepi": "int8_epilogue", "int8_nonorm": "int8_norm"}
+# A precision with one fusion turned off (GPUOPT_DISABLE_FUSION) or a switch set, for the A/B.
+VARIANTS = {"fp8_unchained": {"GPUOPT_DISABLE_FUSION": "fp8_chain"}, "fp8_nonorm": {"GPUOPT_DISABLE_FUSION": "fp8_norm"},
+            "int8_unfused": {"GPUOPT_DISABLE_FUSION": "int8_epilogue,int8_norm"},
+            "int8_noepi": {"GPUOPT_DISABLE_FUSION": "int8_epilogue"}, "int8_nonorm": {"GPUOPT_DISABLE_FUSION": "int8_norm"},
+            # cuBLASLt's first heuristic answer for every GEMM (no algorithm timing, lt_tune.h)
+            "fp8_notune": {"GPUOPT_MATMUL_AUTOTUNE": "0"}, "int8_notune": {"GPUOPT_MATMUL_AUTOTUNE": "0"},
+            "fp16_notune": {"GPUOPT_MATMUL_AUTOTUNE": "0"},
+            # cuBLASLt's fast FP8 accumulation (CUBLASLT_MATMUL_DESC_FAST_ACCUM)
+            "fp8_fastacc": {"GPUOPT_FP8_FAST_ACCUM": "1"},
+            # every GEMM in e4m3, lone or not (the attention output projection, the pooler)
+            "fp8_alllone": {"GPUOPT_DISABLE_FUSION": "fp8_lone"},
+            # the FFN's e4m3 output as f16 + a quantize pass (the form before bf16 C)
+            "fp8_staged": {"GPUOPT_FP8_E4M3_OUT": "staged"}}
 
 
 def run(args, env=None):
@@ -54,9 +64,16 @@ def main():
                     help="a precision, or one with a fusion off (VARIANTS): fp8_unchained (GPUOPT_DISABLE_FUSION=fp8_chain: "
                          "every GEMM quantizes its own input, writes f16), fp8_nonorm (fp8_norm: the LayerNorms write no "
                          "e4m3 copy), int8_unfused (int8_epilogue,int8_norm: Int8Gemm without Gelu/residual/int8 output, "
-                         "LayerNorms without int8 output), int8_noepi and int8_nonorm (one of the two)")
+                         "LayerNorms without int8 output), int8_noepi and int8_nonorm (one of the two), fp8_notune / "
+                         "int8_notune / fp16_notune (GPUOPT_MATMUL_AUTOTUNE=0), fp8_fastacc (GPUOPT_FP8_FAST_ACCUM=1), "
+                         "fp8_alllone (GPUOPT_DISABLE_FUSION=fp8_lone), fp8_staged (GPUOPT_FP8_E4M3_OUT=staged); "
+                         "NAME@256 (or @32/256) runs it at those batches only")
     ap.add_argument("--commit", default="")
-    ap.add_argument("--profile-batch", type=int, default=256, help="then a per-op profile of fp8 and int8 here (0: off)")
+    ap.add_argument("--profile-batch", type=int, default=256, help="then a per-op profile of --profile here (0: off)")
+    ap.add_argument("--profile", default="fp8,int8", help="precisions to profile")
+    ap.add_argument("--log-fallbacks", action="store_true",
+                    help="profile runs at GPUOPT_LOG_LEVEL=debug: print the GEMM algorithm timing and the Fp8Gemms whose "
+                         "e4m3 output fell back to f16 + a quantize pass")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     path = model_path(a.work)
@@ -70,12 +87,15 @@ def main():
                  "--output-dir", out] + inputs)
             ref = np.load(os.path.join(out, "output.npy")).astype(np.float64)
             ref_batch = b
-        for prec in a.precisions.split(","):
+        for spec in a.precisions.split(","):
+            prec, _, only = spec.partition("@")  # fp8_notune@256: that batch only
+            if only and str(b) not in only.split("/"):
+                continue
             out = os.path.join(a.work, f"{prec}_{b}")
             r = dict(model="bert_base", exporter="legacy", batch=b, runner="gpuopt", precision=prec,
                      date=datetime.date.today().isoformat(), commit=a.commit)
             try:
-                env = {"GPUOPT_DISABLE_FUSION": VARIANTS[prec]} if prec in VARIANTS else None
+                env = VARIANTS.get(prec)
                 p = run([a.gpuopt, "run", path, "--device", "cuda", "--precision", prec.split("_")[0], "--iterations", 20,
                          "--warmup", 2, "--json", "--output-dir", out] + inputs, env)
                 j = json.loads(p.stdout)
@@ -98,10 +118,16 @@ def main():
         print(f"{r['batch']:>5} {r['precision']:>13} {r.get('ms', float('nan')):>10.3f} {r.get('items_per_s', 0):>9.0f} "
               f"{speed:>8} {r.get('rel_l2_vs_fp32', '-')!s:>15}  {r.get('error', '')}")
     if a.profile_batch:  # where the time goes: GPU time per op type, node by node
-        for prec in ("fp8", "int8"):
+        for prec in a.profile.split(","):
             try:
                 p = run([a.gpuopt, "run", path, "--device", "cuda", "--precision", prec, "--iterations", 2, "--warmup", 1,
-                         "--profile", "--json"] + feeds(a.work, a.profile_batch))
+                         "--profile", "--json"] + feeds(a.work, a.profile_batch),
+                        {"GPUOPT_LOG_LEVEL": "debug"} if a.log_fallbacks else None)
+                if a.log_fallbacks:
+                    logs = [ln for ln in p.stderr.splitlines() if "cuBLASLt" in ln or "Fp8Gemm" in ln]
+                    print(f"log {prec} b{a.profile_batch}: {len(logs)} lines on GEMM algorithms / fallbacks")
+                    for ln in logs[:40]:
+                        print("  " + ln)
                 ops = json.loads(p.stdout)["profile"]["ops"]
                 tot = sum(o["gpu_us"] for o in ops)
                 top = sorted(ops, key=lambda o: -o["gpu_us"])[:8]

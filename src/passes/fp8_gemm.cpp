@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <string_view>
 
 namespace gpuopt {
 namespace {
@@ -231,7 +232,12 @@ std::vector<std::string> fp8_activation_tensors(const Graph& g) {
   return names;
 }
 
-Result<Fp8Stats> rewrite_fp8(Graph* g, const std::map<std::string, double>& act_amax, bool chain, bool norm) {
+namespace {
+
+// The rewrite, leaving the GEMMs named in `keep` (label -> reason) in float. `dry`: the e4m3
+// weights are allocated but not converted (for lone_gemms, which reads only the graph's form).
+Result<Fp8Stats> rewrite(Graph* g, const std::map<std::string, double>& act_amax, bool chain, bool norm,
+                         const std::map<std::string, std::string>& keep, bool dry) {
   Fp8Stats st;
   const size_t num_nodes = g->nodes().size();
   for (size_t i = 0; i < num_nodes; ++i) {
@@ -244,6 +250,8 @@ Result<Fp8Stats> rewrite_fp8(Graph* g, const std::map<std::string, double>& act_
       if (it == act_amax.end() || !std::isfinite(it->second))
         m->why = fmt::format("no calibrated amax for its input '{}'", g->value(m->a).name);
     }
+    if (m->why.empty())
+      if (auto k = keep.find(label); k != keep.end()) m->why = k->second;
     if (!m->why.empty()) {
       st.kept.push_back(fmt::format("node '{}': {}", label, m->why));
       continue;
@@ -253,12 +261,12 @@ Result<Fp8Stats> rewrite_fp8(Graph* g, const std::map<std::string, double>& act_
     const int64_t k = m->k, n = m->n;
     double w_amax = 0;
     const float* w = m->w->data<float>();
-    for (int64_t j = 0; j < m->w->numel(); ++j)
+    for (int64_t j = 0; j < m->w->numel() && !dry; ++j)
       if (std::isfinite(w[j])) w_amax = std::max(w_amax, static_cast<double>(std::fabs(w[j])));
     const float b_scale = fp8_scale(w_amax);
     Tensor wq = Tensor::empty(DType::U8, {n, k});
     uint8_t* q = wq.data<uint8_t>();
-    for (int64_t r = 0; r < n; ++r)
+    for (int64_t r = 0; r < n && !dry; ++r)
       for (int64_t c = 0; c < k; ++c) q[r * k + c] = fp8::f32_to_e4m3((m->wt ? w[r * k + c] : w[c * n + r]) / b_scale);
     ValueId bias = kNoValue;
     if (m->bias != kNoValue) {
@@ -298,6 +306,56 @@ Result<Fp8Stats> rewrite_fp8(Graph* g, const std::map<std::string, double>& act_
   GPUOPT_RETURN_IF_ERROR(g->topo_sort());
   GPUOPT_RETURN_IF_ERROR(g->infer_shapes());
   return st;
+}
+
+// The lone Fp8Gemms of a rewritten graph (fp8.h): each that quantizes its own float A, with the
+// siblings reading its e4m3 copy (output 1), kept when their N add up to less than `min_n`.
+// Returns label -> reason.
+std::map<std::string, std::string> lone_gemms(const Graph& g, int64_t min_n) {
+  const auto readers = g.consumers();
+  auto fp8 = [](const Node& n) { return n.op_type == "Fp8Gemm" && n.domain == "ai.gpuopt"; };
+  auto n_of = [&](const Node& n) {  // the e4m3 weight is [N, K]
+    const Tensor* w = const_of(g, n.inputs[1]);
+    return w && w->rank() == 2 ? w->dim(0) : int64_t{0};
+  };
+  auto label = [](const Node& n) {  // the rewritten GEMM's label: its node is "<label>/fp8"
+    const std::string_view v = n.name;
+    return std::string(v.ends_with("/fp8") ? v.substr(0, v.size() - 4) : v);
+  };
+  std::map<std::string, std::string> lone;
+  for (const Node& n : g.nodes()) {
+    if (!fp8(n) || n.inputs.size() < 2 || g.value(n.inputs[0]).info.dtype == DType::U8) continue;
+    std::vector<const Node*> group{&n};
+    if (n.outputs.size() > 1 && n.outputs[1] != kNoValue)
+      for (int32_t c : readers[static_cast<size_t>(n.outputs[1])])
+        if (fp8(g.nodes()[static_cast<size_t>(c)])) group.push_back(&g.nodes()[static_cast<size_t>(c)]);
+    int64_t total = 0;
+    for (const Node* m : group) total += n_of(*m);
+    if (total >= min_n) continue;
+    for (const Node* m : group)
+      lone[label(*m)] = fmt::format(
+          "its input '{}' would need a quantize pass of its own for N = {} < {} (fp16 is faster there; "
+          "GPUOPT_DISABLE_FUSION=fp8_lone converts it)",
+          g.value(n.inputs[0]).name, total, min_n);
+  }
+  return lone;
+}
+
+}  // namespace
+
+Result<Fp8Stats> rewrite_fp8(Graph* g, const std::map<std::string, double>& act_amax, bool chain, bool norm,
+                             int64_t lone_min_n) {
+  std::map<std::string, std::string> keep;
+  // Dry runs until no more GEMMs turn lone: a kept GEMM that wrote another's e4m3 input (a chain)
+  // leaves that one lone in the next.
+  for (int round = 0; lone_min_n > 0 && round < 8; ++round) {
+    Graph dry = *g;
+    GPUOPT_RETURN_IF_ERROR(rewrite(&dry, act_amax, chain, norm, keep, /*dry=*/true).status());
+    size_t before = keep.size();
+    for (auto& [label, why] : lone_gemms(dry, lone_min_n)) keep.emplace(label, std::move(why));
+    if (keep.size() == before) break;
+  }
+  return rewrite(g, act_amax, chain, norm, keep, /*dry=*/false);
 }
 
 }  // namespace gpuopt

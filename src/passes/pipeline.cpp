@@ -53,7 +53,8 @@ Status FusionSwitches::validate() const {
                                                 "attention", "gemm_activation", "skip_layernorm", "transpose",
                                                 "nhwc",      "qdq",             "gemm_scale",     "fp8_chain",
                                                 "qdq_attention", "int8_residual", "se_mean",
-                                                "int8_epilogue", "fp8_norm", "int8_norm"};
+                                                "int8_epilogue", "fp8_norm", "int8_norm",
+                                                "fp8_lone"};
   static constexpr std::string_view kOptIn[] = {"int8_residual"};
   for (const auto& n : on)
     if (std::find(std::begin(kOptIn), std::end(kOptIn), n) == std::end(kOptIn))
@@ -63,7 +64,7 @@ Status FusionSwitches::validate() const {
       return Status::InvalidArgument(
           "GPUOPT_DISABLE_FUSION: unknown fusion '{}' (valid: 1 or all, or a list of conv, matmul_bias, gelu, layernorm, "
           "attention, gemm_activation, skip_layernorm, transpose, nhwc, qdq, gemm_scale, fp8_chain, qdq_attention, "
-          "int8_residual, se_mean, int8_epilogue, fp8_norm, int8_norm)",
+          "int8_residual, se_mean, int8_epilogue, fp8_norm, int8_norm, fp8_lone)",
           n);
   return Status::Ok();
 }

@@ -36,7 +36,8 @@ Result<Fp8Model> fp8_on_inputs(const std::string& model_path, const NamedTensors
   std::map<std::string, double> amax;
   for (const auto& [name, h] : hist)
     if (h.total() > 0) amax[name] = h.max_abs();  // minmax: no value of this run saturates
-  GPUOPT_ASSIGN_OR_RETURN(Fp8Stats st, rewrite_fp8(&g, amax, sw.enabled("fp8_chain"), sw.enabled("fp8_norm")));
+  GPUOPT_ASSIGN_OR_RETURN(Fp8Stats st, rewrite_fp8(&g, amax, sw.enabled("fp8_chain"), sw.enabled("fp8_norm"),
+                                                    sw.enabled("fp8_lone") ? kFp8LoneMinN : 0));
   return Fp8Model{std::move(g), st.rewritten, st.chained, st.shared, std::move(st.kept), st.normed};
 }
 

@@ -151,6 +151,23 @@ void add_fp8_cases(std::vector<Case>& cases) {
     q.attrs["a_scale"] = attr_f(1.0f / 448);
     q.e4m3_codes = true;
     cases.push_back(q);
+    // BERT's FFN up-projection as the chain writes it: bias + Gelu into e4m3, in f16 and bf16
+    // (cuBLASLt's e4m3 D with f16 C, else bf16 C, else the staged form: GPUOPT_FP8_E4M3_OUT picks
+    // one), and without a bias (no bias copy on the bf16-C form).
+    for (DType dt : {DType::F16, DType::BF16}) {
+      Case gq{"Fp8Gemm", label(dt, {m, k, n}, "e4m3 out, bias gelu (tanh epilogue)"),
+              {data(dt, {m, k}, -1, 1), const_tensor(DType::U8, {n, k}, wb), data(dt, {n}, -1, 1)}, out};
+      gq.attrs["a_scale"] = attr_f(1.0f / 448);
+      gq.attrs["activation"] = attr_s("Gelu");
+      gq.e4m3_codes = true;
+      cases.push_back(gq);
+    }
+    Case nb{"Fp8Gemm", label(DType::F16, {m, k, n}, "e4m3 out, no bias"),
+            {data(DType::F16, {m, k}, -1, 1), const_tensor(DType::U8, {n, k}, wb), none}, sc};
+    nb.attrs["a_scale"] = attr_f(1.0f / 448);
+    nb.attrs["y_scale"] = attr_f(4.f / 448);
+    nb.e4m3_codes = true;
+    cases.push_back(nb);
   }
   // The shared form: output 1 is the e4m3 A itself, compared code for code (the GPU's conversion
   // against fp8_e4m3.h, ties and saturation included: A spans beyond a_scale's range).

@@ -4,6 +4,7 @@
 // eager, captured and replayed. The input is fp16-exact, so both sides quantize the same values to
 // the same e4m3 codes; what differs is the accumulation order, the fp16 bias and output, and
 // cuBLASLt's tanh GELU against the erf one (at most 4.7e-4).
+#include "backends/cuda/plan_store.h"
 #include "passes/fp8.h"
 #include "passes/passes.h"
 #include "session_util.h"
@@ -143,6 +144,21 @@ TEST(Fp8GemmSession, OneRowBertWidth) { check(1, 768, 768, Op::Relu); }
 TEST(Fp8GemmSession, SmallGelu) { check(7, 64, 64, Op::Gelu); }
 TEST(Fp8GemmSession, BertFfnGelu) { check(129, 768, 3072, Op::Gelu); }
 TEST(Fp8GemmSession, BertFfnDown) { check(256, 3072, 768, Op::Relu); }
+
+// The eager run timed cuBLASLt's candidates (ops/matmul/cuda/lt_tune.h) and recorded the chosen
+// algorithm in the plan store, as the float GEMMs do: key "fp8gemm m,n,k,...", value the
+// algorithm's 8 words in hex.
+TEST(Fp8GemmSession, AlgorithmRecordedInThePlanStore) {
+  check(96, 256, 160, Op::Relu);
+  GPUOPT_REQUIRE_CUDA();
+  int found = 0;
+  for (const auto& [key, value] : cuda::PlanStore::of(0).snapshot())
+    if (key.rfind("fp8gemm 96,160,256,", 0) == 0) {
+      ++found;
+      EXPECT_EQ(value.size(), 128u) << key;
+    }
+  EXPECT_EQ(found, 1);
+}
 
 }  // namespace
 }  // namespace gpuopt::testing

@@ -1,6 +1,7 @@
 // Int8Gemm on the GPU (cuBLASLt int8 tensor cores, or the simple kernel for odd shapes) against
 // the CPU reference: a QDQ MatMul/Gemm model at --precision int8 on CUDA (fold_qdq makes the
 // Int8Gemm; fp16 epilogue) versus the same model on the CPU reference (exact QDQ semantics).
+#include "backends/cuda/plan_store.h"
 #include "session_util.h"
 
 namespace gpuopt::testing {
@@ -95,6 +96,20 @@ TEST(Int8Gemm, OddShapeFallback) { check(5, 19, 7, true); }       // the simple 
 // flips per output at K = 768 reach 0.94 of 2e-2 * (1 + |y|) in a NumPy model of the kernel's
 // arithmetic, over 786k outputs; on_grid inputs make the int8 products exactly equal.
 TEST(Int8Gemm, LargeM) { check(1024, 768, 768, true); }
+
+// The eager run timed cuBLASLt's int8 candidates (ops/matmul/cuda/lt_tune.h) and recorded the
+// chosen algorithm in the plan store: key "int8gemm m,n,k,workspace", value 8 words in hex.
+TEST(Int8Gemm, AlgorithmRecordedInThePlanStore) {
+  check(48, 192, 96, true);
+  GPUOPT_REQUIRE_CUDA();
+  int found = 0;
+  for (const auto& [key, value] : cuda::PlanStore::of(0).snapshot())
+    if (key.rfind("int8gemm 48,96,192,", 0) == 0) {
+      ++found;
+      EXPECT_EQ(value.size(), 128u) << key;
+    }
+  EXPECT_EQ(found, 1);
+}
 
 // A BERT-like block at --precision int8 on CUDA: x + Relu(x) -> LayerNorm -> h -> Q -> DQ ->
 // MatMul + bias -> Gelu -> Q -> DQ -> MatMul + bias -> + h. fuse_int8_norm makes the LayerNorm

@@ -270,5 +270,105 @@ TEST(Fp8Rewrite, SkipLayerNormLeftAloneForGemmsWithoutBias) {
   }
 }
 
+
+// Fp8Gemms that quantize a float A themselves (a quantize pass of their own on the GPU).
+int own_quantize(const Graph& g) {
+  int n = 0;
+  for (const Node& node : g.nodes())
+    n += node.op_type == "Fp8Gemm" && g.value(node.inputs[0]).info.dtype != DType::U8;
+  return n;
+}
+
+// norm_block + an output projection "o" (MatMul W [32, 64] + bias) of the Q/K/V sum: Q, K and V
+// read the LayerNorm's e4m3 codes, "o" would quantize its float input itself (BERT's attention
+// output projection). With lone_min_n above its N it stays float, and the result is exactly the
+// rewrite that had no amax for its input (the same graph by another reason).
+TEST(Fp8Rewrite, LoneGemmStaysFloat) {
+  std::mt19937 rng(31);
+  Graph g = norm_block(true, rng);
+  const ValueId sum = g.outputs()[0];
+  ValueId o = g.add_node(Op::MatMul, "o", {sum, g.add_constant("o.w", uniform({32, 64}, rng, -0.2f, 0.2f))}, 1)[0];
+  o = g.add_node(Op::Add, "o.b", {o, g.add_constant("o.bias", uniform({64}, rng))}, 1)[0];
+  g.mark_output(o);
+  finish(g);
+  const Tensor x = uniform({2, 8, 64}, rng, -2, 2);
+  ASSERT_TRUE(run_default_passes(&g).ok());
+  ASSERT_TRUE(eliminate_common_subexpressions(&g).ok() && remove_dead_nodes(&g).ok());
+  finish(g);
+  const auto amax = calibrate(g, x);
+  Graph lone = g, all = g, no_amax = g;
+  auto sl = rewrite_fp8(&lone, amax, true, true, kFp8LoneMinN);
+  auto sa = rewrite_fp8(&all, amax);
+  ASSERT_TRUE(sl.ok() && sa.ok());
+  EXPECT_EQ(sa->rewritten, 4);
+  EXPECT_EQ(own_quantize(all), 1);  // "o"
+  EXPECT_EQ(sl->rewritten, 3);
+  EXPECT_EQ(sl->normed, 1);
+  EXPECT_EQ(own_quantize(lone), 0);
+  ASSERT_EQ(sl->kept.size(), 1u);
+  EXPECT_NE(sl->kept[0].find("node 'o'"), std::string::npos) << sl->kept[0];
+  EXPECT_NE(sl->kept[0].find("quantize pass of its own for N = 64 < 2048"), std::string::npos) << sl->kept[0];
+  // The same float "o" through the other door: no amax for its input.
+  auto partial = amax;
+  std::string o_in;
+  for (const Node& node : all.nodes())
+    if (node.op_type == "Fp8Gemm" && all.value(node.inputs[0]).info.dtype != DType::U8) o_in = all.value(node.inputs[0]).name;
+  ASSERT_EQ(partial.erase(o_in), 1u) << o_in;
+  auto sn = rewrite_fp8(&no_amax, partial);
+  ASSERT_TRUE(sn.ok());
+  EXPECT_EQ(sn->rewritten, 3);
+  EXPECT_EQ(max_rel_err(run_cpu(lone, {x}), run_cpu(no_amax, {x})), 0.0);
+  // At a threshold of 64 "o" qualifies (N = 64 is not below it).
+  Graph at64 = g;
+  auto s64 = rewrite_fp8(&at64, amax, true, true, 64);
+  ASSERT_TRUE(s64.ok());
+  EXPECT_EQ(s64->rewritten, 4);
+}
+
+// Without the norm copies Q, K and V share one quantized x: their N add up (3 x 32 = 96) against
+// the threshold, all three kept or all three converted.
+TEST(Fp8Rewrite, LoneGroupCountsTheSharedReaders) {
+  std::mt19937 rng(32);
+  Graph g = norm_block(true, rng);
+  finish(g);
+  const Tensor x = uniform({2, 8, 64}, rng, -2, 2);
+  ASSERT_TRUE(run_default_passes(&g).ok());
+  ASSERT_TRUE(eliminate_common_subexpressions(&g).ok() && remove_dead_nodes(&g).ok());
+  finish(g);
+  const auto amax = calibrate(g, x);
+  Graph at96 = g, at97 = g;
+  auto s96 = rewrite_fp8(&at96, amax, true, /*norm=*/false, 96);
+  auto s97 = rewrite_fp8(&at97, amax, true, /*norm=*/false, 97);
+  ASSERT_TRUE(s96.ok() && s97.ok());
+  EXPECT_EQ(s96->rewritten, 3);
+  EXPECT_EQ(s96->shared, 2);
+  EXPECT_EQ(s97->rewritten, 0);
+  EXPECT_EQ(s97->kept.size(), 3u);
+  EXPECT_EQ(count(at97, "Fp8Gemm"), 0);
+}
+
+// block(): x -> fc1 (N = 128, + Gelu) writes fc2's e4m3 input (a chain); fc3 and the head are
+// lone. At 128 fc1 converts (and fc2 with it); at 129 fc1 stays float, which leaves fc2 lone in
+// the next dry round: kept too, rather than converted with a quantize pass of its own.
+TEST(Fp8Rewrite, LoneRoundsFollowTheChain) {
+  std::mt19937 rng(33);
+  Graph g = block(32, rng);
+  finish(g);
+  const Tensor x = uniform({2, 8, 64}, rng, -3, 3);
+  ASSERT_TRUE(run_default_passes(&g).ok());
+  const auto amax = calibrate(g, x);
+  Graph at128 = g, at129 = g;
+  auto a = rewrite_fp8(&at128, amax, true, true, 128);
+  auto b = rewrite_fp8(&at129, amax, true, true, 129);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->rewritten, 2);
+  EXPECT_EQ(a->chained, 1);
+  EXPECT_EQ(own_quantize(at128), 1);  // fc1 quantizes x: it is lone, but N = 128 is not below 128
+  EXPECT_EQ(b->rewritten, 0);
+  EXPECT_EQ(b->kept.size(), 4u);
+  // Every kept GEMM gives the same numbers as the f32 graph's.
+  EXPECT_LT(max_rel_err(run_cpu(at129, {x}), run_cpu(g, {x})), 1e-5);
+}
+
 }  // namespace
 }  // namespace gpuopt::testing

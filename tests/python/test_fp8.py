@@ -117,15 +117,15 @@ def run_json(path, *args):
     return json.loads(r.stdout), r.stderr
 
 
-def fake_fp8_model(model, feeds):
+def fake_fp8_model(model, feeds, keep=()):
     """The oracle of `run --precision fp8`: the float model with every MatMul of a constant weight
-    fed through ONNX's own FP8 QDQ (QuantizeLinear to FLOAT8E4M3FN, saturating, and back) at
-    amax / 448 of its input on `x`, and its weight replaced by e4m3(W / s) * s (s = max|W| / 448),
-    run by ONNX Runtime."""
+    (but those named in `keep`) fed through ONNX's own FP8 QDQ (QuantizeLinear to FLOAT8E4M3FN,
+    saturating, and back) at amax / 448 of its input on `x`, and its weight replaced by
+    e4m3(W / s) * s (s = max|W| / 448), run by ONNX Runtime."""
     m = onnx.ModelProto()
     m.CopyFrom(model)
     inits = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
-    mms = [nd for nd in m.graph.node if nd.op_type == "MatMul" and nd.input[1] in inits]
+    mms = [nd for nd in m.graph.node if nd.op_type == "MatMul" and nd.input[1] in inits and nd.name not in keep]
     probe = onnx.ModelProto()
     probe.CopyFrom(model)
     for nd in mms:
@@ -157,7 +157,8 @@ def fake_fp8_model(model, feeds):
     return m
 
 
-def test_run_precision_fp8_on_a_transformer_block(tmp_path):
+def test_run_precision_fp8_on_a_transformer_block(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUOPT_DISABLE_FUSION", "fp8_lone")  # every GEMM in e4m3, lone or not
     rng = np.random.default_rng(2)
     model = small_transformer(rng)
     path = save(model, tmp_path / "tx.onnx")
@@ -186,8 +187,8 @@ def test_run_precision_fp8_on_a_generated_bert_with_chained_gemms(tmp_path, monk
     # SkipLayerNormalization here, the embeddings' too) write the e4m3 input of Q, K and V and of
     # the FFN's up-projection (norm); with GPUOPT_DISABLE_FUSION=fp8_norm, K and V read the e4m3
     # copy of their input that Q made instead (shared). Still ONNX Runtime's FP8 QDQ emulation.
-    if not norm:
-        monkeypatch.setenv("GPUOPT_DISABLE_FUSION", "fp8_norm")
+    # fp8_lone: the attention output projections and the pooler in e4m3 too (see the next test).
+    monkeypatch.setenv("GPUOPT_DISABLE_FUSION", "fp8_lone" if norm else "fp8_norm,fp8_lone")
     sys.path.insert(0, os.path.join(ROOT, "tools", "models"))
     from archs import ARCHS
     model, make_feeds = ARCHS["bert"]()
@@ -208,6 +209,42 @@ def test_run_precision_fp8_on_a_generated_bert_with_chained_gemms(tmp_path, monk
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     oracle = ort.InferenceSession(fake_fp8_model(model, feeds).SerializeToString(), so, providers=["CPUExecutionProvider"])
+    want = dict(zip([o.name for o in oracle.get_outputs()], oracle.run(None, feeds)))
+    f32 = dict(zip([o.name for o in model.graph.output], ort_run(path, feeds)))
+    for name in want:
+        got = np.load(tmp_path / "o" / f"{name}.npy")
+        assert rel_l2(got, want[name]) < 1e-4, (name, rel_l2(got, want[name]), rel_l2(got, f32[name]))
+        assert rel_l2(got, f32[name]) > 1e-3, name
+
+
+def test_run_precision_fp8_keeps_lone_gemms_in_float(tmp_path):
+    # By default a GEMM whose input no producer writes in e4m3 (it would quantize it in a pass of
+    # its own) stays in float below N = 2048: in the generated BERT the attention output
+    # projections (behind the attention kernel) and the pooler (behind a Gather). Every other GEMM
+    # still reads e4m3 written by a LayerNorm or the GEMM before it. ONNX Runtime's FP8 QDQ
+    # emulation with those three MatMuls left float is the oracle.
+    sys.path.insert(0, os.path.join(ROOT, "tools", "models"))
+    from archs import ARCHS
+    model, make_feeds = ARCHS["bert"]()
+    model = onnx.version_converter.convert_version(model, 19)
+    path = save(model, tmp_path / "bert.onnx")
+    feeds = make_feeds(np.random.default_rng(6), 2)
+    args = []
+    for k, v in feeds.items():
+        np.save(tmp_path / f"{k}.npy", v)
+        args += ["--input", f"{k}={tmp_path / f'{k}.npy'}"]
+    j, _ = run_json(path, "--precision", "fp8", "--output-dir", tmp_path / "o", *args)
+    kept = j["fp8"]["kept"]
+    assert j["fp8"]["gemms"] == 10 and len(kept) == 3, kept
+    assert all("quantize pass of its own for N = 64 < 2048" in k for k in kept), kept
+    names = [k.split("'")[1] for k in kept]
+    consumers = {nd.name: nd for nd in model.graph.node}
+    assert all(consumers[n].op_type == "MatMul" for n in names), names
+    assert j["fp8"]["chained"] == 2 and j["fp8"]["norm"] == 4
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    oracle = ort.InferenceSession(fake_fp8_model(model, feeds, keep=names).SerializeToString(), so,
+                                  providers=["CPUExecutionProvider"])
     want = dict(zip([o.name for o in oracle.get_outputs()], oracle.run(None, feeds)))
     f32 = dict(zip([o.name for o in model.graph.output], ort_run(path, feeds)))
     for name in want:

@@ -4,22 +4,31 @@
 // bias (and Relu) in the BIAS / RELU_BIAS epilogue. FP8 takes "TN" only: cuBLASLt's A is our
 // [N, K] weight, transposed, and its B our row-major [M, K] activation, both K-major. Needs
 // compute capability 8.9 or newer (Ada, Hopper) and K, N multiples of 16 (the rewrite writes
-// nothing else). Plans are cached by device and shape, failures too.
+// nothing else). Plans are cached by device and shape, failures too; each plan's algorithm is
+// the fastest of cuBLASLt's candidates, timed on the shape's first eager call and kept in the plan
+// cache (ops/matmul/cuda/lt_tune.h, GPUOPT_MATMUL_AUTOTUNE as the float GEMMs).
+// GPUOPT_FP8_FAST_ACCUM=1 turns on cuBLASLt's fast FP8 accumulation (an A/B switch, off).
 //
 // Shared and chained (passes/fp8.h): an optional second output receives the e4m3 A (siblings
 // reading the same activation take it as their A); an e4m3 (u8) A is read as it is, and a u8
 // output is cuBLASLt's e4m3 D with D scale 1 / y_scale (a device float written by a one-thread
-// kernel into the workspace, so a captured graph replays it), C typed as the bias and never read
-// (beta 0). Where cuBLASLt has no such algorithm, the GEMM writes f16/bf16 into a scratch buffer
-// and the quantize kernel makes the e4m3 output (same numbers, one more pass).
+// kernel into the workspace, so a captured graph replays it), C typed as the bias, null and never
+// read (beta 0). Where cuBLASLt has no such algorithm with f16 C and bias, the same with bf16 C and a
+// bf16 copy of the bias; where neither runs, the GEMM writes f16/bf16 into a scratch buffer and
+// the quantize kernel makes the e4m3 output (same numbers, one more pass). Which form each shape
+// got is logged once at GPUOPT_LOG_LEVEL=info.
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/device_memory.h"
+#include "ops/matmul/cuda/lt_tune.h"
 #include "ops/quant/cuda/fp8_gemm.h"
 #include "ops/quant/fp8_gemm_attrs.h"
 #include "core/cuda_check.h"
+#include "core/env.h"
+#include "core/log.h"
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
+#include <fmt/format.h>
 
 #include <map>
 #include <memory>
@@ -34,7 +43,7 @@ using Act = quant::Fp8GemmAttrs::Act;
 struct Fp8Key {
   int device;
   int64_t m, n, k;
-  DType ft;       // the float type: bias, C, and D unless fp8_out
+  DType ft;       // the float type: bias, C, and D unless fp8_out (bf16 for an f16 node's e4m3-D retry)
   bool fp8_out;   // D is e4m3
   bool bias;
   Act act;
@@ -47,7 +56,8 @@ struct Fp8Plan {
   Status status;  // a failed plan is kept with its reason
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr, ld = nullptr;
-  cublasLtMatmulAlgo_t algo{};
+  lt::AlgoChoice choice;  // the algorithm, timed among the heuristic's candidates (lt_tune.h)
+  bool logged = false;  // which e4m3-D form ran (or that none did) was logged
   ~Fp8Plan() {
     if (la) cublasLtMatrixLayoutDestroy(la);
     if (lb) cublasLtMatrixLayoutDestroy(lb);
@@ -59,6 +69,31 @@ struct Fp8Plan {
 
 std::mutex g_mu;
 std::map<Fp8Key, std::unique_ptr<Fp8Plan>> g_plans;
+
+// GPUOPT_FP8_FAST_ACCUM=1: cuBLASLt's fast accumulation for FP8 (CUBLASLT_MATMUL_DESC_FAST_ACCUM:
+// the tensor cores' partial sums are not promoted to full f32 every few K steps). Off by default.
+bool fast_accum() {
+  static const bool on = env_get("GPUOPT_FP8_FAST_ACCUM").value_or("0") == "1";
+  return on;
+}
+
+// GPUOPT_FP8_E4M3_OUT (an A/B and test switch for the e4m3-output forms below): "auto" (default)
+// tries f16 C, then bf16 C, then the staged form; "bf16" starts at bf16 C; "staged" runs the
+// staged form (f16 D and the quantize kernel) only.
+enum class OutForm { kAuto, kBf16, kStaged };
+OutForm out_form() {
+  static const OutForm f = [] {
+    const std::string v = env_get("GPUOPT_FP8_E4M3_OUT").value_or("auto");
+    return v == "staged" ? OutForm::kStaged : v == "bf16" ? OutForm::kBf16 : OutForm::kAuto;
+  }();
+  return f;
+}
+
+// The plan cache's key of an FP8 plan (its value: the algorithm).
+std::string entry_key(const Fp8Key& k) {
+  return fmt::format("fp8gemm {},{},{},{},{},{},{},{},{}", k.m, k.n, k.k, dtype_name(k.ft), k.fp8_out ? 1 : 0, k.bias ? 1 : 0,
+                     static_cast<int>(k.act), k.workspace, fast_accum() ? 1 : 0);
+}
 
 // Column-major view of row-major Y[m, n] = Aq[m, k] . W[n, k]^T: Y^T[n, m] = W (col-major
 // [k, n], transposed) times Aq^T (col-major [k, m]).
@@ -77,6 +112,10 @@ Status build(Fp8Plan* p, const Fp8Key& key, ExecContext& ctx, const float* d_sca
     if (key.bias)
       GPUOPT_CHECK_CALL(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &ft, sizeof(ft)));
   }
+  if (fast_accum()) {
+    const int8_t on = 1;
+    GPUOPT_CHECK_CALL(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &on, sizeof(on)));
+  }
   if (key.fp8_out)  // set again per call (the pointer is the caller's); here for the heuristic
     GPUOPT_CHECK_CALL(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, &d_scale, sizeof(d_scale)));
   const auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
@@ -84,21 +123,9 @@ Status build(Fp8Plan* p, const Fp8Key& key, ExecContext& ctx, const float* d_sca
   GPUOPT_CHECK_CALL(cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_8F_E4M3, u(key.k), u(key.m), key.k));
   GPUOPT_CHECK_CALL(cublasLtMatrixLayoutCreate(&p->lc, ft, u(key.n), u(key.m), key.n));
   GPUOPT_CHECK_CALL(cublasLtMatrixLayoutCreate(&p->ld, key.fp8_out ? CUDA_R_8F_E4M3 : ft, u(key.n), u(key.m), key.n));
-  cublasLtMatmulPreference_t pref = nullptr;
-  GPUOPT_CHECK_CALL(cublasLtMatmulPreferenceCreate(&pref));
-  std::unique_ptr<std::remove_pointer_t<cublasLtMatmulPreference_t>, decltype(&cublasLtMatmulPreferenceDestroy)> guard(
-      pref, &cublasLtMatmulPreferenceDestroy);
-  const size_t ws = key.workspace;
-  GPUOPT_CHECK_CALL(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-  cublasLtMatmulHeuristicResult_t res{};
-  int found = 0;
-  const cublasStatus_t st =
-      cublasLtMatmulAlgoGetHeuristic(ctx.lt, p->op, p->la, p->lb, p->lc, p->ld, pref, 1, &res, &found);
-  if (st != CUBLAS_STATUS_SUCCESS || found == 0)
-    return Status::Unimplemented("cuBLASLt has no FP8 algorithm for m={} n={} k={} ({} out): {}", key.m, key.n, key.k,
-                                 key.fp8_out ? "e4m3" : dtype_name(key.ft), cublasLtGetStatusString(st));
-  p->algo = res.algo;
-  return Status::Ok();
+  return lt::choose(ctx, {p->op, p->la, p->lb, p->lc, p->ld}, key.workspace, entry_key(key), true,
+                    fmt::format("FP8 m={} n={} k={} ({} out)", key.m, key.n, key.k, key.fp8_out ? "e4m3" : dtype_name(key.ft)),
+                    &p->choice);
 }
 
 // FP8 tensor cores: compute capability 8.9 (Ada) or 9.0+ (Hopper), asked once per device.
@@ -188,29 +215,78 @@ Status run_fp8_gemm(CudaKernelContext& k) {
   const float alpha = at.a_scale * at.b_scale, beta = 0.f;
   const void* bp = bias ? k.in(2).raw() : nullptr;
   std::lock_guard<std::mutex> lock(g_mu);  // the bias and scale pointers are set on the shared descriptor
-  // Reserved before the plans are keyed: the fallback's scratch must not change the workspace
+  // Reserved before the plans are keyed: the fallbacks' scratch must not change the workspace
   // the direct plan was chosen for.
-  Fp8Plan* direct = plan_for({k.ctx.device, m, n, kk, ft, fp8_out, bias, at.act, sc.ws_bytes}, k.ctx, d_scale);
-  auto launch = [&](Fp8Plan* p, void* d, size_t ws_bytes) -> cublasStatus_t {
+  const Fp8Key direct_key{k.ctx.device, m, n, kk, ft, fp8_out, bias, at.act, sc.ws_bytes};
+  Fp8Plan* direct = plan_for(direct_key, k.ctx, d_scale);
+  // A plan's algorithm, timed first among its candidates on the shape's first eager call (the
+  // timing writes only D, which the real launch then writes again).
+  auto launch = [&](Fp8Plan* p, const Fp8Key& key, void* d) -> cublasStatus_t {
     if (bias) cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof(bp));
-    if (d == y.raw() && fp8_out)
-      cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, &d_scale, sizeof(d_scale));
-    // C: D's buffer, typed as the bias; never read (beta 0).
-    return cublasLtMatmul(k.ctx.lt, p->op, &alpha, w.raw(), p->la, aq, p->lb, &beta, d, p->lc, d, p->ld, &p->algo,
-                          sc.ws, ws_bytes, k.ctx.stream);
+    if (key.fp8_out) cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, &d_scale, sizeof(d_scale));
+    // C, typed as the bias, is never read (beta 0): D's own buffer where the types agree, else
+    // null, as PyTorch's scaled_mm passes it (cuBLASLt's in-place form, C == D, wants C's layout
+    // to be D's: an f16 C on the e4m3 D buffer is the likely reason the e4m3 D never ran before).
+    void* c = key.fp8_out ? nullptr : d;
+    auto run = [&](const cublasLtMatmulAlgo_t& algo) {
+      return cublasLtMatmul(k.ctx.lt, p->op, &alpha, w.raw(), p->la, aq, p->lb, &beta, c, p->lc, d, p->ld, &algo, sc.ws,
+                            key.workspace, k.ctx.stream);
+    };
+    if (p->choice.pending.load())
+      lt::tune(&p->choice, k.ctx, entry_key(key),
+               [&](const cublasLtMatmulAlgo_t& algo) { return run(algo) == CUBLAS_STATUS_SUCCESS; },
+               fmt::format("FP8 m={} n={} k={}{}", m, n, kk, key.fp8_out ? " (e4m3 out)" : ""));
+    return run(p->choice.algo);
   };
-  if (direct->status.ok()) {
-    const cublasStatus_t st = launch(direct, y.raw(), sc.ws_bytes);
+  // A bf16 node's direct plan already has bf16 C: GPUOPT_FP8_E4M3_OUT=bf16 starts there.
+  const OutForm form = !fp8_out ? OutForm::kAuto : ft == DType::BF16 && out_form() == OutForm::kBf16 ? OutForm::kAuto : out_form();
+  if (direct->status.ok() && form == OutForm::kAuto) {
+    const cublasStatus_t st = launch(direct, direct_key, y.raw());
     if (st == CUBLAS_STATUS_SUCCESS) return Status::Ok();
     if (!fp8_out) return k.error("cublasLtMatmul (FP8): {}", cublasLtGetStatusString(st));
     direct->status = Status::Unimplemented("cublasLtMatmul with an e4m3 D: {}", cublasLtGetStatusString(st));
   }
   if (!fp8_out) return direct->status;
+  // An e4m3 D with f16 C and bias refused: the same with bf16 C (never read) and a bf16 copy of
+  // the bias, the pairing cuBLASLt's FP8 tables list first (the bias rounded to bf16 moves an
+  // output by at most 2^-9 of the bias, below the e4m3 step the output is rounded to next).
+  Fp8Plan* alt = nullptr;
+  if (ft == DType::F16 && form != OutForm::kStaged) {
+    if (bias) {
+      GPUOPT_ASSIGN_OR_RETURN(void* b16, sc.take(static_cast<size_t>(n) * 2, "bf16 bias"));
+      GPUOPT_RETURN_IF_ERROR(launch_f16_to_bf16(bp, n, b16, k.ctx.stream));
+      bp = b16;
+    }
+    Fp8Key alt_key = direct_key;
+    alt_key.ft = DType::BF16;
+    alt_key.workspace = sc.ws_bytes;
+    alt = plan_for(alt_key, k.ctx, d_scale);
+    if (alt->status.ok()) {
+      const cublasStatus_t st = launch(alt, alt_key, y.raw());
+      if (st == CUBLAS_STATUS_SUCCESS) {
+        if (!alt->logged) {
+          alt->logged = true;
+          GPUOPT_LOG(info, "Fp8Gemm m={} n={} k={}: e4m3 output with bf16 C and bias ({})", m, n, kk, direct->status.message());
+        }
+        return Status::Ok();
+      }
+      alt->status = Status::Unimplemented("cublasLtMatmul with an e4m3 D and bf16 C: {}", cublasLtGetStatusString(st));
+    }
+    bp = bias ? k.in(2).raw() : nullptr;
+  }
   // No e4m3 D here: f16/bf16 into scratch, then quantized by y_scale.
+  if (!direct->logged && form == OutForm::kAuto) {
+    direct->logged = true;
+    GPUOPT_LOG(info, "Fp8Gemm m={} n={} k={}: no e4m3 output from cuBLASLt ({}{}); f16 output and a quantize pass instead", m,
+               n, kk, direct->status.message(), alt ? "; " + alt->status.message() : std::string());
+  }
   GPUOPT_ASSIGN_OR_RETURN(void* tmp, sc.take(static_cast<size_t>(m * n) * 2, "fp8 output staging"));
-  Fp8Plan* wide = plan_for({k.ctx.device, m, n, kk, ft, false, bias, at.act, sc.ws_bytes}, k.ctx, nullptr);
+  Fp8Key wide_key = direct_key;
+  wide_key.fp8_out = false;
+  wide_key.workspace = sc.ws_bytes;
+  Fp8Plan* wide = plan_for(wide_key, k.ctx, nullptr);
   GPUOPT_RETURN_IF_ERROR(wide->status);
-  const cublasStatus_t st = launch(wide, tmp, sc.ws_bytes);
+  const cublasStatus_t st = launch(wide, wide_key, tmp);
   if (st != CUBLAS_STATUS_SUCCESS) return k.error("cublasLtMatmul (FP8): {}", cublasLtGetStatusString(st));
   return launch_fp8_quantize(ft, tmp, m * n, at.y_scale, y.data<uint8_t>(), k.ctx.stream);
 }

@@ -43,10 +43,22 @@ __global__ void quantize8_kernel(const uint4* __restrict__ x, int64_t n8, float 
 
 __global__ void set_scalar_kernel(float* p, float v) { *p = v; }
 
+__global__ void f16_to_bf16_kernel(const __half* __restrict__ x, int64_t n, __nv_bfloat16* __restrict__ y) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < n) y[i] = __float2bfloat16(__half2float(x[i]));
+}
+
 }  // namespace
 
 Status launch_fp8_set_scalar(float* p, float v, cudaStream_t s) {
   set_scalar_kernel<<<1, 1, 0, s>>>(p, v);
+  GPUOPT_CHECK_CALL(cudaGetLastError());
+  return Status::Ok();
+}
+
+Status launch_f16_to_bf16(const void* x, int64_t n, void* y, cudaStream_t s) {
+  if (n == 0) return Status::Ok();
+  f16_to_bf16_kernel<<<kern::grid_for(n, 256), 256, 0, s>>>(static_cast<const __half*>(x), n, static_cast<__nv_bfloat16*>(y));
   GPUOPT_CHECK_CALL(cudaGetLastError());
   return Status::Ok();
 }

@@ -13,6 +13,8 @@ namespace gpuopt::cuda {
 
 // q[i] = e4m3(x[i] / a_scale) for n elements of x (f32, f16 or bf16).
 Status launch_fp8_quantize(DType dt, const void* x, int64_t n, float a_scale, uint8_t* q, cudaStream_t s);
+// y[i] = bf16(x[i]) for n f16 values (a bias for cuBLASLt's bf16-C FP8 form).
+Status launch_f16_to_bf16(const void* x, int64_t n, void* y, cudaStream_t s);
 // *p = v on the device, in stream order (a kernel parameter, so a captured graph replays it).
 Status launch_fp8_set_scalar(float* p, float v, cudaStream_t s);
 

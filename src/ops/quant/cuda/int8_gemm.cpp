@@ -2,16 +2,20 @@
 // with int32 accumulation into a scratch buffer, then the dequantize/bias/Relu epilogue
 // (kernels/int8_gemm.cu). cuBLASLt's int8 kernels take "TN" (A transposed: our [N, K] weight)
 // with K and N multiples of 4; other shapes, or no algorithm, use the simple kernel. Plans are
-// cached by shape, failures too. The epilogue also takes fuse_int8_epilogue's parts: Gelu, the
-// residual and the int8 output (y_scale).
+// cached by device and shape, failures too; each plan's algorithm is the fastest of cuBLASLt's
+// candidates, timed on the shape's first eager call and kept in the plan cache
+// (ops/matmul/cuda/lt_tune.h, GPUOPT_MATMUL_AUTOTUNE as the float GEMMs). The epilogue also
+// takes fuse_int8_epilogue's parts: Gelu, the residual and the int8 output (y_scale).
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/device_memory.h"
+#include "ops/matmul/cuda/lt_tune.h"
 #include "ops/quant/cuda/int8_gemm.h"
 #include "ops/quant/int8_gemm_attrs.h"
 #include "core/cuda_check.h"
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
+#include <fmt/format.h>
 
 #include <map>
 #include <memory>
@@ -25,7 +29,7 @@ struct Int8Plan {
   bool ok = false;
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
-  cublasLtMatmulAlgo_t algo{};
+  lt::AlgoChoice choice;  // the algorithm, timed among the heuristic's candidates (lt_tune.h)
   ~Int8Plan() {
     if (la) cublasLtMatrixLayoutDestroy(la);
     if (lb) cublasLtMatrixLayoutDestroy(lb);
@@ -35,7 +39,9 @@ struct Int8Plan {
 };
 
 std::mutex g_mu;
-std::map<std::tuple<int64_t, int64_t, int64_t, size_t>, std::unique_ptr<Int8Plan>> g_plans;
+std::map<std::tuple<int, int64_t, int64_t, int64_t, size_t>, std::unique_ptr<Int8Plan>> g_plans;
+
+std::string entry_key(int64_t m, int64_t n, int64_t k, size_t ws) { return fmt::format("int8gemm {},{},{},{}", m, n, k, ws); }
 
 // Column-major view of row-major acc[m, n] = A[m, k] . W[n, k]^T: acc^T[n, m] = W (as col-major
 // [k, n], transposed) times A^T (col-major [k, m]).
@@ -47,19 +53,10 @@ Status build(Int8Plan* p, ExecContext& ctx, int64_t m, int64_t n, int64_t k, siz
   GPUOPT_CHECK_CALL(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_8I, static_cast<uint64_t>(k), static_cast<uint64_t>(n), k));
   GPUOPT_CHECK_CALL(cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_8I, static_cast<uint64_t>(k), static_cast<uint64_t>(m), k));
   GPUOPT_CHECK_CALL(cublasLtMatrixLayoutCreate(&p->lc, CUDA_R_32I, static_cast<uint64_t>(n), static_cast<uint64_t>(m), n));
-  cublasLtMatmulPreference_t pref = nullptr;
-  GPUOPT_CHECK_CALL(cublasLtMatmulPreferenceCreate(&pref));
-  std::unique_ptr<std::remove_pointer_t<cublasLtMatmulPreference_t>, decltype(&cublasLtMatmulPreferenceDestroy)> guard(
-      pref, &cublasLtMatmulPreferenceDestroy);
-  GPUOPT_CHECK_CALL(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-  cublasLtMatmulHeuristicResult_t res{};
-  int found = 0;
-  if (cublasLtMatmulAlgoGetHeuristic(ctx.lt, p->op, p->la, p->lb, p->lc, p->lc, pref, 1, &res, &found) !=
-          CUBLAS_STATUS_SUCCESS ||
-      found == 0)
-    return Status::Ok();  // no algorithm: p->ok stays false, the simple kernel runs
-  p->algo = res.algo;
-  p->ok = true;
+  // No algorithm: p->ok stays false, and the simple kernel runs.
+  p->ok = lt::choose(ctx, {p->op, p->la, p->lb, p->lc, p->lc}, ws, entry_key(m, n, k, ws), true,
+                     fmt::format("int8 m={} n={} k={}", m, n, k), &p->choice)
+              .ok();
   return Status::Ok();
 }
 
@@ -97,7 +94,7 @@ Status run_int8_gemm(CudaKernelContext& k) {
   Int8Plan* plan = nullptr;
   if (kk % 4 == 0 && n % 4 == 0) {
     std::lock_guard<std::mutex> lock(g_mu);
-    auto& slot = g_plans[{m, n, kk, ws_bytes}];
+    auto& slot = g_plans[{k.ctx.device, m, n, kk, ws_bytes}];
     if (!slot) {
       slot = std::make_unique<Int8Plan>();
       GPUOPT_RETURN_IF_ERROR(build(slot.get(), k.ctx, m, n, kk, ws_bytes));
@@ -106,8 +103,20 @@ Status run_int8_gemm(CudaKernelContext& k) {
   }
   if (plan && plan->ok) {
     const int32_t alpha = 1, beta = 0;
-    GPUOPT_CHECK_CALL(cublasLtMatmul(k.ctx.lt, plan->op, &alpha, w.raw(), plan->la, a.raw(), plan->lb, &beta, acc,
-                                     plan->lc, acc, plan->lc, &plan->algo, ws, ws_bytes, k.ctx.stream));
+    auto run = [&](const cublasLtMatmulAlgo_t& algo) {
+      return cublasLtMatmul(k.ctx.lt, plan->op, &alpha, w.raw(), plan->la, a.raw(), plan->lb, &beta, acc, plan->lc, acc,
+                            plan->lc, &algo, ws, ws_bytes, k.ctx.stream);
+    };
+    cublasLtMatmulAlgo_t algo;
+    {
+      std::lock_guard<std::mutex> lock(g_mu);
+      if (plan->choice.pending.load())  // the first eager call times the candidates (into acc, written again below)
+        lt::tune(&plan->choice, k.ctx, entry_key(m, n, kk, ws_bytes),
+                 [&](const cublasLtMatmulAlgo_t& c) { return run(c) == CUBLAS_STATUS_SUCCESS; },
+                 fmt::format("int8 m={} n={} k={}", m, n, kk));
+      algo = plan->choice.algo;
+    }
+    GPUOPT_CHECK_CALL(run(algo));
   } else {
     GPUOPT_RETURN_IF_ERROR(launch_int8_gemm_simple(m, n, kk, a.data<int8_t>(), w.data<int8_t>(), acc, k.ctx.stream));
   }
