@@ -1,6 +1,7 @@
 // The depthwise channels-last kernels' shared device code (depthwise.h): the parameters, vector
-// loads and stores, the input activation (prologue), the epilogue, the two tiles (a row segment of OWT output columns with the
-// kernel width and stride known at compile time; one output pixel for any kernel), and the
+// loads and stores, the input activation (prologue), the epilogue, the two tiles (a row segment
+// of OWT output columns with the kernel width and stride known at compile time; one output pixel
+// for any kernel; each instantiated once per prologue activation), and the
 // dispatch from runtime shape to template instance. depthwise.cu launches them one thread per
 // tile; depthwise_mean.cu launches them a block per (image, channel slab, slice of rows) and also
 // sums the outputs per channel (squeeze-excitation's spatial mean, se_mean pass).
@@ -135,11 +136,12 @@ __device__ __forceinline__ void load_act(const T* p, float (&v)[VEC]) {
   }
 }
 
-// Calls f(std::integral_constant<ConvAct, A>{}) for the prologue activation A of p: the tiles'
-// loops are compiled once per activation, with no branch inside them.
+// Calls f(std::integral_constant<ConvAct, A>{}) for the prologue activation a, on the host: each
+// kernel is instantiated once per activation, so the tiles' loops hold no branch for it and a
+// kernel without a prologue keeps the registers it had.
 template <class F>
-__device__ __forceinline__ void with_in_act(const Params& p, F&& f) {
-  switch (p.in_act) {
+void with_in_act(ConvAct a, F&& f) {
+  switch (a) {
     case ConvAct::kSwish: return f(std::integral_constant<ConvAct, ConvAct::kSwish>{});
     case ConvAct::kHardSwish: return f(std::integral_constant<ConvAct, ConvAct::kHardSwish>{});
     case ConvAct::kRelu: return f(std::integral_constant<ConvAct, ConvAct::kRelu>{});
@@ -204,13 +206,9 @@ __device__ __forceinline__ void finish(const Params& p, float (&acc)[VEC], int64
 template <typename T, int VEC, int KW, int SW, int OWT_>
 struct RowTile {
   static constexpr int OWT = OWT_;
+  template <ConvAct A>  // the prologue activation
   __device__ __forceinline__ static void compute(const Params& p, int64_t img, int oy, int ox0, int c0,
                                                  float (&acc)[OWT][VEC]) {
-    with_in_act(p, [&](auto a) { compute_as<decltype(a)::value>(p, img, oy, ox0, c0, acc); });
-  }
-  template <ConvAct A>
-  __device__ __forceinline__ static void compute_as(const Params& p, int64_t img, int oy, int ox0, int c0,
-                                                    float (&acc)[OWT][VEC]) {
     constexpr int COLS = (OWT - 1) * SW + KW;
     const T* x = static_cast<const T*>(p.x);
     const T* w = static_cast<const T*>(p.w);
@@ -251,13 +249,9 @@ struct RowTile {
 template <typename T, int VEC>
 struct PixelTile {
   static constexpr int OWT = 1;
+  template <ConvAct A>  // the prologue activation
   __device__ __forceinline__ static void compute(const Params& p, int64_t img, int oy, int ox, int c0,
                                                  float (&acc)[1][VEC]) {
-    with_in_act(p, [&](auto a) { compute_as<decltype(a)::value>(p, img, oy, ox, c0, acc); });
-  }
-  template <ConvAct A>
-  __device__ __forceinline__ static void compute_as(const Params& p, int64_t img, int oy, int ox, int c0,
-                                                    float (&acc)[1][VEC]) {
     const T* x = static_cast<const T*>(p.x);
     const T* w = static_cast<const T*>(p.w);
 #pragma unroll
