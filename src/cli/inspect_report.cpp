@@ -31,11 +31,13 @@ void classify_fusion(const Node& n, const std::string& was, NodeReport* r) {
     const bool add = n.inputs.size() > 3 && n.inputs[3] != kNoValue;
     const std::string act = n.attr_s("activation", "");
     const bool mean = n.outputs.size() > 1 && n.outputs[1] != kNoValue;  // the se_mean pass's second output
-    if (!add && act.empty() && !mean) return;  // a plain Conv the layout pass made channels-last
-    r->fusion = add || !act.empty() ? "conv" : "se_mean";
+    const std::string in = n.attr_s("input_activation", "");            // the dw_prologue pass's
+    if (!add && act.empty() && !mean && in.empty()) return;  // a plain Conv the layout pass made channels-last
+    r->fusion = add || !act.empty() ? "conv" : mean ? "se_mean" : "dw_prologue";
     r->epilogue = add && !act.empty() ? "Add+" + act : add ? "Add" : act;
     r->pattern = r->epilogue.empty() ? "Conv" : "Conv+" + r->epilogue;
     if (mean) r->pattern += " (+ spatial mean: se_mean)";
+    if (!in.empty()) r->pattern = in + "(input) -> " + r->pattern + " (dw_prologue)";
   } else if (n.op_type == "Gelu" && n.domain.empty() && !was.empty() && was != "Gelu") {
     r->fusion = "gelu";
     r->pattern = n.attr_s("approximate", "none") == "tanh" ? "GELU tanh form (Pow/Mul/Add/Tanh)" : "GELU erf form (Div/Erf/Add/Mul)";
@@ -83,6 +85,7 @@ CompileReport build_compile_report(const Graph& original, const Graph& optimized
     classify_fusion(n, it == was.end() ? std::string() : it->second, &nr);
     if (!nr.fusion.empty()) ++r.fusions[nr.fusion];
     if (nr.fusion == "conv" && n.outputs.size() > 1 && n.outputs[1] != kNoValue) ++r.fusions["se_mean"];
+    if (nr.fusion != "dw_prologue" && !n.attr_s("input_activation", "").empty()) ++r.fusions["dw_prologue"];
     const Value* out = n.outputs.empty() || n.outputs[0] == kNoValue ? nullptr : &optimized.value(n.outputs[0]);
     if (layout_transpose(n)) {
       ++r.layout_transposes;

@@ -5,6 +5,7 @@
 #include "core/log.h"
 #include "passes/passes.h"
 #include "passes/precision.h"
+#include "passes/fuse_dw_prologue.h"
 #include "passes/se_mean.h"
 
 #include <algorithm>
@@ -54,7 +55,7 @@ Status FusionSwitches::validate() const {
                                                 "nhwc",      "qdq",             "gemm_scale",     "fp8_chain",
                                                 "qdq_attention", "int8_residual", "se_mean",
                                                 "int8_epilogue", "fp8_norm", "int8_norm",
-                                                "fp8_lone"};
+                                                "fp8_lone", "dw_prologue"};
   static constexpr std::string_view kOptIn[] = {"int8_residual"};
   for (const auto& n : on)
     if (std::find(std::begin(kOptIn), std::end(kOptIn), n) == std::end(kOptIn))
@@ -64,7 +65,7 @@ Status FusionSwitches::validate() const {
       return Status::InvalidArgument(
           "GPUOPT_DISABLE_FUSION: unknown fusion '{}' (valid: 1 or all, or a list of conv, matmul_bias, gelu, layernorm, "
           "attention, gemm_activation, skip_layernorm, transpose, nhwc, qdq, gemm_scale, fp8_chain, qdq_attention, "
-          "int8_residual, se_mean, int8_epilogue, fp8_norm, int8_norm, fp8_lone)",
+          "int8_residual, se_mean, int8_epilogue, fp8_norm, int8_norm, fp8_lone, dw_prologue)",
           n);
   return Status::Ok();
 }
@@ -179,6 +180,10 @@ Status run_session_passes(Graph* g, const Device& device, std::string_view preci
     if (sw.enabled("se_mean")) {  // squeeze-excitation means into the depthwise convs (se_mean.h)
       GPUOPT_ASSIGN_OR_RETURN(PassStats se, fuse_se_mean(g));
       GPUOPT_LOG(debug, "passes: se_mean moved {} spatial means into depthwise convs", se.rewritten);
+    }
+    if (sw.enabled("dw_prologue")) {  // SiLU/HardSwish into the depthwise conv's loads (fuse_dw_prologue.h)
+      GPUOPT_ASSIGN_OR_RETURN(PassStats dp, fuse_dw_prologue(g));
+      GPUOPT_LOG(debug, "passes: dw_prologue moved {} activations into depthwise convs", dp.rewritten);
     }
   }
   // Int8Conv -> Int8Add pairs (fold_qdq's, now in one layout) as one residual Int8Conv. Opt-in

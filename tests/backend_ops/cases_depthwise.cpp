@@ -6,8 +6,10 @@
 // asks for, through every tile (row tiles at strides 1 and 2, the pixel loop for 1- and 2-wide
 // channels and dilation), with many channel slabs (C = 1152) and many row slices (batch 1,
 // 64 rows), and through cuDNN's conv plus the mean kernel (a dense conv). The reference is the
-// NCHW FusedConv between transposes, then the mean of Y as stored.
+// NCHW FusedConv between transposes, then the mean of Y as stored. Also the prologue
+// (input_activation: the reference applies it to X first) and the 1x1 convs that run as a GEMM.
 #include "cases.h"
+#include "ops/conv/conv_activation.h"
 
 namespace gpuopt::backend_ops {
 namespace {
@@ -31,7 +33,8 @@ void add_depthwise_cases(std::vector<Case>& cases) {
     const int64_t dil = extra.count("dilations") ? extra.at("dilations").ints[0] : 1;
     const int64_t ke = (c.k - 1) * dil + 1;
     const Shape y{c.x[0], out_dim(c.x[1], ke, c.pad, c.stride), out_dim(c.x[2], ke, c.pad, c.stride), c.m};
-    std::vector<InputSpec> in{data(dt, c.x, -1, 1), data(dt, {c.m, c.k, c.k, c.x[3] / c.group}, -0.5, 0.5)};
+    const float xr = extra.count(std::string(kConvInputActivation)) ? 2.5f : 1.f;  // the activations' curves
+    std::vector<InputSpec> in{data(dt, c.x, -xr, xr), data(dt, {c.m, c.k, c.k, c.x[3] / c.group}, -0.5, 0.5)};
     in.push_back(c.bias ? data(dt, {c.m}) : none);
     if (c.z) in.push_back(data(dt, y));
     while (in.size() > 2 && in.back().dtype == DType::Undefined) in.pop_back();
@@ -88,6 +91,51 @@ void add_depthwise_cases(std::vector<Case>& cases) {
   }
   make(DType::F16, {{32, 112, 112, 96}, 96, 3, 1, 2, 96, true, false, "Swish", "se-perf s2 k3"}, 1, {});
   make(DType::F16, {{32, 56, 56, 144}, 144, 5, 2, 2, 144, true, false, "Swish", "se-perf s2 k5"}, 1, {});
+  // The prologue (NhwcFusedConv's input_activation, fuse_dw_prologue): act(x) on each in-bounds
+  // input value, padding 0, through every tile (row tiles k3/k5/k7 at strides 1 and 2 with 8-,
+  // 4- and 2-wide channel groups, the scalar and pixel loops), with and without the mean output,
+  // with the epilogue's bias, z and activation beside it.
+  const DwCase prologue[] = {
+      {{2, 14, 14, 32}, 32, 3, 1, 1, 32, true, false, "", "prologue k3 s1 C=32"},
+      {{1, 9, 11, 12}, 12, 3, 1, 1, 12, true, false, "Relu", "prologue k3 s1 C=12 (4-wide) odd HW relu"},
+      {{3, 13, 11, 20}, 20, 5, 2, 2, 20, true, true, "", "prologue k5 s2 C=20 bias z"},
+      {{2, 11, 13, 40}, 40, 7, 3, 1, 40, false, false, "", "prologue k7 s1 C=40 no bias"},
+      {{2, 11, 13, 40}, 40, 7, 3, 2, 40, true, false, "Swish", "prologue k7 s2 C=40 swish"},
+      {{1, 9, 7, 6}, 6, 3, 1, 2, 6, true, false, "", "prologue k3 s2 C=6 (2-wide)"},
+      {{1, 5, 6, 5}, 5, 3, 1, 1, 5, true, false, "", "prologue C=5 (scalar)"},
+      {{2, 10, 10, 16}, 16, 3, 0, 2, 16, true, false, "", "prologue k3 s2 pad 0"},
+      {{2, 15, 17, 144}, 144, 5, 2, 1, 144, true, false, "", "prologue k5 s1 C=144 (EfficientNet)"},
+  };
+  for (DType dt : {DType::F16, DType::BF16}) {
+    for (const char* in_act : {"Swish", "HardSwish", "Relu"}) {
+      const AttributeMap pa{{std::string(kConvInputActivation), attr_s(in_act)}};
+      for (const DwCase& c : prologue) {
+        DwCase p = c;
+        p.what += std::string(" in=") + in_act;
+        make(dt, p, 1, pa);
+        p.what += " +mean";
+        make(dt, p, 2, pa);
+      }
+      AttributeMap dil = pa;
+      dil["dilations"] = attr_ints({2, 2});
+      make(dt, {{2, 9, 10, 16}, 16, 3, 2, 1, 16, true, false, "", std::string("prologue dilation 2 (pixel loop) in=") + in_act},
+           2, dil);
+    }
+    // Not a depthwise conv (cuDNN's): the activated copy of x, then the plain path.
+    make(dt, {{2, 9, 11, 16}, 24, 3, 1, 1, 1, true, false, "Relu", "prologue on a dense conv (activated copy)"}, 1,
+         {{std::string(kConvInputActivation), attr_s("Swish")}});
+  }
+  // 1x1 convs without activation or z (cuBLASLt with the bias epilogue, conv_gemm.h), and beside
+  // them the shapes that stay on cuDNN (z, stride 2, padding).
+  for (DType dt : {DType::F16, DType::BF16}) {
+    make(dt, {{2, 7, 9, 24}, 40, 1, 0, 1, 1, true, false, "", "1x1 gemm bias"}, 1, {});
+    make(dt, {{3, 5, 5, 16}, 8, 1, 0, 1, 1, false, false, "", "1x1 gemm no bias"}, 1, {});
+    make(dt, {{2, 7, 9, 24}, 40, 1, 0, 1, 1, true, false, "", "1x1 gemm bias +mean"}, 2, {});
+    make(dt, {{2, 6, 6, 24}, 32, 1, 0, 1, 1, true, false, "", "1x1 gemm bias, input prologue swish"}, 1,
+         {{std::string(kConvInputActivation), attr_s("Swish")}});
+    make(dt, {{2, 7, 9, 24}, 40, 1, 0, 1, 1, true, true, "", "1x1 bias z (cuDNN)"}, 1, {});
+    make(dt, {{2, 8, 8, 24}, 40, 1, 0, 2, 1, true, false, "", "1x1 s2 bias (cuDNN)"}, 1, {});
+  }
   for (DType dt : {DType::F16, DType::BF16}) {
     for (const DwCase& c : stride2) make(dt, c, 1, {});
     for (const DwCase& c : mean) make(dt, c, 2, {});

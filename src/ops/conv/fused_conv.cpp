@@ -3,6 +3,7 @@
 // The reference runs the Conv kernel into doubles, adds Z and applies the activation there, and
 // rounds once to the output dtype (the unfused graph rounds after each node: same to ~1 ulp).
 #include "ops/common/nn_util.h"
+#include "ops/conv/conv_activation.h"
 
 #include <cmath>
 
@@ -60,8 +61,8 @@ double apply(const Activation& act, double v) {
   switch (act.kind) {
     case Act::kIdentity:
       return v;
-    case Act::kRelu:
-      return v > 0 ? v : 0.0;  // as the Relu kernel: x > 0 ? x : 0
+    case Act::kRelu:  // as the Relu kernel: x > 0 ? x : 0
+      return conv_act_apply(ConvAct::kRelu, v);
     case Act::kLeakyRelu:
       return v >= 0 ? v : act.a * v;
     case Act::kSigmoid:
@@ -73,9 +74,9 @@ double apply(const Activation& act, double v) {
     case Act::kHardSigmoid:
       return std::max(0.0, std::min(1.0, act.a * v + act.b));
     case Act::kHardSwish:  // as the HardSwish kernel: x * max(0, min(1, x / 6 + 0.5))
-      return v * std::max(0.0, std::min(1.0, v / 6.0 + 0.5));
+      return conv_act_apply(ConvAct::kHardSwish, v);
     case Act::kSwish:  // x * sigmoid(x)
-      return v / (1.0 + std::exp(-v));
+      return conv_act_apply(ConvAct::kSwish, v);
   }
   return v;
 }

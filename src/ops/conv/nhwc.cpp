@@ -3,7 +3,10 @@
 // NhwcMaxPool is MaxPool (Y only) with X and Y in [N, H, W, C]. The reference transposes the
 // 4-D inputs to NCHW, runs the NCHW kernel and transposes the result back: the oracle is the
 // NCHW op itself, so the two layouts cannot drift apart. Shape inference does the same with shapes.
+// NhwcFusedConv's `input_activation` (ops/conv/conv_activation.h) is applied to X first, rounded to
+// X's dtype as the unfused graph's producer stored it, then the conv runs as above.
 #include "ops/common/nn_util.h"
+#include "ops/conv/conv_activation.h"
 #include "ops/common/nhwc_perm.h"
 #include "ops/common/tensor_util.h"
 
@@ -67,6 +70,16 @@ Status cpu_via_nchw(KernelContext& ctx, CpuKernelFn nchw_kernel) {
   return Status::Ok();
 }
 
+// NhwcFusedConv's prologue activation: absent or "" = none; anything else than the CUDA
+// epilogue's names is refused by name.
+template <class Ctx>
+Result<ConvAct> input_activation(const Ctx& ctx) {
+  const std::string name = ctx.node.attr_s(kConvInputActivation, "");
+  const std::optional<ConvAct> a = conv_act_from_name(name);
+  if (!a) return ctx.error("{} '{}' is not one of Relu, HardSwish, Swish or \"\"", kConvInputActivation, name);
+  return *a;
+}
+
 }  // namespace
 
 // NhwcFusedConv's optional second output (the se_mean pass writes it for squeeze-excitation):
@@ -74,6 +87,7 @@ Status cpu_via_nchw(KernelContext& ctx, CpuKernelFn nchw_kernel) {
 // keepdims), computed from Y as stored.
 Status infer_NhwcFusedConv(InferContext& ctx) {
   if (ctx.outputs.size() > 2) return ctx.error("has {} outputs; at most 2 (Y, and its spatial mean)", ctx.outputs.size());
+  GPUOPT_RETURN_IF_ERROR(input_activation(ctx).status());
   InferContext conv{ctx.node, ctx.inputs, std::vector<ValueInfo>(1)};
   GPUOPT_RETURN_IF_ERROR(infer_via_nchw(conv, &infer_FusedConv, 1));
   ctx.outputs[0] = conv.outputs[0];
@@ -86,7 +100,17 @@ Status infer_NhwcFusedConv(InferContext& ctx) {
   return Status::Ok();
 }
 Status cpu_NhwcFusedConv(KernelContext& ctx) {
-  KernelContext conv{ctx.node, ctx.inputs, {ctx.outputs[0]}};
+  GPUOPT_ASSIGN_OR_RETURN(const ConvAct in_act, input_activation(ctx));
+  std::vector<const Tensor*> ins = ctx.inputs;
+  Tensor x_act;
+  if (in_act != ConvAct::kNone && !ins.empty() && ins[0]) {
+    std::vector<double> xv = nn::to_doubles(*ins[0]);
+    for (double& v : xv) v = conv_act_apply(in_act, v);
+    x_act = Tensor::empty(ins[0]->dtype(), ins[0]->shape());
+    nn::from_doubles(x_act, xv.data());
+    ins[0] = &x_act;
+  }
+  KernelContext conv{ctx.node, ins, {ctx.outputs[0]}};
   GPUOPT_RETURN_IF_ERROR(cpu_via_nchw(conv, &cpu_FusedConv));
   if (ctx.outputs.size() < 2 || !ctx.outputs[1]) return Status::Ok();
   const Tensor& y = ctx.out(0);

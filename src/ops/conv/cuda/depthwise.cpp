@@ -20,7 +20,7 @@ bool depthwise_nhwc_applies(const ConvKey& key) {
 }
 
 Status run_depthwise_nhwc(CudaKernelContext& k, const ConvKey& key, ConvAct act, const void* x, const void* w,
-                          const void* bias, const void* z, void* y, void* mean) {
+                          const void* bias, const void* z, void* y, void* mean, ConvAct in_act) {
   // The transposed filter, then (with mean) the f32 partial sums, 256-byte aligned.
   const size_t w_bytes = (static_cast<size_t>(key.c * key.kh * key.kw) * dtype_size(key.dt) + 255) / 256 * 256;
   const size_t sum_bytes = mean ? depthwise_mean_workspace(key.n, key.c, key.oh) : 0;
@@ -51,6 +51,7 @@ Status run_depthwise_nhwc(CudaKernelContext& k, const ConvKey& key, ConvAct act,
   a.dh = key.dh;
   a.dw = key.dw;
   a.act = act;
+  a.in_act = in_act;
   a.tile = depthwise_choice() == "wide"     ? DepthwiseTile::kWide
            : depthwise_choice() == "narrow" ? DepthwiseTile::kNarrow
            : depthwise_choice() == "wide1"  ? DepthwiseTile::kWideS1

@@ -11,7 +11,7 @@ namespace {
 using dw::kThreads;
 using dw::Params;
 
-template <typename T, int VEC, class Tile>
+template <typename T, int VEC, class Tile, ConvAct A>
 __global__ void __launch_bounds__(kThreads) depthwise_flat(Params p, int64_t total) {
   constexpr int OWT = Tile::OWT;
   for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
@@ -24,7 +24,7 @@ __global__ void __launch_bounds__(kThreads) depthwise_flat(Params p, int64_t tot
     const int64_t img = r / p.oh;
     const int c0 = cg * VEC, ox0 = ob * OWT;
     float acc[OWT][VEC];
-    Tile::compute(p, img, oy, ox0, c0, acc);
+    Tile::template compute<A>(p, img, oy, ox0, c0, acc);
     const int64_t pix0 = (img * p.oh + oy) * p.ow + ox0;
 #pragma unroll
     for (int t = 0; t < OWT; ++t)
@@ -40,7 +40,9 @@ struct Flat {
   template <typename T, int VEC, class Tile>
   void run(const Params& p, cudaStream_t s) const {
     const int64_t total = int64_t(p.n) * p.oh * p.owb * p.cg;
-    depthwise_flat<T, VEC, Tile><<<kern::grid_for(total, kThreads), kThreads, 0, s>>>(p, total);
+    dw::with_in_act(p.in_act, [&](auto a) {
+      depthwise_flat<T, VEC, Tile, decltype(a)::value><<<kern::grid_for(total, kThreads), kThreads, 0, s>>>(p, total);
+    });
   }
 };
 

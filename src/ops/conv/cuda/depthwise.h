@@ -38,7 +38,8 @@ struct DepthwiseArgs {
   void* y = nullptr;           // [n, oh, ow, c]
   int64_t n = 0, h = 0, w = 0, c = 0, oh = 0, ow = 0;
   int64_t kh = 0, kw = 0, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
-  ConvAct act = ConvAct::kNone;
+  ConvAct act = ConvAct::kNone;     // the epilogue's, on the output
+  ConvAct in_act = ConvAct::kNone;  // the prologue's, on each in-bounds input value (padding stays 0)
   DepthwiseTile tile = DepthwiseTile::kAuto;
 };
 
@@ -65,7 +66,8 @@ bool depthwise_nhwc_applies(const ConvKey& key);
 // Runs it: the filter is transposed into a workspace of the call, then one kernel. With `mean`
 // (NhwcFusedConv's second output), the kernel that also writes the spatial mean.
 Status run_depthwise_nhwc(CudaKernelContext& k, const ConvKey& key, ConvAct act, const void* x, const void* w,
-                          const void* bias, const void* z, void* y, void* mean = nullptr);
+                          const void* bias, const void* z, void* y, void* mean = nullptr,
+                          ConvAct in_act = ConvAct::kNone);
 // The spatial mean of a channels-last conv output y that another kernel wrote (cuDNN's path).
 Status run_spatial_mean_nhwc(CudaKernelContext& k, const ConvKey& key, const void* y, void* mean);
 

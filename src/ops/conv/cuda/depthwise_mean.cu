@@ -35,7 +35,7 @@ struct MeanGrid {
   float* partial;  // [n, slices, c]
 };
 
-template <typename T, int VEC, class Tile>
+template <typename T, int VEC, class Tile, ConvAct A>
 __global__ void __launch_bounds__(kThreads) depthwise_mean(Params p, MeanGrid m) {
   constexpr int OWT = Tile::OWT;
   __shared__ float red[VEC][kThreads];
@@ -57,7 +57,7 @@ __global__ void __launch_bounds__(kThreads) depthwise_mean(Params p, MeanGrid m)
     for (int pos = row0 * p.owb + lane; pos < end; pos += m.lanes) {
       const int oy = pos / p.owb, ox0 = (pos % p.owb) * OWT;
       float acc[OWT][VEC];
-      Tile::compute(p, img, oy, ox0, c0, acc);
+      Tile::template compute<A>(p, img, oy, ox0, c0, acc);
       const int64_t pix0 = (img * p.oh + oy) * p.ow + ox0;
 #pragma unroll
       for (int t = 0; t < OWT; ++t) {
@@ -102,7 +102,9 @@ struct Mean {
     m.lanes = kThreads / m.cgb;
     m.slabs = (p.cg + m.cgb - 1) / m.cgb;
     const int64_t blocks = int64_t(m.slabs) * m.slices * p.n;
-    depthwise_mean<T, VEC, Tile><<<static_cast<unsigned>(blocks), kThreads, 0, s>>>(p, m);
+    dw::with_in_act(p.in_act, [&](auto a) {
+      depthwise_mean<T, VEC, Tile, decltype(a)::value><<<static_cast<unsigned>(blocks), kThreads, 0, s>>>(p, m);
+    });
   }
 };
 

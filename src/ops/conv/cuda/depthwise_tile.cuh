@@ -1,6 +1,7 @@
 // The depthwise channels-last kernels' shared device code (depthwise.h): the parameters, vector
-// loads and stores, the epilogue, the two tiles (a row segment of OWT output columns with the
-// kernel width and stride known at compile time; one output pixel for any kernel), and the
+// loads and stores, the input activation (prologue), the epilogue, the two tiles (a row segment
+// of OWT output columns with the kernel width and stride known at compile time; one output pixel
+// for any kernel; each instantiated once per prologue activation), and the
 // dispatch from runtime shape to template instance. depthwise.cu launches them one thread per
 // tile; depthwise_mean.cu launches them a block per (image, channel slab, slice of rows) and also
 // sums the outputs per channel (squeeze-excitation's spatial mean, se_mean pass).
@@ -34,6 +35,7 @@ struct Params {
   int cg;   // channel groups: c / VEC
   int owb;  // output column blocks: ceil(ow / OWT)
   ConvAct act;
+  ConvAct in_act;  // the prologue: act(x) of each in-bounds input value as it is read
 };
 
 // VEC consecutive elements of T at p (aligned to VEC * sizeof(T)) as floats.
@@ -57,6 +59,95 @@ __device__ __forceinline__ void load(const T* p, float (&v)[VEC]) {
   } else {
     v[0] = to_f(p[0]);
   }
+}
+
+// The prologue's activations (NhwcFusedConv's input_activation). Each input value is read by
+// several threads (kh / sh output rows, and the overlap of the column segments), so the
+// activation runs 2-8 times per input element: Swish takes one special-function instruction per
+// value, sigmoid(x) = 0.5 * tanh(x / 2) + 0.5, for f16 two values per instruction (tanh.approx.f16x2;
+// its error, about 2^-11 of the sigmoid, is that of the f16 value the unfused graph stored).
+__device__ __forceinline__ float tanh_fast(float x) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750
+  float y;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+#else
+  return tanhf(x);
+#endif
+}
+
+__device__ __forceinline__ __half2 tanh_fast(__half2 x) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750
+  uint32_t in = *reinterpret_cast<const uint32_t*>(&x), out;
+  asm("tanh.approx.f16x2 %0, %1;" : "=r"(out) : "r"(in));
+  return *reinterpret_cast<const __half2*>(&out);
+#else
+  const float2 f = __half22float2(x);
+  return __floats2half2_rn(tanhf(f.x), tanhf(f.y));
+#endif
+}
+
+template <ConvAct A>
+__device__ __forceinline__ float in_act(float x) {
+  if constexpr (A == ConvAct::kSwish) return x * fmaf(0.5f, tanh_fast(0.5f * x), 0.5f);
+  if constexpr (A == ConvAct::kHardSwish) return x * fminf(fmaxf(fmaf(x, 1.f / 6.f, 0.5f), 0.f), 1.f);
+  if constexpr (A == ConvAct::kRelu) return fmaxf(x, 0.f);
+  return x;
+}
+
+template <ConvAct A>
+__device__ __forceinline__ __half2 in_act(__half2 x) {
+  if constexpr (A == ConvAct::kSwish) {
+    const __half2 half = __float2half2_rn(0.5f);
+    return __hmul2(x, __hfma2(half, tanh_fast(__hmul2(half, x)), half));
+  }
+  if constexpr (A == ConvAct::kHardSwish) {
+    const __half2 g = __hfma2(x, __float2half2_rn(1.f / 6.f), __float2half2_rn(0.5f));
+    return __hmul2(x, __hmin2(__hmax2(g, __float2half2_rn(0.f)), __float2half2_rn(1.f)));
+  }
+  if constexpr (A == ConvAct::kRelu) return __hmax2(x, __float2half2_rn(0.f));
+  return x;
+}
+
+// load() with the prologue activation A applied: f16 pairs as __half2, else in f32.
+template <typename T, int VEC, ConvAct A>
+__device__ __forceinline__ void load_act(const T* p, float (&v)[VEC]) {
+  if constexpr (A == ConvAct::kNone) {
+    load<T, VEC>(p, v);
+  } else if constexpr (std::is_same_v<T, __half> && VEC % 2 == 0) {
+    __half2 h[VEC / 2];
+    if constexpr (VEC == 8) {
+      *reinterpret_cast<uint4*>(h) = *reinterpret_cast<const uint4*>(p);
+    } else if constexpr (VEC == 4) {
+      *reinterpret_cast<uint2*>(h) = *reinterpret_cast<const uint2*>(p);
+    } else {
+      *reinterpret_cast<uint32_t*>(h) = *reinterpret_cast<const uint32_t*>(p);
+    }
+#pragma unroll
+    for (int i = 0; i < VEC / 2; ++i) {
+      const float2 f = __half22float2(in_act<A>(h[i]));
+      v[2 * i] = f.x;
+      v[2 * i + 1] = f.y;
+    }
+  } else {
+    load<T, VEC>(p, v);
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) v[i] = in_act<A>(v[i]);
+  }
+}
+
+// Calls f(std::integral_constant<ConvAct, A>{}) for the prologue activation a, on the host: each
+// kernel is instantiated once per activation, so the tiles' loops hold no branch for it and a
+// kernel without a prologue keeps the registers it had.
+template <class F>
+void with_in_act(ConvAct a, F&& f) {
+  switch (a) {
+    case ConvAct::kSwish: return f(std::integral_constant<ConvAct, ConvAct::kSwish>{});
+    case ConvAct::kHardSwish: return f(std::integral_constant<ConvAct, ConvAct::kHardSwish>{});
+    case ConvAct::kRelu: return f(std::integral_constant<ConvAct, ConvAct::kRelu>{});
+    case ConvAct::kNone: break;
+  }
+  f(std::integral_constant<ConvAct, ConvAct::kNone>{});
 }
 
 // Stores v rounded to T, and leaves in v the values stored (what a reader of y sees).
@@ -115,6 +206,7 @@ __device__ __forceinline__ void finish(const Params& p, float (&acc)[VEC], int64
 template <typename T, int VEC, int KW, int SW, int OWT_>
 struct RowTile {
   static constexpr int OWT = OWT_;
+  template <ConvAct A>  // the prologue activation
   __device__ __forceinline__ static void compute(const Params& p, int64_t img, int oy, int ox0, int c0,
                                                  float (&acc)[OWT][VEC]) {
     constexpr int COLS = (OWT - 1) * SW + KW;
@@ -134,7 +226,7 @@ struct RowTile {
       for (int j = 0; j < COLS; ++j) {
         const int ix = ix0 + j;
         if (ix >= 0 && ix < p.w_) {
-          load<T, VEC>(row + int64_t(ix) * p.c, xr[j]);
+          load_act<T, VEC, A>(row + int64_t(ix) * p.c, xr[j]);
         } else {
 #pragma unroll
           for (int v = 0; v < VEC; ++v) xr[j][v] = 0.f;
@@ -157,6 +249,7 @@ struct RowTile {
 template <typename T, int VEC>
 struct PixelTile {
   static constexpr int OWT = 1;
+  template <ConvAct A>  // the prologue activation
   __device__ __forceinline__ static void compute(const Params& p, int64_t img, int oy, int ox, int c0,
                                                  float (&acc)[1][VEC]) {
     const T* x = static_cast<const T*>(p.x);
@@ -171,7 +264,7 @@ struct PixelTile {
         const int ix = ox * p.sw - p.pw + kx * p.dw;
         if (ix < 0 || ix >= p.w_) continue;
         float xv[VEC], wv[VEC];
-        load<T, VEC>(row + int64_t(ix) * p.c, xv);
+        load_act<T, VEC, A>(row + int64_t(ix) * p.c, xv);
         load<T, VEC>(w + int64_t(ky * p.kw + kx) * p.c + c0, wv);
 #pragma unroll
         for (int v = 0; v < VEC; ++v) acc[0][v] = fmaf(xv[v], wv[v], acc[0][v]);
@@ -258,7 +351,8 @@ Status dispatch(const DepthwiseArgs& a, const L& l, cudaStream_t s) {
   }
   auto i = [](int64_t v) { return static_cast<int>(v); };
   const Params p{a.x,    a.w_t,  a.bias, a.z,    a.y,    i(a.n),  i(a.h),  i(a.w),  i(a.c),  i(a.oh), i(a.ow),
-                 i(a.kh), i(a.kw), i(a.sh), i(a.sw), i(a.ph), i(a.pw), i(a.dh), i(a.dw), 0,       0,       a.act};
+                 i(a.kh), i(a.kw), i(a.sh), i(a.sw), i(a.ph), i(a.pw), i(a.dh), i(a.dw), 0,       0,       a.act,
+                 a.in_act};
   if (a.dt == DType::F16)
     dispatch_type<L, __half>(l, p, vec, wide, s);
   else

@@ -16,16 +16,20 @@
 // NhwcFusedConv (ai.gpuopt, written by the layout_nhwc pass) is the same op channels-last: x, z,
 // y [N, H, W, C], w [M, kH, kW, C/group]. It shares every line here; only the descriptors'
 // format (ConvKey::nhwc) and the epilogue's channel index (i % C) differ. Where cuDNN has no
-// channels-last algorithm for a shape, that node runs the NCHW plan between transposes. A
-// channels-last 1x1 conv may instead run as one cuBLASLt GEMM (conv_gemm.h), timed against this
-// route per shape.
+// channels-last algorithm for a shape, that node runs the NCHW plan between transposes.
+// Its depthwise shapes run our own kernel (depthwise.h). Its `input_activation` (ops/conv/conv_activation.h) is the depthwise
+// kernel's prologue; any other conv that carries one (GPUOPT_DEPTHWISE_KERNEL=cudnn) reads an
+// activated copy of x made by one extra pass.
+// A channels-last 1x1 conv without an activation (or Relu with a bias) may run as one cuBLASLt
+// GEMM with the bias, z and Relu in its epilogue (conv_gemm.h), timed against cuDNN per shape.
 #include "ops/conv/cuda/conv_epilogue.h"
 #include "backends/cuda/cuda_ops.h"
-#include "ops/conv/cuda/depthwise.h"
 #include "ops/conv/cuda/conv_gemm.h"
+#include "ops/conv/cuda/depthwise.h"
 #include "ops/conv/cuda/conv_graph.h"
 #include "ops/conv/cuda/cudnn_conv.h"
 #include "ops/tensor/cuda/layout.h"
+#include "backends/cuda/device_memory.h"
 #include "backends/cuda/plan_store.h"
 #include "core/cuda_check.h"
 #include "core/log.h"
@@ -346,6 +350,19 @@ Result<bool> gemm_route(CudaKernelContext& k, const ConvKey& key, ConvAct act, c
   return gemm;
 }
 
+// x through NhwcFusedConv's prologue activation, for a conv other than the depthwise kernel:
+// a copy of x with the activation applied (the epilogue kernel's in-place pass), held by `hold`.
+Result<const void*> activated_input(CudaKernelContext& k, ConvAct in_act, const Tensor& x, Tensor* hold) {
+  GPUOPT_ASSIGN_OR_RETURN(*hold, k.ctx.memory->alloc(x.dtype(), x.shape(), k.ctx.stream, "conv input activation"));
+  if (x.numel() == 0) return hold->raw();
+  GPUOPT_CHECK_CALL(cudaMemcpyAsync(hold->raw(), x.raw(), static_cast<size_t>(x.numel()) * dtype_size(x.dtype()),
+                                    cudaMemcpyDeviceToDevice, k.ctx.stream));
+  const int64_t c = x.shape().back();
+  GPUOPT_RETURN_IF_ERROR(launch_conv_epilogue(x.dtype(), hold->raw(), nullptr, nullptr, x.numel(), c, 1, in_act,
+                                              k.ctx.stream));
+  return static_cast<const void*>(hold->raw());
+}
+
 Status run_fused_conv_as(CudaKernelContext& k, bool nhwc) {
   const Tensor& x = k.in(0);
   const Tensor& w = k.in(1);
@@ -357,12 +374,20 @@ Status run_fused_conv_as(CudaKernelContext& k, bool nhwc) {
   if (has_z && k.in(3).shape() != y.shape())
     return k.error("Z has shape {} but the convolution output is {}", shape_to_string(k.in(3).shape()),
                    shape_to_string(y.shape()));
+  const std::string in_name = nhwc ? k.node.attr_s(kConvInputActivation, "") : "";
+  const std::optional<ConvAct> in_act = conv_act_from_name(in_name);
+  if (!in_act) return k.error("{} '{}' has no CUDA prologue", kConvInputActivation, in_name);
   const ConvKey key = forward_conv_key(k.node, x.shape(), w.shape(), y.shape(), x.dtype(), nhwc);
-  const ConvArgs a{x.raw(), w.raw(), has_b ? k.in(2).raw() : nullptr, has_z ? k.in(3).raw() : nullptr, y.raw()};
+  ConvArgs a{x.raw(), w.raw(), has_b ? k.in(2).raw() : nullptr, has_z ? k.in(3).raw() : nullptr, y.raw()};
   // NhwcFusedConv's optional second output, the spatial mean (se_mean pass): inside the
   // depthwise kernel, or one reduction over y after cuDNN's conv.
   void* mean = nhwc && k.outputs.size() > 1 && k.outputs[1] ? k.out(1).raw() : nullptr;
-  if (nhwc && depthwise_nhwc_applies(key)) return run_depthwise_nhwc(k, key, *act, a.x, a.w, a.b, a.z, a.y, mean);
+  if (nhwc && depthwise_nhwc_applies(key))
+    return run_depthwise_nhwc(k, key, *act, a.x, a.w, a.b, a.z, a.y, mean, *in_act);
+  Tensor x_act;
+  if (*in_act != ConvAct::kNone) {
+    GPUOPT_ASSIGN_OR_RETURN(a.x, activated_input(k, *in_act, x, &x_act));
+  }
   bool done = false;
   if (nhwc && conv_gemm_mode() != ConvGemmMode::kOff && conv_gemm_applies(key, *act, has_b)) {
     GPUOPT_ASSIGN_OR_RETURN(const bool gemm, gemm_route(k, key, *act, a, y.numel()));
@@ -395,6 +420,7 @@ bool fused_conv_supported(const Node& n, const std::vector<DType>& in) {
     if (in[i] != DType::Undefined && in[i] != in[0]) return false;
   if (in[0] != DType::F32 && in[0] != DType::F16 && in[0] != DType::BF16) return false;
   if (!conv_act_from_name(n.attr_s("activation", ""))) return false;  // the other activations run on the CPU
+  if (!conv_act_from_name(n.attr_s(kConvInputActivation, ""))) return false;
   return conv2d_attrs_supported(n);                 // the rest as Conv's CUDA kernel
 }
 
