@@ -4,7 +4,8 @@
 // broadcasts over the query rows is expanded to [.., q_seq, kv_seq] first, which cuDNN's bias
 // wants). Grouped-query heads are cuDNN's too. One graph per shape and strides, built on the
 // shape's first (eager) run and cached, failures too; where cuDNN declines a shape, or for bool
-// masks, the caller runs gpuopt's own kernels (attention.h).
+// masks, the caller runs gpuopt's own kernels (attention.h). Q, K and V come with their strides:
+// separate tensors, the 3-D [B, S, H*D] form or the packed QKV row (qkv_packed).
 #include "ops/transformer/cuda/sdpa.h"
 
 #include "ops/tensor/cuda/layout.h"
