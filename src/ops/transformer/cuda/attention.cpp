@@ -122,7 +122,7 @@ Status run_args(CudaKernelContext& k, AttentionArgs& a) {
     Result<bool> ran = run_sdpa(a, k.ctx);
     if (!ran.ok()) return ran.status().with_context(node_label(k.node));
     if (!*ran) return launch_attention(a, k.ctx.stream).with_context(node_label(k.node));
-    if (!a.nan_to_zero) return Status::Ok();
+    if (!a.nan_to_zero || sdpa_zeroes_masked_rows()) return Status::Ok();
     return launch_nan_to_zero(a.dt, a.y, k.out(0).numel(), k.ctx.stream).with_context(node_label(k.node));
   }
   return launch_attention(a, k.ctx.stream).with_context(node_label(k.node));

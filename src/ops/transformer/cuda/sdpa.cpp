@@ -71,6 +71,20 @@ bool bias_broadcast() {
   return on;
 }
 
+}  // namespace
+
+// GPUOPT_SDPA_NAN_GUARD=cudnn: nan_to_zero is left to cuDNN (no pass after it). Opt-in until the
+// H200 shows cuDNN writes 0 for a row whose every key is masked (scripts/gpu/qkv.sh).
+bool sdpa_zeroes_masked_rows() {
+  static const bool on = [] {
+    const auto v = env_get("GPUOPT_SDPA_NAN_GUARD");
+    return v && *v == "cudnn";
+  }();
+  return on;
+}
+
+namespace {
+
 BiasShape bias_shape(const AttentionArgs& a) {
   BiasShape s;
   s.b = a.mask_sb == 0 ? 1 : a.batch;
@@ -151,15 +165,16 @@ Result<bool> run_sdpa(const AttentionArgs& a, ExecContext& ctx) {
   const Plan* plan = find_plan(a, bs, h);
   if (!plan->status.ok()) return false;
   const size_t es = dtype_size(a.dt);
-  const size_t bias_bytes = a.mask && bs.expand ? align256(static_cast<size_t>(bs.b * bs.h * a.q_seq * a.kv_seq) * es) : 0;
+  const bool copy_bias = a.mask && bs.expand;
+  const size_t bias_bytes = copy_bias ? align256(static_cast<size_t>(bs.b * bs.h * a.q_seq * a.kv_seq) * es) : 0;
   Tensor hold;
   GPUOPT_ASSIGN_OR_RETURN(void* buf, call_workspace(ctx, bias_bytes + static_cast<size_t>(plan->workspace), &hold));
   std::unordered_map<int64_t, void*> pack{{kQ, const_cast<void*>(a.q)},
                                            {kK, const_cast<void*>(a.k)},
                                            {kV, const_cast<void*>(a.v)},
                                            {kO, a.y}};
-  if (a.mask && !bs.expand) pack[kBias] = const_cast<void*>(a.mask);
-  if (a.mask && bs.expand) {
+  if (a.mask && !copy_bias) pack[kBias] = const_cast<void*>(a.mask);
+  if (copy_bias) {
     // [bb, bh, q_seq, kv_seq] from the mask's broadcast strides.
     StridedDesc d;
     d.rank = 4;
