@@ -1,4 +1,5 @@
-// merge_qkv: the Q, K and V projections of one attention as one GEMM (merge_qkv.cpp).
+// What runs on the Attention nodes fuse_attention wrote: merge_qkv (the Q, K and V projections of
+// one attention as one GEMM, merge_qkv.cpp) and expand_attention_masks (attention_mask.cpp).
 #pragma once
 
 #include "passes/passes.h"
@@ -15,5 +16,12 @@ namespace gpuopt {
 // zeros: fuse_matmul_bias then makes the pair one Gemm with its bias in the epilogue). Runs after
 // fuse_attention and before fuse_matmul_bias; GPUOPT_DISABLE_FUSION=merge_qkv turns it off.
 Result<PassStats> merge_qkv(Graph* g);
+
+// A float [B, 1, 1, S] mask read by two or more Attention nodes (and nothing else), whose query
+// lengths are one dim, becomes Expand(mask, [1, 1, q_seq, 1]) once, read by all of them: cuDNN's
+// SDPA takes a bias over the query rows, which the CUDA Attention otherwise builds per call. For
+// CUDA sessions (run_session_passes, after the precision conversion); GPUOPT_DISABLE_FUSION=
+// attention_mask turns it off.
+Result<PassStats> expand_attention_masks(Graph* g);
 
 }  // namespace gpuopt

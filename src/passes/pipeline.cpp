@@ -54,7 +54,7 @@ Status FusionSwitches::validate() const {
                                                 "attention", "gemm_activation", "skip_layernorm", "transpose",
                                                 "nhwc",      "qdq",             "gemm_scale",     "fp8_chain",
                                                 "qdq_attention", "int8_residual", "se_mean",
-                                                "int8_epilogue", "fp8_norm", "int8_norm", "merge_qkv"};
+                                                "int8_epilogue", "fp8_norm", "int8_norm", "merge_qkv", "attention_mask"};
   static constexpr std::string_view kOptIn[] = {"int8_residual"};
   for (const auto& n : on)
     if (std::find(std::begin(kOptIn), std::end(kOptIn), n) == std::end(kOptIn))
@@ -64,7 +64,7 @@ Status FusionSwitches::validate() const {
       return Status::InvalidArgument(
           "GPUOPT_DISABLE_FUSION: unknown fusion '{}' (valid: 1 or all, or a list of conv, matmul_bias, gelu, layernorm, "
           "attention, gemm_activation, skip_layernorm, transpose, nhwc, qdq, gemm_scale, fp8_chain, qdq_attention, "
-          "int8_residual, se_mean, int8_epilogue, fp8_norm, int8_norm, merge_qkv)",
+          "int8_residual, se_mean, int8_epilogue, fp8_norm, int8_norm, merge_qkv, attention_mask)",
           n);
   return Status::Ok();
 }
@@ -175,6 +175,11 @@ Status run_session_passes(Graph* g, const Device& device, std::string_view preci
     GPUOPT_RETURN_IF_ERROR(convert_precision(g, precision == "fp16" ? DType::F16 : DType::BF16).status());
   } else if (precision != "fp32") {
     return Status::InvalidArgument("precision '{}' is not one of fp32, fp16, bf16, int8, fp8", precision);
+  }
+  // The attention masks cuDNN's SDPA reads expanded over the query rows once, not per call.
+  if (optimize && device.is_cuda() && sw.enabled("attention") && sw.enabled("attention_mask")) {
+    GPUOPT_ASSIGN_OR_RETURN(PassStats masks, expand_attention_masks(g));
+    GPUOPT_LOG(debug, "passes: {} attention masks expanded once for all their readers", masks.rewritten);
   }
   // cuDNN's tensor-core convolutions are channels-last; NCHW ones transpose inside every call.
   if (optimize && low && device.is_cuda() && sw.enabled("nhwc")) {

@@ -2,7 +2,8 @@
 // Attention node's qkv_packed form, checked on the CPU reference against the unfused graph (the
 // exporter's MatMul/Softmax/... chain) and against the Attention node over three separate
 // tensors; projections of different inputs, a projection something else reads, and grouped KV
-// heads stay as they are.
+// heads stay as they are. expand_attention_masks: a [B, 1, 1, S] mask two attentions read is
+// expanded once for both.
 #include "pass_test_util.h"
 #include "passes/merge_qkv.h"
 #include "passes/passes.h"
@@ -249,6 +250,62 @@ TEST(AttentionQkvPacked, RefusesKAndVBesideThePackedInputAndAnIndivisibleWidth) 
     EXPECT_NE(st.to_string().find("att"), std::string::npos) << st.to_string();
     EXPECT_NE(st.to_string().find(with_k ? "K and V must be absent" : "not divisible"), std::string::npos)
         << st.to_string();
+  }
+}
+
+// Two layers of Attention(3-D) reading one additive mask of `mask_shape` (the second layer reads
+// the first's output); with `extra_reader`, an Add reads the mask too.
+// With `symbolic`, batch and sequence are symbols in the declared shapes (the Expand's target is
+// then computed from Q's shape at run time).
+Built two_layers(Shape mask_shape, bool extra_reader, bool symbolic = false) {
+  Built b;
+  Graph& g = b.g;
+  g.opset = 23;
+  std::mt19937 rng(13);
+  const int64_t batch = symbolic ? g.symbol_dim("batch") : kB, seq = symbolic ? g.symbol_dim("seq") : kS;
+  const ValueId x = g.add_input("x", DType::F32, {batch, seq, kE});
+  Shape declared = mask_shape;
+  if (symbolic) declared = {batch, 1, 1, seq};
+  const ValueId m = g.add_input("mask", DType::F32, declared);
+  b.inputs.push_back(uniform({kB, kS, kE}, rng, -2, 2));
+  b.inputs.push_back(uniform(mask_shape, rng, -4, 0));
+  const AttributeMap heads{{"q_num_heads", int_attr(kH)}, {"kv_num_heads", int_attr(kH)}};
+  const ValueId y1 = g.add_node(Op::Attention, "layer1", {x, x, x, m}, 1, heads)[0];
+  ValueId y2 = g.add_node(Op::Attention, "layer2", {y1, y1, x, m}, 1, heads)[0];
+  if (extra_reader) y2 = g.add_node(Op::Add, "uses_mask", {y2, g.add_node(Op::ReduceSum, "sum", {m}, 1)[0]}, 1)[0];
+  g.mark_output(y2);
+  finish(g);
+  return b;
+}
+
+TEST(ExpandAttentionMasks, OneExpandForEveryAttentionReadingTheMask) {
+  for (bool symbolic : {false, true}) {
+    const Built ref = two_layers({kB, 1, 1, kS}, false, symbolic);
+    Graph g = ref.g;
+    auto st = expand_attention_masks(&g);
+    ASSERT_TRUE(st.ok()) << st.status().to_string();
+    EXPECT_EQ(st->rewritten, 1);
+    EXPECT_EQ(count(g, "Expand"), 1);
+    EXPECT_EQ(count(g, "Shape"), symbolic ? 1 : 0);
+    ValueId wide = kNoValue;
+    for (const Node& n : g.nodes())
+      if (n.op_type == "Expand") wide = n.outputs[0];
+    const Shape want = symbolic ? Shape{g.symbol_dim("batch"), 1, g.symbol_dim("seq"), g.symbol_dim("seq")}
+                                : Shape{kB, 1, kS, kS};
+    EXPECT_EQ(g.value(wide).info.shape, want) << symbolic;
+    for (const Node& n : g.nodes())
+      if (n.op_type == "Attention") { EXPECT_EQ(n.inputs[3], wide); }
+    EXPECT_LE(max_rel_err(run_cpu(g, ref.inputs), run_cpu(ref.g, ref.inputs)), 1e-7) << symbolic;
+  }
+}
+
+TEST(ExpandAttentionMasks, LeavesMasksOverQueryRowsAndMasksOthersRead) {
+  for (const auto& [shape, extra] : {std::pair<Shape, bool>{{kB, 1, kS, kS}, false}, {{kB, 1, 1, kS}, true}}) {
+    Graph g = two_layers(shape, extra).g;
+    auto st = expand_attention_masks(&g);
+    ASSERT_TRUE(st.ok()) << st.status().to_string();
+    EXPECT_EQ(st->rewritten, 0) << extra;
+    EXPECT_EQ(count(g, "Expand"), 0);
   }
 }
 
