@@ -1,10 +1,11 @@
 """Output of a transformer on the GPU against ONNX Runtime (CPU, fp32), per configuration
 (scripts/gpu/qkv.sh: merge_qkv on and off in one binary).
 
-Inputs: integer ids in [0, 100), an attention mask of ones whose last 16 keys are 0 in every
+Inputs: integer ids in [0, 100) (token types 0, positions 0..S-1), an attention mask of ones whose last 16 keys are 0 in every
 batch row but the first (padding, so masked keys are exercised), float inputs N(0, 1); symbolic
 dims: the batch --batch, every other one --seq. Every output is compared (rel L2).
-usage: qkv_accuracy.py MODEL.onnx --gpuopt BIN --work DIR [--batch 2] [--seq 128]
+usage: qkv_accuracy.py MODEL.onnx --gpuopt BIN --work DIR [--batch 2] [--seq 128] [--device cuda]
+       [--precision fp16]
        [--config NAME=ENV1=V1,ENV2=V2 ...]"""
 import argparse, os, subprocess, sys
 
@@ -19,6 +20,7 @@ ap.add_argument("--work", required=True)
 ap.add_argument("--batch", type=int, default=2)
 ap.add_argument("--seq", type=int, default=128)
 ap.add_argument("--precision", default="fp16")
+ap.add_argument("--device", default="cuda")
 ap.add_argument("--config", action="append", default=[], help="NAME=ENV=V,ENV=V (NAME= alone: no env)")
 a = ap.parse_args()
 os.makedirs(a.work, exist_ok=True)
@@ -37,6 +39,10 @@ for i in m.graph.input:
         x = np.ones(shape, dt)
         if len(shape) == 2 and shape[1] > 16:
             x[1:, -16:] = 0
+    elif np.issubdtype(dt, np.integer) and "token_type" in i.name:
+        x = np.zeros(shape, dt)
+    elif np.issubdtype(dt, np.integer) and "position" in i.name and len(shape) == 2:
+        x = np.broadcast_to(np.arange(shape[1], dtype=dt), shape).copy()
     elif np.issubdtype(dt, np.integer):
         x = rng.integers(0, 100, shape).astype(dt)
     else:
@@ -63,7 +69,7 @@ for spec in a.config or ["default="]:
         k, _, v = kv.partition("=")
         env[k] = v
     out = os.path.join(a.work, "out_" + name)
-    p = subprocess.run([a.gpuopt, "run", a.model, "--device", "cuda", "--precision", a.precision, "--iterations", "1",
+    p = subprocess.run([a.gpuopt, "run", a.model, "--device", a.device, "--precision", a.precision, "--iterations", "1",
                         *args, "--output-dir", out], capture_output=True, text=True, env=env, timeout=300)
     if p.returncode != 0:
         print(f"{os.path.basename(a.model)} {name}: gpuopt failed: {(p.stderr.strip().splitlines() or ['?'])[-1]}")
