@@ -123,6 +123,7 @@ Result<PassStats> merge_qkv(Graph* g) {
     const ValueId b = g->add_constant(
         base + "/b", concat_columns({r.q.b ? &*r.q.b : nullptr, r.k.b ? &*r.k.b : nullptr, r.v.b ? &*r.v.b : nullptr},
                                     dt, 0, n));
+    // <attention>/qkv/proj: inspect --optimized reports the Gemm of that name as merge_qkv's.
     const ValueId y = g->add_node(*matmul, base + "/proj", {r.q.x, w}, 1)[0];
     const ValueId packed = g->add_node(*add, base, {y, b}, 1)[0];
     Node& att = g->nodes()[static_cast<size_t>(r.attention)];
