@@ -6,7 +6,7 @@ batch row but the first (padding, so masked keys are exercised), float inputs N(
 dims: the batch --batch, every other one --seq. Every output is compared (rel L2).
 usage: qkv_accuracy.py MODEL.onnx --gpuopt BIN --work DIR [--batch 2] [--seq 128] [--device cuda]
        [--precision fp16]
-       [--config NAME=ENV1=V1,ENV2=V2 ...]"""
+       [--config 'NAME=ENV1=V1;ENV2=V2' ...]   (';' between variables: values may hold commas)"""
 import argparse, os, subprocess, sys
 
 import numpy as np
@@ -21,7 +21,7 @@ ap.add_argument("--batch", type=int, default=2)
 ap.add_argument("--seq", type=int, default=128)
 ap.add_argument("--precision", default="fp16")
 ap.add_argument("--device", default="cuda")
-ap.add_argument("--config", action="append", default=[], help="NAME=ENV=V,ENV=V (NAME= alone: no env)")
+ap.add_argument("--config", action="append", default=[], help="NAME=ENV=V;ENV=V (NAME= alone: no env)")
 a = ap.parse_args()
 os.makedirs(a.work, exist_ok=True)
 
@@ -65,7 +65,7 @@ def rel(got, want):
 for spec in a.config or ["default="]:
     name, _, envs = spec.partition("=")
     env = dict(os.environ)
-    for kv in filter(None, envs.split(",")):
+    for kv in filter(None, envs.split(";")):
         k, _, v = kv.partition("=")
         env[k] = v
     out = os.path.join(a.work, "out_" + name)

@@ -144,9 +144,14 @@ const Plan* find_plan(const AttentionArgs& a, const BiasShape& bs, cudnnHandle_t
 // A mask already laid out as the expanded bias (contiguous [bb, bh, q_seq, kv_seq]: GPT-2's causal
 // bias, a [B, 1, S, S] mask) is handed to cuDNN in place: the copy would write the same bytes in
 // the same layout, so the plan (built for the expanded bias) reads the same values.
+// GPUOPT_SDPA_BIAS=copy copies it anyway (the behaviour before, for A/B runs).
 bool bias_in_place(const AttentionArgs& a, const BiasShape& bs) {
+  static const bool copy = [] {
+    const auto v = env_get("GPUOPT_SDPA_BIAS");
+    return v && *v == "copy";
+  }();
   const int64_t sq = a.q_seq * a.kv_seq;
-  return bs.expand && (reinterpret_cast<uintptr_t>(a.mask) & 15) == 0 && a.mask_sk == 1 && a.mask_sq == a.kv_seq && (a.mask_sh == 0 ? bs.h == 1 : a.mask_sh == sq) &&
+  return !copy && bs.expand && (reinterpret_cast<uintptr_t>(a.mask) & 15) == 0 && a.mask_sk == 1 && a.mask_sq == a.kv_seq && (a.mask_sh == 0 ? bs.h == 1 : a.mask_sh == sq) &&
          (a.mask_sb == 0 ? bs.b == 1 : a.mask_sb == bs.h * sq);
 }
 
