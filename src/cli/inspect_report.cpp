@@ -45,6 +45,10 @@ void classify_fusion(const Node& n, const std::string& was, NodeReport* r) {
     r->fusion = "attention";
     r->pattern = "MatMul+[scale]+[mask]+Softmax+MatMul -> SDPA";
     if (n.attr_i("nan_to_zero", 0) != 0) r->pattern += " (NaN guard inside)";
+    if (n.attr_i("qkv_packed", 0) != 0) r->pattern += " (Q, K, V read in place from one GEMM: merge_qkv)";
+  } else if (n.op_type == "Gemm" && n.domain.empty() && was.empty() && ends_with(n.name, "/qkv/proj")) {
+    r->fusion = "merge_qkv";  // merge_qkv.cpp names the merged projection <attention>/qkv/proj
+    r->pattern = "Q, K, V projections (3 x MatMul+Add) -> one Gemm";
   } else if (n.op_type == "Gemm" && n.domain.empty() && was == "MatMul") {
     r->fusion = "matmul_bias";
     r->pattern = "MatMul+Add";

@@ -3,6 +3,7 @@
 // GPUOPT_DISABLE_FUSION they share.
 #include "core/env.h"
 #include "core/log.h"
+#include "passes/merge_qkv.h"
 #include "passes/passes.h"
 #include "passes/precision.h"
 #include "passes/fuse_dw_prologue.h"
@@ -55,7 +56,7 @@ Status FusionSwitches::validate() const {
                                                 "nhwc",      "qdq",             "gemm_scale",     "fp8_chain",
                                                 "qdq_attention", "int8_residual", "se_mean",
                                                 "int8_epilogue", "fp8_norm", "int8_norm",
-                                                "fp8_lone", "dw_prologue"};
+                                                "fp8_lone", "dw_prologue", "merge_qkv", "attention_mask"};
   static constexpr std::string_view kOptIn[] = {"int8_residual"};
   for (const auto& n : on)
     if (std::find(std::begin(kOptIn), std::end(kOptIn), n) == std::end(kOptIn))
@@ -65,7 +66,7 @@ Status FusionSwitches::validate() const {
       return Status::InvalidArgument(
           "GPUOPT_DISABLE_FUSION: unknown fusion '{}' (valid: 1 or all, or a list of conv, matmul_bias, gelu, layernorm, "
           "attention, gemm_activation, skip_layernorm, transpose, nhwc, qdq, gemm_scale, fp8_chain, qdq_attention, "
-          "int8_residual, se_mean, int8_epilogue, fp8_norm, int8_norm, fp8_lone, dw_prologue)",
+          "int8_residual, se_mean, int8_epilogue, fp8_norm, int8_norm, fp8_lone, dw_prologue, merge_qkv, attention_mask)",
           n);
   return Status::Ok();
 }
@@ -79,7 +80,7 @@ Status run_default_passes(Graph* g, const FusionSwitches& sw) {
   ident.removed += common.removed;
   GPUOPT_ASSIGN_OR_RETURN(PassStats dead, remove_dead_nodes(g));
   // After dead-node removal, so a Conv output read also by a dead node still fuses.
-  PassStats conv, gelu, layernorm, attention, linear, sunk;
+  PassStats conv, gelu, layernorm, attention, linear, sunk, qkv;
   if (sw.enabled("transpose")) {  // before the fusions: MatMul+Add, not yet Gemm, is what it sees through
     GPUOPT_ASSIGN_OR_RETURN(sunk, sink_transposes(g));
   }
@@ -99,6 +100,11 @@ Status run_default_passes(Graph* g, const FusionSwitches& sw) {
   if (sw.enabled("attention")) {
     GPUOPT_ASSIGN_OR_RETURN(attention, fuse_attention(g));
   }
+  // The fused attentions' Q, K and V projections as one GEMM each, before fuse_matmul_bias makes
+  // the merged MatMul + Add one Gemm.
+  if (sw.enabled("attention") && sw.enabled("merge_qkv")) {
+    GPUOPT_ASSIGN_OR_RETURN(qkv, merge_qkv(g));
+  }
   if (sw.enabled("matmul_bias")) {
     GPUOPT_ASSIGN_OR_RETURN(linear, fuse_matmul_bias(g));
   }
@@ -115,10 +121,10 @@ Status run_default_passes(Graph* g, const FusionSwitches& sw) {
   }
   GPUOPT_LOG(debug,
              "passes: folded {}, batchnorms folded {}, identities {}, dead {}; fusions removed: conv {}, gelu {}, "
-             "layernorm {}, attention {}, matmul-bias {}, gemm-scale {}, gemm-activation {}, skip-layernorm {}; "
-             "transposes sunk {}",
+             "layernorm {}, attention {}, merge-qkv {}, matmul-bias {}, gemm-scale {}, gemm-activation {}, "
+             "skip-layernorm {}; transposes sunk {}",
              folded.removed, bn.removed, ident.removed, dead.removed, conv.removed, gelu.removed, layernorm.removed,
-             attention.removed, linear.removed, scale.removed, act.removed, skip_ln.removed, sunk.removed);
+             attention.removed, qkv.removed, linear.removed, scale.removed, act.removed, skip_ln.removed, sunk.removed);
   GPUOPT_RETURN_IF_ERROR(g->topo_sort());
   return g->infer_shapes();
 }
@@ -171,6 +177,11 @@ Status run_session_passes(Graph* g, const Device& device, std::string_view preci
     GPUOPT_RETURN_IF_ERROR(convert_precision(g, precision == "fp16" ? DType::F16 : DType::BF16).status());
   } else if (precision != "fp32") {
     return Status::InvalidArgument("precision '{}' is not one of fp32, fp16, bf16, int8, fp8", precision);
+  }
+  // The attention masks cuDNN's SDPA reads expanded over the query rows once, not per call.
+  if (optimize && device.is_cuda() && sw.enabled("attention") && sw.enabled("attention_mask")) {
+    GPUOPT_ASSIGN_OR_RETURN(PassStats masks, expand_attention_masks(g));
+    GPUOPT_LOG(debug, "passes: {} attention masks expanded once for all their readers", masks.rewritten);
   }
   // cuDNN's tensor-core convolutions are channels-last; NCHW ones transpose inside every call.
   if (optimize && low && device.is_cuda() && sw.enabled("nhwc")) {

@@ -14,7 +14,10 @@ Result<Fp8Model> fp8_on_inputs(const std::string& model_path, const NamedTensors
   GPUOPT_ASSIGN_OR_RETURN(Graph g, load_onnx_model(model_path));
   // The fusions first (MatMul + bias -> Gemm, Gemm + Relu/Gelu -> FusedGemm), so the bias and
   // Relu ride the FP8 GEMM's epilogue; the calibrated names are those of this graph.
-  const FusionSwitches sw = FusionSwitches::from_env();
+  FusionSwitches sw = FusionSwitches::from_env();
+  // Q, K and V stay three GEMMs, each with its own per-tensor e4m3 weight scale (one merged
+  // weight would quantize all three with the largest one's).
+  sw.off.emplace_back("merge_qkv");
   GPUOPT_RETURN_IF_ERROR(run_default_passes(&g, sw));
   // Once more after the fusions: each MatMul + bias fusion flattens its input with a Reshape of
   // its own, so Q, K and V would read three equal copies and none could share one e4m3 A.

@@ -2,7 +2,9 @@
 // 1, 7, 129 and 1024 (on both sides of the kernel's 16-query and 64-key tiles), head sizes 16 to
 // 128 (v_head != head too), batch 1 and odd, grouped KV heads, no mask, an additive BERT-style
 // [B,1,1,S] mask, a [Sq,Skv] mask, a bool mask, is_causal, an explicit scale; and BERT-base sizes
-// as perf cases.
+// as perf cases. The qkv_packed form (merge_qkv: Q, K and V read in place from one [B, S, 3*H*D]
+// tensor) at sequence lengths 1, 7 and 129, head sizes 64, 80 and 128, batch 1 and odd, with no
+// mask, a padding mask, is_causal, an additive [B,1,S,S] mask and all keys masked (nan_to_zero).
 #include "cases.h"
 
 #include <fmt/format.h>
@@ -10,6 +12,53 @@
 #include <limits>
 
 namespace gpuopt::backend_ops {
+namespace {
+
+// Attention's qkv_packed form: input 0 is [B, S, 3*H*D] (Q's heads, K's, V's), K and V absent.
+void add_packed_attention_cases(std::vector<Case>& cases) {
+  const InputSpec none{DType::Undefined, {}, false, {}, 0, 0};
+  const double inf = std::numeric_limits<double>::infinity();
+  struct Dims {
+    int64_t b, s, h, d;
+  };
+  const std::vector<Dims> dims = {{1, 1, 2, 64}, {3, 7, 4, 80}, {1, 129, 2, 128}, {3, 129, 12, 64}, {1, 7, 2, 128}};
+  for (DType dt : {DType::F32, DType::F16, DType::BF16})
+    for (const Dims& x : dims) {
+      const Shape qkv{x.b, x.s, 3 * x.h * x.d};
+      auto add = [&](const std::string& what, std::vector<InputSpec> extra, AttributeMap attrs) {
+        std::vector<InputSpec> in{data(dt, qkv, -1, 1), none, none};
+        in.insert(in.end(), extra.begin(), extra.end());
+        attrs["q_num_heads"] = attr_i(x.h);
+        attrs["kv_num_heads"] = attr_i(x.h);
+        attrs["qkv_packed"] = attr_i(1);
+        Case c{"Attention", label(dt, qkv, fmt::format("qkv_packed {} heads {}", x.h, what)), std::move(in),
+               std::move(attrs)};
+        c.opset = 23;
+        cases.push_back(std::move(c));
+      };
+      // Padding: batch i masks its last i keys (never all of them).
+      std::vector<double> pad(static_cast<size_t>(x.b * x.s), 0.0);
+      for (int64_t b = 0; b < x.b; ++b)
+        for (int64_t j = std::max<int64_t>(1, x.s - b); j < x.s; ++j) pad[static_cast<size_t>(b * x.s + j)] = -inf;
+      add("no mask", {}, {});
+      add("padding mask", {const_tensor(dt, {x.b, 1, 1, x.s}, pad)}, {});
+      add("causal", {}, {{"is_causal", attr_i(1)}});
+      add("additive [B,1,S,S] scale", {data(dt, {x.b, 1, x.s, x.s}, -4, 4)}, {{"scale", attr_f(0.2f)}});
+      // Batch 0: every key masked; with nan_to_zero its rows are 0.
+      std::vector<double> all = pad;
+      for (int64_t j = 0; j < x.s; ++j) all[static_cast<size_t>(j)] = -inf;
+      add("all keys masked in batch 0, nan_to_zero", {const_tensor(dt, {x.b, 1, 1, x.s}, all)}, {{"nan_to_zero", attr_i(1)}});
+    }
+  for (DType dt : {DType::F16, DType::BF16}) {
+    Case c{"Attention", label(dt, {32, 128, 3 * 768}, "perf BERT-base b32 qkv_packed"),
+           {data(dt, {32, 128, 3 * 768}, -1, 1), none, none, data(dt, {32, 1, 1, 128}, -8, 0)},
+           {{"q_num_heads", attr_i(12)}, {"kv_num_heads", attr_i(12)}, {"qkv_packed", attr_i(1)}}};
+    c.opset = 23;
+    cases.push_back(std::move(c));
+  }
+}
+
+}  // namespace
 
 void add_attention_cases(std::vector<Case>& cases) {
   struct Dims {
@@ -68,6 +117,7 @@ void add_attention_cases(std::vector<Case>& cases) {
     c3.opset = 23;
     cases.push_back(std::move(c3));
   }
+  add_packed_attention_cases(cases);
   for (DType dt : {DType::F16, DType::BF16}) {
     Case c{"Attention", label(dt, {32, 12, 128, 64}, "perf BERT-base b32"),
            {data(dt, {32, 12, 128, 64}, -1, 1), data(dt, {32, 12, 128, 64}, -1, 1), data(dt, {32, 12, 128, 64}),

@@ -68,3 +68,21 @@ def test_transpose_sinking_is_what_removes_them(name):
     """GPUOPT_DISABLE_FUSION=transpose turns sink_transposes off: the Transposes are back."""
     ops = op_counts(f"{DATA}/{name}.onnx", env={"GPUOPT_DISABLE_FUSION": "transpose"})
     assert ops.get("Transpose", 0) >= 2 + (1 if name.startswith("vit") else 0), ops
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_qkv_projections_are_one_gemm_per_layer(name):
+    """merge_qkv: each layer's Q, K and V projections (BERT's three Linears; GPT-2's c_attn and ViT's
+    in_proj, which transpose sinking cut into parts) are one GEMM that the Attention node reads in
+    place: two GEMMs fewer per layer than with the pass off, and no Split copying the parts out
+    (test_matches_onnx_runtime checks the output with the pass on)."""
+    path = f"{DATA}/{name}.onnx"
+
+    def gemms(ops):
+        return sum(ops.get(k, 0) for k in ("MatMul", "Gemm", "FusedGemm"))
+
+    on = op_counts(path)
+    off = op_counts(path, env={"GPUOPT_DISABLE_FUSION": "merge_qkv"})
+    assert gemms(off) - gemms(on) == 2 * 2, (on, off)
+    assert "Split" not in on, on
+    assert on.get("Attention") == 2, on

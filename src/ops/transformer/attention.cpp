@@ -114,6 +114,55 @@ Result<AttnDims> attn_dims(const Ctx& ctx, const Shape& q, const Shape& k, const
   return d;
 }
 
+bool qkv_packed(const Node& n) {
+  return n.attr_i("qkv_packed", 0) != 0;
+}
+
+// The widths of Q's and of K's (= V's) column ranges in a packed [B, S, W] tensor: W split into
+// q_num_heads + 2 * kv_num_heads heads of one size. Unknown W gives unknown widths.
+template <class Ctx>
+Result<std::pair<int64_t, int64_t>> packed_widths(const Ctx& ctx, const Shape& qkv) {
+  const int64_t hq = ctx.node.attr_i("q_num_heads", 0), hkv = ctx.node.attr_i("kv_num_heads", 0);
+  if (qkv.size() != 3) return ctx.error("qkv_packed: the packed input must be 3-D [batch, seq, hidden]; got {}",
+                                        shape_to_string(qkv));
+  if (hq <= 0 || hkv <= 0)
+    return ctx.error("qkv_packed needs positive q_num_heads and kv_num_heads (got {} and {})", hq, hkv);
+  if (!dim_is_known(qkv[2])) return std::pair<int64_t, int64_t>{kUnknownDim, kUnknownDim};
+  if (qkv[2] % (hq + 2 * hkv) != 0)
+    return ctx.error("qkv_packed: hidden size {} is not divisible into {} + 2 x {} heads", qkv[2], hq, hkv);
+  const int64_t d = qkv[2] / (hq + 2 * hkv);
+  return std::pair<int64_t, int64_t>{hq * d, hkv * d};
+}
+
+// Q, K and V of a packed node as the three column ranges' shapes.
+Status unpack_info(const InferContext& ctx, ValueInfo* q, ValueInfo* k, ValueInfo* v) {
+  if (ctx.has_input(kK) || ctx.has_input(kV)) return ctx.error("qkv_packed: K and V must be absent (Q holds all three)");
+  if (ctx.has_input(kPastK) || ctx.has_input(kPastV)) return ctx.error("qkv_packed cannot be combined with past_key/past_value");
+  const ValueInfo& x = ctx.in(kQ);
+  for (ValueInfo* p : {q, k, v}) {  // dtype and shape only: no constant value, no shape value
+    p->dtype = x.dtype;
+    p->rank_known = x.rank_known;
+    p->shape = x.shape;
+  }
+  if (!q->rank_known) return Status::Ok();
+  GPUOPT_ASSIGN_OR_RETURN(auto w, packed_widths(ctx, q->shape));
+  q->shape[2] = w.first;
+  k->shape[2] = v->shape[2] = w.second;
+  return Status::Ok();
+}
+
+// Columns [from, from + n) of a contiguous [B, S, W] tensor.
+Tensor columns_of(const Tensor& x, int64_t from, int64_t n) {
+  const int64_t rows = x.dim(0) * x.dim(1), w = x.dim(2);
+  const size_t es = dtype_size(x.dtype());
+  Tensor out = Tensor::empty(x.dtype(), {x.dim(0), x.dim(1), n});
+  const char* src = static_cast<const char*>(x.raw());
+  char* dst = static_cast<char*>(out.raw());
+  for (int64_t r = 0; r < rows; ++r)
+    std::copy_n(src + (r * w + from) * static_cast<int64_t>(es), n * static_cast<int64_t>(es), dst + r * n * static_cast<int64_t>(es));
+  return out;
+}
+
 const Shape* shape_or_null(const InferContext& ctx, size_t i) {
   return ctx.has_input(i) && ctx.in(i).rank_known ? &ctx.in(i).shape : nullptr;
 }
@@ -128,11 +177,17 @@ void set_out(InferContext& ctx, size_t o, DType dt, Shape s) {
 }  // namespace
 
 Status infer_Attention(InferContext& ctx) {
-  GPUOPT_RETURN_IF_ERROR(nn::require_inputs(ctx, 3));
+  const bool packed = qkv_packed(ctx.node);
+  GPUOPT_RETURN_IF_ERROR(nn::require_inputs(ctx, packed ? 1 : 3));
   GPUOPT_RETURN_IF_ERROR(nn::require_float(ctx, kQ, "Q"));
-  GPUOPT_RETURN_IF_ERROR(nn::require_float(ctx, kK, "K"));
-  GPUOPT_RETURN_IF_ERROR(nn::require_float(ctx, kV, "V"));
-  GPUOPT_RETURN_IF_ERROR(nn::require_same_dtype(ctx, kQ, kK));
+  ValueInfo uq, uk, uv;  // packed: the three column ranges
+  if (packed) {
+    GPUOPT_RETURN_IF_ERROR(unpack_info(ctx, &uq, &uk, &uv));
+  } else {
+    GPUOPT_RETURN_IF_ERROR(nn::require_float(ctx, kK, "K"));
+    GPUOPT_RETURN_IF_ERROR(nn::require_float(ctx, kV, "V"));
+    GPUOPT_RETURN_IF_ERROR(nn::require_same_dtype(ctx, kQ, kK));
+  }
   const bool has_past = ctx.has_input(kPastK) || ctx.has_input(kPastV);
   if (has_past) {
     if (!ctx.has_input(kPastK) || !ctx.has_input(kPastV))
@@ -161,7 +216,7 @@ Status infer_Attention(InferContext& ctx) {
     const std::optional<DType> pd = dtype_from_onnx(static_cast<int>(p));
     if (!pd || !dtype_is_float(*pd)) return ctx.error("softmax_precision {} is not a float type", p);
   }
-  const ValueInfo &q = ctx.in(kQ), &k = ctx.in(kK), &v = ctx.in(kV);
+  const ValueInfo &q = packed ? uq : ctx.in(kQ), &k = packed ? uk : ctx.in(kK), &v = packed ? uv : ctx.in(kV);
   const DType qt = q.dtype, vt = v.dtype;
   for (size_t o = 0; o < ctx.outputs.size(); ++o) ctx.outputs[o].dtype = o == kPresentV ? vt : qt;
   if (!q.rank_known || !k.rank_known || !v.rank_known) return Status::Ok();
@@ -268,7 +323,16 @@ class AttentionBias {
 }  // namespace
 
 Status cpu_Attention(KernelContext& ctx) {
-  const Tensor &q = ctx.in(kQ), &k = ctx.in(kK), &v = ctx.in(kV);
+  Tensor pq, pk, pv;  // qkv_packed: the three column ranges of input 0
+  const bool packed = qkv_packed(ctx.node);
+  if (packed) {
+    const Tensor& x = ctx.in(kQ);
+    GPUOPT_ASSIGN_OR_RETURN(auto w, packed_widths(ctx, x.shape()));
+    pq = columns_of(x, 0, w.first);
+    pk = columns_of(x, w.first, w.second);
+    pv = columns_of(x, w.first + w.second, w.second);
+  }
+  const Tensor &q = packed ? pq : ctx.in(kQ), &k = packed ? pk : ctx.in(kK), &v = packed ? pv : ctx.in(kV);
   const bool has_past = ctx.has_input(kPastK);
   GPUOPT_ASSIGN_OR_RETURN(AttnDims d, attn_dims(ctx, q.shape(), k.shape(), v.shape(),
                                                 has_past ? &ctx.in(kPastK).shape() : nullptr,
@@ -352,14 +416,17 @@ Status cpu_Attention(KernelContext& ctx) {
 // Two matmuls (2 * T * (Dh + Dv) per query row and head) plus about 5 per score for scale,
 // bias and softmax. Q has B*Hq*Sq*Dh elements and Y has B*Hq*Sq*Dv, whatever their rank.
 double flops_Attention(const FlopsContext& ctx) {
+  const bool packed = qkv_packed(ctx.node);
   const ValueInfo* q = nn::flops_in(ctx, kQ);
-  const ValueInfo* k = nn::flops_in(ctx, kK);
+  const ValueInfo* k = packed ? q : nn::flops_in(ctx, kK);  // packed: K's sequence is Q's
   const ValueInfo* y = nn::flops_out(ctx, kY);
-  const double qn = nn::est_numel(q), yn = nn::est_numel(y);
+  const double heads = std::max<double>(1, static_cast<double>(ctx.node.attr_i("q_num_heads", 1)));
+  const double kv_heads = std::max<double>(1, static_cast<double>(ctx.node.attr_i("kv_num_heads", 1)));
+  // Q's share of a packed input's elements: q_heads of its q_heads + 2 * kv_heads heads.
+  const double qn = nn::est_numel(q) * (packed ? heads / (heads + 2 * kv_heads) : 1.0), yn = nn::est_numel(y);
   if (qn < 0 || yn < 0 || !k || !k->rank_known) return 0;
   const bool three_d = q->shape.size() == 3;
-  const double heads = std::max<double>(1, static_cast<double>(ctx.node.attr_i("q_num_heads", 1)));
-  const double dh = three_d ? nn::est_dim(q, 2) / heads : nn::est_dim(q, 3);
+  const double dh = packed ? nn::est_dim(q, 2) / (heads + 2 * kv_heads) : three_d ? nn::est_dim(q, 2) / heads : nn::est_dim(q, 3);
   double T = nn::est_dim(k, three_d ? 1 : 2);
   if (const ValueInfo* pk = nn::flops_in(ctx, kPastK); pk && pk->rank_known) T += nn::est_dim(pk, 2);
   return T * (2 * qn + 2 * yn + 5 * qn / std::max(dh, 1.0));

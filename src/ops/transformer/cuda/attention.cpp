@@ -3,7 +3,9 @@
 // q_num_heads/kv_num_heads (read and written in place through strides: no head-split
 // transposes); an optional bool or additive mask broadcast to [B, Hq, Sq, Skv], is_causal and
 // scale — what fuse_attention writes and what the exporters' SDPA becomes. Past/present KV,
-// nonpad_kv_seqlen, softcap and the qk_matmul output run on the CPU reference.
+// nonpad_kv_seqlen, softcap and the qk_matmul output run on the CPU reference. With qkv_packed=1
+// (merge_qkv) input 0 is one [B, S, (Hq + 2 Hkv) * D] tensor, Q, K and V read from its three column
+// ranges in place (strides of the packed row: no split copy).
 #include "ops/transformer/cuda/sdpa.h"
 #include "ops/transformer/cuda/attention.h"
 #include "backends/cuda/cuda_ops.h"
@@ -13,19 +15,41 @@
 namespace gpuopt::cuda {
 namespace {
 
-Status run_attention(CudaKernelContext& k) {
+// Q, K and V as the three column ranges of the packed [B, S, (Hq + 2 Hkv) * D] input 0.
+Status packed_args(CudaKernelContext& k, AttentionArgs* a) {
+  const Tensor& x = k.in(0);
+  a->q_heads = k.node.attr_i("q_num_heads", 0);
+  a->kv_heads = k.node.attr_i("kv_num_heads", 0);
+  const int64_t parts = a->q_heads + 2 * a->kv_heads;
+  if (x.rank() != 3 || a->q_heads <= 0 || a->kv_heads <= 0 || x.dim(2) % parts != 0)
+    return k.error("packed QKV {} does not split into {} + 2 x {} heads", shape_to_string(x.shape()), a->q_heads,
+                   a->kv_heads);
+  a->batch = x.dim(0);
+  a->q_seq = a->kv_seq = x.dim(1);
+  a->head = a->v_head = x.dim(2) / parts;
+  const size_t es = dtype_size(x.dtype());
+  const char* base = static_cast<const char*>(x.raw());
+  a->q = base;
+  a->k = base + static_cast<size_t>(a->q_heads * a->head) * es;
+  a->v = base + static_cast<size_t>((a->q_heads + a->kv_heads) * a->head) * es;
+  const HeadStrides row{x.dim(1) * x.dim(2), a->head, x.dim(2)};  // [B, S, parts, D] read per head
+  a->qs = a->ks = a->vs = row;
+  a->ys = HeadStrides::bshd(a->q_heads, a->q_seq, a->v_head);
+  return Status::Ok();
+}
+
+// Q, K and V as separate 4-D or 3-D tensors (inputs 0, 1, 2).
+Status unpacked_args(CudaKernelContext& k, AttentionArgs* out) {
   const Tensor& q = k.in(0);
   const Tensor& kk = k.in(1);
   const Tensor& v = k.in(2);
   const bool three_d = q.rank() == 3 && kk.rank() == 3 && v.rank() == 3;
   if (!three_d && (q.rank() != 4 || kk.rank() != 4 || v.rank() != 4))
     return k.error("Q, K, V must all be 3-D or all 4-D (got ranks {}, {}, {})", q.rank(), kk.rank(), v.rank());
-  AttentionArgs a;
-  a.dt = q.dtype();
+  AttentionArgs& a = *out;
   a.q = q.raw();
   a.k = kk.raw();
   a.v = v.raw();
-  a.y = k.out(0).raw();
   a.batch = q.dim(0);
   if (three_d) {
     a.q_heads = k.node.attr_i("q_num_heads", 0);
@@ -62,6 +86,12 @@ Status run_attention(CudaKernelContext& k) {
   if (kk.dim(0) != a.batch || v.dim(0) != a.batch || a.kv_heads == 0 || a.q_heads % a.kv_heads != 0)
     return k.error("Q {}, K {}, V {} do not fit together", shape_to_string(q.shape()), shape_to_string(kk.shape()),
                    shape_to_string(v.shape()));
+  return Status::Ok();
+}
+
+// Scale, causality, the mask and the NaN guard; then cuDNN's SDPA where it applies, else ours.
+Status run_args(CudaKernelContext& k, AttentionArgs& a) {
+  if (a.kv_heads == 0 || a.q_heads % a.kv_heads != 0) return k.error("{} query heads over {} KV heads", a.q_heads, a.kv_heads);
   a.scale = k.node.has_attr("scale") ? k.node.attr_f("scale", 1.f) : 1.f / std::sqrt(static_cast<float>(a.head));
   a.causal = k.node.attr_i("is_causal", 0) != 0;
   if (k.inputs.size() > 3 && k.inputs[3]) {
@@ -91,16 +121,34 @@ Status run_attention(CudaKernelContext& k) {
   if (sdpa_applies(a)) {
     Result<bool> ran = run_sdpa(a, k.ctx);
     if (!ran.ok()) return ran.status().with_context(node_label(k.node));
-    if (*ran)
-      return a.nan_to_zero ? launch_nan_to_zero(a.dt, a.y, k.out(0).numel(), k.ctx.stream).with_context(node_label(k.node))
-                           : Status::Ok();
+    if (!*ran) return launch_attention(a, k.ctx.stream).with_context(node_label(k.node));
+    if (!a.nan_to_zero || sdpa_zeroes_masked_rows()) return Status::Ok();
+    return launch_nan_to_zero(a.dt, a.y, k.out(0).numel(), k.ctx.stream).with_context(node_label(k.node));
   }
   return launch_attention(a, k.ctx.stream).with_context(node_label(k.node));
 }
 
+Status run_attention(CudaKernelContext& k) {
+  AttentionArgs a;
+  const Tensor& q = k.in(0);
+  a.dt = q.dtype();
+  a.y = k.out(0).raw();
+  if (k.node.attr_i("qkv_packed", 0) != 0) {
+    GPUOPT_RETURN_IF_ERROR(packed_args(k, &a));
+  } else {
+    GPUOPT_RETURN_IF_ERROR(unpacked_args(k, &a));
+  }
+  return run_args(k, a);
+}
+
 bool attention_supported(const Node& n, const std::vector<DType>& in) {
-  if (in.size() < 3 || (in[0] != DType::F32 && in[0] != DType::F16 && in[0] != DType::BF16)) return false;
-  if (in[1] != in[0] || in[2] != in[0]) return false;
+  if (in.empty() || (in[0] != DType::F32 && in[0] != DType::F16 && in[0] != DType::BF16)) return false;
+  if (n.attr_i("qkv_packed", 0) != 0) {  // K and V are column ranges of input 0
+    if (in.size() > 1 && in[1] != DType::Undefined) return false;
+    if (in.size() > 2 && in[2] != DType::Undefined) return false;
+  } else if (in.size() < 3 || in[1] != in[0] || in[2] != in[0]) {
+    return false;
+  }
   if (in.size() > 3 && in[3] != DType::Undefined && in[3] != in[0] && in[3] != DType::Bool) return false;
   for (size_t i = 4; i < in.size(); ++i)
     if (in[i] != DType::Undefined) return false;  // past key/value, nonpad_kv_seqlen

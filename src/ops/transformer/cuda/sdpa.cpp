@@ -2,9 +2,10 @@
 // op: f16/bf16, head sizes multiples of 8 up to 128, no mask, a causal mask (top-left, as
 // ONNX's is_causal) and/or an additive float mask (broadcast in batch and heads; a mask that
 // broadcasts over the query rows is expanded to [.., q_seq, kv_seq] first, which cuDNN's bias
-// wants). Grouped-query heads are cuDNN's too. One graph per shape and strides, built on the
+// wants; one already in that layout is read in place). Grouped-query heads are cuDNN's too. One graph per shape and strides, built on the
 // shape's first (eager) run and cached, failures too; where cuDNN declines a shape, or for bool
-// masks, the caller runs gpuopt's own kernels (attention.h).
+// masks, the caller runs gpuopt's own kernels (attention.h). Q, K and V come with their strides:
+// separate tensors, the 3-D [B, S, H*D] form or the packed QKV row (qkv_packed).
 #include "ops/transformer/cuda/sdpa.h"
 
 #include "ops/tensor/cuda/layout.h"
@@ -20,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <cstdint>
 #include <tuple>
 #include <vector>
 
@@ -69,6 +71,20 @@ bool bias_broadcast() {
   }();
   return on;
 }
+
+}  // namespace
+
+// GPUOPT_SDPA_NAN_GUARD=cudnn: nan_to_zero is left to cuDNN (no pass after it). Opt-in until the
+// H200 shows cuDNN writes 0 for a row whose every key is masked (scripts/gpu/qkv.sh).
+bool sdpa_zeroes_masked_rows() {
+  static const bool on = [] {
+    const auto v = env_get("GPUOPT_SDPA_NAN_GUARD");
+    return v && *v == "cudnn";
+  }();
+  return on;
+}
+
+namespace {
 
 BiasShape bias_shape(const AttentionArgs& a) {
   BiasShape s;
@@ -125,6 +141,20 @@ const Plan* find_plan(const AttentionArgs& a, const BiasShape& bs, cudnnHandle_t
   return slot.get();
 }
 
+// A mask already laid out as the expanded bias (contiguous [bb, bh, q_seq, kv_seq]: GPT-2's causal
+// bias, a [B, 1, S, S] mask) is handed to cuDNN in place: the copy would write the same bytes in
+// the same layout, so the plan (built for the expanded bias) reads the same values.
+// GPUOPT_SDPA_BIAS=copy copies it anyway (the behaviour before, for A/B runs).
+bool bias_in_place(const AttentionArgs& a, const BiasShape& bs) {
+  static const bool copy = [] {
+    const auto v = env_get("GPUOPT_SDPA_BIAS");
+    return v && *v == "copy";
+  }();
+  const int64_t sq = a.q_seq * a.kv_seq;
+  return !copy && bs.expand && (reinterpret_cast<uintptr_t>(a.mask) & 15) == 0 && a.mask_sk == 1 && a.mask_sq == a.kv_seq && (a.mask_sh == 0 ? bs.h == 1 : a.mask_sh == sq) &&
+         (a.mask_sb == 0 ? bs.b == 1 : a.mask_sb == bs.h * sq);
+}
+
 size_t align256(size_t v) {
   return (v + 255) / 256 * 256;
 }
@@ -150,15 +180,16 @@ Result<bool> run_sdpa(const AttentionArgs& a, ExecContext& ctx) {
   const Plan* plan = find_plan(a, bs, h);
   if (!plan->status.ok()) return false;
   const size_t es = dtype_size(a.dt);
-  const size_t bias_bytes = a.mask && bs.expand ? align256(static_cast<size_t>(bs.b * bs.h * a.q_seq * a.kv_seq) * es) : 0;
+  const bool copy_bias = a.mask && bs.expand && !bias_in_place(a, bs);
+  const size_t bias_bytes = copy_bias ? align256(static_cast<size_t>(bs.b * bs.h * a.q_seq * a.kv_seq) * es) : 0;
   Tensor hold;
   GPUOPT_ASSIGN_OR_RETURN(void* buf, call_workspace(ctx, bias_bytes + static_cast<size_t>(plan->workspace), &hold));
   std::unordered_map<int64_t, void*> pack{{kQ, const_cast<void*>(a.q)},
                                            {kK, const_cast<void*>(a.k)},
                                            {kV, const_cast<void*>(a.v)},
                                            {kO, a.y}};
-  if (a.mask && !bs.expand) pack[kBias] = const_cast<void*>(a.mask);
-  if (a.mask && bs.expand) {
+  if (a.mask && !copy_bias) pack[kBias] = const_cast<void*>(a.mask);
+  if (copy_bias) {
     // [bb, bh, q_seq, kv_seq] from the mask's broadcast strides.
     StridedDesc d;
     d.rank = 4;

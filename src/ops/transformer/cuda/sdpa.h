@@ -11,6 +11,10 @@ namespace gpuopt::cuda {
 // GPUOPT_ATTENTION_KERNEL unset or `auto`.
 bool sdpa_applies(const AttentionArgs& a);
 
+// Whether an Attention's nan_to_zero is left to cuDNN's own output (GPUOPT_SDPA_NAN_GUARD=cudnn),
+// instead of one in-place pass after it (the default).
+bool sdpa_zeroes_masked_rows();
+
 // Runs it on ctx's stream: true when cuDNN ran it, false when cuDNN declined the shape (logged
 // once at info; the caller runs its own kernel), an error when a run failed.
 Result<bool> run_sdpa(const AttentionArgs& a, ExecContext& ctx);
