@@ -27,7 +27,8 @@ cmake -S . -B build-h200 -G Ninja -DCMAKE_BUILD_TYPE=Release -DGPUOPT_CUDA=ON -D
   -DPNG_PNG_INCLUDE_DIR="$U/include" -DPNG_LIBRARY="$L/libpng16.a" -DZLIB_INCLUDE_DIR="$U/include" \
   -DZLIB_LIBRARY="$L/libz.a" -DJPEG_INCLUDE_DIR="$U/include" -DJPEG_LIBRARY="$L/libjpeg.a" > "${OUT:-/tmp}/cmake-configure.log" 2>&1 \
   || { tail -40 "${OUT:-/tmp}/cmake-configure.log"; exit 1; }
-cmake --build build-h200 -j"$(nproc)" 2>&1 | grep -E "error|FAILED|warning: undefined" | head -40 || true
+# TARGETS (e.g. "gpuopt backend_ops"): only those, for a quick check; default all.
+cmake --build build-h200 -j"$(nproc)" ${TARGETS:+--target $TARGETS} 2>&1 | grep -E "error|FAILED|warning: undefined" | head -40 || true
 test -x build-h200/gpuopt
 mkdir -p build-h200/bin
 for f in build-h200/gpuopt build-h200/backend_ops build-h200/gpuopt_conformance build-h200/tests/test_*; do

@@ -17,6 +17,7 @@
 //                                        `gpuopt_conformance --ops-table` fills docs/ops.md's CUDA
 //                                        column (CTest backend_ops.support_list checks it is current)
 #include "backends/cuda/cuda_ops.h"
+#include "backends/cuda/device_memory.h"
 #include "cases.h"
 #include "core/dispatch.h"
 #include "core/table.h"
@@ -114,6 +115,8 @@ struct Outcome {
 
 struct Harness {
   ExecContext ec;
+  // A pool as a Session's context has, for the ops that take scratch beyond the workspace.
+  std::unique_ptr<cuda::DeviceMemory> memory;
   bool ok = false;
   bool reference_only = false;  // --reference-only: check the cases themselves, no GPU needed
   Harness() {
@@ -125,12 +128,19 @@ struct Harness {
     cublasLtCreate(&ec.lt);
     ec.workspace_bytes = size_t{64} << 20;
     cudaMalloc(&ec.workspace, ec.workspace_bytes);
+    if (auto m = cuda::DeviceMemory::create(0, size_t{8} << 30); m.ok()) {
+      memory = std::move(m.value());
+      ec.memory = memory.get();
+    }
   }
   ~Harness() {
     if (!ok) return;
     if (ec.dnn) {
       // cudnnDestroy lives in the backend's library; the process exit releases it.
     }
+    cudaStreamSynchronize(ec.stream);
+    ec.memory = nullptr;
+    memory.reset();  // before its stream
     cublasLtDestroy(ec.lt);
     cudaFree(ec.workspace);
     cudaStreamDestroy(ec.stream);

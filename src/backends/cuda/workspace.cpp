@@ -6,6 +6,9 @@ namespace gpuopt::cuda {
 
 Result<void*> call_workspace(ExecContext& ctx, size_t bytes, Tensor* hold) {
   if (bytes <= ctx.workspace_bytes) return ctx.workspace;
+  if (!ctx.memory)
+    return Status::OutOfMemory("{} bytes of library workspace needed, {} available and no device memory pool to take more",
+                                     bytes, ctx.workspace_bytes);
   GPUOPT_ASSIGN_OR_RETURN(*hold, ctx.memory->alloc(DType::U8, Shape{static_cast<int64_t>(bytes)}, ctx.stream,
                                                    "library workspace"));
   return hold->raw();

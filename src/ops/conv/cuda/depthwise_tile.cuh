@@ -89,7 +89,10 @@ __device__ __forceinline__ __half2 tanh_fast(__half2 x) {
 
 template <ConvAct A>
 __device__ __forceinline__ float in_act(float x) {
-  if constexpr (A == ConvAct::kSwish) return x * fmaf(0.5f, tanh_fast(0.5f * x), 0.5f);
+  if constexpr (A == ConvAct::kSwish) {  // x * (0.5 tanh(x/2) + 0.5) = h tanh(h) + h, h = x/2: one rounding
+    const float h = 0.5f * x;
+    return fmaf(h, tanh_fast(h), h);
+  }
   if constexpr (A == ConvAct::kHardSwish) return x * fminf(fmaxf(fmaf(x, 1.f / 6.f, 0.5f), 0.f), 1.f);
   if constexpr (A == ConvAct::kRelu) return fmaxf(x, 0.f);
   return x;
@@ -98,8 +101,8 @@ __device__ __forceinline__ float in_act(float x) {
 template <ConvAct A>
 __device__ __forceinline__ __half2 in_act(__half2 x) {
   if constexpr (A == ConvAct::kSwish) {
-    const __half2 half = __float2half2_rn(0.5f);
-    return __hmul2(x, __hfma2(half, tanh_fast(__hmul2(half, x)), half));
+    const __half2 h = __hmul2(__float2half2_rn(0.5f), x);  // exact (a power of two)
+    return __hfma2(h, tanh_fast(h), h);
   }
   if constexpr (A == ConvAct::kHardSwish) {
     const __half2 g = __hfma2(x, __float2half2_rn(1.f / 6.f), __float2half2_rn(0.5f));

@@ -353,6 +353,7 @@ Result<bool> gemm_route(CudaKernelContext& k, const ConvKey& key, ConvAct act, c
 // x through NhwcFusedConv's prologue activation, for a conv other than the depthwise kernel:
 // a copy of x with the activation applied (the epilogue kernel's in-place pass), held by `hold`.
 Result<const void*> activated_input(CudaKernelContext& k, ConvAct in_act, const Tensor& x, Tensor* hold) {
+  if (!k.ctx.memory) return k.error("{} needs a device memory pool for its activated input", kConvInputActivation);
   GPUOPT_ASSIGN_OR_RETURN(*hold, k.ctx.memory->alloc(x.dtype(), x.shape(), k.ctx.stream, "conv input activation"));
   if (x.numel() == 0) return hold->raw();
   GPUOPT_CHECK_CALL(cudaMemcpyAsync(hold->raw(), x.raw(), static_cast<size_t>(x.numel()) * dtype_size(x.dtype()),
