@@ -149,8 +149,8 @@ TEST(Fp8GemmSession, BertFfnDown) { check(256, 3072, 768, Op::Relu); }
 // algorithm in the plan store, as the float GEMMs do: key "fp8gemm m,n,k,...", value the
 // algorithm's 8 words in hex.
 TEST(Fp8GemmSession, AlgorithmRecordedInThePlanStore) {
-  check(96, 256, 160, Op::Relu);
   GPUOPT_REQUIRE_CUDA();
+  check(96, 256, 160, Op::Relu);
   int found = 0;
   for (const auto& [key, value] : cuda::PlanStore::of(0).snapshot())
     if (key.rfind("fp8gemm 96,160,256,", 0) == 0) {

@@ -100,8 +100,8 @@ TEST(Int8Gemm, LargeM) { check(1024, 768, 768, true); }
 // The eager run timed cuBLASLt's int8 candidates (ops/matmul/cuda/lt_tune.h) and recorded the
 // chosen algorithm in the plan store: key "int8gemm m,n,k,workspace", value 8 words in hex.
 TEST(Int8Gemm, AlgorithmRecordedInThePlanStore) {
-  check(48, 192, 96, true);
   GPUOPT_REQUIRE_CUDA();
+  check(48, 192, 96, true);
   int found = 0;
   for (const auto& [key, value] : cuda::PlanStore::of(0).snapshot())
     if (key.rfind("int8gemm 48,96,192,", 0) == 0) {

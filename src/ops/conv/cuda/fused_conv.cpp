@@ -38,6 +38,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -143,6 +144,35 @@ cudnnStatus_t run_fused(cudnnHandle_t h, const FusedPlan& p, const void* x, cons
                                                d.y, z ? z : y, d.bias, bias, p.act, d.y, y);
 }
 
+// Times two ways of the same call, alternating, 5 runs each between events on `stream`: the
+// best of each in ms. The first failure is returned (nothing is decided on it).
+Status time_alternating(cudaStream_t stream, const std::function<Status()>& a, const std::function<Status()>& b,
+                        float* best_a, float* best_b) {
+  constexpr int kReps = 5;
+  cudaEvent_t ev[2 * kReps + 1];
+  for (auto& e : ev) GPUOPT_CHECK_CALL(cudaEventCreate(&e));
+  Status st = Status::Ok();
+  cudaEventRecord(ev[0], stream);
+  for (int r = 0; r < kReps && st.ok(); ++r) {
+    st = a();
+    cudaEventRecord(ev[2 * r + 1], stream);
+    if (st.ok()) st = b();
+    cudaEventRecord(ev[2 * r + 2], stream);
+  }
+  *best_a = *best_b = 1e30f;
+  if (st.ok() && cudaEventSynchronize(ev[2 * kReps]) == cudaSuccess) {
+    for (int r = 0; r < kReps; ++r) {
+      float ta = 0, tb = 0;
+      cudaEventElapsedTime(&ta, ev[2 * r], ev[2 * r + 1]);
+      cudaEventElapsedTime(&tb, ev[2 * r + 1], ev[2 * r + 2]);
+      *best_a = std::min(*best_a, ta);
+      *best_b = std::min(*best_b, tb);
+    }
+  }
+  for (auto& e : ev) cudaEventDestroy(e);
+  return st;
+}
+
 // cuDNN's fused kernels are not always the faster way: on the H200, ResNet-50 at batch 1 ran
 // 0.77 ms as conv + separate Relu/Add kernels and 0.85 ms fused. So the first call of each shape
 // (always an eager run: graphs are captured on a shape's second run) times both, alternating,
@@ -159,9 +189,6 @@ Status time_fused_vs_separate(CudaKernelContext& k, cudnnHandle_t h, const Fused
   }
   // Alternating, best of 5 each: the first runs of a process meet rising clocks and cold caches,
   // which a block of fused runs followed by a block of separate ones would charge to one side.
-  constexpr int kReps = 5;
-  cudaEvent_t ev[2 * kReps + 1];
-  for (auto& e : ev) GPUOPT_CHECK_CALL(cudaEventCreate(&e));
   auto fused = [&] {
     const cudnnStatus_t st = run_fused(h, p, x, w, bias, z, y, ws);
     return st == CUDNN_STATUS_SUCCESS ? Status::Ok() : Status::Unimplemented("{}", cudnnGetErrorString(st));
@@ -170,28 +197,10 @@ Status time_fused_vs_separate(CudaKernelContext& k, cudnnHandle_t h, const Fused
   auto separate = [&] { return run_decomposed(h, p, act, x, w, b_or_null, z, y, ws, epi); };
   Status st = fused();
   if (st.ok()) st = separate();
-  if (st.ok()) {
-    cudaEventRecord(ev[0], k.ctx.stream);
-    for (int r = 0; r < kReps && st.ok(); ++r) {
-      st = fused();
-      cudaEventRecord(ev[2 * r + 1], k.ctx.stream);
-      if (st.ok()) st = separate();
-      cudaEventRecord(ev[2 * r + 2], k.ctx.stream);
-    }
-  }
-  if (st.ok() && cudaEventSynchronize(ev[2 * kReps]) == cudaSuccess) {
-    float best_fused = 1e30f, best_separate = 1e30f;
-    for (int r = 0; r < kReps; ++r) {
-      float f = 0, sep = 0;
-      cudaEventElapsedTime(&f, ev[2 * r], ev[2 * r + 1]);
-      cudaEventElapsedTime(&sep, ev[2 * r + 1], ev[2 * r + 2]);
-      best_fused = std::min(best_fused, f);
-      best_separate = std::min(best_separate, sep);
-    }
-    if (best_separate < best_fused) p.decomposed = true;
-  }
+  float best_fused = 0, best_separate = 0;
+  if (st.ok()) st = time_alternating(k.ctx.stream, fused, separate, &best_fused, &best_separate);
+  if (st.ok() && best_separate < best_fused) p.decomposed = true;
   cudaGetLastError();
-  for (auto& e : ev) cudaEventDestroy(e);
   // A failed call is not decided here: the real call right after handles a refusal (separate
   // calls) or reports the error.
   return Status::Ok();
@@ -319,29 +328,11 @@ Result<bool> gemm_route(CudaKernelContext& k, const ConvKey& key, ConvAct act, c
     set_conv_route(entry, ConvRoute::kCudnn);
     return false;
   }
-  constexpr int kReps = 5;
-  cudaEvent_t ev[2 * kReps + 1];
-  for (auto& e : ev) GPUOPT_CHECK_CALL(cudaEventCreate(&e));
-  Status st = Status::Ok();
-  cudaEventRecord(ev[0], k.ctx.stream);
-  for (int r = 0; r < kReps && st.ok(); ++r) {
-    st = run_cudnn_route(k, key, act, a, y_numel);
-    cudaEventRecord(ev[2 * r + 1], k.ctx.stream);
-    if (st.ok()) st = run_conv_gemm(k, key, act, a.x, a.w, a.b, a.z, a.y);
-    cudaEventRecord(ev[2 * r + 2], k.ctx.stream);
-  }
-  float best_cudnn = 1e30f, best_gemm = 1e30f;
-  if (st.ok() && cudaEventSynchronize(ev[2 * kReps]) == cudaSuccess) {
-    for (int r = 0; r < kReps; ++r) {
-      float c = 0, g = 0;
-      cudaEventElapsedTime(&c, ev[2 * r], ev[2 * r + 1]);
-      cudaEventElapsedTime(&g, ev[2 * r + 1], ev[2 * r + 2]);
-      best_cudnn = std::min(best_cudnn, c);
-      best_gemm = std::min(best_gemm, g);
-    }
-  }
+  float best_cudnn = 0, best_gemm = 0;
+  const Status st = time_alternating(
+      k.ctx.stream, [&] { return run_cudnn_route(k, key, act, a, y_numel); },
+      [&] { return run_conv_gemm(k, key, act, a.x, a.w, a.b, a.z, a.y); }, &best_cudnn, &best_gemm);
   cudaGetLastError();
-  for (auto& e : ev) cudaEventDestroy(e);
   GPUOPT_RETURN_IF_ERROR(st);
   const bool gemm = best_gemm < best_cudnn;
   set_conv_route(entry, gemm ? ConvRoute::kGemm : ConvRoute::kCudnn);
