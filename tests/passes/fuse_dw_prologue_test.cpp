@@ -14,6 +14,7 @@
 #include "passes/se_mean.h"
 
 #include "cnn_graphs.h"
+#include "pass_test_util.h"
 
 #include <gtest/gtest.h>
 
@@ -176,10 +177,8 @@ TEST(DwPrologue, UnknownInputActivationIsRefused) {
 // run_session_passes: on for CUDA fp16, off by its name (and with the layout pass), never on the CPU.
 TEST(DwPrologue, SessionPassesRunItAndTheSwitchTurnsItOff) {
   auto moved = [](const char* device, const char* off) {
-    if (off) setenv("GPUOPT_DISABLE_FUSION", off, 1);
     Graph g = mbconv(false);
-    const Status st = run_session_passes(&g, device, "fp16", true);
-    unsetenv("GPUOPT_DISABLE_FUSION");
+    const Status st = gpuopt::testing::session_passes(&g, device, off);
     EXPECT_TRUE(st.ok()) << st.to_string();
     return with_prologue(g);
   };
@@ -195,9 +194,7 @@ TEST(DwPrologue, SessionPassesRunItAndTheSwitchTurnsItOff) {
 TEST(DwPrologue, MiniEfficientNet) {
   const Graph model = test::mini_efficientnet(12, 29);
   Graph ref = model, g = model;
-  setenv("GPUOPT_DISABLE_FUSION", "dw_prologue", 1);
-  const Status a = run_session_passes(&ref, "cuda", "fp16", true);
-  unsetenv("GPUOPT_DISABLE_FUSION");
+  const Status a = gpuopt::testing::session_passes(&ref, "cuda", "dw_prologue");
   ASSERT_TRUE(a.ok()) << a.to_string();
   ASSERT_TRUE(run_session_passes(&g, "cuda", "fp16", true).ok());
   EXPECT_EQ(with_prologue(ref), 0);
@@ -215,10 +212,8 @@ TEST(DwPrologue, ExportedEfficientNetBlocks) {
         std::string(GPUOPT_SOURCE_DIR) + "/tests/data/exported/efficientnet_tiny_tv_" + exporter + ".onnx";
     auto loaded = load_onnx_model(path);
     ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
-    setenv("GPUOPT_DISABLE_FUSION", "dw_prologue", 1);
     Graph ref = *loaded;
-    const Status a = run_session_passes(&ref, "cuda", "fp16", true);
-    unsetenv("GPUOPT_DISABLE_FUSION");
+    const Status a = gpuopt::testing::session_passes(&ref, "cuda", "dw_prologue");
     ASSERT_TRUE(a.ok()) << a.to_string();
     Graph g = *loaded;
     ASSERT_TRUE(run_session_passes(&g, "cuda", "fp16", true).ok());

@@ -4,11 +4,13 @@
 
 #include "backends/backend.h"
 #include "ir/graph.h"
+#include "passes/passes.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <random>
 
 namespace gpuopt::testing {
@@ -18,6 +20,15 @@ inline Tensor uniform(Shape shape, std::mt19937& rng, float lo = -1, float hi = 
   std::uniform_real_distribution<float> u(lo, hi);
   for (int64_t i = 0; i < t.numel(); ++i) t.set_f64(i, u(rng));
   return t;
+}
+
+// The session pipeline at fp16 on `device` with GPUOPT_DISABLE_FUSION=`off` for this call only
+// (nullptr: every fusion on).
+inline Status session_passes(Graph* g, const char* device, const char* off = nullptr) {
+  if (off) setenv("GPUOPT_DISABLE_FUSION", off, 1);
+  const Status st = run_session_passes(g, device, "fp16", true);
+  unsetenv("GPUOPT_DISABLE_FUSION");
+  return st;
 }
 
 inline int count(const Graph& g, const std::string& op) {

@@ -12,6 +12,7 @@
 #include "passes/se_mean.h"
 
 #include "cnn_graphs.h"
+#include "pass_test_util.h"
 
 #include <gtest/gtest.h>
 
@@ -189,10 +190,8 @@ TEST(SeMean, ConvOutputWithAThirdReaderStillFuses) {
 // (and with the layout pass), never on the CPU.
 TEST(SeMean, SessionPassesRunItAndTheSwitchTurnsItOff) {
   auto fused = [](const char* device, const char* off) {
-    if (off) setenv("GPUOPT_DISABLE_FUSION", off, 1);
     Graph g = se_block(MeanForm::kGap);
-    const Status st = run_session_passes(&g, device, "fp16", true);
-    unsetenv("GPUOPT_DISABLE_FUSION");
+    const Status st = gpuopt::testing::session_passes(&g, device, off);
     EXPECT_TRUE(st.ok()) << st.to_string();
     return with_mean(g);
   };
@@ -208,9 +207,7 @@ TEST(SeMean, SessionPassesRunItAndTheSwitchTurnsItOff) {
 TEST(SeMean, MiniEfficientNetBothBlocksFuse) {
   const Graph model = test::mini_efficientnet(12, 29);
   Graph ref = model, g = model;
-  setenv("GPUOPT_DISABLE_FUSION", "se_mean", 1);
-  const Status a = run_session_passes(&ref, "cuda", "fp16", true);
-  unsetenv("GPUOPT_DISABLE_FUSION");
+  const Status a = gpuopt::testing::session_passes(&ref, "cuda", "se_mean");
   ASSERT_TRUE(a.ok()) << a.to_string();
   ASSERT_TRUE(run_session_passes(&g, "cuda", "fp16", true).ok());
   EXPECT_EQ(with_mean(ref), 0);
@@ -235,10 +232,8 @@ TEST(SeMean, ExportedEfficientNetBlocksFuseEveryMean) {
         std::string(GPUOPT_SOURCE_DIR) + "/tests/data/exported/efficientnet_tiny_tv_" + exporter + ".onnx";
     auto loaded = load_onnx_model(path);
     ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
-    setenv("GPUOPT_DISABLE_FUSION", "se_mean", 1);
     Graph ref = *loaded;
-    const Status a = run_session_passes(&ref, "cuda", "fp16", true);
-    unsetenv("GPUOPT_DISABLE_FUSION");
+    const Status a = gpuopt::testing::session_passes(&ref, "cuda", "se_mean");
     ASSERT_TRUE(a.ok()) << a.to_string();
     Graph g = *loaded;
     ASSERT_TRUE(run_session_passes(&g, "cuda", "fp16", true).ok());
