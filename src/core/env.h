@@ -16,7 +16,8 @@ namespace gpuopt {
   X(GPUOPT_DISABLE_FUSION, "0",                                                                              \
     "1 or all turns every fusion off; or a list to leave out: conv,matmul_bias,gelu,attention,nhwc.")    \
   X(GPUOPT_SDPA_BIAS, "expand", "broadcast: cuDNN's SDPA reads a [B,1,1,S] mask in place (zero row stride) instead of a copy expanded per call.") \
-  X(GPUOPT_SDPA_NAN_GUARD, "pass", "cudnn: an Attention's nan_to_zero left to cuDNN's SDPA (no NaN pass after it); pass: the in-place pass (default).") \
+  X(GPUOPT_SDPA_AUTOTUNE, "1", "0: cuDNN SDPA runs the heuristics' first plan; 1: every plan it offers is built and the fastest kept on the shape's first eager call.") \
+  X(GPUOPT_SDPA_NAN_GUARD, "cudnn", "cudnn: an Attention's nan_to_zero left to cuDNN's SDPA (no NaN pass after it; default); pass: an in-place pass after cuDNN.") \
   X(GPUOPT_ATTENTION_KERNEL, "auto", "wmma: gpuopt's tensor-core kernel instead of cuDNN's flash attention; scalar: the scalar kernel (A/B).") \
   X(GPUOPT_INT8_CONV_AUTOTUNE, "1", "0: Int8Conv runs cuDNN's first heuristic plan instead of timing the candidates on a shape's first run (A/B).") \
   X(GPUOPT_CONV_ENGINE, "legacy", "graph: channels-last fp16/bf16 convs through cuDNN's graph API with timed engine choice (A/B, unverified).") \

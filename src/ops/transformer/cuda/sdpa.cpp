@@ -18,11 +18,14 @@
 #define NV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING 1
 #include <cudnn_frontend.h>
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <cstdint>
+#include <string>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include <dlfcn.h>
@@ -48,8 +51,21 @@ struct Key {
 struct Plan {
   Status status;
   std::shared_ptr<fe::graph::Graph> graph;
-  int64_t workspace = 0;
+  int64_t workspace = 0;  // enough for every built plan (the autotune tries each)
+  // Every plan cuDNN's heuristics offer is built; the shape's first eager call times them
+  // (the frontend's autotune) and keeps the fastest. `mu` serializes that with the executes.
+  std::mutex mu;
+  std::atomic<bool> pending{false};
 };
+
+// GPUOPT_SDPA_AUTOTUNE=0 keeps the heuristics' first plan (the behaviour before, for A/B runs).
+bool sdpa_autotune() {
+  static const bool on = [] {
+    const auto v = env_get("GPUOPT_SDPA_AUTOTUNE");
+    return !(v && *v == "0");
+  }();
+  return on;
+}
 
 std::mutex g_mu;
 std::map<Key, std::unique_ptr<Plan>> g_plans;
@@ -74,12 +90,13 @@ bool bias_broadcast() {
 
 }  // namespace
 
-// GPUOPT_SDPA_NAN_GUARD=cudnn: nan_to_zero is left to cuDNN (no pass after it). Opt-in until the
-// H200 shows cuDNN writes 0 for a row whose every key is masked (scripts/gpu/qkv.sh).
+// nan_to_zero is left to cuDNN (no pass after it): on the H200 cuDNN 9 writes 0 for a row whose
+// every key is masked (backend-ops' fully masked Attention cases, scripts/gpu/qkv.sh: 21/21).
+// GPUOPT_SDPA_NAN_GUARD=pass keeps the in-place pass after cuDNN (the behaviour before).
 bool sdpa_zeroes_masked_rows() {
   static const bool on = [] {
     const auto v = env_get("GPUOPT_SDPA_NAN_GUARD");
-    return v && *v == "cudnn";
+    return !(v && *v == "pass");
   }();
   return on;
 }
@@ -118,15 +135,22 @@ Status build(Plan* p, const AttentionArgs& a, const BiasShape& bs, cudnnHandle_t
   auto [o, stats] = g->sdpa(q, k, v, opts);
   (void)stats;
   o->set_output(true).set_uid(kO).set_dim({a.batch, a.q_heads, a.q_seq, a.v_head}).set_stride(strides4(a.ys));
-  fe::error_t st = g->build(h, {fe::HeurMode_t::A});
+  const bool tune = sdpa_autotune();
+  fe::error_t st =
+      g->build(h, {fe::HeurMode_t::A}, tune ? fe::BuildPlanPolicy_t::ALL : fe::BuildPlanPolicy_t::HEURISTICS_CHOICE);
   if (!st.is_good()) return Status::Unimplemented("cuDNN SDPA: {}", st.get_message());
-  fe::error_t ws = g->get_workspace_size(p->workspace);
-  if (!ws.is_good()) return Status::Unimplemented("cuDNN SDPA workspace: {}", ws.get_message());
+  if (tune) {
+    p->workspace = g->get_autotune_workspace_size();
+  } else {
+    fe::error_t ws = g->get_workspace_size(p->workspace);
+    if (!ws.is_good()) return Status::Unimplemented("cuDNN SDPA workspace: {}", ws.get_message());
+  }
+  p->pending.store(tune && g->get_execution_plan_count() > 1);
   p->graph = std::move(g);
   return Status::Ok();
 }
 
-const Plan* find_plan(const AttentionArgs& a, const BiasShape& bs, cudnnHandle_t h) {
+Plan* find_plan(const AttentionArgs& a, const BiasShape& bs, cudnnHandle_t h) {
   Key key{{static_cast<int64_t>(a.dt), a.batch, a.q_heads, a.kv_heads, a.q_seq, a.kv_seq, a.head, a.v_head, a.qs.b,
            a.qs.h, a.qs.s, a.ks.b, a.ks.h, a.ks.s, a.vs.b, a.vs.h, a.vs.s, a.ys.b, a.ys.h, a.ys.s, a.causal,
            a.mask != nullptr, bs.b, bs.h, static_cast<int64_t>(a.scale * 1e6f), bs.expand ? -1 : a.mask_sb,
@@ -139,6 +163,24 @@ const Plan* find_plan(const AttentionArgs& a, const BiasShape& bs, cudnnHandle_t
     if (!slot->status.ok()) GPUOPT_LOG(info, "attention: {}; running gpuopt's kernel", slot->status.to_string());
   }
   return slot.get();
+}
+
+// Times every built plan on this call's buffers (each writes Y, which the real call then
+// overwrites) and keeps the fastest; never inside a stream capture (the heuristics' first plan
+// runs meanwhile and a later eager call tunes). The frontend synchronizes the device around it.
+void tune_plan(Plan* p, cudnnHandle_t h, std::unordered_map<int64_t, void*>& pack, void* ws, cudaStream_t s) {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(s, &capture) != cudaSuccess || capture != cudaStreamCaptureStatusNone) {
+    cudaGetLastError();
+    return;
+  }
+  p->pending.store(false);
+  const int64_t n = p->graph->get_execution_plan_count();
+  fe::error_t st = p->graph->autotune(h, pack, ws);
+  std::string name;
+  if (st.is_good() && !p->graph->get_plan_name(name).is_good()) name = "?";
+  GPUOPT_LOG(debug, "attention: cuDNN SDPA autotune over {} plans: {}", n,
+             st.is_good() ? "kept " + name : "failed (" + st.get_message() + "), first plan kept");
 }
 
 // A mask already laid out as the expanded bias (contiguous [bb, bh, q_seq, kv_seq]: GPT-2's causal
@@ -177,7 +219,7 @@ bool sdpa_applies(const AttentionArgs& a) {
 Result<bool> run_sdpa(const AttentionArgs& a, ExecContext& ctx) {
   GPUOPT_ASSIGN_OR_RETURN(cudnnHandle_t h, ctx.cudnn());
   const BiasShape bs = bias_shape(a);
-  const Plan* plan = find_plan(a, bs, h);
+  Plan* plan = find_plan(a, bs, h);
   if (!plan->status.ok()) return false;
   const size_t es = dtype_size(a.dt);
   const bool copy_bias = a.mask && bs.expand && !bias_in_place(a, bs);
@@ -206,7 +248,10 @@ Result<bool> run_sdpa(const AttentionArgs& a, ExecContext& ctx) {
     pack[kBias] = buf;
   }
   GPUOPT_CHECK_CALL(cudnnSetStream(h, ctx.stream));
-  fe::error_t st = plan->graph->execute(h, pack, static_cast<char*>(buf) + bias_bytes);
+  void* ws = static_cast<char*>(buf) + bias_bytes;
+  std::lock_guard<std::mutex> lock(plan->mu);
+  if (plan->pending.load()) tune_plan(plan, h, pack, ws, ctx.stream);
+  fe::error_t st = plan->graph->execute(h, pack, ws);
   if (!st.is_good()) return Status::Internal("cuDNN SDPA execute: {}", st.get_message());
   return true;
 }

@@ -11,8 +11,8 @@ namespace gpuopt::cuda {
 // GPUOPT_ATTENTION_KERNEL unset or `auto`.
 bool sdpa_applies(const AttentionArgs& a);
 
-// Whether an Attention's nan_to_zero is left to cuDNN's own output (GPUOPT_SDPA_NAN_GUARD=cudnn),
-// instead of one in-place pass after it (the default).
+// Whether an Attention's nan_to_zero is left to cuDNN's own output (the default), instead of one
+// in-place pass after it (GPUOPT_SDPA_NAN_GUARD=pass).
 bool sdpa_zeroes_masked_rows();
 
 // Runs it on ctx's stream: true when cuDNN ran it, false when cuDNN declined the shape (logged
