@@ -7,7 +7,8 @@
 #     and those that fell back to the register tiles (should be 0);
 #  2. compute-sanitizer memcheck on the dwsmem and dw+mean cases with smem, racecheck (shared
 #     memory hazards) on a few dwsmem shapes;
-#  3. EfficientNet-B0 and MobileNetV3-L (compare.py's legacy exports, fp16) at batch 32 and 256,
+#  3. per-launch us of EfficientNet-B0's SE-block depthwise convs at b32 (backend_ops perf --case
+#     se-perf), auto against smem; EfficientNet-B0 and MobileNetV3-L (compare.py's legacy exports, fp16) at batch 32 and 256,
 #     device ms (gpuopt run --json, median of 20, CUDA graph), one binary, auto against smem;
 #     NhwcFusedConv's GPU ms in EfficientNet-B0's per-op profile at batch 256, both;
 #  4. accuracy against ONNX Runtime fp32 (se_accuracy.py: features and every SE mean, batch 2),
@@ -69,7 +70,25 @@ fi
 }
 
 lap
-echo "== 3. device ms, one binary: auto (register tiles) vs smem =="
+echo "== 3. per launch (backend_ops perf --case se-perf: EfficientNet-B0's SE-block convs at b32), then device ms =="
+for k in auto smem; do
+  GPUOPT_DEPTHWISE_KERNEL=$k timeout 60 "$B/backend_ops" perf --op NhwcFusedConv --case se-perf >"$D/perf_$k.txt" 2>&1
+done
+python3 - "$D/perf_auto.txt" "$D/perf_smem.txt" <<'PY'
+import re, sys
+def us(path):  # case label -> us, from the perf table's rows
+    out = {}
+    for line in open(path, errors="replace"):
+        cells = re.split(r"\s{2,}", line.strip())  # core/table.cpp: columns 2+ spaces apart
+        if len(cells) >= 3 and cells[0] == "NhwcFusedConv" and re.match(r"^[0-9.]+$", cells[2]):
+            out[cells[1]] = float(cells[2])
+    return out
+a, s = us(sys.argv[1]), us(sys.argv[2])
+print("%-52s %9s %9s %7s" % ("case", "auto us", "smem us", "ratio"))
+for k in a:
+    if k in s: print("%-52s %9.1f %9.1f %7.2f" % (k, a[k], s[k], s[k] / a[k]))
+if not a or not s: print("no perf rows parsed; see", sys.argv[1], sys.argv[2])
+PY
 ms() {  # model batch kernel
   GPUOPT_DEPTHWISE_KERNEL=$3 timeout 60 "$G" run "$M/$1_legacy.onnx" --device cuda --precision fp16 --random-inputs \
     --batch "$2" --iterations 20 --warmup 3 --json 2>/dev/null |
