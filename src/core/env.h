@@ -22,7 +22,7 @@ namespace gpuopt {
   X(GPUOPT_INT8_CONV_AUTOTUNE, "1", "0: Int8Conv runs cuDNN's first heuristic plan instead of timing the candidates on a shape's first run (A/B).") \
   X(GPUOPT_CONV_ENGINE, "legacy", "graph: channels-last fp16/bf16 convs through cuDNN's graph API with timed engine choice (A/B, unverified).") \
   X(GPUOPT_CONV_GEMM, "1", "1x1 channels-last convs: 1 times cuDNN against one cuBLASLt GEMM (bias, residual, Relu fused) per shape and keeps the faster; 0 cuDNN only; force the GEMM (A/B).") \
-  X(GPUOPT_DEPTHWISE_KERNEL, "auto", "cudnn runs channels-last depthwise convs through cuDNN instead of gpuopt's kernel; narrow/wide pick the kernel's tile (A/B).") \
+  X(GPUOPT_DEPTHWISE_KERNEL, "auto", "cudnn runs channels-last depthwise convs through cuDNN instead of gpuopt's kernel; narrow/wide pick the kernel's tile; smem the shared-memory kernel where it applies (A/B).") \
   X(GPUOPT_POOL_KERNEL, "ours", "cudnn: channels-last max pools through cuDNN's pooling where it is exact, instead of gpuopt's kernel (A/B).") \
   X(GPUOPT_SMALL_C_TRANSPOSE, "1", "0: transposes to a last axis of 2-8 elements (NCHW -> NHWC of an image) take the strided copy instead of the interleave kernel (A/B).") \
   X(GPUOPT_NUM_THREADS, "all cores", "Threads of the CPU reference's pool (MatMul, Gemm, Conv).")             \

@@ -7,7 +7,8 @@
 // channels and dilation), with many channel slabs (C = 1152) and many row slices (batch 1,
 // 64 rows), and through cuDNN's conv plus the mean kernel (a dense conv). The reference is the
 // NCHW FusedConv between transposes, then the mean of Y as stored. Also the prologue
-// (input_activation: the reference applies it to X first) and the 1x1 convs that run as a GEMM.
+// (input_activation: the reference applies it to X first), the 1x1 convs that run as a GEMM, and
+// the edges of the shared-memory kernel (GPUOPT_DEPTHWISE_KERNEL=smem, labels "dwsmem").
 #include "cases.h"
 #include "ops/conv/conv_activation.h"
 
@@ -135,6 +136,46 @@ void add_depthwise_cases(std::vector<Case>& cases) {
          {{std::string(kConvInputActivation), attr_s("Swish")}});
     make(dt, {{2, 7, 9, 24}, 40, 1, 0, 1, 1, true, true, "", "1x1 bias z (cuDNN)"}, 1, {});
     make(dt, {{2, 8, 8, 24}, 40, 1, 0, 2, 1, true, false, "", "1x1 s2 bias (cuDNN)"}, 1, {});
+  }
+  // The shared-memory kernel's edges (depthwise_smem.cu; scripts/gpu/dwsmem.sh runs them with
+  // GPUOPT_DEPTHWISE_KERNEL=smem, labels "dwsmem"): output extents that leave partial tiles and
+  // partial 4-column positions, odd H/W, pads 0-3 (wider than the kernel's half: output larger
+  // than the input), stride 2 with odd input, k3/k5/k7, slabs of 8 to 1152 channels (one slab,
+  // several, C = 8 and 24 where a slab is one or three 16-byte chunks), images large enough for
+  // many tiles, with and without the mean, each prologue activation in turn, bias and z or not.
+  const DwCase smem[] = {
+      {{3, 13, 17, 8}, 8, 3, 1, 1, 8, true, false, "Swish", "dwsmem C=8 k3 s1 odd HW"},
+      {{2, 9, 9, 8}, 8, 3, 0, 2, 8, true, false, "", "dwsmem C=8 k3 s2 pad 0 odd"},
+      {{2, 15, 13, 24}, 24, 5, 2, 2, 24, true, true, "HardSwish", "dwsmem C=24 k5 s2 odd input bias z"},
+      {{1, 9, 10, 16}, 16, 3, 2, 1, 16, true, false, "Relu", "dwsmem C=16 k3 pad 2 (output > input)"},
+      {{2, 30, 33, 32}, 32, 3, 0, 1, 32, false, false, "Swish", "dwsmem C=32 k3 pad 0 no bias"},
+      {{1, 112, 112, 32}, 32, 3, 1, 1, 32, true, false, "Swish", "dwsmem C=32 k3 112x112 (many tiles)"},
+      {{1, 57, 55, 96}, 96, 3, 1, 2, 96, true, false, "Swish", "dwsmem C=96 k3 s2 odd 57x55"},
+      {{2, 23, 29, 144}, 144, 3, 1, 1, 144, true, false, "Swish", "dwsmem C=144 k3 s1 23x29"},
+      {{2, 29, 27, 144}, 144, 5, 2, 2, 144, true, false, "Swish", "dwsmem C=144 k5 s2 odd"},
+      {{2, 14, 14, 240}, 240, 5, 2, 1, 240, true, true, "Swish", "dwsmem C=240 k5 s1 bias z"},
+      {{1, 15, 15, 240}, 240, 3, 1, 2, 240, true, false, "", "dwsmem C=240 k3 s2 odd"},
+      {{2, 11, 12, 48}, 48, 5, 3, 2, 48, true, false, "HardSwish", "dwsmem C=48 k5 s2 pad 3"},
+      {{2, 19, 21, 40}, 40, 7, 3, 1, 40, true, false, "", "dwsmem C=40 k7 s1 pad 3"},
+      {{2, 17, 15, 16}, 16, 7, 3, 2, 16, true, true, "Relu", "dwsmem C=16 k7 s2 pad 3 bias z"},
+      {{2, 14, 14, 672}, 672, 5, 2, 1, 672, true, false, "Swish", "dwsmem C=672 k5 s1"},
+      {{2, 7, 7, 1152}, 1152, 5, 2, 1, 1152, true, false, "Swish", "dwsmem C=1152 k5 7x7"},
+      {{3, 7, 7, 1152}, 1152, 3, 1, 1, 1152, true, false, "Swish", "dwsmem C=1152 k3 7x7"},
+      {{1, 60, 70, 16}, 16, 3, 1, 1, 16, true, false, "HardSwish", "dwsmem C=16 k3 60x70"},
+  };
+  const char* const prologues[] = {"Swish", "HardSwish", "Relu", ""};
+  for (DType dt : {DType::F16, DType::BF16}) {
+    int i = dt == DType::F16 ? 0 : 2;  // bf16 starts two activations further on
+    for (const DwCase& c : smem) {
+      const std::string in_act = prologues[i++ % 4];
+      AttributeMap pa;
+      if (!in_act.empty()) pa[std::string(kConvInputActivation)] = attr_s(in_act);
+      DwCase p = c;
+      p.what += " in=" + (in_act.empty() ? std::string("none") : in_act);
+      make(dt, p, 1, pa);
+      p.what += " +mean";
+      make(dt, p, 2, pa);
+    }
   }
   for (DType dt : {DType::F16, DType::BF16}) {
     for (const DwCase& c : stride2) make(dt, c, 1, {});

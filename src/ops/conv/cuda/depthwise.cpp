@@ -3,6 +3,7 @@
 #include "ops/conv/cuda/depthwise.h"
 #include "ops/tensor/cuda/layout.h"
 #include "core/env.h"
+#include "core/log.h"
 
 namespace gpuopt::cuda {
 
@@ -21,18 +22,9 @@ bool depthwise_nhwc_applies(const ConvKey& key) {
 
 Status run_depthwise_nhwc(CudaKernelContext& k, const ConvKey& key, ConvAct act, const void* x, const void* w,
                           const void* bias, const void* z, void* y, void* mean, ConvAct in_act) {
-  // The transposed filter, then (with mean) the f32 partial sums, 256-byte aligned.
-  const size_t w_bytes = (static_cast<size_t>(key.c * key.kh * key.kw) * dtype_size(key.dt) + 255) / 256 * 256;
-  const size_t sum_bytes = mean ? depthwise_mean_workspace(key.n, key.c, key.oh) : 0;
-  Tensor hold;
-  GPUOPT_ASSIGN_OR_RETURN(void* w_t, call_workspace(k.ctx, w_bytes + sum_bytes, &hold));
-  // [c, kh, kw, 1] -> [kh * kw, c]: a few KB, so every tap of the kernel is one vector access.
-  GPUOPT_RETURN_IF_ERROR(
-      launch_transpose(dtype_size(key.dt), w, w_t, Shape{key.c, key.kh * key.kw}, {1, 0}, k.ctx.stream));
   DepthwiseArgs a;
   a.dt = key.dt;
   a.x = x;
-  a.w_t = w_t;
   a.bias = bias;
   a.z = z;
   a.y = y;
@@ -52,13 +44,29 @@ Status run_depthwise_nhwc(CudaKernelContext& k, const ConvKey& key, ConvAct act,
   a.dw = key.dw;
   a.act = act;
   a.in_act = in_act;
-  a.tile = depthwise_choice() == "wide"     ? DepthwiseTile::kWide
-           : depthwise_choice() == "narrow" ? DepthwiseTile::kNarrow
-           : depthwise_choice() == "wide1"  ? DepthwiseTile::kWideS1
-                                            : DepthwiseTile::kAuto;
-  if (mean)
-    return launch_depthwise_nhwc_mean(a, mean, static_cast<char*>(w_t) + w_bytes, k.ctx.stream)
-        .with_context(node_label(k.node));
+  const std::string& choice = depthwise_choice();
+  a.tile = choice == "wide"     ? DepthwiseTile::kWide
+           : choice == "narrow" ? DepthwiseTile::kNarrow
+           : choice == "wide1"  ? DepthwiseTile::kWideS1
+           : choice == "smem"   ? DepthwiseTile::kSmem
+                                : DepthwiseTile::kAuto;
+  // `smem` where the shared-memory kernel takes the shape (w_t is the workspace's, 256-aligned).
+  const bool smem = a.tile == DepthwiseTile::kSmem && depthwise_smem_applies(a);
+  if (a.tile == DepthwiseTile::kSmem)  // scripts/gpu/dwsmem.sh counts the shapes that fall back
+    GPUOPT_LOG(debug, "{}: depthwise {}", node_label(k.node), smem ? "smem kernel" : "smem does not apply: register tiles");
+  // The transposed filter, then (with mean) the f32 partial sums, 256-byte aligned.
+  const size_t w_bytes = (static_cast<size_t>(key.c * key.kh * key.kw) * dtype_size(key.dt) + 255) / 256 * 256;
+  const size_t sum_bytes =
+      !mean ? 0 : smem ? depthwise_smem_mean_workspace(a) : depthwise_mean_workspace(key.n, key.c, key.oh);
+  Tensor hold;
+  GPUOPT_ASSIGN_OR_RETURN(void* w_t, call_workspace(k.ctx, w_bytes + sum_bytes, &hold));
+  // [c, kh, kw, 1] -> [kh * kw, c]: a few KB, so every tap of the kernel is one vector access.
+  GPUOPT_RETURN_IF_ERROR(
+      launch_transpose(dtype_size(key.dt), w, w_t, Shape{key.c, key.kh * key.kw}, {1, 0}, k.ctx.stream));
+  a.w_t = w_t;
+  void* partial = static_cast<char*>(w_t) + w_bytes;
+  if (smem) return launch_depthwise_smem(a, mean, partial, k.ctx.stream).with_context(node_label(k.node));
+  if (mean) return launch_depthwise_nhwc_mean(a, mean, partial, k.ctx.stream).with_context(node_label(k.node));
   return launch_depthwise_nhwc(a, k.ctx.stream).with_context(node_label(k.node));
 }
 

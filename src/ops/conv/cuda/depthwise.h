@@ -26,8 +26,9 @@ namespace gpuopt::cuda {
 // columns per thread at stride 1, x 2 at stride 2; `wide` 4 channels x 8 columns at stride 1, x 4
 // at stride 2 (depthwise_tile.cuh: row_owt); `wide1`
 // wide at stride 1 and narrow at stride 2 (the choice before stride 2 had the wide tile); `auto`
-// is wide. GPUOPT_DEPTHWISE_KERNEL names them for A/B runs.
-enum class DepthwiseTile : uint8_t { kAuto, kNarrow, kWide, kWideS1 };
+// is wide. `smem`: the shared-memory kernel (launch_depthwise_smem) where it applies, else
+// auto. GPUOPT_DEPTHWISE_KERNEL names them for A/B runs.
+enum class DepthwiseTile : uint8_t { kAuto, kNarrow, kWide, kWideS1, kSmem };
 
 struct DepthwiseArgs {
   DType dt = DType::F16;       // f16 or bf16 (computed in f32, rounded once)
@@ -55,12 +56,27 @@ Status launch_depthwise_nhwc_mean(const DepthwiseArgs& a, void* mean, void* part
 Status launch_spatial_mean_nhwc(DType dt, const void* y, int64_t n, int64_t oh, int64_t ow, int64_t c, void* mean,
                                 void* partial, cudaStream_t s);
 
+// The shared-memory kernel (depthwise_smem.cu): a block copies the input patch of its tile of
+// output pixels and channels (halo and padding included) and the slab's weights into shared
+// memory once, applying the prologue activation once per element, then computes the tile from
+// there; with `mean` (null: the plain conv) it also writes the spatial mean as
+// launch_depthwise_nhwc_mean does, from f32 partials [n, tiles, c] in `partial`, of
+// depthwise_smem_mean_workspace(a) bytes (a function of the shape only). The same outputs as
+// launch_depthwise_nhwc(_mean) to rounding (same tap order; bf16's activated input is rounded to
+// bf16). It takes kernel widths 3, 5, 7, heights up to 7, strides 1 and 2, dilation 1, C a
+// multiple of 8, x and w_t 16-byte aligned, y, z, bias 8-byte aligned
+// (depthwise_smem_applies: all but w_t, which the caller allocates aligned).
+bool depthwise_smem_applies(const DepthwiseArgs& a);
+size_t depthwise_smem_mean_workspace(const DepthwiseArgs& a);  // 0 where the shape does not apply
+Status launch_depthwise_smem(const DepthwiseArgs& a, void* mean, void* partial, cudaStream_t s);
+
 struct ConvKey;
 struct CudaKernelContext;
 
 // Whether a channels-last conv is one the kernel takes: group == c == m, f16/bf16, and
 // GPUOPT_DEPTHWISE_KERNEL is not `cudnn` (which keeps cuDNN's path, for A/B runs; `narrow`,
-// `wide` and `wide1` pick the kernel's tile, DepthwiseTile).
+// `wide` and `wide1` pick the kernel's tile, DepthwiseTile; `smem` the shared-memory kernel
+// where it applies).
 bool depthwise_nhwc_applies(const ConvKey& key);
 
 // Runs it: the filter is transposed into a workspace of the call, then one kernel. With `mean`

@@ -82,7 +82,7 @@ __global__ void __launch_bounds__(kThreads) depthwise_mean(Params p, MeanGrid m)
 
 // mean[i, c] = sum over the slices of partial[i, slice, c], divided by the pixel count.
 template <typename T>
-__global__ void finish_mean(const float* partial, T* mean, int64_t n, int64_t c, int slices, float inv_count) {
+__global__ void finish_mean_kernel(const float* partial, T* mean, int64_t n, int64_t c, int slices, float inv_count) {
   for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < n * c;
        idx += int64_t(gridDim.x) * blockDim.x) {
     const int64_t i = idx / c, ch = idx % c;
@@ -93,12 +93,29 @@ __global__ void finish_mean(const float* partial, T* mean, int64_t n, int64_t c,
   }
 }
 
+// Channel groups per block: of 16-32 (fewer where cg is smaller: a warp's loads stay 64-byte
+// segments or longer), the count that keeps most threads busy over all slabs, cg * lanes of
+// slabs * 128, the larger on a tie. min(cg, 32) left a half-empty last slab: cg = 36
+// (EfficientNet's C = 144 at 4 channels) ran 32 + 4 groups, the second slab with 4 of 32 groups
+// busy; 18 x 7 lanes keeps 126 of 128 threads busy in both. The partial sums are laid out per
+// channel ([n, slices, c]), so the workspace does not depend on the choice.
+int channel_groups_per_block(int cg) {
+  int best = std::min(cg, 32);
+  double best_busy = 0.;
+  for (int g = std::min(cg, 32); g >= std::min(cg, 16); --g) {
+    const int slabs = (cg + g - 1) / g, lanes = kThreads / g;
+    const double busy = double(cg) * lanes / (double(slabs) * kThreads);
+    if (busy > best_busy + 1e-9) best = g, best_busy = busy;
+  }
+  return best;
+}
+
 struct Mean {
   MeanGrid grid;
   template <typename T, int VEC, class Tile>
   void run(const Params& p, cudaStream_t s) const {
     MeanGrid m = grid;
-    m.cgb = std::min(p.cg, 32);
+    m.cgb = channel_groups_per_block(p.cg);
     m.lanes = kThreads / m.cgb;
     m.slabs = (p.cg + m.cgb - 1) / m.cgb;
     const int64_t blocks = int64_t(m.slabs) * m.slices * p.n;
@@ -126,20 +143,24 @@ __global__ void spatial_partial(const T* y, int64_t hw, int64_t c, int slabs, in
   partial[(img * slices + slice) * c + ch] = s;
 }
 
-Status finish(DType dt, const float* partial, void* mean, int64_t n, int64_t c, int64_t slices, int64_t count,
-              cudaStream_t s) {
+}  // namespace
+
+namespace dw {
+
+Status finish_mean(DType dt, const float* partial, void* mean, int64_t n, int64_t c, int64_t slices, int64_t count,
+                   cudaStream_t s) {
   const float inv = 1.f / static_cast<float>(count);
   const unsigned g = kern::grid_for(n * c, 256);
   const int sl = static_cast<int>(slices);
   if (dt == DType::F16)
-    finish_mean<__half><<<g, 256, 0, s>>>(partial, static_cast<__half*>(mean), n, c, sl, inv);
+    finish_mean_kernel<__half><<<g, 256, 0, s>>>(partial, static_cast<__half*>(mean), n, c, sl, inv);
   else
-    finish_mean<__nv_bfloat16><<<g, 256, 0, s>>>(partial, static_cast<__nv_bfloat16*>(mean), n, c, sl, inv);
+    finish_mean_kernel<__nv_bfloat16><<<g, 256, 0, s>>>(partial, static_cast<__nv_bfloat16*>(mean), n, c, sl, inv);
   GPUOPT_CHECK_CALL(cudaGetLastError());
   return Status::Ok();
 }
 
-}  // namespace
+}  // namespace dw
 
 size_t depthwise_mean_workspace(int64_t n, int64_t c, int64_t oh) {
   return static_cast<size_t>(n * mean_slices(n, c, oh) * c) * sizeof(float);
@@ -156,7 +177,7 @@ Status launch_depthwise_nhwc_mean(const DepthwiseArgs& a, void* mean, void* part
   const Mean launch{MeanGrid{0, static_cast<int>(used), static_cast<int>(rows), 0, 0, static_cast<float*>(partial)}};
   GPUOPT_RETURN_IF_ERROR(dw::dispatch(a, launch, s));
   GPUOPT_CHECK_CALL(cudaGetLastError());
-  return finish(a.dt, static_cast<const float*>(partial), mean, a.n, a.c, used, a.oh * a.ow, s);
+  return dw::finish_mean(a.dt, static_cast<const float*>(partial), mean, a.n, a.c, used, a.oh * a.ow, s);
 }
 
 Status launch_spatial_mean_nhwc(DType dt, const void* y, int64_t n, int64_t oh, int64_t ow, int64_t c, void* mean,
@@ -176,7 +197,7 @@ Status launch_spatial_mean_nhwc(DType dt, const void* y, int64_t n, int64_t oh, 
                                                           static_cast<int>(slabs), static_cast<int>(used), per,
                                                           static_cast<float*>(partial));
   GPUOPT_CHECK_CALL(cudaGetLastError());
-  return finish(dt, static_cast<const float*>(partial), mean, n, c, used, hw, s);
+  return dw::finish_mean(dt, static_cast<const float*>(partial), mean, n, c, used, hw, s);
 }
 
 }  // namespace gpuopt::cuda

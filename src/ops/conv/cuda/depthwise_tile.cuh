@@ -4,7 +4,8 @@
 // for any kernel; each instantiated once per prologue activation), and the
 // dispatch from runtime shape to template instance. depthwise.cu launches them one thread per
 // tile; depthwise_mean.cu launches them a block per (image, channel slab, slice of rows) and also
-// sums the outputs per channel (squeeze-excitation's spatial mean, se_mean pass).
+// sums the outputs per channel (squeeze-excitation's spatial mean, se_mean pass); depthwise_smem.cu
+// reuses the loads, prologue activation and epilogue with its shared-memory tiles.
 #pragma once
 
 #include "ops/conv/cuda/conv_act.cuh"
@@ -203,6 +204,11 @@ __device__ __forceinline__ void finish(const Params& p, float (&acc)[VEC], int64
   }
   store<T, VEC>(static_cast<T*>(p.y) + off, acc);
 }
+
+// mean [n, c] of the per-(image, slice, channel) f32 partial sums [n, slices, c] over `count`
+// pixels, the slices added in order (depthwise_mean.cu; also the smem kernel's, depthwise_smem.cu).
+Status finish_mean(DType dt, const float* partial, void* mean, int64_t n, int64_t c, int64_t slices, int64_t count,
+                   cudaStream_t s);
 
 // Kernel width KW and stride SW known at compile time, dilation 1: the COLS input columns that
 // OWT outputs share are read once per kernel row into registers.
