@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The shared-memory depthwise kernel (src/ops/conv/cuda/depthwise_smem.cu,
-# GPUOPT_DEPTHWISE_KERNEL=smem) against the register tiles (auto) on the H200, about 3-4 minutes,
+# the default, GPUOPT_DEPTHWISE_KERNEL=auto or smem) against the register tiles
+# (GPUOPT_DEPTHWISE_KERNEL=tiles) on the H200, about 3-4 minutes,
 # from the repository root with the binaries in build-h200/bin:
 #  1. backend_ops NhwcFusedConv, every case, with smem and with the default; the "dwsmem" cases
 #     (the kernel's edges) at GPUOPT_LOG_LEVEL=debug, counting the convs that ran the smem kernel
@@ -8,11 +9,11 @@
 #  2. compute-sanitizer memcheck on the dwsmem and dw+mean cases with smem, racecheck (shared
 #     memory hazards) on a few dwsmem shapes;
 #  3. per-launch us of EfficientNet-B0's SE-block depthwise convs at b32 (backend_ops perf --case
-#     se-perf), auto against smem; EfficientNet-B0 and MobileNetV3-L (compare.py's legacy exports, fp16) at batch 32 and 256,
-#     device ms (gpuopt run --json, median of 20, CUDA graph), one binary, auto against smem;
+#     se-perf), tiles against smem; EfficientNet-B0 and MobileNetV3-L (compare.py's legacy exports, fp16) at batch 32 and 256,
+#     device ms (gpuopt run --json, median of 20, CUDA graph), one binary, tiles against smem;
 #     NhwcFusedConv's GPU ms in EfficientNet-B0's per-op profile at batch 256, both;
 #  4. accuracy against ONNX Runtime fp32 (se_accuracy.py: features and every SE mean, batch 2),
-#     auto and smem.
+#     tiles and smem.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit
 T0=$(date +%s)
@@ -34,7 +35,7 @@ bo() {  # name kernel [case-filter]
   grep -E " FAIL " "$D/bo_$name.txt" | head -8
 }
 bo smem smem
-bo auto auto
+bo tiles tiles
 GPUOPT_LOG_LEVEL=debug GPUOPT_DEPTHWISE_KERNEL=smem timeout 60 "$B/backend_ops" test --op NhwcFusedConv \
   --case dwsmem >"$D/bo_dwsmem_debug.txt" 2>&1
 echo "dwsmem cases: $(grep -c 'depthwise smem kernel' "$D/bo_dwsmem_debug.txt") convs ran the smem kernel," \
@@ -71,10 +72,10 @@ fi
 
 lap
 echo "== 3. per launch (backend_ops perf --case se-perf: EfficientNet-B0's SE-block convs at b32), then device ms =="
-for k in auto smem; do
+for k in tiles smem; do
   GPUOPT_DEPTHWISE_KERNEL=$k timeout 60 "$B/backend_ops" perf --op NhwcFusedConv --case se-perf >"$D/perf_$k.txt" 2>&1
 done
-python3 - "$D/perf_auto.txt" "$D/perf_smem.txt" <<'PY'
+python3 - "$D/perf_tiles.txt" "$D/perf_smem.txt" <<'PY'
 import re, sys
 def us(path):  # case label -> us, from the perf table's rows
     out = {}
@@ -84,7 +85,7 @@ def us(path):  # case label -> us, from the perf table's rows
             out[cells[1]] = float(cells[2])
     return out
 a, s = us(sys.argv[1]), us(sys.argv[2])
-print("%-52s %9s %9s %7s" % ("case", "auto us", "smem us", "ratio"))
+print("%-52s %9s %9s %7s" % ("case", "tiles us", "smem us", "ratio"))
 for k in a:
     if k in s: print("%-52s %9.1f %9.1f %7.2f" % (k, a[k], s[k], s[k] / a[k]))
 if not a or not s: print("no perf rows parsed; see", sys.argv[1], sys.argv[2])
@@ -94,16 +95,16 @@ ms() {  # model batch kernel
     --batch "$2" --iterations 20 --warmup 3 --json 2>/dev/null |
     python3 -c 'import json,sys; print("%.3f" % json.load(sys.stdin)["device_ms"]["median"])' 2>/dev/null || echo fail
 }
-printf "%-20s %5s %10s %10s %8s\n" model batch auto smem smem/auto
+printf "%-20s %5s %10s %10s %8s\n" model batch tiles smem smem/tiles
 for m in "${MODELS[@]}"; do
   for b in 32 256; do
-    a=$(ms "$m" "$b" auto)
+    a=$(ms "$m" "$b" tiles)
     s=$(ms "$m" "$b" smem)
     r=$(python3 -c "import sys; print('%.3f' % (float(sys.argv[2]) / float(sys.argv[1])))" "$a" "$s" 2>/dev/null || echo -)
     printf "%-20s %5s %10s %10s %8s\n" "$m" "$b" "$a" "$s" "$r"
   done
 done | tee "$D/table.txt"
-for k in auto smem; do  # the depthwise convs are NhwcFusedConv nodes (with the 1x1 convs)
+for k in tiles smem; do  # the depthwise convs are NhwcFusedConv nodes (with the 1x1 convs)
   GPUOPT_DEPTHWISE_KERNEL=$k timeout 60 "$G" run "$M/efficientnet_b0_legacy.onnx" --device cuda --precision fp16 \
     --random-inputs --batch 256 --iterations 3 --profile --json >"$D/profile_efficientnet_b0_b256_$k.json" 2>&1
   python3 - "$D/profile_efficientnet_b0_b256_$k.json" "$k" <<'PY'
@@ -124,6 +125,6 @@ lap
 echo "== 4. accuracy against ONNX Runtime fp32 (features and every SE mean, batch 2) =="
 for m in "${MODELS[@]}"; do
   timeout 100 python3 scripts/gpu/se_accuracy.py "$M/${m}_legacy.onnx" --gpuopt "$G" --work "$D/acc_$m" \
-    --config auto=GPUOPT_DEPTHWISE_KERNEL=auto --config smem=GPUOPT_DEPTHWISE_KERNEL=smem 2>&1 | tail -3
+    --config tiles=GPUOPT_DEPTHWISE_KERNEL=tiles --config smem=GPUOPT_DEPTHWISE_KERNEL=smem 2>&1 | tail -3
 done
 lap

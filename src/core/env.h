@@ -16,13 +16,13 @@ namespace gpuopt {
   X(GPUOPT_DISABLE_FUSION, "0",                                                                              \
     "1 or all turns every fusion off; or a list to leave out: conv,matmul_bias,gelu,attention,nhwc.")    \
   X(GPUOPT_SDPA_BIAS, "expand", "broadcast: cuDNN's SDPA reads a [B,1,1,S] mask in place (zero row stride) instead of a copy expanded per call.") \
-  X(GPUOPT_SDPA_AUTOTUNE, "1", "0: cuDNN SDPA runs the heuristics' first plan; 1: every plan it offers is built and the fastest kept on the shape's first eager call.") \
+  X(GPUOPT_SDPA_AUTOTUNE, "0", "1: every plan cuDNN's SDPA heuristics offer is built and the fastest kept on the shape's first eager call; 0: the heuristics' first plan (A/B).") \
   X(GPUOPT_SDPA_NAN_GUARD, "cudnn", "cudnn: an Attention's nan_to_zero left to cuDNN's SDPA (no NaN pass after it; default); pass: an in-place pass after cuDNN.") \
   X(GPUOPT_ATTENTION_KERNEL, "auto", "wmma: gpuopt's tensor-core kernel instead of cuDNN's flash attention; scalar: the scalar kernel (A/B).") \
   X(GPUOPT_INT8_CONV_AUTOTUNE, "1", "0: Int8Conv runs cuDNN's first heuristic plan instead of timing the candidates on a shape's first run (A/B).") \
   X(GPUOPT_CONV_ENGINE, "legacy", "graph: channels-last fp16/bf16 convs through cuDNN's graph API with timed engine choice (A/B, unverified).") \
   X(GPUOPT_CONV_GEMM, "1", "1x1 channels-last convs: 1 times cuDNN against one cuBLASLt GEMM (bias, residual, Relu fused) per shape and keeps the faster; 0 cuDNN only; force the GEMM (A/B).") \
-  X(GPUOPT_DEPTHWISE_KERNEL, "auto", "cudnn runs channels-last depthwise convs through cuDNN instead of gpuopt's kernel; narrow/wide pick the kernel's tile; smem the shared-memory kernel where it applies (A/B).") \
+  X(GPUOPT_DEPTHWISE_KERNEL, "auto", "auto/smem: gpuopt's shared-memory depthwise kernel where it applies, else its register tiles; tiles: the register tiles (narrow/wide/wide1 pick one); cudnn: cuDNN (A/B).") \
   X(GPUOPT_POOL_KERNEL, "ours", "cudnn: channels-last max pools through cuDNN's pooling where it is exact, instead of gpuopt's kernel (A/B).") \
   X(GPUOPT_SMALL_C_TRANSPOSE, "1", "0: transposes to a last axis of 2-8 elements (NCHW -> NHWC of an image) take the strided copy instead of the interleave kernel (A/B).") \
   X(GPUOPT_NUM_THREADS, "all cores", "Threads of the CPU reference's pool (MatMul, Gemm, Conv).")             \

@@ -48,9 +48,9 @@ Status run_depthwise_nhwc(CudaKernelContext& k, const ConvKey& key, ConvAct act,
   a.tile = choice == "wide"     ? DepthwiseTile::kWide
            : choice == "narrow" ? DepthwiseTile::kNarrow
            : choice == "wide1"  ? DepthwiseTile::kWideS1
-           : choice == "smem"   ? DepthwiseTile::kSmem
-                                : DepthwiseTile::kAuto;
-  // `smem` where the shared-memory kernel takes the shape (w_t is the workspace's, 256-aligned).
+           : choice == "tiles"  ? DepthwiseTile::kAuto
+                                : DepthwiseTile::kSmem;  // auto, smem
+  // The shared-memory kernel where it takes the shape (w_t is the workspace's, 256-aligned).
   const bool smem = a.tile == DepthwiseTile::kSmem && depthwise_smem_applies(a);
   if (a.tile == DepthwiseTile::kSmem)  // scripts/gpu/dwsmem.sh counts the shapes that fall back
     GPUOPT_LOG(debug, "{}: depthwise {}", node_label(k.node), smem ? "smem kernel" : "smem does not apply: register tiles");

@@ -25,9 +25,10 @@ namespace gpuopt::cuda {
 // The kernel's tile (kernel widths 3, 5, 7, strides 1 and 2): `narrow` 8 channels x 4 output
 // columns per thread at stride 1, x 2 at stride 2; `wide` 4 channels x 8 columns at stride 1, x 4
 // at stride 2 (depthwise_tile.cuh: row_owt); `wide1`
-// wide at stride 1 and narrow at stride 2 (the choice before stride 2 had the wide tile); `auto`
-// is wide. `smem`: the shared-memory kernel (launch_depthwise_smem) where it applies, else
-// auto. GPUOPT_DEPTHWISE_KERNEL names them for A/B runs.
+// wide at stride 1 and narrow at stride 2 (the choice before stride 2 had the wide tile); kAuto
+// is wide. kSmem: the shared-memory kernel (launch_depthwise_smem) where it applies, else kAuto.
+// GPUOPT_DEPTHWISE_KERNEL names them: `auto` (the default) and `smem` are kSmem, `tiles` kAuto
+// (the register tiles alone), `narrow`, `wide`, `wide1` for A/B runs.
 enum class DepthwiseTile : uint8_t { kAuto, kNarrow, kWide, kWideS1, kSmem };
 
 struct DepthwiseArgs {

@@ -1,5 +1,5 @@
 // launch_depthwise_smem (depthwise.h): the depthwise channels-last conv, with or without
-// squeeze-excitation's spatial mean, through shared memory (GPUOPT_DEPTHWISE_KERNEL=smem).
+// squeeze-excitation's spatial mean, through shared memory (the default; GPUOPT_DEPTHWISE_KERNEL=tiles keeps the register tiles).
 //
 // Why: the register tiles (depthwise.cu, depthwise_mean.cu) read each input value from global
 // memory once per output row that uses it (kh / sh times) and apply the prologue activation as
@@ -10,10 +10,9 @@
 //  1. the input patch the tile reads, ((th-1)*sh + kh) x ((tw-1)*sw + kw) pixels x cs channels
 //     (padding written as 0), and the slab's weights go to shared memory with 16-byte cp.async,
 //     all of the block's copies in flight at once; each thread then applies the prologue
-//     activation in place to the chunks it copied: once per element and block. For f16 that is
-//     dw::in_act on __half2 as load_act computes it, so the values are the register tiles'; for
-//     bf16 the activated value is rounded to bf16 (the unfused graph's value; load_act keeps it
-//     in f32). Padding stays 0: every prologue activation maps 0 to 0.
+//     activation in place to the chunks it copied: once per element and block, in f32 (Swish
+//     exactly, not through tanh.approx as the register tiles do), rounded to T (the unfused
+//     graph's value). Padding stays 0: every prologue activation maps 0 to 0.
 //  2. thread (group gi of 4 channels, lane) computes positions lane, lane + lanes, ... of the
 //     tile, each 4 adjacent output columns of one row, in f32 with the taps in the register
 //     tiles' order (ky outer, kx inner; a padded tap adds 0 * w where they skip it), one kernel
@@ -73,20 +72,23 @@ __device__ __forceinline__ void copy_wait() {
 #endif
 }
 
-// The prologue activation A on 8 elements in shared memory: f16 as __half2 pairs (load_act's
-// arithmetic), bf16 in f32 rounded back.
+// The prologue activation in f32, Swish as x / (1 + e^-x) rather than the register tiles'
+// tanh.approx (whose error, about 2^-11, put two backend-ops cases over the f16 tolerance on the
+// H200): here it runs once per input element, not 2-8 times, so the exact form costs little.
+template <ConvAct A>
+__device__ __forceinline__ float act_f32(float x) {
+  if constexpr (A == ConvAct::kSwish) return x / (1.f + __expf(-x));
+  return dw::in_act<A>(x);  // HardSwish, Relu: exact arithmetic already
+}
+
+// The prologue activation A on 8 elements in shared memory, in f32 and rounded back to T once
+// (the value the unfused graph's activation would have stored).
 template <typename T, ConvAct A>
 __device__ __forceinline__ void act_chunk(T* s) {
   uint4 u = *reinterpret_cast<const uint4*>(s);
-  if constexpr (std::is_same_v<T, __half>) {
-    __half2* h = reinterpret_cast<__half2*>(&u);
+  T* e = reinterpret_cast<T*>(&u);
 #pragma unroll
-    for (int i = 0; i < 4; ++i) h[i] = dw::in_act<A>(h[i]);
-  } else {
-    T* e = reinterpret_cast<T*>(&u);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) e[i] = kern::from_f<T>(dw::in_act<A>(kern::to_f(e[i])));
-  }
+  for (int i = 0; i < 8; ++i) e[i] = kern::from_f<T>(act_f32<A>(kern::to_f(e[i])));
   *reinterpret_cast<uint4*>(s) = u;
 }
 
