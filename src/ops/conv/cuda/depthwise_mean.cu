@@ -58,14 +58,7 @@ __global__ void __launch_bounds__(kThreads) depthwise_mean(Params p, MeanGrid m)
       const int oy = pos / p.owb, ox0 = (pos % p.owb) * OWT;
       float acc[OWT][VEC];
       Tile::template compute<A>(p, img, oy, ox0, c0, acc);
-      const int64_t pix0 = (img * p.oh + oy) * p.ow + ox0;
-#pragma unroll
-      for (int t = 0; t < OWT; ++t) {
-        if (ox0 + t >= p.ow) break;
-        dw::finish<T, VEC>(p, acc[t], pix0 + t, c0);
-#pragma unroll
-        for (int v = 0; v < VEC; ++v) sum[v] += acc[t][v];
-      }
+      dw::finish_sum<T, VEC, OWT>(p, acc, (img * p.oh + oy) * p.ow + ox0, ox0, c0, sum);
     }
   }
 #pragma unroll

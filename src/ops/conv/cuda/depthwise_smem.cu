@@ -170,14 +170,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) depthwise_smem(Params p,
           }
         }
       }
-      const int64_t pix0 = (img * p.oh + oy) * p.ow + ox;
-#pragma unroll
-      for (int t = 0; t < kOwt; ++t) {
-        if (ox + t >= p.ow) break;
-        dw::finish<T, kVec>(p, acc[t], pix0 + t, c0);
-#pragma unroll
-        for (int v = 0; v < kVec; ++v) sum[v] += acc[t][v];
-      }
+      dw::finish_sum<T, kVec, kOwt>(p, acc, (img * p.oh + oy) * p.ow + ox, ox, c0, sum);
     }
   }
   if (!g.partial) return;

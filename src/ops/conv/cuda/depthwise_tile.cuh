@@ -210,6 +210,20 @@ __device__ __forceinline__ void finish(const Params& p, float (&acc)[VEC], int64
 Status finish_mean(DType dt, const float* partial, void* mean, int64_t n, int64_t c, int64_t slices, int64_t count,
                    cudaStream_t s);
 
+// finish() for OWT adjacent output pixels of one row from column ox0 (pixel pix0), the ones past
+// the row's end skipped, adding the stored values to sum (squeeze-excitation's mean).
+template <typename T, int VEC, int OWT>
+__device__ __forceinline__ void finish_sum(const Params& p, float (&acc)[OWT][VEC], int64_t pix0, int ox0, int c0,
+                                           float (&sum)[VEC]) {
+#pragma unroll
+  for (int t = 0; t < OWT; ++t) {
+    if (ox0 + t >= p.ow) break;
+    finish<T, VEC>(p, acc[t], pix0 + t, c0);
+#pragma unroll
+    for (int v = 0; v < VEC; ++v) sum[v] += acc[t][v];
+  }
+}
+
 // Kernel width KW and stride SW known at compile time, dilation 1: the COLS input columns that
 // OWT outputs share are read once per kernel row into registers.
 template <typename T, int VEC, int KW, int SW, int OWT_>
