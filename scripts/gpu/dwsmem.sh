@@ -15,14 +15,7 @@
 #  4. accuracy against ONNX Runtime fp32 (se_accuracy.py: features and every SE mean, batch 2),
 #     tiles and smem.
 set -uo pipefail
-cd "$(dirname "$0")/../.." || exit
-T0=$(date +%s)
-lap() { echo "-- $(( $(date +%s) - T0 )) s"; }
-B=${BIN:-build-h200/bin}
-G=${GPUOPT_BIN:-$B/gpuopt}
-D=${OUT:-./perf-out}/dwsmem
-M=${MODEL_DIR:-/tmp/compare-models}  # where compare.sh exports
-mkdir -p "$D"
+source "$(dirname "$0")/preamble.inc" dwsmem
 MODELS=(efficientnet_b0 mobilenet_v3_large)
 
 echo "== 1. backend_ops NhwcFusedConv =="

@@ -17,15 +17,8 @@
 #     passed with it);
 #  5. the output against ONNX Runtime fp32 (rel L2, batch 2, a padding mask) before and after.
 set -uo pipefail
-cd "$(dirname "$0")/../.." || exit
-T0=$(date +%s)
-lap() { echo "-- $(( $(date +%s) - T0 )) s"; }
-B=${BIN:-build-h200/bin}
-G=${GPUOPT_BIN:-$B/gpuopt}
-D=${OUT:-./perf-out}/qkv
-M=${MODEL_DIR:-/tmp/compare-models}  # where compare.sh exports
+source "$(dirname "$0")/preamble.inc" qkv
 MODELS=(bert_base gpt2 vit_b_16)
-mkdir -p "$D"
 
 echo "== 1. backend_ops Attention =="
 for spec in "auto - auto" "wmma qkv_packed auto" "auto nan_to_zero cudnn"; do

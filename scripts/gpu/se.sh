@@ -18,14 +18,7 @@
 #     (defaults) and through cuDNN (the separate mean kernel); then EfficientNet-B0's per-op
 #     profile at batch 256.
 set -uo pipefail
-cd "$(dirname "$0")/../.." || exit
-T0=$(date +%s)
-lap() { echo "-- $(( $(date +%s) - T0 )) s"; }
-B=${BIN:-build-h200/bin}
-G=${GPUOPT_BIN:-$B/gpuopt}
-D=${OUT:-./perf-out}/se
-M=${MODEL_DIR:-/tmp/compare-models}  # where compare.sh exports
-mkdir -p "$D"
+source "$(dirname "$0")/preamble.inc" se
 MODELS=(efficientnet_b0 mobilenet_v3_large)
 
 echo "== 1. backend_ops =="
