@@ -2,7 +2,7 @@
 // 1, 7, 129 and 1024 (on both sides of the kernel's 16-query and 64-key tiles), head sizes 16 to
 // 128 (v_head != head too), batch 1 and odd, grouped KV heads, no mask, an additive BERT-style
 // [B,1,1,S] mask, a [Sq,Skv] mask, a bool mask, is_causal, an explicit scale; and BERT-base sizes
-// as perf cases. The qkv_packed form (merge_qkv: Q, K and V read in place from one [B, S, 3*H*D]
+// and GPT-2 sizes as perf cases. The qkv_packed form (merge_qkv: Q, K and V read in place from one [B, S, 3*H*D]
 // tensor) at sequence lengths 1, 7 and 129, head sizes 64, 80 and 128, batch 1 and odd, with no
 // mask, a padding mask, is_causal, an additive [B,1,S,S] mask and all keys masked (nan_to_zero).
 #include "cases.h"
@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include <limits>
+#include <tuple>
 
 namespace gpuopt::backend_ops {
 namespace {
@@ -49,10 +50,20 @@ void add_packed_attention_cases(std::vector<Case>& cases) {
       for (int64_t j = 0; j < x.s; ++j) all[static_cast<size_t>(j)] = -inf;
       add("all keys masked in batch 0, nan_to_zero", {const_tensor(dt, {x.b, 1, 1, x.s}, all)}, {{"nan_to_zero", attr_i(1)}});
     }
-  for (DType dt : {DType::F16, DType::BF16}) {
-    Case c{"Attention", label(dt, {32, 128, 3 * 768}, "perf BERT-base b32 qkv_packed"),
-           {data(dt, {32, 128, 3 * 768}, -1, 1), none, none, data(dt, {32, 1, 1, 128}, -8, 0)},
-           {{"q_num_heads", attr_i(12)}, {"kv_num_heads", attr_i(12)}, {"qkv_packed", attr_i(1)}}};
+  for (DType dt : {DType::F16, DType::BF16})
+    for (int64_t b : {1, 32}) {
+      Case c{"Attention", label(dt, {b, 128, 3 * 768}, fmt::format("perf BERT-base b{} qkv_packed", b)),
+             {data(dt, {b, 128, 3 * 768}, -1, 1), none, none, data(dt, {b, 1, 1, 128}, -8, 0)},
+             {{"q_num_heads", attr_i(12)}, {"kv_num_heads", attr_i(12)}, {"qkv_packed", attr_i(1)}}};
+      c.opset = 23;
+      cases.push_back(std::move(c));
+    }
+  // GPT-2's form (causal, no mask) and ViT-B/16's (197 tokens, no mask).
+  for (const auto& [s, causal, what] : {std::tuple<int64_t, int64_t, const char*>{128, 1, "perf GPT-2 b32 qkv_packed causal"},
+                                        {197, 0, "perf ViT-B/16 b32 qkv_packed"}}) {
+    Case c{"Attention", label(DType::F16, {32, s, 3 * 768}, what),
+           {data(DType::F16, {32, s, 3 * 768}, -1, 1), none, none},
+           {{"q_num_heads", attr_i(12)}, {"kv_num_heads", attr_i(12)}, {"qkv_packed", attr_i(1)}, {"is_causal", attr_i(causal)}}};
     c.opset = 23;
     cases.push_back(std::move(c));
   }
@@ -65,7 +76,8 @@ void add_attention_cases(std::vector<Case>& cases) {
     int64_t b, hq, hkv, sq, skv, d, dv;
   };
   const std::vector<Dims> dims = {{1, 2, 2, 1, 7, 64, 64},     {3, 2, 2, 7, 7, 80, 80},   {2, 4, 4, 129, 129, 64, 64},
-                                  {1, 2, 2, 33, 1024, 128, 128}, {2, 3, 3, 16, 48, 32, 16}, {2, 4, 2, 17, 17, 64, 64}};
+                                  {1, 2, 2, 33, 1024, 128, 128}, {2, 3, 3, 16, 48, 32, 16}, {2, 4, 2, 17, 17, 64, 64},
+                                  {1, 2, 2, 130, 130, 128, 128}};
   for (DType dt : {DType::F32, DType::F16, DType::BF16})
     for (const Dims& x : dims) {
       const Shape q{x.b, x.hq, x.sq, x.d}, k{x.b, x.hkv, x.skv, x.d}, v{x.b, x.hkv, x.skv, x.dv};

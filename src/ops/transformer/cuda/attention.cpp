@@ -89,7 +89,8 @@ Status unpacked_args(CudaKernelContext& k, AttentionArgs* out) {
   return Status::Ok();
 }
 
-// Scale, causality, the mask and the NaN guard; then cuDNN's SDPA where it applies, else ours.
+// Scale, causality, the mask and the NaN guard; then cuDNN's SDPA where it applies and our flash
+// kernel is not preferred (attention.h), else ours.
 Status run_args(CudaKernelContext& k, AttentionArgs& a) {
   if (a.kv_heads == 0 || a.q_heads % a.kv_heads != 0) return k.error("{} query heads over {} KV heads", a.q_heads, a.kv_heads);
   a.scale = k.node.has_attr("scale") ? k.node.attr_f("scale", 1.f) : 1.f / std::sqrt(static_cast<float>(a.head));
@@ -118,7 +119,7 @@ Status run_args(CudaKernelContext& k, AttentionArgs& a) {
     a.mask_len = dims[3] == 1 ? a.kv_seq : dims[3];
   }
   a.nan_to_zero = k.node.attr_i("nan_to_zero", 0) != 0;
-  if (sdpa_applies(a)) {
+  if (sdpa_applies(a) && !attention_fa_preferred(a)) {
     Result<bool> ran = run_sdpa(a, k.ctx);
     if (!ran.ok()) return ran.status().with_context(node_label(k.node));
     if (!*ran) return launch_attention(a, k.ctx.stream).with_context(node_label(k.node));

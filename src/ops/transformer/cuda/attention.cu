@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cmath>
+#include <string>
 
 namespace gpuopt::cuda {
 namespace {
@@ -136,16 +137,6 @@ Status launch_for(const AttentionArgs& a, cudaStream_t stream) {
   return launch_typed<T, 8>(a, stream);
 }
 
-// GPUOPT_ATTENTION_KERNEL=scalar runs the scalar kernel for every shape (A/B runs, and the
-// reference the tensor-core path is compared with).
-bool scalar_forced() {
-  static const bool forced = [] {
-    const auto v = env_get("GPUOPT_ATTENTION_KERNEL");
-    return v && *v == "scalar";
-  }();
-  return forced;
-}
-
 template <typename T>
 __global__ void nan_to_zero_kernel(T* y, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
@@ -196,6 +187,27 @@ Status launch_nan_to_zero(DType dt, void* y, int64_t n, cudaStream_t stream) {
   return Status::Ok();
 }
 
+AttentionKernel attention_kernel_mode() {
+  static const AttentionKernel k = [] {
+    const std::string v = env_get("GPUOPT_ATTENTION_KERNEL").value_or("auto");
+    if (v == "cudnn") return AttentionKernel::kCudnn;
+    if (v == "fa") return AttentionKernel::kFa;
+    if (v == "wmma") return AttentionKernel::kWmma;
+    if (v == "scalar") return AttentionKernel::kScalar;
+    return AttentionKernel::kAuto;
+  }();
+  return k;
+}
+
+bool attention_fa_preferred(const AttentionArgs& a) {
+  if (attention_kernel_mode() != AttentionKernel::kAuto || a.head != 64 || a.kv_seq > 128) return false;
+  int device = 0, major = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess)
+    return false;
+  return attention_fa_applies(a, major);
+}
+
 Status launch_attention(const AttentionArgs& a, cudaStream_t stream) {
   if (a.batch == 0 || a.q_heads == 0 || a.q_seq == 0) return Status::Ok();
   if (a.head > kAttentionMaxHead || a.v_head > kAttentionMaxHead || a.head <= 0 || a.v_head <= 0)
@@ -206,7 +218,10 @@ Status launch_attention(const AttentionArgs& a, cudaStream_t stream) {
   int device = 0, major = 0;
   GPUOPT_CHECK_CALL(cudaGetDevice(&device));
   GPUOPT_CHECK_CALL(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  if (attention_wmma_applies(a, major) && !scalar_forced()) return launch_attention_wmma(a, stream);
+  const AttentionKernel mode = attention_kernel_mode();
+  if (mode != AttentionKernel::kWmma && mode != AttentionKernel::kScalar && attention_fa_applies(a, major))
+    return launch_attention_fa(a, stream);
+  if (mode != AttentionKernel::kScalar && attention_wmma_applies(a, major)) return launch_attention_wmma(a, stream);
   switch (a.dt) {
     case DType::F32: return launch_for<float>(a, stream);
     case DType::F16: return launch_for<__half>(a, stream);

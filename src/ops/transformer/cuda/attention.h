@@ -44,11 +44,28 @@ Status launch_nan_to_zero(DType dt, void* y, int64_t n, cudaStream_t stream);
 // The largest head sizes the kernel takes (registers per lane hold v_head / 32 accumulators).
 constexpr int64_t kAttentionMaxHead = 256;
 
-// Picks the tensor-core kernel (attention_wmma.cu) where it applies, else the scalar one.
+// GPUOPT_ATTENTION_KERNEL, parsed once. auto: gpuopt's flash kernel where attention_fa_preferred
+// says so, else cuDNN's SDPA where it applies, else gpuopt's kernels; cudnn: cuDNN's SDPA wherever
+// it applies; fa: never cuDNN; wmma and scalar: those kernels (A/B runs and references).
+enum class AttentionKernel { kAuto, kCudnn, kFa, kWmma, kScalar };
+AttentionKernel attention_kernel_mode();
+
+// Under auto, where the flash kernel runs instead of cuDNN's SDPA: head size 64 and at most 128
+// keys, where it measured faster on the H200 (BERT-base and GPT-2 at sequence 128; docs/perf-notes.md);
+// ViT-B/16's 197 keys stay with cuDNN.
+bool attention_fa_preferred(const AttentionArgs& a);
+
+// Picks the flash kernel (attention_fa.cu), else the WMMA kernel (attention_wmma.cu) where one
+// applies, else the scalar one (GPUOPT_ATTENTION_KERNEL=wmma|scalar force the latter two).
 Status launch_attention(const AttentionArgs& a, cudaStream_t stream);
 
 // The tensor-core kernel: f16/bf16, head sizes multiples of 16 up to 128, compute capability 8+.
 bool attention_wmma_applies(const AttentionArgs& a, int device_major);
 Status launch_attention_wmma(const AttentionArgs& a, cudaStream_t stream);
+
+// The flash kernel: f16/bf16, head sizes 64 or 128 (Q's and V's equal), 16-byte aligned rows,
+// compute capability 8+.
+bool attention_fa_applies(const AttentionArgs& a, int device_major);
+Status launch_attention_fa(const AttentionArgs& a, cudaStream_t stream);
 
 }  // namespace gpuopt::cuda

@@ -206,11 +206,9 @@ size_t align256(size_t v) {
 }  // namespace
 
 bool sdpa_applies(const AttentionArgs& a) {
-  static const bool own = [] {
-    const auto v = env_get("GPUOPT_ATTENTION_KERNEL");
-    return v && *v != "auto";
-  }();
-  if (own || (a.dt != DType::F16 && a.dt != DType::BF16)) return false;
+  const AttentionKernel mode = attention_kernel_mode();
+  if (mode != AttentionKernel::kAuto && mode != AttentionKernel::kCudnn) return false;
+  if (a.dt != DType::F16 && a.dt != DType::BF16) return false;
   if (a.head % 8 != 0 || a.v_head % 8 != 0 || a.head > 128 || a.v_head > 128) return false;
   if (a.q_heads % a.kv_heads != 0) return false;
   // Bool masks, and masks shorter than the keys (keys past them masked), stay with our kernels.

@@ -8,7 +8,7 @@
 namespace gpuopt::cuda {
 
 // f16/bf16, head sizes multiples of 8 up to 128, no mask or a float mask over every key, and
-// GPUOPT_ATTENTION_KERNEL unset or `auto`.
+// GPUOPT_ATTENTION_KERNEL unset, `auto` or `cudnn`.
 bool sdpa_applies(const AttentionArgs& a);
 
 // Whether an Attention's nan_to_zero is left to cuDNN's own output (the default), instead of one
