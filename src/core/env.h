@@ -18,6 +18,7 @@ namespace gpuopt {
   X(GPUOPT_SDPA_BIAS, "expand", "broadcast: cuDNN's SDPA reads a [B,1,1,S] mask in place (zero row stride) instead of a copy expanded per call.") \
   X(GPUOPT_SDPA_AUTOTUNE, "0", "1: every plan cuDNN's SDPA heuristics offer is built and the fastest kept on the shape's first eager call; 0: the heuristics' first plan (A/B).") \
   X(GPUOPT_SDPA_NAN_GUARD, "cudnn", "cudnn: an Attention's nan_to_zero left to cuDNN's SDPA (no NaN pass after it; default); pass: an in-place pass after cuDNN.") \
+  X(GPUOPT_FA_WARPS, "4", "8: the flash attention kernel takes 128 query rows per block (8 warps) instead of 64 (A/B).") \
   X(GPUOPT_ATTENTION_KERNEL, "auto", "auto: gpuopt's flash kernel for head size 64 and at most 128 keys, else cuDNN's SDPA; cudnn: cuDNN's SDPA wherever it applies; fa: gpuopt's flash kernel instead of cuDNN; wmma, scalar: those kernels (A/B).") \
   X(GPUOPT_INT8_CONV_AUTOTUNE, "1", "0: Int8Conv runs cuDNN's first heuristic plan instead of timing the candidates on a shape's first run (A/B).") \
   X(GPUOPT_CONV_ENGINE, "legacy", "graph: channels-last fp16/bf16 convs through cuDNN's graph API with timed engine choice (A/B, unverified).") \

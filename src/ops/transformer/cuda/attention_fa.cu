@@ -12,6 +12,7 @@
 #include "ops/transformer/cuda/attention.h"
 #include "ops/transformer/cuda/attention_common.cuh"
 #include "core/cuda_check.h"
+#include "core/env.h"
 #include "backends/cuda/kernels/float_convert.cuh"
 
 #include <cuda_bf16.h>
@@ -28,7 +29,7 @@ namespace {
 using kern::from_f;
 using kern::to_f;
 
-constexpr int kWarps = 4, kRows = 16 * kWarps, kKeys = 64;
+constexpr int kKeys = 64;
 constexpr float kLog2e = 1.4426950408889634f;
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
@@ -65,8 +66,9 @@ __device__ __forceinline__ int swz(int row, int col) {
 // tile, rows at or past `valid` zero-filled.
 template <typename T, int D>
 __device__ __forceinline__ void load_tile(T* dst, const T* src, int64_t ld, int rows, int64_t valid) {
+  const int threads = static_cast<int>(blockDim.x);
   constexpr int kChunks = D / 8;
-  for (int i = threadIdx.x; i < rows * kChunks; i += kWarps * 32) {
+  for (int i = threadIdx.x; i < rows * kChunks; i += threads) {
     const int r = i / kChunks, c = (i % kChunks) * 8;
     const bool ok = r < valid;
     cp16(dst + swz<D>(r, c), ok ? src + r * ld + c : src, ok);
@@ -150,7 +152,7 @@ bool mask_tile_applies(const AttentionArgs& a) {
 
 template <typename T>
 __device__ __forceinline__ void load_mask_tile(T* dst, const AttentionArgs& a, const T* base, int q0, int k0, int rows) {
-  for (int i = threadIdx.x; i < rows * (kKeys / 8); i += kWarps * 32) {
+  for (int i = threadIdx.x; i < rows * (kKeys / 8); i += static_cast<int>(blockDim.x)) {
     const int r = i / (kKeys / 8), c = (i % (kKeys / 8)) * 8;
     const bool ok = q0 + r < a.q_seq && k0 + c < a.mask_len;
     cp16(dst + r * kMaskLd + c, ok ? base + (q0 + r) * a.mask_sq + k0 + c : base, ok);
@@ -160,8 +162,9 @@ __device__ __forceinline__ void load_mask_tile(T* dst, const AttentionArgs& a, c
 // How the kernel reads the mask: none, a tile in shared memory, or element by element.
 enum class MaskRead { kNone, kTile, kGeneric };
 
-template <typename T, int D, MaskRead kMask>
-__global__ void __launch_bounds__(kWarps * 32, D == 64 ? 4 : 1) attention_fa_kernel(AttentionArgs a) {
+template <typename T, int D, MaskRead kMask, int W>
+__global__ void __launch_bounds__(W * 32, D == 64 ? 16 / W : 1) attention_fa_kernel(AttentionArgs a) {
+  constexpr int kRows = 16 * W;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* qs = reinterpret_cast<T*>(smem_raw);
@@ -347,19 +350,30 @@ __global__ void __launch_bounds__(kWarps * 32, D == 64 ? 4 : 1) attention_fa_ker
 #endif
 }
 
-template <typename T, int D>
+template <typename T, int D, int W>
 Status launch_typed(const AttentionArgs& a, cudaStream_t stream) {
+  constexpr int kRows = 16 * W;
   const bool mt = mask_tile_applies(a);
   const int64_t mrows = a.mask_sq == 0 ? 1 : kRows;
   const size_t smem = sizeof(T) * static_cast<size_t>(kRows * D + 4 * kKeys * D + (mt ? 2 * mrows * kMaskLd : 0));
-  if (!a.mask) return launch_attention_grid(attention_fa_kernel<T, D, MaskRead::kNone>, a, kRows, kWarps * 32, smem, stream);
-  if (mt) return launch_attention_grid(attention_fa_kernel<T, D, MaskRead::kTile>, a, kRows, kWarps * 32, smem, stream);
-  return launch_attention_grid(attention_fa_kernel<T, D, MaskRead::kGeneric>, a, kRows, kWarps * 32, smem, stream);
+  if (!a.mask) return launch_attention_grid(attention_fa_kernel<T, D, MaskRead::kNone, W>, a, kRows, W * 32, smem, stream);
+  if (mt) return launch_attention_grid(attention_fa_kernel<T, D, MaskRead::kTile, W>, a, kRows, W * 32, smem, stream);
+  return launch_attention_grid(attention_fa_kernel<T, D, MaskRead::kGeneric, W>, a, kRows, W * 32, smem, stream);
+}
+
+// GPUOPT_FA_WARPS=8: 128 query rows per block instead of 64 (A/B).
+bool eight_warps() {
+  static const bool on = [] {
+    const auto v = env_get("GPUOPT_FA_WARPS");
+    return v && *v == "8";
+  }();
+  return on;
 }
 
 template <typename T>
 Status launch_for(const AttentionArgs& a, cudaStream_t stream) {
-  return a.head == 64 ? launch_typed<T, 64>(a, stream) : launch_typed<T, 128>(a, stream);
+  if (a.head == 64) return eight_warps() ? launch_typed<T, 64, 8>(a, stream) : launch_typed<T, 64, 4>(a, stream);
+  return launch_typed<T, 128, 4>(a, stream);
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
@@ -375,7 +389,7 @@ bool attention_fa_applies(const AttentionArgs& a, int device_major) {
     return false;
   // The output's 4-byte stores of element pairs.
   if ((reinterpret_cast<uintptr_t>(a.y) & 3) != 0 || (a.ys.b | a.ys.h | a.ys.s) % 2 != 0) return false;
-  return a.kv_seq > 0 && a.kv_seq < (1LL << 30) && a.mask_len < (1LL << 30) && a.q_seq <= 65535LL * kRows && a.q_heads <= 65535 && a.batch <= 65535;
+  return a.kv_seq > 0 && a.kv_seq < (1LL << 30) && a.mask_len < (1LL << 30) && a.q_seq <= 65535LL * 64 && a.q_heads <= 65535 && a.batch <= 65535;
 }
 
 Status launch_attention_fa(const AttentionArgs& a, cudaStream_t stream) {
