@@ -19,6 +19,20 @@ bool autotune_enabled() {
   return on;
 }
 
+int candidates() {
+  static const int n = [] {
+    const std::string v = env_get("GPUOPT_MATMUL_CANDIDATES").value_or("8");
+    int x = 8;
+    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+    if (ec != std::errc() || end != v.data() + v.size() || x < 1 || x > kMaxCandidates) {
+      GPUOPT_LOG(warn, "GPUOPT_MATMUL_CANDIDATES={} is not 1..{}; using 8", v, kMaxCandidates);
+      return 8;
+    }
+    return x;
+  }();
+  return n;
+}
+
 std::string algo_to_hex(const cublasLtMatmulAlgo_t& a) {
   std::string out;
   for (uint64_t w : a.data) out += fmt::format("{:016x}", w);
@@ -54,10 +68,9 @@ Status choose(ExecContext& ctx, const Descs& d, size_t workspace, const std::str
       pref, &cublasLtMatmulPreferenceDestroy);
   GPUOPT_CHECK_CALL(
       cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace)));
-  constexpr int kCandidates = 8;
-  cublasLtMatmulHeuristicResult_t res[kCandidates]{};
+  cublasLtMatmulHeuristicResult_t res[kMaxCandidates]{};
   int found = 0;
-  const int want = tunable && autotune_enabled() ? kCandidates : 1;
+  const int want = tunable && autotune_enabled() ? candidates() : 1;
   const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx.lt, d.op, d.a, d.b, d.c, d.d, pref, want, res, &found);
   if (st != CUBLAS_STATUS_SUCCESS)
     return Status::Unimplemented("cuBLASLt has no algorithm for {}: {}", what, cublasLtGetStatusString(st));

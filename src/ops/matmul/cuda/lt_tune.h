@@ -1,6 +1,7 @@
 // cuBLASLt algorithm choice shared by the float matmul plans (matmul_lt.cpp) and the quantized
 // GEMMs (ops/quant/cuda/fp8_gemm.cpp, int8_gemm.cpp): the plan cache's algorithm for the shape
-// when cuBLASLt still accepts it, else the heuristic's first answer plus up to 7 more candidates,
+// when cuBLASLt still accepts it, else the heuristic's first answer plus more candidates (8 in all;
+// GPUOPT_MATMUL_CANDIDATES sets 1..64),
 // timed on the shape's first eager run (never inside a stream capture) and the fastest kept and
 // recorded in the plan cache. GPUOPT_MATMUL_AUTOTUNE=0 keeps the first answer, timing nothing.
 //
@@ -23,6 +24,11 @@ namespace gpuopt::cuda::lt {
 
 bool autotune_enabled();  // GPUOPT_MATMUL_AUTOTUNE, read once (default on)
 
+// How many of the heuristic's answers are timed: GPUOPT_MATMUL_CANDIDATES, read once (default 8;
+// out of 1..kMaxCandidates: a warning and 8).
+constexpr int kMaxCandidates = 64;
+int candidates();
+
 // The algorithm (an opaque struct of 64-bit words, valid for the same cuBLASLt version and GPU,
 // which the plan cache file's header pins) as hex, and back.
 std::string algo_to_hex(const cublasLtMatmulAlgo_t& a);
@@ -42,7 +48,7 @@ struct AlgoChoice {
 };
 
 // Chooses the algorithm for `d` within `workspace` bytes: the plan store's value under `entry`
-// if cuBLASLt accepts it here, else the heuristic's (up to 8 candidates when `tunable` and
+// if cuBLASLt accepts it here, else the heuristic's (up to candidates() answers when `tunable` and
 // autotuning is on; a single answer is recorded at once). No algorithm: Unimplemented, naming
 // `what`.
 Status choose(ExecContext& ctx, const Descs& d, size_t workspace, const std::string& entry, bool tunable,

@@ -297,6 +297,7 @@ __global__ void __launch_bounds__(W * 32, D == 64 ? 16 / W : 1) attention_fa_ker
       mx[ri] = m_new;
       l[ri] *= corr[ri];
     }
+    if (it > 0)  // the first tile's O is still zero
 #pragma unroll
     for (int n = 0; n < D / 8; ++n) {
       o[n][0] *= corr[0];
