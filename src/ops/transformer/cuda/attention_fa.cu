@@ -4,9 +4,10 @@
 // double-buffered (the next tile loads while this one is used), in an XOR-swizzled layout that
 // ldmatrix reads without bank conflicts. Each warp computes its 16 x 64 scores with mma.sync
 // m16n8k16 (f32 accumulation) into registers, applies scale, mask and causality and the online
-// softmax there (four lanes per row; exp2 with log2(e) folded into the scale), and feeds P to the
+// softmax there (four lanes per row; log2(e) folded into each exponent's fma), and feeds P to the
 // P V product straight from those registers (the accumulator layout of two n-tiles is the A
-// operand's), so neither S nor P touches shared memory. The output accumulates in registers and
+// operand's), so neither S nor P touches shared memory; one more mma per 16 keys multiplies P by
+// a column of ones for the row sums. The output accumulates in registers and
 // is written once, divided by the row sum. The WMMA kernel (attention_wmma.cu) and the scalar
 // kernel (attention.cu) are the references it is tested against in backend-ops.
 #include "ops/transformer/cuda/attention.h"
@@ -111,10 +112,9 @@ __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint3
 }
 
 // Two f32 values rounded to T and packed as one 32-bit operand (lower address first) in one
-// conversion; `sum` gains them unrounded (as FlashAttention-2 sums P).
+// conversion.
 template <typename T>
-__device__ __forceinline__ uint32_t pack2(float x, float y, float& sum) {
-  sum += x + y;
+__device__ __forceinline__ uint32_t pack2(float x, float y) {
   if constexpr (std::is_same_v<T, __half>) {
     const __half2 p = __floats2half2_rn(x, y);
     return *reinterpret_cast<const uint32_t*>(&p);
@@ -203,7 +203,9 @@ __global__ void __launch_bounds__(W * 32, D == 64 ? 16 / W : 1) attention_fa_ker
     mrow[0] = m + std::min(r0, qn - 1) * a.mask_sq;
     mrow[1] = m + std::min(r1, qn - 1) * a.mask_sq;
   }
-  const float sl = a.scale * kLog2e;
+  // Scores stay in natural units (score * scale + mask); log2(e) is folded into each exponent's
+  // fma: p = 2^(x log2 e - max log2 e).
+  const float sc = a.scale;
   const int warp_row0 = static_cast<int>(q0) + warp * 16;
   // This lane's two rows in the mask tile (row 0 where the mask broadcasts over the queries).
   const int mrow_s[2] = {a.mask_sq == 0 ? 0 : (warp * 16 + g) * kMaskLd, a.mask_sq == 0 ? 0 : (warp * 16 + g + 8) * kMaskLd};
@@ -211,7 +213,11 @@ __global__ void __launch_bounds__(W * 32, D == 64 ? 16 / W : 1) attention_fa_ker
   float o[D / 8][4];
 #pragma unroll
   for (int n = 0; n < D / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
-  float mx[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  float mx[2] = {-INFINITY, -INFINITY};
+  // The row sums of P as rounded to T, by the tensor cores: P times a column of ones (lsum[0] is
+  // row g's, lsum[2] row g + 8's, in every lane of the row).
+  float lsum[4] = {0.f, 0.f, 0.f, 0.f};
+  const uint32_t ones = std::is_same_v<T, __half> ? 0x3C003C00u : 0x3F803F80u;
 
   for (int it = 0; it < tiles; ++it) {
     const int k0 = it * kKeys;
@@ -261,8 +267,8 @@ __global__ void __launch_bounds__(W * 32, D == 64 ? 16 / W : 1) attention_fa_ker
           float2 m = make_float2(0.f, 0.f);
           if constexpr (kMask == MaskRead::kTile)
             m = to_f2<T>(*reinterpret_cast<const uint32_t*>(ms + mrow_s[ri] + n * 8 + 2 * t));
-          s[n][2 * ri] = fmaf(s[n][2 * ri], sl, m.x * kLog2e);
-          s[n][2 * ri + 1] = fmaf(s[n][2 * ri + 1], sl, m.y * kLog2e);
+          s[n][2 * ri] = fmaf(s[n][2 * ri], sc, m.x);
+          s[n][2 * ri + 1] = fmaf(s[n][2 * ri + 1], sc, m.y);
           tmax[ri] = fmaxf(tmax[ri], fmaxf(s[n][2 * ri], s[n][2 * ri + 1]));
         }
     } else {
@@ -272,13 +278,13 @@ __global__ void __launch_bounds__(W * 32, D == 64 ? 16 / W : 1) attention_fa_ker
         for (int e = 0; e < 4; ++e) {
           const int ri = e >> 1;
           const int j = k0 + n * 8 + 2 * t + (e & 1), qi = ri ? r1 : r0;
-          float x = s[n][e] * sl;
+          float x = s[n][e] * sc;
           if (j >= kn || (a.causal && j > qi)) {
             x = -INFINITY;
           } else if (kMask != MaskRead::kNone) {
             if (j >= mlen) x = -INFINITY;
-            else if (kMask == MaskRead::kTile) x += to_f(ms[mrow_s[ri] + n * 8 + 2 * t + (e & 1)]) * kLog2e;
-            else if (mrow[ri]) x += to_f(mrow[ri][j * a.mask_sk]) * kLog2e;
+            else if (kMask == MaskRead::kTile) x += to_f(ms[mrow_s[ri] + n * 8 + 2 * t + (e & 1)]);
+            else if (mrow[ri]) x += to_f(mrow[ri][j * a.mask_sk]);
             else x = masked_score<T>(a, b, h, std::min(qi, qn - 1), j, x);
           }
           s[n][e] = x;
@@ -286,34 +292,40 @@ __global__ void __launch_bounds__(W * 32, D == 64 ? 16 / W : 1) attention_fa_ker
         }
       }
     }
-    float corr[2], base[2];
+    float corr[2], nb[2];
 #pragma unroll
     for (int ri = 0; ri < 2; ++ri) {
       tmax[ri] = fmaxf(tmax[ri], __shfl_xor_sync(0xffffffffu, tmax[ri], 1));
       tmax[ri] = fmaxf(tmax[ri], __shfl_xor_sync(0xffffffffu, tmax[ri], 2));
       const float m_new = fmaxf(mx[ri], tmax[ri]);
-      base[ri] = m_new == -INFINITY ? 0.f : m_new;  // a row masked so far: every p is 0
-      corr[ri] = ex2(mx[ri] - base[ri]);            // 0 while the row had no key
+      const float base = m_new == -INFINITY ? 0.f : m_new;  // a row masked so far: every p is 0
+      corr[ri] = ex2((mx[ri] - base) * kLog2e);             // 0 while the row had no key
+      nb[ri] = -base * kLog2e;
       mx[ri] = m_new;
-      l[ri] *= corr[ri];
     }
-    if (it > 0)  // the first tile's O is still zero
+    if (it > 0) {  // the first tile's O and sums are still zero
 #pragma unroll
-    for (int n = 0; n < D / 8; ++n) {
-      o[n][0] *= corr[0];
-      o[n][1] *= corr[0];
-      o[n][2] *= corr[1];
-      o[n][3] *= corr[1];
+      for (int n = 0; n < D / 8; ++n) {
+        o[n][0] *= corr[0];
+        o[n][1] *= corr[0];
+        o[n][2] *= corr[1];
+        o[n][3] *= corr[1];
+      }
+      lsum[0] *= corr[0];
+      lsum[1] *= corr[0];
+      lsum[2] *= corr[1];
+      lsum[3] *= corr[1];
     }
 
     // O += P V, 16 keys at a time: P's A operand is two score n-tiles, rounded to T.
 #pragma unroll
     for (int kc = 0; kc < kKeys / 16; ++kc) {
       uint32_t pa[4];
-      pa[0] = pack2<T>(ex2(s[2 * kc][0] - base[0]), ex2(s[2 * kc][1] - base[0]), l[0]);
-      pa[1] = pack2<T>(ex2(s[2 * kc][2] - base[1]), ex2(s[2 * kc][3] - base[1]), l[1]);
-      pa[2] = pack2<T>(ex2(s[2 * kc + 1][0] - base[0]), ex2(s[2 * kc + 1][1] - base[0]), l[0]);
-      pa[3] = pack2<T>(ex2(s[2 * kc + 1][2] - base[1]), ex2(s[2 * kc + 1][3] - base[1]), l[1]);
+      pa[0] = pack2<T>(ex2(fmaf(s[2 * kc][0], kLog2e, nb[0])), ex2(fmaf(s[2 * kc][1], kLog2e, nb[0])));
+      pa[1] = pack2<T>(ex2(fmaf(s[2 * kc][2], kLog2e, nb[1])), ex2(fmaf(s[2 * kc][3], kLog2e, nb[1])));
+      pa[2] = pack2<T>(ex2(fmaf(s[2 * kc + 1][0], kLog2e, nb[0])), ex2(fmaf(s[2 * kc + 1][1], kLog2e, nb[0])));
+      pa[3] = pack2<T>(ex2(fmaf(s[2 * kc + 1][2], kLog2e, nb[1])), ex2(fmaf(s[2 * kc + 1][3], kLog2e, nb[1])));
+      mma<T>(lsum, pa, ones, ones);
 #pragma unroll
       for (int dp = 0; dp < D / 16; ++dp) {
         uint32_t vb[4];
@@ -325,12 +337,8 @@ __global__ void __launch_bounds__(W * 32, D == 64 ? 16 / W : 1) attention_fa_ker
     __syncthreads();  // every warp is done with this buffer before the load two tiles on
   }
 
-  // The row sums across the four lanes of a row; O / l (0 / 0 = NaN where every key is masked).
-#pragma unroll
-  for (int ri = 0; ri < 2; ++ri) {
-    l[ri] += __shfl_xor_sync(0xffffffffu, l[ri], 1);
-    l[ri] += __shfl_xor_sync(0xffffffffu, l[ri], 2);
-  }
+  // O / l (0 / 0 = NaN where every key is masked).
+  const float l[2] = {lsum[0], lsum[2]};
 #pragma unroll
   for (int ri = 0; ri < 2; ++ri) {
     const int qi = ri ? r1 : r0;
