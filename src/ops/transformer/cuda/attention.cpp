@@ -9,8 +9,11 @@
 #include "ops/transformer/cuda/sdpa.h"
 #include "ops/transformer/cuda/attention.h"
 #include "backends/cuda/cuda_ops.h"
+#include "core/env.h"
+#include "core/log.h"
 
 #include <cmath>
+#include <string>
 
 namespace gpuopt::cuda {
 namespace {
@@ -159,6 +162,29 @@ bool attention_supported(const Node& n, const std::vector<DType>& in) {
 }
 
 }  // namespace
+
+AttentionKernel attention_kernel_mode() {
+  static const AttentionKernel k = [] {
+    const std::string v = env_get("GPUOPT_ATTENTION_KERNEL").value_or("auto");
+    if (v == "cudnn") return AttentionKernel::kCudnn;
+    if (v == "fa") return AttentionKernel::kFa;
+    if (v == "wmma") return AttentionKernel::kWmma;
+    if (v == "scalar") return AttentionKernel::kScalar;
+    if (v != "auto") GPUOPT_LOG(warn, "GPUOPT_ATTENTION_KERNEL={} is not auto, cudnn, fa, wmma or scalar; using auto", v);
+    return AttentionKernel::kAuto;
+  }();
+  return k;
+}
+
+int attention_fa_warps() {
+  static const int w = [] {
+    const std::string v = env_get("GPUOPT_FA_WARPS").value_or("4");
+    if (v == "8") return 8;
+    if (v != "4") GPUOPT_LOG(warn, "GPUOPT_FA_WARPS={} is not 4 or 8; using 4", v);
+    return 4;
+  }();
+  return w;
+}
 
 GPUOPT_CUDA_OP(Attention, &run_attention, &attention_supported);
 

@@ -7,7 +7,6 @@
 #include "ops/transformer/cuda/attention.h"
 #include "ops/transformer/cuda/attention_common.cuh"
 #include "core/cuda_check.h"
-#include "core/env.h"
 #include "backends/cuda/kernels/float_convert.cuh"
 
 #include <cuda_runtime.h>
@@ -15,7 +14,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cmath>
-#include <string>
 
 namespace gpuopt::cuda {
 namespace {
@@ -185,18 +183,6 @@ Status launch_nan_to_zero(DType dt, void* y, int64_t n, cudaStream_t stream) {
   }
   GPUOPT_CHECK_CALL(cudaGetLastError());
   return Status::Ok();
-}
-
-AttentionKernel attention_kernel_mode() {
-  static const AttentionKernel k = [] {
-    const std::string v = env_get("GPUOPT_ATTENTION_KERNEL").value_or("auto");
-    if (v == "cudnn") return AttentionKernel::kCudnn;
-    if (v == "fa") return AttentionKernel::kFa;
-    if (v == "wmma") return AttentionKernel::kWmma;
-    if (v == "scalar") return AttentionKernel::kScalar;
-    return AttentionKernel::kAuto;
-  }();
-  return k;
 }
 
 bool attention_fa_preferred(const AttentionArgs& a) {

@@ -50,6 +50,9 @@ constexpr int64_t kAttentionMaxHead = 256;
 enum class AttentionKernel { kAuto, kCudnn, kFa, kWmma, kScalar };
 AttentionKernel attention_kernel_mode();
 
+// GPUOPT_FA_WARPS (4 or 8), parsed once: the flash kernel's warps per block (A/B).
+int attention_fa_warps();
+
 // Under auto, where the flash kernel runs instead of cuDNN's SDPA: head size 64 and at most 128
 // keys, where it measured faster on the H200 (BERT-base and GPT-2 at sequence 128; docs/perf-notes.md);
 // ViT-B/16's 197 keys stay with cuDNN.

@@ -13,7 +13,6 @@
 #include "ops/transformer/cuda/attention.h"
 #include "ops/transformer/cuda/attention_common.cuh"
 #include "core/cuda_check.h"
-#include "core/env.h"
 #include "backends/cuda/kernels/float_convert.cuh"
 
 #include <cuda_bf16.h>
@@ -370,18 +369,9 @@ Status launch_typed(const AttentionArgs& a, cudaStream_t stream) {
   return launch_attention_grid(attention_fa_kernel<T, D, MaskRead::kGeneric, W>, a, kRows, W * 32, smem, stream);
 }
 
-// GPUOPT_FA_WARPS=8: 128 query rows per block instead of 64 (A/B).
-bool eight_warps() {
-  static const bool on = [] {
-    const auto v = env_get("GPUOPT_FA_WARPS");
-    return v && *v == "8";
-  }();
-  return on;
-}
-
 template <typename T>
 Status launch_for(const AttentionArgs& a, cudaStream_t stream) {
-  if (a.head == 64) return eight_warps() ? launch_typed<T, 64, 8>(a, stream) : launch_typed<T, 64, 4>(a, stream);
+  if (a.head == 64) return attention_fa_warps() == 8 ? launch_typed<T, 64, 8>(a, stream) : launch_typed<T, 64, 4>(a, stream);
   return launch_typed<T, 128, 4>(a, stream);
 }
 
