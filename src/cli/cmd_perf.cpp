@@ -56,6 +56,7 @@ struct Level {
   double throughput = 0;
   double p50 = 0, p90 = 0, p95 = 0, p99 = 0, avg_us = 0;
   uint64_t requests = 0, errors = 0;
+  std::string first_error;  // the first failed request's error, when errors > 0
   uint64_t sent = 0;  // successful requests over every window (the server's success count moves by this)
   double queue_us = 0, compute_input_us = 0, compute_infer_us = 0, compute_output_us = 0, overhead_us = 0;
   // Server side only: request duration from the server's stats (arrival to answer handed to the
@@ -213,6 +214,7 @@ Result<Level> measure(const PerfOptions& o, const PerfTransport& tgt, std::share
   for (auto& t : ts) t.join();
   lv.errors = errors.load();
   lv.sent = sent.load();
+  lv.first_error = first_error;
   // Samples and server stats of the last three windows (or all, when fewer ran).
   std::vector<uint64_t> kept;
   size_t first = windows.size() >= 3 ? windows.size() - 3 : 0;
@@ -300,6 +302,8 @@ int run(const PerfOptions& o) {
     auto lv = measure(o, tgt, work, rate, v);
     if (!lv.ok()) return report_error(lv.status());
     levels.push_back(*lv);
+    if (lv->errors > 0)  // what failed, in --json runs too (stderr; the JSON has it as first_error)
+      fmt::print(stderr, "perf: {} {}: {} requests failed; the first: {}\n", lv->mode, v, lv->errors, lv->first_error);
     if (!o.json_out)
       fmt::print(stderr, "{} {}: {:.1f} infer/s, p99 {:.0f} us{}\n", lv->mode, v, lv->throughput, lv->p99,
                  lv->stable ? "" : " (not stable)");
@@ -334,6 +338,7 @@ int run(const PerfOptions& o) {
                    {"server_overhead_us", l.server_overhead_us},
                    {"requests", l.requests},
                    {"errors", l.errors},
+                   {"first_error", l.first_error},
                    {"sent", l.sent},
                    {"windows", l.windows},
                    {"stable", l.stable}});

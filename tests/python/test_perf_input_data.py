@@ -113,7 +113,8 @@ def test_input_data_over_grpc_and_shared_memory(tmp_path, proto, shm):
         assert out["protocol"] == proto and out["shared_memory"] == shm
         lv = out["results"][0]
         after = stats(s.url, "simple")
-        assert lv["errors"] == 0 and lv["sent"] > 0
+        assert lv["errors"] == 0 and lv["sent"] > 0, (lv, r.stderr)
+        assert lv["first_error"] == "" and "requests failed" not in r.stderr
         assert after["inference_stats"]["success"]["count"] - before["inference_stats"]["success"]["count"] == lv["sent"]
         assert after["inference_count"] - before["inference_count"] == 2 * lv["sent"]
         # The server's breakdown comes with the figures (its stats over the measured windows).
