@@ -58,6 +58,15 @@ void add_packed_attention_cases(std::vector<Case>& cases) {
       c.opset = 23;
       cases.push_back(std::move(c));
     }
+  // BERT's mask as the model hands it over: expanded over the query rows once by the
+  // attention_mask pass ([B, 1, S, S]), so the flash kernel loads a mask tile per query row.
+  {
+    Case c{"Attention", label(DType::F16, {32, 128, 3 * 768}, "perf BERT-base b32 qkv_packed mask [B,1,S,S]"),
+           {data(DType::F16, {32, 128, 3 * 768}, -1, 1), none, none, data(DType::F16, {32, 1, 128, 128}, -8, 0)},
+           {{"q_num_heads", attr_i(12)}, {"kv_num_heads", attr_i(12)}, {"qkv_packed", attr_i(1)}}};
+    c.opset = 23;
+    cases.push_back(std::move(c));
+  }
   // GPT-2's form (causal, no mask) and ViT-B/16's (197 tokens, no mask).
   for (const auto& [s, causal, what] : {std::tuple<int64_t, int64_t, const char*>{128, 1, "perf GPT-2 b32 qkv_packed causal"},
                                         {197, 0, "perf ViT-B/16 b32 qkv_packed"}}) {
