@@ -68,21 +68,7 @@ echo "== 3. per launch (backend_ops perf --case se-perf: EfficientNet-B0's SE-bl
 for k in tiles smem; do
   GPUOPT_DEPTHWISE_KERNEL=$k timeout 60 "$B/backend_ops" perf --op NhwcFusedConv --case se-perf >"$D/perf_$k.txt" 2>&1
 done
-python3 - "$D/perf_tiles.txt" "$D/perf_smem.txt" <<'PY'
-import re, sys
-def us(path):  # case label -> us, from the perf table's rows
-    out = {}
-    for line in open(path, errors="replace"):
-        cells = re.split(r"\s{2,}", line.strip())  # core/table.cpp: columns 2+ spaces apart
-        if len(cells) >= 3 and cells[0] == "NhwcFusedConv" and re.match(r"^[0-9.]+$", cells[2]):
-            out[cells[1]] = float(cells[2])
-    return out
-a, s = us(sys.argv[1]), us(sys.argv[2])
-print("%-52s %9s %9s %7s" % ("case", "tiles us", "smem us", "ratio"))
-for k in a:
-    if k in s: print("%-52s %9.1f %9.1f %7.2f" % (k, a[k], s[k], s[k] / a[k]))
-if not a or not s: print("no perf rows parsed; see", sys.argv[1], sys.argv[2])
-PY
+python3 scripts/gpu/perf_us.py NhwcFusedConv tiles "$D/perf_tiles.txt" smem "$D/perf_smem.txt"
 ms() {  # model batch kernel
   GPUOPT_DEPTHWISE_KERNEL=$3 timeout 60 "$G" run "$M/$1_legacy.onnx" --device cuda --precision fp16 --random-inputs \
     --batch "$2" --iterations 20 --warmup 3 --json 2>/dev/null |

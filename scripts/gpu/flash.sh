@@ -39,19 +39,7 @@ echo "== 3. per launch (us), auto against cudnn =="
 for k in auto cudnn; do
   GPUOPT_ATTENTION_KERNEL=$k timeout 60 "$B/backend_ops" perf --op Attention --case perf >"$D/perf_$k.txt" 2>&1
 done
-python3 - "$D/perf_auto.txt" "$D/perf_cudnn.txt" <<'PY'
-import re, sys
-def us(path):  # case label -> us, from the perf table's rows
-    out = {}
-    for line in open(path, errors="replace"):
-        cells = re.split(r"\s{2,}", line.strip())  # core/table.cpp: columns 2+ spaces apart
-        if len(cells) >= 3 and cells[0] == "Attention" and re.match(r"^[0-9.]+$", cells[2]):
-            out[cells[1]] = float(cells[2])
-    return out
-a, c = us(sys.argv[1]), us(sys.argv[2])
-for k in a:
-    print(f"{k:55} auto {a[k]:7.1f}  cudnn {c.get(k, float('nan')):7.1f}")
-PY
+python3 scripts/gpu/perf_us.py Attention auto "$D/perf_auto.txt" cudnn "$D/perf_cudnn.txt"
 
 # compare.py exports the models (transformers, random weights) on first use.
 [ -f "$M/bert_base_legacy.onnx" ] && [ -f "$M/gpt2_legacy.onnx" ] || {

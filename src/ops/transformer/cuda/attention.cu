@@ -185,13 +185,21 @@ Status launch_nan_to_zero(DType dt, void* y, int64_t n, cudaStream_t stream) {
   return Status::Ok();
 }
 
+namespace {
+
+// The current device's compute capability major, which decides the tensor-core kernels.
+cudaError_t device_major(int* major) {
+  int device = 0;
+  const cudaError_t e = cudaGetDevice(&device);
+  return e != cudaSuccess ? e : cudaDeviceGetAttribute(major, cudaDevAttrComputeCapabilityMajor, device);
+}
+
+}  // namespace
+
 bool attention_fa_preferred(const AttentionArgs& a) {
   if (attention_kernel_mode() != AttentionKernel::kAuto || a.head != 64 || a.kv_seq > 128) return false;
-  int device = 0, major = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess)
-    return false;
-  return attention_fa_applies(a, major);
+  int major = 0;
+  return device_major(&major) == cudaSuccess && attention_fa_applies(a, major);
 }
 
 Status launch_attention(const AttentionArgs& a, cudaStream_t stream) {
@@ -201,9 +209,8 @@ Status launch_attention(const AttentionArgs& a, cudaStream_t stream) {
                                  kAttentionMaxHead);
   if (a.q_seq > 65535 * kRows || a.q_heads > 65535 || a.batch > 65535)
     return Status::Unimplemented("attention grid too large: batch {}, heads {}, q_seq {}", a.batch, a.q_heads, a.q_seq);
-  int device = 0, major = 0;
-  GPUOPT_CHECK_CALL(cudaGetDevice(&device));
-  GPUOPT_CHECK_CALL(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  int major = 0;
+  GPUOPT_CHECK_CALL(device_major(&major));
   const AttentionKernel mode = attention_kernel_mode();
   if (mode != AttentionKernel::kWmma && mode != AttentionKernel::kScalar && attention_fa_applies(a, major))
     return launch_attention_fa(a, stream);
