@@ -51,8 +51,9 @@ if [ ! -x .venv/bin/python3 ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; t
   echo "$want" > "$stamp"
 fi
 # NVIDIA's header-only libraries, pinned (without their Python dependencies, which gpuopt does
-# not use): the cuDNN frontend (graph API: SDPA flash attention) under .venv/.../include.
-HEADER_PKGS="nvidia-cudnn-frontend==1.32.0"
+# not use): the cuDNN frontend (graph API: SDPA flash attention) under .venv/.../include, and
+# CUTLASS (Hopper GEMMs with fused epilogues) under .venv/.../cutlass_library/source/include.
+HEADER_PKGS="nvidia-cudnn-frontend==1.32.0 nvidia-cutlass==4.2.0.0"
 hstamp=.venv/.headers.pinned
 if [ "$(cat "$hstamp" 2>/dev/null)" != "$HEADER_PKGS" ]; then
   echo "deps: installing pinned header-only packages into .venv: $HEADER_PKGS"

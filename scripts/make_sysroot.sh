@@ -26,6 +26,9 @@ cp -L /usr/bin/protoc "$S/usr/bin/"
 # The cuDNN frontend's headers, pinned into .venv by scripts/deps.sh (they include one another as ../include/X).
 fe=$(ls -d .venv/lib/python3*/site-packages/include | head -1)
 mkdir -p "$S/usr/include/cudnn_frontend_pkg/include" && cp -a "$fe"/cudnn_frontend* "$fe"/cudnn_backend_base.h "$S/usr/include/cudnn_frontend_pkg/include/"
+# CUTLASS's headers (cute and cutlass), pinned into .venv by scripts/deps.sh.
+cl=$(ls -d .venv/lib/python3*/site-packages/cutlass_library/source/include | head -1)
+mkdir -p "$S/usr/include/cutlass_pkg" && cp -a "$cl" "$S/usr/include/cutlass_pkg/"
 # grpc++ (Debian ships it shared only) and the shared libprotobuf it needs: the headers our gRPC
 # sources include (g++ -M), the libraries with the ones they load, link names for what CMake
 # links by name (no gRPC CMake package here: CMakeLists.txt finds the libraries directly), and
