@@ -342,7 +342,7 @@ class GrpcPerfClient final : public Base {
           return grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, pb::ModelInferResponse, grpc::ByteBuffer,
                                                    grpc::protobuf::MessageLite>(channel_.get(), *infer_method_, c, q, &r);
         },
-        "ModelInfer"));
+        "ModelInfer", /*wait_for_ready=*/true));
     if (!outputs) return Status::Ok();
     outputs->clear();
     for (int i = 0; i < r.outputs_size(); ++i) {
@@ -432,10 +432,15 @@ class GrpcPerfClient final : public Base {
     static std::atomic<int> n{0};
     return n++;
   }
+  // wait_for_ready: a call that finds the channel in TRANSIENT_FAILURE (a connection reset under
+  // load) waits, up to the deadline, for it to reconnect instead of failing at once. Used for the
+  // inference calls, made after metadata() found the server up; the first call fails fast, so a
+  // server that is not there is reported at once.
   template <typename F>
-  Status call(F&& f, const char* what) {
+  Status call(F&& f, const char* what, bool wait_for_ready = false) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    ctx.set_wait_for_ready(wait_for_ready);
     grpc::Status s = f(&ctx);
     if (s.ok()) return Status::Ok();
     return Status::Unavailable("gRPC {}: {} ({})", what, s.error_message(), static_cast<int>(s.error_code()));
