@@ -178,10 +178,11 @@ AttentionKernel attention_kernel_mode() {
 
 int attention_fa_warps() {
   static const int w = [] {
-    const std::string v = env_get("GPUOPT_FA_WARPS").value_or("4");
+    const std::string v = env_get("GPUOPT_FA_WARPS").value_or("auto");
     if (v == "8") return 8;
-    if (v != "4") GPUOPT_LOG(warn, "GPUOPT_FA_WARPS={} is not 4 or 8; using 4", v);
-    return 4;
+    if (v == "4") return 4;
+    if (v != "auto") GPUOPT_LOG(warn, "GPUOPT_FA_WARPS={} is not auto, 4 or 8; using auto", v);
+    return 0;
   }();
   return w;
 }

@@ -50,7 +50,8 @@ constexpr int64_t kAttentionMaxHead = 256;
 enum class AttentionKernel { kAuto, kCudnn, kFa, kWmma, kScalar };
 AttentionKernel attention_kernel_mode();
 
-// GPUOPT_FA_WARPS (4 or 8), parsed once: the flash kernel's warps per block (A/B).
+// GPUOPT_FA_WARPS, parsed once: the flash kernel's warps per block, 4 or 8; 0 for auto (8 where
+// the 8-warp grid covers every SM at least kFaWideWaves times, else 4: attention_fa.cu).
 int attention_fa_warps();
 
 // Under auto, where the flash kernel runs instead of cuDNN's SDPA: head size 64 and at most 128
