@@ -283,8 +283,11 @@ void setup(CLI::App& app) {
   cmd->add_flag("--json", o->json, "Print JSON");
   cmd->add_flag("--optimized", o->optimized, "Show the graph after gpuopt's passes (constant and BatchNormalization folding, Identity/Dropout removal, Conv+Add+Relu fusion into FusedConv, GELU, attention, MatMul+bias into Gemm; with --device cuda and --precision fp16/bf16, the channels-last layout pass) and what the compiler did: per node its fusion, layout, precision and placement, and the static memory plan");
   cmd->add_flag("--verbose", o->verbose, "With --optimized: the memory plan's offset, size and lifetime of every tensor");
-  cmd->add_option("--precision", o->precision, "With --optimized: the precision conversion the session runs (fp32, fp16, bf16)")
-      ->check(one_of({"fp32", "fp16", "bf16"}));
+  cmd->add_option("--precision", o->precision,
+                  "With --optimized: the precision conversion the session runs (fp32, fp16, bf16; int8 for a model "
+                  "with QuantizeLinear/DequantizeLinear nodes, as gpuopt quantize writes: with --device cuda, the "
+                  "int8 GEMMs and convolutions and what their epilogues took over)")
+      ->check(one_of({"fp32", "fp16", "bf16", "int8"}));
   cmd->add_option("--batch", o->batch, "Value of the dynamic batch dim for FLOP counts (default 1)")->check(int_range(1, kMaxBatch));
   cmd->add_option("--dim", o->dims, "Bind another symbolic dim for FLOP counts: NAME=VALUE (repeatable)");
   cmd->add_option("--device", o->device,

@@ -40,6 +40,19 @@ const Tensor* const_of(const Graph& g, ValueId v) {
   return &*g.value(v).constant;
 }
 
+// The value a chain of Identity nodes ending at `v` starts from: torch's legacy exporter writes
+// an initializer shared by several parameters (equal biases: all zero in a freshly initialised
+// model) once and gives each user an Identity of it. fold_qdq runs before the Identity removal,
+// so a bias behind one is still a constant.
+ValueId through_identities(const Matcher& m, ValueId v) {
+  for (int hops = 0; hops < 8 && v != kNoValue; ++hops) {
+    const Node* id = m.producer(v, "Identity");
+    if (!id || id->inputs.empty()) break;
+    v = id->inputs[0];
+  }
+  return v;
+}
+
 bool all_zero(const Graph& g, ValueId v) {
   if (v == kNoValue) return true;
   const Tensor* t = const_of(g, v);
@@ -261,12 +274,12 @@ Result<PassStats> fold_qdq(Graph* g, bool convs) {
     ValueId bias = kNoValue, out = mm.outputs[0];
     std::vector<const Node*> absorbed;
     if (gemm && mm.inputs.size() > 2 && mm.inputs[2] != kNoValue) {
-      const Tensor* c = const_of(*g, mm.inputs[2]);
+      bias = through_identities(m, mm.inputs[2]);
+      const Tensor* c = const_of(*g, bias);
       if (!c || c->dtype() != DType::F32 || c->rank() != 1 || c->numel() != n || mm.attr_f("beta", 1.f) != 1.f) continue;
-      bias = mm.inputs[2];
     } else if (!gemm) {
       if (const Node* add = m.sole_reader(out, "Add")) {
-        const ValueId b = Matcher::other(*add, out);
+        const ValueId b = through_identities(m, Matcher::other(*add, out));
         const Tensor* c = const_of(*g, b);
         if (c && c->dtype() == DType::F32 && c->rank() == 1 && c->numel() == n) {
           bias = b;

@@ -15,7 +15,9 @@ Attribute int_attr1(int64_t v) {
 
 // x [2, 5, K] f32 -> Q/DQ (scale sx) -> MatMul(W = DQ(wq [K, N], sw [N], axis 1)) [-> Add b] [-> Relu] -> y.
 // gemm: x [6, K] and Gemm(transB = 1, W [N, K], axis 0, C = b).
-Graph qdq_linear(int64_t k, int64_t n, bool bias, bool relu, bool gemm, std::mt19937& rng) {
+// identity_bias: the bias reaches the Add/Gemm through two Identity nodes (torch's legacy
+// exporter's form for an initializer several parameters share).
+Graph qdq_linear(int64_t k, int64_t n, bool bias, bool relu, bool gemm, std::mt19937& rng, bool identity_bias = false) {
   Graph g;
   g.opset = 17;
   const ValueId x = g.add_input("x", DType::F32, gemm ? Shape{6, k} : Shape{2, 5, k});
@@ -33,7 +35,11 @@ Graph qdq_linear(int64_t k, int64_t n, bool bias, bool relu, bool gemm, std::mt1
   AttributeMap ax;
   ax["axis"] = int_attr1(gemm ? 0 : 1);
   const ValueId wd = g.add_node(Op::DequantizeLinear, "dqw", {wv, swv, zw}, 1, ax)[0];
-  const ValueId b = g.add_constant("b", uniform({n}, rng));
+  ValueId b = g.add_constant("b", uniform({n}, rng));
+  if (identity_bias) {
+    b = g.add_node(Op::Identity, "shared_b", {b}, 1)[0];
+    b = g.add_node(Op::Identity, "shared_b2", {b}, 1)[0];
+  }
   ValueId y;
   if (gemm) {
     AttributeMap at;
@@ -50,10 +56,10 @@ Graph qdq_linear(int64_t k, int64_t n, bool bias, bool relu, bool gemm, std::mt1
   return g;
 }
 
-void check(bool bias, bool relu, bool gemm) {
+void check(bool bias, bool relu, bool gemm, bool identity_bias = false) {
   std::mt19937 rng(11);
   const int64_t k = 24, n = 12;
-  Graph g = qdq_linear(k, n, bias, relu, gemm, rng);
+  Graph g = qdq_linear(k, n, bias, relu, gemm, rng, identity_bias);
   finish(g);
   Graph f = g;
   auto st = fold_qdq(&f);
@@ -62,7 +68,7 @@ void check(bool bias, bool relu, bool gemm) {
   ASSERT_TRUE(remove_dead_nodes(&f).ok());
   finish(f);
   EXPECT_EQ(count(f, "Int8Gemm"), 1);
-  EXPECT_EQ(count(f, "MatMul") + count(f, "Gemm") + count(f, "Add") + count(f, "Relu"), 0);
+  EXPECT_EQ(count(f, "MatMul") + count(f, "Gemm") + count(f, "Add") + count(f, "Relu") + count(f, "Identity"), 0);
   EXPECT_EQ(count(f, "DequantizeLinear"), 0);  // both DQs are dead once folded
   EXPECT_EQ(count(f, "QuantizeLinear"), 1);    // x is still quantized on the way in
   const Tensor x = uniform(gemm ? Shape{6, k} : Shape{2, 5, k}, rng, -2, 2);
@@ -83,6 +89,8 @@ TEST(FoldQdq, MatMulBiasRelu) { check(true, true, false); }
 TEST(FoldQdq, MatMulBias) { check(true, false, false); }
 TEST(FoldQdq, GemmTransBBias) { check(true, false, true); }
 TEST(FoldQdq, GemmRelu) { check(false, true, true); }
+TEST(FoldQdq, MatMulBiasBehindIdentities) { check(true, false, false, /*identity_bias=*/true); }
+TEST(FoldQdq, GemmBiasBehindIdentities) { check(true, true, true, /*identity_bias=*/true); }
 
 TEST(FoldQdq, LeavesNonZeroZeroPointsAlone) {
   std::mt19937 rng(3);
