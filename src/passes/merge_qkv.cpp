@@ -7,6 +7,12 @@
 // two launches fewer, and a wider GEMM fills more of the GPU) and no copy: the attention kernels
 // and cuDNN's SDPA take Q, K and V through the packed row's strides. Exact: each output element
 // is the same dot product plus the same bias.
+//
+// At --precision int8 on the GPU (fold_qdq has run), the three projections are Int8Gemms of one
+// int8 input with one activation scale: they become one Int8Gemm over the weights' rows
+// stacked ([3N, K]), the per-column weight scales and the biases concatenated (a per-tensor
+// scale repeated over its N columns, a missing bias as zeros): also exact, each column keeps its
+// own scale, sum and bias.
 #include "passes/merge_qkv.h"
 
 #include "passes/match.h"
@@ -53,9 +59,50 @@ std::optional<Projection> projection(const Matcher& m, ValueId y) {
   return p;
 }
 
+// y = Int8Gemm(xq, Wt const i8 [N, K], a_scale const, b_scale const [1 or N], [bias const [N]])
+// with no activation, residual or int8 output, y read only by the attention (fold_qdq.cpp).
+struct Int8Projection {
+  ValueId x = kNoValue, a_scale = kNoValue;
+  float a = 0.f;
+  Tensor w, b_scale;
+  std::optional<Tensor> b;
+  const Node* node = nullptr;
+};
+
+std::optional<Int8Projection> int8_projection(const Matcher& m, ValueId y) {
+  const Graph& g = const_cast<Matcher&>(m).graph();
+  if (y == kNoValue || m.readers(y).size() != 1) return std::nullopt;
+  const int32_t pi = g.value(y).producer;
+  if (pi < 0 || const_cast<Matcher&>(m).drop()[static_cast<size_t>(pi)]) return std::nullopt;
+  const Node& n = g.nodes()[static_cast<size_t>(pi)];
+  if (n.op != Op::Int8Gemm || n.outputs.size() != 1 || n.inputs.size() < 4 || n.inputs.size() > 5 ||
+      !n.attr_s("activation", "").empty())
+    return std::nullopt;
+  const auto& w = g.value(n.inputs[1]).constant;
+  const auto& as = g.value(n.inputs[2]).constant;
+  const auto& bs = g.value(n.inputs[3]).constant;
+  if (!w || w->dtype() != DType::I8 || w->rank() != 2 || !as || as->numel() != 1 || !bs ||
+      bs->dtype() != DType::F32 || (bs->numel() != 1 && bs->numel() != w->dim(0)))
+    return std::nullopt;
+  Int8Projection p;
+  if (n.inputs.size() == 5 && n.inputs[4] != kNoValue) {
+    const auto& b = g.value(n.inputs[4]).constant;
+    if (!b || b->dtype() != DType::F32 || b->rank() != 1 || b->numel() != w->dim(0)) return std::nullopt;
+    p.b = *b;
+  }
+  p.x = n.inputs[0];
+  p.a_scale = n.inputs[2];
+  p.a = static_cast<float>(as->get_f64(0));
+  p.w = *w;
+  p.b_scale = *bs;
+  p.node = &n;
+  return p;
+}
+
 struct Match {
   int32_t attention = -1;
   Projection q, k, v;
+  std::optional<Int8Projection> iq, ik, iv;  // the Int8Gemm form instead
 };
 
 std::optional<Match> match(const Matcher& m, const Node& n) {
@@ -74,7 +121,16 @@ std::optional<Match> match(const Matcher& m, const Node& n) {
   Match r;
   r.attention = m.index_of(&n);
   auto pq = projection(m, q), pk = projection(m, k), pv = projection(m, v);
-  if (!pq || !pk || !pv) return std::nullopt;
+  if (!pq || !pk || !pv) {
+    r.iq = int8_projection(m, q);
+    r.ik = int8_projection(m, k);
+    r.iv = int8_projection(m, v);
+    if (!r.iq || !r.ik || !r.iv) return std::nullopt;
+    for (const Int8Projection* p : {&*r.ik, &*r.iv})
+      if (p->x != r.iq->x || p->a != r.iq->a || p->w.shape() != r.iq->w.shape()) return std::nullopt;
+    if (r.iq->w.dim(0) % hq != 0) return std::nullopt;
+    return r;
+  }
   for (const Projection* p : {&*pk, &*pv})
     if (p->x != pq->x || p->w.dtype() != pq->w.dtype() || p->w.shape() != pq->w.shape()) return std::nullopt;
   if (pq->w.shape()[1] % hq != 0) return std::nullopt;
@@ -98,6 +154,32 @@ Tensor concat_columns(const std::vector<const Tensor*>& parts, DType dt, int64_t
   return out;
 }
 
+// The one Int8Gemm of the three (weights' rows stacked, scales and biases concatenated); returns
+// its [.., 3N] output.
+ValueId add_int8_qkv(Graph* g, const Match& r, const std::string& base) {
+  const Int8Projection* parts[3] = {&*r.iq, &*r.ik, &*r.iv};
+  const int64_t n = r.iq->w.dim(0), k = r.iq->w.dim(1);
+  Tensor w = Tensor::empty(DType::I8, {3 * n, k});
+  Tensor bs = Tensor::empty(DType::F32, {3 * n});
+  Tensor b = Tensor::zeros(DType::F32, {3 * n});
+  for (int j = 0; j < 3; ++j) {
+    std::memcpy(w.data<int8_t>() + j * n * k, parts[j]->w.data<int8_t>(), static_cast<size_t>(n * k));
+    for (int64_t c = 0; c < n; ++c) {
+      bs.data<float>()[j * n + c] = parts[j]->b_scale.data<float>()[parts[j]->b_scale.numel() == 1 ? 0 : c];
+      if (parts[j]->b) b.data<float>()[j * n + c] = parts[j]->b->data<float>()[c];
+    }
+  }
+  const ValueId wv = g->add_constant(base + "/int8_weight", std::move(w));
+  const ValueId bsv = g->add_constant(base + "/b_scale", std::move(bs));
+  const ValueId bv = g->add_constant(base + "/b", std::move(b));
+  // <attention>/qkv/proj: inspect --optimized reports it as merge_qkv's.
+  const ValueId y = g->add_node(Op::Int8Gemm, base + "/proj", {r.iq->x, wv, r.iq->a_scale, bsv, bv}, 1, {}, {base})[0];
+  Node& q = g->nodes().back();
+  q.op_type = "Int8Gemm";
+  q.domain = "ai.gpuopt";
+  return y;
+}
+
 }  // namespace
 
 Result<PassStats> merge_qkv(Graph* g) {
@@ -112,11 +194,24 @@ Result<PassStats> merge_qkv(Graph* g) {
     if (!r) continue;
     for (const Projection* p : {&r->q, &r->k, &r->v})
       for (const Node* d : p->nodes) m.mark(d);
+    if (r->iq)
+      for (const auto* p : {&*r->iq, &*r->ik, &*r->iv}) m.mark(p->node);
     found.push_back(std::move(*r));
   }
   if (found.empty()) return stats;
   for (Match& r : found) {
     const std::string base = g->nodes()[static_cast<size_t>(r.attention)].name + "/qkv";
+    if (r.iq) {
+      const ValueId packed = add_int8_qkv(g, r, base);
+      Node& att = g->nodes()[static_cast<size_t>(r.attention)];
+      att.inputs[0] = packed;
+      att.inputs[1] = att.inputs[2] = kNoValue;
+      att.attrs["qkv_packed"] = int_attr(1);
+      stats.removed += 3;
+      stats.added += 1;
+      ++stats.rewritten;
+      continue;
+    }
     const DType dt = r.q.w.dtype();
     const int64_t rows = r.q.w.shape()[0], n = r.q.w.shape()[1];
     const ValueId w = g->add_constant(base + "/weight", concat_columns({&r.q.w, &r.k.w, &r.v.w}, dt, rows, n));

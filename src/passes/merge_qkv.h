@@ -15,6 +15,8 @@ namespace gpuopt {
 // one GEMM writing [.., 3N] that the attention reads Q, K and V from in place (a missing bias is
 // zeros: fuse_matmul_bias then makes the pair one Gemm with its bias in the epilogue). Runs after
 // fuse_attention and before fuse_matmul_bias; GPUOPT_DISABLE_FUSION=merge_qkv turns it off.
+// The same for three Int8Gemms (fold_qdq, --precision int8 on the GPU) of one int8 input and one
+// activation scale: one Int8Gemm over the stacked weights, scales and biases.
 Result<PassStats> merge_qkv(Graph* g);
 
 // A float [B, 1, 1, S] mask read by two or more Attention nodes (and nothing else), whose query

@@ -193,6 +193,62 @@ TEST(MergeQkv, CausalAttentionNodeMergesAndMatches) {
   EXPECT_LE(max_rel_err(run_cpu(g, ref.inputs), run_cpu(ref.g, ref.inputs)), 1e-6);
 }
 
+// Three Int8Gemms (fold_qdq's form at --precision int8) of one quantized input: Q with a
+// per-tensor weight scale and no bias, K and V per-column scales and biases. `k_scale`: K's
+// activation scale (equal to the others' merges; different, nothing may merge).
+Built int8_attention(float k_scale) {
+  Built b;
+  Graph& g = b.g;
+  g.opset = 23;
+  std::mt19937 rng(5);
+  const ValueId x = g.add_input("x", DType::F32, {kB, kS, kE});
+  b.inputs.push_back(uniform({kB, kS, kE}, rng, -2, 2));
+  const ValueId sx = scalar(g, "sx", 0.02f);
+  const ValueId xq = g.add_node(Op::QuantizeLinear, "q", {x, sx, g.add_constant("zx", Tensor::zeros(DType::I8, {}))}, 1)[0];
+  auto proj = [&](const std::string& n, ValueId a_scale, bool per_column, bool bias) {
+    Tensor w = Tensor::empty(DType::I8, {kE, kE});  // [N, K]
+    std::uniform_int_distribution<int> u(-127, 127);
+    for (int64_t i = 0; i < w.numel(); ++i) w.data<int8_t>()[i] = static_cast<int8_t>(u(rng));
+    std::vector<ValueId> in{xq, g.add_constant(n + "/w", std::move(w)), a_scale,
+                            g.add_constant(n + "/sw", per_column ? uniform({kE}, rng, 0.001f, 0.01f)
+                                                                  : Tensor::from_vector<float>(DType::F32, {}, {0.004f}))};
+    if (bias) in.push_back(g.add_constant(n + "/b", uniform({kE}, rng)));
+    const ValueId y = g.add_node(Op::Int8Gemm, n + "/int8", in, 1)[0];
+    g.nodes().back().op_type = "Int8Gemm";
+    g.nodes().back().domain = "ai.gpuopt";
+    return y;
+  };
+  const ValueId q = proj("q", sx, false, false);
+  const ValueId k = proj("k", k_scale == 0.02f ? sx : scalar(g, "sk", k_scale), true, true);
+  const ValueId v = proj("v", sx, true, true);
+  const ValueId y = g.add_node(Op::Attention, "attention", {q, k, v}, 1,
+                               {{"q_num_heads", int_attr(kH)}, {"kv_num_heads", int_attr(kH)}}, {"y"})[0];
+  g.mark_output(y);
+  finish(g);
+  return b;
+}
+
+TEST(MergeQkv, ThreeInt8GemmsOfOneInputBecomeOneAndMatch) {
+  const Built ref = int8_attention(0.02f);
+  Graph g = ref.g;
+  auto st = merge_qkv(&g);
+  ASSERT_TRUE(st.ok()) << st.status().to_string();
+  EXPECT_EQ(st->rewritten, 1);
+  EXPECT_EQ(count(g, "Int8Gemm"), 1);
+  EXPECT_EQ(attention(g)->attr_i("qkv_packed", 0), 1);
+  // Each column keeps its own integer sum, scale and bias: the same values.
+  EXPECT_LE(max_rel_err(run_cpu(g, ref.inputs), run_cpu(ref.g, ref.inputs)), 1e-6);
+}
+
+TEST(MergeQkv, Int8GemmsWithDifferentActivationScalesStay) {
+  const Built ref = int8_attention(0.03f);
+  Graph g = ref.g;
+  auto st = merge_qkv(&g);
+  ASSERT_TRUE(st.ok()) << st.status().to_string();
+  EXPECT_EQ(st->rewritten, 0);
+  EXPECT_EQ(count(g, "Int8Gemm"), 3);
+}
+
 // The qkv_packed form itself, grouped KV heads included: Attention over the packed tensor equals
 // Attention over its three column ranges given separately.
 TEST(AttentionQkvPacked, EqualsTheThreeColumnRangesGivenSeparately) {
