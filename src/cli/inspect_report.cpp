@@ -49,6 +49,9 @@ void classify_fusion(const Node& n, const std::string& was, NodeReport* r) {
   } else if (n.op_type == "Gemm" && n.domain.empty() && was.empty() && ends_with(n.name, "/qkv/proj")) {
     r->fusion = "merge_qkv";  // merge_qkv.cpp names the merged projection <attention>/qkv/proj
     r->pattern = "Q, K, V projections (3 x MatMul+Add) -> one Gemm";
+  } else if (n.op_type == "Int8Gemm" && was.empty() && ends_with(n.name, "/qkv/proj")) {
+    r->fusion = "merge_qkv";
+    r->pattern = "Q, K, V projections (3 x Int8Gemm of one int8 input) -> one Int8Gemm";
   } else if (n.op_type == "Gemm" && n.domain.empty() && was == "MatMul") {
     r->fusion = "matmul_bias";
     r->pattern = "MatMul+Add";
