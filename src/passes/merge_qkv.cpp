@@ -201,33 +201,28 @@ Result<PassStats> merge_qkv(Graph* g) {
   if (found.empty()) return stats;
   for (Match& r : found) {
     const std::string base = g->nodes()[static_cast<size_t>(r.attention)].name + "/qkv";
+    ValueId packed;
     if (r.iq) {
-      const ValueId packed = add_int8_qkv(g, r, base);
-      Node& att = g->nodes()[static_cast<size_t>(r.attention)];
-      att.inputs[0] = packed;
-      att.inputs[1] = att.inputs[2] = kNoValue;
-      att.attrs["qkv_packed"] = int_attr(1);
+      packed = add_int8_qkv(g, r, base);
       stats.removed += 3;
       stats.added += 1;
-      ++stats.rewritten;
-      continue;
+    } else {
+      const DType dt = r.q.w.dtype();
+      const int64_t rows = r.q.w.shape()[0], n = r.q.w.shape()[1];
+      const ValueId w = g->add_constant(base + "/weight", concat_columns({&r.q.w, &r.k.w, &r.v.w}, dt, rows, n));
+      const ValueId b = g->add_constant(
+          base + "/b", concat_columns({r.q.b ? &*r.q.b : nullptr, r.k.b ? &*r.k.b : nullptr, r.v.b ? &*r.v.b : nullptr},
+                                      dt, 0, n));
+      // <attention>/qkv/proj: inspect --optimized reports the Gemm of that name as merge_qkv's.
+      const ValueId y = g->add_node(*matmul, base + "/proj", {r.q.x, w}, 1)[0];
+      packed = g->add_node(*add, base, {y, b}, 1)[0];
+      stats.removed += static_cast<int>(r.q.nodes.size() + r.k.nodes.size() + r.v.nodes.size());
+      stats.added += 2;
     }
-    const DType dt = r.q.w.dtype();
-    const int64_t rows = r.q.w.shape()[0], n = r.q.w.shape()[1];
-    const ValueId w = g->add_constant(base + "/weight", concat_columns({&r.q.w, &r.k.w, &r.v.w}, dt, rows, n));
-    const ValueId b = g->add_constant(
-        base + "/b", concat_columns({r.q.b ? &*r.q.b : nullptr, r.k.b ? &*r.k.b : nullptr, r.v.b ? &*r.v.b : nullptr},
-                                    dt, 0, n));
-    // <attention>/qkv/proj: inspect --optimized reports the Gemm of that name as merge_qkv's.
-    const ValueId y = g->add_node(*matmul, base + "/proj", {r.q.x, w}, 1)[0];
-    const ValueId packed = g->add_node(*add, base, {y, b}, 1)[0];
     Node& att = g->nodes()[static_cast<size_t>(r.attention)];
     att.inputs[0] = packed;
     att.inputs[1] = att.inputs[2] = kNoValue;
     att.attrs["qkv_packed"] = int_attr(1);
-    const int replaced = static_cast<int>(r.q.nodes.size() + r.k.nodes.size() + r.v.nodes.size());
-    stats.removed += replaced;
-    stats.added += 2;
     ++stats.rewritten;
   }
   GPUOPT_RETURN_IF_ERROR(m.erase_dropped());
