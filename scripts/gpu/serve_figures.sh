@@ -86,7 +86,7 @@ start_server() {  # REPO LOG [extra args]: starts (SPID), waits for ready; START
 stop_server() { kill -TERM "$SPID" 2>/dev/null; wait "$SPID" 2>/dev/null; SPID=; }
 perf() {  # OUT.json args...
   local out=$1; shift
-  timeout 60 "$G" perf -p 1000 -r 4 -s 20 --json "$@" >"$D/$out" 2>"$D/$out.err" || echo "perf $out: exit $? $(tail -1 "$D/$out.err")"
+  timeout 180 "$G" perf -p 1000 -r 4 -s 20 --json "$@" >"$D/$out" 2>"$D/$out.err" || echo "perf $out: exit $? $(tail -1 "$D/$out.err")"
 }
 run() {  # OUT.json model args...
   local out=$1 m=$2; shift 2
@@ -183,8 +183,10 @@ for shm in system cuda; do
   perf resnet50_b8_http_$shm.json -m resnet50 -b 8 -u 127.0.0.1:$PORT --concurrency-range 1 --shared-memory $shm
   perf resnet50_b8_grpc_$shm.json -m resnet50 -b 8 -i grpc -u 127.0.0.1:$GPORT --concurrency-range 1 --shared-memory $shm
 done
-perf resnet50_b1.json -m resnet50_b1 -b 1 -u 127.0.0.1:$PORT --concurrency-range 64:128:64
-perf bert_b1.json -m bert_b1 -b 1 -u 127.0.0.1:$PORT --concurrency-range 64:128:64 --shape input_ids:128 \
+# Batch-1 load at concurrency 16..128: the best throughput, and the operating point (the lowest
+# concurrency that reaches the throughput goal) with its p99.
+perf resnet50_b1.json -m resnet50_b1 -b 1 -u 127.0.0.1:$PORT --concurrency-range 16:128:16
+perf bert_b1.json -m bert_b1 -b 1 -u 127.0.0.1:$PORT --concurrency-range 16:128:16 --shape input_ids:128 \
   --shape attention_mask:128
 perf resnet50_b1p.json -m resnet50_b1p -b 1 -u 127.0.0.1:$PORT --concurrency-range 64:128:64
 perf bert_b1p.json -m bert_b1p -b 1 -u 127.0.0.1:$PORT --concurrency-range 64:128:64 --shape input_ids:128 \
@@ -267,8 +269,17 @@ for name, run_file, delay_ms in (("resnet50", "run_resnet50_b32.json", 0.5), ("b
     fig[f"{name}_b1_concurrency"] = b.get("concurrency")
     row(f"{name} b1 via batcher (c{b.get('concurrency', 0):.0f}) vs run b32 ({thr32:.0f}/s)",
         f'{b["throughput_infer_per_s"]:.0f}/s = {frac:.2f}x', ">= 0.80x", frac >= 0.8)
-    row(f"{name} b1 p99 vs 3x b32 compute ({med32:.2f} ms) + delay", f'{b["p99_us"] / 1e3:.2f} ms (bound {bound:.2f})',
-        "<= bound", b["p99_us"] / 1e3 <= bound)
+    row(f"{name} b1 p99 at c{b.get('concurrency', 0):.0f} vs 3x b32 compute ({med32:.2f} ms) + delay",
+        f'{b["p99_us"] / 1e3:.2f} ms (bound {bound:.2f})', "<= bound", b["p99_us"] / 1e3 <= bound)
+    # The operating point: the lowest concurrency whose throughput reaches 80% of run's; both goals
+    # hold together there or nowhere below the best-throughput point.
+    ok = sorted((r for r in j["results"] if r["throughput_infer_per_s"] >= 0.8 * thr32), key=lambda r: r.get("concurrency", 0))
+    if ok:
+        o = ok[0]
+        fig[f"{name}_b1_op_concurrency"], fig[f"{name}_b1_op_per_s"] = o.get("concurrency"), o["throughput_infer_per_s"]
+        fig[f"{name}_b1_op_p99_ms"] = o["p99_us"] / 1e3
+        row(f"{name} b1 operating point c{o.get('concurrency', 0):.0f}: {o['throughput_infer_per_s'] / thr32:.2f}x run, p99",
+            f'{o["p99_us"] / 1e3:.2f} ms (bound {bound:.2f})', "<= bound", o["p99_us"] / 1e3 <= bound)
 w = max(len(r[0]) for r in rows)
 print(f'{"figure":{w}}  {"value":40} {"goal":9} check')
 for r in rows:

@@ -108,6 +108,9 @@ Result<PassStats> fuse_int8_norm(Graph* g);
 // At int8 on the GPU: Q -> DQ round trips in front of a MatMul of two activations (an attention's
 // Q.K^T, P.V) bypassed, so the attention fuses and runs in fp16 (qdq_attention.cpp).
 Result<PassStats> qdq_attention_in_float(Graph* g);
+// At int8 on the GPU: MaxPool(DQ(Q(x))) -> DQ(Q(MaxPool(x))), the round trip on the pooled tensor
+// (exact: qdq_pool.cpp). GPUOPT_DISABLE_FUSION=qdq_pool.
+Result<PassStats> pool_before_qdq(Graph* g);
 
 // GPUOPT_DISABLE_FUSION, read once per pipeline: "1" (or "all") turns every fusion pass off;
 // otherwise a comma-separated list of pass names to turn off (conv, matmul_bias, gelu, attention,

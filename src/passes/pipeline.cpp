@@ -56,7 +56,8 @@ Status FusionSwitches::validate() const {
                                                 "nhwc",      "qdq",             "gemm_scale",     "fp8_chain",
                                                 "qdq_attention", "int8_residual", "se_mean",
                                                 "int8_epilogue", "fp8_norm", "int8_norm",
-                                                "fp8_lone", "dw_prologue", "merge_qkv", "attention_mask"};
+                                                "fp8_lone", "dw_prologue", "merge_qkv", "attention_mask",
+                                                "qdq_pool"};
   static constexpr std::string_view kOptIn[] = {"int8_residual"};
   for (const auto& n : on)
     if (std::find(std::begin(kOptIn), std::end(kOptIn), n) == std::end(kOptIn))
@@ -66,7 +67,8 @@ Status FusionSwitches::validate() const {
       return Status::InvalidArgument(
           "GPUOPT_DISABLE_FUSION: unknown fusion '{}' (valid: 1 or all, or a list of conv, matmul_bias, gelu, layernorm, "
           "attention, gemm_activation, skip_layernorm, transpose, nhwc, qdq, gemm_scale, fp8_chain, qdq_attention, "
-          "int8_residual, se_mean, int8_epilogue, fp8_norm, int8_norm, fp8_lone, dw_prologue, merge_qkv, attention_mask)",
+          "int8_residual, se_mean, int8_epilogue, fp8_norm, int8_norm, fp8_lone, dw_prologue, merge_qkv, attention_mask, "
+          "qdq_pool)",
           n);
   return Status::Ok();
 }
@@ -147,6 +149,10 @@ Status run_session_passes(Graph* g, const Device& device, std::string_view preci
       GPUOPT_RETURN_IF_ERROR(sw.validate());
       // Int8Conv only where the layout pass will make it channels-last (its CUDA kernel's form).
       const bool convs = env_get("GPUOPT_INT8_CONV").value_or("1") != "0" && sw.enabled("nhwc");
+      if (sw.enabled("qdq_pool")) {  // MaxPool(DQ(Q(x))) -> DQ(Q(MaxPool(x))), exact (qdq_pool.cpp)
+        GPUOPT_ASSIGN_OR_RETURN(PassStats qp, pool_before_qdq(g));
+        GPUOPT_LOG(debug, "passes: {} MaxPools pool before their quantize round trip", qp.rewritten);
+      }
       GPUOPT_ASSIGN_OR_RETURN(PassStats q, fold_qdq(g, convs));
       GPUOPT_LOG(debug, "passes: fold_qdq made {} int8 GEMMs/convs", q.rewritten);
     }
