@@ -191,6 +191,8 @@ perf bert_b1.json -m bert_b1 -b 1 -u 127.0.0.1:$PORT --concurrency-range 16:128:
 perf resnet50_b1p.json -m resnet50_b1p -b 1 -u 127.0.0.1:$PORT --concurrency-range 64:128:64
 perf bert_b1p.json -m bert_b1p -b 1 -u 127.0.0.1:$PORT --concurrency-range 64:128:64 --shape input_ids:128 \
   --shape attention_mask:128
+# The pinned pool after the load: blocks allocated, freed to make room, takes that fell back.
+curl -s 127.0.0.1:8002/metrics | grep "^gpuopt_pinned_memory_pool" | tee "$D/pinned_pool.txt"
 stop_server
 
 echo "== summary =="

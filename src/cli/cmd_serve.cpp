@@ -12,6 +12,7 @@
 #include "core/log.h"
 #include "server/grpc_server.h"
 #include "server/inference_server.h"
+#include "server/request_body.h"
 
 namespace gpuopt::cli {
 namespace {
@@ -38,6 +39,7 @@ struct ServeOptions {
   double idle_timeout_secs = 10;
   int64_t max_request_memory = static_cast<int64_t>(server::kMaxRequestMemory);
   int64_t max_inflight_bytes = 0;  // 0 = a quarter of physical memory
+  int64_t pinned_pool_bytes = static_cast<int64_t>(server::kDefaultPinnedPoolBytes);
   std::string precision = "fp32";
   bool no_cuda_graphs = false;
   std::string trace_file;
@@ -57,6 +59,7 @@ int run(const ServeOptions& o) {
   if (o.log_verbose > 0) set_log_level(o.log_verbose >= 2 ? LogLevel::debug : LogLevel::info);
   if (o.model_file.empty() == o.repository.empty())
     return report_error(Status::InvalidArgument("give either MODEL.onnx or --model-repository DIR"), true);
+  server::set_pinned_pool_capacity(static_cast<size_t>(o.pinned_pool_bytes));  // before the first request
   server::InferenceServerOptions so;
   so.repo.path = o.repository.empty() ? o.model_file : o.repository;
   std::error_code ec;
@@ -215,6 +218,11 @@ void setup(CLI::App& app) {
   cmd->add_option("--max-inflight-bytes", o->max_inflight_bytes,
                   "Bytes all requests in flight may hold: bodies and decoded tensors (503 above, at once; "
                   "0 = a quarter of physical memory)")
+      ->check(int_range(0))
+      ->capture_default_str();
+  cmd->add_option("--pinned-memory-pool-byte-size", o->pinned_pool_bytes,
+                  "Page-locked host memory for request bodies and batches of GPU models, at most (beyond it: "
+                  "ordinary memory; Triton's flag)")
       ->check(int_range(0))
       ->capture_default_str();
   cmd->callback([o] { set_exit_code(run(*o)); });

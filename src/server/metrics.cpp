@@ -2,6 +2,7 @@
 #include "monitor/nvml.h"
 #include "monitor/prom_text.h"
 #include "server/inference_server.h"
+#include "server/request_body.h"
 
 namespace gpuopt::server {
 
@@ -106,6 +107,26 @@ std::string InferenceServer::metrics_text() const {
               "Batches formed and staged while every instance was busy (taken by the first one free)",
               PromType::kCounter);
   for (const Row& r : rows) prom_sample(&out, "gpuopt_batches_staged_ahead", r.labels, static_cast<double>(r.staged));
+
+  // The pinned host memory pool (request bodies and batches of GPU models, request_body.h).
+  const BodyPool::Stats pool = pinned_pool()->stats();
+  auto pool_metric = [&](const char* name, const char* help, PromType type, double v) {
+    prom_family(&out, name, help, type);
+    prom_sample(&out, name, "", v);
+  };
+  pool_metric("gpuopt_pinned_memory_pool_capacity_bytes", "Most page-locked host memory the pool may allocate",
+              PromType::kGauge, static_cast<double>(pool.capacity));
+  pool_metric("gpuopt_pinned_memory_pool_allocated_bytes", "Page-locked host memory the pool holds (in use and free)",
+              PromType::kGauge, static_cast<double>(pool.allocated));
+  pool_metric("gpuopt_pinned_memory_pool_used_bytes", "Page-locked host memory in use by requests and batches",
+              PromType::kGauge, static_cast<double>(pool.in_use));
+  pool_metric("gpuopt_pinned_memory_pool_allocations_total", "Page-locked blocks allocated (cudaHostAlloc)",
+              PromType::kCounter, static_cast<double>(pool.allocs));
+  pool_metric("gpuopt_pinned_memory_pool_frees_total", "Free blocks given back to make room for another size",
+              PromType::kCounter, static_cast<double>(pool.frees));
+  pool_metric("gpuopt_pinned_memory_pool_fallbacks_total",
+              "Requests and batches placed in ordinary memory: the pool's capacity was in use",
+              PromType::kCounter, static_cast<double>(pool.fallbacks));
 
   // Histograms (gpuopt's, beyond Triton): Prometheus type histogram, cumulative buckets.
   auto hist = [&](const char* name, const char* help, Histogram StatsSnapshot::*h) {

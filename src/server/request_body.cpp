@@ -1,6 +1,8 @@
 // infer_body_buffer, BodyPool and infer_body_buffers (request_body.h).
 #include "server/request_body.h"
 
+#include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <cstdlib>
 #include <string_view>
@@ -47,31 +49,69 @@ BodyPool::~BodyPool() {
 std::shared_ptr<void> BodyPool::take(size_t bytes) {
   const size_t cls = size_class(bytes);
   void* p = nullptr;
+  size_t got = 0;                // the class of the block handed out
+  std::vector<void*> evicted;    // free blocks given back to make room (outside the lock)
   {
     std::lock_guard<std::mutex> lk(mu_);
-    for (size_t i = 0; i < free_blocks_.size(); ++i)
-      if (free_blocks_[i].first == cls) {
-        p = free_blocks_[i].second;
-        free_blocks_.erase(free_blocks_.begin() + static_cast<std::ptrdiff_t>(i));
-        free_total_ -= cls;
-        break;
+    // The free block of the smallest class that holds `bytes`: its own class first, a larger one
+    // (up to 4x) rather than a new allocation once the pool is at its capacity.
+    size_t best = free_blocks_.size();
+    for (size_t i = 0; i < free_blocks_.size(); ++i) {
+      const size_t c = free_blocks_[i].first;
+      if (c >= cls && (best == free_blocks_.size() || c < free_blocks_[best].first)) best = i;
+    }
+    const bool fits = allocated_ + cls <= capacity_;
+    if (best < free_blocks_.size() && (free_blocks_[best].first == cls || (!fits && free_blocks_[best].first <= 4 * cls))) {
+      p = free_blocks_[best].second;
+      got = free_blocks_[best].first;
+      free_blocks_.erase(free_blocks_.begin() + static_cast<std::ptrdiff_t>(best));
+      free_total_ -= got;
+    } else {
+      // Room for a new block: free blocks (smallest first) go back to make it, never blocks in use.
+      if (!fits) {
+        std::sort(free_blocks_.begin(), free_blocks_.end());
+        size_t drop = 0;
+        for (size_t room = capacity_ - allocated_; drop < free_blocks_.size() && room < cls; ++drop)
+          room += free_blocks_[drop].first;
+        size_t freed = 0;
+        for (size_t i = 0; i < drop; ++i) freed += free_blocks_[i].first;
+        if (allocated_ - freed + cls > capacity_) {  // in use: the caller takes ordinary memory
+          ++stats_.fallbacks;
+          return nullptr;
+        }
+        for (size_t i = 0; i < drop; ++i) evicted.push_back(free_blocks_[i].second);
+        free_blocks_.erase(free_blocks_.begin(), free_blocks_.begin() + static_cast<std::ptrdiff_t>(drop));
+        free_total_ -= freed;
+        allocated_ -= freed;
+        stats_.frees += drop;
       }
+      allocated_ += cls;  // reserved before the allocation, so concurrent takes respect the capacity
+      got = cls;
+    }
+    in_use_ += got;
   }
-  if (!p) p = alloc_(cls);
-  if (!p) return nullptr;
-  return std::shared_ptr<void>(p, [self = shared_from_this(), cls](void* q) { self->give_back(q, cls); });
+  for (void* e : evicted) free_(e);
+  if (!p) {
+    p = alloc_(got);
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!p) {
+      allocated_ -= got;
+      in_use_ -= got;
+      ++stats_.fallbacks;
+      return nullptr;
+    }
+    ++stats_.allocs;
+  }
+  return std::shared_ptr<void>(p, [self = shared_from_this(), got](void* q) { self->give_back(q, got); });
 }
 
+// Kept for the next take: the pool's blocks stay allocated (never more than its capacity), so
+// no thread of the request path frees page-locked memory (cudaFreeHost waits for the device).
 void BodyPool::give_back(void* p, size_t cls) {
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    if (free_total_ + cls <= keep_) {
-      free_blocks_.emplace_back(cls, p);
-      free_total_ += cls;
-      return;
-    }
-  }
-  free_(p);
+  std::lock_guard<std::mutex> lk(mu_);
+  free_blocks_.emplace_back(cls, p);
+  free_total_ += cls;
+  in_use_ -= cls;
 }
 
 size_t BodyPool::free_bytes() const {
@@ -79,9 +119,24 @@ size_t BodyPool::free_bytes() const {
   return free_total_;
 }
 
+BodyPool::Stats BodyPool::stats() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  Stats s = stats_;
+  s.capacity = capacity_;
+  s.allocated = allocated_;
+  s.in_use = in_use_;
+  return s;
+}
+
+namespace {
+std::atomic<size_t> g_pinned_capacity{kDefaultPinnedPoolBytes};
+}
+
+void set_pinned_pool_capacity(size_t bytes) { g_pinned_capacity.store(bytes); }
+
 std::shared_ptr<BodyPool> pinned_pool() {
   static const std::shared_ptr<BodyPool> pool =
-      std::make_shared<BodyPool>(pinned_host_alloc, pinned_host_free, size_t{256} << 20);
+      std::make_shared<BodyPool>(pinned_host_alloc, pinned_host_free, g_pinned_capacity.load());
   return pool;
 }
 

@@ -156,38 +156,81 @@ TEST(ZeroCopy, TheBodyBufferIsOnlyForBinaryInferRequests) {
   EXPECT_EQ(infer_body_buffer(head, 1 << 20).data, nullptr);
 }
 
-TEST(ZeroCopy, BodyPoolReusesBlocksOfASizeClassAndKeepsAtMostItsCap) {
+// A pool whose blocks come from aligned_alloc, counting allocations and frees.
+struct CountingPool {
   int allocs = 0, frees = 0;
-  auto pool = std::make_shared<BodyPool>(
-      [&](size_t n) {
-        ++allocs;
-        return std::aligned_alloc(64, n);
-      },
-      [&](void* p) {
-        ++frees;
-        std::free(p);
-      },
-      size_t{3} << 20);
+  std::shared_ptr<BodyPool> pool;
+  explicit CountingPool(size_t capacity) {
+    pool = std::make_shared<BodyPool>(
+        [this](size_t n) {
+          ++allocs;
+          return std::aligned_alloc(64, n);
+        },
+        [this](void* p) {
+          ++frees;
+          std::free(p);
+        },
+        capacity);
+  }
+};
+
+TEST(ZeroCopy, BodyPoolReusesBlocksAndNeverAllocatesBeyondItsCapacity) {
+  CountingPool c(size_t{3} << 20);
   void* first = nullptr;
   {
-    std::shared_ptr<void> a = pool->take(100000);  // class 1 MiB
+    std::shared_ptr<void> a = c.pool->take(100000);  // class 1 MiB
     first = a.get();
     std::memset(a.get(), 1, size_t{1} << 20);  // the whole class is usable
   }
-  EXPECT_EQ(pool->free_bytes(), size_t{1} << 20);
+  EXPECT_EQ(c.pool->free_bytes(), size_t{1} << 20);
   {
-    std::shared_ptr<void> b = pool->take(size_t{1} << 20);  // same class: the same block again
+    std::shared_ptr<void> b = c.pool->take(size_t{1} << 20);  // same class: the same block again
     EXPECT_EQ(b.get(), first);
-    std::shared_ptr<void> c = pool->take((size_t{1} << 20) + 1);  // 2 MiB class: a new block
-    EXPECT_NE(c.get(), first);
-    std::shared_ptr<void> d = pool->take(10);  // 1 MiB class, the free one is taken: new
-    EXPECT_EQ(allocs, 3);
+    std::shared_ptr<void> d = c.pool->take((size_t{1} << 20) + 1);  // 2 MiB class: a new block (3 MiB in all)
+    ASSERT_NE(d.get(), nullptr);
+    EXPECT_NE(d.get(), first);
+    EXPECT_EQ(c.pool->take(10), nullptr);  // a third block would pass the capacity: ordinary memory
+    EXPECT_EQ(c.pool->take(size_t{3} << 20), nullptr);  // a 4 MiB class can never fit
+    EXPECT_EQ(c.allocs, 2);
+    const BodyPool::Stats s = c.pool->stats();
+    EXPECT_EQ(s.allocated, size_t{3} << 20);
+    EXPECT_EQ(s.in_use, size_t{3} << 20);
+    EXPECT_EQ(s.fallbacks, 2u);
   }
-  // Released: 1 + 2 MiB kept (the cap is 3 MiB), the third block (1 MiB) freed.
-  EXPECT_EQ(pool->free_bytes(), size_t{3} << 20);
-  EXPECT_EQ(frees, 1);
-  pool.reset();
-  EXPECT_EQ(frees, 3);  // the pool frees what it kept
+  // Released: both kept (nothing is freed on the request path).
+  EXPECT_EQ(c.pool->free_bytes(), size_t{3} << 20);
+  EXPECT_EQ(c.pool->stats().in_use, 0u);
+  EXPECT_EQ(c.frees, 0);
+  {
+    std::shared_ptr<void> a = c.pool->take(10);  // the 1 MiB block
+    EXPECT_EQ(a.get(), first);
+    std::shared_ptr<void> b = c.pool->take(10);  // no 1 MiB block free, no room: the free 2 MiB one
+    ASSERT_NE(b.get(), nullptr);
+    EXPECT_EQ(c.allocs, 2);
+  }
+  c.pool.reset();
+  EXPECT_EQ(c.frees, 2);  // the pool frees what it kept
+}
+
+TEST(ZeroCopy, BodyPoolGivesFreeBlocksBackToMakeRoomForAnotherSize) {
+  CountingPool c(size_t{4} << 20);
+  {
+    auto a = c.pool->take(10);                      // 1 MiB
+    auto b = c.pool->take(size_t{3} << 19);         // 2 MiB (1.5 MiB asked)
+  }
+  EXPECT_EQ(c.allocs, 2);
+  {
+    auto big = c.pool->take(size_t{5} << 19);  // 4 MiB class (2.5 MiB asked): both free blocks go back first
+    ASSERT_NE(big.get(), nullptr);
+    EXPECT_EQ(c.frees, 2);
+    EXPECT_EQ(c.allocs, 3);
+    EXPECT_EQ(c.pool->stats().allocated, size_t{4} << 20);
+    EXPECT_EQ(c.pool->take(10), nullptr);  // everything is in use
+  }
+  const BodyPool::Stats s = c.pool->stats();
+  EXPECT_EQ(s.frees, 2u);
+  EXPECT_EQ(s.allocs, 3u);
+  EXPECT_EQ(s.fallbacks, 1u);
 }
 
 TEST(ZeroCopy, PooledBodyBuffersKeepTheLayout) {
