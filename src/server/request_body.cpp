@@ -43,54 +43,54 @@ net::BodyBuffer infer_body_buffer(const net::HttpRequest& head, size_t size) {
 }
 
 BodyPool::~BodyPool() {
-  for (auto& [cls, p] : free_blocks_) free_(p);
+  for (auto& [cls, blocks] : free_)
+    for (void* p : blocks) free_fn_(p);
 }
 
 std::shared_ptr<void> BodyPool::take(size_t bytes) {
   const size_t cls = size_class(bytes);
   void* p = nullptr;
-  size_t got = 0;                // the class of the block handed out
-  std::vector<void*> evicted;    // free blocks given back to make room (outside the lock)
+  size_t got = 0;              // the class of the block handed out
+  std::vector<void*> evicted;  // free blocks given back to make room (freed outside the lock)
   {
     std::lock_guard<std::mutex> lk(mu_);
-    // The free block of the smallest class that holds `bytes`: its own class first, a larger one
-    // (up to 4x) rather than a new allocation once the pool is at its capacity.
-    size_t best = free_blocks_.size();
-    for (size_t i = 0; i < free_blocks_.size(); ++i) {
-      const size_t c = free_blocks_[i].first;
-      if (c >= cls && (best == free_blocks_.size() || c < free_blocks_[best].first)) best = i;
-    }
     const bool fits = allocated_ + cls <= capacity_;
-    if (best < free_blocks_.size() && (free_blocks_[best].first == cls || (!fits && free_blocks_[best].first <= 4 * cls))) {
-      p = free_blocks_[best].second;
-      got = free_blocks_[best].first;
-      free_blocks_.erase(free_blocks_.begin() + static_cast<std::ptrdiff_t>(best));
-      free_total_ -= got;
-    } else {
-      // Room for a new block: free blocks (smallest first) go back to make it, never blocks in use.
-      if (!fits) {
-        std::sort(free_blocks_.begin(), free_blocks_.end());
-        size_t drop = 0;
-        for (size_t room = capacity_ - allocated_; drop < free_blocks_.size() && room < cls; ++drop)
-          room += free_blocks_[drop].first;
-        size_t freed = 0;
-        for (size_t i = 0; i < drop; ++i) freed += free_blocks_[i].first;
-        if (allocated_ - freed + cls > capacity_) {  // in use: the caller takes ordinary memory
+    // A free block of its own class; once the pool is at its capacity, the smallest larger one
+    // (up to 4x) rather than a new allocation.
+    for (auto it = free_.lower_bound(cls); it != free_.end() && it->first <= (fits ? cls : 4 * cls); ++it)
+      if (!it->second.empty()) {
+        p = it->second.back();
+        it->second.pop_back();
+        got = it->first;
+        free_total_ -= got;
+        break;
+      }
+    if (!p) {
+      if (!fits) {  // room for a new block: free blocks go back, smallest first, never blocks in use
+        size_t room = capacity_ - allocated_;
+        for (auto it = free_.begin(); it != free_.end() && room < cls; ++it)
+          for (size_t i = 0; i < it->second.size() && room < cls; ++i) room += it->first;
+        if (room < cls) {  // in use: the caller takes ordinary memory
           ++stats_.fallbacks;
           return nullptr;
         }
-        for (size_t i = 0; i < drop; ++i) evicted.push_back(free_blocks_[i].second);
-        free_blocks_.erase(free_blocks_.begin(), free_blocks_.begin() + static_cast<std::ptrdiff_t>(drop));
-        free_total_ -= freed;
-        allocated_ -= freed;
-        stats_.frees += drop;
+        room = capacity_ - allocated_;
+        for (auto it = free_.begin(); it != free_.end() && room < cls; ++it)
+          while (!it->second.empty() && room < cls) {
+            evicted.push_back(it->second.back());
+            it->second.pop_back();
+            room += it->first;
+            free_total_ -= it->first;
+            allocated_ -= it->first;
+          }
+        stats_.frees += evicted.size();
       }
       allocated_ += cls;  // reserved before the allocation, so concurrent takes respect the capacity
       got = cls;
     }
     in_use_ += got;
   }
-  for (void* e : evicted) free_(e);
+  for (void* e : evicted) free_fn_(e);
   if (!p) {
     p = alloc_(got);
     std::lock_guard<std::mutex> lk(mu_);
@@ -109,7 +109,7 @@ std::shared_ptr<void> BodyPool::take(size_t bytes) {
 // no thread of the request path frees page-locked memory (cudaFreeHost waits for the device).
 void BodyPool::give_back(void* p, size_t cls) {
   std::lock_guard<std::mutex> lk(mu_);
-  free_blocks_.emplace_back(cls, p);
+  free_[cls].push_back(p);
   free_total_ += cls;
   in_use_ -= cls;
 }
@@ -159,6 +159,9 @@ std::function<net::BodyBuffer(const net::HttpRequest&, size_t)> infer_body_buffe
   return [pool = pinned_pool()](const net::HttpRequest& head, size_t size) -> net::BodyBuffer {
     const size_t pad = body_pad(head, size);
     if (pad == std::string_view::npos) return {};
+    // A small body is copied into its batch (or the executor's staging) anyway: malloc, so the
+    // page-locked blocks (1 MiB and up) go to bodies whose copy the GPU can take from where they are.
+    if (pad + size < kPinnedBodyMin) return infer_body_buffer(head, size);
     std::shared_ptr<void> block = pool->take(pad + size);
     if (!block) return infer_body_buffer(head, size);
     return net::BodyBuffer{static_cast<char*>(block.get()) + pad, size, std::move(block)};

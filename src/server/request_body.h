@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <utility>
@@ -44,7 +45,7 @@ class BodyPool : public std::enable_shared_from_this<BodyPool> {
     uint64_t allocs = 0, frees = 0, fallbacks = 0;   // blocks allocated / freed, takes refused
   };
   BodyPool(Alloc alloc, Free free, size_t capacity)
-      : alloc_(std::move(alloc)), free_(std::move(free)), capacity_(capacity) {}
+      : alloc_(std::move(alloc)), free_fn_(std::move(free)), capacity_(capacity) {}
   ~BodyPool();
   // A block of at least `bytes` (rounded up to its size class), owned by the returned pointer;
   // nullptr when the capacity is taken by blocks in use (or the allocation fails).
@@ -55,14 +56,16 @@ class BodyPool : public std::enable_shared_from_this<BodyPool> {
  private:
   void give_back(void* p, size_t cls);
   Alloc alloc_;
-  Free free_;
+  Free free_fn_;
   size_t capacity_;
   mutable std::mutex mu_;
-  std::vector<std::pair<size_t, void*>> free_blocks_;  // (size class, block)
+  std::map<size_t, std::vector<void*>> free_;  // size class -> its free blocks
   size_t free_total_ = 0, allocated_ = 0, in_use_ = 0;
   Stats stats_;
 };
 
+// Binary bodies below this many bytes are read into malloc'd memory, not the pinned pool.
+inline constexpr size_t kPinnedBodyMin = size_t{256} << 10;
 // The pinned pool's capacity by default (gpuopt serve --pinned-memory-pool-byte-size).
 inline constexpr size_t kDefaultPinnedPoolBytes = size_t{1} << 30;
 // Sets the capacity of pinned_pool(); takes effect only before its first use (serve's start).
