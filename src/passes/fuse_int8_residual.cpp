@@ -24,15 +24,6 @@ bool is_op(const Node& n, Op op) {
   return n.op == op && n.domain == "ai.gpuopt";
 }
 
-// The two scalar constants are one value (the same node input, or equal constants).
-bool same_scalar(const Graph& g, ValueId a, ValueId b) {
-  if (a == b) return true;
-  const Value& va = g.value(a);
-  const Value& vb = g.value(b);
-  if (!va.constant || !vb.constant || va.constant->numel() != 1 || vb.constant->numel() != 1) return false;
-  return va.constant->dtype() == vb.constant->dtype() && va.constant->get_f64(0) == vb.constant->get_f64(0);
-}
-
 // The Int8Conv producing v that can take the residual: int8 output (y_scale given), no residual
 // yet, v read by nothing but `reader` and no graph output.
 const Node* fusable_conv(Matcher& m, ValueId v, int32_t reader) {

@@ -42,6 +42,17 @@ inline std::optional<std::vector<int64_t>> reduce_axes(const Graph& g, const Nod
   return axes;
 }
 
+// The two scalar constants are one value: the same node input (both absent counts), or equal
+// constants of one element and one dtype.
+inline bool same_scalar(const Graph& g, ValueId a, ValueId b) {
+  if (a == b) return true;
+  if (a == kNoValue || b == kNoValue) return false;
+  const Value& va = g.value(a);
+  const Value& vb = g.value(b);
+  if (!va.constant || !vb.constant || va.constant->numel() != 1 || vb.constant->numel() != 1) return false;
+  return va.constant->dtype() == vb.constant->dtype() && va.constant->get_f64(0) == vb.constant->get_f64(0);
+}
+
 class Matcher {
  public:
   explicit Matcher(Graph* g) : g_(g), consumers_(g->consumers()), drop_(g->nodes().size(), false) {}

@@ -13,21 +13,6 @@
 #include "passes/passes.h"
 
 namespace gpuopt {
-namespace {
-
-// The same constant (or both absent): a round trip's Q and DQ parameters.
-bool same_constant(const Graph& g, ValueId a, ValueId b) {
-  if (a == b) return true;
-  if (a == kNoValue || b == kNoValue || !g.value(a).constant || !g.value(b).constant) return false;
-  const Tensor& x = *g.value(a).constant;
-  const Tensor& y = *g.value(b).constant;
-  if (x.dtype() != y.dtype() || x.shape() != y.shape() || x.dtype() == DType::String) return false;
-  for (int64_t i = 0; i < x.numel(); ++i)
-    if (x.get_f64(i) != y.get_f64(i)) return false;
-  return true;
-}
-
-}  // namespace
 
 Result<PassStats> pool_before_qdq(Graph* g) {
   PassStats stats;
@@ -43,13 +28,14 @@ Result<PassStats> pool_before_qdq(Graph* g) {
     if (!m.sole_reader(q->outputs[0], "DequantizeLinear")) continue;
     if (q->attr_i("axis", 1) != dq->attr_i("axis", 1) || q->attr_i("block_size", 0) != 0) continue;
     if (q->attr_i("saturate", 1) != 1 || q->attr_i("output_dtype", 0) != 0) continue;
-    bool round_trip = true;
-    for (size_t k = 1; k < 3; ++k)
-      round_trip = round_trip && same_constant(*g, k < q->inputs.size() ? q->inputs[k] : kNoValue,
-                                               k < dq->inputs.size() ? dq->inputs[k] : kNoValue);
-    // Per-tensor only: a per-channel scale is monotone per channel too, but keep to what the
-    // quantizers write for activations.
-    if (!round_trip || g->value(q->inputs[1]).constant->numel() != 1) continue;
+    // One per-tensor scale and zero point on both sides (a per-channel scale is monotone per
+    // channel too, but the quantizers write per-tensor ones for activations).
+    bool round_trip = q->inputs.size() >= 2;
+    for (size_t k = 1; k < 3 && round_trip; ++k)
+      round_trip = same_scalar(*g, k < q->inputs.size() ? q->inputs[k] : kNoValue,
+                               k < dq->inputs.size() ? dq->inputs[k] : kNoValue);
+    const Value& scale = g->value(q->inputs[1]);
+    if (!round_trip || !scale.constant || scale.constant->numel() != 1) continue;
     const int32_t qi = m.index_of(q), dqi = m.index_of(dq);
     const ValueId x = q->inputs[0], pooled_out = pool.outputs[0];
     // x -> MaxPool -> (new) p -> Q -> q_out -> DQ -> the pool's old output, which its readers keep.

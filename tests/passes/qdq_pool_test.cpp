@@ -1,7 +1,7 @@
 // pool_before_qdq: MaxPool(DQ(Q(x))) -> DQ(Q(MaxPool(x))). The rewrite is exact, so the CPU
 // reference must give the same bits before and after it, on values spread over many quantization
 // steps, with ties, saturation and padded windows; round trips that are not one (two scales, a
-// second reader, per-channel, the pool's Indices output) stay as they are.
+// second reader, the pool's Indices output) stay as they are.
 #include "pass_test_util.h"
 #include "qdq_builder.h"
 
