@@ -7,7 +7,8 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIELDS = {"model", "exporter", "batch", "precision", "runner", "date"}
-RUNNERS = {"gpuopt", "torch_eager", "torch_eager_channels_last", "torch_compile", "torch_compile_max_autotune"}
+RUNNERS = {"gpuopt", "torch_eager", "torch_eager_channels_last", "torch_compile", "torch_compile_max_autotune",
+           "onnxruntime_cpu"}  # the last: ONNX Runtime on the CPU running the same QDQ file as gpuopt int8
 
 
 def test_records_have_the_promised_fields():
