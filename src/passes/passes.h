@@ -111,6 +111,9 @@ Result<PassStats> qdq_attention_in_float(Graph* g);
 // At int8 on the GPU: MaxPool(DQ(Q(x))) -> DQ(Q(MaxPool(x))), the round trip on the pooled tensor
 // (exact: qdq_pool.cpp). GPUOPT_DISABLE_FUSION=qdq_pool.
 Result<PassStats> pool_before_qdq(Graph* g);
+// At int8 on the GPU: Q(DQ(q)) with one scale and zero point is q; its readers read q (exact:
+// qdq_requant.cpp). GPUOPT_DISABLE_FUSION=qdq_requant.
+Result<PassStats> drop_requantize(Graph* g);
 
 // GPUOPT_DISABLE_FUSION, read once per pipeline: "1" (or "all") turns every fusion pass off;
 // otherwise a comma-separated list of pass names to turn off (conv, matmul_bias, gelu, attention,

@@ -57,7 +57,7 @@ Status FusionSwitches::validate() const {
                                                 "qdq_attention", "int8_residual", "se_mean",
                                                 "int8_epilogue", "fp8_norm", "int8_norm",
                                                 "fp8_lone", "dw_prologue", "merge_qkv", "attention_mask",
-                                                "qdq_pool"};
+                                                "qdq_pool", "qdq_requant"};
   static constexpr std::string_view kOptIn[] = {"int8_residual"};
   for (const auto& n : on)
     if (std::find(std::begin(kOptIn), std::end(kOptIn), n) == std::end(kOptIn))
@@ -68,7 +68,7 @@ Status FusionSwitches::validate() const {
           "GPUOPT_DISABLE_FUSION: unknown fusion '{}' (valid: 1 or all, or a list of conv, matmul_bias, gelu, layernorm, "
           "attention, gemm_activation, skip_layernorm, transpose, nhwc, qdq, gemm_scale, fp8_chain, qdq_attention, "
           "int8_residual, se_mean, int8_epilogue, fp8_norm, int8_norm, fp8_lone, dw_prologue, merge_qkv, attention_mask, "
-          "qdq_pool)",
+          "qdq_pool, qdq_requant)",
           n);
   return Status::Ok();
 }
@@ -152,6 +152,10 @@ Status run_session_passes(Graph* g, const Device& device, std::string_view preci
       if (sw.enabled("qdq_pool")) {  // MaxPool(DQ(Q(x))) -> DQ(Q(MaxPool(x))), exact (qdq_pool.cpp)
         GPUOPT_ASSIGN_OR_RETURN(PassStats qp, pool_before_qdq(g));
         GPUOPT_LOG(debug, "passes: {} MaxPools pool before their quantize round trip", qp.rewritten);
+      }
+      if (sw.enabled("qdq_requant")) {  // Q(DQ(q)) with one scale and zero point -> q, exact (qdq_requant.cpp)
+        GPUOPT_ASSIGN_OR_RETURN(PassStats rq, drop_requantize(g));
+        GPUOPT_LOG(debug, "passes: {} re-quantizes to the same scale dropped", rq.rewritten);
       }
       GPUOPT_ASSIGN_OR_RETURN(PassStats q, fold_qdq(g, convs));
       GPUOPT_LOG(debug, "passes: fold_qdq made {} int8 GEMMs/convs", q.rewritten);

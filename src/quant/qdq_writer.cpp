@@ -201,6 +201,7 @@ Result<QuantPlan> plan_quantization(const onnx::ModelProto& model, const std::ma
     } else if (op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool") {
       if (!is_act(n.input(0))) continue;
       L.activations = {n.input(0)};
+      if (op == "MaxPool" && n.output_size() >= 1) plan.same_range.emplace_back(n.output(0), n.input(0));
     } else if (op == "Add" && n.input_size() == 2) {
       if (!is_act(n.input(0)) || !is_act(n.input(1)) || !feeds_quantized(n.output(0))) continue;
       L.activations = {n.input(0), n.input(1)};

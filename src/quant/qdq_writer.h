@@ -5,7 +5,9 @@
 //    Q/DQ pair, the weight is stored as int8 with a per-output-channel DequantizeLinear
 //    (symmetric, zero point 0; per tensor below opset 13, where DequantizeLinear has no axis);
 //  - MatMul of two activations (attention's QK^T and PV): both inputs per tensor;
-//  - MaxPool, AveragePool, GlobalAveragePool: the input;
+//  - MaxPool, AveragePool, GlobalAveragePool: the input; a MaxPool's output, where a layer
+//    quantizes it, takes its input's range (`same_range`: a maximum never leaves its inputs' range,
+//    ONNX Runtime's recipe), so the pooled tensor's re-quantize is the identity (qdq_requant.cpp);
 //  - residual Add (two activation inputs, its output read by a Conv or pool, directly or through
 //    a Relu): both inputs, so the add can run on int8 data next to the convolution.
 // Biases stay f32. An activation read by several quantized nodes gets one shared Q/DQ pair;
@@ -38,6 +40,7 @@ struct QuantPlan {
   std::vector<QuantLayer> layers;
   std::vector<std::string> tensors;     // every activation some layer quantizes, in graph order
   std::vector<std::string> notes;       // nodes of a quantizable type that were left alone, and why
+  std::vector<std::pair<std::string, std::string>> same_range;  // (MaxPool output, its input), graph order
   bool per_channel = true;              // opset >= 13
 };
 

@@ -223,6 +223,15 @@ Result<QuantizeResult> quantize_model(const std::string& model_path, const std::
       res.amax[name] = st.amax;
       res.stats[name] = st;
     }
+    // A MaxPool's output in its input's range (qdq_writer.h: same_range); the saturation reported
+    // is the output's own at that range.
+    for (const auto& [out, in] : res.plan.same_range) {
+      auto h = hist.find(out);
+      if (h == hist.end() || !res.amax.count(in)) continue;
+      res.amax[out] = res.amax[in];
+      res.stats[out].amax = res.amax[in];
+      res.stats[out].saturation = saturation(h->second, res.amax[in]);
+    }
     res.calibration_samples = static_cast<int>(calib.size());
   }
   res.layers.assign(res.plan.layers.size(), LayerResult{});

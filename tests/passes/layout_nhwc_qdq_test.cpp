@@ -136,7 +136,9 @@ TEST(LayoutNhwcQdq, Int8CudaPipelineIsOneRegion) {
   ASSERT_TRUE(st.ok()) << st.to_string();
   EXPECT_EQ(count(g, "NhwcFusedConv"), 4);
   EXPECT_EQ(count(g, "Transpose"), 2);
-  EXPECT_EQ(count(g, "QuantizeLinear"), 8);
+  // 8 less two: the pool now pools before its round trip (qdq_pool), and the block's conv and Add
+  // re-quantized its output at that same 0.02 (qdq_requant drops both).
+  EXPECT_EQ(count(g, "QuantizeLinear"), 6);
   Graph cpu = f32;
   ASSERT_TRUE(run_session_passes(&cpu, "cpu", "int8", true).ok());
   std::mt19937 rng(23);

@@ -145,6 +145,15 @@ def small_cnn(rng):
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
+def q_scale(path, tensor):
+    """The scale of the QuantizeLinear that reads `tensor` in the QDQ file."""
+    m = onnx.load(str(path))
+    inits = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+    scales = [float(inits[n.input[1]]) for n in m.graph.node if n.op_type == "QuantizeLinear" and n.input[0] == tensor]
+    assert len(scales) == 1, (tensor, scales)
+    return scales[0]
+
+
 def small_transformer(rng, d=32, heads=2, seq=8):
     """One encoder block: QKV projections, attention matmuls (QK^T, PV), softmax, output projection,
     residual + LayerNorm, FFN with Gelu, residual + LayerNorm."""
@@ -263,6 +272,9 @@ def test_cnn_qdq_ort_equals_reference(tmp_path):
     assert {l["name"]: l["op"] for l in rep["layers"]} == {"conv0": "Conv", "conv1": "Conv", "conv2": "Conv", "add": "Add",
                                                            "pool": "MaxPool", "gap": "GlobalAveragePool", "fc": "Gemm"}
     assert check_weights(model, q, {"w0": 0, "w1": 0, "w2": 0, "fc_w": 0}) == 4
+    # The MaxPool's output p is quantized with its input r2's range (ONNX Runtime's recipe), not its
+    # own calibrated one (a 2x2 maximum of r2 has a larger 99.99th percentile than r2).
+    assert q_scale(q, "p") == q_scale(q, "r2") > 0
     x = rng.uniform(-1, 1, (3, 3, 16, 16)).astype(np.float32)
     out = tmp_path / "out"
     run_gpuopt(q, {"x": x}, out)
