@@ -51,6 +51,15 @@ inline void finish(Graph& g) {
   ASSERT_TRUE(g.infer_shapes().ok());
 }
 
+// Every output of `a` equal to `b`'s, value for value (exact rewrites: same bits as the oracle).
+inline void expect_same_bits(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t o = 0; o < a.size(); ++o) {
+    ASSERT_EQ(a[o].shape(), b[o].shape());
+    for (int64_t i = 0; i < a[o].numel(); ++i) ASSERT_EQ(a[o].get_f64(i), b[o].get_f64(i)) << "output " << o << " at " << i;
+  }
+}
+
 // Largest |a - b| over the first output, relative to max(1, max |b|); NaN where b has NaN must be
 // NaN in a too (and counts as equal).
 inline double max_rel_err(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {

@@ -11,6 +11,7 @@ namespace gpuopt {
 namespace {
 
 using testing::count;
+using testing::expect_same_bits;
 using testing::finish;
 using testing::run_cpu;
 using testing::uniform;
@@ -40,14 +41,6 @@ std::vector<Tensor> inputs() {
   Tensor x = uniform({2, 8, 5, 5}, rng, -9.f, 9.f);  // beyond the int8 range at 0.05: saturates
   for (int64_t i = 0; i < x.numel(); i += 5) x.set_f64(i, 0.05 * static_cast<double>(i % 60 - 30) + 0.025);  // ties
   return {x};
-}
-
-void expect_same_bits(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t o = 0; o < a.size(); ++o) {
-    ASSERT_EQ(a[o].shape(), b[o].shape());
-    for (int64_t i = 0; i < a[o].numel(); ++i) ASSERT_EQ(a[o].get_f64(i), b[o].get_f64(i)) << "output " << o << " at " << i;
-  }
 }
 
 TEST(QdqRequant, DropsTheSameScaleRequantizeWithTheSameBits) {

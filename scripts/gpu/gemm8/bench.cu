@@ -62,30 +62,31 @@ using Evt = cutlass::epilogue::fusion::Sm90EVT<
 #ifndef CFG
 #define CFG 0
 #endif
+// Tile M x N x K, cluster M x N, and the mainloop / epilogue schedules of each configuration.
+#define GEMM8_CONFIG(TM, TN, TK, CM, CN, MAIN, EPI)                                   \
+  using TileT = Shape<_##TM, _##TN, _##TK>;                                           \
+  using Cluster = Shape<_##CM, _##CN, _1>;                                            \
+  using MainS = cutlass::gemm::KernelTmaWarpSpecialized##MAIN;                        \
+  using EpiS = cutlass::epilogue::EPI;
+#define COOP Cooperative, TmaWarpSpecializedCooperative
+#define PING Pingpong, TmaWarpSpecialized
+#define GEMM8_CONFIG_(...) GEMM8_CONFIG(__VA_ARGS__)
 #if CFG == 0
-using TileT = Shape<_128, _128, _128>; using Cluster = Shape<_1, _1, _1>;
-using MainS = cutlass::gemm::KernelTmaWarpSpecializedCooperative; using EpiS = cutlass::epilogue::TmaWarpSpecializedCooperative;
+GEMM8_CONFIG_(128, 128, 128, 1, 1, COOP)
 #elif CFG == 1
-using TileT = Shape<_128, _256, _128>; using Cluster = Shape<_1, _1, _1>;
-using MainS = cutlass::gemm::KernelTmaWarpSpecializedCooperative; using EpiS = cutlass::epilogue::TmaWarpSpecializedCooperative;
+GEMM8_CONFIG_(128, 256, 128, 1, 1, COOP)
 #elif CFG == 2
-using TileT = Shape<_128, _256, _128>; using Cluster = Shape<_2, _1, _1>;
-using MainS = cutlass::gemm::KernelTmaWarpSpecializedCooperative; using EpiS = cutlass::epilogue::TmaWarpSpecializedCooperative;
+GEMM8_CONFIG_(128, 256, 128, 2, 1, COOP)
 #elif CFG == 3
-using TileT = Shape<_64, _256, _128>; using Cluster = Shape<_1, _1, _1>;
-using MainS = cutlass::gemm::KernelTmaWarpSpecializedPingpong; using EpiS = cutlass::epilogue::TmaWarpSpecialized;
+GEMM8_CONFIG_(64, 256, 128, 1, 1, PING)
 #elif CFG == 4
-using TileT = Shape<_128, _128, _128>; using Cluster = Shape<_1, _1, _1>;
-using MainS = cutlass::gemm::KernelTmaWarpSpecializedPingpong; using EpiS = cutlass::epilogue::TmaWarpSpecialized;
+GEMM8_CONFIG_(128, 128, 128, 1, 1, PING)
 #elif CFG == 5
-using TileT = Shape<_256, _128, _128>; using Cluster = Shape<_1, _2, _1>;
-using MainS = cutlass::gemm::KernelTmaWarpSpecializedCooperative; using EpiS = cutlass::epilogue::TmaWarpSpecializedCooperative;
+GEMM8_CONFIG_(256, 128, 128, 1, 2, COOP)
 #elif CFG == 6
-using TileT = Shape<_128, _128, _128>; using Cluster = Shape<_2, _1, _1>;
-using MainS = cutlass::gemm::KernelTmaWarpSpecializedPingpong; using EpiS = cutlass::epilogue::TmaWarpSpecialized;
+GEMM8_CONFIG_(128, 128, 128, 2, 1, PING)
 #elif CFG == 7
-using TileT = Shape<_128, _256, _64>; using Cluster = Shape<_2, _1, _1>;
-using MainS = cutlass::gemm::KernelTmaWarpSpecializedCooperative; using EpiS = cutlass::epilogue::TmaWarpSpecializedCooperative;
+GEMM8_CONFIG_(128, 256, 64, 2, 1, COOP)
 #endif
 
 template <class ElementD>
