@@ -67,14 +67,11 @@ std::shared_ptr<void> BodyPool::take(size_t bytes) {
       }
     if (!p) {
       if (!fits) {  // room for a new block: free blocks go back, smallest first, never blocks in use
-        size_t room = capacity_ - allocated_;
-        for (auto it = free_.begin(); it != free_.end() && room < cls; ++it)
-          for (size_t i = 0; i < it->second.size() && room < cls; ++i) room += it->first;
-        if (room < cls) {  // in use: the caller takes ordinary memory
+        if (capacity_ - allocated_ + free_total_ < cls) {  // in use: the caller takes ordinary memory
           ++stats_.fallbacks;
           return nullptr;
         }
-        room = capacity_ - allocated_;
+        size_t room = capacity_ - allocated_;
         for (auto it = free_.begin(); it != free_.end() && room < cls; ++it)
           while (!it->second.empty() && room < cls) {
             evicted.push_back(it->second.back());
