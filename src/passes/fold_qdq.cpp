@@ -139,9 +139,11 @@ bool fold_conv(Graph* g, Matcher& m, size_t i, PassStats* stats) {
     return false;
   ValueId bias = kNoValue;
   if (conv.inputs.size() > 2 && conv.inputs[2] != kNoValue) {
-    const Tensor* b = const_of(*g, conv.inputs[2]);
+    // Through Identity nodes, as the Gemm bias: a freshly initialised torchvision model's
+    // BN-folded conv biases are all zero, one shared initializer behind an Identity per conv.
+    bias = through_identities(m, conv.inputs[2]);
+    const Tensor* b = const_of(*g, bias);
     if (!b || b->dtype() != DType::F32 || b->rank() != 1 || b->numel() != M) return false;
-    bias = conv.inputs[2];
   }
   ValueId out = conv.outputs[0], y_scale = kNoValue, w_scale = dw->inputs[1];
   std::vector<const Node*> absorbed;

@@ -97,6 +97,30 @@ TEST(FoldQdqConv, BatchNormFoldsIntoScaleAndBias) {
   }
 }
 
+// The bias behind Identity nodes: torch's legacy exporter writes equal biases (all zero in a
+// freshly initialised model, once BatchNorm is folded) as one initializer with an Identity per
+// conv; every conv still folds, and the Identity nodes are dead afterwards.
+TEST(FoldQdqConv, BiasBehindSharedIdentityFolds) {
+  QBuilder b;
+  const ValueId x = b.g.add_input("x", DType::F32, {2, 16, 8, 8});
+  const ValueId shared = b.g.add_constant("shared_bias", Tensor::zeros(DType::F32, {32}));
+  ValueId y = b.quantize(x, 0.02f);
+  for (int k = 0; k < 2; ++k) {
+    const ValueId c = b.conv(y, k == 0 ? 16 : 32, 32, 3, 1, 1, true);
+    const ValueId id = b.g.add_node(Op::Identity, "id" + std::to_string(k), {shared}, 1)[0];
+    Node& conv = b.g.nodes()[b.g.nodes().size() - 2];
+    ASSERT_EQ(conv.outputs[0], c);
+    conv.inputs[2] = id;
+    y = b.quantize(b.relu(c), 0.03f);
+  }
+  b.output(y);
+  const Graph g = b.done();
+  const Graph f = folded(g, 2);
+  EXPECT_EQ(count(f, "Conv") + count(f, "Identity"), 0);
+  std::mt19937 rng(36);
+  expect_int8_close(g, f, random_tensor({2, 16, 8, 8}, rng, -2, 2));
+}
+
 // No Relu, no bias, a float output (the conv's reader is not a QuantizeLinear).
 TEST(FoldQdqConv, FloatOutput) {
   QBuilder b;
