@@ -15,17 +15,8 @@
 # wheel) and torch. Run from the repository root on the GPU machine:
 #   bash scripts/gpu/conv8/run.sh        (about 3-4 minutes on 16 cores; WORK=/tmp/conv8 by default)
 set -uo pipefail
-T0=$(date +%s)
-INC=${CUTLASS_INCLUDE:-}
-if [ -z "$INC" ]; then
-  mkdir -p /tmp/cl && tar xzf .device/sys/sysroot.tgz -C /tmp/cl sysroot/usr/include/cutlass_pkg
-  INC=/tmp/cl/sysroot/usr/include/cutlass_pkg/include
-fi
-export PATH=$PATH:/usr/local/cuda/bin
-W=${WORK:-/tmp/conv8}
-mkdir -p "$W"
+source scripts/gpu/cutlass_bench.inc conv8
 rm -f "$W"/out* "$W"/ref.out
-D=$(cd "$(dirname "$0")" && pwd)
 CFGS=${CFGS:-0 1 2 3 4 5}
 NS=${NS:-256 32}
 

@@ -6,16 +6,7 @@
 # Standalone: needs nvcc, the CUTLASS headers (CUTLASS_INCLUDE, or the sysroot's copy that
 # scripts/make_sysroot.sh packs) and torch. Run from the repository root on the GPU machine.
 set -uo pipefail
-T0=$(date +%s)
-INC=${CUTLASS_INCLUDE:-}
-if [ -z "$INC" ]; then
-  mkdir -p /tmp/cl && tar xzf .device/sys/sysroot.tgz -C /tmp/cl sysroot/usr/include/cutlass_pkg
-  INC=/tmp/cl/sysroot/usr/include/cutlass_pkg/include
-fi
-export PATH=$PATH:/usr/local/cuda/bin
-W=${WORK:-/tmp/gemm8}
-mkdir -p "$W"
-D=$(cd "$(dirname "$0")" && pwd)
+source scripts/gpu/cutlass_bench.inc gemm8
 CFGS=${CFGS:-0 1 2 3 4 5 6 7}
 build() {  # name, extra flags
   nvcc -std=c++17 -O3 -DNDEBUG -arch=sm_90a --expt-relaxed-constexpr -I"$INC" "${@:2}" "$D/bench.cu" -o "$W/b$1" \
