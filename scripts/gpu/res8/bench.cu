@@ -41,15 +41,27 @@ using namespace cute;
 struct ResParams { float y_scale = 1.f, z_scale = 1.f, out_scale = 1.f; int relu = 0; };
 struct PlainParams { float y_scale = 1.f; };
 __device__ __forceinline__ float sat8(float v) { return fminf(fmaxf(rintf(v), -128.f), 127.f); }
+#ifndef FASTEPI
+#define FASTEPI 0
+#endif
+// -DFASTEPI=1: the divisions as a product with the hardware reciprocal (one MUFU op instead of a
+// correctly rounded division), the reference kernel too: to see what the divisions cost.
+__device__ __forceinline__ float qdiv(float a, float b) {
+#if FASTEPI
+  return __fmul_rn(a, __frcp_rn(b));
+#else
+  return __fdiv_rn(a, b);
+#endif
+}
 __device__ __forceinline__ float conv_code(float acc, float alpha, float bias, float ys) {
   const float y = __fadd_rn(__fmul_rn(acc, alpha), bias);
-  return sat8(__fdiv_rn(y, ys));
+  return sat8(qdiv(y, ys));
 }
 __device__ __forceinline__ float res_code(float acc, float z, float alpha, float bias, const ResParams& p) {
   const float c = conv_code(acc, alpha, bias, p.y_scale);
   float r = __fadd_rn(__fmul_rn(c, p.y_scale), __fmul_rn(z, p.z_scale));
   if (p.relu) r = fmaxf(r, 0.f);
-  return sat8(__fdiv_rn(r, p.out_scale));
+  return sat8(qdiv(r, p.out_scale));
 }
 
 // Custom Sm90Compute functors: Sm90Compute converts every child's fragment to float, calls

@@ -20,8 +20,9 @@ source scripts/gpu/cutlass_bench.inc res8
 CFGS=${CFGS:-0 1 2 3}
 NS=${NS:-256 32}
 rm -f "$W"/b* "$W"/out* "$W"/log*
-build() {  # cfg
-  nvcc -std=c++17 -O3 -DNDEBUG -arch=sm_90a --expt-relaxed-constexpr -I"$INC" -I scripts/gpu/conv8/include -DCFG="$1" "$D/bench.cu" \
+build() {  # cfg ("3f": CFG 3 with -DFASTEPI=1, the divisions as reciprocal products)
+  local extra=; [ "${1%f}" != "$1" ] && extra=-DFASTEPI=1
+  nvcc -std=c++17 -O3 -DNDEBUG -arch=sm_90a --expt-relaxed-constexpr -I"$INC" -I scripts/gpu/conv8/include -DCFG="${1%f}" $extra "$D/bench.cu" \
     -o "$W/b$1" >"$W/log$1" 2>&1 || { echo "CFG $1: build failed: $(grep -m3 error "$W/log$1")"; rm -f "$W/b$1"; }
 }
 for c in $CFGS; do build "$c" & done
