@@ -21,6 +21,7 @@ namespace gpuopt {
   X(GPUOPT_FA_WARPS, "4", "8: the flash attention kernel takes 128 query rows per block (8 warps) instead of 64 (A/B).") \
   X(GPUOPT_ATTENTION_KERNEL, "auto", "auto: gpuopt's flash kernel for head size 64 and at most 128 keys, else cuDNN's SDPA; cudnn: cuDNN's SDPA wherever it applies; fa: gpuopt's flash kernel instead of cuDNN; wmma, scalar: those kernels (A/B).") \
   X(GPUOPT_INT8_CONV_AUTOTUNE, "1", "0: Int8Conv runs cuDNN's first heuristic plan instead of timing the candidates on a shape's first run (A/B).") \
+  X(GPUOPT_INT8_CONV1X1, "1", "0: residual Int8Convs try cuDNN's residual graph (then the conv + Int8Add pair) instead of the CUTLASS sm90 GEMM for 1x1 ones and the pair for the rest (A/B).") \
   X(GPUOPT_CONV_ENGINE, "legacy", "graph: channels-last fp16/bf16 convs through cuDNN's graph API with timed engine choice (A/B, unverified).") \
   X(GPUOPT_CONV_GEMM, "1", "1x1 channels-last convs: 1 times cuDNN against one cuBLASLt GEMM (bias, residual, Relu fused) per shape and keeps the faster; 0 cuDNN only; force the GEMM (A/B).") \
   X(GPUOPT_DEPTHWISE_KERNEL, "auto", "auto/smem: gpuopt's shared-memory depthwise kernel where it applies, else its register tiles; tiles: the register tiles (narrow/wide/wide1 pick one); cudnn: cuDNN (A/B).") \

@@ -117,9 +117,9 @@ Result<PassStats> drop_requantize(Graph* g);
 
 // GPUOPT_DISABLE_FUSION, read once per pipeline: "1" (or "all") turns every fusion pass off;
 // otherwise a comma-separated list of pass names to turn off (conv, matmul_bias, gelu, attention,
-// transpose, nhwc); a name with a leading '+' turns ON an opt-in pass, one that is off by default
-// because it measured slower (int8_residual). validate() names an unknown one (the pipelines call
-// it first).
+// transpose, nhwc); a name with a leading '+' turns ON an opt-in pass (int8_residual, on by
+// default since its 1x1 form got a CUTLASS kernel: '+int8_residual' is still accepted).
+// validate() names an unknown one (the pipelines call it first).
 //
 //   const FusionSwitches sw = FusionSwitches::from_env();
 //   if (sw.enabled("nhwc")) ...

@@ -9,7 +9,8 @@
 // epilogue's f32 rounding, int8 outputs may differ by one step where v / y_scale is that close to
 // a half (int_steps 1). Int8Add (fold_qdq's residual add) likewise. The residual form
 // (fuse_int8_residual's Int8Conv with Z) runs cuDNN's residual graph or, where cuDNN does not
-// build it, the plain conv then Int8Add's kernel.
+// build it, the plain conv then Int8Add's kernel; 1x1 stride-1 ones on a compute capability 9.0
+// GPU the CUTLASS GEMM with the add in its epilogue (int8_conv1x1.h).
 //
 // Fp8Gemm (--precision fp8): our e4m3 quantization of A, then cuBLASLt's FP8 GEMM. The reference
 // rounds A to e4m3 the same way (ops/quant/fp8_e4m3.h) and sums exactly, so what differs is the
@@ -32,7 +33,9 @@ void add_int8_conv_cases(std::vector<Case>& cases) {
   };
   const Sz sizes[] = {{2, 14, 64, 64, 3, 1, 1, "3x3"},       {3, 9, 32, 128, 1, 0, 2, "1x1 stride 2"},
                       {1, 7, 16, 48, 3, 1, 2, "3x3 stride 2"}, {2, 6, 12, 20, 3, 1, 1, "odd channels"},
-                      {1, 28, 256, 64, 1, 0, 1, "1x1 wide"},   {1, 5, 6, 8, 3, 1, 1, "C=6"}};
+                      {1, 28, 256, 64, 1, 0, 1, "1x1 wide"},   {1, 5, 6, 8, 3, 1, 1, "C=6"},
+                      // a ResNet bottleneck's end: its residual form runs as one CUTLASS GEMM on sm90
+                      {2, 14, 64, 256, 1, 0, 1, "1x1 expand"}};
   for (DType dt : {DType::F32, DType::F16}) {
     for (const Sz& s : sizes) {
       AttributeMap a{{"kernel_shape", attr_ints({s.k, s.k})},

@@ -104,9 +104,9 @@ TEST(Int8ConvSession, ResidualBlockMatchesCpuEagerAndReplayed) {
   EXPECT_EQ(rel_l2(second->at(0).second, first->at(0).second), 0.0);  // deterministic replay
 }
 
-// The residual form on the GPU (cuDNN's residual graph, its int8 rounding done in f32) against
-// the pair it replaces (the default without GPUOPT_DISABLE_FUSION=+int8_residual: the conv's int8 output, then
-// Int8Add's kernel): x -> Q -> conv3x3 -> Q(c, 3 output steps per step); DQ(c) + DQ(Q(x)) ->
+// The residual form on the GPU (cuDNN's residual graph, asked for by GPUOPT_INT8_CONV1X1=0; its
+// int8 rounding done in f32) against the pair it replaces (GPUOPT_DISABLE_FUSION=int8_residual: the
+// conv's int8 output, then Int8Add's kernel): x -> Q -> conv3x3 -> Q(c, 3 output steps per step); DQ(c) + DQ(Q(x)) ->
 // Relu -> Q -> DQ (the output is the int8 codes times the scale). Both round in f32 from the same
 // sums, so codes differ only where the last digits of two f32 formulas straddle a half: at most
 // one step, in few places. Without the intermediate rounding most codes would move.
@@ -126,9 +126,10 @@ TEST(Int8ConvSession, FusedResidualMatchesThePairOnGpu) {
   og.precision = "int8";
   std::vector<Tensor> outs;
   for (bool fused : {true, false}) {
-    if (fused) setenv("GPUOPT_DISABLE_FUSION", "+int8_residual", 1);  // opt-in
+    if (!fused) setenv("GPUOPT_DISABLE_FUSION", "int8_residual", 1);
     auto gpu = Session::from_graph(b.g, og);
     unsetenv("GPUOPT_DISABLE_FUSION");
+    if (fused) setenv("GPUOPT_INT8_CONV1X1", "0", 1);  // cuDNN's residual graph, not the pair
     ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
     int residual = 0, adds = 0;
     for (const Node& n : (*gpu)->graph().nodes()) {
@@ -138,6 +139,7 @@ TEST(Int8ConvSession, FusedResidualMatchesThePairOnGpu) {
     EXPECT_EQ(residual, fused ? 1 : 0);
     EXPECT_EQ(adds, fused ? 0 : 1);
     auto r = (*gpu)->run(in);
+    unsetenv("GPUOPT_INT8_CONV1X1");
     ASSERT_TRUE(r.ok()) << r.status().to_string();
     outs.push_back(r->at(0).second);
   }

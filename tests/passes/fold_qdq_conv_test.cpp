@@ -230,8 +230,9 @@ TEST(FoldQdqConv, LeavesUnsupportedConvsAlone) {
 
 // The session pipeline for --precision int8 on cuda with GPUOPT_INT8_CONV=1, on the CPU
 // reference: a residual block (stem on the float path, two quantized convs, a quantized Add)
-// has its three 16-channel convs as channels-last Int8Convs and the add as an Int8Add (taken into
-// the last conv with the opt-in GPUOPT_DISABLE_FUSION=+int8_residual, exactly equal), and computes
+// has its three 16-channel convs as channels-last Int8Convs and the add taken into the last conv
+// (fuse_int8_residual, on by default; the Int8Add pair with GPUOPT_DISABLE_FUSION=int8_residual,
+// exactly equal; '+int8_residual', its opt-in spelling before, still accepted), and computes
 // what the CPU int8 session's graph (exact QDQ semantics) computes.
 TEST(FoldQdqConv, Int8CudaPipeline) {
   QBuilder b;
@@ -244,9 +245,7 @@ TEST(FoldQdqConv, Int8CudaPipeline) {
   b.output(b.conv(sum, 16, 16, 1, 0, 1, true));
   const Graph g = b.done();
   Graph gpu = g;
-  setenv("GPUOPT_DISABLE_FUSION", "+int8_residual", 1);  // opt-in
   const Status st = run_session_passes(&gpu, "cuda", "int8", true);
-  unsetenv("GPUOPT_DISABLE_FUSION");
   ASSERT_TRUE(st.ok()) << st.to_string();
   EXPECT_EQ(count(gpu, "Int8Conv"), 3);
   EXPECT_EQ(count(gpu, "Int8Add"), 0);  // the residual add, its Relu and Q: in the last conv (fuse_int8_residual)
@@ -258,8 +257,16 @@ TEST(FoldQdqConv, Int8CudaPipeline) {
       residual += n.inputs.size() > 6;
     }
   EXPECT_EQ(residual, 1);
-  Graph pair = g;  // the default: the Int8Conv -> Int8Add pair
+  Graph opted = g;
+  setenv("GPUOPT_DISABLE_FUSION", "+int8_residual", 1);
+  const Status opted_st = run_session_passes(&opted, "cuda", "int8", true);
+  unsetenv("GPUOPT_DISABLE_FUSION");
+  ASSERT_TRUE(opted_st.ok()) << opted_st.to_string();
+  EXPECT_EQ(count(opted, "Int8Add"), 0);
+  Graph pair = g;  // the Int8Conv -> Int8Add pair
+  setenv("GPUOPT_DISABLE_FUSION", "int8_residual", 1);
   const Status pair_st = run_session_passes(&pair, "cuda", "int8", true);
+  unsetenv("GPUOPT_DISABLE_FUSION");
   ASSERT_TRUE(pair_st.ok()) << pair_st.to_string();
   EXPECT_EQ(count(pair, "Int8Add"), 1);
   EXPECT_EQ(count(pair, "Int8Conv"), 3);

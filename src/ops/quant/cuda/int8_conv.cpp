@@ -9,7 +9,11 @@
 //   2. the convolution alone into int32, then gpuopt's epilogue kernel;
 //   3. gpuopt's direct kernel (int8_conv.cu; slow, any shape).
 // A residual node (fuse_int8_residual) whose residual graph cuDNN does not build runs as the
-// pair it replaced: the plain conv into int8 at y_scale, then Int8Add's kernel.
+// pair it replaced: the plain conv into int8 at y_scale, then Int8Add's kernel. By default
+// (GPUOPT_INT8_CONV1X1=1) a residual node whose conv is 1x1, stride 1, unpadded, with int8 output
+// and constant scales runs as one CUTLASS GEMM with the add in its epilogue on a compute
+// capability 9.0 GPU (int8_conv1x1.h), and every other residual node as the pair, without trying
+// cuDNN's residual graph (slower than the pair on the H200); GPUOPT_INT8_CONV1X1=0 tries it.
 // Each graph's plan is chosen by timing cuDNN's candidates on the shape's first eager run
 // (TunedGraph, ops/conv/cuda/cudnn_graph_tune.h; GPUOPT_INT8_CONV_AUTOTUNE=0: heuristics' first
 // plan, as before) and kept in the plan store ("int8conv <shape>,..." = "engine=<tag>"), so a
@@ -25,6 +29,7 @@
 #include "ops/conv/cuda/cudnn_conv.h"
 #include "ops/conv/cuda/cudnn_graph_tune.h"
 #include "ops/quant/cuda/int8_add.h"
+#include "ops/quant/cuda/int8_conv1x1.h"
 #include "ops/quant/cuda/int8_conv_graph.h"
 #include "ops/quant/int8_conv_schema.h"
 
@@ -231,6 +236,62 @@ size_t plan_scratch(const Plan& p, int64_t numel, size_t* acc_bytes) {
   return *acc_bytes + (p.graph ? align256(static_cast<size_t>(p.graph->workspace())) : 0);
 }
 
+// GPUOPT_INT8_CONV1X1: 1 (default) a 1x1 residual node runs as the CUTLASS GEMM where it
+// applies and every other residual node as the pair; 0 the residual nodes try cuDNN's residual
+// graph first (the form before the CUTLASS kernel, measured slower than the pairs).
+bool conv1x1_on() {  // read per call (tests switch it within one process)
+  return env_get("GPUOPT_INT8_CONV1X1").value_or("1") != "0";
+}
+
+#if GPUOPT_HAVE_SM90A
+// The residual node as one CUTLASS GEMM (int8_conv1x1.h) where it applies; Unimplemented where
+// it does not (the caller goes on with cuDNN's paths).
+Status run_conv1x1_residual(CudaKernelContext& k, const ConvKey& key, bool relu, bool residual_relu, const Int8ConvScales& s) {
+  const Tensor* ys = host_of(k, kYScale);
+  const Tensor* zs = host_of(k, kZScale);
+  const Tensor* os = host_of(k, kOutScale);
+  if (!conv1x1_on() || key.kh != 1 || key.kw != 1 || key.sh != 1 || key.sw != 1 || key.ph != 0 || key.pw != 0 || key.oh != key.h ||
+      key.ow != key.w || key.c % 16 != 0 || key.m % 16 != 0 || !ys || !zs || !os)
+    return Status::Unimplemented("not a 1x1 residual conv with constant scales");
+  Int8Conv1x1Residual a;
+  if (cudaGetDevice(&a.device) != cudaSuccess || !int8_conv1x1_device(a.device, &a.sm_count)) {
+    cudaGetLastError();
+    return Status::Unimplemented("not a compute capability 9.0 GPU");
+  }
+  a.rows = key.n * key.h * key.w;
+  a.c = key.c;
+  a.m = key.m;
+  a.x = k.in(kX).data<int8_t>();
+  a.w = k.in(kW).data<int8_t>();
+  a.z = k.in(kZ).data<int8_t>();
+  a.y = k.out(0).data<int8_t>();
+  a.relu = relu;
+  a.residual_relu = residual_relu;
+  const float inv_o = 1.0f / static_cast<float>(os->get_f64(0));  // as constant_alpha_beta
+  a.res_scale = static_cast<float>(ys->get_f64(0)) * inv_o;
+  a.z_scale = static_cast<float>(zs->get_f64(0)) * inv_o;
+  a.workspace_bytes = int8_conv1x1_workspace(a);
+  const float* cached = constant_alpha_beta(k, key.m, true, k.ctx.stream);
+  const size_t consts = cached ? 0 : align256(static_cast<size_t>(2 * key.m + kResidualFloats) * sizeof(float));
+  Tensor hold;
+  void* buf = nullptr;
+  if (consts + a.workspace_bytes > 0) {
+    GPUOPT_ASSIGN_OR_RETURN(buf, call_workspace(k.ctx, consts + align256(a.workspace_bytes), &hold));
+  }
+  float* ab = cached ? const_cast<float*>(cached) : static_cast<float*>(buf);
+  if (!cached) GPUOPT_RETURN_IF_ERROR(launch_int8_conv_prep(s, key.m, ab, ab + key.m, k.ctx.stream));
+  a.alpha = ab;
+  a.beta = ab + key.m;
+  a.workspace = a.workspace_bytes ? static_cast<char*>(buf) + consts : nullptr;
+  const Status st = launch_int8_conv1x1_residual(a, k.ctx.stream);
+  static std::atomic<bool> said{false};
+  if (st.ok() && !said.exchange(true))
+    GPUOPT_LOG(info, "Int8Conv {} +residual: CUTLASS sm90 1x1 GEMM with the add in its epilogue (and every such conv)",
+               conv_key_text(key));
+  return st;
+}
+#endif
+
 Status run_int8_conv(CudaKernelContext& k) {
   const Tensor& x = k.in(kX);
   const Tensor& w = k.in(kW);
@@ -260,10 +321,17 @@ Status run_int8_conv(CudaKernelContext& k) {
                        : k.node.attr_s(kResidualActivation, "") == "Relu" ? Residual::kAddRelu
                                                                           : Residual::kAdd;
   const DType out = y.dtype();
+#if GPUOPT_HAVE_SM90A
+  if (residual && out == DType::I8) {
+    const Status one = run_conv1x1_residual(k, key, relu, res == Residual::kAddRelu, s);
+    if (one.code() != StatusCode::kUnimplemented) return one;
+  }
+#endif
   GPUOPT_ASSIGN_OR_RETURN(cudnnHandle_t h, k.ctx.cudnn());
-  const Plan* plan = find_plan(key, relu, out, res, h);
-  // The residual graph did not build: the plain conv into int8 at y_scale, then Int8Add's kernel.
-  const bool split = residual && (!plan->fused.ok() || plan->failed.load());
+  // The pair (the plain conv into int8 at y_scale, then Int8Add's kernel) where cuDNN's residual
+  // graph is not asked for (GPUOPT_INT8_CONV1X1=0 asks), does not build or failed.
+  const Plan* plan = residual && conv1x1_on() ? nullptr : find_plan(key, relu, out, res, h);
+  const bool split = residual && (!plan || !plan->fused.ok() || plan->failed.load());
   if (split) plan = find_plan(key, relu, DType::I8, Residual::kNone, h);
   const float* cached = constant_alpha_beta(k, key.m, residual, k.ctx.stream);
   const size_t consts = cached ? 0 : align256(static_cast<size_t>(2 * key.m + kResidualFloats) * sizeof(float));
