@@ -90,25 +90,7 @@ __global__ void ref_conv(const int8_t* x, const int8_t* w, const float* scale, c
     y[o] = (int8_t)fminf(fmaxf(rintf(v), -128.f), 127.f);
   }
 }
-static float median(std::vector<float> v) { std::sort(v.begin(), v.end()); return v.empty() ? -1.f : v[v.size() / 2]; }
-// Keeps the GPU busy (~10 ms) so that the host queues all timed launches before the first runs:
-// the events then time the kernels, not the host's launch cost.
-__global__ void spin(long long cycles) { const long long t0 = clock64(); while (clock64() - t0 < cycles) {} }
-// Median of `it` launches (each between its own pair of events), after `warm` warm-up launches.
-template <class F> static float time_median(F&& launch, int warm = 5, int it = 20) {
-  for (int i = 0; i < warm; ++i) launch();
-  std::vector<cudaEvent_t> ev(2 * it);
-  for (auto& e : ev) cudaEventCreate(&e);
-  spin<<<1, 1>>>(20000000LL);
-  for (int i = 0; i < it; ++i) { cudaEventRecord(ev[2 * i]); launch(); cudaEventRecord(ev[2 * i + 1]); }
-  cudaEventSynchronize(ev.back());
-  std::vector<float> t(it);
-  for (int i = 0; i < it; ++i) cudaEventElapsedTime(&t[i], ev[2 * i], ev[2 * i + 1]);
-  for (auto& e : ev) cudaEventDestroy(e);
-  cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) { printf("# cuda error %s\n", cudaGetErrorString(err)); return -1.f; }
-  return median(t);
-}
+#include "../bench_timing.cuh"  // median, spin, time_median
 // Per-channel scale ~ 40 / (std of acc) so outputs spread over the int8 range; bias a few codes.
 static void make_epilogue(const ConvShape& s, bool per_channel, float* d_scale, float* d_bias) {
   std::vector<float> sc(s.K), bi(s.K);
