@@ -5,14 +5,18 @@
 #include "cli/inspect_report.h"
 #include "core/device.h"
 #include "core/table.h"
+#include "gpuopt/session.h"
 #include "ir/graph.h"
 #include "onnx/importer.h"
 #include "passes/passes.h"
+#include "profile/inputs.h"
+#include "quant/quantizer.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <array>
 #include <map>
 #include <optional>
@@ -104,10 +108,33 @@ nlohmann::json value_json(const Graph& g, ValueId id) {
   return {{"name", v.name}, {"dtype", std::string(dtype_name(v.info.dtype))}, {"shape", dims}};
 }
 
+// --optimized --precision int8 on a float model: calibrated on seeded random inputs first (minmax,
+// on the CPU reference), as `gpuopt run --precision int8` calibrates on its inputs, so the listing
+// shows what run executes (the scales depend on the inputs; which nodes fold does not).
+Status calibrate_on_random_inputs(const Options& o, Graph* g) {
+  fmt::print(stderr,
+             "gpuopt: warning: {} has no QDQ nodes: calibrating int8 scales on random inputs (batch {}) to show what "
+             "`gpuopt run --precision int8` runs; the accuracy is unknown without real data (gpuopt quantize "
+             "--calibration DATA, docs/quantization.md)\n",
+             o.model, o.batch);
+  SessionOptions so;
+  so.optimize = false;
+  GPUOPT_ASSIGN_OR_RETURN(auto session, Session::load(o.model, so));
+  GPUOPT_ASSIGN_OR_RETURN(auto dims, profile::parse_dims(o.dims));
+  GPUOPT_ASSIGN_OR_RETURN(NamedTensors feeds, profile::random_feeds(*session, o.batch, dims, 0));
+  GPUOPT_ASSIGN_OR_RETURN(*g, quant::quantize_on_inputs(o.model, feeds, Device::cpu()));
+  return Status::Ok();
+}
+
 int run(const Options& o) {
   auto loaded = load_onnx_model(o.model);
   if (!loaded.ok()) return report_error(loaded.status());
   Graph& g = *loaded;
+  if (o.optimized && o.precision == "int8" &&
+      std::none_of(g.nodes().begin(), g.nodes().end(),
+                   [](const Node& n) { return n.op == Op::QuantizeLinear || n.op == Op::DequantizeLinear; })) {
+    if (Status st = calibrate_on_random_inputs(o, &g); !st.ok()) return report_error(st);
+  }
   // Shapes as declared (symbols kept) for the listing; a copy with symbols bound for FLOPs.
   const Graph declared = g;
   Graph bound = g;
@@ -286,7 +313,8 @@ void setup(CLI::App& app) {
   cmd->add_option("--precision", o->precision,
                   "With --optimized: the precision conversion the session runs (fp32, fp16, bf16; int8 for a model "
                   "with QuantizeLinear/DequantizeLinear nodes, as gpuopt quantize writes: with --device cuda, the "
-                  "int8 GEMMs and convolutions and what their epilogues took over)")
+                  "int8 GEMMs and convolutions and what their epilogues took over; a float model is first "
+                  "calibrated on random inputs, as run --precision int8 does, with a warning)")
       ->check(one_of({"fp32", "fp16", "bf16", "int8"}));
   cmd->add_option("--batch", o->batch, "Value of the dynamic batch dim for FLOP counts (default 1)")->check(int_range(1, kMaxBatch));
   cmd->add_option("--dim", o->dims, "Bind another symbolic dim for FLOP counts: NAME=VALUE (repeatable)");

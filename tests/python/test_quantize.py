@@ -441,6 +441,28 @@ def test_run_precision_int8_calibrates_with_warning(tmp_path):
     assert "warning" not in r.stderr
 
 
+def inspect_ops(*args):
+    """Op type -> count in `gpuopt inspect --optimized --json` (the graph after the session's passes)."""
+    r = gpuopt("inspect", *args, "--optimized", "--device", "cuda", "--precision", "int8", "--json")
+    return {e["op"]: e["count"] for e in json.loads(r.stdout)["ops"]}, r.stderr
+
+
+def test_inspect_precision_int8_calibrates_a_float_model_as_run_does(tmp_path):
+    """inspect --optimized --precision int8 on a float model shows the graph `run --precision int8`
+    executes: calibrated on random inputs (with run's warning), the same nodes as the file that
+    `gpuopt quantize --method minmax` writes for that model (the oracle), int8 ops included."""
+    rng = np.random.default_rng(12)
+    path = save(small_cnn(rng), tmp_path / "cnn.onnx")
+    got, err = inspect_ops(path)
+    assert "no QDQ nodes" in err and "accuracy is unknown" in err
+    write_samples(tmp_path / "d", [rng.uniform(-1, 1, (1, 3, 16, 16)).astype(np.float32)])
+    gpuopt("quantize", path, "--calibration", tmp_path / "d", "-o", tmp_path / "q.onnx", "--method", "minmax")
+    want, err_q = inspect_ops(tmp_path / "q.onnx")
+    assert "warning" not in err_q
+    assert got == want
+    assert any(op.startswith("Int8") for op in got), got
+
+
 # ---------------------------------------------------------------- bad data
 
 
