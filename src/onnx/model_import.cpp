@@ -34,7 +34,7 @@ struct DomainOp {
 constexpr DomainOp kDomainOps[] = {
     {"com.microsoft", "FusedConv"}, {"ai.gpuopt", "NhwcFusedConv"}, {"ai.gpuopt", "NhwcMaxPool"},
     {"ai.gpuopt", "Int8Gemm"}, {"com.microsoft", "FusedGemm"}, {"com.microsoft", "SkipLayerNormalization"},
-    {"ai.gpuopt", "Int8Conv"}, {"ai.gpuopt", "Int8Add"}, {"ai.gpuopt", "Fp8Gemm"}};
+    {"ai.gpuopt", "Int8Conv"}, {"ai.gpuopt", "Int8Add"}, {"ai.gpuopt", "Fp8Gemm"}, {"ai.gpuopt", "ToNhwc"}};
 
 bool is_contrib_op(const std::string& domain, const std::string& op) {
   for (const DomainOp& d : kDomainOps)

@@ -86,6 +86,11 @@ void erase_nodes(Graph* g, const std::vector<bool>& drop);
 // (W transposed to [M, kH, kW, C/group] here, once), MaxPool NhwcMaxPool, GlobalAveragePool a
 // ReduceMean over axes [1, 2]. Transposes are inserted only at region edges, one per value.
 Result<PassStats> layout_nhwc(Graph* g);
+// After layout_nhwc: a region's entry Transpose from a float NCHW value and the Cast before it
+// become one ai.gpuopt ToNhwc; an RGB input read only by stem convs is padded to 4 channels there
+// (zero weights added), which cuDNN's stem kernel takes without its own padding pass
+// (nhwc_entry.cpp). GPUOPT_DISABLE_FUSION=nhwc_entry.
+Result<PassStats> pack_nhwc_entries(Graph* g);
 
 // QDQ pairs around MatMul/Gemm -> Int8Gemm (ai.gpuopt): int8 GEMM with the dequantize, bias and
 // Relu fused (fold_qdq.cpp); with `convs`, QDQ Conv -> Int8Conv (ai.gpuopt, NCHW until

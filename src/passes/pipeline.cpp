@@ -57,7 +57,7 @@ Status FusionSwitches::validate() const {
                                                 "qdq_attention", "int8_residual", "se_mean",
                                                 "int8_epilogue", "fp8_norm", "int8_norm",
                                                 "fp8_lone", "dw_prologue", "merge_qkv", "attention_mask",
-                                                "qdq_pool", "qdq_requant"};
+                                                "qdq_pool", "qdq_requant", "nhwc_entry"};
   // '+name' turns on an opt-in pass; int8_residual is on by default now, '+int8_residual' is still accepted.
   static constexpr std::string_view kOptIn[] = {"int8_residual"};
   for (const auto& n : on)
@@ -69,7 +69,7 @@ Status FusionSwitches::validate() const {
           "GPUOPT_DISABLE_FUSION: unknown fusion '{}' (valid: 1 or all, or a list of conv, matmul_bias, gelu, layernorm, "
           "attention, gemm_activation, skip_layernorm, transpose, nhwc, qdq, gemm_scale, fp8_chain, qdq_attention, "
           "int8_residual, se_mean, int8_epilogue, fp8_norm, int8_norm, fp8_lone, dw_prologue, merge_qkv, attention_mask, "
-          "qdq_pool, qdq_requant)",
+          "qdq_pool, qdq_requant, nhwc_entry)",
           n);
   return Status::Ok();
 }
@@ -199,6 +199,10 @@ Status run_session_passes(Graph* g, const Device& device, std::string_view preci
     GPUOPT_ASSIGN_OR_RETURN(PassStats nhwc, layout_nhwc(g));
     GPUOPT_LOG(debug, "passes: layout_nhwc made {} nodes channels-last, added {} transposes", nhwc.rewritten,
                nhwc.added);
+    if (sw.enabled("nhwc_entry")) {  // Cast + entry Transpose (+ the stem's channel padding) as one pass
+      GPUOPT_ASSIGN_OR_RETURN(PassStats entries, pack_nhwc_entries(g));
+      GPUOPT_LOG(debug, "passes: nhwc_entry made {} region entries one ToNhwc", entries.rewritten);
+    }
     if (sw.enabled("se_mean")) {  // squeeze-excitation means into the depthwise convs (se_mean.h)
       GPUOPT_ASSIGN_OR_RETURN(PassStats se, fuse_se_mean(g));
       GPUOPT_LOG(debug, "passes: se_mean moved {} spatial means into depthwise convs", se.rewritten);

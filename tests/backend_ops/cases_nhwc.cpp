@@ -1,5 +1,6 @@
 // Channels-last ops of the layout_nhwc pass (ai.gpuopt): NhwcFusedConv through cuDNN's NHWC
-// descriptors (x/z/y [N,H,W,C], w [M,kH,kW,C/group]) and NhwcMaxPool through gpuopt's kernel.
+// descriptors (x/z/y [N,H,W,C], w [M,kH,kW,C/group]), NhwcMaxPool through gpuopt's kernel, and
+// the nhwc_entry pass's ToNhwc.
 // The edges: odd channel counts (cuDNN's tensor-core kernels want multiples of 8), the C=3 stem
 // conv, grouped and depthwise convs, stride 2, every bias/z/activation combination, and max
 // pools over negative values with padding (a padded tap must never win the maximum), every path of
@@ -47,6 +48,7 @@ void add_nhwc_cases(std::vector<Case>& cases) {
       {{2, 9, 11, 5}, 7, 3, 1, 1, 1, 9, 11, false, false, "", "odd C/M no-bias identity"},
       {{2, 32, 32, 3}, 64, 7, 3, 2, 1, 16, 16, true, false, "Relu", "C=3 stem k7 s2 bias relu"},
       {{3, 13, 13, 3}, 5, 5, 2, 1, 1, 13, 13, false, true, "", "C=3 k5 no-bias z identity"},
+      {{2, 32, 32, 4}, 64, 7, 3, 2, 1, 16, 16, true, false, "Relu", "C=4 stem (RGB padded by ToNhwc) k7 s2 bias relu"},
       {{2, 17, 17, 16}, 32, 3, 1, 2, 1, 9, 9, true, true, "Relu", "k3 s2 bias z relu"},
       {{4, 7, 7, 64}, 256, 1, 0, 1, 1, 7, 7, true, true, "Relu", "1x1 ->256 bias z relu"},
       // 1x1 convs that may run as one cuBLASLt GEMM (conv_gemm.h; GPUOPT_CONV_GEMM=force takes it).
@@ -149,6 +151,30 @@ void add_nhwc_cases(std::vector<Case>& cases) {
                    label(DType::F16, {64, 112, 112, 64}, "k3 s2 p1 (ResNet stem) perf"),
                    {data(DType::F16, {64, 112, 112, 64})},
                    pool(3, 1, 2)});
+  // ToNhwc (the nhwc_entry pass): the input's Cast and entry Transpose in one pass, an RGB input
+  // padded to 4 channels (the 8-byte store path) or other widths (the general path); exact.
+  struct EntryCase {
+    DType in;
+    int64_t to;  // ONNX data type of Y (0: absent, X's)
+    Shape x;
+    int64_t channels;  // 0: absent
+    const char* what;
+  };
+  const EntryCase entries[] = {
+      {DType::F32, 10, {2, 3, 17, 19}, 4, "f32->f16 C3->4 (RGB stem)"},
+      {DType::F32, 10, {1, 3, 224, 224}, 4, "f32->f16 C3->4 224x224"},
+      {DType::F32, 16, {3, 1, 7, 5}, 4, "f32->bf16 C1->4"},
+      {DType::F16, 0, {2, 3, 9, 11}, 0, "f16 C3 (transpose only)"},
+      {DType::F32, 10, {2, 5, 6, 7}, 8, "f32->f16 C5->8"},
+      {DType::F32, 1, {2, 3, 5, 5}, 6, "f32 C3->6"},
+      {DType::BF16, 1, {2, 2, 4, 9}, 0, "bf16->f32 C2"},
+  };
+  for (const EntryCase& e : entries) {
+    AttributeMap a;
+    if (e.to) a["to"] = attr_i(e.to);
+    if (e.channels) a["channels"] = attr_i(e.channels);
+    cases.push_back({"ToNhwc", label(e.in, e.x, e.what), {data(e.in, e.x)}, a});
+  }
   // cuDNN cannot: our channels-last kernel runs these under either GPUOPT_POOL_KERNEL.
   for (DType dt : kHalves) {
     AttributeMap ceil = pool(3, 1, 2);

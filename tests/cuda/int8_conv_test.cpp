@@ -92,7 +92,9 @@ TEST(Int8ConvSession, ResidualBlockMatchesCpuEagerAndReplayed) {
     adds += n.op_type == "Int8Add";
   }
   EXPECT_EQ(convs, 3);
-  EXPECT_EQ(adds, 1);  // the residual add stays an Int8Add (fuse_int8_residual is opt-in)
+  // fuse_int8_residual (on by default) takes the add into the second conv; a 3x3 residual node is
+  // not the CUTLASS 1x1 kernel's, so it runs as the conv + Int8Add pair inside the node.
+  EXPECT_EQ(adds, 0);
   auto first = (*gpu)->run(in);  // eager: plans built, epilogue constants uploaded
   ASSERT_TRUE(first.ok()) << first.status().to_string();
   auto second = (*gpu)->run(in);  // captured as a CUDA graph

@@ -125,7 +125,8 @@ TEST(LayoutNhwcQdq, PerTensorQdqJoinsTheRegion) {
 
 // The session's whole pipeline for --precision int8 on cuda with the convs left as Q/DQ around
 // fp16 convs (GPUOPT_INT8_CONV=0; fold_qdq, folding the weights' DequantizeLinear, fp16,
-// layout), run here on the CPU reference: the convs are channels-last with two Transposes and it
+// layout, nhwc_entry), run here on the CPU reference: the convs are channels-last between one ToNhwc
+// and one Transpose and it
 // computes what the int8 CPU session's graph computes.
 TEST(LayoutNhwcQdq, Int8CudaPipelineIsOneRegion) {
   const Graph f32 = qdq_resnet();
@@ -135,7 +136,8 @@ TEST(LayoutNhwcQdq, Int8CudaPipelineIsOneRegion) {
   unsetenv("GPUOPT_INT8_CONV");
   ASSERT_TRUE(st.ok()) << st.to_string();
   EXPECT_EQ(count(g, "NhwcFusedConv"), 4);
-  EXPECT_EQ(count(g, "Transpose"), 2);
+  EXPECT_EQ(count(g, "ToNhwc"), 1);  // the input's entry, its Cast inside (nhwc_entry)
+  EXPECT_EQ(count(g, "Transpose"), 1);  // the exit
   // 8 less two: the pool now pools before its round trip (qdq_pool), and the block's conv and Add
   // re-quantized its output at that same 0.02 (qdq_requant drops both).
   EXPECT_EQ(count(g, "QuantizeLinear"), 6);
