@@ -10,6 +10,11 @@
 // tensor, before each call (H200, ResNet-50's 7x7 stem at batch 256: nhwcAddPadding 120 us + a
 // 25 us memset, then the same 403 us conv; docs/perf-notes.md). GPUOPT_DISABLE_FUSION=nhwc_entry
 // keeps the Cast and the Transpose.
+//
+// At int8, a QDQ model quantizes its input: Cast -> QuantizeLinear -> DequantizeLinear (one
+// constant scale and zero point, the DQ's output of the Cast's type) -> entry. ToNhwc then takes
+// the round trip in too (its y_scale and y_zero_point inputs, the kernels' arithmetic), so the
+// input is read once instead of four times (Cast, Q, DQ, Transpose).
 #include "ir/op_table.h"
 #include "passes/match.h"
 #include "passes/passes.h"
@@ -58,6 +63,29 @@ bool stem_readers(const Graph& g, const Matcher& m, ValueId entry, int64_t c) {
   return true;
 }
 
+// v = DequantizeLinear(QuantizeLinear(u)) with one constant per-tensor scale and zero point (int8
+// or uint8), each read only by the next and the scale of v's float type: the Q node, else null.
+const Node* round_trip(const Graph& g, const Matcher& m, ValueId v, const Node** dq_out) {
+  const Node* dq = m.producer(v, "DequantizeLinear");
+  if (!dq || dq->inputs.size() < 2 || dq->outputs.size() != 1 || !m.sole_reader(v, "Transpose")) return nullptr;
+  const Node* q = m.producer(dq->inputs[0], "QuantizeLinear");
+  if (!q || q->inputs.size() < 2 || q->outputs.size() != 1 || !m.sole_reader(dq->inputs[0], "DequantizeLinear")) return nullptr;
+  if (q->attr_i("saturate", 1) != 1 || q->attr_i("output_dtype", 0) != 0 || q->attr_i("block_size", 0) != 0) return nullptr;
+  for (size_t k = 1; k < 3; ++k)
+    if (!same_scalar(g, k < q->inputs.size() ? q->inputs[k] : kNoValue, k < dq->inputs.size() ? dq->inputs[k] : kNoValue))
+      return nullptr;
+  const Value& s = g.value(q->inputs[1]);
+  if (!s.constant || s.constant->numel() != 1 || s.constant->dtype() != g.value(v).info.dtype) return nullptr;
+  if (q->inputs.size() > 2 && q->inputs[2] != kNoValue) {
+    const Value& z = g.value(q->inputs[2]);
+    if (!z.constant || z.constant->numel() != 1 || (z.constant->dtype() != DType::I8 && z.constant->dtype() != DType::U8))
+      return nullptr;
+  }
+  if (g.value(q->inputs[0]).info.dtype != g.value(v).info.dtype) return nullptr;
+  *dq_out = dq;
+  return q;
+}
+
 }  // namespace
 
 Result<PassStats> pack_nhwc_entries(Graph* g) {
@@ -68,14 +96,27 @@ Result<PassStats> pack_nhwc_entries(Graph* g) {
     if (!is_entry_transpose(*g, g->nodes()[i])) continue;
     const ValueId entry = g->nodes()[i].outputs[0];
     ValueId x = g->nodes()[i].inputs[0];
+    const Node* dq = nullptr;
+    const Node* q = round_trip(*g, m, x, &dq);
+    std::vector<ValueId> quant;  // y_scale, y_zero_point
+    if (q) {
+      quant = {q->inputs[1], q->inputs.size() > 2 ? q->inputs[2] : kNoValue};
+      if (quant[1] == kNoValue) quant.pop_back();
+      x = q->inputs[0];
+    }
+    const char* reader = q ? "QuantizeLinear" : "Transpose";
     const Node* cast = m.producer(x, "Cast");
-    if (cast && !(cast->inputs.size() == 1 && cast->attr("to") && m.sole_reader(x, "Transpose") &&
+    if (cast && !(cast->inputs.size() == 1 && cast->attr("to") && m.sole_reader(x, reader) &&
                   float_type(g->value(cast->inputs[0]).info.dtype)))
       cast = nullptr;
     const int64_t c = g->value(x).info.shape[1];
     const bool pad = dim_is_known(c) && c < kStemChannels && !g->value(entry).is_graph_output &&
                      stem_readers(*g, m, entry, c);
-    if (!cast && !pad) continue;
+    if (!cast && !pad && !q) continue;
+    if (q) {
+      m.mark(q);
+      m.mark(dq);
+    }
     AttributeMap attrs;
     if (cast) {
       attrs["to"] = *cast->attr("to");
@@ -98,6 +139,7 @@ Result<PassStats> pack_nhwc_entries(Graph* g) {
     t.op_type = "ToNhwc";
     t.domain = "ai.gpuopt";
     t.inputs = {x};
+    t.inputs.insert(t.inputs.end(), quant.begin(), quant.end());
     t.attrs = std::move(attrs);
     ++stats.rewritten;
   }

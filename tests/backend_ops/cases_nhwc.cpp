@@ -175,6 +175,17 @@ void add_nhwc_cases(std::vector<Case>& cases) {
     if (e.channels) a["channels"] = attr_i(e.channels);
     cases.push_back({"ToNhwc", label(e.in, e.x, e.what), {data(e.in, e.x)}, a});
   }
+  // With the input's quantize round trip (a QDQ model's quantized input): int8 and uint8 zero
+  // points, values past the int8 range (saturation), the 8-byte store path and the general one.
+  cases.push_back({"ToNhwc", label(DType::F32, {2, 3, 17, 19}, "f32->f16 C3->4 QDQ i8 zp 3"),
+                   {data(DType::F32, {2, 3, 17, 19}, -3, 3), scalar(DType::F16, 0.02), const_tensor(DType::I8, {}, {3})},
+                   {{"to", attr_i(10)}, {"channels", attr_i(4)}}});
+  cases.push_back({"ToNhwc", label(DType::F32, {2, 3, 5, 7}, "f32 C3->6 QDQ u8 zp 128"),
+                   {data(DType::F32, {2, 3, 5, 7}, -2, 2), scalar(DType::F32, 0.0125), const_tensor(DType::U8, {}, {128})},
+                   {{"channels", attr_i(6)}}});
+  cases.push_back({"ToNhwc", label(DType::F32, {1, 3, 6, 6}, "f32->bf16 QDQ no zero point"),
+                   {data(DType::F32, {1, 3, 6, 6}, -1, 2), scalar(DType::BF16, 0.01)},
+                   {{"to", attr_i(16)}, {"channels", attr_i(4)}}});
   // cuDNN cannot: our channels-last kernel runs these under either GPUOPT_POOL_KERNEL.
   for (DType dt : kHalves) {
     AttributeMap ceil = pool(3, 1, 2);

@@ -129,6 +129,35 @@ TEST(NhwcEntry, CastWithAnotherReaderStaysAndTheStemIsPadded) {
   expect_same_bits(ref, g, random_tensor({2, 3, 9, 9}, rng, -2, 2));
 }
 
+TEST(NhwcEntry, QuantizedInputRoundTripIsTakenIn) {
+  // x -> QuantizeLinear -> DequantizeLinear -> conv (C=3): a QDQ model's quantized input. After
+  // fp16 the Cast, Q, DQ and the entry Transpose become one ToNhwc with the scale and zero point.
+  Builder b;
+  const ValueId x = b.g.add_input("x", DType::F32, {kFirstSymbolDim, 3, 11, 13});
+  const ValueId s = b.g.add_constant("s", Tensor::scalar_f32(0.02f));
+  Tensor zp = Tensor::zeros(DType::I8, {});
+  zp.set_f64(0, 3);
+  const ValueId z = b.g.add_constant("z", zp);
+  const ValueId dq = b.op(Op::DequantizeLinear, {b.op(Op::QuantizeLinear, {x, s, z}), s, z});
+  b.output(b.relu(b.conv(dq, 3, 8, 3, 1, 2)));
+  const Graph ref = nhwc(b.done());
+  ASSERT_EQ(count(ref, "QuantizeLinear"), 1);
+  Graph g = ref;
+  auto st = pack_nhwc_entries(&g);
+  ASSERT_TRUE(st.ok()) << st.status().to_string();
+  EXPECT_EQ(st->rewritten, 1);
+  EXPECT_EQ(count(g, "QuantizeLinear") + count(g, "DequantizeLinear"), 0);
+  EXPECT_EQ(count(g, "Cast"), count(ref, "Cast") - 1);
+  const Node* t = find(g, "ToNhwc");
+  ASSERT_NE(t, nullptr);
+  ASSERT_EQ(t->inputs.size(), 3u);
+  EXPECT_EQ(g.value(t->inputs[0]).info.dtype, DType::F32);
+  EXPECT_EQ(g.value(t->outputs[0]).info.shape[3], 4);
+  // Values past the int8 range saturate; the same bits as Cast, Q, DQ and the Transpose.
+  std::mt19937 rng(8);
+  expect_same_bits(ref, g, random_tensor({2, 3, 11, 13}, rng, -4, 4));
+}
+
 TEST(NhwcEntry, SessionPipelineOnCudaOnlyAndSwitchable) {
   auto ops = [](const char* device, const char* off) {
     Graph g = mini_mobilenet();

@@ -1,16 +1,24 @@
 // ToNhwc (domain ai.gpuopt), written by the nhwc_entry pass at the edge of a channels-last region:
 //
-//   X [N, C, H, W] (f32, f16 or bf16)  ->  Y [N, H, W, channels]
+//   X [N, C, H, W] (f32, f16 or bf16), optional y_scale (one value, of Y's type) and y_zero_point
+//   (one int8 or uint8 value)  ->  Y [N, H, W, channels]
 //   attr to        ONNX data type of Y (f32, f16 or bf16; default X's): the Cast it replaces
 //   attr channels  Y's channel count, >= C (default C); channels C.. are zero
 //
 // Y[n, h, w, c] = X[n, c, h, w] converted to Y's type (round to nearest even), 0 for c >= C: the
 // input's Cast, the region's entry Transpose and, for an RGB stem conv, cuDNN's channel padding
 // (C=3 -> 4, with zero weights for the fourth channel) in one pass (docs/cuda.md, "channels-last").
+// With y_scale, each converted value v goes through the quantize round trip a QDQ model writes on
+// its input: DequantizeLinear(QuantizeLinear(v, y_scale, y_zero_point), y_scale, y_zero_point),
+// with ONNX's arithmetic (v / y_scale rounded to y_scale's type, half to even, saturated;
+// (q - zp) * y_scale in f32, rounded to Y's type); zero channels stay 0.
 #include "ops/common/nhwc_perm.h"
 #include "ops/common/nn_util.h"
+#include "ops/quant/quant_round.h"
 #include "ops/tensor/to_nhwc.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 namespace gpuopt {
@@ -26,12 +34,17 @@ Result<DType> to_nhwc_out_dtype(const Node& node, DType in) {
 
 Status infer_ToNhwc(InferContext& ctx) {
   GPUOPT_RETURN_IF_ERROR(nn::require_inputs(ctx, 1));
-  if (ctx.num_inputs() != 1 || ctx.outputs.size() != 1) return ctx.error("takes one input and one output");
+  if (ctx.num_inputs() > 3 || ctx.outputs.size() != 1) return ctx.error("takes 1 to 3 inputs and one output");
   const ValueInfo& x = ctx.in(0);
   if (x.dtype != DType::Undefined && x.dtype != DType::F32 && x.dtype != DType::F16 && x.dtype != DType::BF16)
     return ctx.error("X has dtype {}; expected f32, f16 or bf16", dtype_name(x.dtype));
   ValueInfo& y = ctx.outputs[0];
   GPUOPT_ASSIGN_OR_RETURN(y.dtype, to_nhwc_out_dtype(ctx.node, x.dtype));
+  if (ctx.has_input(2) && !ctx.has_input(1)) return ctx.error("y_zero_point without y_scale");
+  if (ctx.has_input(1) && ctx.in(1).dtype != DType::Undefined && y.dtype != DType::Undefined && ctx.in(1).dtype != y.dtype)
+    return ctx.error("y_scale has dtype {}; expected Y's {}", dtype_name(ctx.in(1).dtype), dtype_name(y.dtype));
+  if (ctx.has_input(2) && ctx.in(2).dtype != DType::Undefined && ctx.in(2).dtype != DType::I8 && ctx.in(2).dtype != DType::U8)
+    return ctx.error("y_zero_point has dtype {}; expected i8 or u8", dtype_name(ctx.in(2).dtype));
   if (!x.rank_known) return Status::Ok();
   if (x.shape.size() != 4) return ctx.error("X has rank {}; expected 4 ([N, C, H, W])", x.shape.size());
   y.rank_known = true;
@@ -62,6 +75,28 @@ Status cpu_ToNhwc(KernelContext& ctx) {
       for (int64_t p = 0; p < h * w; ++p)
         std::memcpy(dst + static_cast<size_t>((b * h * w + p) * cp + ch) * es,
                     src + static_cast<size_t>((b * c + ch) * h * w + p) * es, es);
+  if (!ctx.has_input(1)) return Status::Ok();
+  // The quantize round trip on the converted values (QuantizeLinear's and DequantizeLinear's
+  // reference arithmetic).
+  const Tensor& s = ctx.in(1);
+  if (s.numel() != 1 || s.dtype() != y.dtype()) return ctx.error("y_scale {} must be one value of Y's type", s.describe());
+  const double scale = s.get_f64(0);
+  double zp = 0, lo = 0, hi = 255;  // no zero point: uint8, as QuantizeLinear
+  if (ctx.has_input(2)) {
+    const Tensor& z = ctx.in(2);
+    if (z.numel() != 1 || (z.dtype() != DType::I8 && z.dtype() != DType::U8))
+      return ctx.error("y_zero_point {} must be one int8 or uint8 value", z.describe());
+    zp = z.get_f64(0);
+    if (z.dtype() == DType::I8) lo = -128, hi = 127;
+  }
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t p = 0; p < h * w; ++p)
+      for (int64_t ch = 0; ch < c; ++ch) {
+        const int64_t i = (b * h * w + p) * cp + ch;
+        const double r = std::nearbyint(quant::round_to_float_type(s.dtype(), y.get_f64(i) / scale)) + zp;
+        const double q = std::min(std::max(r, lo), hi);
+        y.set_f64(i, static_cast<float>((q - zp) * scale));
+      }
   return Status::Ok();
 }
 
