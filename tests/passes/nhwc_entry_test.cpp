@@ -7,6 +7,7 @@
 #include "passes/precision.h"
 
 #include "cnn_graphs.h"
+#include "pass_test_util.h"
 
 #include <gtest/gtest.h>
 
@@ -20,12 +21,7 @@ using test::Builder;
 using test::mini_mobilenet;
 using test::mini_resnet;
 using test::random_tensor;
-
-int count(const Graph& g, const std::string& op) {
-  int c = 0;
-  for (const Node& n : g.nodes()) c += n.op_type == op;
-  return c;
-}
+using testing::count;
 
 // The fp16 channels-last graph the CUDA session compiles before this pass.
 Graph nhwc(Graph g) {
