@@ -1,0 +1,72 @@
+// The CUDA kernels of the language-model runner (src/llm/cuda/), one family per .cu file here.
+// Every pointer is device memory; every launch is asynchronous on `stream` and capturable in a
+// CUDA graph (sizes that change between replays are read from device memory, never baked in).
+// `dt` is the activation/weight dtype: DType::F16, BF16 or F32 (F32 for exact checks against the
+// CPU runner). Paged KV layout (kv_cache.h): per layer K and V each
+// [num_blocks, block_size, num_kv_heads, head_dim] in `kv_dt`.
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.h"
+
+typedef struct CUstream_st* cudaStream_t;
+
+namespace gpuopt::llm::cuda {
+
+// out[t, :] = table[tokens[t], :]   (tokens: int32 [T], table: [vocab, hidden])
+void embedding(const int32_t* tokens, const void* table, void* out, int64_t T, int64_t hidden,
+               DType dt, cudaStream_t stream);
+
+// With residual == nullptr: out = rmsnorm(x) * weight.
+// With residual: residual += x (in place, the new residual stream), out = rmsnorm(residual) * weight.
+// Sum of squares in f32. x, residual, out: [rows, dim]; weight: [dim].
+void rms_norm(const void* x, void* residual, const void* weight, void* out, int64_t rows,
+              int64_t dim, float eps, DType dt, cudaStream_t stream);
+
+// qkv: [T, (num_heads + 2*num_kv_heads) * head_dim] (q | k | v per token, the fused projection's
+// output, bias already added). Rotates q and k in place, Hugging Face's rotate_half convention
+// (pairs (i, i + head_dim/2)), angle = positions[t] * inv_freq[i] (inv_freq: f32 [head_dim/2],
+// rope scaling already applied); then writes k and v of token t into slot slot_mapping[t] =
+// block * block_size + offset of every layer-local cache (slot < 0: not written).
+void rope_and_cache(void* qkv, const int32_t* positions, const float* inv_freq,
+                    const int32_t* slot_mapping, void* k_cache, void* v_cache, int64_t T,
+                    int num_heads, int num_kv_heads, int head_dim, int block_size, DType dt,
+                    DType kv_dt, cudaStream_t stream);
+
+struct PagedAttentionArgs {
+  const void* q = nullptr;        // [T, q_stride] rows; head h at column h*head_dim
+  int64_t q_stride = 0;           // elements between tokens (the fused qkv row length)
+  const void* k_cache = nullptr;
+  const void* v_cache = nullptr;
+  void* out = nullptr;            // [T, num_heads * head_dim]
+  const int32_t* query_start = nullptr;   // [num_seqs + 1]: seq s owns rows query_start[s]..[s+1]
+  const int32_t* context_lens = nullptr;  // [num_seqs]: tokens cached for s, this step's included
+  const int32_t* block_tables = nullptr;  // [num_seqs, max_blocks_per_seq]
+  int num_seqs = 0;               // may exceed the seqs in use in a graph: rows with
+                                  // query_start[s] == query_start[s+1] do nothing
+  int max_blocks_per_seq = 0;
+  int max_query_len = 0;          // upper bound of the per-seq query lengths (1 for decode)
+  int64_t max_context = 0;        // upper bound of context_lens (sizes the split over the context)
+  int num_heads = 0, num_kv_heads = 0, head_dim = 0, block_size = 0;
+  float scale = 0;                // 1/sqrt(head_dim)
+  int sliding_window = 0;         // 0: none
+  DType dt = DType::F16, kv_dt = DType::F16;
+  void* workspace = nullptr;      // split-context partials (paged_attention_workspace_bytes)
+};
+// Causal attention of each query row over its sequence's cached keys: query row i of seq s sits at
+// position context_lens[s] - (query_start[s+1]-query_start[s]) + i and sees positions <= its own.
+// Grouped-query: head h reads kv head h / (num_heads / num_kv_heads). Softmax in f32.
+void paged_attention(const PagedAttentionArgs& a, cudaStream_t stream);
+size_t paged_attention_workspace_bytes(int max_tokens, int num_heads, int head_dim,
+                                       int64_t max_context);
+
+// gate_up: [T, 2*inter] (gate | up); out: [T, inter] = silu(gate) * up.
+void silu_mul(const void* gate_up, void* out, int64_t T, int64_t inter, DType dt,
+              cudaStream_t stream);
+
+// out[i, :] = x[rows[i], :]: the hidden states of the positions that are sampled.
+void gather_rows(const void* x, const int32_t* rows, void* out, int64_t n, int64_t dim, DType dt,
+                 cudaStream_t stream);
+
+}  // namespace gpuopt::llm::cuda
