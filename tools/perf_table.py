@@ -1,6 +1,12 @@
-"""docs/performance.md's model table, generated from docs/perf/h200.json (scripts/gpu/compare.py's
-records): one row per model x exporter x batch, one column per runner (device ms, median), the
-best torch figure and gpuopt's speed-up over it, and gpuopt's accuracy beside PyTorch fp16's.
+"""docs/performance.md's tables and the README's figures, generated from docs/perf/h200.json.
+
+- The model table (scripts/gpu/compare.py's records): one row per model x exporter x batch, one
+  column per runner (device ms, median), the best torch figure and gpuopt's speed-up over it, and
+  gpuopt's accuracy beside PyTorch fp16's.
+- The language-model table (scripts/gpu/llm.py's records, the ones with `tok_s`): one row per
+  model x batch x prompt x new tokens x precision, gpuopt beside transformers (`hf_eager`).
+- The README's headline figures (ResNet-50 and BERT-base fp16 at batch 1/32/256, the language
+  model's decode rate), between the README's readme-figures markers.
 
   python3 tools/perf_table.py            # rewrite the table between the markers in place
   python3 tools/perf_table.py --check    # exit 1 if the document is not what the JSON gives
@@ -14,6 +20,8 @@ import argparse, json, os, sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BEGIN, END = "<!-- perf-table:begin (tools/perf_table.py) -->", "<!-- perf-table:end -->"
+LLM_BEGIN, LLM_END = "<!-- llm-table:begin (tools/perf_table.py) -->", "<!-- llm-table:end -->"
+README_BEGIN, README_END = "<!-- readme-figures:begin (tools/perf_table.py) -->", "<!-- readme-figures:end -->"
 RUNNERS = [("torch_eager", "eager"), ("torch_eager_channels_last", "eager CL"),
            ("torch_compile", "compile"), ("torch_compile_max_autotune", "compile max-autotune")]
 ORDER = ["resnet50", "mobilenet_v3_large", "efficientnet_b0", "convnext_tiny", "vit_b_16", "bert_base", "gpt2"]
@@ -28,8 +36,12 @@ def fmt_ms(r):
     return s + "*" if r.get("source") else s
 
 
+def is_llm(r):
+    return "tok_s" in r or r.get("runner") == "hf_eager"
+
+
 def render(records):
-    recs = [r for r in records if r.get("batch")]
+    recs = [r for r in records if r.get("batch") and not is_llm(r)]
     keys = sorted({(r["model"], r["batch"], r.get("precision", "fp16")) for r in recs},
                   key=lambda k: (ORDER.index(k[0]) if k[0] in ORDER else 99, k[0], k[1], k[2]))
     head = ["model", "exporter", "batch", "precision", "gpuopt ms", "items/s"] + [n for _, n in RUNNERS] + \
@@ -64,9 +76,77 @@ def render(records):
     return "\n".join(lines + [""] + foot)
 
 
+LLM_KEY = ("model", "batch", "prompt_len", "new_tokens", "precision", "context")
+
+
+def render_llm(records):
+    """The language-model table: gpuopt and transformers per (model, batch, prompt, output, precision)."""
+    recs = [r for r in records if is_llm(r)]
+    if not recs:
+        return "No language-model records yet."
+    keys = sorted({tuple(r.get(k) or 0 for k in LLM_KEY) for r in recs}, key=lambda k: tuple(map(str, k[:1])) + k[1:])
+    head = ["model", "batch", "prompt", "new tokens", "context", "precision", "gpuopt tok/s", "transformers tok/s",
+            "ratio", "gpuopt TTFT ms", "transformers TTFT ms", "ITL p50 / p99 ms", "HBM roofline", "commit"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for k in keys:
+        same = {r["runner"]: r for r in recs if tuple(r.get(f) or 0 for f in LLM_KEY) == k}
+        g, h = same.get("gpuopt"), same.get("hf_eager")
+        def tok(r):
+            return "" if r is None else ("fails" if r.get("error") else f"{r['tok_s']:.0f}")
+        ratio = f"{g['tok_s'] / h['tok_s']:.1f}x" if g and h and g.get("tok_s") and h.get("tok_s") else ""
+        itl = f"{g['itl_p50_ms']:.2f} / {g['itl_p99_ms']:.2f}" if g and g.get("itl_p50_ms") is not None else ""
+        roof = f"{100 * g['roofline_frac']:.0f}%" if g and g.get("roofline_frac") is not None else ""
+        lines.append("| " + " | ".join([
+            k[0], str(k[1]), str(k[2]), str(k[3]), str(k[5] or ""), k[4], f"**{tok(g)}**" if g else "", tok(h), ratio,
+            f"{g['ttft_ms']:.1f}" if g and g.get("ttft_ms") is not None else "",
+            f"{h['ttft_ms']:.1f}" if h and h.get("ttft_ms") is not None else "", itl, roof,
+            (g or {}).get("commit", "")]) + " |")
+    dates = sorted({r.get("date", "") for r in recs})
+    return "\n".join(lines + ["", f"Output tokens per second over all sequences of the batch, greedy, measured "
+                              f"{', '.join(d for d in dates if d)} (`scripts/gpu/llm.py`, one device call); "
+                              "HBM roofline: the bytes a decode step must read over its time, against the "
+                              "measured copy bandwidth."])
+
+
+def render_readme(records):
+    """The README's figures: a short table of the headline points."""
+    def get(model, batch, runner, prec="fp16"):
+        rs = [r for r in records if r.get("model") == model and r.get("batch") == batch and r.get("runner") == runner
+              and r.get("precision", "fp16") == prec and r.get("ms") and not r.get("error") and not is_llm(r)]
+        return min(rs, key=lambda r: r["ms"]) if rs else None
+    rows = ["| model (fp16, device time) | batch | gpuopt ms | best PyTorch ms | gpuopt vs best PyTorch |",
+            "|---|---|---|---|---|"]
+    for model, name in (("resnet50", "ResNet-50"), ("bert_base", "BERT-base, seq 128")):
+        for b in (1, 32, 256):
+            g = get(model, b, "gpuopt")
+            if not g:
+                continue
+            torch = [get(model, b, k) for k, _ in RUNNERS]
+            best = min((t["ms"] for t in torch if t), default=None)
+            rows.append(f"| {name} | {b} | {g['ms']:.2f} | {best:.2f} | {best / g['ms']:.2f}x |" if best else
+                        f"| {name} | {b} | {g['ms']:.2f} | | |")
+    llm = [r for r in records if is_llm(r) and r.get("runner") == "gpuopt" and r.get("batch") == 1 and r.get("tok_s")]
+    for r in sorted(llm, key=lambda r: (r.get("context") or 0, r.get("prompt_len") or 0))[:1]:
+        h = [x for x in records if is_llm(x) and x.get("runner") == "hf_eager" and x.get("batch") == 1 and x.get("tok_s")]
+        rows.append("")
+        rows.append(f"Text generation ({r['model']}, {r.get('precision', 'fp16')}, batch 1): **{r['tok_s']:.0f} tok/s**"
+                    + (f" ({100 * r['roofline_frac']:.0f}% of the HBM roofline)" if r.get("roofline_frac") else "")
+                    + (f", transformers' `generate` {h[0]['tok_s']:.1f} tok/s" if h else "") + ".")
+    return "\n".join(rows)
+
+
+def splice(doc, begin, end, body, path):
+    if begin not in doc or end not in doc:
+        raise SystemExit(f"perf_table: {path} has no {begin} ... {end} markers")
+    pre, rest = doc.split(begin, 1)
+    return pre + begin + "\n" + body + "\n" + end + rest.split(end, 1)[1]
+
+
 def merge(records, new):
     """records with `new` merged in (see the module docstring)."""
     def key(r):
+        if is_llm(r):
+            return tuple(r.get(k) for k in LLM_KEY)
         return r["model"], r["batch"], r.get("precision", "fp16")
     keys = {key(r) for r in new if r.get("batch") and not r.get("source")}  # measured by this run
     runners = {(key(r), r["runner"]) for r in new if r.get("batch")}
@@ -79,6 +159,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--json", default=os.path.join(ROOT, "docs/perf/h200.json"))
     ap.add_argument("--doc", default=os.path.join(ROOT, "docs/performance.md"))
+    ap.add_argument("--readme", default=os.path.join(ROOT, "README.md"))
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--merge", metavar="NEW.json", help="merge a later compare run's records into --json first")
     a = ap.parse_args()
@@ -88,19 +169,20 @@ def main():
         with open(a.json, "w") as f:
             json.dump(records, f, indent=1)
     doc = open(a.doc).read()
-    if BEGIN not in doc or END not in doc:
-        print(f"perf_table: {a.doc} has no {BEGIN} ... {END} markers", file=sys.stderr)
-        return 1
-    pre, rest = doc.split(BEGIN, 1)
-    post = rest.split(END, 1)[1]
-    new = pre + BEGIN + "\n" + render(records) + "\n" + END + post
+    new = splice(doc, BEGIN, END, render(records), a.doc)
+    new = splice(new, LLM_BEGIN, LLM_END, render_llm(records), a.doc)
+    readme = open(a.readme).read()
+    new_readme = splice(readme, README_BEGIN, README_END, render_readme(records), a.readme)
     if a.check:
-        if new != doc:
-            print(f"perf_table: {a.doc} is not what {a.json} gives; run python3 tools/perf_table.py", file=sys.stderr)
+        bad = [p for p, old, fresh in ((a.doc, doc, new), (a.readme, readme, new_readme)) if old != fresh]
+        if bad:
+            print(f"perf_table: {', '.join(bad)} not what {a.json} gives; run python3 tools/perf_table.py",
+                  file=sys.stderr)
             return 1
-        print("perf_table: docs/performance.md matches docs/perf/h200.json")
+        print("perf_table: docs/performance.md and README.md match docs/perf/h200.json")
         return 0
     open(a.doc, "w").write(new)
+    open(a.readme, "w").write(new_readme)
     return 0
 
 

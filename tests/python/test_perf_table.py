@@ -7,16 +7,21 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIELDS = {"model", "exporter", "batch", "precision", "runner", "date"}
+LLM_FIELDS = {"model", "batch", "prompt_len", "new_tokens", "precision", "runner", "date", "tok_s", "ttft_ms"}
 RUNNERS = {"gpuopt", "torch_eager", "torch_eager_channels_last", "torch_compile", "torch_compile_max_autotune",
-           "onnxruntime_cpu"}  # the last: ONNX Runtime on the CPU running the same QDQ file as gpuopt int8
+           "onnxruntime_cpu", "hf_eager"}  # hf_eager: transformers' generate (scripts/gpu/llm.py); the last: ONNX Runtime on the CPU running the same QDQ file as gpuopt int8
 
 
 def test_records_have_the_promised_fields():
     records = json.load(open(os.path.join(ROOT, "docs/perf/h200.json")))
     assert records, "docs/perf/h200.json has no records"
     for r in records:
-        assert FIELDS <= set(r), r
         assert r["runner"] in RUNNERS, r
+        if "tok_s" in r:  # a language-model record (scripts/gpu/llm.py)
+            assert LLM_FIELDS <= set(r), r
+            assert r.get("error") or r["tok_s"] > 0, r
+            continue
+        assert FIELDS <= set(r), r
         if not r.get("error"):
             assert r["ms"] > 0 and abs(r["items_per_s"] - r["batch"] / r["ms"] * 1e3) < 1, r
     gpuopt = [r for r in records if r["runner"] == "gpuopt" and not r.get("error")]
@@ -61,3 +66,35 @@ def test_merging_stored_records_alone_replaces_only_their_runners():
     b32 = sorted((r["runner"], r["ms"]) for r in merged if r["batch"] == 32)
     assert b32 == [("gpuopt", 2.0), ("torch_compile", 1.4), ("torch_eager", 3.0)]
     assert [r["ms"] for r in merged if r["batch"] == 256] == [9.0]
+
+
+def test_readme_figures_are_the_records():
+    """The README's headline table is rendered from the records (not typed), and each of its gpuopt
+    figures is a record's."""
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    import perf_table
+    records = json.load(open(os.path.join(ROOT, "docs/perf/h200.json")))
+    readme = open(os.path.join(ROOT, "README.md")).read()
+    block = readme.split(perf_table.README_BEGIN, 1)[1].split(perf_table.README_END, 1)[0]
+    assert block.strip() == perf_table.render_readme(records).strip()
+    rows = [l.split("|")[1:-1] for l in block.splitlines() if l.startswith("| ResNet") or l.startswith("| BERT")]
+    assert rows, block
+    for cells in rows:
+        model = "resnet50" if "ResNet" in cells[0] else "bert_base"
+        ms = float(cells[2])
+        assert any(r["runner"] == "gpuopt" and r["model"] == model and r["batch"] == int(cells[1])
+                   and round(r["ms"], 2) == ms for r in records), cells
+
+
+def test_llm_table_renders_gpuopt_beside_transformers():
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    import perf_table
+    recs = [{"model": "m", "batch": 1, "prompt_len": 128, "new_tokens": 128, "precision": "fp16",
+             "runner": "gpuopt", "tok_s": 250.0, "ttft_ms": 10.0, "itl_p50_ms": 4.0, "itl_p99_ms": 4.5,
+             "roofline_frac": 0.8, "date": "d", "commit": "c"},
+            {"model": "m", "batch": 1, "prompt_len": 128, "new_tokens": 128, "precision": "fp16",
+             "runner": "hf_eager", "tok_s": 12.5, "ttft_ms": 25.0, "date": "d"}]
+    table = perf_table.render_llm(recs)
+    row = [l for l in table.splitlines() if l.startswith("| m ")]
+    assert len(row) == 1 and "**250**" in row[0] and "| 12 |" in row[0]  # 12.5 rounds half to even
+    assert "20.0x" in row[0] and "80%" in row[0] and "4.00 / 4.50" in row[0]
