@@ -2,7 +2,8 @@
 # Configures and builds gpuopt into ./build (binary: build/gpuopt).
 # Environment: GPUOPT_CUDA=AUTO|ON|OFF, GPUOPT_CUDA_ARCHS (default: this machine's GPU, else 90),
 # BUILD_DIR (default build), CMAKE_BUILD_TYPE (default Release), GPUOPT_WERROR=ON (warnings are
-# errors; CI sets it), extra args are passed to cmake.
+# errors; CI sets it), BUILD_TARGETS (default: every target; the main job builds only `gpuopt`),
+# extra args are passed to cmake.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
@@ -15,4 +16,5 @@ export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-Release}" \
   -DGPUOPT_CUDA="${GPUOPT_CUDA:-AUTO}" -DGPUOPT_CUDA_ARCHS="$GPUOPT_CUDA_ARCHS" \
   -DGPUOPT_WERROR="${GPUOPT_WERROR:-OFF}" "$@" >/dev/null
-cmake --build "$BUILD_DIR" -j"$(nproc)"
+# shellcheck disable=SC2086  # BUILD_TARGETS is a list of target names
+cmake --build "$BUILD_DIR" -j"$(nproc)" ${BUILD_TARGETS:+--target $BUILD_TARGETS}
