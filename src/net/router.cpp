@@ -1,7 +1,11 @@
 // Router: method + path-pattern matching, and the small value types of http.h.
 #include "net/http.h"
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdint>
 
 #include <exception>
 
@@ -91,7 +95,75 @@ HttpResponse HttpResponse::text(int status, std::string body, std::string conten
 }
 
 HttpResponse HttpResponse::error(int status, std::string_view message) {
-  return json(status, nlohmann::json{{"error", std::string(message)}}.dump());
+  std::string m = valid_utf8(message) ? std::string(message) : printable(message, message.size());
+  return json(status, nlohmann::json{{"error", std::move(m)}}.dump());
+}
+
+bool valid_utf8(std::string_view s) {
+  size_t i = 0;
+  const size_t n = s.size();
+  while (i < n) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t len;
+    uint32_t cp;
+    if (c >= 0xC2 && c <= 0xDF) len = 2, cp = c & 0x1F;
+    else if (c >= 0xE0 && c <= 0xEF) len = 3, cp = c & 0x0F;
+    else if (c >= 0xF0 && c <= 0xF4) len = 4, cp = c & 0x07;
+    else return false;
+    if (n - i < len) return false;
+    for (size_t k = 1; k < len; ++k) {
+      const auto d = static_cast<unsigned char>(s[i + k]);
+      if ((d & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (d & 0x3F);
+    }
+    if ((len == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
+      return false;
+    i += len;
+  }
+  return true;
+}
+
+std::string printable(std::string_view s, size_t max_bytes) {
+  const std::string_view head = s.substr(0, std::min(s.size(), max_bytes));
+  std::string out;
+  out.reserve(head.size() + 16);
+  auto hex = [&](unsigned char c) {
+    static const char* digits = "0123456789abcdef";
+    out += "\\x";
+    out += digits[c >> 4];
+    out += digits[c & 15];
+  };
+  size_t i = 0;
+  while (i < head.size()) {
+    const auto c = static_cast<unsigned char>(head[i]);
+    if (c < 0x20 || c == 0x7F) {
+      hex(c);
+      ++i;
+      continue;
+    }
+    if (c < 0x80) {
+      out += static_cast<char>(c);
+      ++i;
+      continue;
+    }
+    // The longest valid sequence starting here (1 to 4 bytes), else one escaped byte.
+    size_t len = 0;
+    for (size_t k = 2; k <= 4 && i + k <= head.size() && !len; ++k)
+      if (valid_utf8(head.substr(i, k))) len = k;
+    if (!len) {
+      hex(c);
+      ++i;
+      continue;
+    }
+    out.append(head.substr(i, len));
+    i += len;
+  }
+  if (head.size() < s.size()) out += fmt::format("...({} bytes)", s.size());
+  return out;
 }
 
 bool url_decode(std::string_view in, std::string* out) {
@@ -125,6 +197,14 @@ void Router::add_async(std::string method, std::string pattern, AsyncHandler han
 }
 
 void Router::dispatch(HttpRequest&& req, Responder done) const {
+  // Every message below and every handler may echo these into JSON: invalid UTF-8 is the
+  // client's error, answered here once rather than thrown on somewhere later.
+  if (!valid_utf8(req.method) || !valid_utf8(req.path) || !valid_utf8(req.query)) {
+    const bool bad_method = !valid_utf8(req.method);
+    done(HttpResponse::error(400, fmt::format("the request's {} is not valid UTF-8: '{}'",
+                                              bad_method ? "method" : "URL", printable(bad_method ? req.method : req.target))));
+    return;
+  }
   auto segs = split_path(req.path);
   bool path_matched = false;
   for (const Route& r : routes_) {
@@ -150,7 +230,7 @@ void Router::dispatch(HttpRequest&& req, Responder done) const {
     return;
   }
   if (path_matched) {
-    done(HttpResponse::error(405, "method " + req.method + " not allowed for " + req.path));
+    done(HttpResponse::error(405, fmt::format("method {} not allowed for {}", printable(req.method), printable(req.path))));
     return;
   }
   if (not_found_) {
@@ -161,7 +241,7 @@ void Router::dispatch(HttpRequest&& req, Responder done) const {
     }
     return;
   }
-  done(HttpResponse::error(404, "no route for " + req.method + " " + req.path));
+  done(HttpResponse::error(404, fmt::format("no route for {} {}", printable(req.method), printable(req.path))));
 }
 
 }  // namespace gpuopt::net

@@ -5,6 +5,11 @@
 #include "net/http.h"
 #include "net/parts_body.h"
 
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -61,11 +66,39 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
 
   std::atomic<uint64_t> accepted{0}, rejected{0}, requests{0}, bad_requests{0};
 
+  // Out of descriptors: accept fails at once and again (EMFILE); the acceptor backs off instead of
+  // spinning, logs once a second, and sheds the connection at the head of the queue with the
+  // spare descriptor held for that purpose.
+  std::optional<asio::steady_timer> backoff;
+  int spare_fd = -1;
+  uint64_t accept_failures = 0;                  // since the last log line
+  std::chrono::steady_clock::time_point last_accept_log{};
+
   Impl(ServerOptions o, Router r) : opts(std::move(o)), router(std::move(r)) {
     int n = opts.threads > 0 ? opts.threads : static_cast<int>(std::thread::hardware_concurrency());
     for (int i = 0; i < std::max(n, 1); ++i) io.push_back(std::make_unique<IoThread>());
     acceptor.emplace(io[0]->ioc);
+    backoff.emplace(io[0]->ioc);
+    spare_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    opts.max_connections = std::min(opts.max_connections, descriptor_cap(opts));
   }
+  ~Impl() {
+    if (spare_fd >= 0) ::close(spare_fd);
+  }
+  // Connections this server may hold: its share of the descriptors the process may open (less a
+  // reserve for model files, logs and the other listeners), so that it cannot starve them.
+  static size_t descriptor_cap(const ServerOptions& o) {
+    rlimit rl{};
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return o.max_connections;
+    const size_t limit = static_cast<size_t>(rl.rlim_cur);
+    const size_t usable = limit > 2 * kReservedDescriptors ? limit - kReservedDescriptors : limit / 2;
+    const size_t cap = std::max<size_t>(8, static_cast<size_t>(static_cast<double>(usable) * o.descriptor_share));
+    if (cap < o.max_connections)
+      GPUOPT_LOG(info, "http: at most {} connections on port {} ({:.0f}% of the {} file descriptors this process may "
+                 "open, less {} reserved)", cap, o.port, o.descriptor_share * 100, limit, kReservedDescriptors);
+    return std::min(cap, o.max_connections);
+  }
+  void on_accept_error(const beast::error_code& ec);
   void do_accept();
   void on_accept(beast::error_code ec, tcp::socket socket);
   void unregister(Connection* c, const std::string& client) {
@@ -400,12 +433,34 @@ void HttpServer::Impl::do_accept() {
   acceptor->async_accept(peer, [this](beast::error_code ec, tcp::socket s) { on_accept(ec, std::move(s)); });
 }
 
+void HttpServer::Impl::on_accept_error(const beast::error_code& ec) {
+  ++accept_failures;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_accept_log >= std::chrono::seconds(1)) {
+    GPUOPT_LOG(warn, "http: accept failed: {} ({} time(s) in the last second; backing off)", ec.message(),
+               accept_failures);
+    accept_failures = 0;
+    last_accept_log = now;
+  }
+  const bool out_of_fds = ec == asio::error::no_descriptors || ec.value() == ENFILE || ec.value() == ENOBUFS ||
+                          ec.value() == ENOMEM;
+  if (out_of_fds && spare_fd >= 0) {
+    // Shed the oldest waiting connection (the client sees it close) with the spare descriptor.
+    ::close(spare_fd);
+    const int fd = ::accept4(acceptor->native_handle(), nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd >= 0) ::close(fd);
+    spare_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  }
+  backoff->expires_after(std::chrono::milliseconds(out_of_fds ? 100 : 10));
+  backoff->async_wait([this](beast::error_code e) {
+    if (e || stopping.load() || !acceptor->is_open()) return;
+    do_accept();
+  });
+}
+
 void HttpServer::Impl::on_accept(beast::error_code ec, tcp::socket socket) {
   if (ec == asio::error::operation_aborted || stopping.load() || !acceptor->is_open()) return;
-  if (ec) {
-    GPUOPT_LOG(warn, "http: accept failed: {}", ec.message());
-    return do_accept();
-  }
+  if (ec) return on_accept_error(ec);
   beast::error_code ignored;
   socket.set_option(tcp::no_delay(true), ignored);
   std::string client = socket.remote_endpoint(ignored).address().to_string();
@@ -477,6 +532,7 @@ void HttpServer::stop(std::chrono::milliseconds grace) {
   asio::post(impl_->acceptor->get_executor(), [p = impl_.get()] {  // raw: see do_accept
     beast::error_code ec;
     p->acceptor->close(ec);
+    p->backoff->cancel();
   });
   impl_->for_each_connection([](auto& c) { c->on_server_stop(); });
   auto wait_empty = [&](std::chrono::milliseconds d) {

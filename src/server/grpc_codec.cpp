@@ -1,6 +1,11 @@
 // ModelInferRequest -> InferRequest and InferReply -> ModelInferResponse.
 #include "server/grpc_codec.h"
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
+#include <climits>
+
 #include <cstring>
 #include <limits>
 
@@ -281,7 +286,25 @@ grpc::Status to_grpc_status(const Status& s) {
     case gpuopt::StatusCode::kFailedPrecondition: c = StatusCode::FAILED_PRECONDITION; break;
     case gpuopt::StatusCode::kInternal: c = StatusCode::INTERNAL; break;
   }
-  return grpc::Status(c, s.message());
+  // The message travels as a header (grpc-message): a message that echoes a client's long name
+  // would pass the client's metadata limit and hide the real error behind a transport one.
+  return grpc::Status(c, net::printable(s.message(), kMaxGrpcMessageBytes));
+}
+
+Status parse_infer_request(std::string_view bytes, inference::ModelInferRequest* out) {
+  out->Clear();
+  if (bytes.size() > static_cast<size_t>(INT_MAX))
+    return Status::InvalidArgument("the ModelInferRequest message of {} bytes is over protobuf's 2 GiB limit",
+                                   bytes.size());
+  google::protobuf::io::ArrayInputStream stream(bytes.data(), static_cast<int>(bytes.size()));
+  google::protobuf::io::CodedInputStream coded(&stream);
+  coded.SetTotalBytesLimit(INT_MAX);
+  if (!out->ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage())
+    return Status::InvalidArgument(
+        "the request is not a valid ModelInferRequest protobuf message ({} bytes: truncated, a wrong wire type, or "
+        "a string field that is not UTF-8)",
+        bytes.size());
+  return Status::Ok();
 }
 
 }  // namespace gpuopt::server

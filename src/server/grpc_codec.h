@@ -35,6 +35,12 @@ void encode_grpc_response(InferReply&& reply, inference::ModelInferResponse* out
 
 // Status -> gRPC code as Triton maps them: INVALID_ARGUMENT, NOT_FOUND, UNAVAILABLE,
 // UNIMPLEMENTED, ALREADY_EXISTS, RESOURCE_EXHAUSTED (per-request memory), INTERNAL.
+// The message is made printable() and cut at kMaxGrpcMessageBytes (it travels as a header).
 grpc::Status to_grpc_status(const Status& s);
+constexpr size_t kMaxGrpcMessageBytes = 2048;
+
+// A ModelInferRequest from its wire bytes (the raw ModelStreamInfer path and the fuzz target):
+// InvalidArgument naming the problem when they are not one.
+Status parse_infer_request(std::string_view bytes, inference::ModelInferRequest* out);
 
 }  // namespace gpuopt::server

@@ -180,8 +180,10 @@ void InferenceServer::submit_infer(std::shared_ptr<LoadedVersion> v, InferReques
   if (shutting_down_) return fail(Status::Unavailable("server is shutting down"), FailReason::kRejected);
   // The rest of "decode" (the trace's first stage runs from t_start to the batcher hand-off).
   std::optional<NvtxRange> decode_range(std::in_place, "serve decode");
+  std::vector<std::pair<std::string, ShmRef>> shm_used;  // checked again once the request ran
   for (auto& in : ir.inputs) {
     if (!in.shm) continue;
+    shm_used.emplace_back(in.name, *in.shm);
     auto t = shm_.read_input(in.name, *in.shm, in.dtype, in.shape);
     if (!t.ok()) return fail(t.status(), FailReason::kOther);
     in.tensor = std::move(t).value();
@@ -191,8 +193,10 @@ void InferenceServer::submit_infer(std::shared_ptr<LoadedVersion> v, InferReques
   auto plan = plan_outputs(*v, ir);
   if (!plan.ok()) return fail(plan.status(), FailReason::kOther);
   for (size_t i = 0; i < plan->shm.size(); ++i)
-    if (plan->shm[i])
+    if (plan->shm[i]) {
       if (Status s = shm_.check_output(plan->name[i], *plan->shm[i]); !s.ok()) return fail(s, FailReason::kOther);
+      shm_used.emplace_back(plan->name[i], *plan->shm[i]);
+    }
   decode_range.reset();
 
   const uint64_t t_submit = now_ns();
@@ -219,7 +223,7 @@ void InferenceServer::submit_infer(std::shared_ptr<LoadedVersion> v, InferReques
   auto stats = v->stats;
   // memory_hold: the decoded tensors stay in the in-flight budget until the answer is out.
   br.done = [this, done, meta = std::move(meta), plan = std::move(plan).value(), stats, t_start, t_submit, traced, wire,
-             hold = std::move(ir.memory_hold)](Result<std::vector<Tensor>> out, const Timing& t) mutable {
+             hold = std::move(ir.memory_hold), shm_used = std::move(shm_used)](Result<std::vector<Tensor>> out, const Timing& t) mutable {
     const uint64_t t_answer = now_ns();
     std::optional<NvtxRange> encode_range(std::in_place, "serve encode");
     Result<InferReply> reply = Status::Internal("no reply");
@@ -245,6 +249,9 @@ void InferenceServer::submit_infer(std::shared_ptr<LoadedVersion> v, InferReques
         if (plan.shm[i] && written.ok()) written = shm_.write_output(plan.name[i], *plan.shm[i], o);
         r.outputs.emplace_back(plan.name[i], std::move(o));
       }
+      // A client that shrank a region's object while the request ran: what was read or written
+      // there was not its data (the server survived the fault; the answer is an error).
+      if (written.ok() && !shm_used.empty()) written = shm_.intact(shm_used);
       stats->record_request(written.ok(), now_ns() - t_start, t.queue_ns, t.compute_input_ns, t.compute_infer_ns,
                             t.compute_output_ns, written.ok() ? t.batch_rows : 0);
       if (written.ok())

@@ -151,6 +151,7 @@ Result<std::unique_ptr<InferenceServer>> InferenceServer::start(InferenceServerO
     mo.host = s->opt_.metrics_host;
     mo.port = *s->opt_.metrics_port;
     mo.threads = 1;
+    mo.descriptor_share = 0.05;  // a scraper or two; the rest stays with HTTP and gRPC
     auto m = net::HttpServer::start(mo, std::move(mr));
     if (!m.ok()) return m.status().with_context("metrics endpoint");
     s->metrics_ = std::move(m).value();
