@@ -6,6 +6,7 @@
 #include "net/parts_body.h"
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -256,10 +257,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
                                                "bytes (--max-inflight-bytes); retry later",
                                                server_->opts.inflight->capacity())),
           true);
-    if (ec == http::error::body_limit)
+    if (ec == http::error::body_limit) {
+      // What a chunked body had grown to is freed with the parser; give it back to the system.
+      parser_.reset();
+      malloc_trim(0);
       return write_response(HttpResponse::error(413, fmt::format("request body larger than the limit of {} bytes",
                                                                  server_->opts.max_body_bytes)),
                             true);
+    }
     if (ec == http::error::header_limit)
       return write_response(HttpResponse::error(431, fmt::format("request headers larger than the limit of {} bytes",
                                                                  server_->opts.max_header_bytes)),

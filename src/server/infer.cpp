@@ -1,6 +1,8 @@
 // POST /v2/models/{m}[/versions/{v}]/infer: decode, check against the model config, queue on
 // the batcher, answer from the batcher thread. submit_infer is the part HTTP and gRPC share:
 // shared-memory inputs, checks against the config, the batcher, statistics, the drain count.
+#include <malloc.h>
+
 #include <charconv>
 #include <utility>
 
@@ -10,6 +12,8 @@
 #include "server/kserve.h"
 
 namespace gpuopt::server {
+
+constexpr size_t kTrimAfterRefusalBytes = size_t{4} << 20;
 
 using net::HttpRequest;
 using net::HttpResponse;
@@ -125,6 +129,7 @@ void InferenceServer::handle_infer(HttpRequest&& req, net::Responder done) {
     }
     header_len = n;
   }
+  const size_t body_size = req.raw_body.data ? req.raw_body.size : req.body.size();
   std::optional<NvtxRange> decode_range(std::in_place, "serve decode");
   // Zero-copy: binary tensors are views of the body, which they keep alive until the answer (a
   // large body was read straight into memory laid out for it: request_body.h).
@@ -135,6 +140,9 @@ void InferenceServer::handle_infer(HttpRequest&& req, net::Responder done) {
   decode_range.reset();
   if (!decoded.ok()) {
     const Status& s = decoded.status();
+    // glibc keeps what a large refused request freed (the body, the JSON it began to build) in
+    // its heap; handing it back keeps a refusal from leaving the server larger.
+    if (body_size >= kTrimAfterRefusalBytes) malloc_trim(0);
     // The decoder's out-of-memory is the per-request limit: the request can never fit (413);
     // Unavailable is the server-wide budget (503, retry later).
     v->stats->record_request(false, now_ns() - t_start, 0, 0, 0, 0, 0,
