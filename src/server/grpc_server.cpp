@@ -44,7 +44,7 @@ namespace pb = inference;
 Status json_to_proto(const nlohmann::json& j, google::protobuf::Message* m) {
   google::protobuf::util::JsonParseOptions o;
   o.ignore_unknown_fields = true;
-  auto st = google::protobuf::util::JsonStringToMessage(j.dump(), m, o);
+  auto st = google::protobuf::util::JsonStringToMessage(json_text(j), m, o);
   if (!st.ok()) return Status::Internal("JSON to {}: {}", m->GetTypeName(), st.ToString());
   return Status::Ok();
 }

@@ -81,6 +81,12 @@ struct InferRequest {
   std::shared_ptr<void> memory_hold;     // DecodeLimits::inflight bytes, given back when dropped
 };
 
+// JSON text of a reply: bytes that are not valid UTF-8 in a string (a model's name or a message
+// from outside) become U+FFFD instead of an exception.
+inline std::string json_text(const nlohmann::json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 // `header_length`: value of Inference-Header-Content-Length (nullopt = the whole body is JSON).
 Result<InferRequest> decode_infer_request(std::string_view body, std::optional<size_t> header_length,
                                           const DecodeLimits& limits);

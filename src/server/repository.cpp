@@ -125,6 +125,17 @@ std::vector<std::string> Repository::scan() const {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(opt_.path, ec)) {
     if (!e.is_directory() || e.path().filename().string().starts_with(".")) continue;
+    if (!net::valid_utf8(e.path().filename().string())) {
+      // Names travel in JSON and protobuf strings, which must be UTF-8: such a folder cannot be
+      // served (or listed) and is skipped, with a line saying so.
+      static std::mutex warned_mu;
+      static std::set<std::string> warned;  // once per folder, not at every index request
+      std::lock_guard<std::mutex> lk(warned_mu);
+      if (warned.insert(e.path().string()).second)
+        GPUOPT_LOG(warn, "repository: model folder '{}' is skipped: its name is not valid UTF-8",
+                   net::printable(e.path().filename().string()));
+      continue;
+    }
     bool has = fs::exists(e.path() / "config.pbtxt");
     int64_t v;
     for (const auto& sub : fs::directory_iterator(e.path(), ec)) has |= is_version_dir(sub, &v);
