@@ -112,6 +112,8 @@ class Responder {
  public:
   Responder() = default;
   explicit Responder(std::shared_ptr<detail::ResponderState> state) : state_(std::move(state)) {}
+  // A Responder that hands the answer to `f` instead of a connection (tests, fuzz targets).
+  static Responder callback(std::function<void(HttpResponse)> f);
   void operator()(HttpResponse response) const;
 
  private:
@@ -254,6 +256,10 @@ class HttpClient {
 
 // Percent-decodes a URL path ("%2F" -> "/"); false on a malformed escape.
 bool url_decode(std::string_view in, std::string* out);
+
+// A request's method, target, query and percent-decoded path from its request line (what the
+// server does with each request head); false when the path has a malformed percent-escape.
+bool fill_request_line(std::string_view method, std::string_view target, HttpRequest* req);
 
 // True when `s` is well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF).
 bool valid_utf8(std::string_view s);

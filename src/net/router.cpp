@@ -95,7 +95,7 @@ HttpResponse HttpResponse::text(int status, std::string body, std::string conten
 }
 
 HttpResponse HttpResponse::error(int status, std::string_view message) {
-  std::string m = valid_utf8(message) ? std::string(message) : printable(message, message.size());
+  std::string m = valid_utf8(message) ? std::string(message) : printable(message, 4 * message.size());
   return json(status, nlohmann::json{{"error", std::move(m)}}.dump());
 }
 
@@ -128,9 +128,8 @@ bool valid_utf8(std::string_view s) {
 }
 
 std::string printable(std::string_view s, size_t max_bytes) {
-  const std::string_view head = s.substr(0, std::min(s.size(), max_bytes));
   std::string out;
-  out.reserve(head.size() + 16);
+  out.reserve(std::min(s.size(), max_bytes) + 24);
   auto hex = [&](unsigned char c) {
     static const char* digits = "0123456789abcdef";
     out += "\\x";
@@ -138,49 +137,31 @@ std::string printable(std::string_view s, size_t max_bytes) {
     out += digits[c & 15];
   };
   size_t i = 0;
-  while (i < head.size()) {
-    const auto c = static_cast<unsigned char>(head[i]);
-    if (c < 0x20 || c == 0x7F) {
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    // The longest valid sequence starting here (1 to 4 bytes); 0: one byte to escape.
+    size_t len = c >= 0x20 && c < 0x7F ? 1 : 0;
+    for (size_t k = 2; c >= 0x80 && k <= 4 && i + k <= s.size() && !len; ++k)
+      if (valid_utf8(s.substr(i, k))) len = k;
+    if (out.size() + (len ? len : 4) > max_bytes) break;  // the output, escapes included, stays within
+    if (len) {
+      out.append(s.substr(i, len));
+      i += len;
+    } else {
       hex(c);
       ++i;
-      continue;
     }
-    if (c < 0x80) {
-      out += static_cast<char>(c);
-      ++i;
-      continue;
-    }
-    // The longest valid sequence starting here (1 to 4 bytes), else one escaped byte.
-    size_t len = 0;
-    for (size_t k = 2; k <= 4 && i + k <= head.size() && !len; ++k)
-      if (valid_utf8(head.substr(i, k))) len = k;
-    if (!len) {
-      hex(c);
-      ++i;
-      continue;
-    }
-    out.append(head.substr(i, len));
-    i += len;
   }
-  if (head.size() < s.size()) out += fmt::format("...({} bytes)", s.size());
+  if (i < s.size()) out += fmt::format("...({} bytes)", s.size());
   return out;
 }
 
-bool url_decode(std::string_view in, std::string* out) {
-  out->clear();
-  out->reserve(in.size());
-  for (size_t i = 0; i < in.size(); ++i) {
-    if (in[i] != '%') {
-      out->push_back(in[i]);
-      continue;
-    }
-    if (i + 2 >= in.size()) return false;
-    int h = hex_value(in[i + 1]), l = hex_value(in[i + 2]);
-    if (h < 0 || l < 0) return false;
-    out->push_back(static_cast<char>(h * 16 + l));
-    i += 2;
-  }
-  return true;
+bool fill_request_line(std::string_view method, std::string_view target, HttpRequest* req) {
+  req->method = std::string(method);
+  req->target = std::string(target);
+  const size_t q = target.find('?');
+  if (q != std::string_view::npos) req->query = std::string(target.substr(q + 1));
+  return url_decode(target.substr(0, q), &req->path);
 }
 
 void Router::add(std::string method, std::string pattern, Handler handler) {

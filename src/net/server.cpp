@@ -37,6 +37,7 @@ static uint64_t steady_ns() {
 namespace detail {
 struct ResponderState {
   std::shared_ptr<Connection> conn;
+  std::function<void(HttpResponse)> callback;  // instead of conn (Responder::callback)
   std::atomic<bool> done{false};
   ~ResponderState();
 };
@@ -298,14 +299,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   // The request line and headers; false when the path has a malformed percent-escape.
   static bool fill_head(const http::request_header<>& msg, HttpRequest* req) {
-    req->method = std::string(msg.method_string());
-    req->target = std::string(msg.target());
-    std::string_view t = req->target;
-    size_t q = t.find('?');
-    if (q != std::string_view::npos) req->query = std::string(t.substr(q + 1));
     req->headers.reserve(8);
     for (const auto& f : msg) req->headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
-    return url_decode(t.substr(0, q), &req->path);
+    const auto method = msg.method_string();
+    const auto target = msg.target();
+    return fill_request_line({method.data(), method.size()}, {target.data(), target.size()}, req);
   }
 
   // The in-flight budget holds each body from its header to the end of its handler.
@@ -427,7 +425,14 @@ detail::ResponderState::~ResponderState() {
 
 void Responder::operator()(HttpResponse response) const {
   if (!state_ || state_->done.exchange(true)) return;
+  if (state_->callback) return state_->callback(std::move(response));
   state_->conn->post_response(std::move(response));
+}
+
+Responder Responder::callback(std::function<void(HttpResponse)> f) {
+  auto state = std::make_shared<detail::ResponderState>();
+  state->callback = std::move(f);
+  return Responder(std::move(state));
 }
 
 void HttpServer::Impl::do_accept() {
