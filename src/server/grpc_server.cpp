@@ -534,7 +534,7 @@ struct GrpcServer::Impl {
     std::unique_lock<std::mutex> lk(stop_mu);
     while (!stop_cv.wait_for(lk, opts.watchdog_interval, [&] { return stopping; })) {
       lk.unlock();
-      auto ok = listener_answers(opts.host, opts.port, 3000);
+      auto ok = listener_answers(opts.host, opts.port, 5000);
       lk.lock();
       if (stopping) break;
       if (!ok) continue;  // this process is out of descriptors itself: no verdict
@@ -543,10 +543,12 @@ struct GrpcServer::Impl {
       misses = 0;
       GPUOPT_LOG(warn, "gRPC: the listener on {} stopped accepting (out of file descriptors?); restarting it", addr);
       std::lock_guard<std::mutex> g(mu);
-      server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
-      server->Wait();
-      server.reset();
-      old.push_back(std::move(service));
+      if (server) {  // null when the last restart could not bind
+        server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+        server->Wait();
+        server.reset();
+        old.push_back(std::move(service));
+      }
       if (build() == 0) GPUOPT_LOG(error, "gRPC: restarting the listener on {} failed; retrying", addr);
       else restarts++;
     }
@@ -577,7 +579,7 @@ GrpcServer::~GrpcServer() { stop(std::chrono::milliseconds(0)); }
 uint64_t GrpcServer::restarts() const { return impl_ ? impl_->restarts.load() : 0; }
 
 void GrpcServer::stop(std::chrono::milliseconds grace) {
-  if (!impl_ || !impl_->server) return;  // start() failed: nothing was bound
+  if (!impl_) return;
   std::call_once(impl_->stopped, [&] {
     {
       std::lock_guard<std::mutex> lk(impl_->stop_mu);

@@ -220,7 +220,7 @@ Result<std::map<int64_t, std::shared_ptr<LoadedVersion>>> Repository::load_versi
     fs::path dir = fs::path(opt_.path) / name;
     std::error_code ec;
     if (name.empty() || name.find('/') != std::string::npos || name == ".." || !fs::is_directory(dir, ec))
-      return Status::NotFound("model '{}' is not in the repository '{}'", name, opt_.path);
+      return Status::NotFound("model '{}' is not in the repository '{}'", net::printable(name), opt_.path);
     fs::path cfg = dir / "config.pbtxt";
     if (fs::exists(cfg, ec)) {
       GPUOPT_ASSIGN_OR_RETURN(std::string text, read_text(cfg, kMaxConfigBytes));
@@ -349,7 +349,7 @@ Status Repository::unload(const std::string& name) {
   {
     std::unique_lock<std::shared_mutex> w(mu_);
     auto it = models_.find(name);
-    if (it == models_.end()) return Status::NotFound("unknown model '{}'", name);
+    if (it == models_.end()) return Status::NotFound("unknown model '{}'", net::printable(name));
     old = std::move(it->second.versions);
     it->second.versions.clear();
     it->second.state = "UNLOADING";
@@ -362,16 +362,17 @@ Status Repository::unload(const std::string& name) {
 Result<std::shared_ptr<LoadedVersion>> Repository::find(const std::string& name, const std::string& version) const {
   std::shared_lock<std::shared_mutex> lk(mu_);
   auto it = models_.find(name);
-  if (it == models_.end()) return Status::NotFound("unknown model '{}'", name);
+  if (it == models_.end()) return Status::NotFound("unknown model '{}'", net::printable(name));
   const Entry& e = it->second;
   if (e.versions.empty()) {
-    if (e.state == "LOADING") return Status::Unavailable("model '{}' is loading", name);
-    return Status::Unavailable("model '{}' is not ready{}{}", name, e.reason.empty() ? "" : ": ", e.reason);
+    if (e.state == "LOADING") return Status::Unavailable("model '{}' is loading", net::printable(name));
+    return Status::Unavailable("model '{}' is not ready{}{}", net::printable(name), e.reason.empty() ? "" : ": ",
+                               e.reason);
   }
   if (version.empty()) return e.versions.rbegin()->second;
   for (auto& [v, lv] : e.versions)
     if (lv->version_str == version) return lv;
-  return Status::NotFound("model '{}' has no ready version '{}'", name, version);
+  return Status::NotFound("model '{}' has no ready version '{}'", net::printable(name), net::printable(version));
 }
 
 std::vector<std::shared_ptr<LoadedVersion>> Repository::ready_versions() const {
