@@ -6,6 +6,7 @@
 #include <google/protobuf/util/json_util.h>
 #include <grpc/support/log.h>
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/support/proto_buffer_reader.h>
 #include <grpcpp/support/server_interceptor.h>
 
 #include <arpa/inet.h>
@@ -345,7 +346,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
       if (r.ok())
         encode_grpc_response(std::move(r).value(), resp.mutable_infer_response());
       else
-        resp.set_error_message(net::printable(r.status().message(), kMaxGrpcMessageBytes));
+        resp.set_error_message(grpc_message(r.status().message()));
       deliver(std::move(resp));
     };
     if (!parsed.ok()) {
@@ -371,13 +372,9 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
 
  private:
   Status parse(pb::ModelInferRequest* out) {
-    std::vector<grpc::Slice> slices;
-    if (!in_.Dump(&slices).ok()) return Status::InvalidArgument("the stream's message could not be read");
-    if (slices.size() == 1) return parse_infer_request({reinterpret_cast<const char*>(slices[0].begin()), slices[0].size()}, out);
-    std::string flat;
-    flat.reserve(in_.Length());
-    for (const auto& sl : slices) flat.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
-    return parse_infer_request(flat, out);
+    const size_t size = in_.Length();
+    grpc::ProtoBufferReader reader(&in_);  // the message's slices as they are, not flattened
+    return parse_infer_request(&reader, size, out);
   }
   void deliver(pb::ModelStreamInferResponse resp) {
     grpc::ByteBuffer bb;
