@@ -156,6 +156,23 @@ std::string printable(std::string_view s, size_t max_bytes) {
   return out;
 }
 
+bool url_decode(std::string_view in, std::string* out) {
+  out->clear();
+  out->reserve(in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i] != '%') {
+      out->push_back(in[i]);
+      continue;
+    }
+    if (i + 2 >= in.size()) return false;
+    int h = hex_value(in[i + 1]), l = hex_value(in[i + 2]);
+    if (h < 0 || l < 0) return false;
+    out->push_back(static_cast<char>(h * 16 + l));
+    i += 2;
+  }
+  return true;
+}
+
 bool fill_request_line(std::string_view method, std::string_view target, HttpRequest* req) {
   req->method = std::string(method);
   req->target = std::string(target);

@@ -145,7 +145,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void reject(std::string_view why) {
     HttpResponse r = HttpResponse::error(503, why);
     keep_alive_ = false;
-    write_response(std::move(r), /*error_close=*/true);
+    // Closed right after the answer, without lingering: a flood of connections over the cap
+    // must not hold descriptors for the linger time.
+    write_response(std::move(r), /*error_close=*/false);
   }
 
   // From any thread: queue the answer onto this connection's strand.

@@ -144,11 +144,13 @@ Status SharedMemoryManager::register_system(const std::string& name, const std::
       return Status::AlreadyExists("shared memory region '{}' is already registered", net::printable(name));
   }
   int fd = shm_open(key.c_str(), O_RDWR, 0);
-  if (fd < 0)
-    return errno == ENOENT ? Status::NotFound("system shared memory region '{}': key '{}' does not exist",
-                                              net::printable(name), net::printable(key))
-                           : Status::InvalidArgument("system shared memory region '{}': cannot open key '{}': {}",
-                                                     net::printable(name), net::printable(key), std::strerror(errno));
+  if (fd < 0) {
+    const int e = errno;
+    return e == ENOENT ? Status::NotFound("system shared memory region '{}': key '{}' does not exist",
+                                          net::printable(name), net::printable(key))
+                       : Status::InvalidArgument("system shared memory region '{}': cannot open key '{}': {}",
+                                                 net::printable(name), net::printable(key), std::strerror(e));
+  }
   struct stat st {};
   if (fstat(fd, &st) != 0) {
     int e = errno;
