@@ -198,9 +198,9 @@ void Router::dispatch(HttpRequest&& req, Responder done) const {
   // Every message below and every handler may echo these into JSON: invalid UTF-8 is the
   // client's error, answered here once rather than thrown on somewhere later.
   if (!valid_utf8(req.method) || !valid_utf8(req.path) || !valid_utf8(req.query)) {
-    const bool bad_method = !valid_utf8(req.method);
-    done(HttpResponse::error(400, fmt::format("the request's {} is not valid UTF-8: '{}'",
-                                              bad_method ? "method" : "URL", printable(bad_method ? req.method : req.target))));
+    const char* what = !valid_utf8(req.method) ? "method" : !valid_utf8(req.path) ? "URL path" : "URL query";
+    const std::string& bytes = !valid_utf8(req.method) ? req.method : !valid_utf8(req.path) ? req.path : req.query;
+    done(HttpResponse::error(400, fmt::format("the request's {} is not valid UTF-8: '{}'", what, printable(bytes))));
     return;
   }
   auto segs = split_path(req.path);
