@@ -463,10 +463,15 @@ void HttpServer::Impl::on_accept_error(const beast::error_code& ec) {
     if (fd >= 0) ::close(fd);
     spare_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   }
+  // Then wait until a connection is there: out of descriptors, accept fails before it looks at
+  // the queue, so retrying blindly would fail (and log) with nobody waiting.
   backoff->expires_after(std::chrono::milliseconds(out_of_fds ? 100 : 10));
   backoff->async_wait([this](beast::error_code e) {
     if (e || stopping.load() || !acceptor->is_open()) return;
-    do_accept();
+    acceptor->async_wait(tcp::acceptor::wait_read, [this](beast::error_code e2) {
+      if (e2 || stopping.load() || !acceptor->is_open()) return;
+      do_accept();
+    });
   });
 }
 
