@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang (coverage + ASan + UBSan, CPU only) into ./build-fuzz
 # and runs each with its seed corpus, dictionary and an input size limit sized to the real one:
-#   json_codec, binary_codec (1 MB bodies), model_config, model_loader (structure-aware), image_decoders.
+#   json_codec, binary_codec (1 MB bodies), model_config, model_loader (structure-aware), image_decoders,
+#   http_router (request heads), grpc_messages (ModelInferRequest and shared-memory RPCs).
 #
-#   scripts/fuzz.sh [SECONDS]      CI: the targets share 2*SECONDS CPU-seconds (default 30: 12 s
+#   scripts/fuzz.sh [SECONDS]      CI: each target gets 2*SECONDS/5 CPU-seconds (default 30: 12 s
 #                                  each), nproc at a time; new inputs land in
 #                                  build-fuzz/tools/fuzz/work_<target> and are dropped by a fresh clone.
 #   scripts/fuzz.sh LONG [HOURS]   every target at once for HOURS (default 4), keeping its corpus in
@@ -17,9 +18,10 @@ MODE=ci
 if [ "${1:-}" = LONG ]; then
   MODE=long
   EACH=$(( ${2:-4} * 3600 ))
-  PARALLEL=5
+  PARALLEL=7
 else
-  # The CPU time of the former two 30 s targets, split over five.
+  # The CPU time of the former two 30 s targets split over the first five; the two server
+  # targets (http_router, grpc_messages) added theirs on top.
   EACH=$(( ${1:-30} * 2 / 5 ))
   [ "$EACH" -ge 5 ] || EACH=5
   PARALLEL=$(nproc)
@@ -28,7 +30,7 @@ BUILD_DIR=${FUZZ_BUILD_DIR:-build-fuzz}
 for tool in clang clang++; do
   command -v "$tool" >/dev/null || { echo "fuzz: $tool not found (scripts/deps.sh installs it)" >&2; exit 1; }
 done
-TARGETS="json_codec binary_codec model_config model_loader image_decoders"
+TARGETS="json_codec binary_codec model_config model_loader image_decoders http_router grpc_messages"
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
 echo "fuzz: building the libFuzzer targets with clang into $BUILD_DIR"
 CC=clang CXX=clang++ cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
@@ -45,6 +47,8 @@ spec() {
     model_config)   echo "corpus_config pbtxt.dict 131072" ;;
     model_loader)   echo "corpus_loader onnx.dict 1048576" ;;
     image_decoders) echo "corpus_image image.dict 1048576" ;;
+    http_router)    echo "corpus_http http.dict 20000" ;;
+    grpc_messages)  echo "corpus_grpc - 1100000" ;;
   esac
 }
 run_one() {
@@ -63,13 +67,15 @@ run_one() {
     # cap, 5x the share, only stops a run that went wrong). Rates as measured on 2 cores.
     local rate
     case $t in json_codec) rate=120 ;; binary_codec) rate=12000 ;; model_config) rate=10000 ;;
-               model_loader) rate=3000 ;; *) rate=800 ;; esac
+               model_loader) rate=3000 ;; http_router) rate=5000 ;; grpc_messages) rate=3000 ;; *) rate=800 ;; esac
     seed_arg=(-seed="${GPUOPT_FUZZ_SEED:-1}" -runs=$(( rate * EACH )))
   fi
   local cap=$EACH
   [ "$MODE" = long ] || cap=$(( EACH * 5 ))
   mkdir -p "$work"
-  "$FUZZ_DIR/gpuopt_fuzz_$t" "${seed_arg[@]}" -max_total_time="$cap" -max_len="$max_len" -dict="$SRC/$dict" \
+  local dict_arg=()
+  [ "$dict" = - ] || dict_arg=(-dict="$SRC/$dict")
+  "$FUZZ_DIR/gpuopt_fuzz_$t" "${seed_arg[@]}" -max_total_time="$cap" -max_len="$max_len" "${dict_arg[@]}" \
     -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 -artifact_prefix="$work/" \
     "$work" "$SRC/$seeds" >"$FUZZ_DIR/$t.log" 2>&1
   echo $? >"$FUZZ_DIR/$t.rc"

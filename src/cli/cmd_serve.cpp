@@ -37,6 +37,7 @@ struct ServeOptions {
   int max_connections = 4096;
   int max_connections_per_client = 1024;
   double idle_timeout_secs = 10;
+  double grpc_idle_timeout_secs = 120;
   int64_t max_request_memory = static_cast<int64_t>(server::kMaxRequestMemory);
   int64_t max_inflight_bytes = 0;  // 0 = a quarter of physical memory
   int64_t pinned_pool_bytes = static_cast<int64_t>(server::kDefaultPinnedPoolBytes);
@@ -105,6 +106,7 @@ int run(const ServeOptions& o) {
     so.grpc->host = o.http_address;
     so.grpc->port = static_cast<uint16_t>(o.grpc_port);
     so.grpc->max_message_bytes = static_cast<size_t>(o.max_input_size);
+    so.grpc->idle_timeout = std::chrono::milliseconds(static_cast<int64_t>(o.grpc_idle_timeout_secs * 1000.0));
   }
 
   // Block the shutdown signals before any thread starts so that only sigwait below sees them.
@@ -209,6 +211,10 @@ void setup(CLI::App& app) {
   cmd->add_option("--http-idle-timeout", o->idle_timeout_secs,
                   "Seconds a new connection may wait before its first request's headers are in (then closed); "
                   "kept-alive connections that completed a request wait 120 s")
+      ->check(real_range(0.001, 86400))
+      ->capture_default_str();
+  cmd->add_option("--grpc-idle-timeout", o->grpc_idle_timeout_secs,
+                  "Seconds a gRPC connection may stay without a call in progress before it is closed")
       ->check(real_range(0.001, 86400))
       ->capture_default_str();
   cmd->add_option("--max-request-memory", o->max_request_memory,

@@ -22,9 +22,11 @@
 //   GPUOPT_ASSIGN_OR_RETURN(net::HttpResponse r, client.get("/v2/health/live"));   // r.status == 200
 //
 // Limits: a body over max_body_bytes gets 413, headers over max_header_bytes get 431, a request
-// the parser rejects gets 400, a connection over max_connections (or over
-// max_connections_per_client from one address) gets 503, a body that would take the in-flight
-// budget past its capacity gets 503; each closes the connection and never disturbs the others.
+// the parser rejects gets 400, a connection over max_connections (lowered to the server's share
+// of the file descriptors, descriptor_share) or over max_connections_per_client from one
+// address gets 503; out of descriptors, accept backs off (one log line a second); a body that
+// would take the in-flight budget past its capacity gets 503; each closes the connection and
+// never disturbs the others.
 // A connection that has not completed a request within first_request_timeout is closed.
 #pragma once
 
@@ -94,7 +96,8 @@ struct HttpResponse {
   std::string_view header(std::string_view name) const { return find_header(headers, name); }
   static HttpResponse json(int status, std::string body);
   static HttpResponse text(int status, std::string body, std::string content_type = "text/plain; charset=utf-8");
-  // {"error": "<message>"} — the KServe/Triton error body.
+  // {"error": "<message>"} — the KServe/Triton error body (a message that is not valid UTF-8 is
+  // escaped with printable(), never thrown on).
   static HttpResponse error(int status, std::string_view message);
 };
 
@@ -109,6 +112,8 @@ class Responder {
  public:
   Responder() = default;
   explicit Responder(std::shared_ptr<detail::ResponderState> state) : state_(std::move(state)) {}
+  // A Responder that hands the answer to `f` instead of a connection (tests, fuzz targets).
+  static Responder callback(std::function<void(HttpResponse)> f);
   void operator()(HttpResponse response) const;
 
  private:
@@ -120,7 +125,8 @@ using AsyncHandler = std::function<void(HttpRequest&&, Responder)>;
 
 // Routes by method and path pattern. Patterns are '/'-separated segments; "{name}" captures one
 // segment. First match in insertion order wins; a path that matches with another method gets 405,
-// no match 404.
+// no match 404. A method, path or query that is not valid UTF-8 gets 400 before any routing (the
+// bytes escaped in the message), so handlers only ever see UTF-8.
 class Router {
  public:
   void add(std::string method, std::string pattern, Handler handler);
@@ -184,7 +190,13 @@ struct ServerOptions {
   // BodyBuffer without data keeps the default (HttpRequest::body).
   std::function<BodyBuffer(const HttpRequest& head, size_t size)> body_buffer;
   std::string server_name = "gpuopt";
+  // Share of the process's file descriptors (RLIMIT_NOFILE, less kReservedDescriptors) this
+  // server's connections may take: max_connections is lowered to it, so that a flood of
+  // connections on one listener cannot leave the others (gRPC, metrics) or the model files
+  // without descriptors.
+  double descriptor_share = 0.4;
 };
+constexpr size_t kReservedDescriptors = 128;
 
 struct ServerCounters {
   uint64_t connections_accepted = 0;
@@ -244,5 +256,16 @@ class HttpClient {
 
 // Percent-decodes a URL path ("%2F" -> "/"); false on a malformed escape.
 bool url_decode(std::string_view in, std::string* out);
+
+// A request's method, target, query and percent-decoded path from its request line (what the
+// server does with each request head); false when the path has a malformed percent-escape.
+bool fill_request_line(std::string_view method, std::string_view target, HttpRequest* req);
+
+// True when `s` is well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF).
+bool valid_utf8(std::string_view s);
+// `s` made safe to echo in an error message or a log line: bytes that are not part of valid
+// UTF-8, and control characters, become \xNN; input past `max_bytes` is cut, and the cut says
+// how long it was ("...(1048576 bytes)"). Valid and short input comes back unchanged.
+std::string printable(std::string_view s, size_t max_bytes = 256);
 
 }  // namespace gpuopt::net

@@ -1,7 +1,11 @@
 // Router: method + path-pattern matching, and the small value types of http.h.
 #include "net/http.h"
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdint>
 
 #include <exception>
 
@@ -91,7 +95,65 @@ HttpResponse HttpResponse::text(int status, std::string body, std::string conten
 }
 
 HttpResponse HttpResponse::error(int status, std::string_view message) {
-  return json(status, nlohmann::json{{"error", std::string(message)}}.dump());
+  std::string m = valid_utf8(message) ? std::string(message) : printable(message, 4 * message.size());
+  return json(status, nlohmann::json{{"error", std::move(m)}}.dump());
+}
+
+bool valid_utf8(std::string_view s) {
+  size_t i = 0;
+  const size_t n = s.size();
+  while (i < n) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t len;
+    uint32_t cp;
+    if (c >= 0xC2 && c <= 0xDF) len = 2, cp = c & 0x1F;
+    else if (c >= 0xE0 && c <= 0xEF) len = 3, cp = c & 0x0F;
+    else if (c >= 0xF0 && c <= 0xF4) len = 4, cp = c & 0x07;
+    else return false;
+    if (n - i < len) return false;
+    for (size_t k = 1; k < len; ++k) {
+      const auto d = static_cast<unsigned char>(s[i + k]);
+      if ((d & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (d & 0x3F);
+    }
+    if ((len == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
+      return false;
+    i += len;
+  }
+  return true;
+}
+
+std::string printable(std::string_view s, size_t max_bytes) {
+  std::string out;
+  out.reserve(std::min(s.size(), max_bytes) + 24);
+  auto hex = [&](unsigned char c) {
+    static const char* digits = "0123456789abcdef";
+    out += "\\x";
+    out += digits[c >> 4];
+    out += digits[c & 15];
+  };
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    // The longest valid sequence starting here (1 to 4 bytes); 0: one byte to escape.
+    size_t len = c >= 0x20 && c < 0x7F ? 1 : 0;
+    for (size_t k = 2; c >= 0x80 && k <= 4 && i + k <= s.size() && !len; ++k)
+      if (valid_utf8(s.substr(i, k))) len = k;
+    if (out.size() + (len ? len : 4) > max_bytes) break;  // the output, escapes included, stays within
+    if (len) {
+      out.append(s.substr(i, len));
+      i += len;
+    } else {
+      hex(c);
+      ++i;
+    }
+  }
+  if (i < s.size()) out += fmt::format("...({} bytes)", s.size());
+  return out;
 }
 
 bool url_decode(std::string_view in, std::string* out) {
@@ -111,6 +173,14 @@ bool url_decode(std::string_view in, std::string* out) {
   return true;
 }
 
+bool fill_request_line(std::string_view method, std::string_view target, HttpRequest* req) {
+  req->method = std::string(method);
+  req->target = std::string(target);
+  const size_t q = target.find('?');
+  if (q != std::string_view::npos) req->query = std::string(target.substr(q + 1));
+  return url_decode(target.substr(0, q), &req->path);
+}
+
 void Router::add(std::string method, std::string pattern, Handler handler) {
   add_async(std::move(method), std::move(pattern),
             [h = std::move(handler)](HttpRequest&& req, Responder done) { done(h(req)); });
@@ -125,6 +195,14 @@ void Router::add_async(std::string method, std::string pattern, AsyncHandler han
 }
 
 void Router::dispatch(HttpRequest&& req, Responder done) const {
+  // Every message below and every handler may echo these into JSON: invalid UTF-8 is the
+  // client's error, answered here once rather than thrown on somewhere later.
+  if (!valid_utf8(req.method) || !valid_utf8(req.path) || !valid_utf8(req.query)) {
+    const char* what = !valid_utf8(req.method) ? "method" : !valid_utf8(req.path) ? "URL path" : "URL query";
+    const std::string& bytes = !valid_utf8(req.method) ? req.method : !valid_utf8(req.path) ? req.path : req.query;
+    done(HttpResponse::error(400, fmt::format("the request's {} is not valid UTF-8: '{}'", what, printable(bytes))));
+    return;
+  }
   auto segs = split_path(req.path);
   bool path_matched = false;
   for (const Route& r : routes_) {
@@ -150,7 +228,7 @@ void Router::dispatch(HttpRequest&& req, Responder done) const {
     return;
   }
   if (path_matched) {
-    done(HttpResponse::error(405, "method " + req.method + " not allowed for " + req.path));
+    done(HttpResponse::error(405, fmt::format("method {} not allowed for {}", printable(req.method), printable(req.path))));
     return;
   }
   if (not_found_) {
@@ -161,7 +239,7 @@ void Router::dispatch(HttpRequest&& req, Responder done) const {
     }
     return;
   }
-  done(HttpResponse::error(404, "no route for " + req.method + " " + req.path));
+  done(HttpResponse::error(404, fmt::format("no route for {} {}", printable(req.method), printable(req.path))));
 }
 
 }  // namespace gpuopt::net

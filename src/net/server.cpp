@@ -5,6 +5,12 @@
 #include "net/http.h"
 #include "net/parts_body.h"
 
+#include <fcntl.h>
+#include <malloc.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -31,6 +37,7 @@ static uint64_t steady_ns() {
 namespace detail {
 struct ResponderState {
   std::shared_ptr<Connection> conn;
+  std::function<void(HttpResponse)> callback;  // instead of conn (Responder::callback)
   std::atomic<bool> done{false};
   ~ResponderState();
 };
@@ -61,11 +68,39 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
 
   std::atomic<uint64_t> accepted{0}, rejected{0}, requests{0}, bad_requests{0};
 
+  // Out of descriptors: accept fails at once and again (EMFILE); the acceptor backs off instead of
+  // spinning, logs once a second, and sheds the connection at the head of the queue with the
+  // spare descriptor held for that purpose.
+  std::optional<asio::steady_timer> backoff;
+  int spare_fd = -1;
+  uint64_t accept_failures = 0;                  // since the last log line
+  std::chrono::steady_clock::time_point last_accept_log{};
+
   Impl(ServerOptions o, Router r) : opts(std::move(o)), router(std::move(r)) {
     int n = opts.threads > 0 ? opts.threads : static_cast<int>(std::thread::hardware_concurrency());
     for (int i = 0; i < std::max(n, 1); ++i) io.push_back(std::make_unique<IoThread>());
     acceptor.emplace(io[0]->ioc);
+    backoff.emplace(io[0]->ioc);
+    spare_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    opts.max_connections = std::min(opts.max_connections, descriptor_cap(opts));
   }
+  ~Impl() {
+    if (spare_fd >= 0) ::close(spare_fd);
+  }
+  // Connections this server may hold: its share of the descriptors the process may open (less a
+  // reserve for model files, logs and the other listeners), so that it cannot starve them.
+  static size_t descriptor_cap(const ServerOptions& o) {
+    rlimit rl{};
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return o.max_connections;
+    const size_t limit = static_cast<size_t>(rl.rlim_cur);
+    const size_t usable = limit > 2 * kReservedDescriptors ? limit - kReservedDescriptors : limit / 2;
+    const size_t cap = std::max<size_t>(8, static_cast<size_t>(static_cast<double>(usable) * o.descriptor_share));
+    if (cap < o.max_connections)
+      GPUOPT_LOG(info, "http: at most {} connections on port {} ({:.0f}% of the {} file descriptors this process may "
+                 "open, less {} reserved)", cap, o.port, o.descriptor_share * 100, limit, kReservedDescriptors);
+    return std::min(cap, o.max_connections);
+  }
+  void on_accept_error(const beast::error_code& ec);
   void do_accept();
   void on_accept(beast::error_code ec, tcp::socket socket);
   void unregister(Connection* c, const std::string& client) {
@@ -110,7 +145,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void reject(std::string_view why) {
     HttpResponse r = HttpResponse::error(503, why);
     keep_alive_ = false;
-    write_response(std::move(r), /*error_close=*/true);
+    // Closed right after the answer, without lingering: a flood of connections over the cap
+    // must not hold descriptors for the linger time.
+    write_response(std::move(r), /*error_close=*/false);
   }
 
   // From any thread: queue the answer onto this connection's strand.
@@ -223,10 +260,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
                                                "bytes (--max-inflight-bytes); retry later",
                                                server_->opts.inflight->capacity())),
           true);
-    if (ec == http::error::body_limit)
+    if (ec == http::error::body_limit) {
+      // What a chunked body had grown to is freed with the parser; give it back to the system.
+      parser_.reset();
+      malloc_trim(0);
       return write_response(HttpResponse::error(413, fmt::format("request body larger than the limit of {} bytes",
                                                                  server_->opts.max_body_bytes)),
                             true);
+    }
     if (ec == http::error::header_limit)
       return write_response(HttpResponse::error(431, fmt::format("request headers larger than the limit of {} bytes",
                                                                  server_->opts.max_header_bytes)),
@@ -260,14 +301,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   // The request line and headers; false when the path has a malformed percent-escape.
   static bool fill_head(const http::request_header<>& msg, HttpRequest* req) {
-    req->method = std::string(msg.method_string());
-    req->target = std::string(msg.target());
-    std::string_view t = req->target;
-    size_t q = t.find('?');
-    if (q != std::string_view::npos) req->query = std::string(t.substr(q + 1));
     req->headers.reserve(8);
     for (const auto& f : msg) req->headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
-    return url_decode(t.substr(0, q), &req->path);
+    const auto method = msg.method_string();
+    const auto target = msg.target();
+    return fill_request_line({method.data(), method.size()}, {target.data(), target.size()}, req);
   }
 
   // The in-flight budget holds each body from its header to the end of its handler.
@@ -389,7 +427,14 @@ detail::ResponderState::~ResponderState() {
 
 void Responder::operator()(HttpResponse response) const {
   if (!state_ || state_->done.exchange(true)) return;
+  if (state_->callback) return state_->callback(std::move(response));
   state_->conn->post_response(std::move(response));
+}
+
+Responder Responder::callback(std::function<void(HttpResponse)> f) {
+  auto state = std::make_shared<detail::ResponderState>();
+  state->callback = std::move(f);
+  return Responder(std::move(state));
 }
 
 void HttpServer::Impl::do_accept() {
@@ -400,12 +445,39 @@ void HttpServer::Impl::do_accept() {
   acceptor->async_accept(peer, [this](beast::error_code ec, tcp::socket s) { on_accept(ec, std::move(s)); });
 }
 
+void HttpServer::Impl::on_accept_error(const beast::error_code& ec) {
+  ++accept_failures;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_accept_log >= std::chrono::seconds(1)) {
+    GPUOPT_LOG(warn, "http: accept failed: {} ({} time(s) in the last second; backing off)", ec.message(),
+               accept_failures);
+    accept_failures = 0;
+    last_accept_log = now;
+  }
+  const bool out_of_fds = ec == asio::error::no_descriptors || ec.value() == ENFILE || ec.value() == ENOBUFS ||
+                          ec.value() == ENOMEM;
+  if (out_of_fds && spare_fd >= 0) {
+    // Shed the oldest waiting connection (the client sees it close) with the spare descriptor.
+    ::close(spare_fd);
+    const int fd = ::accept4(acceptor->native_handle(), nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd >= 0) ::close(fd);
+    spare_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  }
+  // Then wait until a connection is there: out of descriptors, accept fails before it looks at
+  // the queue, so retrying blindly would fail (and log) with nobody waiting.
+  backoff->expires_after(std::chrono::milliseconds(out_of_fds ? 100 : 10));
+  backoff->async_wait([this](beast::error_code e) {
+    if (e || stopping.load() || !acceptor->is_open()) return;
+    acceptor->async_wait(tcp::acceptor::wait_read, [this](beast::error_code e2) {
+      if (e2 || stopping.load() || !acceptor->is_open()) return;
+      do_accept();
+    });
+  });
+}
+
 void HttpServer::Impl::on_accept(beast::error_code ec, tcp::socket socket) {
   if (ec == asio::error::operation_aborted || stopping.load() || !acceptor->is_open()) return;
-  if (ec) {
-    GPUOPT_LOG(warn, "http: accept failed: {}", ec.message());
-    return do_accept();
-  }
+  if (ec) return on_accept_error(ec);
   beast::error_code ignored;
   socket.set_option(tcp::no_delay(true), ignored);
   std::string client = socket.remote_endpoint(ignored).address().to_string();
@@ -477,6 +549,7 @@ void HttpServer::stop(std::chrono::milliseconds grace) {
   asio::post(impl_->acceptor->get_executor(), [p = impl_.get()] {  // raw: see do_accept
     beast::error_code ec;
     p->acceptor->close(ec);
+    p->backoff->cancel();
   });
   impl_->for_each_connection([](auto& c) { c->on_server_stop(); });
   auto wait_empty = [&](std::chrono::milliseconds d) {

@@ -38,7 +38,21 @@ Result<std::string> read_external(const onnx::TensorProto& p, const std::string&
       return Status::InvalidArgument("{}: external data location '{}' leaves the model folder", what, location);
   const fs::path path = fs::path(model_dir) / rel;
   std::error_code ec;
-  const auto file_size = fs::file_size(path, ec);
+  // A symlink inside the folder may point anywhere: the file's real path must stay inside the
+  // model folder's real path, and it must be a regular file (a device, FIFO or socket could
+  // hang the load or feed it without end).
+  const fs::path real = fs::canonical(path, ec);
+  if (ec) return Status::NotFound("{}: external data file '{}' cannot be read: {}", what, path.string(), ec.message());
+  const fs::path real_dir = fs::canonical(model_dir, ec);
+  if (ec) return Status::NotFound("{}: model folder '{}' cannot be read: {}", what, model_dir, ec.message());
+  const auto [dir_end, real_it] = std::mismatch(real_dir.begin(), real_dir.end(), real.begin(), real.end());
+  if (dir_end != real_dir.end() || real_it == real.end())
+    return Status::InvalidArgument("{}: external data location '{}' resolves to '{}', outside the model folder '{}'",
+                                   what, location, real.string(), real_dir.string());
+  if (!fs::is_regular_file(real, ec))
+    return Status::InvalidArgument("{}: external data '{}' is not a regular file (a device, FIFO or socket?)", what,
+                                   path.string());
+  const auto file_size = fs::file_size(real, ec);
   if (ec) return Status::NotFound("{}: external data file '{}' cannot be read: {}", what, path.string(), ec.message());
   if (offset < 0 || static_cast<uint64_t>(offset) > file_size)
     return Status::InvalidArgument("{}: external data offset {} is past the end of '{}' ({} bytes)", what, offset,
@@ -51,7 +65,7 @@ Result<std::string> read_external(const onnx::TensorProto& p, const std::string&
   if (want > avail)
     return Status::InvalidArgument("{}: external data '{}' has {} bytes after offset {}, need {} (truncated file?)",
                                    what, path.string(), avail, offset, want);
-  std::ifstream f(path, std::ios::binary);
+  std::ifstream f(real, std::ios::binary);
   std::string bytes(want, '\0');
   f.seekg(offset);
   f.read(bytes.data(), static_cast<std::streamsize>(want));

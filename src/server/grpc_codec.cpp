@@ -1,6 +1,10 @@
 // ModelInferRequest -> InferRequest and InferReply -> ModelInferResponse.
 #include "server/grpc_codec.h"
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
+#include <climits>
 #include <cstring>
 #include <limits>
 
@@ -281,7 +285,35 @@ grpc::Status to_grpc_status(const Status& s) {
     case gpuopt::StatusCode::kFailedPrecondition: c = StatusCode::FAILED_PRECONDITION; break;
     case gpuopt::StatusCode::kInternal: c = StatusCode::INTERNAL; break;
   }
-  return grpc::Status(c, s.message());
+  // The message travels as a header (grpc-message): a message that echoes a client's long name
+  // would pass the client's metadata limit and hide the real error behind a transport one.
+  return grpc::Status(c, grpc_message(s.message()));
+}
+
+std::string grpc_message(std::string_view m) {
+  if (m.size() <= kMaxGrpcMessageBytes && net::valid_utf8(m)) return std::string(m);
+  return net::printable(m, kMaxGrpcMessageBytes);
+}
+
+Status parse_infer_request(google::protobuf::io::ZeroCopyInputStream* in, size_t size,
+                           inference::ModelInferRequest* out) {
+  out->Clear();
+  if (size > static_cast<size_t>(INT_MAX) || !in)
+    return Status::InvalidArgument("the ModelInferRequest message of {} bytes is over protobuf's 2 GiB limit", size);
+  google::protobuf::io::CodedInputStream coded(in);
+  coded.SetTotalBytesLimit(INT_MAX);
+  if (!out->ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage())
+    return Status::InvalidArgument(
+        "the request is not a valid ModelInferRequest protobuf message ({} bytes: truncated, a wrong wire type, or "
+        "a string field that is not UTF-8)",
+        size);
+  return Status::Ok();
+}
+
+Status parse_infer_request(std::string_view bytes, inference::ModelInferRequest* out) {
+  if (bytes.size() > static_cast<size_t>(INT_MAX)) return parse_infer_request(nullptr, bytes.size(), out);
+  google::protobuf::io::ArrayInputStream stream(bytes.data(), static_cast<int>(bytes.size()));
+  return parse_infer_request(&stream, bytes.size(), out);
 }
 
 }  // namespace gpuopt::server

@@ -35,6 +35,17 @@ void encode_grpc_response(InferReply&& reply, inference::ModelInferResponse* out
 
 // Status -> gRPC code as Triton maps them: INVALID_ARGUMENT, NOT_FOUND, UNAVAILABLE,
 // UNIMPLEMENTED, ALREADY_EXISTS, RESOURCE_EXHAUSTED (per-request memory), INTERNAL.
+// The message goes through grpc_message() (it travels as a header).
 grpc::Status to_grpc_status(const Status& s);
+constexpr size_t kMaxGrpcMessageBytes = 2048;
+// A message as it may travel: unchanged when valid UTF-8 and short, else printable() and cut.
+std::string grpc_message(std::string_view m);
+
+// A ModelInferRequest from its wire bytes (the raw ModelStreamInfer path and the fuzz target):
+// InvalidArgument naming the problem when they are not one.
+Status parse_infer_request(std::string_view bytes, inference::ModelInferRequest* out);
+// The same from a stream of `size` bytes (a grpc::ByteBuffer's slices, without flattening them).
+Status parse_infer_request(google::protobuf::io::ZeroCopyInputStream* in, size_t size,
+                           inference::ModelInferRequest* out);
 
 }  // namespace gpuopt::server

@@ -6,13 +6,25 @@
 #include <google/protobuf/util/json_util.h>
 #include <grpc/support/log.h>
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/support/proto_buffer_reader.h>
+#include <grpcpp/support/server_interceptor.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
 #include <climits>
+#include <condition_variable>
 #include <deque>
 #include <mutex>
 #include <optional>
+#include <thread>
 #include <utility>
+#include <vector>
 
 #include "core/log.h"
 #include "core/nvtx.h"
@@ -33,7 +45,7 @@ namespace pb = inference;
 Status json_to_proto(const nlohmann::json& j, google::protobuf::Message* m) {
   google::protobuf::util::JsonParseOptions o;
   o.ignore_unknown_fields = true;
-  auto st = google::protobuf::util::JsonStringToMessage(j.dump(), m, o);
+  auto st = google::protobuf::util::JsonStringToMessage(json_text(j), m, o);
   if (!st.ok()) return Status::Internal("JSON to {}: {}", m->GetTypeName(), st.ToString());
   return Status::Ok();
 }
@@ -95,7 +107,33 @@ class WireReactor final : public ServerUnaryReactor {
 
 }  // namespace
 
-class Service final : public pb::GRPCInferenceService::CallbackService {
+// ModelStreamInfer takes raw bytes: a request that is not a valid message is answered in the
+// stream (error_message) and the stream goes on, instead of grpc ending the reads silently.
+using G = pb::GRPCInferenceService;
+// CallbackService with ModelStreamInfer raw (the generated code has no such alias).
+using ServiceBase =
+    G::WithCallbackMethod_ServerLive<
+        G::WithCallbackMethod_ServerReady<
+        G::WithCallbackMethod_ModelReady<
+        G::WithCallbackMethod_ServerMetadata<
+        G::WithCallbackMethod_ModelMetadata<
+        G::WithCallbackMethod_ModelInfer<
+        G::WithRawCallbackMethod_ModelStreamInfer<
+        G::WithCallbackMethod_ModelConfig<
+        G::WithCallbackMethod_ModelStatistics<
+        G::WithCallbackMethod_RepositoryIndex<
+        G::WithCallbackMethod_RepositoryModelLoad<
+        G::WithCallbackMethod_RepositoryModelUnload<
+        G::WithCallbackMethod_SystemSharedMemoryStatus<
+        G::WithCallbackMethod_SystemSharedMemoryRegister<
+        G::WithCallbackMethod_SystemSharedMemoryUnregister<
+        G::WithCallbackMethod_CudaSharedMemoryStatus<
+        G::WithCallbackMethod_CudaSharedMemoryRegister<
+        G::WithCallbackMethod_CudaSharedMemoryUnregister<
+        G::WithCallbackMethod_TraceSetting<
+        G::WithCallbackMethod_LogSettings<pb::GRPCInferenceService::Service>>>>>>>>>>>>>>>>>>>>;
+
+class Service final : public ServiceBase {
  public:
   explicit Service(InferenceServer* s) : s_(s) {}
 
@@ -263,8 +301,7 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
     return reactor;
   }
 
-  grpc::ServerBidiReactor<pb::ModelInferRequest, pb::ModelStreamInferResponse>* ModelStreamInfer(
-      CallbackServerContext*) override;
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* ModelStreamInfer(CallbackServerContext*) override;
 
  private:
   ServerUnaryReactor* control(CallbackServerContext* ctx, const std::string& name, bool load) {
@@ -285,11 +322,11 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
 };
 
 // One ModelStreamInfer call: reads requests as they come, answers each when its inference is
-// done (errors as a response with error_message, the stream going on), and finishes once the
-// client closed its side and every answer is written.
-class StreamReactor final : public grpc::ServerBidiReactor<pb::ModelInferRequest, pb::ModelStreamInferResponse> {
+// done (errors, a malformed message among them, as a response with error_message, the stream
+// going on), and finishes once the client closed its side and every answer is written.
+class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
-  explicit StreamReactor(Service* svc) : svc_(svc) { StartRead(&req_); }
+  explicit StreamReactor(Service* svc) : svc_(svc) { StartRead(&in_); }
 
   void OnReadDone(bool ok) override {
     if (!ok) {
@@ -302,17 +339,24 @@ class StreamReactor final : public grpc::ServerBidiReactor<pb::ModelInferRequest
       std::lock_guard<std::mutex> lk(mu_);
       ++outstanding_;
     }
-    // The request is decoded before infer() returns (its raw inputs moved out into the tensors),
-    // so req_ can take the next one.
-    svc_->infer(req_, [this](Result<InferReply> r) {
+    Status parsed = parse(&req_);
+    in_.Clear();
+    auto reply = [this](Result<InferReply> r) {
       pb::ModelStreamInferResponse resp;
       if (r.ok())
         encode_grpc_response(std::move(r).value(), resp.mutable_infer_response());
       else
-        resp.set_error_message(r.status().message());
+        resp.set_error_message(grpc_message(r.status().message()));
       deliver(std::move(resp));
-    });
-    StartRead(&req_);
+    };
+    if (!parsed.ok()) {
+      reply(parsed);
+    } else {
+      // The request is decoded before infer() returns (its raw inputs moved out into the tensors),
+      // so req_ can take the next one.
+      svc_->infer(req_, reply);
+    }
+    StartRead(&in_);
   }
 
   void OnWriteDone(bool ok) override {
@@ -327,14 +371,22 @@ class StreamReactor final : public grpc::ServerBidiReactor<pb::ModelInferRequest
   void OnDone() override { delete this; }
 
  private:
+  Status parse(pb::ModelInferRequest* out) {
+    const size_t size = in_.Length();
+    grpc::ProtoBufferReader reader(&in_);  // the message's slices as they are, not flattened
+    return parse_infer_request(&reader, size, out);
+  }
   void deliver(pb::ModelStreamInferResponse resp) {
+    grpc::ByteBuffer bb;
+    bool own = false;
+    const bool serialized = grpc::SerializationTraits<pb::ModelStreamInferResponse>::Serialize(resp, &bb, &own).ok();
     std::unique_lock<std::mutex> lk(mu_);
-    if (broken_) {
+    if (broken_ || !serialized) {
       --outstanding_;
       finish_if_done(lk);
       return;
     }
-    writes_.push_back(std::move(resp));
+    writes_.push_back(std::move(bb));
     if (!writing_) write_next_locked();
   }
   void write_next_locked() {
@@ -357,22 +409,147 @@ class StreamReactor final : public grpc::ServerBidiReactor<pb::ModelInferRequest
   }
 
   Service* svc_;
+  grpc::ByteBuffer in_;
   pb::ModelInferRequest req_;
   std::mutex mu_;
-  std::deque<pb::ModelStreamInferResponse> writes_;  // front is being written
-  int64_t outstanding_ = 0;                          // requests read and not yet written (or dropped)
+  std::deque<grpc::ByteBuffer> writes_;  // front is being written
+  int64_t outstanding_ = 0;              // requests read and not yet written (or dropped)
   bool writing_ = false, reads_done_ = false, broken_ = false, finished_ = false;
 };
 
-grpc::ServerBidiReactor<pb::ModelInferRequest, pb::ModelStreamInferResponse>* Service::ModelStreamInfer(
-    CallbackServerContext*) {
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Service::ModelStreamInfer(CallbackServerContext*) {
   return new StreamReactor(this);
 }
 
+// grpc++'s callback API answers a unary request whose message does not parse with UNIMPLEMENTED
+// and no message; this turns that into INVALID_ARGUMENT naming the method. A unary call's
+// message is always present, so a null one after the receive is exactly a parse failure.
+class MalformedRequestInterceptor final : public grpc::experimental::Interceptor {
+ public:
+  explicit MalformedRequestInterceptor(grpc::experimental::ServerRpcInfo* info) : info_(info) {}
+  void Intercept(grpc::experimental::InterceptorBatchMethods* m) override {
+    using H = grpc::experimental::InterceptionHookPoints;
+    if (m->QueryInterceptionHookPoint(H::POST_RECV_MESSAGE) && m->GetRecvMessage() == nullptr) malformed_ = true;
+    if (m->QueryInterceptionHookPoint(H::PRE_SEND_STATUS) && malformed_ &&
+        m->GetSendStatus().error_code() == grpc::StatusCode::UNIMPLEMENTED)
+      m->ModifySendStatus(grpc::Status(
+          grpc::StatusCode::INVALID_ARGUMENT,
+          fmt::format("the request is not a valid protobuf message for {} (truncated, a wrong wire type, or a "
+                      "string field that is not UTF-8)",
+                      info_->method())));
+    m->Proceed();
+  }
+
+ private:
+  grpc::experimental::ServerRpcInfo* info_;
+  bool malformed_ = false;
+};
+
+class MalformedRequestInterceptorFactory final : public grpc::experimental::ServerInterceptorFactoryInterface {
+ public:
+  grpc::experimental::Interceptor* CreateServerInterceptor(grpc::experimental::ServerRpcInfo* info) override {
+    if (info->type() != grpc::experimental::ServerRpcInfo::Type::UNARY) return nullptr;
+    return new MalformedRequestInterceptor(info);
+  }
+};
+
+namespace {
+
+// Whether a listener on 127.0.0.1-or-host:port still accepts: a fresh TCP connection sends the
+// HTTP/2 preface and an empty SETTINGS frame, and grpc answers with its own SETTINGS once it has
+// accepted. Nullopt when this process cannot even make the probe (out of descriptors itself).
+std::optional<bool> listener_answers(const std::string& host, uint16_t port, int timeout_ms) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return std::nullopt;
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  if (host.empty() || host == "0.0.0.0" || ::inet_pton(AF_INET, host.c_str(), &a.sin_addr) != 1)
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) return false;
+  static const char hello[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0";
+  if (::send(fd, hello, sizeof(hello) - 1, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof(hello) - 1)) return false;
+  pollfd p{fd, POLLIN, 0};
+  if (::poll(&p, 1, timeout_ms) != 1) return false;
+  char b[64];
+  return ::recv(fd, b, sizeof(b), 0) > 0;
+}
+
+}  // namespace
+
 struct GrpcServer::Impl {
+  InferenceServer* inference = nullptr;
+  GrpcOptions opts;
+  std::string addr;
+  std::mutex mu;  // guards service, server, old (the watchdog restarts them)
   std::unique_ptr<Service> service;
   std::unique_ptr<grpc::Server> server;
+  std::vector<std::unique_ptr<Service>> old;  // services of restarted servers (calls may still name them)
   std::once_flag stopped;
+  std::mutex stop_mu;
+  std::condition_variable stop_cv;
+  bool stopping = false;
+  std::thread watchdog;
+  std::atomic<uint64_t> restarts{0};
+
+  // Builds and starts a server on opts.port (the bound port after the first start); the port it
+  // got, 0 when it could not bind.
+  int build() {
+    grpc::ServerBuilder b;
+    int selected = 0;
+    // No SO_REUSEPORT (grpc's default): a second server on a taken port must fail, not share it.
+    b.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+    // Idle connections (one that sent only the HTTP/2 preface among them) are closed, so that they
+    // cannot hold descriptors for good.
+    b.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+                         static_cast<int>(std::clamp<int64_t>(opts.idle_timeout.count(), 1, INT_MAX)));
+    b.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, opts.max_concurrent_streams);
+    // Only uncompressed requests: this grpc inflates a compressed message whole before it checks
+    // the size limit (a 1 MB gzip bomb took a gigabyte); a compressed request is refused at its
+    // headers, before any byte is inflated.
+    b.AddChannelArgument(GRPC_COMPRESSION_CHANNEL_ENABLED_ALGORITHMS_BITSET, 1 << GRPC_COMPRESS_NONE);
+    b.AddListeningPort(addr, grpc::InsecureServerCredentials(), &selected);
+    service = std::make_unique<Service>(inference);
+    b.RegisterService(service.get());
+    b.SetMaxReceiveMessageSize(static_cast<int>(std::min<size_t>(opts.max_message_bytes, INT_MAX)));
+    b.SetMaxSendMessageSize(INT_MAX);
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+    interceptors.push_back(std::make_unique<MalformedRequestInterceptorFactory>());
+    b.experimental().SetInterceptorCreators(std::move(interceptors));
+    server = b.BuildAndStart();
+    return server ? selected : 0;
+  }
+
+  // grpc's listener stops for good when accept fails other than with EAGAIN (out of descriptors:
+  // EMFILE): a listener that no longer answers twice in a row is restarted on the same port.
+  void watch() {
+    int misses = 0;
+    std::unique_lock<std::mutex> lk(stop_mu);
+    while (!stop_cv.wait_for(lk, opts.watchdog_interval, [&] { return stopping; })) {
+      lk.unlock();
+      auto ok = listener_answers(opts.host, opts.port, 5000);
+      lk.lock();
+      if (stopping) break;
+      if (!ok) continue;  // this process is out of descriptors itself: no verdict
+      misses = *ok ? 0 : misses + 1;
+      if (misses < 2) continue;
+      misses = 0;
+      GPUOPT_LOG(warn, "gRPC: the listener on {} stopped accepting (out of file descriptors?); restarting it", addr);
+      std::lock_guard<std::mutex> g(mu);
+      if (server) {  // null when the last restart could not bind
+        server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+        server->Wait();
+        server.reset();
+        old.push_back(std::move(service));
+      }
+      if (build() == 0) GPUOPT_LOG(error, "gRPC: restarting the listener on {} failed; retrying", addr);
+      else restarts++;
+    }
+  }
 };
 
 Result<std::unique_ptr<GrpcServer>> GrpcServer::start(InferenceServer* server, const GrpcOptions& o) {
@@ -380,28 +557,35 @@ Result<std::unique_ptr<GrpcServer>> GrpcServer::start(InferenceServer* server, c
   std::call_once(log_once, [] { gpr_set_log_function(grpc_log); });
   std::unique_ptr<GrpcServer> g(new GrpcServer());
   g->impl_ = std::make_unique<Impl>();
-  g->impl_->service = std::make_unique<Service>(server);
-  grpc::ServerBuilder b;
-  int selected = 0;
-  std::string addr = (o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host) + ":" + std::to_string(o.port);
-  // No SO_REUSEPORT (grpc's default): a second server on a taken port must fail, not share it.
-  b.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  b.AddListeningPort(addr, grpc::InsecureServerCredentials(), &selected);
-  b.RegisterService(g->impl_->service.get());
-  b.SetMaxReceiveMessageSize(static_cast<int>(std::min<size_t>(o.max_message_bytes, INT_MAX)));
-  b.SetMaxSendMessageSize(INT_MAX);
-  g->impl_->server = b.BuildAndStart();
-  if (!g->impl_->server || selected == 0)
-    return Status::Unavailable("gRPC: cannot listen on {} (is the port in use?)", addr);
+  Impl& im = *g->impl_;
+  im.inference = server;
+  im.opts = o;
+  im.addr = (o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host) + ":" + std::to_string(o.port);
+  const int selected = im.build();
+  if (selected == 0) return Status::Unavailable("gRPC: cannot listen on {} (is the port in use?)", im.addr);
   g->port_ = static_cast<uint16_t>(selected);
+  im.opts.port = g->port_;
+  im.addr = (o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host) + ":" + std::to_string(g->port_);
+  if (o.watchdog_interval.count() > 0 && o.host.find(':') == std::string::npos)
+    im.watchdog = std::thread([p = g->impl_.get()] { p->watch(); });
   return g;
 }
 
 GrpcServer::~GrpcServer() { stop(std::chrono::milliseconds(0)); }
 
+uint64_t GrpcServer::restarts() const { return impl_ ? impl_->restarts.load() : 0; }
+
 void GrpcServer::stop(std::chrono::milliseconds grace) {
-  if (!impl_ || !impl_->server) return;  // start() failed: nothing was bound
+  if (!impl_) return;
   std::call_once(impl_->stopped, [&] {
+    {
+      std::lock_guard<std::mutex> lk(impl_->stop_mu);
+      impl_->stopping = true;
+    }
+    impl_->stop_cv.notify_all();
+    if (impl_->watchdog.joinable()) impl_->watchdog.join();
+    std::lock_guard<std::mutex> lk(impl_->mu);
+    if (!impl_->server) return;
     impl_->server->Shutdown(std::chrono::system_clock::now() + grace);
     impl_->server->Wait();
   });

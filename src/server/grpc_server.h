@@ -24,6 +24,12 @@ struct GrpcOptions {
   std::string host = "0.0.0.0";
   uint16_t port = 8001;  // 0 = any free port
   size_t max_message_bytes = size_t{64} << 20;  // largest request message (RESOURCE_EXHAUSTED above)
+  // A connection without calls for this long is closed (one that only sent the preface too).
+  std::chrono::milliseconds idle_timeout{std::chrono::seconds(120)};
+  int max_concurrent_streams = 1024;  // calls in flight on one connection
+  // How often the listener is probed; one that stopped accepting (grpc gives up on accept
+  // failures such as running out of file descriptors) is restarted. 0 = never.
+  std::chrono::milliseconds watchdog_interval{std::chrono::seconds(2)};
 };
 
 class GrpcServer {
@@ -32,6 +38,7 @@ class GrpcServer {
   static Result<std::unique_ptr<GrpcServer>> start(InferenceServer* server, const GrpcOptions& options);
   ~GrpcServer();
   uint16_t port() const { return port_; }
+  uint64_t restarts() const;  // listeners the watchdog restarted
   // Stops accepting calls, lets the ones in progress finish for up to `grace`, cancels the rest.
   void stop(std::chrono::milliseconds grace);
 

@@ -1,6 +1,8 @@
 // POST /v2/models/{m}[/versions/{v}]/infer: decode, check against the model config, queue on
 // the batcher, answer from the batcher thread. submit_infer is the part HTTP and gRPC share:
 // shared-memory inputs, checks against the config, the batcher, statistics, the drain count.
+#include <malloc.h>
+
 #include <charconv>
 #include <utility>
 
@@ -10,6 +12,8 @@
 #include "server/kserve.h"
 
 namespace gpuopt::server {
+
+constexpr size_t kTrimAfterRefusalBytes = size_t{4} << 20;
 
 using net::HttpRequest;
 using net::HttpResponse;
@@ -125,6 +129,7 @@ void InferenceServer::handle_infer(HttpRequest&& req, net::Responder done) {
     }
     header_len = n;
   }
+  const size_t body_size = req.raw_body.data ? req.raw_body.size : req.body.size();
   std::optional<NvtxRange> decode_range(std::in_place, "serve decode");
   // Zero-copy: binary tensors are views of the body, which they keep alive until the answer (a
   // large body was read straight into memory laid out for it: request_body.h).
@@ -135,6 +140,9 @@ void InferenceServer::handle_infer(HttpRequest&& req, net::Responder done) {
   decode_range.reset();
   if (!decoded.ok()) {
     const Status& s = decoded.status();
+    // glibc keeps what a large refused request freed (the body, the JSON it began to build) in
+    // its heap; handing it back keeps a refusal from leaving the server larger.
+    if (body_size >= kTrimAfterRefusalBytes) malloc_trim(0);
     // The decoder's out-of-memory is the per-request limit: the request can never fit (413);
     // Unavailable is the server-wide budget (503, retry later).
     v->stats->record_request(false, now_ns() - t_start, 0, 0, 0, 0, 0,
@@ -180,8 +188,10 @@ void InferenceServer::submit_infer(std::shared_ptr<LoadedVersion> v, InferReques
   if (shutting_down_) return fail(Status::Unavailable("server is shutting down"), FailReason::kRejected);
   // The rest of "decode" (the trace's first stage runs from t_start to the batcher hand-off).
   std::optional<NvtxRange> decode_range(std::in_place, "serve decode");
+  std::vector<std::pair<std::string, ShmRef>> shm_used;  // checked again once the request ran
   for (auto& in : ir.inputs) {
     if (!in.shm) continue;
+    shm_used.emplace_back(in.name, *in.shm);
     auto t = shm_.read_input(in.name, *in.shm, in.dtype, in.shape);
     if (!t.ok()) return fail(t.status(), FailReason::kOther);
     in.tensor = std::move(t).value();
@@ -191,8 +201,10 @@ void InferenceServer::submit_infer(std::shared_ptr<LoadedVersion> v, InferReques
   auto plan = plan_outputs(*v, ir);
   if (!plan.ok()) return fail(plan.status(), FailReason::kOther);
   for (size_t i = 0; i < plan->shm.size(); ++i)
-    if (plan->shm[i])
+    if (plan->shm[i]) {
       if (Status s = shm_.check_output(plan->name[i], *plan->shm[i]); !s.ok()) return fail(s, FailReason::kOther);
+      shm_used.emplace_back(plan->name[i], *plan->shm[i]);
+    }
   decode_range.reset();
 
   const uint64_t t_submit = now_ns();
@@ -219,7 +231,7 @@ void InferenceServer::submit_infer(std::shared_ptr<LoadedVersion> v, InferReques
   auto stats = v->stats;
   // memory_hold: the decoded tensors stay in the in-flight budget until the answer is out.
   br.done = [this, done, meta = std::move(meta), plan = std::move(plan).value(), stats, t_start, t_submit, traced, wire,
-             hold = std::move(ir.memory_hold)](Result<std::vector<Tensor>> out, const Timing& t) mutable {
+             hold = std::move(ir.memory_hold), shm_used = std::move(shm_used)](Result<std::vector<Tensor>> out, const Timing& t) mutable {
     const uint64_t t_answer = now_ns();
     std::optional<NvtxRange> encode_range(std::in_place, "serve encode");
     Result<InferReply> reply = Status::Internal("no reply");
@@ -245,6 +257,9 @@ void InferenceServer::submit_infer(std::shared_ptr<LoadedVersion> v, InferReques
         if (plan.shm[i] && written.ok()) written = shm_.write_output(plan.name[i], *plan.shm[i], o);
         r.outputs.emplace_back(plan.name[i], std::move(o));
       }
+      // A client that shrank a region's object while the request ran: what was read or written
+      // there was not its data (the server survived the fault; the answer is an error).
+      if (written.ok() && !shm_used.empty()) written = shm_.intact(shm_used);
       stats->record_request(written.ok(), now_ns() - t_start, t.queue_ns, t.compute_input_ns, t.compute_infer_ns,
                             t.compute_output_ns, written.ok() ? t.batch_rows : 0);
       if (written.ok())

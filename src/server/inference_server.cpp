@@ -151,6 +151,7 @@ Result<std::unique_ptr<InferenceServer>> InferenceServer::start(InferenceServerO
     mo.host = s->opt_.metrics_host;
     mo.port = *s->opt_.metrics_port;
     mo.threads = 1;
+    mo.descriptor_share = 0.05;  // a scraper or two; the rest stays with HTTP and gRPC
     auto m = net::HttpServer::start(mo, std::move(mr));
     if (!m.ok()) return m.status().with_context("metrics endpoint");
     s->metrics_ = std::move(m).value();
@@ -243,7 +244,7 @@ HttpResponse InferenceServer::stats_response(const HttpRequest& q) const {
       a.push_back((*v)->stats->json((*v)->name, (*v)->version_str));
     }
   }
-  return HttpResponse::json(200, json{{"model_stats", a}}.dump());
+  return HttpResponse::json(200, json_text(json{{"model_stats", a}}));
 }
 
 net::Router InferenceServer::routes() {
@@ -258,7 +259,7 @@ net::Router InferenceServer::routes() {
   });
   r.get("/v2", [](const HttpRequest&) {
     json j = {{"name", "gpuopt"}, {"version", GPUOPT_VERSION_STRING}, {"extensions", server_extensions()}};
-    return HttpResponse::json(200, j.dump());
+    return HttpResponse::json(200, json_text(j));
   });
   auto metadata = [this](const HttpRequest& q) {
     auto v = repo_->find(std::string(q.param("model")), std::string(q.param("version")));
@@ -272,7 +273,7 @@ net::Router InferenceServer::routes() {
               {"platform", lv.config.platform},
               {"inputs", io_metadata(lv.config.inputs, lv.config.max_batch_size)},
               {"outputs", io_metadata(lv.config.outputs, lv.config.max_batch_size)}};
-    return HttpResponse::json(200, j.dump());
+    return HttpResponse::json(200, json_text(j));
   };
   r.get("/v2/models/{model}", metadata);
   r.get("/v2/models/{model}/versions/{version}", metadata);
@@ -286,7 +287,7 @@ net::Router InferenceServer::routes() {
   auto config = [this](const HttpRequest& q) {
     auto v = repo_->find(std::string(q.param("model")), std::string(q.param("version")));
     if (!v.ok()) return error_response(v.status());
-    return HttpResponse::json(200, model_config_json((*v)->config).dump());
+    return HttpResponse::json(200, json_text(model_config_json((*v)->config)));
   };
   r.get("/v2/models/{model}/config", config);
   r.get("/v2/models/{model}/versions/{version}/config", config);
@@ -301,7 +302,7 @@ net::Router InferenceServer::routes() {
       const json& j = *parsed;
       if (j.contains("ready") && j["ready"].is_boolean()) ready_only = j["ready"].get<bool>();
     }
-    return HttpResponse::json(200, repo_->index(ready_only).dump());
+    return HttpResponse::json(200, json_text(repo_->index(ready_only)));
   });
   r.add_async("POST", "/v2/repository/models/{model}/load",
               [this](HttpRequest&& q, net::Responder d) { handle_load(std::move(q), d, true); });

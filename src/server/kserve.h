@@ -36,6 +36,7 @@ constexpr size_t kMaxJsonDepth = 64;                         // nested arrays/ob
 constexpr int64_t kMaxElementsPerTensor = int64_t{1} << 28;  // (400 above)
 constexpr size_t kMaxTensorsPerRequest = 1024;               // inputs, and requested outputs (400 above)
 constexpr size_t kMaxRequestMemory = size_t{512} << 20;      // bytes the decoded request may hold
+constexpr size_t kMaxJsonStructureMemory = size_t{16} << 20;  // of it, the JSON besides tensor data (413 above)
 
 struct DecodeLimits {
   size_t max_json_depth = kMaxJsonDepth;
@@ -44,6 +45,9 @@ struct DecodeLimits {
   // Tensors, compact buffers and JSON values the decoder allocates (an estimate, never below the
   // tensor bytes); over it the error is StatusCode::kOutOfMemory, which the server answers 413.
   size_t max_memory_bytes = kMaxRequestMemory;
+  // Of that, what the JSON besides the tensors' data (names, shapes, parameters, outputs) may
+  // take; over it the error is also kOutOfMemory.
+  size_t max_structure_bytes = kMaxJsonStructureMemory;
   // Server-wide: what decoding allocates is also taken from here (in 1 MiB steps); when it is
   // exhausted the error is StatusCode::kUnavailable (503). Null = no server-wide budget.
   std::shared_ptr<net::ByteBudget> inflight;
@@ -76,6 +80,12 @@ struct InferRequest {
   size_t memory_bytes = 0;               // what decoding allocated (counted against the limits)
   std::shared_ptr<void> memory_hold;     // DecodeLimits::inflight bytes, given back when dropped
 };
+
+// JSON text of a reply: bytes that are not valid UTF-8 in a string (a model's name or a message
+// from outside) become U+FFFD instead of an exception.
+inline std::string json_text(const nlohmann::json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
 
 // `header_length`: value of Inference-Header-Content-Length (nullopt = the whole body is JSON).
 Result<InferRequest> decode_infer_request(std::string_view body, std::optional<size_t> header_length,

@@ -97,8 +97,15 @@ namespace impl {
 
 using json = nlohmann::json;
 
-// Estimated bytes of one DOM value (node, map entry); strings add their length.
-constexpr size_t kJsonValueCost = 64;
+// Bytes one DOM value takes, as glibc allocates them: its slot in an array (16, twice that while
+// the vector grows) or an object's map node (node, key and value: 96); an object's map and an
+// array's vector add their own allocation; strings add their length. Charged before the value
+// is added, so the limits hold before the memory is taken.
+constexpr size_t kJsonArraySlotCost = 32;
+constexpr size_t kJsonObjectEntryCost = 96;
+constexpr size_t kJsonObjectCost = 64;
+constexpr size_t kJsonArrayCost = 32;
+constexpr size_t kMaxShapeRank = 16;  // a 'shape' longer than this is refused while it is read
 // Compact buffer bytes per element (kind + 8 bytes); strings add their object and length.
 constexpr size_t kCompactElementCost = 9;
 
@@ -238,7 +245,7 @@ class Reader {
   ParsedHeader take() { return {std::move(dom_), std::move(data_)}; }
 
  private:
-  enum class Kind { kRoot, kList, kTensor, kOther };
+  enum class Kind { kRoot, kList, kTensor, kOutputs, kShape, kOther };
   struct Frame {
     json* node;
     Kind kind;
@@ -258,7 +265,18 @@ class Reader {
   // Adds a value to the DOM under the open container (or as the root); nullptr on failure.
   json* add(json v, size_t extra_bytes) {
     const bool keyed = !frames_.empty() && frames_.back().node->is_object();
-    if (Status s = mem_->charge(kJsonValueCost + extra_bytes + (keyed ? key_.size() : 0)); !s.ok()) {
+    size_t cost = (keyed ? kJsonObjectEntryCost + key_.size() : kJsonArraySlotCost) + extra_bytes;
+    if (v.is_object()) cost += kJsonObjectCost;
+    if (v.is_array()) cost += kJsonArrayCost;
+    // Everything but the tensors' data is a few names and numbers in any real request: its own,
+    // tighter limit refuses a body of empty objects or arrays long before the per-request one.
+    if (cost > limits_.max_structure_bytes || structure_bytes_ > limits_.max_structure_bytes - cost) {
+      fail(Status::OutOfMemory("the {}'s JSON besides tensor data needs more than {} bytes of memory (the limit)",
+                               what_, limits_.max_structure_bytes));
+      return nullptr;
+    }
+    structure_bytes_ += cost;
+    if (Status s = mem_->charge(cost); !s.ok()) {
       fail(std::move(s));
       return nullptr;
     }
@@ -268,9 +286,13 @@ class Reader {
     }
     Frame& top = frames_.back();
     if (top.node->is_array()) {
-      if (top.kind == Kind::kList && top.node->size() >= limits_.max_tensors) {
+      if ((top.kind == Kind::kList || top.kind == Kind::kOutputs) && top.node->size() >= limits_.max_tensors) {
         fail(Status::InvalidArgument("{} has more than {} tensors in '{}' (the limit per request)", what_,
-                                     limits_.max_tensors, list_key_));
+                                     limits_.max_tensors, top.kind == Kind::kList ? list_key_ : "outputs"));
+        return nullptr;
+      }
+      if (top.kind == Kind::kShape && top.node->size() >= kMaxShapeRank) {
+        fail(Status::InvalidArgument("{} has a 'shape' of more than {} dims (the limit)", what_, kMaxShapeRank));
         return nullptr;
       }
       top.node->push_back(std::move(v));
@@ -288,6 +310,10 @@ class Reader {
       if (v.is_object()) kind = Kind::kRoot;
     } else if (frames_.back().kind == Kind::kRoot && key_ == list_key_ && v.is_array()) {
       kind = Kind::kList;
+    } else if (frames_.back().kind == Kind::kRoot && key_ == "outputs" && v.is_array()) {
+      kind = Kind::kOutputs;
+    } else if (frames_.back().kind == Kind::kTensor && key_ == "shape" && v.is_array()) {
+      kind = Kind::kShape;
     } else if (frames_.back().kind == Kind::kList && v.is_object()) {
       kind = Kind::kTensor;
       index = frames_.back().node->size();
@@ -368,6 +394,7 @@ class Reader {
   }
 
   const char* list_key_;
+  size_t structure_bytes_ = 0;  // charged for the DOM (everything but the tensors' data)
   const char* what_;
   size_t body_size_;
   const DecodeLimits& limits_;

@@ -1,10 +1,17 @@
 // Repository: scanning, loading (config, versions, instances, warm-up, batcher) and lookups.
 #include "server/repository.h"
+#include "net/http.h"
 #include "server/request_body.h"
 
 #include "server/placement.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -22,19 +29,47 @@ namespace fs = std::filesystem;
 
 namespace {
 
-Result<std::string> read_text(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  if (!f) return Status::NotFound("cannot read '{}'", p.string());
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
+// An operator's file read with its size known first: it must be a regular file (a FIFO would
+// hang the start, a link to /dev/zero would grow without end) of at most `max_bytes`. Opened
+// non-blocking and checked on the descriptor, so what is checked is what is read.
+Result<std::string> read_text(const fs::path& p, size_t max_bytes) {
+  const int fd = ::open(p.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return Status::NotFound("cannot read '{}': {}", p.string(), std::strerror(errno));
+  struct FdCloser {
+    int fd;
+    ~FdCloser() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (fstat(fd, &st) != 0) return Status::NotFound("cannot read '{}': {}", p.string(), std::strerror(errno));
+  if (!S_ISREG(st.st_mode))
+    return Status::InvalidArgument("'{}' is not a regular file (a FIFO, device or socket?)", p.string());
+  if (static_cast<uint64_t>(st.st_size) > max_bytes)
+    return Status::InvalidArgument("'{}' is {} bytes, over the limit of {} bytes", p.string(), st.st_size, max_bytes);
+  std::string out(static_cast<size_t>(st.st_size), '\0');
+  size_t have = 0;
+  while (have < out.size()) {  // a file that grows meanwhile is read to its size at fstat
+    const ssize_t n = ::read(fd, out.data() + have, out.size() - have);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Status::InvalidArgument("reading '{}' failed: {}", p.string(), std::strerror(errno));
+    if (n == 0) break;
+    have += static_cast<size_t>(n);
+  }
+  out.resize(have);
+  return out;
 }
 
-bool is_version_dir(const fs::directory_entry& e, int64_t* v) {
-  if (!e.is_directory()) return false;
+// A version folder is a decimal number that fits in int64; `overflow` tells a folder of digits
+// that does not (the caller logs it rather than skipping it silently).
+bool is_version_dir(const fs::directory_entry& e, int64_t* v, bool* overflow = nullptr) {
+  std::error_code ec;
+  if (!e.is_directory(ec)) return false;
   std::string n = e.path().filename().string();
-  if (n.empty() || n.size() > 18 || !std::all_of(n.begin(), n.end(), ::isdigit)) return false;
-  *v = std::stoll(n);
+  if (n.empty() || !std::all_of(n.begin(), n.end(), ::isdigit)) return false;
+  auto [end, err] = std::from_chars(n.data(), n.data() + n.size(), *v);
+  if (err != std::errc() || end != n.data() + n.size()) {
+    if (overflow) *overflow = true;
+    return false;
+  }
   return true;
 }
 
@@ -44,7 +79,7 @@ Result<Tensor> warmup_tensor(const fs::path& model_dir, const std::string& input
   if (batching) shape.insert(shape.begin(), batch);
   Tensor t = Tensor::empty(w.dtype, shape);
   if (w.source == WarmupInput::Source::kFile) {
-    GPUOPT_ASSIGN_OR_RETURN(std::string bytes, read_text(model_dir / "warmup" / w.file));
+    GPUOPT_ASSIGN_OR_RETURN(std::string bytes, read_text(model_dir / "warmup" / w.file, kMaxWarmupFileBytes));
     if (w.dtype == DType::String)
       return Status::Unimplemented("warm-up input '{}': BYTES data files are not supported", input);
     // Triton repeats the file's content for each batch row.
@@ -90,6 +125,17 @@ std::vector<std::string> Repository::scan() const {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(opt_.path, ec)) {
     if (!e.is_directory() || e.path().filename().string().starts_with(".")) continue;
+    if (!net::valid_utf8(e.path().filename().string())) {
+      // Names travel in JSON and protobuf strings, which must be UTF-8: such a folder cannot be
+      // served (or listed) and is skipped, with a line saying so.
+      static std::mutex warned_mu;
+      static std::set<std::string> warned;  // once per folder, not at every index request
+      std::lock_guard<std::mutex> lk(warned_mu);
+      if (warned.insert(e.path().string()).second)
+        GPUOPT_LOG(warn, "repository: model folder '{}' is skipped: its name is not valid UTF-8",
+                   net::printable(e.path().filename().string()));
+      continue;
+    }
     bool has = fs::exists(e.path() / "config.pbtxt");
     int64_t v;
     for (const auto& sub : fs::directory_iterator(e.path(), ec)) has |= is_version_dir(sub, &v);
@@ -174,10 +220,10 @@ Result<std::map<int64_t, std::shared_ptr<LoadedVersion>>> Repository::load_versi
     fs::path dir = fs::path(opt_.path) / name;
     std::error_code ec;
     if (name.empty() || name.find('/') != std::string::npos || name == ".." || !fs::is_directory(dir, ec))
-      return Status::NotFound("model '{}' is not in the repository '{}'", name, opt_.path);
+      return Status::NotFound("model '{}' is not in the repository '{}'", net::printable(name), opt_.path);
     fs::path cfg = dir / "config.pbtxt";
     if (fs::exists(cfg, ec)) {
-      GPUOPT_ASSIGN_OR_RETURN(std::string text, read_text(cfg));
+      GPUOPT_ASSIGN_OR_RETURN(std::string text, read_text(cfg, kMaxConfigBytes));
       GPUOPT_ASSIGN_OR_RETURN(base, parse_model_config(text, name + "/config.pbtxt"));
       had_config = true;
       if (!base.name.empty() && base.name != name)
@@ -186,8 +232,13 @@ Result<std::map<int64_t, std::shared_ptr<LoadedVersion>>> Repository::load_versi
     }
     for (const auto& e : fs::directory_iterator(dir, ec)) {
       int64_t v;
-      if (is_version_dir(e, &v) && fs::exists(e.path() / base.default_model_filename))
+      bool overflow = false;
+      if (is_version_dir(e, &v, &overflow) && fs::exists(e.path() / base.default_model_filename))
         paths[v] = (e.path() / base.default_model_filename).string();
+      if (overflow)
+        GPUOPT_LOG(warn, "model '{}': version folder '{}' is skipped: its number does not fit in a signed 64-bit "
+                   "integer (at most {})", name, net::printable(e.path().filename().string()),
+                   std::numeric_limits<int64_t>::max());
     }
     if (paths.empty())
       return Status::NotFound("model '{}' has no version directory with {} in '{}'", name, base.default_model_filename,
@@ -298,7 +349,7 @@ Status Repository::unload(const std::string& name) {
   {
     std::unique_lock<std::shared_mutex> w(mu_);
     auto it = models_.find(name);
-    if (it == models_.end()) return Status::NotFound("unknown model '{}'", name);
+    if (it == models_.end()) return Status::NotFound("unknown model '{}'", net::printable(name));
     old = std::move(it->second.versions);
     it->second.versions.clear();
     it->second.state = "UNLOADING";
@@ -311,16 +362,17 @@ Status Repository::unload(const std::string& name) {
 Result<std::shared_ptr<LoadedVersion>> Repository::find(const std::string& name, const std::string& version) const {
   std::shared_lock<std::shared_mutex> lk(mu_);
   auto it = models_.find(name);
-  if (it == models_.end()) return Status::NotFound("unknown model '{}'", name);
+  if (it == models_.end()) return Status::NotFound("unknown model '{}'", net::printable(name));
   const Entry& e = it->second;
   if (e.versions.empty()) {
-    if (e.state == "LOADING") return Status::Unavailable("model '{}' is loading", name);
-    return Status::Unavailable("model '{}' is not ready{}{}", name, e.reason.empty() ? "" : ": ", e.reason);
+    if (e.state == "LOADING") return Status::Unavailable("model '{}' is loading", net::printable(name));
+    return Status::Unavailable("model '{}' is not ready{}{}", net::printable(name), e.reason.empty() ? "" : ": ",
+                               e.reason);
   }
   if (version.empty()) return e.versions.rbegin()->second;
   for (auto& [v, lv] : e.versions)
     if (lv->version_str == version) return lv;
-  return Status::NotFound("model '{}' has no ready version '{}'", name, version);
+  return Status::NotFound("model '{}' has no ready version '{}'", net::printable(name), net::printable(version));
 }
 
 std::vector<std::shared_ptr<LoadedVersion>> Repository::ready_versions() const {

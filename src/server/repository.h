@@ -23,6 +23,11 @@
 
 namespace gpuopt::server {
 
+// Operator files are read only when they are regular files of at most this size (a FIFO, a device
+// or an oversized file is refused with a message naming it, before any byte is read).
+constexpr size_t kMaxConfigBytes = size_t{4} << 20;        // config.pbtxt
+constexpr size_t kMaxWarmupFileBytes = size_t{1} << 30;    // a model_warmup input_data_file
+
 struct LoadedVersion {
   std::string name;
   int64_t version = 1;

@@ -9,7 +9,8 @@
 //   GPUOPT_ASSIGN_OR_RETURN(Tensor t, shm.read_input("INPUT0", ref, DType::F32, {1, 16}));
 //   GPUOPT_RETURN_IF_ERROR(shm.write_output("OUTPUT0", out_ref, result));
 //
-// Every offset and size is checked against the region before any byte is touched; errors are
+// Every offset and size is checked against the region before any byte is touched, and a system
+// region's object against the registered size at each use (the client may shrink it); errors are
 // InvalidArgument naming the tensor, the region and the numbers. A region stays mapped while a
 // request that uses it is in flight, even if it is unregistered meanwhile.
 #pragma once
@@ -70,6 +71,11 @@ class SharedMemoryManager {
   // Checks that `bytes` fit in ref.byte_size (an output larger than the client's room is an error).
   Status check_output(const std::string& tensor, const ShmRef& ref) const;
   Status write_output(const std::string& tensor, const ShmRef& ref, const Tensor& value) const;
+  // After a request ran: InvalidArgument when the object behind one of the system regions it
+  // used (tensor name, ref) shrank meanwhile. The server survives such a shrink (the SIGBUS it
+  // raises is caught and the region's pages replaced by zeros), but what it read or wrote there
+  // is then not the client's data, and the region is refused until registered again.
+  Status intact(const std::vector<std::pair<std::string, ShmRef>>& used) const;
 
   struct Region;
 

@@ -59,7 +59,7 @@ void InferenceServer::add_shared_memory_routes(net::Router& r) {
     auto status = [this, kind](const HttpRequest& q) {
       auto st = shm_.status(kind, std::string(q.param("region")));
       if (!st.ok()) return reply(st.status());
-      return HttpResponse::json(200, status_json(*st, kind).dump());
+      return HttpResponse::json(200, json_text(status_json(*st, kind)));
     };
     r.get(base + "/status", status);
     r.get(base + "/region/{region}/status", status);

@@ -226,6 +226,42 @@ TEST(CodecLimits, TensorsElementsAndMemoryHaveLimits) {
   EXPECT_GE(fits->memory_bytes, 1600u);  // the tensor's bytes at least
 }
 
+TEST(CodecLimits, AmplifyingStructuresAreRefusedWhileParsed) {
+  // Bodies whose JSON is mostly structure (empty objects, empty arrays, long shapes) are refused
+  // as they are read, before the DOM they describe is built: every value is charged at what it
+  // takes before it is added, against the structure limit.
+  const std::string in = R"({"inputs":[{"name":"a","datatype":"FP32","shape":[1],"data":[1]}],)";
+  std::string outputs = in + R"("outputs":[)";
+  for (int i = 0; i < 2000; ++i) outputs += i ? ",{}" : "{}";
+  outputs += "]}";
+  auto o = decode_infer_request(outputs, std::nullopt);
+  ASSERT_FALSE(o.ok());
+  EXPECT_EQ(o.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(o.status().message().find("more than 1024 tensors in 'outputs'"), std::string::npos)
+      << o.status().message();
+
+  DecodeLimits lim;
+  lim.max_structure_bytes = 64 << 10;
+  std::string params = R"({"parameters":{"p":[)";
+  for (int i = 0; i < 5000; ++i) params += i ? ",[]" : "[]";
+  params += "]}," + in.substr(1);
+  auto p = decode_infer_request(params, std::nullopt, lim);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), StatusCode::kOutOfMemory);  // 413
+  EXPECT_NE(p.status().message().find("besides tensor data needs more than 65536 bytes"), std::string::npos)
+      << p.status().message();
+  // The same with room for it decodes (the limit is what refused it).
+  lim.max_structure_bytes = 4 << 20;
+  EXPECT_TRUE(decode_infer_request(params, std::nullopt, lim).ok());
+
+  std::string shape = R"({"inputs":[{"name":"a","datatype":"FP32","shape":[)";
+  for (int i = 0; i < 100000; ++i) shape += i ? ",0" : "0";
+  shape += R"(],"data":[]}]})";
+  auto sh = decode_infer_request(shape, std::nullopt);
+  ASSERT_FALSE(sh.ok());
+  EXPECT_NE(sh.status().message().find("'shape' of more than 16 dims"), std::string::npos) << sh.status().message();
+}
+
 TEST(CodecLimits, ServerWideBudgetIsTakenAndGivenBack) {
   DecodeLimits lim;
   lim.inflight = std::make_shared<net::ByteBudget>(size_t{3} << 20);

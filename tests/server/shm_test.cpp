@@ -108,6 +108,51 @@ TEST(SharedMemory, AnAlignedInputIsReadInPlaceAndOutlivesItsRegistration) {
   for (int i = 4; i < 8; ++i) EXPECT_EQ(view->data<float>()[i], static_cast<float>(i));  // still mapped
 }
 
+TEST(SharedMemory, AnObjectShrunkByItsClientIsAnErrorNotACrash) {
+  // The client owns the object and may ftruncate it at any time: before a use, the size check
+  // refuses the request; during one (a view read after the shrink), the SIGBUS is caught, the
+  // read sees zeros, and intact() tells the request it must fail.
+  ShmObject obj(8192);
+  for (int i = 0; i < 8; ++i) obj.f32(128)[i] = static_cast<float>(i);
+  SharedMemoryManager m;
+  ASSERT_TRUE(m.register_system("r", obj.key, 0, 8192).ok());
+  auto view = m.read_input("IN", ShmRef{"r", 128, 32}, DType::F32, {2, 4});
+  ASSERT_TRUE(view.ok());
+  const int fd = shm_open(obj.key.c_str(), O_RDWR, 0);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, 0), 0);
+  volatile float got = view->data<float>()[3];  // past the object's end now: SIGBUS, caught
+  EXPECT_EQ(got, 0.f);
+  const std::vector<std::pair<std::string, ShmRef>> used{{"IN", ShmRef{"r", 128, 32}}};
+  Status s = m.intact(used);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("shrank while the server used it"), std::string::npos) << s.message();
+  // Refused from then on, even once the object is back to its size: the mapping is not the
+  // client's memory any more. Registering again makes it usable.
+  ASSERT_EQ(ftruncate(fd, 8192), 0);
+  auto again = m.read_input("IN", ShmRef{"r", 128, 32}, DType::F32, {2, 4});
+  EXPECT_FALSE(again.ok());
+  m.unregister(ShmKind::kSystem, "r");
+  ASSERT_TRUE(m.register_system("r", obj.key, 0, 8192).ok());
+  EXPECT_TRUE(m.read_input("IN", ShmRef{"r", 128, 32}, DType::F32, {2, 4}).ok());
+  // Shrunk before a use: the size check answers, naming the sizes.
+  ASSERT_EQ(ftruncate(fd, 100), 0);
+  auto small = m.read_input("IN", ShmRef{"r", 128, 32}, DType::F32, {2, 4});
+  ASSERT_FALSE(small.ok());
+  EXPECT_NE(small.status().message().find("now has 100 bytes"), std::string::npos) << small.status().message();
+  EXPECT_FALSE(m.check_output("OUT", ShmRef{"r", 0, 64}).ok());
+  ::close(fd);
+}
+
+TEST(SharedMemory, NamesAndKeysAreEchoedBounded) {
+  SharedMemoryManager m;
+  const std::string key = "/" + std::string(1 << 20, 'k');
+  Status s = m.register_system("x", key, 0, 64);
+  ASSERT_FALSE(s.ok());
+  EXPECT_LT(s.message().size(), 1024u) << s.message().size();
+  EXPECT_NE(s.message().find("(1048577 bytes)"), std::string::npos);
+}
+
 TEST(SharedMemory, Base64OfRawHandles) {
   EXPECT_EQ(base64_decode("aGVsbG8=").value(), "hello");
   EXPECT_EQ(base64_decode("aGVsbG8").value(), "hello");

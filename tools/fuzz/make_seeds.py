@@ -113,6 +113,60 @@ def model_seeds():
          [i64("a", 0), i64("b", 10), i64("c", 3), numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "sc")])
 
 
+def http_seeds():
+    # Request heads as clients send them, and the bytes that broke the server: a path that is
+    # not UTF-8 on an unrouted path and a wrong method, raw high bytes, a long name.
+    heads = {
+        "get_live": b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n",
+        "post_infer": b"POST /v2/models/m/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n"
+                      b"Inference-Header-Content-Length: 12\r\n\r\n",
+        "versions_query": b"GET /v2/models/m/versions/1?x=%C3%A9 HTTP/1.1\r\n\r\n",
+        "bad_utf8_unrouted": b"GET /%FF HTTP/1.1\r\n\r\n",
+        "bad_utf8_method": b"DELETE /v2/models/%C0%AF/infer HTTP/1.1\r\n\r\n",
+        "raw_high_bytes": b"GET /v2/models/\xff\xfe/ready HTTP/1.1\r\nX: \xff\r\n\r\n",
+        "shm_region": b"POST /v2/systemsharedmemory/region/%ED%A0%80/register HTTP/1.1\r\n\r\n",
+        "long_name": b"GET /v2/models/" + b"a" * 3000 + b"/config HTTP/1.1\r\n\r\n",
+        "bad_escape": b"GET /v2/models/%G1 HTTP/1.1\r\n\r\n",
+    }
+    for name, head in heads.items():
+        put("corpus_http", name, head)
+
+
+def grpc_seeds():
+    # First byte: the message kind (fuzz_grpc_messages.cpp); then its wire bytes.
+    from tritonclient.grpc import service_pb2 as pb
+    r = pb.ModelInferRequest(model_name="m", id="1")
+    i = r.inputs.add(name="x", datatype="FP32", shape=[1, 4])
+    r.raw_input_contents.append(bytes(16))
+    put("corpus_grpc", "infer_raw", b"\x00" + r.SerializeToString())
+    r = pb.ModelInferRequest(model_name="m")
+    i = r.inputs.add(name="x", datatype="INT64", shape=[2])
+    i.contents.int64_contents.extend([1, -2])
+    o = r.outputs.add(name="y")
+    o.parameters["shared_memory_region"].string_param = "fuzz"
+    o.parameters["shared_memory_byte_size"].int64_param = 64
+    put("corpus_grpc", "infer_contents_shm_out", b"\x00" + r.SerializeToString())
+    r = pb.ModelInferRequest(model_name="m")
+    i = r.inputs.add(name="x", datatype="FP32", shape=[2, 2])
+    i.parameters["shared_memory_region"].string_param = "fuzz"
+    i.parameters["shared_memory_offset"].int64_param = 64
+    i.parameters["shared_memory_byte_size"].int64_param = 16
+    put("corpus_grpc", "infer_shm_in", b"\x00" + r.SerializeToString())
+    r = pb.ModelInferRequest(model_name="m")
+    i = r.inputs.add(name="s", datatype="BYTES", shape=[2])
+    r.raw_input_contents.append(b"\x01\x00\x00\x00a\x02\x00\x00\x00bc")
+    put("corpus_grpc", "infer_bytes", b"\x00" + r.SerializeToString())
+    put("corpus_grpc", "infer_garbage", b"\x00\x0a\xff\xff\xff\xff\x0f")
+    reg = pb.SystemSharedMemoryRegisterRequest(name="r", key="/k", offset=0, byte_size=64)
+    put("corpus_grpc", "shm_register", b"\x01" + reg.SerializeToString())
+    put("corpus_grpc", "shm_status", b"\x02" + pb.SystemSharedMemoryStatusRequest(name="fuzz").SerializeToString())
+    put("corpus_grpc", "shm_unregister", b"\x03" + pb.SystemSharedMemoryUnregisterRequest(name="r").SerializeToString())
+    cuda = pb.CudaSharedMemoryRegisterRequest(name="c", raw_handle=bytes(64), device_id=0, byte_size=64)
+    put("corpus_grpc", "cuda_register", b"\x04" + cuda.SerializeToString())
+
+
 codec_seeds()
 image_seeds()
 model_seeds()
+http_seeds()
+grpc_seeds()
