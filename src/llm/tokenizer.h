@@ -40,7 +40,9 @@ class Tokenizer {
 
 // Streams text as ids arrive: push() returns the newly completed text (possibly empty), holding
 // back bytes of an unfinished UTF-8 character and pieces whose decoding depends on what follows
-// (e.g. Metaspace's leading space). flush() returns whatever is held.
+// (e.g. Metaspace's leading space). flush() returns whatever is held. The pieces concatenated
+// equal decode(all ids); push() returns what `tokenizers`' DecodeStream.step returns (a window of
+// ids: the text of the ids before the window is never decoded again, so streaming stays linear).
 class IncrementalDecoder {
  public:
   explicit IncrementalDecoder(const Tokenizer& tok, bool skip_special_tokens = true);
@@ -50,8 +52,9 @@ class IncrementalDecoder {
  private:
   const Tokenizer& tok_;
   bool skip_special_;
-  std::vector<int64_t> ids_;
-  size_t emitted_bytes_ = 0;
+  std::vector<int64_t> ids_;   // the window: ids_[0, prefix_index_) decode to prefix_
+  std::string prefix_;
+  size_t prefix_index_ = 0;
 };
 
 }  // namespace gpuopt::llm
