@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <mutex>
 #include <queue>
 
@@ -130,6 +131,14 @@ void BpeModel::tokenize(std::string_view word, std::vector<int64_t>& out) const 
       return;
     }
   }
+  if (word.size() >= kCacheMaxWord && prefix_.empty() && suffix_.empty()) {
+    tokenize_long(word, out);
+    return;
+  }
+  tokenize_merged(word, out);
+}
+
+void BpeModel::tokenize_merged(std::string_view word, std::vector<int64_t>& out) const {
   const bool cacheable = word.size() < kCacheMaxWord;
   if (cacheable) {
     std::shared_lock lock(cache_mu_);
@@ -146,6 +155,52 @@ void BpeModel::tokenize(std::string_view word, std::vector<int64_t>& out) const 
     std::unique_lock lock(cache_mu_);
     if (cache_.size() < kCacheCapacity) cache_.emplace(std::string(word), std::move(ids));
   }
+}
+
+namespace {
+uint64_t cp_pair(char32_t a, char32_t b) { return (static_cast<uint64_t>(a) << 21) | b; }
+}  // namespace
+
+const std::vector<uint64_t>& BpeModel::inner_pairs() const {
+  std::call_once(inner_once_, [this] {
+    std::vector<bool> produced(vocab_r_.size(), false);
+    for (const auto& [key, m] : merges_) produced[static_cast<size_t>(m.second)] = true;
+    for (size_t id = 0; id < produced.size(); ++id) {
+      if (!produced[id]) continue;
+      const std::string& t = vocab_r_[id];
+      char32_t prev = 0;
+      for (size_t i = 0; i < t.size();) {
+        Utf8Step st = utf8_step(t, i);
+        if (i > 0) inner_pairs_.push_back(cp_pair(prev, st.cp));
+        prev = st.cp;
+        i += st.len;
+      }
+    }
+    std::sort(inner_pairs_.begin(), inner_pairs_.end());
+    inner_pairs_.erase(std::unique(inner_pairs_.begin(), inner_pairs_.end()), inner_pairs_.end());
+  });
+  return inner_pairs_;
+}
+
+// A long word (a whole Llama-2 prompt is one) cut where no merge can cross: the pieces merge
+// exactly as the whole would, and they are short, so the word cache serves them.
+void BpeModel::tokenize_long(std::string_view word, std::vector<int64_t>& out) const {
+  const auto& pairs = inner_pairs();
+  size_t seg = 0;
+  char32_t prev = 0;
+  bool prev_token = false;
+  for (size_t i = 0; i < word.size();) {
+    Utf8Step st = utf8_step(word, i);
+    bool is_token = st.valid && vocab_.find(word.substr(i, st.len)) != vocab_.end();
+    if (i > seg && prev_token && is_token && !std::binary_search(pairs.begin(), pairs.end(), cp_pair(prev, st.cp))) {
+      tokenize_merged(word.substr(seg, i - seg), out);
+      seg = i;
+    }
+    prev = st.cp;
+    prev_token = is_token;
+    i += st.len;
+  }
+  tokenize_merged(word.substr(seg), out);
 }
 
 void BpeModel::merge_word(std::string_view w, std::vector<int32_t>& ids) const {
@@ -196,14 +251,15 @@ void BpeModel::merge_word(std::string_view w, std::vector<int32_t>& ids) const {
     int32_t rank, pos, new_id;
     bool operator>(const Merge& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
   };
-  std::priority_queue<Merge, std::vector<Merge>, std::greater<>> queue;
   auto lookup = [&](int32_t a, int32_t b) -> const std::pair<int32_t, int32_t>* {
     auto it = merges_.find(pair_key(a, b));
     return it == merges_.end() ? nullptr : &it->second;
   };
+  std::vector<Merge> initial;
   for (size_t k = 0; k + 1 < sym.size(); ++k) {
-    if (auto* m = lookup(sym[k].id, sym[k + 1].id)) queue.push({m->first, static_cast<int32_t>(k), m->second});
+    if (auto* m = lookup(sym[k].id, sym[k + 1].id)) initial.push_back({m->first, static_cast<int32_t>(k), m->second});
   }
+  std::priority_queue<Merge, std::vector<Merge>, std::greater<>> queue(std::greater<>(), std::move(initial));
   while (!queue.empty()) {
     Merge top = queue.top();
     queue.pop();

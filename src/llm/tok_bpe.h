@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <shared_mutex>
 #include <string>
@@ -38,7 +39,10 @@ class BpeModel {
   size_t size() const { return vocab_.size(); }
 
  private:
+  void tokenize_merged(std::string_view word, std::vector<int64_t>& out) const;  // cached merges
+  void tokenize_long(std::string_view word, std::vector<int64_t>& out) const;
   void merge_word(std::string_view w, std::vector<int32_t>& ids) const;
+  const std::vector<uint64_t>& inner_pairs() const;
 
   Vocab vocab_;
   std::vector<std::string> vocab_r_;
@@ -50,6 +54,11 @@ class BpeModel {
   bool fuse_unk_ = false, byte_fallback_ = false, ignore_merges_ = false;
   int32_t byte_ids_[256];  // <0xXX> tokens (-1 when missing)
   bool all_bytes_ = false;
+
+  // Adjacent character pairs inside tokens that merges produce (sorted): between two characters
+  // that are tokens and form no such pair, no merge ever crosses, so a long word is cut there.
+  mutable std::once_flag inner_once_;
+  mutable std::vector<uint64_t> inner_pairs_;
 
   mutable std::shared_mutex cache_mu_;
   mutable std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>> cache_;

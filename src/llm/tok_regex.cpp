@@ -12,24 +12,50 @@ namespace {
 
 // Oniguruma's Unicode \s is exactly White_Space; PCRE2's (UCP) adds U+180E. Spelling the class
 // out keeps the two engines' splits identical.
-constexpr const char* kSpaceClass = R"(\t-\r \x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000})";
+constexpr std::string_view kSpace = R"(\t-\r \x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000})";
+// Letters and numbers of Unicode 15.0-16.0, which `tokenizers`' Oniguruma knows and Debian 12's
+// PCRE2 10.42 (Unicode 14) does not: every code point where the two disagree on \p{L} or \p{N}
+// (none the other way), found by running both over all of Unicode.
+constexpr std::string_view kNewLetters =
+    R"(\x{1C89}-\x{1C8A}\x{A7CB}-\x{A7CD}\x{A7DA}-\x{A7DC}\x{105C0}-\x{105F3}\x{10D4A}-\x{10D65})"
+    R"(\x{10D6F}-\x{10D85}\x{10EC2}-\x{10EC4}\x{1123F}-\x{11240}\x{11380}-\x{11389}\x{1138B}\x{1138E})"
+    R"(\x{11390}-\x{113B5}\x{113B7}\x{113D1}\x{113D3}\x{11BC0}-\x{11BE0}\x{11F02}\x{11F04}-\x{11F10})"
+    R"(\x{11F12}-\x{11F33}\x{1342F}\x{13441}-\x{13446}\x{13460}-\x{143FA}\x{16100}-\x{1611D})"
+    R"(\x{16D40}-\x{16D6C}\x{18CFF}\x{1B132}\x{1B155}\x{1DF25}-\x{1DF2A}\x{1E030}-\x{1E06D})"
+    R"(\x{1E4D0}-\x{1E4EB}\x{1E5D0}-\x{1E5ED}\x{1E5F0}\x{2B739}\x{2EBF0}-\x{2EE5D}\x{31350}-\x{323AF})";
+constexpr std::string_view kNewNumbers =
+    R"(\x{10D40}-\x{10D49}\x{116D0}-\x{116E3}\x{11BF0}-\x{11BF9}\x{11F50}-\x{11F59}\x{16130}-\x{16139})"
+    R"(\x{16D70}-\x{16D79}\x{1CCF0}-\x{1CCF9}\x{1D2C0}-\x{1D2D3}\x{1E4F0}-\x{1E4F9}\x{1E5F1}-\x{1E5FA})";
 
-std::string pin_whitespace(const std::string& p) {
+// Rewrites \s, \S, \p{L}, \p{N}, \P{L}, \P{N} to the classes above (inside a [...] class: their
+// members; \S and \P inside a class are left as PCRE2 reads them).
+std::string port_pattern(const std::string& p) {
+  struct Rule {
+    std::string_view from, members;
+    bool negated;
+  };
+  const std::string letters = fmt::format(R"(\p{{L}}{})", kNewLetters);
+  const std::string numbers = fmt::format(R"(\p{{N}}{})", kNewNumbers);
+  const Rule rules[] = {{R"(\s)", kSpace, false},       {R"(\S)", kSpace, true},
+                        {R"(\p{L})", letters, false},   {R"(\P{L})", letters, true},
+                        {R"(\p{N})", numbers, false},   {R"(\P{N})", numbers, true}};
   std::string out;
   bool in_class = false;
   for (size_t i = 0; i < p.size(); ++i) {
     char c = p[i];
     if (c == '\\' && i + 1 < p.size()) {
-      char n = p[i + 1];
-      if (n == 's') {
-        out += in_class ? std::string(kSpaceClass) : fmt::format("[{}]", kSpaceClass);
-      } else if (n == 'S' && !in_class) {
-        out += fmt::format("[^{}]", kSpaceClass);
+      const Rule* hit = nullptr;
+      for (const Rule& r : rules) {
+        if (p.compare(i, r.from.size(), r.from) == 0 && !(in_class && r.negated)) hit = &r;
+      }
+      if (hit) {
+        if (in_class) out.append(hit->members);
+        else out += fmt::format("[{}{}]", hit->negated ? "^" : "", hit->members);
+        i += hit->from.size() - 1;
       } else {
         out += c;
-        out += n;
+        out += p[++i];
       }
-      ++i;
       continue;
     }
     if (!in_class && c == '[') {
@@ -63,7 +89,7 @@ struct JitStack {
 }  // namespace
 
 Result<std::shared_ptr<const Regex>> Regex::compile(const std::string& pattern) {
-  std::string p = pin_whitespace(pattern);
+  std::string p = port_pattern(pattern);
   int err = 0;
   PCRE2_SIZE off = 0;
   pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(p.data()), p.size(),

@@ -1,6 +1,6 @@
 // PCRE2 (UTF + Unicode properties, JIT) for the tokenizer's pre-tokenizer and Replace patterns.
 // `tokenizers` uses Oniguruma; the patterns tokenizer.json files carry (GPT-2's, Llama-3's, Qwen's)
-// mean the same in PCRE2 once \s is pinned to Unicode White_Space (see tok_regex.cpp).
+// mean the same in PCRE2 once \s, \p{L} and \p{N} are pinned to Oniguruma's sets (tok_regex.cpp).
 //
 //   GPUOPT_ASSIGN_OR_RETURN(auto re, Regex::compile(R"(\p{L}+)"));
 //   for (auto [b, e] : re->find_all(text)) ...   // non-overlapping, left to right

@@ -202,6 +202,27 @@ def test_encode_decode_match_tokenizers(formats, fmt):
     assert lossy or trips > len(items) * 2 // 3, f"only {trips} round trips: the oracle comparison would be weak"
 
 
+@pytest.mark.parametrize("fmt", ["llama3"])
+def test_unicode_sweep(formats, fmt):
+    """The pre-tokenizer's character classes must agree with tokenizers' (Oniguruma's Unicode tables
+    are newer than Debian's PCRE2; src/llm/tok_regex.cpp adds the difference): every code point up
+    to U+323FF that Python's Unicode 14 leaves unassigned (where later versions added letters and
+    digits), and every 31st other one, each in letter/number/space/contraction context."""
+    import unicodedata
+    path = formats[fmt]
+    hf = Tokenizer.from_file(str(path))
+    cps = [c for c in range(0x20, 0x110000) if not 0xD800 <= c <= 0xDFFF and
+           ((c < 0x32400 and unicodedata.category(chr(c)) == "Cn") or c % 31 == 0)]
+    items = []
+    for k in range(0, len(cps), 2000):
+        chunk = cps[k:k + 2000]
+        items.append("".join(f"{chr(c)}'s{chr(c)}1 {chr(c)}" for c in chunk))
+    want = [e.ids for e in hf.encode_batch(items, add_special_tokens=False)]
+    got = gpuopt_json(path, items, "--no-special")
+    bad = [k for k in range(len(items)) if want[k] != got[k]]
+    assert not bad, f"{len(bad)} of {len(items)} chunks differ, first at code points {hex(cps[bad[0] * 2000])}.."
+
+
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_stream_decoder_matches_decode_stream(formats, fmt):
     from tokenizers.decoders import DecodeStream
