@@ -12,6 +12,7 @@
 #include "llm/tok_added.h"
 #include "llm/tok_bpe.h"
 #include "llm/tok_pipeline.h"
+#include "llm/tok_unicode.h"
 
 namespace gpuopt::llm {
 namespace {
@@ -259,9 +260,21 @@ std::string IncrementalDecoder::push(int64_t id) {
   ids_.push_back(id);
   std::string text = tok_.decode(ids_, skip_special_);
   bool held_too_long = ids_.size() - prefix_index_ > kMaxHeldIds;
-  if (text.size() <= prefix_.size() || (ends_replacement(text) && !held_too_long) ||
-      text.compare(0, prefix_.size(), prefix_) != 0) {
-    return {};
+  if (text.size() <= prefix_.size() || (ends_replacement(text) && !held_too_long)) return {};
+  if (text.compare(0, prefix_.size(), prefix_) != 0) {
+    // Only byte tokens that form no UTF-8 do this: ByteFallback turns the whole run into U+FFFDs,
+    // also bytes that went out as a character (DecodeStream raises an error). What went out
+    // stays; the text from where the two differ goes out, and the stream goes on from here.
+    size_t common = 0;
+    for (size_t i = 0; i < std::min(text.size(), prefix_.size()) && text[i] == prefix_[i];) {
+      size_t len = tok::utf8_step(text, i).len;
+      if (text.compare(i, len, prefix_, i, len) != 0) break;
+      common = i += len;
+    }
+    std::string out = text.substr(common);
+    prefix_ = std::move(text);
+    prefix_index_ = ids_.size();
+    return out;
   }
   std::string out = text.substr(prefix_.size());
   size_t new_prefix_index = ids_.size() - prefix_index_;
