@@ -136,8 +136,9 @@ bool is_word_char(char32_t c) {
   }
 }
 
-bool is_mark_nonspacing(char32_t c) {
-  return utf8proc_category(static_cast<utf8proc_int32_t>(c)) == UTF8PROC_CATEGORY_MN;
+bool is_mark(char32_t c) {
+  auto cat = utf8proc_category(static_cast<utf8proc_int32_t>(c));
+  return cat == UTF8PROC_CATEGORY_MN || cat == UTF8PROC_CATEGORY_MC || cat == UTF8PROC_CATEGORY_ME;
 }
 
 bool is_numeric(char32_t c) {
@@ -209,7 +210,7 @@ std::string strip_accents(std::string_view s) {
   out.reserve(s.size());
   for (size_t i = 0; i < s.size();) {
     Utf8Step st = utf8_step(s, i);
-    if (!st.valid || !is_mark_nonspacing(st.cp)) out.append(s.substr(i, st.len));
+    if (!st.valid || !is_mark(st.cp)) out.append(s.substr(i, st.len));
     i += st.len;
   }
   return out;
