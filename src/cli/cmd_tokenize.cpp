@@ -111,20 +111,15 @@ void setup(CLI::App& app) {
   auto* cmd = app.add_subcommand("tokenize", "Text to token ids (or back) with a Hugging Face tokenizer.json");
   auto o = std::make_shared<Options>();
   cmd->add_option("tokenizer", o->tokenizer, "tokenizer.json (Hugging Face tokenizers format)")->required();
-  cmd->add_flag("--decode", o->decode, "Read ids (space-separated per line, or JSON lists), print text");
+  auto* decode = cmd->add_flag("--decode", o->decode, "Read ids (space-separated per line, or JSON lists), print text");
   cmd->add_flag("--no-special", o->no_special,
                 "Encode without the post-processor's BOS/EOS; decode without special tokens");
   cmd->add_flag("--json", o->json,
                 "stdin is one JSON list (of strings, or of id lists with --decode); print one JSON list");
   cmd->add_flag("--stream", o->stream,
-                "With --decode: print the pieces the streaming decoder emits per id (then its flush)");
-  cmd->callback([o] {
-    if (o->stream && !o->decode) {
-      set_exit_code(report_error(Status::InvalidArgument("--stream needs --decode"), true));
-      return;
-    }
-    set_exit_code(run(*o));
-  });
+                "With --decode: print the pieces the streaming decoder emits per id (then its flush) as JSON")
+      ->needs(decode);
+  cmd->callback([o] { set_exit_code(run(*o)); });
 }
 GPUOPT_REGISTER_COMMAND(85, setup);
 
