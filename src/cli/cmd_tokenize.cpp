@@ -61,7 +61,9 @@ std::vector<std::string> stream_pieces(const llm::Tokenizer& tok, const std::vec
   return pieces;
 }
 
-std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+std::string dump(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
 
 int run(const Options& o) {
   auto tok = llm::Tokenizer::from_file(o.tokenizer);
@@ -82,8 +84,10 @@ int run(const Options& o) {
       if (o.decode) {
         auto ids = ids_of(items[k], k);
         if (!ids.ok()) return report_error(ids.status());
-        if (o.stream) out.push_back(stream_pieces(t, *ids, !special));
-        else out.push_back(t.decode(*ids, !special));
+        if (o.stream)
+          out.push_back(stream_pieces(t, *ids, !special));
+        else
+          out.push_back(t.decode(*ids, !special));
       } else {
         if (!items[k].is_string()) return report_error(Status::InvalidArgument("stdin: item {} is not a string", k));
         out.push_back(t.encode(items[k].get_ref<const std::string&>(), special));
@@ -97,8 +101,10 @@ int run(const Options& o) {
     if (o.decode) {
       auto ids = parse_ids(line, line_no);
       if (!ids.ok()) return report_error(ids.status());
-      if (o.stream) fmt::print("{}\n", dump(stream_pieces(t, *ids, !special)));
-      else fmt::print("{}\n", t.decode(*ids, !special));
+      if (o.stream)
+        fmt::print("{}\n", dump(stream_pieces(t, *ids, !special)));
+      else
+        fmt::print("{}\n", t.decode(*ids, !special));
     } else {
       fmt::print("{}\n", fmt::join(t.encode(line, special), " "));
     }

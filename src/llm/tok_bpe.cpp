@@ -105,7 +105,8 @@ Result<std::unique_ptr<BpeModel>> BpeModel::from_json(const json& m) {
     size_t cut = std::min(bpe->prefix_.size(), b.size());
     std::string merged = a + b.substr(cut);
     auto im = bpe->token_to_id(merged);
-    if (!im) return Status::InvalidArgument("model.merges[{}]: the merged token '{}' is not in the vocab", rank, merged);
+    if (!im)
+      return Status::InvalidArgument("model.merges[{}]: the merged token '{}' is not in the vocab", rank, merged);
     bpe->merges_[pair_key(*ia, *ib)] = {rank, *im};
     ++rank;
   }
@@ -158,7 +159,9 @@ void BpeModel::tokenize_merged(std::string_view word, std::vector<int64_t>& out)
 }
 
 namespace {
-uint64_t cp_pair(char32_t a, char32_t b) { return (static_cast<uint64_t>(a) << 21) | b; }
+uint64_t cp_pair(char32_t a, char32_t b) {
+  return (static_cast<uint64_t>(a) << 21) | b;
+}
 }  // namespace
 
 const std::vector<uint64_t>& BpeModel::inner_pairs() const {

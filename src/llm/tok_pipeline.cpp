@@ -1,3 +1,4 @@
+// Normalizers and pre-tokenizers of tokenizer.json (tok_pipeline.h), and the JSON helpers.
 #include "llm/tok_pipeline.h"
 
 #include <fmt/format.h>
@@ -6,9 +7,13 @@
 #include "llm/tok_unicode.h"
 
 namespace gpuopt::llm::tok {
-namespace {
 
 using json = nlohmann::json;
+
+Status check_depth(int depth, const std::string& where) {
+  if (depth > kMaxNesting) return Status::InvalidArgument("{}: sequences nested more than {} deep", where, kMaxNesting);
+  return Status::Ok();
+}
 
 Result<std::string> type_of(const json& j, const std::string& where) {
   if (!j.is_object()) return Status::InvalidArgument("{} is not an object", where);
@@ -51,18 +56,6 @@ Result<Pattern> parse_pattern(const json& j, const std::string& where) {
   return Status::InvalidArgument("{}.pattern is neither {{\"String\": ...}} nor {{\"Regex\": ...}}", where);
 }
 
-// The character-predicate patterns of `tokenizers` (each matching character is one match).
-template <typename Pred>
-std::vector<std::pair<size_t, size_t>> find_chars(std::string_view s, Pred pred) {
-  std::vector<std::pair<size_t, size_t>> out;
-  for (size_t i = 0; i < s.size();) {
-    Utf8Step st = utf8_step(s, i);
-    if (st.valid && pred(st.cp)) out.emplace_back(i, i + st.len);
-    i += st.len;
-  }
-  return out;
-}
-
 std::string replace_all(std::string_view s, const Pattern& p, std::string_view content) {
   auto matches = p.find_all(s);
   if (matches.empty()) return std::string(s);
@@ -74,6 +67,20 @@ std::string replace_all(std::string_view s, const Pattern& p, std::string_view c
     prev = e;
   }
   out.append(s.substr(prev));
+  return out;
+}
+
+namespace {
+
+// The character-predicate patterns of `tokenizers` (each matching character is one match).
+template <typename Pred>
+std::vector<std::pair<size_t, size_t>> find_chars(std::string_view s, Pred pred) {
+  std::vector<std::pair<size_t, size_t>> out;
+  for (size_t i = 0; i < s.size();) {
+    Utf8Step st = utf8_step(s, i);
+    if (st.valid && pred(st.cp)) out.emplace_back(i, i + st.len);
+    i += st.len;
+  }
   return out;
 }
 
@@ -108,8 +115,10 @@ void split_piece(const Piece& piece, const std::vector<std::pair<size_t, size_t>
     case B::kContiguous: {
       bool prev_match = false;
       for (auto p : parts) {
-        if (p.match == prev_match && !groups.empty()) groups.back().e = p.e;
-        else groups.push_back({p.b, p.e, false});
+        if (p.match == prev_match && !groups.empty())
+          groups.back().e = p.e;
+        else
+          groups.push_back({p.b, p.e, false});
         prev_match = p.match;
       }
       break;
@@ -117,8 +126,10 @@ void split_piece(const Piece& piece, const std::vector<std::pair<size_t, size_t>
     case B::kMergedWithPrevious: {
       bool prev_match = false;
       for (auto p : parts) {
-        if (p.match && !prev_match && !groups.empty()) groups.back().e = p.e;
-        else groups.push_back({p.b, p.e, false});
+        if (p.match && !prev_match && !groups.empty())
+          groups.back().e = p.e;
+        else
+          groups.push_back({p.b, p.e, false});
         prev_match = p.match;
       }
       break;
@@ -126,8 +137,10 @@ void split_piece(const Piece& piece, const std::vector<std::pair<size_t, size_t>
     case B::kMergedWithNext: {
       bool prev_match = false;
       for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
-        if (it->match && !prev_match && !groups.empty()) groups.back().b = it->b;
-        else groups.push_back({it->b, it->e, false});
+        if (it->match && !prev_match && !groups.empty())
+          groups.back().b = it->b;
+        else
+          groups.push_back({it->b, it->e, false});
         prev_match = it->match;
       }
       std::reverse(groups.begin(), groups.end());
@@ -154,14 +167,16 @@ std::vector<std::pair<size_t, size_t>> Pattern::find_all(std::string_view text) 
   return regex ? regex->find_all(text) : find_literal(text, literal);
 }
 
-Result<Normalizer> parse_normalizer(const json& j, const std::string& where) {
+Result<Normalizer> parse_normalizer(const json& j, const std::string& where, int depth) {
+  GPUOPT_RETURN_IF_ERROR(check_depth(depth, where));
   GPUOPT_ASSIGN_OR_RETURN(std::string type, type_of(j, where));
   Normalizer n;
   using K = Normalizer::Kind;
   if (type == "Sequence") {
     GPUOPT_ASSIGN_OR_RETURN(const json* list, get_array(j, "normalizers", where));
     for (size_t i = 0; i < list->size(); ++i) {
-      GPUOPT_ASSIGN_OR_RETURN(Normalizer c, parse_normalizer((*list)[i], fmt::format("{}.normalizers[{}]", where, i)));
+      GPUOPT_ASSIGN_OR_RETURN(Normalizer c,
+                              parse_normalizer((*list)[i], fmt::format("{}.normalizers[{}]", where, i), depth + 1));
       n.children.push_back(std::move(c));
     }
   } else if (type == "NFC") {
@@ -190,9 +205,10 @@ Result<Normalizer> parse_normalizer(const json& j, const std::string& where) {
     n.left = get_bool(j, "strip_left", true);
     n.right = get_bool(j, "strip_right", true);
   } else {
-    return Status::Unimplemented("{}: normalizer type '{}' is not supported (supported: Sequence, NFC, NFD, NFKC, "
-                                 "NFKD, Lowercase, Prepend, Replace, Strip, StripAccents, ByteLevel)",
-                                 where, type);
+    return Status::Unimplemented(
+        "{}: normalizer type '{}' is not supported (supported: Sequence, NFC, NFD, NFKC, "
+        "NFKD, Lowercase, Prepend, Replace, Strip, StripAccents, ByteLevel)",
+        where, type);
   }
   return n;
 }
@@ -203,16 +219,30 @@ void normalize(const Normalizer& n, std::string& s) {
     case K::kSequence:
       for (const auto& c : n.children) normalize(c, s);
       break;
-    case K::kNfc: s = normalize_unicode(s, NormForm::kNfc); break;
-    case K::kNfd: s = normalize_unicode(s, NormForm::kNfd); break;
-    case K::kNfkc: s = normalize_unicode(s, NormForm::kNfkc); break;
-    case K::kNfkd: s = normalize_unicode(s, NormForm::kNfkd); break;
-    case K::kLowercase: s = lowercase(s); break;
-    case K::kStripAccents: s = strip_accents(s); break;
+    case K::kNfc:
+      s = normalize_unicode(s, NormForm::kNfc);
+      break;
+    case K::kNfd:
+      s = normalize_unicode(s, NormForm::kNfd);
+      break;
+    case K::kNfkc:
+      s = normalize_unicode(s, NormForm::kNfkc);
+      break;
+    case K::kNfkd:
+      s = normalize_unicode(s, NormForm::kNfkd);
+      break;
+    case K::kLowercase:
+      s = lowercase(s);
+      break;
+    case K::kStripAccents:
+      s = strip_accents(s);
+      break;
     case K::kPrepend:
       if (!s.empty()) s.insert(0, n.text);
       break;
-    case K::kReplace: s = replace_all(s, n.pattern, n.text); break;
+    case K::kReplace:
+      s = replace_all(s, n.pattern, n.text);
+      break;
     case K::kByteLevel: {
       std::string out;
       out.reserve(s.size() * 2);
@@ -244,15 +274,16 @@ void normalize(const Normalizer& n, std::string& s) {
   }
 }
 
-Result<PreTokenizer> parse_pre_tokenizer(const json& j, const std::string& where) {
+Result<PreTokenizer> parse_pre_tokenizer(const json& j, const std::string& where, int depth) {
+  GPUOPT_RETURN_IF_ERROR(check_depth(depth, where));
   GPUOPT_ASSIGN_OR_RETURN(std::string type, type_of(j, where));
   PreTokenizer p;
   using K = PreTokenizer::Kind;
   if (type == "Sequence") {
     GPUOPT_ASSIGN_OR_RETURN(const json* list, get_array(j, "pretokenizers", where));
     for (size_t i = 0; i < list->size(); ++i) {
-      GPUOPT_ASSIGN_OR_RETURN(PreTokenizer c,
-                              parse_pre_tokenizer((*list)[i], fmt::format("{}.pretokenizers[{}]", where, i)));
+      GPUOPT_ASSIGN_OR_RETURN(
+          PreTokenizer c, parse_pre_tokenizer((*list)[i], fmt::format("{}.pretokenizers[{}]", where, i), depth + 1));
       p.children.push_back(std::move(c));
     }
   } else if (type == "ByteLevel") {
@@ -260,8 +291,8 @@ Result<PreTokenizer> parse_pre_tokenizer(const json& j, const std::string& where
     p.add_prefix_space = get_bool(j, "add_prefix_space", true);
     p.use_regex = get_bool(j, "use_regex", true);
     if (p.use_regex) {
-      static const auto gpt2 = Regex::compile(
-          R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)");
+      static const auto gpt2 =
+          Regex::compile(R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)");
       if (!gpt2.ok()) return gpt2.status();
       p.pattern.regex = *gpt2;
     }
@@ -270,12 +301,18 @@ Result<PreTokenizer> parse_pre_tokenizer(const json& j, const std::string& where
     GPUOPT_ASSIGN_OR_RETURN(p.pattern, parse_pattern(j, where));
     GPUOPT_ASSIGN_OR_RETURN(std::string b, get_string(j, "behavior", where));
     using B = PreTokenizer::Behavior;
-    if (b == "Removed") p.behavior = B::kRemoved;
-    else if (b == "Isolated") p.behavior = B::kIsolated;
-    else if (b == "MergedWithPrevious") p.behavior = B::kMergedWithPrevious;
-    else if (b == "MergedWithNext") p.behavior = B::kMergedWithNext;
-    else if (b == "Contiguous") p.behavior = B::kContiguous;
-    else return Status::InvalidArgument("{}.behavior '{}' is not a split behavior", where, b);
+    if (b == "Removed")
+      p.behavior = B::kRemoved;
+    else if (b == "Isolated")
+      p.behavior = B::kIsolated;
+    else if (b == "MergedWithPrevious")
+      p.behavior = B::kMergedWithPrevious;
+    else if (b == "MergedWithNext")
+      p.behavior = B::kMergedWithNext;
+    else if (b == "Contiguous")
+      p.behavior = B::kContiguous;
+    else
+      return Status::InvalidArgument("{}.behavior '{}' is not a split behavior", where, b);
     p.invert = get_bool(j, "invert", false);
   } else if (type == "Metaspace") {
     p.kind = K::kMetaspace;
@@ -285,10 +322,14 @@ Result<PreTokenizer> parse_pre_tokenizer(const json& j, const std::string& where
     }
     std::string scheme = "always";
     if (auto s = j.find("prepend_scheme"); s != j.end() && s->is_string()) scheme = s->get<std::string>();
-    if (scheme == "always") p.prepend = PreTokenizer::Prepend::kAlways;
-    else if (scheme == "first") p.prepend = PreTokenizer::Prepend::kFirst;
-    else if (scheme == "never") p.prepend = PreTokenizer::Prepend::kNever;
-    else return Status::InvalidArgument("{}.prepend_scheme '{}' is not always, first or never", where, scheme);
+    if (scheme == "always")
+      p.prepend = PreTokenizer::Prepend::kAlways;
+    else if (scheme == "first")
+      p.prepend = PreTokenizer::Prepend::kFirst;
+    else if (scheme == "never")
+      p.prepend = PreTokenizer::Prepend::kNever;
+    else
+      return Status::InvalidArgument("{}.prepend_scheme '{}' is not always, first or never", where, scheme);
     if (!get_bool(j, "add_prefix_space", true)) p.prepend = PreTokenizer::Prepend::kNever;
     p.split = get_bool(j, "split", true);
   } else if (type == "Digits") {
@@ -297,9 +338,10 @@ Result<PreTokenizer> parse_pre_tokenizer(const json& j, const std::string& where
   } else if (type == "WhitespaceSplit") {
     p.kind = K::kWhitespaceSplit;
   } else {
-    return Status::Unimplemented("{}: pre-tokenizer type '{}' is not supported (supported: Sequence, ByteLevel, Split, "
-                                 "Metaspace, Digits, WhitespaceSplit)",
-                                 where, type);
+    return Status::Unimplemented(
+        "{}: pre-tokenizer type '{}' is not supported (supported: Sequence, ByteLevel, Split, "
+        "Metaspace, Digits, WhitespaceSplit)",
+        where, type);
   }
   return p;
 }
@@ -313,10 +355,13 @@ void pre_tokenize(const PreTokenizer& p, std::vector<Piece>& pieces) {
       break;
     case K::kByteLevel:
       split_each(pieces, [&](const Piece& in, std::vector<Piece>& out) {
-        Piece piece = in;
-        if (p.add_prefix_space && (piece.text.empty() || piece.text[0] != ' ')) piece.text.insert(0, " ");
-        if (p.use_regex) split_piece(piece, p.pattern.find_all(piece.text), B::kIsolated, false, out);
-        else if (!piece.text.empty()) out.push_back(std::move(piece));
+        // (Built anew rather than insert(0, " "): GCC 12's -Wrestrict misfires on that here.)
+        bool prefix = p.add_prefix_space && (in.text.empty() || in.text[0] != ' ');
+        Piece piece{prefix ? " " + in.text : in.text, in.at_start};
+        if (p.use_regex)
+          split_piece(piece, p.pattern.find_all(piece.text), B::kIsolated, false, out);
+        else if (!piece.text.empty())
+          out.push_back(std::move(piece));
       });
       for (Piece& piece : pieces) {
         std::string mapped;
@@ -338,8 +383,10 @@ void pre_tokenize(const PreTokenizer& p, std::vector<Piece>& pieces) {
                         (p.prepend == PreTokenizer::Prepend::kFirst && piece.at_start))) {
           piece.text.insert(0, p.replacement);
         }
-        if (p.split) split_piece(piece, find_literal(piece.text, p.replacement), B::kMergedWithNext, false, out);
-        else if (!piece.text.empty()) out.push_back(std::move(piece));
+        if (p.split)
+          split_piece(piece, find_literal(piece.text, p.replacement), B::kMergedWithNext, false, out);
+        else if (!piece.text.empty())
+          out.push_back(std::move(piece));
       });
       break;
     case K::kDigits:
@@ -354,235 +401,6 @@ void pre_tokenize(const PreTokenizer& p, std::vector<Piece>& pieces) {
       });
       break;
   }
-}
-
-Result<Decoder> parse_decoder(const json& j, const std::string& where) {
-  GPUOPT_ASSIGN_OR_RETURN(std::string type, type_of(j, where));
-  Decoder d;
-  using K = Decoder::Kind;
-  if (type == "Sequence") {
-    GPUOPT_ASSIGN_OR_RETURN(const json* list, get_array(j, "decoders", where));
-    for (size_t i = 0; i < list->size(); ++i) {
-      GPUOPT_ASSIGN_OR_RETURN(Decoder c, parse_decoder((*list)[i], fmt::format("{}.decoders[{}]", where, i)));
-      d.children.push_back(std::move(c));
-    }
-  } else if (type == "ByteLevel") {
-    d.kind = K::kByteLevel;
-  } else if (type == "Metaspace") {
-    d.kind = K::kMetaspace;
-    GPUOPT_ASSIGN_OR_RETURN(d.replacement, get_string(j, "replacement", where));
-    std::string scheme = "always";
-    if (auto s = j.find("prepend_scheme"); s != j.end() && s->is_string()) scheme = s->get<std::string>();
-    d.prepend_never = scheme == "never" || !get_bool(j, "add_prefix_space", true);
-  } else if (type == "Replace") {
-    d.kind = K::kReplace;
-    GPUOPT_ASSIGN_OR_RETURN(d.pattern, parse_pattern(j, where));
-    GPUOPT_ASSIGN_OR_RETURN(d.replacement, get_string(j, "content", where));
-  } else if (type == "ByteFallback") {
-    d.kind = K::kByteFallback;
-  } else if (type == "Fuse") {
-    d.kind = K::kFuse;
-  } else if (type == "Strip") {
-    d.kind = K::kStrip;
-    GPUOPT_ASSIGN_OR_RETURN(d.strip_content, get_string(j, "content", where));
-    if (d.strip_content.empty() || utf8_step(d.strip_content, 0).len != d.strip_content.size()) {
-      return Status::InvalidArgument("{}.content '{}' is not one character", where, d.strip_content);
-    }
-    auto num = [&](const char* key) -> size_t {
-      auto it = j.find(key);
-      return it != j.end() && it->is_number_unsigned() ? it->get<size_t>() : 0;
-    };
-    d.strip_start = num("start");
-    d.strip_stop = num("stop");
-  } else if (type == "BPEDecoder") {
-    d.kind = K::kBpeSuffix;
-    d.replacement = "</w>";
-    if (auto s = j.find("suffix"); s != j.end() && s->is_string()) d.replacement = s->get<std::string>();
-  } else {
-    return Status::Unimplemented("{}: decoder type '{}' is not supported (supported: Sequence, ByteLevel, Metaspace, "
-                                 "Replace, ByteFallback, Fuse, Strip, BPEDecoder)",
-                                 where, type);
-  }
-  return d;
-}
-
-void decode_chain(const Decoder& d, std::vector<std::string>& tokens) {
-  using K = Decoder::Kind;
-  switch (d.kind) {
-    case K::kSequence:
-      for (const auto& c : d.children) decode_chain(c, tokens);
-      break;
-    case K::kByteLevel: {
-      std::string bytes;
-      for (const std::string& t : tokens) {
-        size_t start = bytes.size();
-        bool all = true;
-        for (size_t i = 0; i < t.size() && all;) {
-          Utf8Step st = utf8_step(t, i);
-          int b = st.valid ? char_to_byte(st.cp) : -1;
-          if (b < 0) all = false;
-          else bytes += static_cast<char>(b);
-          i += st.len;
-        }
-        if (!all) bytes.replace(start, std::string::npos, t);  // not byte-level text: its own bytes
-      }
-      tokens.assign(1, utf8_lossy(bytes));
-      break;
-    }
-    case K::kMetaspace:
-      for (size_t i = 0; i < tokens.size(); ++i) {
-        std::string_view r = d.replacement;
-        std::string out;
-        const std::string& t = tokens[i];
-        for (size_t k = 0; k < t.size();) {
-          if (!r.empty() && t.compare(k, r.size(), r) == 0) {
-            if (i != 0 || d.prepend_never) out += ' ';
-            k += r.size();
-          } else {
-            out += t[k++];
-          }
-        }
-        tokens[i] = std::move(out);
-      }
-      break;
-    case K::kReplace:
-      for (auto& t : tokens) t = replace_all(t, d.pattern, d.replacement);
-      break;
-    case K::kByteFallback: {
-      std::vector<std::string> out;
-      std::string bytes;
-      size_t nbytes = 0;
-      auto flush = [&] {
-        if (nbytes == 0) return;
-        if (is_valid_utf8(bytes)) {
-          out.push_back(bytes);
-        } else {
-          for (size_t k = 0; k < nbytes; ++k) out.push_back("\xEF\xBF\xBD");
-        }
-        bytes.clear();
-        nbytes = 0;
-      };
-      auto hex = [](char c) -> int {
-        if (c >= '0' && c <= '9') return c - '0';
-        if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-        if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-        return -1;
-      };
-      for (auto& t : tokens) {
-        if (t.size() == 6 && t.compare(0, 3, "<0x") == 0 && t[5] == '>' && hex(t[3]) >= 0 && hex(t[4]) >= 0) {
-          bytes += static_cast<char>(hex(t[3]) * 16 + hex(t[4]));
-          ++nbytes;
-        } else {
-          flush();
-          out.push_back(std::move(t));
-        }
-      }
-      flush();
-      tokens = std::move(out);
-      break;
-    }
-    case K::kFuse: {
-      std::string all;
-      for (const auto& t : tokens) all += t;
-      tokens.assign(1, std::move(all));
-      break;
-    }
-    case K::kStrip:
-      for (auto& t : tokens) {
-        const std::string& c = d.strip_content;
-        size_t b = 0, e = t.size();
-        for (size_t k = 0; k < d.strip_start && b + c.size() <= e && t.compare(b, c.size(), c) == 0; ++k) b += c.size();
-        for (size_t k = 0; k < d.strip_stop && e >= b + c.size() && t.compare(e - c.size(), c.size(), c) == 0; ++k) {
-          e -= c.size();
-        }
-        t = t.substr(b, e - b);
-      }
-      break;
-    case K::kBpeSuffix:
-      for (size_t i = 0; i < tokens.size(); ++i) {
-        tokens[i] = replace_all(tokens[i], Pattern{d.replacement, nullptr}, i + 1 == tokens.size() ? "" : " ");
-      }
-      break;
-  }
-}
-
-namespace {
-
-Result<int64_t> special_id(const json& pair, const std::string& where) {
-  // Bert/Roberta processors spell a special token as ["<s>", 0].
-  if (!pair.is_array() || pair.size() != 2 || !pair[1].is_number_integer()) {
-    return Status::InvalidArgument("{} is not [token, id]", where);
-  }
-  return pair[1].get<int64_t>();
-}
-
-Status parse_post_into(const json& j, const std::string& where, PostProcessor& pp) {
-  GPUOPT_ASSIGN_OR_RETURN(std::string type, type_of(j, where));
-  if (type == "ByteLevel") return Status::Ok();  // offsets only
-  if (type == "Sequence") {
-    GPUOPT_ASSIGN_OR_RETURN(const json* list, get_array(j, "processors", where));
-    for (size_t i = 0; i < list->size(); ++i) {
-      GPUOPT_RETURN_IF_ERROR(parse_post_into((*list)[i], fmt::format("{}.processors[{}]", where, i), pp));
-    }
-    return Status::Ok();
-  }
-  if (pp.has_template) return Status::Unimplemented("{}: more than one template post-processor", where);
-  if (type == "BertProcessing" || type == "RobertaProcessing") {
-    auto cls = j.find("cls"), sep = j.find("sep");
-    if (cls == j.end() || sep == j.end()) return Status::InvalidArgument("{} needs cls and sep", where);
-    GPUOPT_ASSIGN_OR_RETURN(int64_t c, special_id(*cls, where + ".cls"));
-    GPUOPT_ASSIGN_OR_RETURN(int64_t s, special_id(*sep, where + ".sep"));
-    pp.single = {{c}, {}, {s}};
-    pp.has_template = true;
-    return Status::Ok();
-  }
-  if (type != "TemplateProcessing") {
-    return Status::Unimplemented("{}: post-processor type '{}' is not supported (supported: TemplateProcessing, "
-                                 "ByteLevel, Sequence, BertProcessing, RobertaProcessing)",
-                                 where, type);
-  }
-  GPUOPT_ASSIGN_OR_RETURN(const json* single, get_array(j, "single", where));
-  auto specials = j.find("special_tokens");
-  for (size_t i = 0; i < single->size(); ++i) {
-    const json& item = (*single)[i];
-    std::string w = fmt::format("{}.single[{}]", where, i);
-    if (item.contains("Sequence")) {
-      const json& seq = item["Sequence"];
-      if (!seq.is_object() || seq.value("id", "") != "A") {
-        return Status::InvalidArgument("{}: a single-sequence template can only name sequence A", w);
-      }
-      pp.single.emplace_back();
-    } else if (item.contains("SpecialToken") && item["SpecialToken"].is_object()) {
-      std::string name = item["SpecialToken"].value("id", "");
-      if (specials == j.end() || !specials->is_object() || !specials->contains(name)) {
-        return Status::InvalidArgument("{}: special token '{}' is not in {}.special_tokens", w, name, where);
-      }
-      const json& st = (*specials)[name];
-      auto ids = st.find("ids");
-      if (ids == st.end() || !ids->is_array()) return Status::InvalidArgument("{}.special_tokens['{}'].ids is missing", where, name);
-      std::vector<int64_t> v;
-      for (const auto& id : *ids) {
-        if (!id.is_number_integer() || id.get<int64_t>() < 0) {
-          return Status::InvalidArgument("{}.special_tokens['{}'].ids holds a non-id", where, name);
-        }
-        v.push_back(id.get<int64_t>());
-      }
-      if (v.empty()) continue;  // nothing to insert
-      pp.single.push_back(std::move(v));
-    } else {
-      return Status::InvalidArgument("{} is neither a Sequence nor a SpecialToken", w);
-    }
-  }
-  pp.has_template = true;
-  return Status::Ok();
-}
-
-}  // namespace
-
-Result<PostProcessor> parse_post_processor(const json& j, const std::string& where) {
-  PostProcessor pp;
-  GPUOPT_RETURN_IF_ERROR(parse_post_into(j, where, pp));
-  return pp;
 }
 
 }  // namespace gpuopt::llm::tok

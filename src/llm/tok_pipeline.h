@@ -2,6 +2,7 @@
 // applies them: normalizers (text -> text), pre-tokenizers (pieces -> smaller pieces), decoders
 // (token strings -> text) and the post-processor (ids -> ids with BOS/EOS). Each parser refuses a
 // type it does not know by name (Status Unimplemented), so a file is never half understood.
+// Sequences nest at most kMaxNesting deep (a hostile file must not exhaust the stack).
 #pragma once
 
 #include <cstdint>
@@ -16,6 +17,8 @@
 
 namespace gpuopt::llm::tok {
 
+constexpr int kMaxNesting = 16;
+
 // A string or regex pattern ({"String": "..."} / {"Regex": "..."}).
 struct Pattern {
   std::string literal;
@@ -24,14 +27,26 @@ struct Pattern {
 };
 
 struct Normalizer {
-  enum class Kind { kSequence, kNfc, kNfd, kNfkc, kNfkd, kLowercase, kPrepend, kReplace, kStrip, kStripAccents, kByteLevel };
+  enum class Kind {
+    kSequence,
+    kNfc,
+    kNfd,
+    kNfkc,
+    kNfkd,
+    kLowercase,
+    kPrepend,
+    kReplace,
+    kStrip,
+    kStripAccents,
+    kByteLevel
+  };
   Kind kind = Kind::kSequence;
-  std::string text;  // Prepend's prefix, Replace's content
-  Pattern pattern;   // Replace's pattern
+  std::string text;                  // Prepend's prefix, Replace's content
+  Pattern pattern;                   // Replace's pattern
   bool left = false, right = false;  // Strip
   std::vector<Normalizer> children;
 };
-Result<Normalizer> parse_normalizer(const nlohmann::json& j, const std::string& where);
+Result<Normalizer> parse_normalizer(const nlohmann::json& j, const std::string& where, int depth = 0);
 void normalize(const Normalizer& n, std::string& s);
 
 // One piece of text on its way to the model. `at_start`: it begins at offset 0 of the input
@@ -47,7 +62,7 @@ struct PreTokenizer {
   enum class Prepend { kAlways, kFirst, kNever };
   Kind kind = Kind::kSequence;
   bool add_prefix_space = false, use_regex = true;  // ByteLevel
-  Pattern pattern;                                   // Split (ByteLevel's regex when use_regex)
+  Pattern pattern;                                  // Split (ByteLevel's regex when use_regex)
   Behavior behavior = Behavior::kIsolated;
   bool invert = false;
   std::string replacement;  // Metaspace
@@ -56,7 +71,7 @@ struct PreTokenizer {
   bool individual_digits = false;  // Digits
   std::vector<PreTokenizer> children;
 };
-Result<PreTokenizer> parse_pre_tokenizer(const nlohmann::json& j, const std::string& where);
+Result<PreTokenizer> parse_pre_tokenizer(const nlohmann::json& j, const std::string& where, int depth = 0);
 void pre_tokenize(const PreTokenizer& p, std::vector<Piece>& pieces);
 
 struct Decoder {
@@ -69,7 +84,7 @@ struct Decoder {
   size_t strip_start = 0, strip_stop = 0;
   std::vector<Decoder> children;
 };
-Result<Decoder> parse_decoder(const nlohmann::json& j, const std::string& where);
+Result<Decoder> parse_decoder(const nlohmann::json& j, const std::string& where, int depth = 0);
 void decode_chain(const Decoder& d, std::vector<std::string>& tokens);
 
 // TemplateProcessing's "single" template (also Bert/Roberta processing), as a list of pieces:
@@ -79,5 +94,14 @@ struct PostProcessor {
   bool has_template = false;
 };
 Result<PostProcessor> parse_post_processor(const nlohmann::json& j, const std::string& where);
+
+// JSON helpers shared by tok_pipeline.cpp and tok_decoders.cpp; errors name `where`.
+Status check_depth(int depth, const std::string& where);
+Result<std::string> type_of(const nlohmann::json& j, const std::string& where);
+Result<std::string> get_string(const nlohmann::json& j, const char* key, const std::string& where);
+bool get_bool(const nlohmann::json& j, const char* key, bool dflt);
+Result<const nlohmann::json*> get_array(const nlohmann::json& j, const char* key, const std::string& where);
+Result<Pattern> parse_pattern(const nlohmann::json& j, const std::string& where);  // j["pattern"]
+std::string replace_all(std::string_view s, const Pattern& p, std::string_view content);
 
 }  // namespace gpuopt::llm::tok

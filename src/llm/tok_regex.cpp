@@ -12,7 +12,8 @@ namespace {
 
 // Oniguruma's Unicode \s is exactly White_Space; PCRE2's (UCP) adds U+180E. Spelling the class
 // out keeps the two engines' splits identical.
-constexpr std::string_view kSpace = R"(\t-\r \x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000})";
+constexpr std::string_view kSpace =
+    R"(\t-\r \x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000})";
 // Letters and numbers of Unicode 15.0-16.0, which `tokenizers`' Oniguruma knows and Debian 12's
 // PCRE2 10.42 (Unicode 14) does not: every code point where the two disagree on \p{L} or \p{N}
 // (none the other way), found by running both over all of Unicode.
@@ -36,9 +37,8 @@ std::string port_pattern(const std::string& p) {
   };
   const std::string letters = fmt::format(R"(\p{{L}}{})", kNewLetters);
   const std::string numbers = fmt::format(R"(\p{{N}}{})", kNewNumbers);
-  const Rule rules[] = {{R"(\s)", kSpace, false},       {R"(\S)", kSpace, true},
-                        {R"(\p{L})", letters, false},   {R"(\P{L})", letters, true},
-                        {R"(\p{N})", numbers, false},   {R"(\P{N})", numbers, true}};
+  const Rule rules[] = {{R"(\s)", kSpace, false},    {R"(\S)", kSpace, true},      {R"(\p{L})", letters, false},
+                        {R"(\P{L})", letters, true}, {R"(\p{N})", numbers, false}, {R"(\P{N})", numbers, true}};
   std::string out;
   bool in_class = false;
   for (size_t i = 0; i < p.size(); ++i) {
@@ -49,8 +49,10 @@ std::string port_pattern(const std::string& p) {
         if (p.compare(i, r.from.size(), r.from) == 0 && !(in_class && r.negated)) hit = &r;
       }
       if (hit) {
-        if (in_class) out.append(hit->members);
-        else out += fmt::format("[{}{}]", hit->negated ? "^" : "", hit->members);
+        if (in_class)
+          out.append(hit->members);
+        else
+          out += fmt::format("[{}{}]", hit->negated ? "^" : "", hit->members);
         i += hit->from.size() - 1;
       } else {
         out += c;
@@ -107,7 +109,9 @@ Result<std::shared_ptr<const Regex>> Regex::compile(const std::string& pattern) 
   return std::shared_ptr<const Regex>(std::move(re));
 }
 
-Regex::~Regex() { pcre2_code_free(static_cast<pcre2_code*>(code_)); }
+Regex::~Regex() {
+  pcre2_code_free(static_cast<pcre2_code*>(code_));
+}
 
 std::vector<std::pair<size_t, size_t>> Regex::find_all(std::string_view text) const {
   std::vector<std::pair<size_t, size_t>> out;

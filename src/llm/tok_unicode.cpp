@@ -113,9 +113,13 @@ const ByteTable& byte_table() {
 
 }  // namespace
 
-const std::string& byte_to_char_utf8(uint8_t b) { return byte_table().utf8[b]; }
+const std::string& byte_to_char_utf8(uint8_t b) {
+  return byte_table().utf8[b];
+}
 
-int char_to_byte(char32_t cp) { return cp < 324 ? byte_table().from_cp[cp] : -1; }
+int char_to_byte(char32_t cp) {
+  return cp < 324 ? byte_table().from_cp[cp] : -1;
+}
 
 bool is_whitespace(char32_t c) {
   return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
@@ -126,10 +130,17 @@ bool is_word_char(char32_t c) {
   if (c == 0x200C || c == 0x200D) return true;  // Join_Control
   if (c >= 0x24B6 && c <= 0x24E9) return true;  // circled letters: So but Alphabetic
   switch (utf8proc_category(static_cast<utf8proc_int32_t>(c))) {
-    case UTF8PROC_CATEGORY_LU: case UTF8PROC_CATEGORY_LL: case UTF8PROC_CATEGORY_LT:
-    case UTF8PROC_CATEGORY_LM: case UTF8PROC_CATEGORY_LO: case UTF8PROC_CATEGORY_MN:
-    case UTF8PROC_CATEGORY_MC: case UTF8PROC_CATEGORY_ME: case UTF8PROC_CATEGORY_ND:
-    case UTF8PROC_CATEGORY_NL: case UTF8PROC_CATEGORY_PC:
+    case UTF8PROC_CATEGORY_LU:
+    case UTF8PROC_CATEGORY_LL:
+    case UTF8PROC_CATEGORY_LT:
+    case UTF8PROC_CATEGORY_LM:
+    case UTF8PROC_CATEGORY_LO:
+    case UTF8PROC_CATEGORY_MN:
+    case UTF8PROC_CATEGORY_MC:
+    case UTF8PROC_CATEGORY_ME:
+    case UTF8PROC_CATEGORY_ND:
+    case UTF8PROC_CATEGORY_NL:
+    case UTF8PROC_CATEGORY_PC:
       return true;
     default:
       return false;
@@ -152,15 +163,23 @@ void normalize_run(std::string_view run, NormForm form, std::string& out) {
   if (run.empty()) return;
   int opts = UTF8PROC_STABLE;
   switch (form) {
-    case NormForm::kNfc: opts |= UTF8PROC_COMPOSE; break;
-    case NormForm::kNfd: opts |= UTF8PROC_DECOMPOSE; break;
-    case NormForm::kNfkc: opts |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT; break;
-    case NormForm::kNfkd: opts |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT; break;
+    case NormForm::kNfc:
+      opts |= UTF8PROC_COMPOSE;
+      break;
+    case NormForm::kNfd:
+      opts |= UTF8PROC_DECOMPOSE;
+      break;
+    case NormForm::kNfkc:
+      opts |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT;
+      break;
+    case NormForm::kNfkd:
+      opts |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT;
+      break;
   }
   utf8proc_uint8_t* dst = nullptr;
-  utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(run.data()),
-                                    static_cast<utf8proc_ssize_t>(run.size()), &dst,
-                                    static_cast<utf8proc_option_t>(opts));
+  utf8proc_ssize_t n =
+      utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(run.data()), static_cast<utf8proc_ssize_t>(run.size()),
+                   &dst, static_cast<utf8proc_option_t>(opts));
   if (n >= 0 && dst) {
     out.append(reinterpret_cast<const char*>(dst), static_cast<size_t>(n));
   } else {

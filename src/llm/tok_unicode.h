@@ -31,13 +31,13 @@ int char_to_byte(char32_t cp);                    // -1 when cp is not one of th
 
 bool is_whitespace(char32_t cp);  // Unicode White_Space (Rust char::is_whitespace)
 bool is_word_char(char32_t cp);   // Rust regex's Unicode \w
-bool is_mark(char32_t cp);  // General_Category Mark (Mn, Mc, Me)
-bool is_numeric(char32_t cp);  // Rust char::is_numeric: Nd, Nl, No
+bool is_mark(char32_t cp);        // General_Category Mark (Mn, Mc, Me)
+bool is_numeric(char32_t cp);     // Rust char::is_numeric: Nd, Nl, No
 
 enum class NormForm { kNfc, kNfd, kNfkc, kNfkd };
 // Normalizes each valid run of s; invalid bytes pass through unchanged.
 std::string normalize_unicode(std::string_view s, NormForm form);
-std::string lowercase(std::string_view s);  // per character, Rust's char::to_lowercase
+std::string lowercase(std::string_view s);      // per character, Rust's char::to_lowercase
 std::string strip_accents(std::string_view s);  // drops marks, as StripAccents does
 
 }  // namespace gpuopt::llm::tok

@@ -137,8 +137,10 @@ Result<std::unique_ptr<Tokenizer>> HfTokenizer::build(const json& j) {
     }
     for (size_t i = 0; i < t->added_.size(); ++i) {
       const AddedToken& a = t->added_[i];
-      if (a.normalized) t->normalized_matcher_.add(a.decoded, i);
-      else t->raw_matcher_.add(a.content, i);
+      if (a.normalized)
+        t->normalized_matcher_.add(a.decoded, i);
+      else
+        t->raw_matcher_.add(a.content, i);
     }
   }
   t->vocab_size_ = max_id + 1;
@@ -150,8 +152,10 @@ void HfTokenizer::encode_gap(std::string_view text, bool at_start, std::vector<i
   if (normalizer_) normalize(*normalizer_, normalized);
   if (normalized.empty()) return;
   std::vector<Split> splits;
-  if (normalized_matcher_.empty()) splits.push_back({0, normalized.size(), -1});
-  else splits = normalized_matcher_.split(normalized, added_);
+  if (normalized_matcher_.empty())
+    splits.push_back({0, normalized.size(), -1});
+  else
+    splits = normalized_matcher_.split(normalized, added_);
   std::vector<Piece> pieces;
   for (const Split& s : splits) {
     if (s.id >= 0) {
@@ -170,16 +174,20 @@ std::vector<int64_t> HfTokenizer::encode(std::string_view text, bool add_special
     if (!text.empty()) encode_gap(text, true, ids);
   } else {
     for (const Split& s : raw_matcher_.split(text, added_)) {
-      if (s.id >= 0) ids.push_back(s.id);
-      else encode_gap(text.substr(s.begin, s.end - s.begin), s.begin == 0, ids);
+      if (s.id >= 0)
+        ids.push_back(s.id);
+      else
+        encode_gap(text.substr(s.begin, s.end - s.begin), s.begin == 0, ids);
     }
   }
   if (!add_special_tokens || !post_ || !post_->has_template) return ids;
   std::vector<int64_t> out;
   out.reserve(ids.size() + 4);
   for (const auto& part : post_->single) {
-    if (part.empty()) out.insert(out.end(), ids.begin(), ids.end());
-    else out.insert(out.end(), part.begin(), part.end());
+    if (part.empty())
+      out.insert(out.end(), ids.begin(), ids.end());
+    else
+      out.insert(out.end(), part.begin(), part.end());
   }
   return out;
 }
@@ -189,8 +197,10 @@ std::string HfTokenizer::decode(const std::vector<int64_t>& ids, bool skip_speci
   tokens.reserve(ids.size());
   for (int64_t id : ids) {
     const std::string* s = nullptr;
-    if (auto it = added_by_id_.find(id); it != added_by_id_.end()) s = &added_[it->second].decoded;
-    else s = model_->id_to_token(id);
+    if (auto it = added_by_id_.find(id); it != added_by_id_.end())
+      s = &added_[it->second].decoded;
+    else
+      s = model_->id_to_token(id);
     if (!s) continue;  // an id no token has: tokenizers drops it too
     if (skip_special_tokens && special_contents_.count(*s)) continue;
     tokens.push_back(*s);

@@ -25,8 +25,7 @@ class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
   static Result<std::unique_ptr<Tokenizer>> from_file(const std::filesystem::path& path);
-  static Result<std::unique_ptr<Tokenizer>> from_json(const std::string& json_text,
-                                                      const std::string& where);
+  static Result<std::unique_ptr<Tokenizer>> from_json(const std::string& json_text, const std::string& where);
   // add_special_tokens: the post-processor's BOS/EOS (TemplateProcessing / ByteLevel), as
   // `tokenizers`' encode(text, add_special_tokens=...).
   virtual std::vector<int64_t> encode(std::string_view text, bool add_special_tokens) const = 0;
@@ -52,7 +51,7 @@ class IncrementalDecoder {
  private:
   const Tokenizer& tok_;
   bool skip_special_;
-  std::vector<int64_t> ids_;   // the window: ids_[0, prefix_index_) decode to prefix_
+  std::vector<int64_t> ids_;  // the window: ids_[0, prefix_index_) decode to prefix_
   std::string prefix_;
   size_t prefix_index_ = 0;
 };

@@ -4,8 +4,8 @@
 #include "llm/tokenizer.h"
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include <fstream>
 #include <random>
@@ -90,18 +90,24 @@ TEST(Tokenizer, LeftmostMergeFirstAmongEqualRanks) {
 }
 
 json sentencepiece(bool legacy) {
-  json vocab = {{"<unk>", 0}, {"<s>", 1},  {"</s>", 2}, {"<0xC3>", 3}, {"<0xA9>", 4},
-                {"▁", 5},     {"h", 6},    {"i", 7},    {"▁h", 8},     {"▁hi", 9}};
+  json vocab = {{"<unk>", 0}, {"<s>", 1}, {"</s>", 2}, {"<0xC3>", 3}, {"<0xA9>", 4},
+                {"▁", 5},     {"h", 6},   {"i", 7},    {"▁h", 8},     {"▁hi", 9}};
   json added = json::array();
   for (auto [c, id] : {std::pair{"<unk>", 0}, {"<s>", 1}, {"</s>", 2}}) {
-    added.push_back({{"id", id}, {"content", c}, {"single_word", false}, {"lstrip", false}, {"rstrip", false},
-                     {"normalized", false}, {"special", true}});
+    added.push_back({{"id", id},
+                     {"content", c},
+                     {"single_word", false},
+                     {"lstrip", false},
+                     {"rstrip", false},
+                     {"normalized", false},
+                     {"special", true}});
   }
   json j = {{"version", "1.0"},
             {"added_tokens", added},
             {"post_processor",
              {{"type", "TemplateProcessing"},
-              {"single", {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+              {"single",
+               {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
               {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {1}}, {"tokens", {"<s>"}}}}}}}},
             {"decoder",
              {{"type", "Sequence"},
@@ -111,8 +117,12 @@ json sentencepiece(bool legacy) {
                 {{"type", "Fuse"}},
                 {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}}},
             {"model",
-             {{"type", "BPE"}, {"unk_token", "<unk>"}, {"fuse_unk", true}, {"byte_fallback", true},
-              {"vocab", vocab}, {"merges", {"▁ h", "▁h i"}}}}};
+             {{"type", "BPE"},
+              {"unk_token", "<unk>"},
+              {"fuse_unk", true},
+              {"byte_fallback", true},
+              {"vocab", vocab},
+              {"merges", {"▁ h", "▁h i"}}}}};
   if (legacy) {  // Llama-2's original form: the normalizer does what Metaspace does
     j["normalizer"] = {{"type", "Sequence"},
                        {"normalizers",
@@ -152,8 +162,13 @@ TEST(Tokenizer, AddedTokenFlags) {
   json j = byte_level(all_bytes_vocab(), json::array());
   auto with = [&](bool lstrip, bool rstrip, bool single_word) {
     json k = j;
-    k["added_tokens"] = {{{"id", 300}, {"content", "<m>"}, {"single_word", single_word}, {"lstrip", lstrip},
-                          {"rstrip", rstrip}, {"normalized", false}, {"special", true}}};
+    k["added_tokens"] = {{{"id", 300},
+                          {"content", "<m>"},
+                          {"single_word", single_word},
+                          {"lstrip", lstrip},
+                          {"rstrip", rstrip},
+                          {"normalized", false},
+                          {"special", true}}};
     return load(k);
   };
   // 'a' = 97, ' ' = 32 (Ġ), 'b' = 98, '<' 60, 'm' 109, '>' 62.
@@ -177,7 +192,7 @@ TEST(Tokenizer, InvalidUtf8IsEncodedAsBytes) {
   EXPECT_EQ(t->encode(text, true), want);
   auto sp = load(sentencepiece(false));
   ASSERT_TRUE(sp);
-  EXPECT_EQ(sp->encode("h\xC3", false), (std::vector<int64_t>{8, 3}));  // the byte's own token
+  EXPECT_EQ(sp->encode("h\xC3", false), (std::vector<int64_t>{8, 3}));          // the byte's own token
   EXPECT_EQ(sp->encode("h\xFF\xFEi", false), (std::vector<int64_t>{8, 0, 7}));  // no <0xFF>: one fused unk
 }
 
@@ -228,8 +243,10 @@ TEST(IncrementalDecoder, MetaspaceLeadingSpace) {
     std::vector<int64_t> r;
     for (size_t n = rng() % 12; r.size() < n;) {
       int64_t id = rng() % 11;
-      if (id == 3 || id == 4) r.insert(r.end(), {3, 4});
-      else r.push_back(id);
+      if (id == 3 || id == 4)
+        r.insert(r.end(), {3, 4});
+      else
+        r.push_back(id);
     }
     EXPECT_EQ(stream(*t, r, k % 2, nullptr), t->decode(r, k % 2));
   }
@@ -283,6 +300,11 @@ TEST(Tokenizer, MalformedFilesAreRefusedByName) {
   j = ok;
   j["model"]["dropout"] = 0.1;
   expect_error(j.dump(), "dropout");
+  json deep = {{"type", "Lowercase"}};
+  for (int k = 0; k < 1000; ++k) deep = {{"type", "Sequence"}, {"normalizers", json::array({deep})}};
+  j = ok;
+  j["normalizer"] = deep;
+  expect_error(j.dump(), "nested more than 16 deep");
 
   auto missing = Tokenizer::from_file("/nonexistent/tokenizer.json");
   ASSERT_FALSE(missing.ok());
