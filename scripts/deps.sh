@@ -8,7 +8,8 @@ PKGS=(build-essential cmake ninja-build ccache git pkg-config
       libprotobuf-dev protobuf-compiler libcli11-dev libfmt-dev nlohmann-json3-dev
       libboost-dev libncurses-dev libgtest-dev libbenchmark-dev libopenblas-dev
       libgrpc++-dev protobuf-compiler-grpc libpng-dev libjpeg62-turbo-dev zlib1g-dev
-      python3 python3-venv python3-pip prometheus tmux curl clang libclang-rt-14-dev)
+      python3 python3-venv python3-pip prometheus tmux curl clang libclang-rt-14-dev
+      libpcre2-dev libutf8proc-dev)
 
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi

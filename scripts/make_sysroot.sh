@@ -17,6 +17,9 @@ cp -L /usr/include/png.h /usr/include/pngconf.h /usr/include/pnglibconf.h /usr/i
   /usr/include/jpeglib.h /usr/include/jmorecfg.h /usr/include/jerror.h /usr/include/x86_64-linux-gnu/jconfig.h "$S/usr/include/"
 L=/usr/lib/x86_64-linux-gnu
 cp -L $L/libpng16.a $L/libjpeg.a $L/libz.a "$S$L/"
+# The LLM tokenizer (src/llm/tok_*): PCRE2 (pre-tokenizer regexes) and utf8proc (NFC/NFKC).
+cp -L /usr/include/pcre2.h /usr/include/utf8proc.h "$S/usr/include/"
+cp -L $L/libpcre2-8.a $L/libutf8proc.a "$S$L/"
 cp -a $L/libgtest.a $L/libgtest_main.a $L/libgmock.a $L/libgmock_main.a $L/libncursesw.a $L/libtinfo.a "$S$L/"
 cp -L $L/libprotoc.so.32 $L/libprotobuf.so.32 $L/libfmt.so.9.1.0 $L/libgfortran.so.5 "$S$L/"
 mkdir -p "$S$L/openblas-pthread" && cp -L $L/openblas-pthread/libopenblas.a "$S$L/openblas-pthread/"

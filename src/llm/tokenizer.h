@@ -25,8 +25,7 @@ class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
   static Result<std::unique_ptr<Tokenizer>> from_file(const std::filesystem::path& path);
-  static Result<std::unique_ptr<Tokenizer>> from_json(const std::string& json_text,
-                                                      const std::string& where);
+  static Result<std::unique_ptr<Tokenizer>> from_json(const std::string& json_text, const std::string& where);
   // add_special_tokens: the post-processor's BOS/EOS (TemplateProcessing / ByteLevel), as
   // `tokenizers`' encode(text, add_special_tokens=...).
   virtual std::vector<int64_t> encode(std::string_view text, bool add_special_tokens) const = 0;
@@ -40,7 +39,9 @@ class Tokenizer {
 
 // Streams text as ids arrive: push() returns the newly completed text (possibly empty), holding
 // back bytes of an unfinished UTF-8 character and pieces whose decoding depends on what follows
-// (e.g. Metaspace's leading space). flush() returns whatever is held.
+// (e.g. Metaspace's leading space). flush() returns whatever is held. The pieces concatenated
+// equal decode(all ids); push() returns what `tokenizers`' DecodeStream.step returns (a window of
+// ids: the text of the ids before the window is never decoded again, so streaming stays linear).
 class IncrementalDecoder {
  public:
   explicit IncrementalDecoder(const Tokenizer& tok, bool skip_special_tokens = true);
@@ -50,8 +51,9 @@ class IncrementalDecoder {
  private:
   const Tokenizer& tok_;
   bool skip_special_;
-  std::vector<int64_t> ids_;
-  size_t emitted_bytes_ = 0;
+  std::vector<int64_t> ids_;  // the window: ids_[0, prefix_index_) decode to prefix_
+  std::string prefix_;
+  size_t prefix_index_ = 0;
 };
 
 }  // namespace gpuopt::llm
