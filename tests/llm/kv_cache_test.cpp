@@ -53,6 +53,7 @@ TEST(BlockAllocator, SharedBlocksFreeAtTheLastRelease) {
   EXPECT_EQ(a.num_free(), 1);  // still held once
   a.release(b);
   EXPECT_EQ(a.num_free(), 2);
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // other tests may have started the thread pool
   EXPECT_DEATH(a.release(b), "not allocated");
 }
 
