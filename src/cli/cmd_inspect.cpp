@@ -7,6 +7,7 @@
 #include "core/table.h"
 #include "gpuopt/session.h"
 #include "ir/graph.h"
+#include "llm/config_report.h"
 #include "onnx/importer.h"
 #include "passes/passes.h"
 #include "profile/inputs.h"
@@ -127,6 +128,12 @@ Status calibrate_on_random_inputs(const Options& o, Graph* g) {
 }
 
 int run(const Options& o) {
+  if (llm::is_model_dir(o.model)) {  // a Hugging Face language-model folder (docs/llm.md)
+    auto r = llm::inspect_model_dir(o.model, o.json);
+    if (!r.ok()) return report_error(r.status());
+    fmt::print("{}", *r);
+    return kExitOk;
+  }
   auto loaded = load_onnx_model(o.model);
   if (!loaded.ok()) return report_error(loaded.status());
   Graph& g = *loaded;
@@ -306,7 +313,7 @@ int run(const Options& o) {
 void setup(CLI::App& app) {
   auto o = std::make_shared<Options>();
   auto* cmd = app.add_subcommand("inspect", "Show a model's opset, inputs/outputs, ops, parameters, FLOPs and backend support");
-  cmd->add_option("model", o->model, "ONNX model file")->required();
+  cmd->add_option("model", o->model, "ONNX model file, or a language-model folder with config.json (docs/llm.md)")->required();
   cmd->add_flag("--json", o->json, "Print JSON");
   cmd->add_flag("--optimized", o->optimized, "Show the graph after gpuopt's passes (constant and BatchNormalization folding, Identity/Dropout removal, Conv+Add+Relu fusion into FusedConv, GELU, attention, MatMul+bias into Gemm; with --device cuda and --precision fp16/bf16, the channels-last layout pass) and what the compiler did: per node its fusion, layout, precision and placement, and the static memory plan");
   cmd->add_flag("--verbose", o->verbose, "With --optimized: the memory plan's offset, size and lifetime of every tensor");
