@@ -161,3 +161,30 @@ TEST(LlmAttention, GraphReplayReadsSizesFromDevice) {
 
 }  // namespace
 }  // namespace gpuopt::llm::test
+
+namespace gpuopt::llm::test {
+namespace {
+
+// Grouped-query decode runs on tensor cores in f16/bf16; the CUDA-core kernel stays selectable
+// (GPUOPT_LLM_ATTN_CUDA_CORES=1) and must agree with the reference too.
+TEST(LlmAttention, DecodeGqaCudaCorePath) {
+  LLM_REQUIRE_DEVICE();
+  std::mt19937 rng(15);
+  setenv("GPUOPT_LLM_ATTN_CUDA_CORES", "1", 1);
+  for (DType dt : {DType::F16, DType::BF16})
+    for (int G : {4, 8}) {
+      AttnBatch b;
+      b.KV = 2;
+      b.H = 2 * G;
+      b.D = 128;
+      b.bs = 16;
+      b.dt = dt;
+      for (int c : {1, 17, 1000, 5000}) b.seqs.push_back({1, c});
+      b.build(rng);
+      run_and_check(b, true, std::string("cuda cores ") + dt_name(dt) + " G" + std::to_string(G));
+    }
+  unsetenv("GPUOPT_LLM_ATTN_CUDA_CORES");
+}
+
+}  // namespace
+}  // namespace gpuopt::llm::test

@@ -26,55 +26,6 @@ struct MmaParams {
   float scale_log2;
 };
 
-template <class T>
-struct Pair;
-template <>
-struct Pair<__half> {
-  using type = __half2;
-  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-    __half2 h = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&h);
-  }
-};
-template <>
-struct Pair<__nv_bfloat16> {
-  using type = __nv_bfloat162;
-  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&h);
-  }
-};
-
-__device__ __forceinline__ void ldsm_x4(uint32_t* r, const void* p) {
-  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
-}
-__device__ __forceinline__ void ldsm_x4_t(uint32_t* r, const void* p) {
-  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
-}
-
-template <class T>
-__device__ __forceinline__ void mma(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
-  if constexpr (std::is_same_v<T, __half>) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-}
-
 template <int D>
 constexpr int kStride = D + 8;  // elements per shared row: +16 bytes, conflict-free ldmatrix
 template <int D>
@@ -118,23 +69,31 @@ __global__ void __launch_bounds__(kThreads) prefill_mma_kernel(const MmaParams p
                    (ok ? (static_cast<int64_t>(q0 + i0 + r) * p.q_stride + static_cast<int64_t>(h) * D + ch * 8) : 0);
     cp_async16(sQ + r * kS + ch * 8, src, ok);
   }
-  auto load_kv = [&](T* dst, const T* base, int kt0) {
+  // Slots of a tile's keys, computed once per tile by 64 threads (the table lookup and the
+  // division stay off the other threads' path), double-buffered: -1 past the context.
+  __shared__ int64_t sSlot[2][kBK];
+  auto compute_slots = [&](int buf, int kt0) {
+    if (tid < kBK) {
+      const int key = kt0 + tid;
+      sSlot[buf][tid] = key < k_hi ? static_cast<int64_t>(table[key / p.block_size]) * p.block_size +
+                                         key % p.block_size
+                                   : -1;
+    }
+  };
+  auto load_kv = [&](T* dst, const T* base, const int64_t* slots) {
+#pragma unroll
     for (int c = tid; c < kBK * kChunks; c += kThreads) {
       const int r = c / kChunks, ch = c - r * kChunks;
-      const int key = kt0 + r;
-      const bool ok = key < k_hi;
-      int64_t off = 0;
-      if (ok) {
-        const int64_t slot = static_cast<int64_t>(table[key / p.block_size]) * p.block_size + key % p.block_size;
-        off = slot * kv_row + ch * 8;
-      }
-      cp_async16(dst + r * kS + ch * 8, base + off, ok);
+      const int64_t slot = slots[r];
+      cp_async16(dst + r * kS + ch * 8, base + (slot >= 0 ? slot * kv_row + ch * 8 : 0), slot >= 0);
     }
   };
   const int n_tiles = (k_hi - k_lo + kBK - 1) / kBK;
-  load_kv(sK, kc, k_lo);
+  compute_slots(0, k_lo);
+  __syncthreads();
+  load_kv(sK, kc, sSlot[0]);
   cp_async_commit();
-  load_kv(sV, vc, k_lo);
+  load_kv(sV, vc, sSlot[0]);
   cp_async_commit();
 
   uint32_t qf[D / 16][4];
@@ -147,6 +106,7 @@ __global__ void __launch_bounds__(kThreads) prefill_mma_kernel(const MmaParams p
 
   for (int j = 0; j < n_tiles; ++j) {
     const int kt0 = k_lo + j * kBK;
+    if (j + 1 < n_tiles) compute_slots((j + 1) & 1, kt0 + kBK);  // read after the next barrier
     cp_async_wait<1>();  // Q (first tile) and this tile's K
     __syncthreads();
     if (j == 0) {
@@ -168,7 +128,7 @@ __global__ void __launch_bounds__(kThreads) prefill_mma_kernel(const MmaParams p
       }
     }
     __syncthreads();  // every warp is done with sK
-    if (j + 1 < n_tiles) load_kv(sK, kc, kt0 + kBK);
+    if (j + 1 < n_tiles) load_kv(sK, kc, sSlot[(j + 1) & 1]);
     cp_async_commit();
 
     // Scale to log2 units, mask where the tile crosses the diagonal / window / context end.
@@ -232,7 +192,7 @@ __global__ void __launch_bounds__(kThreads) prefill_mma_kernel(const MmaParams p
       }
     }
     __syncthreads();  // every warp is done with sV
-    if (j + 1 < n_tiles) load_kv(sV, vc, kt0 + kBK);
+    if (j + 1 < n_tiles) load_kv(sV, vc, sSlot[(j + 1) & 1]);
     cp_async_commit();
   }
   cp_async_wait<0>();
