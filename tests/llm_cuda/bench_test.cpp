@@ -144,5 +144,34 @@ TEST(LlmKernelsBench, PrefillAttention2048) {
     }
 }
 
+TEST(LlmKernelsBench, SamplingRows) {
+  LLM_REQUIRE_DEVICE();
+  if (!bench_on()) GTEST_SKIP() << "set LLM_KERNEL_BENCH=1";
+  const int64_t vocab = 128256;
+  for (int64_t n : {1, 64}) {
+    std::mt19937 rng(6);
+    DevBuf x(n * vocab * 4), tok(n * 4), lp(n * 4), prm(n * sizeof(cuda::SampleRowParams));
+    x.upload(random_vec(n * vocab, rng, -10, 10));
+    std::vector<cuda::SampleRowParams> ps(n);
+    for (auto& p : ps) {
+      p.temperature = 0.8f;
+      p.top_k = 50;
+      p.top_p = 0.9f;
+      p.seed = rng();
+    }
+    prm.upload(ps.data(), ps.size() * sizeof(cuda::SampleRowParams));
+    const float greedy = time_ms(50, [&](int) {
+      cuda::argmax_rows(x.as<float>(), n, vocab, vocab, tok.as<int32_t>(), lp.as<float>(), nullptr);
+    });
+    const float sample = time_ms(50, [&](int) {
+      cuda::sample_rows(x.as<float>(), n, vocab, vocab, prm.as<cuda::SampleRowParams>(), nullptr,
+                        nullptr, tok.as<int32_t>(), lp.as<float>(), nullptr);
+    });
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::printf("sampling vocab %lld, %lld rows: argmax_rows %.1f us, sample_rows (T 0.8, top-k 50, top-p 0.9) %.1f us\n",
+                static_cast<long long>(vocab), static_cast<long long>(n), greedy * 1e3, sample * 1e3);
+  }
+}
+
 }  // namespace
 }  // namespace gpuopt::llm::test

@@ -648,6 +648,9 @@ const char* paged_attention_unsupported(const PagedAttentionArgs& a) {
   if (a.max_context > INT_MAX / 2) return "paged_attention: max_context too large";
   if ((reinterpret_cast<uintptr_t>(a.k_cache) | reinterpret_cast<uintptr_t>(a.v_cache)) & 15)
     return "paged_attention: K/V caches must be 16-byte aligned";
+  if (a.dt != DType::F32 && (((reinterpret_cast<uintptr_t>(a.q) | reinterpret_cast<uintptr_t>(a.out)) & 15) ||
+                             a.q_stride % 8 != 0))
+    return "paged_attention: f16/bf16 q and out must be 16-byte aligned, q_stride a multiple of 8";
   return nullptr;
 }
 

@@ -23,11 +23,15 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
-// Enables more than 48 KB of dynamic shared memory for `kernel`, once per instantiation.
+// Enables more than 48 KB of dynamic shared memory for `kernel` and asks for the largest
+// shared-memory carveout (the default split left 2 CTAs per SM where 3 fit), once per
+// instantiation.
 template <class K>
 void allow_smem(K kernel, size_t bytes) {
-  if (bytes > 48 * 1024) cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                              static_cast<int>(bytes));
+  if (bytes > 48 * 1024)
+    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+  cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                       cudaSharedmemCarveoutMaxShared);
 }
 
 // mma.sync m16n8k16 (f16/bf16 in, f32 accumulate) and ldmatrix, for the tensor-core paths.

@@ -34,7 +34,7 @@ constexpr size_t mma_smem_bytes() {
 }
 
 template <class T, int D>
-__global__ void __launch_bounds__(kThreads) prefill_mma_kernel(const MmaParams p) {
+__global__ void __launch_bounds__(kThreads, 3) prefill_mma_kernel(const MmaParams p) {
   constexpr int kS = kStride<D>;
   constexpr int kChunks = D / 8;  // 16-byte chunks per row
   extern __shared__ __align__(16) unsigned char smem_raw[];
