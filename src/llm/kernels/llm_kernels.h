@@ -55,9 +55,17 @@ struct PagedAttentionArgs {
   void* workspace = nullptr;      // split-context partials (paged_attention_workspace_bytes)
 };
 // Causal attention of each query row over its sequence's cached keys: query row i of seq s sits at
-// position context_lens[s] - (query_start[s+1]-query_start[s]) + i and sees positions <= its own.
-// Grouped-query: head h reads kv head h / (num_heads / num_kv_heads). Softmax in f32.
+// position context_lens[s] - (query_start[s+1]-query_start[s]) + i and sees positions <= its own
+// (and, with sliding_window W > 0, positions > its own - W). Grouped-query: head h reads kv head
+// h / (num_heads / num_kv_heads). Softmax in f32.
+// Supported: head_dim 64 or 128, kv_dt == dt, num_heads / num_kv_heads <= 16, any block_size >= 1.
+// Decode (max_query_len == 1) splits long contexts over several CTAs and reduces the partials in
+// `workspace`; with workspace == nullptr it does not split (correct, slower at small batch).
 void paged_attention(const PagedAttentionArgs& a, cudaStream_t stream);
+// nullptr when `a` is supported, else why not (one line); checked at load time by the runner.
+const char* paged_attention_unsupported(const PagedAttentionArgs& a);
+// Workspace for any launch with num_seqs * max_query_len <= max_tokens, num_heads and
+// max_context <= these (0 when no launch of that size splits).
 size_t paged_attention_workspace_bytes(int max_tokens, int num_heads, int head_dim,
                                        int64_t max_context);
 
@@ -67,6 +75,41 @@ void silu_mul(const void* gate_up, void* out, int64_t T, int64_t inter, DType dt
 
 // out[i, :] = x[rows[i], :]: the hidden states of the positions that are sampled.
 void gather_rows(const void* x, const int32_t* rows, void* out, int64_t n, int64_t dim, DType dt,
+                 cudaStream_t stream);
+
+// --- Sampling (the GPU side of sampling.h's contract) ---
+
+// Greedy: tokens[r] = argmax of logits[r, :] (lowest id on ties), logprobs[r] (nullable) = its
+// log-softmax. logits: f32 [n, vocab] with row stride ld (>= vocab).
+void argmax_rows(const float* logits, int64_t n, int64_t vocab, int64_t ld, int32_t* tokens,
+                 float* logprobs, cudaStream_t stream);
+
+// Per-row sampling parameters in device memory (so a captured graph replays with new ones).
+struct SampleRowParams {
+  float temperature = 1.0f;  // <= 0: greedy (argmax of the penalised logits)
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  float repetition_penalty = 1.0f;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  int32_t top_k = 0;         // <= 0: off
+  int32_t pad = 0;
+  uint64_t seed = 0;
+  uint64_t counter_hi = 0;   // philox_uniform(seed, counter_hi, counter_lo): (step, seq index)
+  uint64_t counter_lo = 0;
+};
+
+// sampling.h's order of operations per row r: penalties (when output_counts / prompt_mask are
+// given: int32 [n, vocab] occurrences in the output so far, uint8 [n, vocab] 1 = in the prompt),
+// then temperature <= 0 -> argmax; else softmax(logits / temperature), keep the prefix of the
+// tokens sorted by (probability desc, id asc) that top-k, top-p (smallest prefix whose mass
+// reaches top_p of the top-k mass) and min-p (prob >= min_p * max prob) allow, and draw
+// u = philox_uniform(seed, counter_hi, counter_lo) in [0, 1): the first kept token (same order)
+// whose cumulative mass exceeds u * kept mass. logprobs[r] (nullable): log-softmax of the RAW
+// logits at the chosen token. One CTA per row; logits are not modified.
+void sample_rows(const float* logits, int64_t n, int64_t vocab, int64_t ld,
+                 const SampleRowParams* params, const int32_t* output_counts,
+                 const uint8_t* prompt_mask, int32_t* tokens, float* logprobs,
                  cudaStream_t stream);
 
 }  // namespace gpuopt::llm::cuda
