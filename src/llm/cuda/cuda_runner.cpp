@@ -37,6 +37,17 @@ Status CudaRunner::init(const Checkpoint& ckpt, const LoadProgress& progress) {
     return Status::InvalidArgument("CUDA runner: block_size, max_batch, max_step_tokens must be positive and "
                                    "gpu_memory_utilization in (0, 1]");
   esz_ = dtype_size(dt_);
+  {
+    PagedAttentionArgs a;
+    a.num_heads = static_cast<int>(c.num_heads);
+    a.num_kv_heads = static_cast<int>(c.num_kv_heads);
+    a.head_dim = static_cast<int>(c.head_dim);
+    a.block_size = opts_.block_size;
+    a.max_query_len = 1;
+    a.dt = a.kv_dt = dt_;
+    if (const char* why = paged_attention_unsupported(a))
+      return Status::Unimplemented("CUDA runner: {} ({})", why, c.architecture);
+  }
   q_dim_ = c.num_heads * c.head_dim;
   qkv_dim_ = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
   for (int b = 1; b < opts_.max_batch; b *= 2) buckets_.push_back(b);
@@ -64,6 +75,11 @@ Status CudaRunner::init(const Checkpoint& ckpt, const LoadProgress& progress) {
   GPUOPT_RETURN_IF_ERROR(rows(gnorm_, B, H, "sampled rows"));
   GPUOPT_RETURN_IF_ERROR(logits_.allocate(static_cast<size_t>(B * c.vocab_size) * 4, "logits"));
   GPUOPT_RETURN_IF_ERROR(logits_host_.allocate(static_cast<size_t>(B * c.vocab_size) * 4, "logits"));
+
+  GPUOPT_RETURN_IF_ERROR(sampled_.allocate(static_cast<size_t>(B) * 8, "sampled tokens"));
+  GPUOPT_RETURN_IF_ERROR(sampled_host_.allocate(static_cast<size_t>(B) * 8, "sampled tokens"));
+  GPUOPT_RETURN_IF_ERROR(sample_params_.allocate(static_cast<size_t>(B) * sizeof(SampleRowParams), "sampling parameters"));
+  GPUOPT_RETURN_IF_ERROR(sample_params_host_.allocate(static_cast<size_t>(B) * sizeof(SampleRowParams), "sampling parameters"));
 
   const std::vector<double> inv = c.rope_inv_freq();
   std::vector<float> invf(inv.begin(), inv.end());

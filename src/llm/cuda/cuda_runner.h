@@ -49,6 +49,10 @@ class CudaRunner final : public ModelRunner {
   int64_t num_kv_blocks() const override { return num_blocks_; }
   int block_size() const override { return opts_.block_size; }
   Status step(const StepBatch& batch, std::vector<float>* logits) override;
+  Status step_sample(const StepBatch& batch, const std::vector<const SamplingParams*>& params,
+                     const std::vector<uint64_t>& seeds, const std::vector<const std::vector<int64_t>*>& prompts,
+                     const std::vector<const std::vector<int64_t>*>& outputs, const std::vector<int64_t>& steps,
+                     std::vector<SampledToken>* out) override;
   int64_t decode_bytes(int batch, int64_t context) const override;
 
   double upload_seconds() const { return weights_.upload_s; }
@@ -56,6 +60,7 @@ class CudaRunner final : public ModelRunner {
  private:
   Status check_batch(const StepBatch& b) const;
   Status pack(const StepBatch& b, StepLayout* L);
+  Status launch(const StepBatch& b);  // metadata copy + the step's kernels (no sync)
   Status forward(const StepLayout& L, bool tune);  // every launch of one step, on stream_
   Status run_decode_graph(const StepLayout& L);
   int bucket_batch(int n) const;
@@ -76,6 +81,8 @@ class CudaRunner final : public ModelRunner {
   ModelWeights weights_;
   DeviceBuffer kv_, inv_freq_, meta_, attn_ws_;
   PinnedBuffer meta_host_, logits_host_;
+  DeviceBuffer sampled_, sample_params_;  // per sampled row: token (int32) + logprob (f32); params
+  PinnedBuffer sampled_host_, sample_params_host_;
   std::vector<void*> k_cache_, v_cache_;
   DeviceBuffer residual_, x_, normed_, qkv_, attn_, gate_up_, act_, gx_, gres_, gnorm_, logits_;
   std::map<std::pair<int, int>, cudaGraphExec_t> graphs_;  // (batch bucket, width) -> graph

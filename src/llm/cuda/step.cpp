@@ -217,17 +217,18 @@ Status CudaRunner::run_decode_graph(const StepLayout& L) {
   return Status::Ok();
 }
 
-Status CudaRunner::step(const StepBatch& b, std::vector<float>* logits) {
+Status CudaRunner::launch(const StepBatch& b) {
   GPUOPT_CUDA_RETURN(cudaSetDevice(opts_.device_index));
   GPUOPT_RETURN_IF_ERROR(check_batch(b));
   StepLayout L;
   GPUOPT_RETURN_IF_ERROR(pack(b, &L));
   GPUOPT_CUDA_RETURN(cudaMemcpyAsync(meta_.get(), meta_host_.get(), L.total * 4, cudaMemcpyHostToDevice, stream_));
-  if (L.decode && opts_.cuda_graphs) {
-    GPUOPT_RETURN_IF_ERROR(run_decode_graph(L));
-  } else {
-    GPUOPT_RETURN_IF_ERROR(forward(L, L.decode));
-  }
+  if (L.decode && opts_.cuda_graphs) return run_decode_graph(L);
+  return forward(L, L.decode);
+}
+
+Status CudaRunner::step(const StepBatch& b, std::vector<float>* logits) {
+  GPUOPT_RETURN_IF_ERROR(launch(b));
   const size_t n_out = static_cast<size_t>(std::count_if(b.seqs.begin(), b.seqs.end(), [](const StepSeq& s) { return s.sample; }));
   const size_t bytes = n_out * static_cast<size_t>(cfg_.vocab_size) * 4;
   if (bytes) {
