@@ -5,6 +5,11 @@
 // presence and frequency as in OpenAI: subtract over output tokens), then temperature 0 -> argmax
 // (lowest id on ties); else logits / temperature, softmax, top-k, top-p, min-p, renormalise, draw
 // with the request's generator (Philox-4x32-10 keyed by seed, counter = (step, sequence index)).
+// Top-k keeps the k most probable (ties: lower id first); top-p the smallest most-probable-first
+// prefix of those whose mass reaches top_p of theirs; min-p those with prob >= min_p * the best's.
+// The draw walks the kept tokens best first and takes the first whose cumulative probability
+// exceeds u * (their total mass), u = philox_uniform(seed, step, 0): a batch gives each sequence
+// its own seed (the generate loop uses seed + sequence index).
 #pragma once
 
 #include <cstdint>
@@ -47,7 +52,9 @@ SampledToken sample_cpu(const float* logits, int64_t vocab, const SamplingParams
                         uint64_t seed, const std::vector<int64_t>& prompt,
                         const std::vector<int64_t>& output, int64_t step);
 
-// Philox-4x32-10 uniform in [0, 1) from (seed, counter): identical on CPU and GPU.
+// Philox-4x32-10 uniform in [0, 1) from (seed, counter): identical on CPU and GPU. Key =
+// (seed low 32 bits, seed high 32), counter words = (counter_lo low, counter_lo high, counter_hi
+// low, counter_hi high) as Random123's philox4x32 (10 rounds); u = (first output word >> 8) * 2^-24.
 float philox_uniform(uint64_t seed, uint64_t counter_hi, uint64_t counter_lo);
 
 }  // namespace gpuopt::llm
