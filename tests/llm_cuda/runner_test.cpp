@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "llm/checkpoint.h"
@@ -57,6 +58,48 @@ RunnerOptions opts_for(DType dt, bool graphs, int block_size = 16) {
   o.cuda_graphs = graphs;
   return o;
 }
+
+// random_checkpoint's norms are all 1 and its biases all 0, which would let a runner that skips
+// either pass: these copies give them varied values (norms 1 +- 0.5, biases +- 0.5).
+class VariedCheckpoint : public Checkpoint {
+ public:
+  VariedCheckpoint(const LlmConfig& cfg, uint64_t seed) {
+    auto base = random_checkpoint(cfg, DType::F32, seed);
+    uint64_t state = seed * 2654435761u + 1;
+    auto next = [&] {  // uniform in [-0.5, 0.5), xorshift: reproducible everywhere
+      state ^= state << 13;
+      state ^= state >> 7;
+      state ^= state << 17;
+      return static_cast<float>(static_cast<double>(state >> 11) * 0x1.0p-53) - 0.5f;
+    };
+    for (const WeightView& w : base->tensors()) {
+      std::vector<float> v(w.bytes / 4);
+      std::memcpy(v.data(), w.data, w.bytes);
+      const bool norm = w.name.find("norm") != std::string::npos;
+      const bool bias = w.name.size() > 5 && w.name.compare(w.name.size() - 5, 5, ".bias") == 0;
+      if (norm) for (float& x : v) x = 1.0f + next();
+      if (bias) for (float& x : v) x = next();
+      data_.push_back(std::move(v));
+      views_.push_back(w);
+    }
+    for (size_t i = 0; i < views_.size(); ++i) views_[i].data = data_[i].data();
+  }
+  const WeightView* find(const std::string& name) const override {
+    for (const WeightView& w : views_)
+      if (w.name == name) return &w;
+    return nullptr;
+  }
+  const std::vector<WeightView>& tensors() const override { return views_; }
+  size_t total_bytes() const override {
+    size_t n = 0;
+    for (const WeightView& w : views_) n += w.bytes;
+    return n;
+  }
+
+ private:
+  std::vector<WeightView> views_;
+  std::vector<std::vector<float>> data_;
+};
 
 struct Seq {
   std::vector<int32_t> tokens;  // prompt, then generated
@@ -139,7 +182,7 @@ struct Pair {
 
 Pair make_pair_for(const LlmConfig& cfg, DType gpu_dt, bool graphs = true, int block_size = 16) {
   Pair p;
-  p.ckpt = random_checkpoint(cfg, DType::F32, 1234);
+  p.ckpt = std::make_unique<VariedCheckpoint>(cfg, 1234);
   auto cpu = make_cpu_runner(cfg, *p.ckpt, opts_for(DType::F32, false, block_size));
   EXPECT_TRUE(cpu.ok()) << cpu.status().to_string();
   auto gpu = make_cuda_runner(cfg, *p.ckpt, opts_for(gpu_dt, graphs, block_size));
@@ -223,7 +266,7 @@ TEST(CudaRunner, BatchOfDifferentLengthsF32) {
 TEST(CudaRunner, GraphsOnOffIdentical) {
   REQUIRE_GPU();
   const LlmConfig cfg = tiny(LlmArch::Qwen2, 4, 2);
-  auto ckpt = random_checkpoint(cfg, DType::F32, 99);
+  auto ckpt = std::make_unique<VariedCheckpoint>(cfg, 99);
   auto on = make_cuda_runner(cfg, *ckpt, opts_for(DType::F16, true, 4));
   auto off = make_cuda_runner(cfg, *ckpt, opts_for(DType::F16, false, 4));
   ASSERT_TRUE(on.ok() && off.ok()) << on.status().to_string() << off.status().to_string();
