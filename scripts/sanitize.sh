@@ -31,7 +31,7 @@ if [[ " $STEPS " == *" asan "* ]]; then
   targets=(gpuopt fake_nvml fake_nvml_old)
   for d in tests/*/; do
     n=$(basename "$d")
-    case $n in python|data|fake_nvml|cuda|backend_ops) continue ;; esac
+    case $n in python|data|fake_nvml|cuda|llm_cuda|backend_ops) continue ;; esac
     ls "$d"*.cpp >/dev/null 2>&1 && targets+=("test_$n")
   done
   for k in json_codec binary_codec model_config model_loader image_decoders; do targets+=("gpuopt_fuzz_replay_$k"); done

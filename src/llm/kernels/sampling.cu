@@ -1,0 +1,420 @@
+// Token selection on the GPU: argmax_rows (greedy) and sample_rows (penalties, temperature,
+// top-k, top-p, min-p, one Philox draw), one CTA per row. sample_rows never sorts: each cut is a
+// position in the order (value desc, id asc), found by a 3-level radix descent (11+11+10 bits of
+// the order-preserving float key) over histograms of counts and softmax mass in shared memory;
+// ties at a cut are resolved by id in one last pass.
+#include <climits>
+
+#include "llm/kernels/common.cuh"
+#include "llm/kernels/llm_kernels.h"
+#include "llm/kernels/philox.h"
+
+namespace gpuopt::llm::cuda {
+namespace {
+using namespace detail;
+
+constexpr int kThreads = 1024;
+constexpr int kBins = 2048;
+
+__device__ __forceinline__ uint32_t order_key(float z) {
+  uint32_t u = __float_as_uint(z);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);  // unsigned order == float order
+}
+__device__ __forceinline__ float key_value(uint32_t k) {
+  return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
+}
+
+// Online (max, sum of exp) pairs, merged: -inf maxima contribute nothing.
+struct MaxSum {
+  float m, s;
+};
+__device__ __forceinline__ MaxSum merge(MaxSum a, MaxSum b) {
+  const float m = fmaxf(a.m, b.m);
+  if (m == -INFINITY) return {m, 0.0f};
+  return {m, a.s * __expf(a.m - m) + b.s * __expf(b.m - m)};
+}
+__device__ MaxSum block_maxsum(MaxSum v, MaxSum* scratch) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    v = merge(v, MaxSum{__shfl_xor_sync(0xffffffffu, v.m, o), __shfl_xor_sync(0xffffffffu, v.s, o)});
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < static_cast<int>(blockDim.x >> 5) ? scratch[lane] : MaxSum{-INFINITY, 0.0f};
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    v = merge(v, MaxSum{__shfl_xor_sync(0xffffffffu, v.m, o), __shfl_xor_sync(0xffffffffu, v.s, o)});
+  return v;
+}
+
+// ---- argmax ----
+__global__ void argmax_kernel(const float* __restrict__ logits, int64_t vocab, int64_t ld,
+                              int32_t* __restrict__ tokens, float* __restrict__ logprobs) {
+  __shared__ MaxSum ms_scratch[32];
+  __shared__ float bv_s[32];
+  __shared__ int bi_s[32];
+  const float* x = logits + blockIdx.x * ld;
+  float bv = -INFINITY;
+  int bi = INT_MAX;
+  MaxSum ms{-INFINITY, 0.0f};
+  for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) {
+    const float v = x[i];
+    if (v != v) continue;  // NaN: never chosen
+    if (v > bv) {          // i increases: the first of equal values stays
+      bv = v;
+      bi = static_cast<int>(i);
+    }
+    ms = merge(ms, MaxSum{v, 1.0f});
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+    const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+    if (ov > bv || (ov == bv && oi < bi)) {
+      bv = ov;
+      bi = oi;
+    }
+  }
+  if (lane == 0) {
+    bv_s[warp] = bv;
+    bi_s[warp] = bi;
+  }
+  ms = block_maxsum(ms, ms_scratch);  // synchronises: bv_s / bi_s are visible after it
+  if (threadIdx.x == 0) {
+    for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w)
+      if (bv_s[w] > bv || (bv_s[w] == bv && bi_s[w] < bi)) {
+        bv = bv_s[w];
+        bi = bi_s[w];
+      }
+    if (bi == INT_MAX) bi = 0;  // all NaN
+    tokens[blockIdx.x] = bi;
+    if (logprobs) logprobs[blockIdx.x] = ms.s > 0.0f ? x[bi] - ms.m - __logf(ms.s) : 0.0f;
+  }
+}
+
+// ---- sample_rows ----
+struct Row {
+  const float* x;
+  const int32_t* cnt;
+  const uint8_t* pm;
+  SampleRowParams sp;
+  bool greedy, penal;
+};
+
+// The processed logit of token i: penalties, then / temperature (not for greedy). NaN -> -inf.
+__device__ __forceinline__ float zval(const Row& r, int64_t i) {
+  float l = r.x[i];
+  if (r.penal) {
+    const int c = r.cnt ? r.cnt[i] : 0;
+    const bool seen = c > 0 || (r.pm && r.pm[i]);
+    // Explicit roundings (no FMA contraction): the CPU sampler computes the same f32 values.
+    if (seen && r.sp.repetition_penalty != 1.0f)
+      l = l > 0.0f ? __fdiv_rn(l, r.sp.repetition_penalty) : __fmul_rn(l, r.sp.repetition_penalty);
+    l = __fsub_rn(l, __fadd_rn(c > 0 ? r.sp.presence_penalty : 0.0f,
+                               __fmul_rn(r.sp.frequency_penalty, static_cast<float>(c))));
+  }
+  if (!r.greedy) l = __fdiv_rn(l, r.sp.temperature);
+  return l != l ? -INFINITY : l;
+}
+
+struct Smem {
+  int cnt[kBins];
+  float mass[kBins];
+  int id[kBins];
+  int wc[32];
+  float wm[32];
+  int best, last;
+  int sel_cnt_gt, sel_cnt_eq;
+  float sel_mass_gt, sel_mass_eq;
+  uint32_t prefix;
+  int sel_id;
+  MaxSum ms[32];
+  float fs[32];
+  uint32_t kmin;
+};
+
+// A cut in the sorted order: every token with key > key, plus the first `ties` of those equal.
+struct Cut {
+  uint32_t key;
+  int cnt_gt;      // tokens with a greater key
+  float mass_gt;   // their mass
+  int cnt_eq;      // tokens with this key
+  float mass_eq;
+  int id_if_one;   // the token when cnt_eq == 1
+};
+
+// Radix descent: the position where the cumulative count (kCount) or mass reaches `need`
+// (kStrict: exceeds it). Scans the vocabulary three times.
+template <bool kCount, bool kStrict>
+__device__ Cut descend(const Row& r, int64_t vocab, float zmax, float need, Smem& sm) {
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  uint32_t prefix = 0, pmask = 0;
+  int gt_cnt = 0;
+  float gt_mass = 0.0f;
+  Cut cut{};
+  for (int level = 0; level < 3; ++level) {
+    const int shift = level == 0 ? 21 : level == 1 ? 10 : 0;
+    const int nb = level < 2 ? 2048 : 1024;
+    for (int b = tid; b < kBins; b += blockDim.x) {
+      sm.cnt[b] = 0;
+      sm.mass[b] = 0.0f;
+    }
+    if (tid == 0) {
+      sm.best = INT_MAX;
+      sm.last = -1;
+    }
+    __syncthreads();
+    for (int64_t i = tid; i < vocab; i += blockDim.x) {
+      const float z = zval(r, i);
+      const uint32_t u = order_key(z);
+      if ((u & pmask) != prefix) continue;
+      const int b = static_cast<int>((u >> shift) & static_cast<uint32_t>(nb - 1));
+      atomicAdd(&sm.cnt[b], 1);
+      atomicAdd(&sm.mass[b], __expf(z - zmax));
+      if (level == 2) sm.id[b] = static_cast<int>(i);
+    }
+    __syncthreads();
+    // Suffix sums over bins (from the top): thread tid owns reversed positions 2tid, 2tid+1.
+    const int r0 = 2 * tid, r1 = r0 + 1;
+    const int c0 = r0 < nb ? sm.cnt[nb - 1 - r0] : 0, c1 = r1 < nb ? sm.cnt[nb - 1 - r1] : 0;
+    const float m0 = r0 < nb ? sm.mass[nb - 1 - r0] : 0.0f, m1 = r1 < nb ? sm.mass[nb - 1 - r1] : 0.0f;
+    int cs = c0 + c1;
+    float msum = m0 + m1;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int oc = __shfl_up_sync(0xffffffffu, cs, o);
+      const float om = __shfl_up_sync(0xffffffffu, msum, o);
+      if (lane >= o) {
+        cs += oc;
+        msum += om;
+      }
+    }
+    if (lane == 31) {
+      sm.wc[warp] = cs;
+      sm.wm[warp] = msum;
+    }
+    __syncthreads();
+    if (warp == 0) {
+      int wc = lane < static_cast<int>(blockDim.x >> 5) ? sm.wc[lane] : 0;
+      float wm = lane < static_cast<int>(blockDim.x >> 5) ? sm.wm[lane] : 0.0f;
+      const int wc0 = wc;
+      const float wm0 = wm;
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        const int oc = __shfl_up_sync(0xffffffffu, wc, o);
+        const float om = __shfl_up_sync(0xffffffffu, wm, o);
+        if (lane >= o) {
+          wc += oc;
+          wm += om;
+        }
+      }
+      sm.wc[lane] = wc - wc0;  // exclusive
+      sm.wm[lane] = wm - wm0;
+    }
+    __syncthreads();
+    const int base_c = sm.wc[warp] + cs - (c0 + c1);
+    const float base_m = sm.wm[warp] + msum - (m0 + m1);
+    const int inc_c[2] = {base_c + c0, base_c + c0 + c1};
+    const float inc_m[2] = {base_m + m0, base_m + m0 + m1};
+    const int cc[2] = {c0, c1};
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      const int rr = r0 + k;
+      if (rr >= nb || cc[k] == 0) continue;
+      bool hit;
+      if (kCount) hit = static_cast<float>(gt_cnt + inc_c[k]) >= need;
+      else if (kStrict) hit = gt_mass + inc_m[k] > need;
+      else hit = gt_mass + inc_m[k] >= need;
+      if (hit) atomicMin(&sm.best, rr);
+      atomicMax(&sm.last, rr);  // rounding fallback: the lowest non-empty bin
+    }
+    __syncthreads();
+    const int chosen = sm.best != INT_MAX ? sm.best : sm.last;
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      if (r0 + k != chosen) continue;
+      const float mk = k == 0 ? m0 : m1;
+      sm.sel_cnt_gt = inc_c[k] - cc[k];
+      sm.sel_mass_gt = inc_m[k] - mk;
+      sm.sel_cnt_eq = cc[k];
+      sm.sel_mass_eq = mk;
+    }
+    __syncthreads();
+    const int bin = nb - 1 - chosen;
+    gt_cnt += sm.sel_cnt_gt;
+    gt_mass += sm.sel_mass_gt;
+    prefix |= static_cast<uint32_t>(bin) << shift;
+    pmask |= static_cast<uint32_t>(nb - 1) << shift;
+    if (level == 2) {
+      cut.key = prefix;
+      cut.cnt_gt = gt_cnt;
+      cut.mass_gt = gt_mass;
+      cut.cnt_eq = sm.sel_cnt_eq;
+      cut.mass_eq = sm.sel_mass_eq;
+      cut.id_if_one = sm.id[bin];
+    }
+    __syncthreads();  // sm.sel_* and the histograms are rewritten next level
+  }
+  return cut;
+}
+
+// The j-th (1-based) lowest id with key `key`; the last such id when fewer than j exist.
+__device__ int jth_id(const Row& r, int64_t vocab, uint32_t key, int j, Smem& sm) {
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  int seen = 0, last = -1;
+  for (int64_t c0 = 0; c0 < vocab; c0 += blockDim.x) {
+    const int64_t i = c0 + tid;
+    const int f = (i < vocab && order_key(zval(r, i)) == key) ? 1 : 0;
+    int incl = f;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int v = __shfl_up_sync(0xffffffffu, incl, o);
+      if (lane >= o) incl += v;
+    }
+    __syncthreads();
+    if (lane == 31) sm.wc[warp] = incl;
+    if (tid == 0) {
+      sm.sel_id = -1;
+      sm.last = -1;
+    }
+    __syncthreads();
+    int before = 0, total = 0;
+    for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w) {
+      if (w < warp) before += sm.wc[w];
+      total += sm.wc[w];
+    }
+    const int rank = seen + before + incl;
+    if (f && rank == j) sm.sel_id = static_cast<int>(i);
+    if (f) atomicMax(&sm.last, static_cast<int>(i));
+    __syncthreads();
+    if (sm.sel_id >= 0) return sm.sel_id;
+    if (sm.last >= 0) last = sm.last;
+    seen += total;
+  }
+  return last >= 0 ? last : 0;
+}
+
+__global__ void __launch_bounds__(kThreads)
+    sample_kernel(const float* __restrict__ logits, int64_t vocab, int64_t ld,
+                  const SampleRowParams* __restrict__ params, const int32_t* __restrict__ counts,
+                  const uint8_t* __restrict__ prompt_mask, int32_t* __restrict__ tokens,
+                  float* __restrict__ logprobs) {
+  __shared__ Smem sm;
+  const int64_t row = blockIdx.x;
+  Row r;
+  r.x = logits + row * ld;
+  r.sp = params[row];
+  r.cnt = counts ? counts + row * vocab : nullptr;
+  r.pm = prompt_mask ? prompt_mask + row * vocab : nullptr;
+  r.penal = (r.cnt || r.pm) && (r.sp.repetition_penalty != 1.0f || r.sp.presence_penalty != 0.0f ||
+                                r.sp.frequency_penalty != 0.0f);
+  r.greedy = !(r.sp.temperature > 0.0f);
+
+  // Pass 0: max and sum of exp of the processed logits; of the raw ones for the logprob.
+  MaxSum z{-INFINITY, 0.0f}, raw{-INFINITY, 0.0f};
+  for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) {
+    z = merge(z, MaxSum{zval(r, i), 1.0f});
+    const float x = r.x[i];
+    if (x == x) raw = merge(raw, MaxSum{x, 1.0f});
+  }
+  z = block_maxsum(z, sm.ms);
+  raw = block_maxsum(raw, sm.ms);
+  const float zmax = z.m == -INFINITY ? 0.0f : z.m;
+  uint32_t key;
+  int j, only = -1;  // only: the token when its key is unique
+  if (r.greedy) {
+    const Cut c = descend<true, false>(r, vocab, zmax, 1.0f, sm);
+    key = c.key;
+    j = 1;
+    if (c.cnt_eq == 1) only = c.id_if_one;
+  } else {
+    // The kept prefix: keys above kkey plus the first kties of kkey (INT_MAX: all of them).
+    uint32_t kkey = 0;
+    int kties = INT_MAX;
+    float kmass = z.s;
+    const int top_k = r.sp.top_k;
+    if (top_k > 0 && top_k < vocab) {
+      const Cut c = descend<true, false>(r, vocab, zmax, static_cast<float>(top_k), sm);
+      kkey = c.key;
+      kties = top_k - c.cnt_gt;
+      kmass = c.mass_gt + kties * (c.mass_eq / c.cnt_eq);
+      if (kties >= c.cnt_eq) kties = INT_MAX;
+    }
+    if (r.sp.top_p < 1.0f) {
+      const float target = r.sp.top_p * kmass;
+      const Cut c = descend<false, false>(r, vocab, zmax, target, sm);
+      const float e = c.mass_eq / c.cnt_eq;
+      int ties = c.cnt_eq;
+      if (e > 0.0f) ties = static_cast<int>(fminf(ceilf((target - c.mass_gt) / e), 1e9f));
+      ties = max(1, min(ties, c.cnt_eq));
+      if (c.key > kkey || (c.key == kkey && ties < kties)) {
+        kkey = c.key;
+        kties = ties >= c.cnt_eq ? INT_MAX : ties;
+        kmass = c.mass_gt + ties * e;
+      }
+    }
+    if (r.sp.min_p > 0.0f) {
+      const float vmin = zmax + __logf(r.sp.min_p);  // prob / max prob >= min_p
+      const float kval = kkey == 0 ? -INFINITY : key_value(kkey);  // 0: no cut yet
+      if (vmin > kval) {
+        float m = 0.0f;
+        if (threadIdx.x == 0) sm.kmin = 0xffffffffu;
+        __syncthreads();
+        uint32_t kmin = 0xffffffffu;
+        for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) {
+          const float zi = zval(r, i);
+          if (zi >= vmin) {
+            m += __expf(zi - zmax);
+            kmin = min(kmin, order_key(zi));
+          }
+        }
+        atomicMin(&sm.kmin, kmin);
+        m = block_sum(m, sm.fs);
+        kkey = sm.kmin;
+        kties = INT_MAX;
+        kmass = m;
+      }
+    }
+    const float u = philox::uniform(r.sp.seed, r.sp.counter_hi, r.sp.counter_lo);
+    const float target = u * kmass;
+    const Cut c = descend<false, true>(r, vocab, zmax, target, sm);
+    const float e = c.mass_eq / c.cnt_eq;
+    key = c.key;
+    j = 1;
+    if (e > 0.0f) j = static_cast<int>(fminf(floorf((target - c.mass_gt) / e), 1e9f)) + 1;
+    j = max(1, min(j, c.cnt_eq));
+    if (key < kkey || (key == kkey && j > kties)) {  // rounding carried it past the cut
+      key = kkey;
+      j = kties;
+    } else if (c.cnt_eq == 1) {
+      only = c.id_if_one;
+    }
+  }
+  const int tok = only >= 0 ? only : jth_id(r, vocab, key, j, sm);
+  if (threadIdx.x == 0) {
+    tokens[row] = tok;
+    if (logprobs) logprobs[row] = raw.s > 0.0f ? r.x[tok] - raw.m - __logf(raw.s) : 0.0f;
+  }
+}
+
+}  // namespace
+
+void argmax_rows(const float* logits, int64_t n, int64_t vocab, int64_t ld, int32_t* tokens,
+                 float* logprobs, cudaStream_t stream) {
+  if (n <= 0) return;
+  argmax_kernel<<<static_cast<unsigned>(n), 512, 0, stream>>>(logits, vocab, ld, tokens, logprobs);
+}
+
+void sample_rows(const float* logits, int64_t n, int64_t vocab, int64_t ld,
+                 const SampleRowParams* params, const int32_t* output_counts,
+                 const uint8_t* prompt_mask, int32_t* tokens, float* logprobs,
+                 cudaStream_t stream) {
+  if (n <= 0) return;
+  if (vocab <= 0 || vocab > INT_MAX) contract_violation("sample_rows: vocab out of range");
+  sample_kernel<<<static_cast<unsigned>(n), kThreads, 0, stream>>>(
+      logits, vocab, ld, params, output_counts, prompt_mask, tokens, logprobs);
+}
+
+}  // namespace gpuopt::llm::cuda
