@@ -19,9 +19,10 @@ if [ ! -x "$B/llm_bench" ]; then
   cp build-h200/tests/test_llm_cuda build-h200/ 2>/dev/null
   echo "build: $(( $(date +%s) - t )) s"
 fi
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+# libcublasLt.so.13: the toolkit's, else the one in PyTorch's wheels.
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$(python3 -c 'import nvidia.cublas, os; print(os.path.join(nvidia.cublas.__path__[0], "lib"))' 2>/dev/null):${LD_LIBRARY_PATH:-}
 echo "== CUDA runner tests =="
-timeout 180 "$B/test_llm_cuda" --gtest_filter="${FILTER:-CudaRunner*}" 2>&1 | tee "$OUT/runner_test.log" |
+timeout ${TEST_TIMEOUT:-100} "$B/test_llm_cuda" --gtest_filter="${FILTER:-CudaRunner*}" 2>&1 | tee "$OUT/runner_test.log" |
   grep -E "^\[ *(OK|FAILED|PASSED|SKIPPED) |Failure|worst|Expected|Which is|error" | head -60
 [ "${SKIP_BENCH:-0}" = 1 ] && exit 0
 echo "== 7B-shaped benchmark =="

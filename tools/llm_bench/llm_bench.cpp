@@ -220,6 +220,7 @@ int main(int argc, char** argv) {
   j["kv_tokens"] = r.num_kv_blocks() * r.block_size();
   std::fprintf(stderr, "llm_bench: ready in %.2f s, KV cache %lld tokens\n", ms_since(t_start) / 1000.0,
                static_cast<long long>(r.num_kv_blocks() * r.block_size()));
+  std::fprintf(stderr, "llm_bench: weights %s\n", j.dump().c_str());
 
   if (!logits_prompt.empty()) {
     StepBatch b;
