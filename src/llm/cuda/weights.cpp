@@ -1,0 +1,211 @@
+#include "llm/cuda/weights.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+
+namespace gpuopt::llm::cuda {
+namespace {
+
+constexpr size_t kAlign = 256;
+constexpr size_t kChunkBytes = 32 << 20;  // per staging buffer; two per worker
+constexpr unsigned kMaxWorkers = 8;
+
+size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+// One tensor (or part of a fused one) to land at `dst` (elements of the compute dtype).
+struct Job {
+  const WeightView* src = nullptr;
+  char* dst = nullptr;
+};
+struct Chunk {
+  int job = 0;
+  size_t first = 0, count = 0;  // elements
+};
+
+float load_f(const void* p, DType t, size_t i) {
+  switch (t) {
+    case DType::F16: return Half::to_float(static_cast<const uint16_t*>(p)[i]);
+    case DType::BF16: return BFloat16::to_float(static_cast<const uint16_t*>(p)[i]);
+    default: return static_cast<const float*>(p)[i];
+  }
+}
+
+// Copies elements [first, first+count) of `src` (its dtype) into `dst` (dtype dt), converting
+// with round-to-nearest-even when the two differ.
+void convert(const WeightView& src, size_t first, size_t count, void* dst, DType dt) {
+  const size_t in_sz = dtype_size(src.dtype);
+  const char* s = static_cast<const char*>(src.data) + first * in_sz;
+  if (src.dtype == dt) {
+    std::memcpy(dst, s, count * in_sz);
+    return;
+  }
+  for (size_t i = 0; i < count; ++i) {
+    const float f = load_f(s, src.dtype, i);
+    switch (dt) {
+      case DType::F16: static_cast<uint16_t*>(dst)[i] = Half::from_float(f); break;
+      case DType::BF16: static_cast<uint16_t*>(dst)[i] = BFloat16::from_float(f); break;
+      default: static_cast<float*>(dst)[i] = f; break;
+    }
+  }
+}
+
+Result<const WeightView*> need(const Checkpoint& ckpt, const std::string& name) {
+  const WeightView* w = ckpt.find(name);
+  if (!w) return Status::NotFound("checkpoint has no tensor '{}'", name);
+  return w;
+}
+
+size_t numel(const WeightView& w) {
+  size_t n = 1;
+  for (int64_t d : w.shape) n *= static_cast<size_t>(d);
+  return n;
+}
+
+}  // namespace
+
+Status upload_weights(const LlmConfig& cfg, const Checkpoint& ckpt, DType dt,
+                      const LoadProgress& progress, ModelWeights* out) {
+  const size_t esz = dtype_size(dt);
+  // Plan: every destination region (fused parts adjacent), then one allocation.
+  struct Region {
+    std::vector<const WeightView*> parts;  // concatenated along rows
+    void** slot = nullptr;
+  };
+  std::vector<Region> regions;
+  out->layers.assign(static_cast<size_t>(cfg.num_layers), {});
+  auto add = [&](std::vector<std::string> names, void** slot) -> Status {
+    Region r;
+    r.slot = slot;
+    for (auto& n : names) {
+      GPUOPT_ASSIGN_OR_RETURN(const WeightView* w, need(ckpt, n));
+      r.parts.push_back(w);
+    }
+    regions.push_back(std::move(r));
+    return Status::Ok();
+  };
+  GPUOPT_RETURN_IF_ERROR(add({"model.embed_tokens.weight"}, &out->embed));
+  GPUOPT_RETURN_IF_ERROR(add({"model.norm.weight"}, &out->final_norm));
+  if (!cfg.tie_word_embeddings) GPUOPT_RETURN_IF_ERROR(add({"lm_head.weight"}, &out->lm_head));
+  for (int64_t i = 0; i < cfg.num_layers; ++i) {
+    const std::string p = fmt::format("model.layers.{}.", i);
+    LayerWeights& L = out->layers[static_cast<size_t>(i)];
+    GPUOPT_RETURN_IF_ERROR(add({p + "input_layernorm.weight"}, &L.input_norm));
+    GPUOPT_RETURN_IF_ERROR(add({p + "post_attention_layernorm.weight"}, &L.post_norm));
+    GPUOPT_RETURN_IF_ERROR(add({p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight",
+                                p + "self_attn.v_proj.weight"},
+                               &L.qkv));
+    if (cfg.qkv_bias) {
+      GPUOPT_RETURN_IF_ERROR(add({p + "self_attn.q_proj.bias", p + "self_attn.k_proj.bias",
+                                  p + "self_attn.v_proj.bias"},
+                                 &L.qkv_bias));
+    }
+    GPUOPT_RETURN_IF_ERROR(add({p + "self_attn.o_proj.weight"}, &L.o));
+    GPUOPT_RETURN_IF_ERROR(add({p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"}, &L.gate_up));
+    GPUOPT_RETURN_IF_ERROR(add({p + "mlp.down_proj.weight"}, &L.down));
+  }
+  size_t total = 0;
+  for (const Region& r : regions) {
+    size_t n = 0;
+    for (const WeightView* w : r.parts) n += numel(*w);
+    total += align_up(n * esz);
+  }
+  GPUOPT_RETURN_IF_ERROR(out->storage.allocate(total, "the model's weights"));
+  out->bytes = total;
+
+  std::vector<Job> jobs;
+  std::vector<Chunk> chunks;
+  char* base = out->storage.as<char>();
+  const size_t chunk_elems = kChunkBytes / std::max<size_t>(esz, 4);  // fits either dtype
+  size_t off = 0;
+  for (const Region& r : regions) {
+    *r.slot = base + off;
+    size_t n = 0;
+    for (const WeightView* w : r.parts) {
+      const int j = static_cast<int>(jobs.size());
+      jobs.push_back({w, base + off + n * esz});
+      const size_t e = numel(*w);
+      for (size_t f = 0; f < e; f += chunk_elems) chunks.push_back({j, f, std::min(chunk_elems, e - f)});
+      n += e;
+    }
+    off += align_up(n * esz);
+  }
+  if (cfg.tie_word_embeddings) out->lm_head = out->embed;
+
+  int device = 0;
+  GPUOPT_CUDA_RETURN(cudaGetDevice(&device));
+  const unsigned workers = std::max(1u, std::min({kMaxWorkers, std::thread::hardware_concurrency(),
+                                                  static_cast<unsigned>(chunks.size())}));
+  const size_t staging = std::min(kChunkBytes, align_up(chunk_elems * esz));
+  std::atomic<size_t> next{0}, done_bytes{0};
+  std::mutex err_mu;
+  Status err = Status::Ok();
+  auto fail = [&](Status s) {
+    std::lock_guard<std::mutex> lock(err_mu);
+    if (err.ok()) err = std::move(s);
+    next.store(chunks.size());  // the others stop at their next chunk
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  auto worker = [&]() {
+    if (Status s = cuda_status(cudaSetDevice(device), "cudaSetDevice"); !s.ok()) return fail(s);
+    cudaStream_t stream = nullptr;
+    if (Status s = cuda_status(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
+        !s.ok()) {
+      return fail(s);
+    }
+    PinnedBuffer buf[2];
+    cudaEvent_t ev[2] = {nullptr, nullptr};
+    bool used[2] = {false, false};
+    Status s = Status::Ok();
+    for (int b = 0; b < 2 && s.ok(); ++b) {
+      s = buf[b].allocate(staging, "weight staging");
+      if (s.ok()) s = cuda_status(cudaEventCreateWithFlags(&ev[b], cudaEventDisableTiming), "event");
+    }
+    for (size_t it = 0; s.ok(); ++it) {
+      const size_t c = next.fetch_add(1);
+      if (c >= chunks.size()) break;
+      const int b = static_cast<int>(it & 1);
+      // The buffer's previous copy must have left it before it is refilled.
+      if (used[b]) s = cuda_status(cudaEventSynchronize(ev[b]), "waiting for a staging copy");
+      if (!s.ok()) break;
+      const Chunk& ch = chunks[c];
+      const Job& job = jobs[static_cast<size_t>(ch.job)];
+      convert(*job.src, ch.first, ch.count, buf[b].get(), dt);
+      const size_t bytes = ch.count * esz;
+      s = cuda_status(cudaMemcpyAsync(job.dst + ch.first * esz, buf[b].get(), bytes,
+                                      cudaMemcpyHostToDevice, stream),
+                      "copying weights to the GPU");
+      if (s.ok()) s = cuda_status(cudaEventRecord(ev[b], stream), "event record");
+      used[b] = true;
+      done_bytes.fetch_add(bytes);
+    }
+    if (s.ok()) s = cuda_status(cudaStreamSynchronize(stream), "finishing the weight copies");
+    for (cudaEvent_t e : ev)
+      if (e) cudaEventDestroy(e);
+    cudaStreamDestroy(stream);
+    if (!s.ok()) fail(s);
+  };
+  std::vector<std::thread> pool;
+  for (unsigned i = 0; i < workers; ++i) pool.emplace_back(worker);
+  size_t all = 0;
+  for (const Chunk& c : chunks) all += c.count * esz;
+  // Progress from this thread only, so the callback needs no locking.
+  for (;;) {
+    const size_t d = done_bytes.load();
+    if (progress) progress(d, all);
+    if (d >= all || next.load() >= chunks.size()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  for (auto& t : pool) t.join();
+  out->upload_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!err.ok()) return err;
+  if (progress) progress(all, all);
+  return Status::Ok();
+}
+
+}  // namespace gpuopt::llm::cuda

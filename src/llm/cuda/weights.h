@@ -1,0 +1,43 @@
+// The model's weights on the GPU, uploaded straight from the memory-mapped checkpoint: worker
+// threads fill pinned staging chunks (converting dtype on the way when the checkpoint's differs
+// from the compute dtype) and copy them on their own streams, several chunks in flight. q/k/v are
+// fused into one [q+k+v, hidden] matrix (+ bias, Qwen2) and gate/up into one [2*inter, hidden] by
+// uploading each part at its row offset of the fused matrix.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/status.h"
+#include "llm/checkpoint.h"
+#include "llm/config.h"
+#include "llm/cuda/cuda_util.h"
+
+namespace gpuopt::llm::cuda {
+
+struct LayerWeights {
+  void* input_norm = nullptr;  // [hidden]
+  void* post_norm = nullptr;   // [hidden]
+  void* qkv = nullptr;         // [(heads + 2*kv_heads) * head_dim, hidden]
+  void* qkv_bias = nullptr;    // [(heads + 2*kv_heads) * head_dim] (Qwen2) or nullptr
+  void* o = nullptr;           // [hidden, heads * head_dim]
+  void* gate_up = nullptr;     // [2*inter, hidden]
+  void* down = nullptr;        // [hidden, inter]
+};
+
+struct ModelWeights {
+  DeviceBuffer storage;  // every tensor, 256-byte aligned, in the compute dtype
+  void* embed = nullptr;       // [vocab, hidden]
+  void* final_norm = nullptr;  // [hidden]
+  void* lm_head = nullptr;     // [vocab, hidden] (== embed when tied)
+  std::vector<LayerWeights> layers;
+  size_t bytes = 0;            // bytes of weights on the GPU
+  double upload_s = 0;         // wall time of the copy (allocation excluded)
+};
+
+// (bytes done, bytes total) as chunks land; called on the calling thread.
+Status upload_weights(const LlmConfig& cfg, const Checkpoint& ckpt, DType dt,
+                      const LoadProgress& progress, ModelWeights* out);
+
+}  // namespace gpuopt::llm::cuda
