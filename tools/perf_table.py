@@ -76,7 +76,7 @@ def render(records):
     return "\n".join(lines + [""] + foot)
 
 
-LLM_KEY = ("model", "batch", "prompt_len", "new_tokens", "precision", "context")
+LLM_KEY = ("model", "batch", "prompt_tokens", "new_tokens", "precision")
 
 
 def render_llm(records):
@@ -85,27 +85,32 @@ def render_llm(records):
     if not recs:
         return "No language-model records yet."
     keys = sorted({tuple(r.get(k) or 0 for k in LLM_KEY) for r in recs}, key=lambda k: tuple(map(str, k[:1])) + k[1:])
-    head = ["model", "batch", "prompt", "new tokens", "context", "precision", "gpuopt tok/s", "transformers tok/s",
-            "ratio", "gpuopt TTFT ms", "transformers TTFT ms", "ITL p50 / p99 ms", "HBM roofline", "commit"]
+    head = ["model", "batch", "prompt", "new tokens", "precision", "gpuopt tok/s", "gpuopt decode tok/s",
+            "transformers tok/s", "ratio", "gpuopt TTFT ms", "transformers TTFT ms", "gpuopt ITL p50 / p99 ms",
+            "decode HBM roofline", "commit"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for k in keys:
         same = {r["runner"]: r for r in recs if tuple(r.get(f) or 0 for f in LLM_KEY) == k}
         g, h = same.get("gpuopt"), same.get("hf_eager")
-        def tok(r):
-            return "" if r is None else ("fails" if r.get("error") else f"{r['tok_s']:.0f}")
+        def tok(r, f="tok_s"):
+            return "" if r is None else ("fails" if r.get("error") else f"{r[f]:.0f}" if r.get(f) else "")
         ratio = f"{g['tok_s'] / h['tok_s']:.1f}x" if g and h and g.get("tok_s") and h.get("tok_s") else ""
         itl = f"{g['itl_p50_ms']:.2f} / {g['itl_p99_ms']:.2f}" if g and g.get("itl_p50_ms") is not None else ""
         roof = f"{100 * g['roofline_frac']:.0f}%" if g and g.get("roofline_frac") is not None else ""
         lines.append("| " + " | ".join([
-            k[0], str(k[1]), str(k[2]), str(k[3]), str(k[5] or ""), k[4], f"**{tok(g)}**" if g else "", tok(h), ratio,
+            k[0], str(k[1]), str(k[2]), str(k[3]), k[4], f"**{tok(g)}**" if g else "", tok(g, "decode_tok_s"), tok(h),
+            ratio,
             f"{g['ttft_ms']:.1f}" if g and g.get("ttft_ms") is not None else "",
             f"{h['ttft_ms']:.1f}" if h and h.get("ttft_ms") is not None else "", itl, roof,
             (g or {}).get("commit", "")]) + " |")
     dates = sorted({r.get("date", "") for r in recs})
-    return "\n".join(lines + ["", f"Output tokens per second over all sequences of the batch, greedy, measured "
-                              f"{', '.join(d for d in dates if d)} (`scripts/gpu/llm.py`, one device call); "
-                              "HBM roofline: the bytes a decode step must read over its time, against the "
-                              "measured copy bandwidth."])
+    return "\n".join(lines + ["", f"Greedy, random prompt ids, measured {', '.join(d for d in dates if d)} "
+                              "(`scripts/gpu/llm.py`, one device call). *tok/s*: output tokens per second over "
+                              "all sequences from the request to the last token (prefill included); *decode "
+                              "tok/s*: the decode steps alone; *ratio*: gpuopt's tok/s over transformers'; "
+                              "*TTFT*: time to first token; *ITL*: inter-token latency; *decode HBM roofline*: "
+                              "the bytes a decode step must read (weights and KV cache) over its time, against "
+                              "the copy bandwidth measured in the same call."])
 
 
 def render_readme(records):
@@ -126,12 +131,16 @@ def render_readme(records):
             rows.append(f"| {name} | {b} | {g['ms']:.2f} | {best:.2f} | {best / g['ms']:.2f}x |" if best else
                         f"| {name} | {b} | {g['ms']:.2f} | | |")
     llm = [r for r in records if is_llm(r) and r.get("runner") == "gpuopt" and r.get("batch") == 1 and r.get("tok_s")]
-    for r in sorted(llm, key=lambda r: (r.get("context") or 0, r.get("prompt_len") or 0))[:1]:
-        h = [x for x in records if is_llm(x) and x.get("runner") == "hf_eager" and x.get("batch") == 1 and x.get("tok_s")]
+    for r in sorted(llm, key=lambda r: (r.get("prompt_tokens") or 0, r.get("new_tokens") or 0))[:1]:
+        h = [x for x in records if is_llm(x) and x.get("runner") == "hf_eager" and x.get("batch") == 1 and x.get("tok_s")
+             and x.get("prompt_tokens") == r.get("prompt_tokens") and x.get("new_tokens") == r.get("new_tokens")]
         rows.append("")
-        rows.append(f"Text generation ({r['model']}, {r.get('precision', 'fp16')}, batch 1): **{r['tok_s']:.0f} tok/s**"
+        rows.append(f"Text generation ({r['model']}, {r.get('precision', 'fp16')}, batch 1, "
+                    f"{r.get('prompt_tokens')}-token prompt): **{r.get('decode_tok_s') or r['tok_s']:.0f} tok/s** decode, "
+                    f"first token in {r['ttft_ms']:.1f} ms"
                     + (f" ({100 * r['roofline_frac']:.0f}% of the HBM roofline)" if r.get("roofline_frac") else "")
-                    + (f", transformers' `generate` {h[0]['tok_s']:.1f} tok/s" if h else "") + ".")
+                    + (f"; transformers' `generate` {h[0].get('decode_tok_s') or h[0]['tok_s']:.1f} tok/s and "
+                       f"{h[0]['ttft_ms']:.1f} ms" if h else "") + " ([docs/llm.md](docs/llm.md)).")
     return "\n".join(rows)
 
 

@@ -7,7 +7,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIELDS = {"model", "exporter", "batch", "precision", "runner", "date"}
-LLM_FIELDS = {"model", "batch", "prompt_len", "new_tokens", "precision", "runner", "date", "tok_s", "ttft_ms"}
+LLM_FIELDS = {"model", "batch", "prompt_tokens", "new_tokens", "precision", "runner", "date", "tok_s", "ttft_ms"}
 RUNNERS = {"gpuopt", "torch_eager", "torch_eager_channels_last", "torch_compile", "torch_compile_max_autotune",
            "onnxruntime_cpu", "hf_eager"}  # hf_eager: transformers' generate (scripts/gpu/llm.py); the last: ONNX Runtime on the CPU running the same QDQ file as gpuopt int8
 
@@ -89,10 +89,10 @@ def test_readme_figures_are_the_records():
 def test_llm_table_renders_gpuopt_beside_transformers():
     sys.path.insert(0, os.path.join(ROOT, "tools"))
     import perf_table
-    recs = [{"model": "m", "batch": 1, "prompt_len": 128, "new_tokens": 128, "precision": "fp16",
+    recs = [{"model": "m", "batch": 1, "prompt_tokens": 128, "new_tokens": 128, "precision": "fp16",
              "runner": "gpuopt", "tok_s": 250.0, "ttft_ms": 10.0, "itl_p50_ms": 4.0, "itl_p99_ms": 4.5,
              "roofline_frac": 0.8, "date": "d", "commit": "c"},
-            {"model": "m", "batch": 1, "prompt_len": 128, "new_tokens": 128, "precision": "fp16",
+            {"model": "m", "batch": 1, "prompt_tokens": 128, "new_tokens": 128, "precision": "fp16",
              "runner": "hf_eager", "tok_s": 12.5, "ttft_ms": 25.0, "date": "d"}]
     table = perf_table.render_llm(recs)
     row = [l for l in table.splitlines() if l.startswith("| m ")]
