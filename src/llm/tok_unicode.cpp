@@ -80,16 +80,6 @@ bool is_valid_utf8(std::string_view s) {
   return true;
 }
 
-size_t count_chars(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    Utf8Step st = utf8_step(s, i);
-    if (!st.valid) break;
-    i += st.len;
-  }
-  return i;
-}
-
 namespace {
 
 struct ByteTable {

@@ -22,8 +22,6 @@ Utf8Step utf8_step(std::string_view s, size_t i);
 void append_utf8(std::string& out, char32_t cp);
 std::string utf8_lossy(std::string_view bytes);  // invalid subparts -> U+FFFD
 bool is_valid_utf8(std::string_view s);
-// Length of the valid characters at the start of s, stopping before an invalid subpart.
-size_t count_chars(std::string_view s);
 
 // GPT-2's bytes_to_unicode(): each byte maps to a printable character.
 const std::string& byte_to_char_utf8(uint8_t b);  // the UTF-8 of that character
