@@ -84,6 +84,33 @@ __device__ __forceinline__ void mma(float* c, const uint32_t* a, uint32_t b0, ui
   }
 }
 
+// The decode kernels' launch parameters and CTA shape (attention.cu, attention_tc.cuh).
+constexpr int kWarps = 4;
+constexpr int kTile = 32;  // keys per warp tile
+
+struct AttnParams {
+  const void* q;
+  int64_t q_stride;
+  const void* k_cache;
+  const void* v_cache;
+  void* out;
+  const int32_t* query_start;
+  const int32_t* context_lens;
+  const int32_t* block_tables;
+  int max_blocks_per_seq;
+  int num_heads, num_kv_heads, group, group_pow2, block_size;
+  float scale_log2;  // scale * log2(e): exp2 throughout
+  int window;
+  int part_size, num_parts;
+  float* ws_o;   // [rows, num_heads, num_parts, D] (split only)
+  float* ws_ml;  // [rows, num_heads, num_parts, 2]
+};
+
+template <class T, int D>
+constexpr int row_bytes() {
+  return D * static_cast<int>(sizeof(T)) + 16;  // +16: conflict-free 16-byte reads by key
+}
+
 // The tensor-core prefill kernel (attention_mma.cu): f16/bf16, head_dim 64/128, no split.
 void paged_attention_prefill_mma(const PagedAttentionArgs& a, cudaStream_t stream);
 bool prefill_mma_available();
