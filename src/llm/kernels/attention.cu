@@ -398,12 +398,12 @@ const char* paged_attention_unsupported(const PagedAttentionArgs& a) {
 
 size_t paged_attention_workspace_bytes(int max_tokens, int num_heads, int head_dim,
                                        int64_t max_context) {
+  // decode_partitions before rounding to whole tiles: an upper bound of the count a launch uses
+  // that only grows with num_kv_heads shrinking and max_context growing, so it also covers
+  // launches with a smaller max_context or more kv heads.
   int64_t rows = 0;
-  for (int64_t n = 1; n <= std::min<int64_t>(max_tokens, 256); ++n) {
-    int64_t parts = decode_partitions(n, 1, max_context);
-    if (parts <= 1) continue;
-    const int64_t size = partition_size(parts, max_context);
-    parts = (max_context + size - 1) / size;
+  for (int64_t n = 1; n <= std::min<int64_t>(max_tokens, kMaxParts); ++n) {
+    const int64_t parts = decode_partitions(n, 1, max_context);
     if (parts > 1) rows = std::max(rows, n * parts);
   }
   return static_cast<size_t>(rows) * num_heads * (head_dim + 2) * sizeof(float);
