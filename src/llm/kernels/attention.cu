@@ -44,8 +44,7 @@ __device__ __forceinline__ void load_dims(const T* p, float* f) {
 }
 
 template <class T, int D, int R>
-__global__ void __launch_bounds__(kWarps * 32)
-    attn_kernel(const AttnParams p) {
+__global__ void __launch_bounds__(kWarps * 32) attn_kernel(const AttnParams p) {
   constexpr int kN = Vec<T>::kN;
   constexpr int kChunks = D / kN;  // 16-byte chunks per key row
   constexpr int kDpl = D / 32;     // P.V: head dims per lane
@@ -156,8 +155,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
         for (int v4 = 0; v4 < kN / 4; ++v4) {
           const float4 q4 = qv[v4];
-          sc[r] += q4.x * kf[4 * v4] + q4.y * kf[4 * v4 + 1] + q4.z * kf[4 * v4 + 2] +
-                   q4.w * kf[4 * v4 + 3];
+          sc[r] += q4.x * kf[4 * v4] + q4.y * kf[4 * v4 + 1] + q4.z * kf[4 * v4 + 2] + q4.w * kf[4 * v4 + 3];
         }
       }
     }
@@ -188,8 +186,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       float vf[4][kDpl];
 #pragma unroll
       for (int jj = 0; jj < 4; ++jj)
-        load_dims<T, kDpl>(reinterpret_cast<const T*>(vbuf + (j + jj) * kRow) + lane * kDpl,
-                           vf[jj]);
+        load_dims<T, kDpl>(reinterpret_cast<const T*>(vbuf + (j + jj) * kRow) + lane * kDpl, vf[jj]);
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         const float4 p4 = *reinterpret_cast<const float4*>(pbuf + r * kTile + j);
@@ -207,8 +204,8 @@ __global__ void __launch_bounds__(kWarps * 32)
   __syncthreads();  // tiles' memory becomes the merge area
 
   float* cm = reinterpret_cast<float*>(tiles);  // [W][R]
-  float* cl = cm + kWarps * R;                   // [W][R]
-  float* co = cl + kWarps * R;                   // [W][R][D]
+  float* cl = cm + kWarps * R;                  // [W][R]
+  float* co = cl + kWarps * R;                  // [W][R][D]
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     const float lt = warp_sum(l[r]);
@@ -365,14 +362,23 @@ void launch_tc(const PagedAttentionArgs& a, const AttnParams& p, cudaStream_t st
 }
 
 template <class T, int D>
-void launch_rows(const PagedAttentionArgs& a, const AttnParams& p, int R, int q_tiles,
-                 cudaStream_t stream) {
+void launch_rows(const PagedAttentionArgs& a, const AttnParams& p, int R, int q_tiles, cudaStream_t stream) {
   switch (R) {
-    case 1: launch<T, D, 1>(a, p, q_tiles, stream); break;
-    case 2: launch<T, D, 2>(a, p, q_tiles, stream); break;
-    case 4: launch<T, D, 4>(a, p, q_tiles, stream); break;
-    case 8: launch<T, D, 8>(a, p, q_tiles, stream); break;
-    default: launch<T, D, 16>(a, p, q_tiles, stream); break;
+    case 1:
+      launch<T, D, 1>(a, p, q_tiles, stream);
+      break;
+    case 2:
+      launch<T, D, 2>(a, p, q_tiles, stream);
+      break;
+    case 4:
+      launch<T, D, 4>(a, p, q_tiles, stream);
+      break;
+    case 8:
+      launch<T, D, 8>(a, p, q_tiles, stream);
+      break;
+    default:
+      launch<T, D, 16>(a, p, q_tiles, stream);
+      break;
   }
 }
 
@@ -390,14 +396,13 @@ const char* paged_attention_unsupported(const PagedAttentionArgs& a) {
   if (a.max_context > INT_MAX / 2) return "paged_attention: max_context too large";
   if ((reinterpret_cast<uintptr_t>(a.k_cache) | reinterpret_cast<uintptr_t>(a.v_cache)) & 15)
     return "paged_attention: K/V caches must be 16-byte aligned";
-  if (a.dt != DType::F32 && (((reinterpret_cast<uintptr_t>(a.q) | reinterpret_cast<uintptr_t>(a.out)) & 15) ||
-                             a.q_stride % 8 != 0))
+  if (a.dt != DType::F32 &&
+      (((reinterpret_cast<uintptr_t>(a.q) | reinterpret_cast<uintptr_t>(a.out)) & 15) || a.q_stride % 8 != 0))
     return "paged_attention: f16/bf16 q and out must be 16-byte aligned, q_stride a multiple of 8";
   return nullptr;
 }
 
-size_t paged_attention_workspace_bytes(int max_tokens, int num_heads, int head_dim,
-                                       int64_t max_context) {
+size_t paged_attention_workspace_bytes(int max_tokens, int num_heads, int head_dim, int64_t max_context) {
   // decode_partitions before rounding to whole tiles: an upper bound of the count a launch uses
   // that only grows with num_kv_heads shrinking and max_context growing, so it also covers
   // launches with a smaller max_context or more kv heads.

@@ -109,8 +109,7 @@ __global__ void __launch_bounds__(kWarps * 32) attn_tc_kernel(const AttnParams p
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
         uint32_t b[4];
-        ldsm_x4(b, kbuf + (np * 16 + (lane & 7) + (lane >> 4) * 8) * kRow +
-                       (kk * 16 + ((lane >> 3) & 1) * 8) * 2);
+        ldsm_x4(b, kbuf + (np * 16 + (lane & 7) + (lane >> 4) * 8) * kRow + (kk * 16 + ((lane >> 3) & 1) * 8) * 2);
         mma<T>(sc[2 * np], qf[kk], b[0], b[1]);
         mma<T>(sc[2 * np + 1], qf[kk], b[2], b[3]);
       }
@@ -164,8 +163,7 @@ __global__ void __launch_bounds__(kWarps * 32) attn_tc_kernel(const AttnParams p
 #pragma unroll
       for (int kk = 0; kk < kTile / 16; ++kk) {
         uint32_t b[4];
-        ldsm_x4_t(b, vbuf + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * kRow +
-                         (dp * 16 + (lane >> 4) * 8) * 2);
+        ldsm_x4_t(b, vbuf + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * kRow + (dp * 16 + (lane >> 4) * 8) * 2);
         mma<T>(o[2 * dp], pf[kk], b[0], b[1]);
         mma<T>(o[2 * dp + 1], pf[kk], b[2], b[3]);
       }
@@ -181,7 +179,7 @@ __global__ void __launch_bounds__(kWarps * 32) attn_tc_kernel(const AttnParams p
   constexpr int R = 16;
   float* cm = reinterpret_cast<float*>(smem);  // [W][R]
   float* cl = cm + kWarps * R;
-  float* co = cl + kWarps * R;                  // [W][R][D]
+  float* co = cl + kWarps * R;  // [W][R][D]
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);

@@ -1,8 +1,9 @@
-// Token selection on the GPU: argmax_rows (greedy) and sample_rows (penalties, temperature,
-// top-k, top-p, min-p, one Philox draw), one CTA per row. sample_rows never sorts: each cut is a
-// position in the order (value desc, id asc), found by a radix descent (11+11+10 bits of
-// the order-preserving float key, after a first level of distance-below-max bins) over histograms of counts and softmax mass in shared memory;
-// ties at a cut are resolved by id in one last pass.
+// Token selection on the GPU: sample_rows (penalties, temperature, top-k, top-p, min-p, one
+// Philox draw), one CTA per row (argmax_rows: argmax.cu). sample_rows never sorts: each cut is a
+// position in the order (value desc, id asc), found by a radix descent (a level of
+// distance-below-max bins, then 11 + 11 + 10 bits of the order-preserving float key) over
+// histograms of counts and softmax mass in shared memory; ties at a cut are resolved by id in one
+// last pass.
 #include <climits>
 
 #include "llm/kernels/common.cuh"
@@ -49,70 +50,6 @@ __device__ MaxSum block_maxsum(MaxSum v, MaxSum* scratch) {
   return v;
 }
 
-// ---- argmax ----
-// Two passes over the row: the maximum (first index on ties), then, for the logprob, the sum of
-// exp(x - max); no exponential in the first pass, 16-byte loads when the row allows.
-__global__ void argmax_kernel(const float* __restrict__ logits, int64_t vocab, int64_t ld,
-                              int32_t* __restrict__ tokens, float* __restrict__ logprobs) {
-  __shared__ float bv_s[32];
-  __shared__ int bi_s[32];
-  __shared__ float fs[32];
-  const float* x = logits + blockIdx.x * ld;
-  float bv = -INFINITY;
-  int bi = INT_MAX;
-  auto take = [&](float v, int i) {
-    if (v > bv || (v == bv && i < bi)) {  // NaN compares false: never chosen
-      bv = v;
-      bi = i;
-    }
-  };
-  const bool vec = (ld % 4 == 0) && aligned16(logits);
-  const int64_t nv = vec ? vocab / 4 : 0;
-#pragma unroll 8
-  for (int64_t k = threadIdx.x; k < nv; k += blockDim.x) {
-    const float4 v = reinterpret_cast<const float4*>(x)[k];
-    const int i = static_cast<int>(4 * k);
-    take(v.x, i);
-    take(v.y, i + 1);
-    take(v.z, i + 2);
-    take(v.w, i + 3);
-  }
-  for (int64_t i = 4 * nv + threadIdx.x; i < vocab; i += blockDim.x) take(x[i], static_cast<int>(i));
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-    const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-    take(ov, oi);
-  }
-  if (lane == 0) {
-    bv_s[warp] = bv;
-    bi_s[warp] = bi;
-  }
-  __syncthreads();
-  for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w) take(bv_s[w], bi_s[w]);
-  if (bi == INT_MAX) bi = 0;  // all NaN
-  if (logprobs == nullptr) {
-    if (threadIdx.x == 0) tokens[blockIdx.x] = bi;
-    return;
-  }
-  const float mx = bv;
-  float sum = 0.0f;
-#pragma unroll 8
-  for (int64_t k = threadIdx.x; k < nv; k += blockDim.x) {
-    const float4 v = reinterpret_cast<const float4*>(x)[k];
-    sum += (v.x == v.x ? __expf(v.x - mx) : 0.0f) + (v.y == v.y ? __expf(v.y - mx) : 0.0f) +
-           (v.z == v.z ? __expf(v.z - mx) : 0.0f) + (v.w == v.w ? __expf(v.w - mx) : 0.0f);
-  }
-  for (int64_t i = 4 * nv + threadIdx.x; i < vocab; i += blockDim.x)
-    sum += x[i] == x[i] ? __expf(x[i] - mx) : 0.0f;
-  sum = block_sum(sum, fs);
-  if (threadIdx.x == 0) {
-    tokens[blockIdx.x] = bi;
-    logprobs[blockIdx.x] = sum > 0.0f ? -__logf(sum) : 0.0f;  // x[bi] == mx
-  }
-}
-
 // ---- sample_rows ----
 struct Row {
   const float* x;
@@ -130,13 +67,15 @@ __device__ __forceinline__ float zval_from(const Row& r, int64_t i, float l) {
     // Explicit roundings (no FMA contraction): the CPU sampler computes the same f32 values.
     if (seen && r.sp.repetition_penalty != 1.0f)
       l = l > 0.0f ? __fdiv_rn(l, r.sp.repetition_penalty) : __fmul_rn(l, r.sp.repetition_penalty);
-    l = __fsub_rn(l, __fadd_rn(c > 0 ? r.sp.presence_penalty : 0.0f,
-                               __fmul_rn(r.sp.frequency_penalty, static_cast<float>(c))));
+    l = __fsub_rn(
+        l, __fadd_rn(c > 0 ? r.sp.presence_penalty : 0.0f, __fmul_rn(r.sp.frequency_penalty, static_cast<float>(c))));
   }
   if (!r.greedy) l = __fdiv_rn(l, r.sp.temperature);
   return l != l ? -INFINITY : l;
 }
-__device__ __forceinline__ float zval(const Row& r, int64_t i) { return zval_from(r, i, r.x[i]); }
+__device__ __forceinline__ float zval(const Row& r, int64_t i) {
+  return zval_from(r, i, r.x[i]);
+}
 
 // Calls f(z, i) for this thread's share of the vocabulary, kUnroll loads in flight at a time (one
 // CTA per row: a single load per iteration left each pass latency-bound).
@@ -200,11 +139,11 @@ struct Smem {
 // A cut in the sorted order: every token with key > key, plus the first `ties` of those equal.
 struct Cut {
   uint32_t key;
-  int cnt_gt;      // tokens with a greater key
-  float mass_gt;   // their mass
-  int cnt_eq;      // tokens with this key
+  int cnt_gt;     // tokens with a greater key
+  float mass_gt;  // their mass
+  int cnt_eq;     // tokens with this key
   float mass_eq;
-  int id_if_one;   // the token when cnt_eq == 1
+  int id_if_one;  // the token when cnt_eq == 1
 };
 
 // Radix descent: the position where the cumulative count (kCount) or mass reaches `need`
@@ -320,9 +259,12 @@ __device__ Cut descend(const Src& src, float zmax, float need, uint32_t floor_ke
       const int rr = r0 + k;
       if (rr >= nb || cc[k] == 0) continue;
       bool hit;
-      if (kCount) hit = static_cast<float>(gt_cnt + inc_c[k]) >= need;
-      else if (kStrict) hit = gt_mass + inc_m[k] > need;
-      else hit = gt_mass + inc_m[k] >= need;
+      if (kCount)
+        hit = static_cast<float>(gt_cnt + inc_c[k]) >= need;
+      else if (kStrict)
+        hit = gt_mass + inc_m[k] > need;
+      else
+        hit = gt_mass + inc_m[k] >= need;
       if (hit) atomicMin(&sm.best, rr);
       atomicMax(&sm.last, rr);  // rounding fallback: the lowest non-empty bin
     }
@@ -399,8 +341,7 @@ __device__ int jth_id(const Row& r, int64_t vocab, uint32_t key, int j, Smem& sm
 __global__ void __launch_bounds__(kThreads)
     sample_kernel(const float* __restrict__ logits, int64_t vocab, int64_t ld,
                   const SampleRowParams* __restrict__ params, const int32_t* __restrict__ counts,
-                  const uint8_t* __restrict__ prompt_mask, int32_t* __restrict__ tokens,
-                  float* __restrict__ logprobs) {
+                  const uint8_t* __restrict__ prompt_mask, int32_t* __restrict__ tokens, float* __restrict__ logprobs) {
   __shared__ Smem sm;
   const int64_t row = blockIdx.x;
   Row r;
@@ -408,8 +349,8 @@ __global__ void __launch_bounds__(kThreads)
   r.sp = params[row];
   r.cnt = counts ? counts + row * vocab : nullptr;
   r.pm = prompt_mask ? prompt_mask + row * vocab : nullptr;
-  r.penal = (r.cnt || r.pm) && (r.sp.repetition_penalty != 1.0f || r.sp.presence_penalty != 0.0f ||
-                                r.sp.frequency_penalty != 0.0f);
+  r.penal = (r.cnt || r.pm) &&
+            (r.sp.repetition_penalty != 1.0f || r.sp.presence_penalty != 0.0f || r.sp.frequency_penalty != 0.0f);
   r.greedy = !(r.sp.temperature > 0.0f);
 
   // Pass 0: max and sum of exp of the processed logits; of the raw ones for the logprob.
@@ -502,7 +443,7 @@ __global__ void __launch_bounds__(kThreads)
       if (!cand) gather(c);
     }
     if (r.sp.min_p > 0.0f) {
-      const float vmin = zmax + __logf(r.sp.min_p);  // prob / max prob >= min_p
+      const float vmin = zmax + __logf(r.sp.min_p);                // prob / max prob >= min_p
       const float kval = kkey == 0 ? -INFINITY : key_value(kkey);  // 0: no cut yet
       if (vmin > kval) {
         float m = 0.0f;
@@ -551,20 +492,13 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
-void argmax_rows(const float* logits, int64_t n, int64_t vocab, int64_t ld, int32_t* tokens,
-                 float* logprobs, cudaStream_t stream) {
-  if (n <= 0) return;
-  argmax_kernel<<<static_cast<unsigned>(n), 512, 0, stream>>>(logits, vocab, ld, tokens, logprobs);
-}
-
-void sample_rows(const float* logits, int64_t n, int64_t vocab, int64_t ld,
-                 const SampleRowParams* params, const int32_t* output_counts,
-                 const uint8_t* prompt_mask, int32_t* tokens, float* logprobs,
+void sample_rows(const float* logits, int64_t n, int64_t vocab, int64_t ld, const SampleRowParams* params,
+                 const int32_t* output_counts, const uint8_t* prompt_mask, int32_t* tokens, float* logprobs,
                  cudaStream_t stream) {
   if (n <= 0) return;
   if (vocab <= 0 || vocab > INT_MAX) contract_violation("sample_rows: vocab out of range");
-  sample_kernel<<<static_cast<unsigned>(n), kThreads, 0, stream>>>(
-      logits, vocab, ld, params, output_counts, prompt_mask, tokens, logprobs);
+  sample_kernel<<<static_cast<unsigned>(n), kThreads, 0, stream>>>(logits, vocab, ld, params, output_counts,
+                                                                   prompt_mask, tokens, logprobs);
 }
 
 }  // namespace gpuopt::llm::cuda
