@@ -146,9 +146,12 @@ struct AttnBatch {
 // rounding: within the dtype's usual abs 2.5e-3 / 2e-2.
 inline Tol attention_tol(DType dt) {
   switch (dt) {
-    case DType::F32: return {2e-5, 1e-4};
-    case DType::F16: return {2.5e-3, 1e-3};
-    default: return {2e-2, 1e-2};
+    case DType::F32:
+      return {2e-5, 1e-4};
+    case DType::F16:
+      return {2.5e-3, 1e-3};
+    default:
+      return {2e-2, 1e-2};
   }
 }
 

@@ -36,8 +36,8 @@ TEST(LlmAttention, DecodeAtBlockEdgesSplitAndUnsplit) {
         b.padded_seqs = 2;
         b.build(rng);
         for (bool split : {false, true}) {
-          const std::string what = std::string(dt_name(dt)) + " D" + std::to_string(D) + " G" +
-                                   std::to_string(G) + (split ? " split" : " unsplit");
+          const std::string what = std::string(dt_name(dt)) + " D" + std::to_string(D) + " G" + std::to_string(G) +
+                                   (split ? " split" : " unsplit");
           run_and_check(b, split, what);
         }
       }
@@ -59,8 +59,9 @@ TEST(LlmAttention, DecodeBlockSizesAndOddGroups) {
       b.dt = dt;
       for (int ctx : {3, 64, 65, 700, 3000}) b.seqs.push_back({1, ctx});
       b.build(rng);
-      run_and_check(b, true, std::string(dt_name(dt)) + " bs" + std::to_string(c.bs) + " H" +
-                                 std::to_string(c.H) + "/" + std::to_string(c.KV));
+      run_and_check(b, true,
+                    std::string(dt_name(dt)) + " bs" + std::to_string(c.bs) + " H" + std::to_string(c.H) + "/" +
+                        std::to_string(c.KV));
     }
 }
 
@@ -107,8 +108,8 @@ TEST(LlmAttention, PrefillAndChunkedPrefillMixed) {
         b.seqs = {{1, 1}, {300, 300}, {7, 7}, {37, 1000}, {1, 513}, {128, 200}, {65, 65}, {16, 17}};
         b.padded_seqs = 1;
         b.build(rng);
-        run_and_check(b, false, std::string("prefill ") + dt_name(dt) + " D" + std::to_string(D) +
-                                    " G" + std::to_string(G));
+        run_and_check(b, false,
+                      std::string("prefill ") + dt_name(dt) + " D" + std::to_string(D) + " G" + std::to_string(G));
       }
 }
 

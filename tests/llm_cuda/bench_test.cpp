@@ -91,8 +91,8 @@ TEST(LlmKernelsBench, DecodeAttentionBandwidth) {
             cuda::paged_attention(a, nullptr);
           });
           ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-          std::printf("%-10s %5d %6d %10.1f %10.0f %8s\n", sh.name, batch, ctx, ms * 1e3,
-                      kv_bytes / (ms * 1e-3) / 1e9, split ? "yes" : "no");
+          std::printf("%-10s %5d %6d %10.1f %10.0f %8s\n", sh.name, batch, ctx, ms * 1e3, kv_bytes / (ms * 1e-3) / 1e9,
+                      split ? "yes" : "no");
         }
 }
 
@@ -164,12 +164,13 @@ TEST(LlmKernelsBench, SamplingRows) {
       cuda::argmax_rows(x.as<float>(), n, vocab, vocab, tok.as<int32_t>(), lp.as<float>(), nullptr);
     });
     const float sample = time_ms(50, [&](int) {
-      cuda::sample_rows(x.as<float>(), n, vocab, vocab, prm.as<cuda::SampleRowParams>(), nullptr,
-                        nullptr, tok.as<int32_t>(), lp.as<float>(), nullptr);
+      cuda::sample_rows(x.as<float>(), n, vocab, vocab, prm.as<cuda::SampleRowParams>(), nullptr, nullptr,
+                        tok.as<int32_t>(), lp.as<float>(), nullptr);
     });
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    std::printf("sampling vocab %lld, %lld rows: argmax_rows %.1f us, sample_rows (T 0.8, top-k 50, top-p 0.9) %.1f us\n",
-                static_cast<long long>(vocab), static_cast<long long>(n), greedy * 1e3, sample * 1e3);
+    std::printf(
+        "sampling vocab %lld, %lld rows: argmax_rows %.1f us, sample_rows (T 0.8, top-k 50, top-p 0.9) %.1f us\n",
+        static_cast<long long>(vocab), static_cast<long long>(n), greedy * 1e3, sample * 1e3);
   }
 }
 

@@ -122,16 +122,18 @@ struct Tol {
 };
 inline Tol tol_for(DType dt) {
   switch (dt) {
-    case DType::F32: return {1e-5, 1e-4};
-    case DType::F16: return {2.5e-3, 1e-3};
-    default: return {2e-2, 1e-2};
+    case DType::F32:
+      return {1e-5, 1e-4};
+    case DType::F16:
+      return {2.5e-3, 1e-3};
+    default:
+      return {2e-2, 1e-2};
   }
 }
 
 // Counts elements outside |got - ref| <= abs + rel * |ref| (NaN counts as outside); reports the
 // first few.
-inline size_t count_bad(const std::vector<float>& got, const std::vector<double>& ref, Tol tol,
-                        const char* what) {
+inline size_t count_bad(const std::vector<float>& got, const std::vector<double>& ref, Tol tol, const char* what) {
   size_t bad = 0;
   for (size_t i = 0; i < ref.size(); ++i) {
     const double err = std::fabs(static_cast<double>(got[i]) - ref[i]);

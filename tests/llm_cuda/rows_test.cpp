@@ -28,8 +28,7 @@ TEST(LlmKernels, EmbeddingAndGatherCopyRows) {
       k::embedding(dtok.as<int32_t>(), dtable.get(), dout.get(), T, hidden, dt, nullptr);
       auto out = dout.download<uint8_t>(T * hidden * es);
       for (int64_t t = 0; t < T; ++t)
-        ASSERT_EQ(0, std::memcmp(out.data() + t * hidden * es, table.data() + tok[t] * hidden * es,
-                                 hidden * es))
+        ASSERT_EQ(0, std::memcmp(out.data() + t * hidden * es, table.data() + tok[t] * hidden * es, hidden * es))
             << dt_name(dt) << " row " << t;
       EXPECT_TRUE(dout.guards_ok());
       std::vector<int32_t> rows = {18, 0, 7, 7, 3};
@@ -38,8 +37,7 @@ TEST(LlmKernels, EmbeddingAndGatherCopyRows) {
       k::gather_rows(dout.get(), drows.as<int32_t>(), dg.get(), 5, hidden, dt, nullptr);
       auto g = dg.download<uint8_t>(5 * hidden * es);
       for (int i = 0; i < 5; ++i)
-        ASSERT_EQ(0, std::memcmp(g.data() + i * hidden * es, out.data() + rows[i] * hidden * es,
-                                 hidden * es));
+        ASSERT_EQ(0, std::memcmp(g.data() + i * hidden * es, out.data() + rows[i] * hidden * es, hidden * es));
       EXPECT_TRUE(dg.guards_ok());
       CUDA_OK(cudaDeviceSynchronize());
     }
@@ -62,8 +60,7 @@ TEST(LlmKernels, RmsNormWithAndWithoutResidual) {
         dx.upload(encode(x, dt));
         dr.upload(encode(res, dt));
         dw.upload(encode(w, dt));
-        k::rms_norm(dx.get(), with_res ? dr.get() : nullptr, dw.get(), dout.get(), rows, dim, eps,
-                    dt, nullptr);
+        k::rms_norm(dx.get(), with_res ? dr.get() : nullptr, dw.get(), dout.get(), rows, dim, eps, dt, nullptr);
         CUDA_OK(cudaDeviceSynchronize());
         std::vector<double> ref(rows * dim);
         std::vector<float> new_res = res;
@@ -136,24 +133,23 @@ TEST(LlmKernels, RopeAndCache) {
     auto qkv = round_to(random_vec(static_cast<size_t>(T) * W, rng), c.dt);
     std::vector<int32_t> pos(T), slots(T);
     std::vector<float> inv(c.D / 2);
-    for (int i = 0; i < c.D / 2; ++i)
-      inv[i] = static_cast<float>(std::pow(500000.0, -2.0 * i / c.D));
+    for (int i = 0; i < c.D / 2; ++i) inv[i] = static_cast<float>(std::pow(500000.0, -2.0 * i / c.D));
     for (int t = 0; t < T; ++t) {
       pos[t] = static_cast<int32_t>(rng() % 9000);
       slots[t] = t == 4 ? -1 : ((t * 3 + 1) % num_blocks) * bs + (t * 5) % bs;  // scattered
     }
     const size_t cache_n = static_cast<size_t>(num_blocks) * bs * c.KV * c.D;
     auto kc0 = round_to(random_vec(cache_n, rng), c.kv_dt), vc0 = round_to(random_vec(cache_n, rng), c.kv_dt);
-    DevBuf dqkv(qkv.size() * es), dpos(T * 4), dinv(inv.size() * 4), dslots(T * 4),
-        dk(cache_n * kes), dv(cache_n * kes);
+    DevBuf dqkv(qkv.size() * es), dpos(T * 4), dinv(inv.size() * 4), dslots(T * 4), dk(cache_n * kes),
+        dv(cache_n * kes);
     dqkv.upload(encode(qkv, c.dt));
     dpos.upload(pos);
     dinv.upload(inv);
     dslots.upload(slots);
     dk.upload(encode(kc0, c.kv_dt));
     dv.upload(encode(vc0, c.kv_dt));
-    k::rope_and_cache(dqkv.get(), dpos.as<int32_t>(), dinv.as<float>(), dslots.as<int32_t>(),
-                      dk.get(), dv.get(), T, c.H, c.KV, c.D, bs, c.dt, c.kv_dt, nullptr);
+    k::rope_and_cache(dqkv.get(), dpos.as<int32_t>(), dinv.as<float>(), dslots.as<int32_t>(), dk.get(), dv.get(), T,
+                      c.H, c.KV, c.D, bs, c.dt, c.kv_dt, nullptr);
     CUDA_OK(cudaDeviceSynchronize());
     std::vector<double> ref(qkv.begin(), qkv.end());
     for (int t = 0; t < T; ++t)

@@ -74,8 +74,8 @@ struct Oracle {
 
 // sampling.h's order of operations in f32 where the kernel rounds (the processed logits) and in
 // double for the masses.
-std::vector<float> processed(const float* x, int64_t vocab, const k::SampleRowParams& p,
-                             const int32_t* cnt, const uint8_t* pm, bool greedy) {
+std::vector<float> processed(const float* x, int64_t vocab, const k::SampleRowParams& p, const int32_t* cnt,
+                             const uint8_t* pm, bool greedy) {
   std::vector<float> z(vocab);
   for (int64_t i = 0; i < vocab; ++i) {
     float l = x[i];
@@ -162,14 +162,14 @@ TEST(LlmSampling, SampleRowsMatchesInverseCdfOracle) {
       for (int t = 0; t < 60; ++t) pm[r * vocab + rng() % vocab] = 1;
     }
   }
-  DevBuf dx(x.size() * 4), dp(ps.size() * sizeof(k::SampleRowParams)), dc(cnt.size() * 4),
-      dm(pm.size()), dt(n * 4), dl(n * 4);
+  DevBuf dx(x.size() * 4), dp(ps.size() * sizeof(k::SampleRowParams)), dc(cnt.size() * 4), dm(pm.size()), dt(n * 4),
+      dl(n * 4);
   dx.upload(x);
   dp.upload(ps.data(), ps.size() * sizeof(k::SampleRowParams));
   dc.upload(cnt);
   dm.upload(pm);
-  k::sample_rows(dx.as<float>(), n, vocab, ld, dp.as<k::SampleRowParams>(), dc.as<int32_t>(),
-                 dm.as<uint8_t>(), dt.as<int32_t>(), dl.as<float>(), nullptr);
+  k::sample_rows(dx.as<float>(), n, vocab, ld, dp.as<k::SampleRowParams>(), dc.as<int32_t>(), dm.as<uint8_t>(),
+                 dt.as<int32_t>(), dl.as<float>(), nullptr);
   CUDA_OK(cudaDeviceSynchronize());
   auto tok = dt.download<int32_t>(n);
   auto lp = dl.download<float>(n);
@@ -194,16 +194,16 @@ TEST(LlmSampling, SampleRowsMatchesInverseCdfOracle) {
       // a top-p cut that float masses could place one token either way
       if (p.top_p < 1.0f) {
         const double tp = p.top_p * o.topk_mass;
-        near_edge |= std::fabs(o.cum.back() - tp) < eps ||
-                     (o.cum.size() > 1 && std::fabs(o.cum[o.cum.size() - 2] - tp) < eps);
+        near_edge |=
+            std::fabs(o.cum.back() - tp) < eps || (o.cum.size() > 1 && std::fabs(o.cum[o.cum.size() - 2] - tp) < eps);
       }
     }
     if (tok[r] != want) {
       if (near_edge) {
         ++ambiguous;
       } else {
-        ADD_FAILURE() << "row " << r << ": got " << tok[r] << " want " << want << " (T " << p.temperature
-                      << " k " << p.top_k << " p " << p.top_p << " min_p " << p.min_p << ")";
+        ADD_FAILURE() << "row " << r << ": got " << tok[r] << " want " << want << " (T " << p.temperature << " k "
+                      << p.top_k << " p " << p.top_p << " min_p " << p.min_p << ")";
       }
     }
     ASSERT_GE(tok[r], 0);
@@ -238,8 +238,7 @@ TEST(LlmSampling, SampleRowsFrequenciesWithinBinomialBounds) {
   auto z = processed(row.data(), vocab, base, nullptr, nullptr, false);
   const Oracle o = oracle(z, base);
   std::map<int, double> prob;
-  for (size_t j = 0; j < o.order.size(); ++j)
-    prob[o.order[j]] = (o.cum[j] - (j ? o.cum[j - 1] : 0.0)) / o.cum.back();
+  for (size_t j = 0; j < o.order.size(); ++j) prob[o.order[j]] = (o.cum[j] - (j ? o.cum[j - 1] : 0.0)) / o.cum.back();
   DevBuf dx(x.size() * 4), dp(n * sizeof(k::SampleRowParams)), dt(n * 4);
   dx.upload(x);
   std::vector<int64_t> hits(vocab, 0);
@@ -251,8 +250,8 @@ TEST(LlmSampling, SampleRowsFrequenciesWithinBinomialBounds) {
       ps[r].counter_lo = static_cast<uint64_t>(r);
     }
     dp.upload(ps.data(), ps.size() * sizeof(k::SampleRowParams));
-    k::sample_rows(dx.as<float>(), n, vocab, vocab, dp.as<k::SampleRowParams>(), nullptr, nullptr,
-                   dt.as<int32_t>(), nullptr, nullptr);
+    k::sample_rows(dx.as<float>(), n, vocab, vocab, dp.as<k::SampleRowParams>(), nullptr, nullptr, dt.as<int32_t>(),
+                   nullptr, nullptr);
     CUDA_OK(cudaDeviceSynchronize());
     for (int32_t t : dt.download<int32_t>(n)) ++hits[t];
   }

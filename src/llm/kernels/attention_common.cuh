@@ -14,10 +14,11 @@ constexpr float kLog2e = 1.4426950408889634f;
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
   // src-size 0 zero-fills the 16 bytes: masked keys must hold zeros, never stale NaN bits.
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem),
-               "r"(valid ? 16 : 0));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(valid ? 16 : 0));
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
@@ -30,8 +31,7 @@ template <class K>
 void allow_smem(K kernel, size_t bytes) {
   if (bytes > 48 * 1024)
     cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
-  cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                       cudaSharedmemCarveoutMaxShared);
+  cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
 }
 
 // mma.sync m16n8k16 (f16/bf16 in, f32 accumulate) and ldmatrix, for the tensor-core paths.
@@ -82,6 +82,33 @@ __device__ __forceinline__ void mma(float* c, const uint32_t* a, uint32_t b0, ui
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
   }
+}
+
+// The decode kernels' launch parameters and CTA shape (attention.cu, attention_tc.cuh).
+constexpr int kWarps = 4;
+constexpr int kTile = 32;  // keys per warp tile
+
+struct AttnParams {
+  const void* q;
+  int64_t q_stride;
+  const void* k_cache;
+  const void* v_cache;
+  void* out;
+  const int32_t* query_start;
+  const int32_t* context_lens;
+  const int32_t* block_tables;
+  int max_blocks_per_seq;
+  int num_heads, num_kv_heads, group, group_pow2, block_size;
+  float scale_log2;  // scale * log2(e): exp2 throughout
+  int window;
+  int part_size, num_parts;
+  float* ws_o;   // [rows, num_heads, num_parts, D] (split only)
+  float* ws_ml;  // [rows, num_heads, num_parts, 2]
+};
+
+template <class T, int D>
+constexpr int row_bytes() {
+  return D * static_cast<int>(sizeof(T)) + 16;  // +16: conflict-free 16-byte reads by key
 }
 
 // The tensor-core prefill kernel (attention_mma.cu): f16/bf16, head_dim 64/128, no split.

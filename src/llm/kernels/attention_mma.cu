@@ -75,9 +75,8 @@ __global__ void __launch_bounds__(kThreads, 3) prefill_mma_kernel(const MmaParam
   auto compute_slots = [&](int buf, int kt0) {
     if (tid < kBK) {
       const int key = kt0 + tid;
-      sSlot[buf][tid] = key < k_hi ? static_cast<int64_t>(table[key / p.block_size]) * p.block_size +
-                                         key % p.block_size
-                                   : -1;
+      sSlot[buf][tid] =
+          key < k_hi ? static_cast<int64_t>(table[key / p.block_size]) * p.block_size + key % p.block_size : -1;
     }
   };
   auto load_kv = [&](T* dst, const T* base, const int64_t* slots) {
@@ -107,7 +106,7 @@ __global__ void __launch_bounds__(kThreads, 3) prefill_mma_kernel(const MmaParam
   for (int j = 0; j < n_tiles; ++j) {
     const int kt0 = k_lo + j * kBK;
     if (j + 1 < n_tiles) compute_slots((j + 1) & 1, kt0 + kBK);  // read after the next barrier
-    cp_async_wait<1>();  // Q (first tile) and this tile's K
+    cp_async_wait<1>();                                          // Q (first tile) and this tile's K
     __syncthreads();
     if (j == 0) {
 #pragma unroll
@@ -132,8 +131,8 @@ __global__ void __launch_bounds__(kThreads, 3) prefill_mma_kernel(const MmaParam
     cp_async_commit();
 
     // Scale to log2 units, mask where the tile crosses the diagonal / window / context end.
-    const bool need_mask = kt0 + kBK - 1 > pos0 || kt0 + kBK > k_hi ||
-                           (p.window > 0 && kt0 <= pos0 + kBQ - 1 - p.window);
+    const bool need_mask =
+        kt0 + kBK - 1 > pos0 || kt0 + kBK > k_hi || (p.window > 0 && kt0 <= pos0 + kBQ - 1 - p.window);
     float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
     for (int n = 0; n < kBK / 8; ++n) {
@@ -223,14 +222,16 @@ void launch_mma(const PagedAttentionArgs& a, const MmaParams& p, cudaStream_t st
   constexpr size_t smem = mma_smem_bytes<D>();
   static const bool once = (allow_smem(kernel, smem), true);
   (void)once;
-  dim3 grid(static_cast<unsigned>((a.max_query_len + kBQ - 1) / kBQ),
-            static_cast<unsigned>(a.num_heads), static_cast<unsigned>(a.num_seqs));
+  dim3 grid(static_cast<unsigned>((a.max_query_len + kBQ - 1) / kBQ), static_cast<unsigned>(a.num_heads),
+            static_cast<unsigned>(a.num_seqs));
   kernel<<<grid, kThreads, smem, stream>>>(p);
 }
 
 }  // namespace
 
-bool prefill_mma_available() { return true; }
+bool prefill_mma_available() {
+  return true;
+}
 
 void paged_attention_prefill_mma(const PagedAttentionArgs& a, cudaStream_t stream) {
   MmaParams p{};
@@ -249,15 +250,19 @@ void paged_attention_prefill_mma(const PagedAttentionArgs& a, cudaStream_t strea
   p.block_size = a.block_size;
   p.window = a.sliding_window;
   p.scale_log2 = a.scale * kLog2e;
-  if ((reinterpret_cast<uintptr_t>(a.q) | static_cast<uintptr_t>(a.q_stride * 2) |
-       reinterpret_cast<uintptr_t>(a.out)) & 15)
+  if ((reinterpret_cast<uintptr_t>(a.q) | static_cast<uintptr_t>(a.q_stride * 2) | reinterpret_cast<uintptr_t>(a.out)) &
+      15)
     contract_violation("paged_attention: q rows and out must be 16-byte aligned for prefill");
   if (a.dt == DType::F16) {
-    if (a.head_dim == 64) launch_mma<__half, 64>(a, p, stream);
-    else launch_mma<__half, 128>(a, p, stream);
+    if (a.head_dim == 64)
+      launch_mma<__half, 64>(a, p, stream);
+    else
+      launch_mma<__half, 128>(a, p, stream);
   } else {
-    if (a.head_dim == 64) launch_mma<__nv_bfloat16, 64>(a, p, stream);
-    else launch_mma<__nv_bfloat16, 128>(a, p, stream);
+    if (a.head_dim == 64)
+      launch_mma<__nv_bfloat16, 64>(a, p, stream);
+    else
+      launch_mma<__nv_bfloat16, 128>(a, p, stream);
   }
 }
 

@@ -36,15 +36,25 @@ struct Vec<__nv_bfloat16> {
   static constexpr int kN = 8;
 };
 
-__device__ __forceinline__ float to_f(float x) { return x; }
-__device__ __forceinline__ float to_f(__half x) { return __half2float(x); }
-__device__ __forceinline__ float to_f(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_f(float x) {
+  return x;
+}
+__device__ __forceinline__ float to_f(__half x) {
+  return __half2float(x);
+}
+__device__ __forceinline__ float to_f(__nv_bfloat16 x) {
+  return __bfloat162float(x);
+}
 template <class T>
 __device__ __forceinline__ T from_f(float x);
 template <>
-__device__ __forceinline__ float from_f<float>(float x) { return x; }
+__device__ __forceinline__ float from_f<float>(float x) {
+  return x;
+}
 template <>
-__device__ __forceinline__ __half from_f<__half>(float x) { return __float2half_rn(x); }
+__device__ __forceinline__ __half from_f<__half>(float x) {
+  return __float2half_rn(x);
+}
 template <>
 __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) {
   return __float2bfloat16_rn(x);
@@ -89,16 +99,25 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
   return warp_sum(v);
 }
 
-inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+__host__ __device__ inline bool aligned16(const void* p) {
+  return (reinterpret_cast<uintptr_t>(p) & 15) == 0;
+}
 
 // Calls f(T{}) with T the CUDA type of dt (F32, F16, BF16).
 template <class F>
 void dispatch_float(DType dt, F&& f) {
   switch (dt) {
-    case DType::F32: f(float{}); break;
-    case DType::F16: f(__half{}); break;
-    case DType::BF16: f(__nv_bfloat16{}); break;
-    default: contract_violation("dtype must be f32, f16 or bf16");
+    case DType::F32:
+      f(float{});
+      break;
+    case DType::F16:
+      f(__half{});
+      break;
+    case DType::BF16:
+      f(__nv_bfloat16{});
+      break;
+    default:
+      contract_violation("dtype must be f32, f16 or bf16");
   }
 }
 

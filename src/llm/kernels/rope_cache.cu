@@ -11,10 +11,8 @@ using namespace detail;
 // slot = block * block_size + offset already linearises [num_blocks, block_size].
 template <class T, class KT>
 __global__ void rope_and_cache_kernel(T* __restrict__ qkv, const int32_t* __restrict__ positions,
-                                      const float* __restrict__ inv_freq,
-                                      const int32_t* __restrict__ slot_mapping,
-                                      KT* __restrict__ k_cache, KT* __restrict__ v_cache, int H,
-                                      int KV, int D) {
+                                      const float* __restrict__ inv_freq, const int32_t* __restrict__ slot_mapping,
+                                      KT* __restrict__ k_cache, KT* __restrict__ v_cache, int H, int KV, int D) {
   extern __shared__ float cs[];  // cos[D/2], sin[D/2]
   const int64_t t = blockIdx.x;
   const int half = D / 2;
@@ -52,10 +50,9 @@ __global__ void rope_and_cache_kernel(T* __restrict__ qkv, const int32_t* __rest
 
 }  // namespace
 
-void rope_and_cache(void* qkv, const int32_t* positions, const float* inv_freq,
-                    const int32_t* slot_mapping, void* k_cache, void* v_cache, int64_t T,
-                    int num_heads, int num_kv_heads, int head_dim, int block_size, DType dt,
-                    DType kv_dt, cudaStream_t stream) {
+void rope_and_cache(void* qkv, const int32_t* positions, const float* inv_freq, const int32_t* slot_mapping,
+                    void* k_cache, void* v_cache, int64_t T, int num_heads, int num_kv_heads, int head_dim,
+                    int block_size, DType dt, DType kv_dt, cudaStream_t stream) {
   (void)block_size;  // slot already = block * block_size + offset
   if (T <= 0) return;
   if (head_dim % 2 != 0) contract_violation("rope_and_cache: head_dim must be even");

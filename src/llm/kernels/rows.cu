@@ -9,8 +9,8 @@ using namespace detail;
 // dst row r = src row idx[r]; rows of `bytes` bytes copied in W-byte words (W divides bytes and
 // both bases' alignment). Element-type agnostic: embedding and gather are the same copy.
 template <class W>
-__global__ void copy_rows_kernel(const char* __restrict__ src, const int32_t* __restrict__ idx,
-                                 char* __restrict__ dst, int64_t n, int64_t bytes) {
+__global__ void copy_rows_kernel(const char* __restrict__ src, const int32_t* __restrict__ idx, char* __restrict__ dst,
+                                 int64_t n, int64_t bytes) {
   const int64_t words = bytes / static_cast<int64_t>(sizeof(W));
   for (int64_t r = blockIdx.x; r < n; r += gridDim.x) {
     const W* s = reinterpret_cast<const W*>(src + static_cast<int64_t>(idx[r]) * bytes);
@@ -19,11 +19,10 @@ __global__ void copy_rows_kernel(const char* __restrict__ src, const int32_t* __
   }
 }
 
-void copy_rows(const void* src, const int32_t* idx, void* dst, int64_t n, int64_t bytes,
-               cudaStream_t stream) {
+void copy_rows(const void* src, const int32_t* idx, void* dst, int64_t n, int64_t bytes, cudaStream_t stream) {
   if (n <= 0 || bytes <= 0) return;
-  const uintptr_t a = reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(dst) |
-                      static_cast<uintptr_t>(bytes);
+  const uintptr_t a =
+      reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(dst) | static_cast<uintptr_t>(bytes);
   const unsigned grid = static_cast<unsigned>(n < 65535 ? n : 65535);
   const auto* s = static_cast<const char*>(src);
   auto* d = static_cast<char*>(dst);
@@ -39,9 +38,8 @@ void copy_rows(const void* src, const int32_t* idx, void* dst, int64_t n, int64_
 // With residual: residual = round(x + residual) and the norm is taken of that rounded value, as
 // Hugging Face does in the model's dtype. Sum of squares in f32.
 template <class T, int V>
-__global__ void rms_norm_kernel(const T* __restrict__ x, T* __restrict__ residual,
-                                const T* __restrict__ w, T* __restrict__ out, int64_t dim,
-                                float eps) {
+__global__ void rms_norm_kernel(const T* __restrict__ x, T* __restrict__ residual, const T* __restrict__ w,
+                                T* __restrict__ out, int64_t dim, float eps) {
   __shared__ float scratch[32];
   const int64_t row = blockIdx.x;
   const T* xr = x + row * dim;
@@ -97,8 +95,7 @@ __global__ void rms_norm_kernel(const T* __restrict__ x, T* __restrict__ residua
 }
 
 template <class T, int V>
-__global__ void silu_mul_kernel(const T* __restrict__ gu, T* __restrict__ out, int64_t T_,
-                                int64_t inter) {
+__global__ void silu_mul_kernel(const T* __restrict__ gu, T* __restrict__ out, int64_t T_, int64_t inter) {
   const int64_t per_row = inter / V, total = T_ * per_row;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -125,18 +122,17 @@ __global__ void silu_mul_kernel(const T* __restrict__ gu, T* __restrict__ out, i
 
 }  // namespace
 
-void embedding(const int32_t* tokens, const void* table, void* out, int64_t T, int64_t hidden,
-               DType dt, cudaStream_t stream) {
+void embedding(const int32_t* tokens, const void* table, void* out, int64_t T, int64_t hidden, DType dt,
+               cudaStream_t stream) {
   copy_rows(table, tokens, out, T, hidden * static_cast<int64_t>(dtype_size(dt)), stream);
 }
 
-void gather_rows(const void* x, const int32_t* rows, void* out, int64_t n, int64_t dim, DType dt,
-                 cudaStream_t stream) {
+void gather_rows(const void* x, const int32_t* rows, void* out, int64_t n, int64_t dim, DType dt, cudaStream_t stream) {
   copy_rows(x, rows, out, n, dim * static_cast<int64_t>(dtype_size(dt)), stream);
 }
 
-void rms_norm(const void* x, void* residual, const void* weight, void* out, int64_t rows,
-              int64_t dim, float eps, DType dt, cudaStream_t stream) {
+void rms_norm(const void* x, void* residual, const void* weight, void* out, int64_t rows, int64_t dim, float eps,
+              DType dt, cudaStream_t stream) {
   if (rows <= 0 || dim <= 0) return;
   dispatch_float(dt, [&](auto tag) {
     using T = decltype(tag);
@@ -150,16 +146,13 @@ void rms_norm(const void* x, void* residual, const void* weight, void* out, int6
     auto* ws = static_cast<const T*>(weight);
     auto* os = static_cast<T*>(out);
     if (vec)
-      rms_norm_kernel<T, kV><<<static_cast<unsigned>(rows), threads, 0, stream>>>(xs, rs, ws, os,
-                                                                                  dim, eps);
+      rms_norm_kernel<T, kV><<<static_cast<unsigned>(rows), threads, 0, stream>>>(xs, rs, ws, os, dim, eps);
     else
-      rms_norm_kernel<T, 1><<<static_cast<unsigned>(rows), threads, 0, stream>>>(xs, rs, ws, os,
-                                                                                 dim, eps);
+      rms_norm_kernel<T, 1><<<static_cast<unsigned>(rows), threads, 0, stream>>>(xs, rs, ws, os, dim, eps);
   });
 }
 
-void silu_mul(const void* gate_up, void* out, int64_t T, int64_t inter, DType dt,
-              cudaStream_t stream) {
+void silu_mul(const void* gate_up, void* out, int64_t T, int64_t inter, DType dt, cudaStream_t stream) {
   if (T <= 0 || inter <= 0) return;
   dispatch_float(dt, [&](auto tag) {
     using T_ = decltype(tag);
