@@ -54,6 +54,7 @@ Status CudaRunner::init(const Checkpoint& ckpt, const LoadProgress& progress) {
   buckets_.push_back(opts_.max_batch);
   max_tokens_ = std::max<int64_t>(opts_.max_step_tokens, opts_.max_batch);
 
+  prof_.init_from_env();
   GPUOPT_CUDA_RETURN(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   GPUOPT_RETURN_IF_ERROR(gemm_.init(32 << 20));
   GPUOPT_RETURN_IF_ERROR(upload_weights(c, ckpt, dt_, progress, &weights_));

@@ -20,6 +20,7 @@
 
 #include "llm/cuda/cuda_util.h"
 #include "llm/cuda/gemm.h"
+#include "llm/cuda/profile.h"
 #include "llm/cuda/weights.h"
 #include "llm/runner.h"
 
@@ -85,7 +86,9 @@ class CudaRunner final : public ModelRunner {
   PinnedBuffer sampled_host_, sample_params_host_;
   std::vector<void*> k_cache_, v_cache_;
   DeviceBuffer residual_, x_, normed_, qkv_, attn_, gate_up_, act_, gx_, gres_, gnorm_, logits_;
-  std::map<std::pair<int, int>, cudaGraphExec_t> graphs_;  // (batch bucket, width) -> graph
+  std::map<std::pair<int, int>, cudaGraphExec_t> graphs_;
+  bool capturing_ = false;
+  OpProfiler prof_;  // GPUOPT_LLM_PROFILE=1: per-op times of eager steps  // (batch bucket, width) -> graph
 };
 
 }  // namespace gpuopt::llm::cuda
