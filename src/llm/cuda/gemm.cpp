@@ -93,17 +93,49 @@ Result<LtGemm::Plan*> LtGemm::plan_for(const Key& key, const void* x, const void
     bool swapped;
   };
   std::vector<Cand> cands;
+  const bool timed = tune && T <= kTuneMaxTokens && N * K * static_cast<int64_t>(dtype_size(in_dt)) >= kTuneMinWeightBytes;
+  // Skinny products leave most SMs idle unless K is split: the heuristic offers few splits, so
+  // each of its tilings is also tried split 2..16 ways (reduced through the workspace, which
+  // keeps the sum's order fixed).
+  auto add_split_variants = [&](const cublasLtMatmulAlgo_t& base, cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+                                cublasLtMatrixLayout_t c, bool swapped) {
+    int32_t support = 0;
+    uint32_t schemes = 0;
+    size_t n = 0;
+    if (cublasLtMatmulAlgoCapGetAttribute(&base, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT, &support, sizeof(support), &n) !=
+            CUBLAS_STATUS_SUCCESS ||
+        !support)
+      return;
+    cublasLtMatmulAlgoCapGetAttribute(&base, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK, &schemes, sizeof(schemes), &n);
+    const uint32_t scheme = (schemes & CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE) ? CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE
+                            : (schemes & CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE) ? CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE
+                                                                                : CUBLASLT_REDUCTION_SCHEME_INPLACE;
+    for (int32_t split : {2, 3, 4, 6, 8, 12, 16}) {
+      cublasLtMatmulAlgo_t v = base;
+      if (cublasLtMatmulAlgoConfigSetAttribute(&v, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &split, sizeof(split)) !=
+              CUBLAS_STATUS_SUCCESS ||
+          cublasLtMatmulAlgoConfigSetAttribute(&v, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme, sizeof(scheme)) !=
+              CUBLAS_STATUS_SUCCESS)
+        continue;
+      cublasLtMatmulHeuristicResult_t chk{};
+      if (cublasLtMatmulAlgoCheck(handle_, p.desc, a, b, c, c, &v, &chk) == CUBLAS_STATUS_SUCCESS &&
+          chk.workspaceSize <= ws)
+        cands.push_back({v, swapped});
+    }
+  };
   auto collect = [&](cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c, bool swapped) {
     cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
     int found = 0;
     if (cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, a, b, c, c, pref, kCandidates, results, &found) !=
         CUBLAS_STATUS_SUCCESS)
       return;
-    for (int i = 0; i < found; ++i)
-      if (results[i].state == CUBLAS_STATUS_SUCCESS) cands.push_back({results[i].algo, swapped});
+    for (int i = 0; i < found; ++i) {
+      if (results[i].state != CUBLAS_STATUS_SUCCESS) continue;
+      cands.push_back({results[i].algo, swapped});
+      if (timed) add_split_variants(results[i].algo, a, b, c, swapped);
+    }
   };
   collect(p.a, p.b, p.c, false);
-  const bool timed = tune && T <= kTuneMaxTokens && N * K * static_cast<int64_t>(dtype_size(in_dt)) >= kTuneMinWeightBytes;
   if (timed && T == 1 && !has_bias) {
     GPUOPT_CUBLAS_RETURN(cublasLtMatrixLayoutCreate(&p.sa, cuda_type(in_dt), K, 1, K));
     GPUOPT_CUBLAS_RETURN(cublasLtMatrixLayoutCreate(&p.sb, cuda_type(in_dt), K, N, K));
