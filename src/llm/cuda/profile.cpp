@@ -62,7 +62,8 @@ void OpProfiler::print() const {
   std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
   double all = 0;
   for (const auto& [n, t] : v) all += t.ms;
-  std::string out = fmt::format("llm profile: {} eager steps, {:.3f} ms per step\n", steps_, all / static_cast<double>(steps_));
+  std::string out =
+      fmt::format("llm profile: {} eager steps, {:.3f} ms per step\n", steps_, all / static_cast<double>(steps_));
   for (const auto& [n, t] : v) {
     out += fmt::format("  {:14} {:8.3f} ms/step {:5.1f}%  {:6} calls/step  {:7.2f} us/call", n,
                        t.ms / static_cast<double>(steps_), 100.0 * t.ms / all, t.calls / steps_,
