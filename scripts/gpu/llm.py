@@ -19,7 +19,11 @@ Records in docs/perf/h200.json's format (runners gpuopt and hf_eager) go to --ou
 import argparse, datetime, json, os, subprocess, sys, time
 
 import numpy as np
-import torch
+
+# HF eager attention at batch 64 x 2048 needs one 32 GiB block for the scores: without expandable
+# segments the caching allocator's fragments refuse it.
+os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
+import torch  # noqa: E402
 
 
 def copy_bandwidth():
@@ -97,6 +101,24 @@ def run_gpuopt(bench, folder, runs, logits_prompt, logits_out, log, timeout):
     return out
 
 
+def profile_gpuopt(bench, folder, log):
+    """Per-op decode times (GPUOPT_LLM_PROFILE=1, eager steps: graphs off) at batch 1 (context 128
+    and 4k) and batch 64: where the time over the roofline goes."""
+    env = dict(os.environ, GPUOPT_LLM_PROFILE="1")
+    with open(log, "w") as f:
+        for run in ["1x128x64", "1x3968x64", "64x128x32"]:
+            f.write(f"== {run}, eager ==\n")
+            f.flush()
+            try:
+                subprocess.run([bench, "--model", folder, "--dtype", "f16", "--no-graphs", "--runs", run],
+                               stdout=subprocess.DEVNULL, stderr=f, env=env, timeout=60)
+            except subprocess.TimeoutExpired:
+                f.write("timeout\n")
+    for line in open(log):
+        if line.startswith("==") or line.startswith("llm profile") or line.startswith("  "):
+            print(line.rstrip())
+
+
 class StepClock:
     """A logits processor: called once per generated token, after that step's forward; the
     synchronize makes each stamp the step's end."""
@@ -170,6 +192,7 @@ def main():
     runs += [f"{b}x{p}x{n}" for n in news[1:] for p in prompts for b in batches]
     g = run_gpuopt(a.bench, a.work, runs, short, "/tmp/gpuopt_first.f32", os.path.join(out_dir, "llm_bench.log"),
                    a.gpuopt_timeout)
+    profile_gpuopt(a.bench, a.work, os.path.join(out_dir, "llm_profile.log"))
     g_logits = np.fromfile("/tmp/gpuopt_first.f32", dtype=np.float32) if os.path.exists("/tmp/gpuopt_first.f32") \
         else np.full(32000, np.nan, dtype=np.float32)
 
@@ -186,8 +209,13 @@ def main():
     hf = []
     for b in batches:
         for p in prompts:
-            hf_generate(model, b, min(p, 64), 4, seed=0)  # warm-up: kernels, allocator
-            r = hf_generate(model, b, p, a.hf_new, seed=1)
+            try:
+                hf_generate(model, b, min(p, 64), 4, seed=0)  # warm-up: kernels, allocator
+                r = hf_generate(model, b, p, a.hf_new, seed=1)
+            except torch.OutOfMemoryError as e:
+                print(f"hf b{b} p{p}: out of memory ({str(e).splitlines()[0]})", flush=True)
+                torch.cuda.empty_cache()
+                continue
             print(f"hf b{b} p{p} n{a.hf_new}: {r['tok_s']:.1f} tok/s, TTFT {r['ttft_ms']:.1f} ms, "
                   f"ITL p50 {r['itl_p50_ms']:.2f} ms", flush=True)
             hf.append(r)

@@ -77,8 +77,10 @@ class VariedCheckpoint : public Checkpoint {
       std::memcpy(v.data(), w.data, w.bytes);
       const bool norm = w.name.find("norm") != std::string::npos;
       const bool bias = w.name.size() > 5 && w.name.compare(w.name.size() - 5, 5, ".bias") == 0;
-      if (norm) for (float& x : v) x = 1.0f + next();
-      if (bias) for (float& x : v) x = next();
+      if (norm)
+        for (float& x : v) x = 1.0f + next();
+      if (bias)
+        for (float& x : v) x = next();
       data_.push_back(std::move(v));
       views_.push_back(w);
     }
@@ -254,7 +256,9 @@ TEST(CudaRunner, BatchOfDifferentLengthsF32) {
   Driver d({p.cpu.get(), p.gpu.get()}, 16);
   const int a = d.add(prompt(5, 2, cfg.vocab_size)), b = d.add(prompt(17, 3, cfg.vocab_size)),
             c = d.add(prompt(33, 4, cfg.vocab_size)), late = d.add(prompt(9, 5, cfg.vocab_size));
-  auto check = [&](const std::vector<std::vector<float>>& out) { EXPECT_LE(rel_err(out[1], out[0], cfg.vocab_size), 1e-4); };
+  auto check = [&](const std::vector<std::vector<float>>& out) {
+    EXPECT_LE(rel_err(out[1], out[0], cfg.vocab_size), 1e-4);
+  };
   d.step({{a, 5}, {b, 17}, {c, 33}}, check);
   for (int i = 0; i < 6; ++i) d.step({{a, 1}, {b, 1}, {c, 1}}, check);
   d.step({{a, 1}, {late, 9}, {c, 1}}, check);

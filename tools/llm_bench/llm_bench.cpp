@@ -6,8 +6,8 @@
 //
 //   llm_bench --model DIR --dtype f16 --runs 1x128x128,64x2048x1024 --logits-prompt 1,2,3
 //             --logits-out first.f32 > bench.json
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -29,7 +29,9 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
 
 struct Run {
   int batch = 1;
@@ -46,7 +48,8 @@ double percentile(std::vector<double> v, double q) {
 
 class Bench {
  public:
-  Bench(ModelRunner& r, int max_step_tokens) : r_(r), alloc_(static_cast<int32_t>(r.num_kv_blocks())), max_step_(max_step_tokens) {
+  Bench(ModelRunner& r, int max_step_tokens)
+      : r_(r), alloc_(static_cast<int32_t>(r.num_kv_blocks())), max_step_(max_step_tokens) {
     greedy_.temperature = 0;
   }
 
@@ -88,7 +91,8 @@ class Bench {
     for (size_t i = 0; i < toks.size(); ++i) {
       for (int j = 0; j < run.prompt; ++j) toks[i].push_back(static_cast<int32_t>(rng() % static_cast<uint64_t>(V)));
       if (!alloc_.grow(tables[i], run.prompt + run.new_tokens, r_.block_size()))
-        return Status::OutOfMemory("KV cache too small for batch {} x {} tokens", run.batch, run.prompt + run.new_tokens);
+        return Status::OutOfMemory("KV cache too small for batch {} x {} tokens", run.batch,
+                                   run.prompt + run.new_tokens);
     }
     std::vector<SampledToken> out;
     const auto t0 = Clock::now();
@@ -144,7 +148,9 @@ class Bench {
     j["total_ms"] = total;
     // The roofline's bytes at the mean context of the decode steps.
     j["decode_bytes"] = r_.decode_bytes(run.batch, run.prompt + run.new_tokens / 2);
-    j["first_tokens"] = std::vector<int32_t>(toks[0].begin() + run.prompt, toks[0].begin() + std::min<int>(run.prompt + 16, static_cast<int>(toks[0].size())));
+    j["first_tokens"] =
+        std::vector<int32_t>(toks[0].begin() + run.prompt,
+                             toks[0].begin() + std::min<int>(run.prompt + 16, static_cast<int>(toks[0].size())));
     return j;
   }
 
@@ -233,8 +239,8 @@ int main(int argc, char** argv) {
     b.seqs.push_back({static_cast<int32_t>(b.tokens.size()), 0, &table, true});
     std::vector<float> logits;
     if (Status s = r.step(b, &logits); !s.ok()) return fail(s);
-    std::ofstream(logits_out, std::ios::binary).write(reinterpret_cast<const char*>(logits.data()),
-                                                      static_cast<std::streamsize>(logits.size() * 4));
+    std::ofstream(logits_out, std::ios::binary)
+        .write(reinterpret_cast<const char*>(logits.data()), static_cast<std::streamsize>(logits.size() * 4));
   }
   Bench bench(r, max_step);
   nlohmann::json runs = nlohmann::json::array();

@@ -32,10 +32,11 @@ Status CudaRunner::init(const Checkpoint& ckpt, const LoadProgress& progress) {
       c.head_dim < 2 || c.head_dim % 2 != 0 || c.hidden_size < 1 || c.vocab_size < 1)
     return Status::InvalidArgument("CUDA runner: unsupported shape ({} layers, {} heads, {} kv heads, head_dim {})",
                                    c.num_layers, c.num_heads, c.num_kv_heads, c.head_dim);
-  if (opts_.block_size < 1 || opts_.max_batch < 1 || opts_.max_step_tokens < 1 ||
-      opts_.gpu_memory_utilization <= 0 || opts_.gpu_memory_utilization > 1)
-    return Status::InvalidArgument("CUDA runner: block_size, max_batch, max_step_tokens must be positive and "
-                                   "gpu_memory_utilization in (0, 1]");
+  if (opts_.block_size < 1 || opts_.max_batch < 1 || opts_.max_step_tokens < 1 || opts_.gpu_memory_utilization <= 0 ||
+      opts_.gpu_memory_utilization > 1)
+    return Status::InvalidArgument(
+        "CUDA runner: block_size, max_batch, max_step_tokens must be positive and "
+        "gpu_memory_utilization in (0, 1]");
   esz_ = dtype_size(dt_);
   {
     PagedAttentionArgs a;
@@ -54,6 +55,7 @@ Status CudaRunner::init(const Checkpoint& ckpt, const LoadProgress& progress) {
   buckets_.push_back(opts_.max_batch);
   max_tokens_ = std::max<int64_t>(opts_.max_step_tokens, opts_.max_batch);
 
+  prof_.init_from_env();
   GPUOPT_CUDA_RETURN(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   GPUOPT_RETURN_IF_ERROR(gemm_.init(32 << 20));
   GPUOPT_RETURN_IF_ERROR(upload_weights(c, ckpt, dt_, progress, &weights_));
@@ -78,8 +80,10 @@ Status CudaRunner::init(const Checkpoint& ckpt, const LoadProgress& progress) {
 
   GPUOPT_RETURN_IF_ERROR(sampled_.allocate(static_cast<size_t>(B) * 8, "sampled tokens"));
   GPUOPT_RETURN_IF_ERROR(sampled_host_.allocate(static_cast<size_t>(B) * 8, "sampled tokens"));
-  GPUOPT_RETURN_IF_ERROR(sample_params_.allocate(static_cast<size_t>(B) * sizeof(SampleRowParams), "sampling parameters"));
-  GPUOPT_RETURN_IF_ERROR(sample_params_host_.allocate(static_cast<size_t>(B) * sizeof(SampleRowParams), "sampling parameters"));
+  GPUOPT_RETURN_IF_ERROR(
+      sample_params_.allocate(static_cast<size_t>(B) * sizeof(SampleRowParams), "sampling parameters"));
+  GPUOPT_RETURN_IF_ERROR(
+      sample_params_host_.allocate(static_cast<size_t>(B) * sizeof(SampleRowParams), "sampling parameters"));
 
   const std::vector<double> inv = c.rope_inv_freq();
   std::vector<float> invf(inv.begin(), inv.end());
@@ -92,16 +96,15 @@ Status CudaRunner::init(const Checkpoint& ckpt, const LoadProgress& progress) {
   const int64_t model_len = c.max_position > 0 ? c.max_position : int64_t{1} << 20;
   const int64_t ws_len = std::min<int64_t>(model_len, int64_t{1} << 17);
   const size_t ws = cuda::paged_attention_workspace_bytes(static_cast<int>(max_tokens_), static_cast<int>(c.num_heads),
-                                                          static_cast<int>(c.head_dim),
-                                                          (ws_len + bs - 1) / bs * bs);
+                                                          static_cast<int>(c.head_dim), (ws_len + bs - 1) / bs * bs);
   GPUOPT_RETURN_IF_ERROR(attn_ws_.allocate(std::max<size_t>(ws, 256), "the attention workspace"));
   const size_t per_block = static_cast<size_t>(2 * c.num_layers * bs * c.num_kv_heads * c.head_dim) * esz_;
   int64_t n = opts_.num_kv_blocks;
   if (n <= 0) {
     size_t free_b = 0, total_b = 0;
     GPUOPT_CUDA_RETURN(cudaMemGetInfo(&free_b, &total_b));
-    const double budget = opts_.gpu_memory_utilization * static_cast<double>(total_b) -
-                          static_cast<double>(total_b - free_b);
+    const double budget =
+        opts_.gpu_memory_utilization * static_cast<double>(total_b) - static_cast<double>(total_b - free_b);
     n = budget > 0 ? static_cast<int64_t>(budget / static_cast<double>(per_block)) : 0;
     if (n < 1)
       return Status::OutOfMemory("no GPU memory left for the KV cache after {:.2f} GB of weights (utilization {})",

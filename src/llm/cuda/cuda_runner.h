@@ -20,6 +20,7 @@
 
 #include "llm/cuda/cuda_util.h"
 #include "llm/cuda/gemm.h"
+#include "llm/cuda/profile.h"
 #include "llm/cuda/weights.h"
 #include "llm/runner.h"
 
@@ -27,15 +28,15 @@ namespace gpuopt::llm::cuda {
 
 // Where each metadata array starts (int32 elements) in the packed buffer of one step.
 struct StepLayout {
-  int64_t T = 0;          // token rows (decode: the padded batch)
-  int S = 0;              // sequences (decode: the padded batch)
-  int W = 0;              // block-table width
-  int n_sample = 0;       // sampled rows computed (decode: S)
+  int64_t T = 0;     // token rows (decode: the padded batch)
+  int S = 0;         // sequences (decode: the padded batch)
+  int W = 0;         // block-table width
+  int n_sample = 0;  // sampled rows computed (decode: S)
   int max_query_len = 0;
   int64_t max_context = 0;
   bool decode = false;
-  size_t tokens = 0, positions = 0, slots = 0, query_start = 0, context_lens = 0, sample_rows = 0,
-         block_tables = 0, total = 0;
+  size_t tokens = 0, positions = 0, slots = 0, query_start = 0, context_lens = 0, sample_rows = 0, block_tables = 0,
+         total = 0;
   void place();  // sets the offsets from T, S, W
 };
 
@@ -60,7 +61,7 @@ class CudaRunner final : public ModelRunner {
  private:
   Status check_batch(const StepBatch& b) const;
   Status pack(const StepBatch& b, StepLayout* L);
-  Status launch(const StepBatch& b);  // metadata copy + the step's kernels (no sync)
+  Status launch(const StepBatch& b);               // metadata copy + the step's kernels (no sync)
   Status forward(const StepLayout& L, bool tune);  // every launch of one step, on stream_
   Status run_decode_graph(const StepLayout& L);
   int bucket_batch(int n) const;
@@ -70,9 +71,9 @@ class CudaRunner final : public ModelRunner {
   DType dt_ = DType::F16;
   size_t esz_ = 2;
   int64_t qkv_dim_ = 0, q_dim_ = 0;
-  int64_t max_tokens_ = 0;      // rows of the activation buffers
-  int64_t max_seq_len_ = 0;     // longest sequence the cache and attention workspace serve
-  int max_width_ = 0;           // blocks per sequence at max_seq_len_
+  int64_t max_tokens_ = 0;   // rows of the activation buffers
+  int64_t max_seq_len_ = 0;  // longest sequence the cache and attention workspace serve
+  int max_width_ = 0;        // blocks per sequence at max_seq_len_
   int64_t num_blocks_ = 0;
   std::vector<int> buckets_;
 
@@ -85,7 +86,9 @@ class CudaRunner final : public ModelRunner {
   PinnedBuffer sampled_host_, sample_params_host_;
   std::vector<void*> k_cache_, v_cache_;
   DeviceBuffer residual_, x_, normed_, qkv_, attn_, gate_up_, act_, gx_, gres_, gnorm_, logits_;
-  std::map<std::pair<int, int>, cudaGraphExec_t> graphs_;  // (batch bucket, width) -> graph
+  std::map<std::pair<int, int>, cudaGraphExec_t> graphs_;
+  bool capturing_ = false;
+  OpProfiler prof_;  // GPUOPT_LLM_PROFILE=1: per-op times of eager steps  // (batch bucket, width) -> graph
 };
 
 }  // namespace gpuopt::llm::cuda

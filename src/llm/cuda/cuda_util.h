@@ -23,8 +23,7 @@ inline Status cublas_status(cublasStatus_t s, const char* what) {
 }
 
 #define GPUOPT_CUDA_RETURN(expr) GPUOPT_RETURN_IF_ERROR(::gpuopt::llm::cuda::cuda_status((expr), #expr))
-#define GPUOPT_CUBLAS_RETURN(expr) \
-  GPUOPT_RETURN_IF_ERROR(::gpuopt::llm::cuda::cublas_status((expr), #expr))
+#define GPUOPT_CUBLAS_RETURN(expr) GPUOPT_RETURN_IF_ERROR(::gpuopt::llm::cuda::cublas_status((expr), #expr))
 
 // cudaMalloc'ed bytes, freed on destruction.
 class DeviceBuffer {
@@ -50,15 +49,16 @@ class DeviceBuffer {
     if (e != cudaSuccess) {
       (void)cudaGetLastError();  // clear the sticky-free allocation error
       p_ = nullptr;
-      return Status::OutOfMemory("allocating {} bytes of GPU memory for {}: {}", bytes, what,
-                                 cudaGetErrorString(e));
+      return Status::OutOfMemory("allocating {} bytes of GPU memory for {}: {}", bytes, what, cudaGetErrorString(e));
     }
     n_ = bytes;
     return Status::Ok();
   }
   void* get() const { return p_; }
   template <typename T>
-  T* as() const { return static_cast<T*>(p_); }
+  T* as() const {
+    return static_cast<T*>(p_);
+  }
   size_t bytes() const { return n_; }
 
  private:
@@ -98,7 +98,9 @@ class PinnedBuffer {
   }
   void* get() const { return p_; }
   template <typename T>
-  T* as() const { return static_cast<T*>(p_); }
+  T* as() const {
+    return static_cast<T*>(p_);
+  }
   size_t bytes() const { return n_; }
 
  private:

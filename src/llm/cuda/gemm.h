@@ -32,21 +32,23 @@ class LtGemm {
   Status init(size_t workspace_bytes);
   // Timing candidates is allowed only outside stream capture; `tune` asks for it when the shape
   // is first seen (the runner passes true for decode-sized T on eager steps).
-  Status linear(const void* x, const void* w, const void* bias, void* y, int64_t T, int64_t N,
-                int64_t K, DType in_dt, DType out_dt, cudaStream_t stream, bool tune = false);
+  Status linear(const void* x, const void* w, const void* bias, void* y, int64_t T, int64_t N, int64_t K, DType in_dt,
+                DType out_dt, cudaStream_t stream, bool tune = false);
 
  private:
   struct Plan {
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+    cublasLtMatrixLayout_t sa = nullptr, sb = nullptr, sc = nullptr;  // one token: x as A, W as B
     cublasLtMatmulAlgo_t algo{};
+    bool swapped = false;
     bool has_bias = false;
   };
   using Key = std::tuple<int64_t, int64_t, int64_t, int, int, bool>;
-  Result<Plan*> plan_for(const Key& key, const void* x, const void* w, const void* bias, void* y,
-                         cudaStream_t stream, bool tune);
+  Result<Plan*> plan_for(const Key& key, const void* x, const void* w, const void* bias, void* y, cudaStream_t stream,
+                         bool tune);
   Status run(Plan& p, const void* x, const void* w, const void* bias, void* y, cudaStream_t stream,
-             const cublasLtMatmulAlgo_t& algo);
+             const cublasLtMatmulAlgo_t& algo, bool swapped);
 
   cublasLtHandle_t handle_ = nullptr;
   DeviceBuffer workspace_;

@@ -15,12 +15,15 @@ Status CudaRunner::step_sample(const StepBatch& b, const std::vector<const Sampl
                                const std::vector<const std::vector<int64_t>*>& prompts,
                                const std::vector<const std::vector<int64_t>*>& outputs,
                                const std::vector<int64_t>& steps, std::vector<SampledToken>* out) {
-  const size_t n = static_cast<size_t>(std::count_if(b.seqs.begin(), b.seqs.end(), [](const StepSeq& s) { return s.sample; }));
+  const size_t n =
+      static_cast<size_t>(std::count_if(b.seqs.begin(), b.seqs.end(), [](const StepSeq& s) { return s.sample; }));
   if (params.size() != n || seeds.size() != n || prompts.size() != n || outputs.size() != n || steps.size() != n)
-    return Status::InvalidArgument("step_sample: {} sampling sequences but {} params, {} seeds, {} prompts, {} outputs, {} steps",
-                                   n, params.size(), seeds.size(), prompts.size(), outputs.size(), steps.size());
+    return Status::InvalidArgument(
+        "step_sample: {} sampling sequences but {} params, {} seeds, {} prompts, {} outputs, {} steps", n,
+        params.size(), seeds.size(), prompts.size(), outputs.size(), steps.size());
   const bool on_device = std::all_of(params.begin(), params.end(), [](const SamplingParams* p) {
-    return p->repetition_penalty == 1.0 && p->presence_penalty == 0.0 && p->frequency_penalty == 0.0 && p->logprobs == 0;
+    return p->repetition_penalty == 1.0 && p->presence_penalty == 0.0 && p->frequency_penalty == 0.0 &&
+           p->logprobs == 0;
   });
   if (!on_device) return ModelRunner::step_sample(b, params, seeds, prompts, outputs, steps, out);
   GPUOPT_RETURN_IF_ERROR(launch(b));
@@ -29,7 +32,8 @@ Status CudaRunner::step_sample(const StepBatch& b, const std::vector<const Sampl
   const int64_t V = cfg_.vocab_size;
   int32_t* tok = sampled_.as<int32_t>();
   float* lp = reinterpret_cast<float*>(tok + opts_.max_batch);
-  const bool greedy = std::all_of(params.begin(), params.end(), [](const SamplingParams* p) { return p->temperature <= 0; });
+  const bool greedy =
+      std::all_of(params.begin(), params.end(), [](const SamplingParams* p) { return p->temperature <= 0; });
   if (greedy) {
     argmax_rows(logits_.as<float>(), static_cast<int64_t>(n), V, V, tok, lp, stream_);
   } else {
@@ -46,7 +50,8 @@ Status CudaRunner::step_sample(const StepBatch& b, const std::vector<const Sampl
       r.counter_lo = 0;
       hp[i] = r;
     }
-    GPUOPT_CUDA_RETURN(cudaMemcpyAsync(sample_params_.get(), hp, n * sizeof(SampleRowParams), cudaMemcpyHostToDevice, stream_));
+    GPUOPT_CUDA_RETURN(
+        cudaMemcpyAsync(sample_params_.get(), hp, n * sizeof(SampleRowParams), cudaMemcpyHostToDevice, stream_));
     sample_rows(logits_.as<float>(), static_cast<int64_t>(n), V, V, sample_params_.as<SampleRowParams>(), nullptr,
                 nullptr, tok, lp, stream_);
   }
@@ -54,7 +59,8 @@ Status CudaRunner::step_sample(const StepBatch& b, const std::vector<const Sampl
   int32_t* htok = sampled_host_.as<int32_t>();
   float* hlp = reinterpret_cast<float*>(htok + opts_.max_batch);
   // Tokens then logprobs are one span of the buffer: one copy back.
-  GPUOPT_CUDA_RETURN(cudaMemcpyAsync(htok, tok, (static_cast<size_t>(opts_.max_batch) + n) * 4, cudaMemcpyDeviceToHost, stream_));
+  GPUOPT_CUDA_RETURN(
+      cudaMemcpyAsync(htok, tok, (static_cast<size_t>(opts_.max_batch) + n) * 4, cudaMemcpyDeviceToHost, stream_));
   GPUOPT_CUDA_RETURN(cudaStreamSynchronize(stream_));
   for (size_t i = 0; i < n; ++i) out->push_back({htok[i], hlp[i], {}});
   return Status::Ok();

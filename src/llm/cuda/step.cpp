@@ -43,8 +43,8 @@ Status CudaRunner::check_batch(const StepBatch& b) const {
       return Status::InvalidArgument("step: sequence {} has {} tokens at position {}", i, s.num_tokens, s.start_pos);
     const int64_t end = s.start_pos + s.num_tokens;
     if (end > max_seq_len_)
-      return Status::InvalidArgument("step: sequence {} reaches {} tokens, more than the {} this runner serves", i,
-                                     end, max_seq_len_);
+      return Status::InvalidArgument("step: sequence {} reaches {} tokens, more than the {} this runner serves", i, end,
+                                     max_seq_len_);
     const int64_t need = (end + bs - 1) / bs;
     if (!s.block_table || static_cast<int64_t>(s.block_table->size()) < need)
       return Status::InvalidArgument("step: sequence {}'s block table covers fewer than {} tokens", i, end);
@@ -90,7 +90,8 @@ Status CudaRunner::pack(const StepBatch& b, StepLayout* L) {
     L->S = S_real;
     L->T = T_real;
     L->W = need_w;
-    L->n_sample = static_cast<int>(std::count_if(b.seqs.begin(), b.seqs.end(), [](const StepSeq& s) { return s.sample; }));
+    L->n_sample =
+        static_cast<int>(std::count_if(b.seqs.begin(), b.seqs.end(), [](const StepSeq& s) { return s.sample; }));
     L->max_query_len = max_q;
     L->max_context = max_ctx;
   }
@@ -131,7 +132,8 @@ Status CudaRunner::pack(const StepBatch& b, StepLayout* L) {
   for (int s = S_real; s <= L->S; ++s) qs[s] = t;
   for (int s = S_real; s < L->S; ++s) {
     ctx[s] = 0;
-    std::fill(bt + static_cast<size_t>(s) * static_cast<size_t>(L->W), bt + static_cast<size_t>(s + 1) * static_cast<size_t>(L->W), 0);
+    std::fill(bt + static_cast<size_t>(s) * static_cast<size_t>(L->W),
+              bt + static_cast<size_t>(s + 1) * static_cast<size_t>(L->W), 0);
   }
   for (int i = ns; i < L->n_sample; ++i) srow[i] = 0;
   return Status::Ok();
@@ -143,7 +145,14 @@ Status CudaRunner::forward(const StepLayout& L, bool tune) {
   const int64_t T = L.T, H = c.hidden_size, I = c.intermediate_size;
   const float eps = static_cast<float>(c.rms_norm_eps);
   cudaStream_t s = stream_;
+  const bool prof = prof_.enabled() && !capturing_ && L.decode;  // decode steps only
+  const int64_t es = static_cast<int64_t>(esz_);
+  auto mark = [&](const char* op, int64_t bytes = 0) {
+    if (prof) prof_.mark(op, s, bytes);
+  };
+  if (prof) prof_.begin(s);
   embedding(m + L.tokens, weights_.embed, residual_.get(), T, H, dt_, s);
+  mark("embedding");
   PagedAttentionArgs a;
   a.q = qkv_.get();
   a.q_stride = qkv_dim_;
@@ -168,29 +177,43 @@ Status CudaRunner::forward(const StepLayout& L, bool tune) {
     const LayerWeights& w = weights_.layers[static_cast<size_t>(l)];
     // Layer 0 normalizes the embedding (already the residual); later layers first add the
     // previous MLP's output into the residual.
-    rms_norm(l == 0 ? residual_.get() : x_.get(), l == 0 ? nullptr : residual_.get(), w.input_norm, normed_.get(), T,
-             H, eps, dt_, s);
-    GPUOPT_RETURN_IF_ERROR(gemm_.linear(normed_.get(), w.qkv, w.qkv_bias, qkv_.get(), T, qkv_dim_, H, dt_, dt_, s, tune));
+    rms_norm(l == 0 ? residual_.get() : x_.get(), l == 0 ? nullptr : residual_.get(), w.input_norm, normed_.get(), T, H,
+             eps, dt_, s);
+    mark("rms_norm");
+    GPUOPT_RETURN_IF_ERROR(
+        gemm_.linear(normed_.get(), w.qkv, w.qkv_bias, qkv_.get(), T, qkv_dim_, H, dt_, dt_, s, tune));
+    mark("qkv_gemm", qkv_dim_ * H * es);
     rope_and_cache(qkv_.get(), m + L.positions, inv_freq_.as<float>(), m + L.slots, k_cache_[static_cast<size_t>(l)],
-                   v_cache_[static_cast<size_t>(l)], T, a.num_heads, a.num_kv_heads, a.head_dim, a.block_size, dt_,
-                   dt_, s);
+                   v_cache_[static_cast<size_t>(l)], T, a.num_heads, a.num_kv_heads, a.head_dim, a.block_size, dt_, dt_,
+                   s);
+    mark("rope_cache");
     a.k_cache = k_cache_[static_cast<size_t>(l)];
     a.v_cache = v_cache_[static_cast<size_t>(l)];
     paged_attention(a, s);
+    mark("attention");
     GPUOPT_RETURN_IF_ERROR(gemm_.linear(attn_.get(), w.o, nullptr, x_.get(), T, H, q_dim_, dt_, dt_, s, tune));
+    mark("o_gemm", H * q_dim_ * es);
     rms_norm(x_.get(), residual_.get(), w.post_norm, normed_.get(), T, H, eps, dt_, s);
-    GPUOPT_RETURN_IF_ERROR(gemm_.linear(normed_.get(), w.gate_up, nullptr, gate_up_.get(), T, 2 * I, H, dt_, dt_, s, tune));
+    mark("rms_norm");
+    GPUOPT_RETURN_IF_ERROR(
+        gemm_.linear(normed_.get(), w.gate_up, nullptr, gate_up_.get(), T, 2 * I, H, dt_, dt_, s, tune));
+    mark("gate_up_gemm", 2 * I * H * es);
     silu_mul(gate_up_.get(), act_.get(), T, I, dt_, s);
+    mark("silu_mul");
     GPUOPT_RETURN_IF_ERROR(gemm_.linear(act_.get(), w.down, nullptr, x_.get(), T, H, I, dt_, dt_, s, tune));
+    mark("down_gemm", H * I * es);
   }
   if (L.n_sample > 0) {
     // Only the sampled rows go through the final norm and the LM head.
     gather_rows(x_.get(), m + L.sample_rows, gx_.get(), L.n_sample, H, dt_, s);
     gather_rows(residual_.get(), m + L.sample_rows, gres_.get(), L.n_sample, H, dt_, s);
     rms_norm(gx_.get(), gres_.get(), weights_.final_norm, gnorm_.get(), L.n_sample, H, eps, dt_, s);
+    mark("final_norm");
     GPUOPT_RETURN_IF_ERROR(gemm_.linear(gnorm_.get(), weights_.lm_head, nullptr, logits_.get(), L.n_sample,
                                         c.vocab_size, H, dt_, DType::F32, s, tune));
+    mark("lm_head", c.vocab_size * H * es);
   }
+  if (prof) prof_.end();
   return cuda_status(cudaGetLastError(), "launching the step's kernels");
 }
 
@@ -202,7 +225,9 @@ Status CudaRunner::run_decode_graph(const StepLayout& L) {
   // the capture that follows records the same launches for the next steps.
   GPUOPT_RETURN_IF_ERROR(forward(L, true));
   GPUOPT_CUDA_RETURN(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+  capturing_ = true;
   Status st = forward(L, false);
+  capturing_ = false;
   cudaGraph_t graph = nullptr;
   const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
   if (st.ok()) st = cuda_status(end, "capturing a decode graph");
@@ -229,7 +254,8 @@ Status CudaRunner::launch(const StepBatch& b) {
 
 Status CudaRunner::step(const StepBatch& b, std::vector<float>* logits) {
   GPUOPT_RETURN_IF_ERROR(launch(b));
-  const size_t n_out = static_cast<size_t>(std::count_if(b.seqs.begin(), b.seqs.end(), [](const StepSeq& s) { return s.sample; }));
+  const size_t n_out =
+      static_cast<size_t>(std::count_if(b.seqs.begin(), b.seqs.end(), [](const StepSeq& s) { return s.sample; }));
   const size_t bytes = n_out * static_cast<size_t>(cfg_.vocab_size) * 4;
   if (bytes) {
     GPUOPT_CUDA_RETURN(cudaMemcpyAsync(logits_host_.get(), logits_.get(), bytes, cudaMemcpyDeviceToHost, stream_));

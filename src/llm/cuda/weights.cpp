@@ -16,7 +16,9 @@ constexpr size_t kAlign = 256;
 constexpr size_t kChunkBytes = 32 << 20;  // per staging buffer; two per worker
 constexpr unsigned kMaxWorkers = 8;
 
-size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+size_t align_up(size_t n) {
+  return (n + kAlign - 1) / kAlign * kAlign;
+}
 
 // One tensor (or part of a fused one) to land at `dst` (elements of the compute dtype).
 struct Job {
@@ -30,9 +32,12 @@ struct Chunk {
 
 float load_f(const void* p, DType t, size_t i) {
   switch (t) {
-    case DType::F16: return Half::to_float(static_cast<const uint16_t*>(p)[i]);
-    case DType::BF16: return BFloat16::to_float(static_cast<const uint16_t*>(p)[i]);
-    default: return static_cast<const float*>(p)[i];
+    case DType::F16:
+      return Half::to_float(static_cast<const uint16_t*>(p)[i]);
+    case DType::BF16:
+      return BFloat16::to_float(static_cast<const uint16_t*>(p)[i]);
+    default:
+      return static_cast<const float*>(p)[i];
   }
 }
 
@@ -48,9 +53,15 @@ void convert(const WeightView& src, size_t first, size_t count, void* dst, DType
   for (size_t i = 0; i < count; ++i) {
     const float f = load_f(s, src.dtype, i);
     switch (dt) {
-      case DType::F16: static_cast<uint16_t*>(dst)[i] = Half::from_float(f); break;
-      case DType::BF16: static_cast<uint16_t*>(dst)[i] = BFloat16::from_float(f); break;
-      default: static_cast<float*>(dst)[i] = f; break;
+      case DType::F16:
+        static_cast<uint16_t*>(dst)[i] = Half::from_float(f);
+        break;
+      case DType::BF16:
+        static_cast<uint16_t*>(dst)[i] = BFloat16::from_float(f);
+        break;
+      default:
+        static_cast<float*>(dst)[i] = f;
+        break;
     }
   }
 }
@@ -69,8 +80,8 @@ size_t numel(const WeightView& w) {
 
 }  // namespace
 
-Status upload_weights(const LlmConfig& cfg, const Checkpoint& ckpt, DType dt,
-                      const LoadProgress& progress, ModelWeights* out) {
+Status upload_weights(const LlmConfig& cfg, const Checkpoint& ckpt, DType dt, const LoadProgress& progress,
+                      ModelWeights* out) {
   const size_t esz = dtype_size(dt);
   // Plan: every destination region (fused parts adjacent), then one allocation.
   struct Region {
@@ -97,13 +108,11 @@ Status upload_weights(const LlmConfig& cfg, const Checkpoint& ckpt, DType dt,
     LayerWeights& L = out->layers[static_cast<size_t>(i)];
     GPUOPT_RETURN_IF_ERROR(add({p + "input_layernorm.weight"}, &L.input_norm));
     GPUOPT_RETURN_IF_ERROR(add({p + "post_attention_layernorm.weight"}, &L.post_norm));
-    GPUOPT_RETURN_IF_ERROR(add({p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight",
-                                p + "self_attn.v_proj.weight"},
-                               &L.qkv));
+    GPUOPT_RETURN_IF_ERROR(
+        add({p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight", p + "self_attn.v_proj.weight"}, &L.qkv));
     if (cfg.qkv_bias) {
-      GPUOPT_RETURN_IF_ERROR(add({p + "self_attn.q_proj.bias", p + "self_attn.k_proj.bias",
-                                  p + "self_attn.v_proj.bias"},
-                                 &L.qkv_bias));
+      GPUOPT_RETURN_IF_ERROR(
+          add({p + "self_attn.q_proj.bias", p + "self_attn.k_proj.bias", p + "self_attn.v_proj.bias"}, &L.qkv_bias));
     }
     GPUOPT_RETURN_IF_ERROR(add({p + "self_attn.o_proj.weight"}, &L.o));
     GPUOPT_RETURN_IF_ERROR(add({p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"}, &L.gate_up));
@@ -139,8 +148,8 @@ Status upload_weights(const LlmConfig& cfg, const Checkpoint& ckpt, DType dt,
 
   int device = 0;
   GPUOPT_CUDA_RETURN(cudaGetDevice(&device));
-  const unsigned workers = std::max(1u, std::min({kMaxWorkers, std::thread::hardware_concurrency(),
-                                                  static_cast<unsigned>(chunks.size())}));
+  const unsigned workers =
+      std::max(1u, std::min({kMaxWorkers, std::thread::hardware_concurrency(), static_cast<unsigned>(chunks.size())}));
   const size_t staging = std::min(kChunkBytes, align_up(chunk_elems * esz));
   std::atomic<size_t> next{0}, done_bytes{0};
   std::mutex err_mu;
@@ -154,8 +163,7 @@ Status upload_weights(const LlmConfig& cfg, const Checkpoint& ckpt, DType dt,
   auto worker = [&]() {
     if (Status s = cuda_status(cudaSetDevice(device), "cudaSetDevice"); !s.ok()) return fail(s);
     cudaStream_t stream = nullptr;
-    if (Status s = cuda_status(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
-        !s.ok()) {
+    if (Status s = cuda_status(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream"); !s.ok()) {
       return fail(s);
     }
     PinnedBuffer buf[2];
@@ -177,8 +185,7 @@ Status upload_weights(const LlmConfig& cfg, const Checkpoint& ckpt, DType dt,
       const Job& job = jobs[static_cast<size_t>(ch.job)];
       convert(*job.src, ch.first, ch.count, buf[b].get(), dt);
       const size_t bytes = ch.count * esz;
-      s = cuda_status(cudaMemcpyAsync(job.dst + ch.first * esz, buf[b].get(), bytes,
-                                      cudaMemcpyHostToDevice, stream),
+      s = cuda_status(cudaMemcpyAsync(job.dst + ch.first * esz, buf[b].get(), bytes, cudaMemcpyHostToDevice, stream),
                       "copying weights to the GPU");
       if (s.ok()) s = cuda_status(cudaEventRecord(ev[b], stream), "event record");
       used[b] = true;

@@ -27,17 +27,17 @@ struct LayerWeights {
 };
 
 struct ModelWeights {
-  DeviceBuffer storage;  // every tensor, 256-byte aligned, in the compute dtype
+  DeviceBuffer storage;        // every tensor, 256-byte aligned, in the compute dtype
   void* embed = nullptr;       // [vocab, hidden]
   void* final_norm = nullptr;  // [hidden]
   void* lm_head = nullptr;     // [vocab, hidden] (== embed when tied)
   std::vector<LayerWeights> layers;
-  size_t bytes = 0;            // bytes of weights on the GPU
-  double upload_s = 0;         // wall time of the copy (allocation excluded)
+  size_t bytes = 0;     // bytes of weights on the GPU
+  double upload_s = 0;  // wall time of the copy (allocation excluded)
 };
 
 // (bytes done, bytes total) as chunks land; called on the calling thread.
-Status upload_weights(const LlmConfig& cfg, const Checkpoint& ckpt, DType dt,
-                      const LoadProgress& progress, ModelWeights* out);
+Status upload_weights(const LlmConfig& cfg, const Checkpoint& ckpt, DType dt, const LoadProgress& progress,
+                      ModelWeights* out);
 
 }  // namespace gpuopt::llm::cuda
