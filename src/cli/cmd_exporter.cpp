@@ -12,7 +12,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <csignal>
+#include <fstream>
 #include <thread>
 
 namespace gpuopt::cli {
@@ -33,7 +35,63 @@ struct Options {
   int bench_scrapes = 500;
   bool json = false;
   std::string pod_resources_socket;  // empty: no Kubernetes labels
+  // dcgm-exporter's flags (docs/coming-from-triton.md).
+  std::string address;               // -a ":9400": --listen
+  int64_t collect_interval_ms = 0;   // -c: --interval in ms (0: not given)
+  std::string collectors;            // -f: CSV of DCGM field names to export
+  bool kubernetes = false;           // -k: pod labels from the kubelet's default socket
+  std::vector<std::string> refused;  // dcgm-exporter flags given that gpuopt does not take
+  std::vector<std::string> refused_values;
 };
+
+// The DCGM fields gpuopt's exporter writes (monitor/metrics.cpp). A --collectors file naming
+// others gets one warning listing them.
+const std::vector<std::string>& exported_fields() {
+  static const std::vector<std::string> f = {
+      "DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+      "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL",    "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "DCGM_FI_DEV_FB_FREE",
+      "DCGM_FI_DEV_FB_RESERVED",          "DCGM_FI_DEV_FB_TOTAL",          "DCGM_FI_DEV_FB_USED",
+      "DCGM_FI_DEV_GPU_TEMP",             "DCGM_FI_DEV_GPU_UTIL",          "DCGM_FI_DEV_MAX_MEM_CLOCK",
+      "DCGM_FI_DEV_MAX_SM_CLOCK",         "DCGM_FI_DEV_MEMORY_TEMP",       "DCGM_FI_DEV_MEM_CLOCK",
+      "DCGM_FI_DEV_MEM_COPY_UTIL",        "DCGM_FI_DEV_MIG_MODE",          "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+      "DCGM_FI_DEV_PCIE_RX_THROUGHPUT",   "DCGM_FI_DEV_PCIE_TX_THROUGHPUT", "DCGM_FI_DEV_POWER_MGMT_LIMIT",
+      "DCGM_FI_DEV_POWER_USAGE",          "DCGM_FI_DEV_SM_CLOCK",          "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+      "DCGM_FI_DEV_XID_ERRORS",           "DCGM_FI_PROF_DRAM_ACTIVE",      "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+      "DCGM_FI_PROF_NVLINK_RX_BYTES",     "DCGM_FI_PROF_NVLINK_TX_BYTES",  "DCGM_FI_PROF_PCIE_RX_BYTES",
+      "DCGM_FI_PROF_PCIE_TX_BYTES",       "DCGM_FI_PROF_PIPE_FP16_ACTIVE", "DCGM_FI_PROF_PIPE_FP32_ACTIVE",
+      "DCGM_FI_PROF_PIPE_FP64_ACTIVE",    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "DCGM_FI_PROF_SM_ACTIVE",
+      "DCGM_FI_PROF_SM_OCCUPANCY"};
+  return f;
+}
+
+// dcgm-exporter's counters CSV: "DCGM_FI_DEV_SM_CLOCK, gauge, SM clock frequency (in MHz)." per
+// line, '#' comments. Returns the field names; one warning names those gpuopt does not export.
+Result<std::vector<std::string>> read_collectors(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) return Status::NotFound("--collectors '{}': cannot read it", path);
+  std::vector<std::string> keep, unknown;
+  std::string line;
+  int n = 0;
+  while (std::getline(f, line)) {
+    ++n;
+    size_t a = line.find_first_not_of(" \t\r");
+    if (a == std::string::npos || line[a] == '#') continue;
+    std::string name = line.substr(a, line.find(',', a) == std::string::npos ? std::string::npos : line.find(',', a) - a);
+    while (!name.empty() && std::isspace(static_cast<unsigned char>(name.back()))) name.pop_back();
+    if (!name.starts_with("DCGM_FI_") && !name.starts_with("DCGM_EXP_"))
+      return Status::InvalidArgument("--collectors '{}' line {}: '{}' is not a DCGM field name (DCGM_FI_...)", path, n,
+                                     name);
+    const auto& known = exported_fields();
+    (std::find(known.begin(), known.end(), name) != known.end() ? keep : unknown).push_back(name);
+  }
+  if (!unknown.empty())
+    fmt::print(stderr, "gpuopt exporter: warning: --collectors: not exported by gpuopt, ignored: {}\n",
+               fmt::join(unknown, ", "));
+  if (keep.empty())
+    return Status::InvalidArgument("--collectors '{}' names no field gpuopt exports (it exports {} ... )", path,
+                                   exported_fields().front());
+  return keep;
+}
 
 double cpu_seconds() {
   rusage ru{};
@@ -146,7 +204,21 @@ int self_bench(const Options& o, ExporterOptions eo) {
   return kExitOk;
 }
 
-int run(const Options& o) {
+int run(Options o) {
+  if (!o.refused.empty())
+    return report_error(Status::InvalidArgument("dcgm-exporter's {} is not supported by gpuopt exporter (it reads NVML "
+                                                "directly; see docs/coming-from-triton.md)",
+                                                fmt::join(o.refused, ", ")),
+                        true);
+  if (!o.address.empty()) o.listen = o.address;
+  if (o.collect_interval_ms > 0) o.interval = fmt::format("{}ms", o.collect_interval_ms);
+  if (o.kubernetes && o.pod_resources_socket.empty()) o.pod_resources_socket = kube::kDefaultPodResourcesSocket;
+  std::vector<std::string> fields;
+  if (!o.collectors.empty()) {
+    auto f = read_collectors(o.collectors);
+    if (!f.ok()) return report_error(f.status(), f.status().code() == StatusCode::kInvalidArgument);
+    fields = std::move(f).value();
+  }
   auto interval = parse_interval(o.interval);
   if (!interval.ok()) return report_error(interval.status(), true);
   if (o.threads < 1 || o.threads > 64) return report_error(Status::InvalidArgument("--threads must be 1..64"), true);
@@ -157,6 +229,7 @@ int run(const Options& o) {
   eo.interval_s = *interval;
   eo.threads = o.threads;
   eo.sampler.processes = !o.no_processes;
+  eo.fields = fields;
   auto slow = parse_interval(o.slow_interval);
   if (!slow.ok()) return report_error(Status::InvalidArgument("--slow-interval: {}", slow.status().message()), true);
   // Slow series carry their read time; Prometheus rejects samples older than about an hour.
@@ -224,7 +297,37 @@ void setup(CLI::App& app) {
   cmd->add_option("--bench-warmup", o->bench_warmup, "Self-bench: seconds to wait after start-up before measuring")
       ->capture_default_str();
   cmd->add_flag("--json", o->json, "Self-bench: print JSON");
-  cmd->callback([o] { set_exit_code(run(*o)); });
+  // dcgm-exporter's flags.
+  auto* address = cmd->add_option("-a,--address", o->address, "dcgm-exporter's form of --listen (\":9400\")");
+  address->excludes(cmd->get_option("--listen"));
+  cmd->add_option("-c,--collect-interval", o->collect_interval_ms, "dcgm-exporter's form of --interval, in ms")
+      ->check(int_range(1, 3600000))
+      ->excludes(cmd->get_option("--interval"));
+  cmd->add_option("-f,--collectors", o->collectors,
+                  "dcgm-exporter's counters CSV: export only the DCGM fields it lists (one warning names those "
+                  "gpuopt does not export)");
+  cmd->add_flag("-k,--kubernetes", o->kubernetes,
+                "Pod labels from the kubelet (as --pod-resources-socket with its default path)");
+  cmd->add_option("-p,--pod-resources-kubelet-socket", o->pod_resources_socket,
+                  "dcgm-exporter's form of --pod-resources-socket");
+  // dcgm-exporter's flags with no counterpart here: refused by name, not as unknown options.
+  auto refused = std::make_shared<std::vector<std::pair<CLI::Option*, std::string>>>();
+  for (const char* f : {"-r,--remote-hostengine-info", "-d,--devices", "--kubernetes-gpu-id-type", "-m,--configmap-data",
+                        "--web-config-file", "--use-old-namespace", "-x,--xid-count-window-size",
+                        "--enable-dcgm-log", "--dcgm-log-level", "--switch-devices", "--cpu-devices",
+                        "--fake-gpus", "--replace-blanks-in-model-name", "--clock-events-count-window-size"}) {
+    std::string names = f;
+    std::string longname = names.substr(names.find("--"));
+    auto* opt = cmd->add_option(names, o->refused_values, "dcgm-exporter's flag: refused (no counterpart)")
+                    ->expected(0, 1)
+                    ->group("dcgm-exporter flags refused");
+    refused->emplace_back(opt, longname);
+  }
+  cmd->callback([o, refused] {
+    for (auto& [opt, name] : *refused)
+      if (opt->count() > 0) o->refused.push_back(name);
+    set_exit_code(run(*o));
+  });
 }
 GPUOPT_REGISTER_COMMAND(65, setup);
 

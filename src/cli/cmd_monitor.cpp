@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <mutex>
@@ -30,7 +31,42 @@ struct Options {
   long count = 0;  // 0 = until q / Ctrl-C
   std::string sort = "memory";
   bool no_processes = false;
+  std::string ids;  // -i/--id as nvidia-smi: "0,1" (indices), UUIDs or PCI bus ids; "" = every GPU
 };
+
+// The GPUs --id selects (by index, UUID or PCI bus id, as nvidia-smi -i), or an error naming
+// the entry that matches no GPU and the ones there are.
+Result<std::vector<unsigned>> select_gpus(const std::string& ids, const std::vector<DeviceInfo>& devices) {
+  std::vector<unsigned> out;
+  size_t pos = 0;
+  while (pos <= ids.size()) {
+    size_t comma = ids.find(',', pos);
+    if (comma == std::string::npos) comma = ids.size();
+    std::string id = ids.substr(pos, comma - pos);
+    pos = comma + 1;
+    if (id.empty()) return Status::InvalidArgument("--id '{}': an empty entry (expected e.g. 0,1)", ids);
+    bool found = false;
+    for (const DeviceInfo& d : devices)
+      if (std::to_string(d.index) == id || d.uuid == id || d.pci_bus_id == id) {
+        out.push_back(d.index);
+        found = true;
+      }
+    if (!found)
+      return Status::NotFound("--id '{}': no GPU '{}' on this machine ({} GPU(s){})", ids, id, devices.size(),
+                              devices.empty() ? "" : fmt::format(": 0..{}", devices.size() - 1));
+  }
+  return out;
+}
+
+// The snapshot with only the selected GPUs (all when `ids` is empty).
+const Snapshot& only(const Snapshot& snap, const std::vector<unsigned>& ids, Snapshot* buf) {
+  if (ids.empty()) return snap;
+  *buf = snap;
+  buf->gpus.clear();
+  for (const GpuSample& g : snap.gpus)
+    if (g.info && std::find(ids.begin(), ids.end(), g.info->index) != ids.end()) buf->gpus.push_back(g);
+  return *buf;
+}
 
 std::atomic<bool> g_stop{false};
 void on_signal(int) { g_stop = true; }
@@ -45,19 +81,21 @@ std::string title_of(const Sampler& s) {
 
 // --once and --json without a stream: two samples one interval apart (GPM, process utilisation
 // and clock-event time need an interval).
-int run_snapshot(Sampler& s, const Options& o, double interval, ProcessSort sort) {
+int run_snapshot(Sampler& s, const Options& o, double interval, ProcessSort sort, const std::vector<unsigned>& ids) {
   Diagnoser diag;
-  diag.add(s.sample());
+  Snapshot buf;
+  diag.add(only(s.sample(), ids, &buf));
   std::this_thread::sleep_for(std::chrono::duration<double>(interval));
-  const Snapshot& snap = s.sample();
+  const Snapshot& snap = only(s.sample(), ids, &buf);
   diag.add(snap);
   if (o.json) fmt::print("{}\n", snapshot_to_json(snap, diag.findings()).dump(2));
   else fmt::print("{}", render_once(snap, diag.findings(), sort));
   return kExitOk;
 }
 
-int run_stream(Sampler& s, const Options& o, double interval) {
+int run_stream(Sampler& s, const Options& o, double interval, const std::vector<unsigned>& ids) {
   Diagnoser diag;
+  Snapshot buf;
   auto next = std::chrono::steady_clock::now();
   for (long n = 0; (o.count == 0 || n < o.count) && !g_stop; ++n) {
     if (n > 0) {
@@ -67,7 +105,7 @@ int run_stream(Sampler& s, const Options& o, double interval) {
             next - std::chrono::steady_clock::now(), std::chrono::milliseconds(100)));
       if (g_stop) break;
     }
-    const Snapshot& snap = s.sample();
+    const Snapshot& snap = only(s.sample(), ids, &buf);
     diag.add(snap);
     fmt::print("{}\n", snapshot_to_json(snap, diag.findings()).dump());
     std::fflush(stdout);
@@ -94,7 +132,7 @@ void draw(const Screen& sc, bool color) {
   }
 }
 
-int run_tui(Sampler& s, const Options& o, ProcessSort sort) {
+int run_tui(Sampler& s, const Options& o, ProcessSort sort, const std::vector<unsigned>& ids) {
   if (!isatty(STDOUT_FILENO) || !isatty(STDIN_FILENO))
     return report_error(Status::InvalidArgument("monitor: not a terminal; use --once or --json"), true);
   std::mutex mu;
@@ -123,8 +161,10 @@ int run_tui(Sampler& s, const Options& o, ProcessSort sort) {
     init_pair(int(Color::kBad) + 1, COLOR_RED, -1);
     init_pair(int(Color::kDim) + 1, COLOR_BLUE, -1);
   }
-  s.start([&](const Snapshot& snap) {
+  Snapshot buf;
+  s.start([&](const Snapshot& all) {
     std::lock_guard<std::mutex> lock(mu);
+    const Snapshot& snap = only(all, ids, &buf);
     diag.add(snap);
     view.update(snap, diag.findings());
     ++samples;
@@ -172,16 +212,25 @@ int run(const Options& o) {
   if (o.sort == "memory" || o.sort == "mem") sort = ProcessSort::kMemory;
   else if (o.sort == "util" || o.sort == "utilization") sort = ProcessSort::kUtilization;
   else return report_error(Status::InvalidArgument("--sort '{}': expected memory or util", o.sort), true);
+  // --id's form is checked before NVML is: a typo is a usage error on any machine.
+  if (!o.ids.empty() && (o.ids.front() == ',' || o.ids.back() == ',' || o.ids.find(",,") != std::string::npos))
+    return report_error(Status::InvalidArgument("--id '{}': an empty entry (expected e.g. 0,1)", o.ids), true);
   SamplerOptions so;
   so.interval_s = *interval;
   so.processes = !o.no_processes;
   auto s = Sampler::create(so);
   if (!s.ok()) return report_error(s.status().with_context("monitor"));
+  std::vector<unsigned> ids;
+  if (!o.ids.empty()) {
+    auto sel = select_gpus(o.ids, (*s)->devices());
+    if (!sel.ok()) return report_error(sel.status(), sel.status().code() == StatusCode::kInvalidArgument);
+    ids = std::move(sel).value();
+  }
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
-  if (o.json && (o.interval_given || o.count > 0)) return run_stream(**s, o, *interval);
-  if (o.json || o.once) return run_snapshot(**s, o, *interval, sort);
-  return run_tui(**s, o, sort);
+  if (o.json && (o.interval_given || o.count > 0)) return run_stream(**s, o, *interval, ids);
+  if (o.json || o.once) return run_snapshot(**s, o, *interval, sort, ids);
+  return run_tui(**s, o, sort, ids);
 }
 
 void setup(CLI::App& app) {
@@ -193,6 +242,7 @@ void setup(CLI::App& app) {
   cmd->add_option("--count", o->count, "Stop after N samples (0: until q or Ctrl-C)");
   cmd->add_option("--sort", o->sort, "Process order: memory or util (keys m/u in the UI)")->capture_default_str();
   cmd->add_flag("--no-processes", o->no_processes, "Do not list processes");
+  cmd->add_option("-i,--id", o->ids, "Only these GPUs, as nvidia-smi -i: indices (0,1), UUIDs or PCI bus ids");
   cmd->callback([o, iv] {
     o->interval_given = iv->count() > 0;
     set_exit_code(run(*o));

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cmath>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -46,7 +47,12 @@ struct PerfOptions {
   int max_trials = 10;
   bool json_out = false;
   std::string csv;
-  std::string input_data;                // perf_analyzer's --input-data JSON (perf_data.h)
+  std::string input_data;                // perf_analyzer's --input-data: zero, random or a JSON file (perf_data.h)
+  int percentile = 0;                     // 0: stability on throughput alone; N: and on the pN latency
+  bool async = false, sync = false;       // perf_analyzer's -a/--sync: accepted, no effect (see setup)
+  std::string measurement_mode = "time_windows";
+  int64_t measurement_request_count = 50;
+  bool verbose_csv = false;
   std::string distribution = "constant";  // open loop: constant or poisson intervals
 };
 
@@ -55,6 +61,7 @@ struct Level {
   double value = 0;  // concurrency or requests/s
   double throughput = 0;
   double p50 = 0, p90 = 0, p95 = 0, p99 = 0, avg_us = 0;
+  double pct_us = 0;  // the --percentile latency (0 without it)
   uint64_t requests = 0, errors = 0;
   std::string first_error;  // the first failed request's error, when errors > 0
   uint64_t sent = 0;  // successful requests over every window (the server's success count moves by this)
@@ -83,7 +90,9 @@ double percentile(std::vector<uint64_t>& v, double p) {
   return static_cast<double>(v[k]) / 1000.0;
 }
 
+// One request of the model's inputs: random values, or zeros (--input-data zero).
 Result<std::string> build_body(const PerfOptions& o, const json& meta, size_t* hlen) {
+  const bool zero = o.input_data == "zero";
   std::mt19937 rng(42);
   std::vector<std::pair<std::string, Tensor>> inputs;
   for (const auto& in : meta["inputs"]) {
@@ -109,7 +118,9 @@ Result<std::string> build_body(const PerfOptions& o, const json& meta, size_t* h
       if (d < 0) return Status::InvalidArgument("input '{}' has a dynamic dim: give --shape {}:d1,d2,...", name, name);
     GPUOPT_ASSIGN_OR_RETURN(Tensor t, Tensor::try_empty(*dt, shape, name));
     if (*dt == DType::String) {
-      for (auto& s : t.strings()) s = "gpuopt";
+      for (auto& s : t.strings()) s = zero ? "" : "gpuopt";
+    } else if (zero) {
+      for (int64_t i = 0; i < t.numel(); ++i) t.set_f64(i, 0.0);
     } else {
       for (int64_t i = 0; i < t.numel(); ++i)
         t.set_f64(i, dtype_is_float(*dt) ? std::uniform_real_distribution<double>(-1, 1)(rng) : double(rng() % 4));
@@ -173,7 +184,7 @@ Result<Level> measure(const PerfOptions& o, const PerfTransport& tgt, std::share
   std::vector<std::thread> ts;
   for (int i = 0; i < threads; ++i) ts.emplace_back(worker);
   // Windows until three consecutive throughputs agree within the stability percentage.
-  std::vector<double> tputs;
+  std::vector<double> tputs, lats;
   std::vector<std::vector<uint64_t>> windows;  // latencies per window
   Level lv;
   lv.mode = rate ? "request_rate" : "concurrency";
@@ -188,7 +199,18 @@ Result<Level> measure(const PerfOptions& o, const PerfTransport& tgt, std::share
     auto before = stats_client->stats(o.model);
     stats_hist.push_back(before.ok() ? *before : json());
     auto ws = Clock::now();
-    std::this_thread::sleep_for(std::chrono::milliseconds(o.interval_ms));
+    if (o.measurement_mode == "count_windows") {
+      // The window ends once --measurement-request-count requests completed in it; a server that
+      // stopped answering ends it at 60 s (or 10 intervals) with what came back.
+      const auto limit = ws + std::chrono::milliseconds(std::max<int64_t>(60000, int64_t{10} * o.interval_ms));
+      for (;;) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        std::lock_guard<std::mutex> lk(mu);
+        if (static_cast<int64_t>(window_lat.size()) >= o.measurement_request_count || Clock::now() >= limit) break;
+      }
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(o.interval_ms));
+    }
     std::vector<uint64_t> lat;
     {
       std::lock_guard<std::mutex> lk(mu);
@@ -198,13 +220,22 @@ Result<Level> measure(const PerfOptions& o, const PerfTransport& tgt, std::share
     auto after = stats_client->stats(o.model);
     s_after = after.ok() ? *after : json();
     tputs.push_back(static_cast<double>(lat.size()) * static_cast<double>(o.batch) / secs);
+    if (o.percentile > 0) {
+      std::vector<uint64_t> copy = lat;
+      lats.push_back(percentile(copy, o.percentile));
+    }
     lv.windows = w + 1;
     windows.push_back(std::move(lat));
-    if (tputs.size() >= 3) {
-      double a = tputs[tputs.size() - 3], b = tputs[tputs.size() - 2], c = tputs.back();
+    // Three windows agree when each is within the stability percentage of their mean.
+    auto agree = [&](const std::vector<double>& v) {
+      double a = v[v.size() - 3], b = v[v.size() - 2], c = v.back();
       double mean = (a + b + c) / 3;
       double dev = std::max({std::abs(a - mean), std::abs(b - mean), std::abs(c - mean)});
-      if (mean > 0 && dev / mean * 100.0 <= o.stability) {
+      return mean > 0 && dev / mean * 100.0 <= o.stability;
+    };
+    if (tputs.size() >= 3) {
+      // With --percentile, as perf_analyzer: the pN latency must agree too.
+      if (agree(tputs) && (o.percentile == 0 || agree(lats))) {
         lv.stable = true;
         break;
       }
@@ -231,6 +262,7 @@ Result<Level> measure(const PerfOptions& o, const PerfTransport& tgt, std::share
   lv.p90 = percentile(kept, 90);
   lv.p95 = percentile(kept, 95);
   lv.p99 = percentile(kept, 99);
+  if (o.percentile > 0) lv.pct_us = percentile(kept, o.percentile);
   // Server-side breakdown over the measured windows (Triton's statistics extension).
   if (!s_before.is_null() && !s_after.is_null() && !s_before["model_stats"].empty() &&
       !s_after["model_stats"].empty()) {
@@ -276,7 +308,8 @@ int run(const PerfOptions& o) {
     csv.open(o.csv);
     if (!csv) return report_error(Status::NotFound("--csv '{}': cannot be written: {}", o.csv, std::strerror(errno)));
   }
-  if (!o.input_data.empty() && !std::filesystem::is_regular_file(o.input_data))
+  const bool generated = o.input_data.empty() || o.input_data == "zero" || o.input_data == "random";
+  if (!generated && !std::filesystem::is_regular_file(o.input_data))
     return report_error(Status::NotFound("--input-data '{}': no such file", o.input_data));
   auto meta_client = make_perf_client(tgt, nullptr, -1);
   if (!meta_client.ok()) return report_error(meta_client.status());
@@ -286,7 +319,7 @@ int run(const PerfOptions& o) {
   work->model = o.model;
   work->binary = o.binary;
   for (const auto& out : (*meta)["outputs"]) work->outputs.push_back(out["name"].get<std::string>());
-  if (!o.input_data.empty()) {
+  if (!generated) {
     auto data = load_input_data(o.input_data, *meta, o.batch, o.binary);
     if (!data.ok()) return report_error(data.status(), true);
     work->requests = std::move(data).value();
@@ -305,19 +338,29 @@ int run(const PerfOptions& o) {
     if (lv->errors > 0)  // what failed, in --json runs too (stderr; the JSON has it as first_error)
       fmt::print(stderr, "perf: {} {}: {} requests failed; the first: {}\n", lv->mode, v, lv->errors, lv->first_error);
     if (!o.json_out)
-      fmt::print(stderr, "{} {}: {:.1f} infer/s, p99 {:.0f} us{}\n", lv->mode, v, lv->throughput, lv->p99,
+      fmt::print(stderr, "{} {}: {:.1f} infer/s, p{} {:.0f} us{}\n", lv->mode, v, lv->throughput,
+                 o.percentile > 0 ? o.percentile : 99, o.percentile > 0 ? lv->pct_us : lv->p99,
                  lv->stable ? "" : " (not stable)");
   }
   if (!o.csv.empty()) {
+    // perf_analyzer's columns (microseconds). The client's send and receive are inside
+    // "Network+Server Send/Recv" here (it is not split on the client): their columns are 0.
     csv << (rate ? "Request Rate" : "Concurrency")
-      << ",Inferences/Second,Client Avg us,p50 latency,p90 latency,p95 latency,p99 latency,Server Queue,"
-         "Server Compute Input,Server Compute Infer,Server Compute Output,Overhead us,Server Request us,"
-         "Server Overhead us,Errors\n";
-    for (const auto& l : levels)
-      csv << fmt::format("{},{:.2f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{}\n",
-                       l.value, l.throughput, l.avg_us, l.p50, l.p90, l.p95, l.p99, l.queue_us, l.compute_input_us,
-                       l.compute_infer_us, l.compute_output_us, l.overhead_us, l.server_request_us,
-                       l.server_overhead_us, l.errors);
+        << ",Inferences/Second,Client Send,Network+Server Send/Recv,Server Queue,Server Compute Input,"
+           "Server Compute Infer,Server Compute Output,Client Recv,p50 latency,p90 latency,p95 latency,p99 latency";
+    if (o.verbose_csv) csv << (o.percentile > 0 ? "" : ",Avg latency") << ",request/response,response wait";
+    csv << "\n";
+    auto us = [](double x) { return static_cast<int64_t>(std::llround(x)); };
+    for (const auto& l : levels) {
+      csv << fmt::format("{},{:.2f},0,{},{},{},{},{},0,{},{},{},{}", l.value, l.throughput, us(l.overhead_us),
+                         us(l.queue_us), us(l.compute_input_us), us(l.compute_infer_us), us(l.compute_output_us),
+                         us(l.p50), us(l.p90), us(l.p95), us(l.p99));
+      // request/response: the whole exchange; response wait: the part spent waiting for the server.
+      if (o.verbose_csv)
+        csv << (o.percentile > 0 ? "" : fmt::format(",{}", us(l.avg_us)))
+            << fmt::format(",{},{}", us(l.avg_us), us(l.avg_us - l.overhead_us > 0 ? l.avg_us - l.overhead_us : 0));
+      csv << "\n";
+    }
   }
   if (o.json_out) {
     json a = json::array();
@@ -329,6 +372,8 @@ int run(const PerfOptions& o) {
                    {"p90_us", l.p90},
                    {"p95_us", l.p95},
                    {"p99_us", l.p99},
+                   {"percentile", o.percentile},
+                   {"percentile_us", l.pct_us},
                    {"server_queue_us", l.queue_us},
                    {"server_compute_input_us", l.compute_input_us},
                    {"server_compute_infer_us", l.compute_infer_us},
@@ -400,7 +445,26 @@ void setup(CLI::App& app) {
       ->check(int_range(1, 10000))
       ->capture_default_str();
   cmd->add_flag("--json", o->json_out, "Print JSON");
-  cmd->add_option("--input-data", o->input_data, "perf_analyzer's JSON of request inputs (and validation_data)");
+  cmd->add_option("--input-data", o->input_data,
+                  "zero, random (the default) or perf_analyzer's JSON file of request inputs (and validation_data)");
+  cmd->add_option("--percentile", o->percentile,
+                  "Stabilize on the pN latency too (and report it as the headline), as perf_analyzer")
+      ->check(int_range(1, 99));
+  cmd->add_flag("-a,--async", o->async,
+                "Accepted for perf_analyzer command lines: every concurrency level already keeps its N requests "
+                "in flight at once (one connection each)");
+  cmd->add_flag("--sync", o->sync, "Accepted for perf_analyzer command lines (see --async)");
+  cmd->add_option("--measurement-mode", o->measurement_mode,
+                  "time_windows (windows of -p ms) or count_windows (a window ends after --measurement-request-count "
+                  "requests)")
+      ->check(one_of({"time_windows", "count_windows"}))
+      ->capture_default_str();
+  cmd->add_option("--measurement-request-count", o->measurement_request_count,
+                  "Requests per window in count_windows mode")
+      ->check(int_range(1, 100000000))
+      ->capture_default_str();
+  cmd->add_flag("--verbose-csv", o->verbose_csv,
+                "CSV also gets perf_analyzer's Avg latency, request/response and response wait columns");
   cmd->add_option("--request-distribution", o->distribution, "Open loop: constant or poisson intervals")
       ->check(one_of({"constant", "poisson"}));
   cmd->add_option("-f,--csv", o->csv, "Also write a CSV file");

@@ -2,8 +2,11 @@
 #include <fmt/format.h>
 #include <signal.h>
 
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <filesystem>
 
@@ -19,8 +22,21 @@ namespace {
 
 struct ServeOptions {
   std::string model_file;
-  std::string repository;
+  std::vector<std::string> repositories;  // --model-repository, once or more
   std::string http_address = "0.0.0.0";
+  std::string grpc_address;     // "" = --http-address
+  std::string metrics_address;  // "" = --http-address
+  bool allow_http = true;
+  bool strict_model_config = false;
+  bool disable_auto_complete = false;
+  bool exit_on_error = true;
+  bool strict_readiness = true;
+  int poll_secs = 15;
+  std::string log_file;
+  bool refused_sagemaker = false, refused_vertex = false, refused_ssl = false;
+  std::vector<std::string> ignored;  // tritonserver flags given that have no effect here
+  std::vector<std::string> ignored_values;
+  std::vector<CLI::Option*> ignored_options;
   int http_port = 8000;
   int metrics_port = 8002;
   int grpc_port = 8001;
@@ -56,16 +72,83 @@ size_t inflight_budget(int64_t flag) {
   return static_cast<size_t>(pages) * static_cast<size_t>(page) / 4;
 }
 
+// tritonserver's flags that are accepted and have no effect here (docs/coming-from-triton.md).
+// Each takes a value, as in tritonserver; those that may repeat are marked.
+struct IgnoredFlag {
+  const char* name;
+  bool repeats;
+};
+constexpr IgnoredFlag kIgnoredFlags[] = {
+    {"--backend-directory", false},      {"--backend-config", true},
+    {"--repoagent-directory", false},    {"--id", false},
+    {"--log-info", false},               {"--log-warning", false},
+    {"--log-error", false},              {"--log-format", false},
+    {"--cuda-memory-pool-byte-size", true}, {"--min-supported-compute-capability", false},
+    {"--buffer-manager-thread-count", false}, {"--model-load-thread-count", false},
+    {"--response-cache-byte-size", false}, {"--cache-config", true},
+    {"--rate-limit", false},             {"--rate-limit-resource", true},
+    {"--metrics-interval-ms", false},    {"--allow-cpu-metrics", false},
+    {"--trace-config", true},            {"--grpc-infer-allocation-pool-size", false},
+    {"--grpc-keepalive-time", false},    {"--grpc-keepalive-timeout", false},
+    {"--host-policy", true},             {"--model-namespacing", false},
+};
+
+// tritonserver's boolean values (true/false, on/off, 1/0, any case); normalised for CLI11.
+CLI::Validator triton_bool() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        std::string l = v;
+        std::transform(l.begin(), l.end(), l.begin(), [](unsigned char c) { return std::tolower(c); });
+        if (l == "true" || l == "on" || l == "1" || l == "yes") v = "true";
+        else if (l == "false" || l == "off" || l == "0" || l == "no") v = "false";
+        else return fmt::format("'{}' is not a boolean (true, false, 1, 0)", v);
+        return "";
+      },
+      "true|false", "triton_bool");
+}
+
+// --log-file: the log (stderr) appended to FILE from here on; the first fatal error is still
+// printed on the terminal too (via the saved descriptor).
+int g_terminal_stderr = -1;
+
+int fail(const Status& s) {
+  int code = report_error(s);
+  if (g_terminal_stderr >= 0) {
+    std::string line = fmt::format("gpuopt: error: {}\n", s.message());
+    (void)!write(g_terminal_stderr, line.data(), line.size());
+  }
+  return code;
+}
+
 int run(const ServeOptions& o) {
   if (o.log_verbose > 0) set_log_level(o.log_verbose >= 2 ? LogLevel::debug : LogLevel::info);
-  if (o.model_file.empty() == o.repository.empty())
+  if (o.model_file.empty() == o.repositories.empty())
     return report_error(Status::InvalidArgument("give either MODEL.onnx or --model-repository DIR"), true);
+  if (o.refused_sagemaker || o.refused_vertex || o.refused_ssl)
+    return report_error(Status::InvalidArgument("{} is not supported by gpuopt serve (docs/coming-from-triton.md)",
+                                                o.refused_sagemaker ? "--allow-sagemaker=true"
+                                                : o.refused_vertex  ? "--allow-vertex-ai=true"
+                                                                    : "--grpc-use-ssl=true"),
+                        true);
+  if (!o.allow_http && !o.allow_grpc)
+    return report_error(Status::InvalidArgument("--allow-http=false and --allow-grpc=false leave no endpoint"), true);
+  if (!o.ignored.empty())
+    fmt::print(stderr, "gpuopt serve: warning: accepted but ignored (no effect in gpuopt): {}\n",
+               fmt::join(o.ignored, ", "));
   server::set_pinned_pool_capacity(static_cast<size_t>(o.pinned_pool_bytes));  // before the first request
   server::InferenceServerOptions so;
-  so.repo.path = o.repository.empty() ? o.model_file : o.repository;
+  so.repo.path = o.repositories.empty() ? o.model_file : o.repositories[0];
+  if (o.repositories.size() > 1) so.repo.extra_paths.assign(o.repositories.begin() + 1, o.repositories.end());
+  so.repo.strict_config = o.strict_model_config || o.disable_auto_complete;
+  so.exit_on_error = o.exit_on_error;
+  so.strict_readiness = o.strict_readiness;
+  so.http_enabled = o.allow_http;
   std::error_code ec;
-  if (!std::filesystem::exists(so.repo.path, ec))
-    return report_error(Status::NotFound("'{}' does not exist", so.repo.path));
+  for (const auto& p : o.repositories.empty() ? std::vector<std::string>{o.model_file} : o.repositories) {
+    if (!std::filesystem::exists(p, ec)) return report_error(Status::NotFound("'{}' does not exist", p));
+    if (!o.repositories.empty() && !std::filesystem::is_directory(p, ec))
+      return report_error(Status::InvalidArgument("--model-repository '{}' is not a directory", p), true);
+  }
   if (!o.model_file.empty() && std::filesystem::is_directory(o.model_file, ec))
     return report_error(Status::InvalidArgument("'{}' is a directory: use --model-repository", o.model_file), true);
   so.repo.loader = server::session_model_loader();
@@ -83,8 +166,12 @@ int run(const ServeOptions& o) {
     so.load_models = o.load_models;
     if (!o.model_file.empty() && so.load_models.empty()) so.load_models = {"*"};
   } else {
-    return report_error(
-        Status::InvalidArgument("--model-control-mode must be none or explicit (poll is not supported)"), true);
+    if (!o.model_file.empty())
+      return report_error(Status::InvalidArgument("--model-control-mode poll needs --model-repository DIR"), true);
+    if (!o.load_models.empty())
+      return report_error(Status::InvalidArgument("--load-model needs --model-control-mode explicit"), true);
+    so.control_mode = server::ControlMode::kPoll;
+    so.poll_secs = o.poll_secs;
   }
   so.trace_file = o.trace_file;
   so.trace_rate = o.trace_rate;
@@ -99,14 +186,25 @@ int run(const ServeOptions& o) {
   so.request_limits.max_memory_bytes = static_cast<size_t>(o.max_request_memory);
   so.http.server_name = "gpuopt";
   if (o.allow_metrics) so.metrics_port = static_cast<uint16_t>(o.metrics_port);
-  so.metrics_host = o.http_address;
+  const std::string& metrics_host = o.metrics_address.empty() ? o.http_address : o.metrics_address;
+  const std::string& grpc_host = o.grpc_address.empty() ? o.http_address : o.grpc_address;
+  so.metrics_host = metrics_host;
   so.gpu_metrics = o.allow_gpu_metrics;
   if (o.allow_grpc) {
     so.grpc = std::make_shared<server::GrpcOptions>();
-    so.grpc->host = o.http_address;
+    so.grpc->host = grpc_host;
     so.grpc->port = static_cast<uint16_t>(o.grpc_port);
     so.grpc->max_message_bytes = static_cast<size_t>(o.max_input_size);
     so.grpc->idle_timeout = std::chrono::milliseconds(static_cast<int64_t>(o.grpc_idle_timeout_secs * 1000.0));
+  }
+
+  if (!o.log_file.empty()) {
+    int fd = ::open(o.log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) return report_error(Status::NotFound("--log-file: cannot open '{}' for appending", o.log_file));
+    std::fflush(stderr);
+    g_terminal_stderr = ::dup(2);
+    ::dup2(fd, 2);
+    ::close(fd);
   }
 
   // Block the shutdown signals before any thread starts so that only sigwait below sees them.
@@ -117,8 +215,11 @@ int run(const ServeOptions& o) {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 
   auto server = server::InferenceServer::start(std::move(so));
-  if (!server.ok()) return report_error(server.status());
+  if (!server.ok()) return fail(server.status());
   auto& s = **server;
+  for (const auto& m : s.repository().index(false))
+    if (m.value("state", "") == "UNAVAILABLE" && m.value("reason", "") != "unloaded")
+      fmt::print("model '{}' UNAVAILABLE: {}\n", m.value("name", ""), m.value("reason", ""));
   for (const auto& v : s.repository().ready_versions()) {
     // Start -> ready per model, and what the plan cache gave it (cold and warm starts compare here).
     std::string cache;
@@ -130,9 +231,11 @@ int run(const ServeOptions& o) {
     fmt::print("model '{}' version {} READY (max_batch_size {}, {} instance(s), start {:.2f} s{})\n", v->name,
                v->version_str, v->config.max_batch_size, v->batcher->instance_count(), v->start_s, cache);
   }
-  if (o.allow_grpc) fmt::print("Started GRPCInferenceService at {}:{}\n", o.http_address, s.grpc_port());
-  fmt::print("Started HTTPService at {}:{}\n", o.http_address, s.http_port());
-  if (o.allow_metrics) fmt::print("Started Metrics Service at {}:{}\n", o.http_address, s.metrics_port());
+  if (o.allow_grpc) fmt::print("Started GRPCInferenceService at {}:{}\n", grpc_host, s.grpc_port());
+  if (o.allow_http) fmt::print("Started HTTPService at {}:{}\n", o.http_address, s.http_port());
+  if (o.allow_metrics) fmt::print("Started Metrics Service at {}:{}\n", metrics_host, s.metrics_port());
+  if (o.control_mode == "poll")
+    fmt::print("Polling the model repository every {} s\n", o.poll_secs);
   std::fflush(stdout);
 
   int sig = 0;
@@ -156,7 +259,45 @@ void setup(CLI::App& app) {
   auto* cmd = app.add_subcommand("serve", "Serve models over KServe v2 HTTP and gRPC (Triton-compatible) with dynamic batching");
   auto o = std::make_shared<ServeOptions>();
   cmd->add_option("model", o->model_file, "Serve one ONNX model file (name = file stem, version 1)");
-  cmd->add_option("--model-repository,--model-store", o->repository, "Triton model repository directory");
+  cmd->add_option("--model-repository,--model-store", o->repositories,
+                  "Triton model repository directory (repeat for several: the models of all; a name in two is an "
+                  "error)");
+  cmd->add_option("--strict-model-config", o->strict_model_config,
+                  "true: a model needs a config.pbtxt naming its inputs and outputs; false: what it leaves out is "
+                  "derived from the model")
+      ->check(triton_bool())
+      ->capture_default_str();
+  cmd->add_flag("--disable-auto-complete-config", o->disable_auto_complete, "Same as --strict-model-config=true");
+  cmd->add_option("--exit-on-error", o->exit_on_error,
+                  "true: a model that fails to load stops the start (exit 1); false: it is UNAVAILABLE with the "
+                  "reason and the others serve")
+      ->check(triton_bool())
+      ->capture_default_str();
+  cmd->add_option("--strict-readiness", o->strict_readiness,
+                  "true: /v2/health/ready needs every model ready; false: a live server is ready")
+      ->check(triton_bool())
+      ->capture_default_str();
+  cmd->add_option("--log-file", o->log_file, "Append the log (stderr) to FILE");
+  cmd->add_option("--grpc-address", o->grpc_address, "Address of the gRPC endpoint (default: --http-address)");
+  cmd->add_option("--metrics-address", o->metrics_address, "Address of the metrics endpoint (default: --http-address)");
+  cmd->add_option("--allow-http", o->allow_http, "Serve the HTTP endpoint (false: gRPC and metrics only)")
+      ->check(triton_bool())
+      ->capture_default_str();
+  cmd->add_option("--repository-poll-secs", o->poll_secs, "Seconds between re-scans in --model-control-mode poll")
+      ->check(int_range(1, 86400))
+      ->capture_default_str();
+  cmd->add_option("--allow-sagemaker", o->refused_sagemaker, "Refused when true (no SageMaker endpoint)")
+      ->check(triton_bool());
+  cmd->add_option("--allow-vertex-ai", o->refused_vertex, "Refused when true (no Vertex AI endpoint)")
+      ->check(triton_bool());
+  cmd->add_option("--grpc-use-ssl", o->refused_ssl, "Refused when true (no TLS: terminate it in front)")
+      ->check(triton_bool());
+  for (const IgnoredFlag& f : kIgnoredFlags) {
+    auto* opt = cmd->add_option(f.name, o->ignored_values, "tritonserver's flag: accepted, no effect here");
+    opt->group("tritonserver flags accepted and ignored");
+    if (!f.repeats) opt->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    o->ignored_options.push_back(opt);
+  }
   cmd->add_option("--trace-file", o->trace_file, "Write sampled requests' stages as a Chrome trace (docs/profile.md)");
   cmd->add_option("--trace-rate", o->trace_rate, "Trace one request in N (default 1000)")->check(int_range(1, 1000000000));
   cmd->add_option("--http-address", o->http_address, "Address to listen on")->capture_default_str();
@@ -166,17 +307,20 @@ void setup(CLI::App& app) {
   cmd->add_option("--grpc-port", o->grpc_port, "KServe v2 gRPC port (0 = any free port)")
       ->check(int_range(0, 65535))
       ->capture_default_str();
-  cmd->add_option("--allow-grpc", o->allow_grpc, "Serve the gRPC endpoint (on --http-address)")->capture_default_str();
+  cmd->add_option("--allow-grpc", o->allow_grpc, "Serve the gRPC endpoint")->check(triton_bool())->capture_default_str();
   cmd->add_option("--http-thread-count", o->http_threads, "HTTP threads (0 = one per core)")
       ->check(int_range(0, 1024))
       ->capture_default_str();
   cmd->add_option("--metrics-port", o->metrics_port, "Prometheus metrics port (0 = any free port)")
       ->check(int_range(0, 65535))
       ->capture_default_str();
-  cmd->add_option("--allow-metrics", o->allow_metrics, "Serve /metrics")->capture_default_str();
-  cmd->add_option("--allow-gpu-metrics", o->allow_gpu_metrics, "GPU metrics from NVML")->capture_default_str();
-  cmd->add_option("--model-control-mode", o->control_mode, "none or explicit")
-      ->check(one_of({"none", "explicit"}))
+  cmd->add_option("--allow-metrics", o->allow_metrics, "Serve /metrics")->check(triton_bool())->capture_default_str();
+  cmd->add_option("--allow-gpu-metrics", o->allow_gpu_metrics, "GPU metrics from NVML")
+      ->check(triton_bool())
+      ->capture_default_str();
+  cmd->add_option("--model-control-mode", o->control_mode,
+                  "none (load all at start), explicit (load/unload API) or poll (re-scan every --repository-poll-secs)")
+      ->check(one_of({"none", "explicit", "poll"}))
       ->capture_default_str();
   cmd->add_option("--load-model", o->load_models, "Model to load at start in explicit mode ('*' = all)");
   cmd->add_option("--exit-timeout-secs", o->exit_timeout_secs, "Seconds to drain on SIGTERM/SIGINT")
@@ -231,7 +375,13 @@ void setup(CLI::App& app) {
                   "ordinary memory; Triton's flag)")
       ->check(int_range(0))
       ->capture_default_str();
-  cmd->callback([o] { set_exit_code(run(*o)); });
+  cmd->callback([o, cmd] {
+    for (CLI::Option* opt : o->ignored_options)
+      if (opt->count() > 0) o->ignored.push_back(opt->get_name());
+    if (cmd->count("--repository-poll-secs") > 0 && o->control_mode != "poll")
+      o->ignored.push_back("--repository-poll-secs (without --model-control-mode poll)");
+    set_exit_code(run(*o));
+  });
 }
 GPUOPT_REGISTER_COMMAND(40, setup);
 

@@ -5,9 +5,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <limits>
+#include <string_view>
 
 namespace gpuopt::gpu {
 
@@ -47,6 +49,24 @@ Status parse_listen(const std::string& text, std::string* host, uint16_t* port) 
   *host = h;
   *port = static_cast<uint16_t>(v);
   return Status::Ok();
+}
+
+std::string keep_fields(const std::string& body, const std::vector<std::string>& fields) {
+  std::string out;
+  out.reserve(body.size());
+  size_t pos = 0;
+  while (pos < body.size()) {
+    size_t end = body.find('\n', pos);
+    if (end == std::string::npos) end = body.size() - 1;
+    std::string_view line(body.data() + pos, end - pos + 1);
+    std::string_view name = line;
+    if (name.starts_with("# HELP ") || name.starts_with("# TYPE ")) name.remove_prefix(7);
+    name = name.substr(0, name.find_first_of("{ \n"));
+    if (!name.starts_with("DCGM_FI_") || std::find(fields.begin(), fields.end(), name) != fields.end())
+      out.append(line);
+    pos = end + 1;
+  }
+  return out;
 }
 
 Result<std::unique_ptr<Exporter>> Exporter::start(const ExporterOptions& options) {

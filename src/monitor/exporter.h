@@ -36,7 +36,13 @@ struct ExporterOptions {
   // Set: called once per sample for the containers each GPU is allocated to (the kubelet's
   // pod-resources API, src/kube/); their pod/namespace/container label per-process series.
   PodLookup pods;
+  // Non-empty: only these DCGM_FI_* series are exported (dcgm-exporter's --collectors file);
+  // the gpuopt_* series are always there.
+  std::vector<std::string> fields;
 };
+
+// The Prometheus text `body` without the DCGM_FI_* families that are not in `fields`.
+std::string keep_fields(const std::string& body, const std::vector<std::string>& fields);
 
 // "0.0.0.0:9400" -> host, port; "[::1]:9400", ":9400" (all interfaces). InvalidArgument otherwise.
 Status parse_listen(const std::string& text, std::string* host, uint16_t* port);
@@ -85,6 +91,7 @@ class Exporter {
   mutable std::mutex body_mu_;
   std::shared_ptr<const std::string> body_;
   void set_body(std::shared_ptr<const std::string> b) {
+    if (!options_.fields.empty()) b = std::make_shared<const std::string>(keep_fields(*b, options_.fields));
     std::lock_guard<std::mutex> lock(body_mu_);
     body_.swap(b);  // the old body is freed outside the lock, when `b` goes
   }

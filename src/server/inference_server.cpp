@@ -79,7 +79,7 @@ InferenceServer::~InferenceServer() {
 }
 
 bool InferenceServer::ready() const {
-  return !shutting_down_.load() && repo_->all_ready();
+  return !shutting_down_.load() && (!opt_.strict_readiness || repo_->all_ready());
 }
 
 void InferenceServer::post_task(std::function<void()> task) {
@@ -107,10 +107,12 @@ void InferenceServer::loader_loop() {
 Result<std::unique_ptr<InferenceServer>> InferenceServer::start(InferenceServerOptions options) {
   std::unique_ptr<InferenceServer> s(new InferenceServer(std::move(options)));
   s->repo_ = std::make_unique<Repository>(s->opt_.repo);
+  GPUOPT_RETURN_IF_ERROR(s->repo_->duplicates());
   std::vector<std::string> to_load;
-  if (s->opt_.control_mode == ControlMode::kNone) {
+  if (s->opt_.control_mode != ControlMode::kExplicit) {
     to_load = s->repo_->scan();
-    if (to_load.empty()) return Status::NotFound("no models found in '{}'", s->opt_.repo.path);
+    if (to_load.empty() && s->opt_.control_mode == ControlMode::kNone)
+      return Status::NotFound("no models found in '{}'", s->opt_.repo.path);
   } else {
     for (const auto& m : s->opt_.load_models) {
       if (m == "*") {
@@ -120,7 +122,16 @@ Result<std::unique_ptr<InferenceServer>> InferenceServer::start(InferenceServerO
       }
     }
   }
-  for (const auto& m : to_load) GPUOPT_RETURN_IF_ERROR(s->repo_->load(m));
+  for (const auto& m : to_load) {
+    Status st = s->repo_->load(m);
+    if (st.ok()) continue;
+    if (s->opt_.exit_on_error)
+      return Status(st.code(), fmt::format("model '{}': {} (--exit-on-error=false serves the other models)", m,
+                                           st.message()));
+    GPUOPT_LOG(error, "model '{}' is UNAVAILABLE: {}", m, st.message());  // --exit-on-error=false
+  }
+  if (s->opt_.control_mode == ControlMode::kPoll)
+    s->poller_ = std::make_unique<RepositoryPoller>(*s->repo_, std::chrono::seconds(s->opt_.poll_secs));
   if (s->opt_.gpu_metrics && s->opt_.metrics_port) {
     auto n = nvml::Nvml::load();
     if (n.ok())
@@ -135,7 +146,9 @@ Result<std::unique_ptr<InferenceServer>> InferenceServer::start(InferenceServerO
   s->loader_ = std::thread([p = s.get()] { p->loader_loop(); });
   // Large binary bodies: straight from the socket, aligned, pinned on a host with a GPU.
   if (!s->opt_.http.body_buffer) s->opt_.http.body_buffer = infer_body_buffers(cuda_device_count() > 0);
-  GPUOPT_ASSIGN_OR_RETURN(s->http_, net::HttpServer::start(s->opt_.http, s->routes()));
+  if (s->opt_.http_enabled) {
+    GPUOPT_ASSIGN_OR_RETURN(s->http_, net::HttpServer::start(s->opt_.http, s->routes()));
+  }
   if (s->opt_.grpc) {
     auto g = GrpcServer::start(s.get(), *s->opt_.grpc);
     if (!g.ok()) return g.status();
@@ -162,6 +175,7 @@ Result<std::unique_ptr<InferenceServer>> InferenceServer::start(InferenceServerO
 int64_t InferenceServer::shutdown(std::chrono::milliseconds timeout) {
   if (shutdown_called_.exchange(true)) return 0;
   shutting_down_ = true;
+  if (poller_) poller_->stop();  // no loads start during the drain
   auto deadline = std::chrono::steady_clock::now() + timeout;
   {
     std::unique_lock<std::mutex> lk(drain_mu_);
@@ -279,7 +293,9 @@ net::Router InferenceServer::routes() {
   r.get("/v2/models/{model}/versions/{version}", metadata);
   auto model_ready = [this](const HttpRequest& q) {
     auto v = repo_->find(std::string(q.param("model")), std::string(q.param("version")));
-    if (!v.ok()) return error_response(v.status());
+    // Triton answers 400 for a known model that is not ready (failed to load, unloaded).
+    if (!v.ok()) return v.status().code() == StatusCode::kUnavailable ? HttpResponse::error(400, v.status().message())
+                                                                       : error_response(v.status());
     return shutting_down_ ? HttpResponse::error(503, "server is shutting down") : HttpResponse::json(200, "");
   };
   r.get("/v2/models/{model}/ready", model_ready);

@@ -38,12 +38,19 @@ namespace gpuopt::server {
 class GrpcServer;
 struct GrpcOptions;
 
-enum class ControlMode { kNone, kExplicit };
+enum class ControlMode { kNone, kExplicit, kPoll };
 
 struct InferenceServerOptions {
   RepositoryOptions repo;
   ControlMode control_mode = ControlMode::kNone;
   std::vector<std::string> load_models;  // explicit mode: loaded at start ("*" = all)
+  int poll_secs = 15;                    // poll mode: seconds between re-scans of the repository
+  // false: a model that fails to load at start is UNAVAILABLE (with the reason) and the rest
+  // serve; true: the start fails (tritonserver's --exit-on-error).
+  bool exit_on_error = true;
+  // true: /v2/health/ready needs every model ready; false: a live server is ready.
+  bool strict_readiness = true;
+  bool http_enabled = true;  // false: no HTTP endpoint (gRPC and metrics only)
   net::ServerOptions http;               // port 8000 by default in the CLI
   // Limits of one inference request (nesting, tensors, elements, memory). The server-wide
   // in-flight budget goes in http.inflight; start() shares it with the decoder.
@@ -82,7 +89,7 @@ class InferenceServer {
   static Result<std::unique_ptr<InferenceServer>> start(InferenceServerOptions options);
   ~InferenceServer();
 
-  uint16_t http_port() const { return http_->port(); }
+  uint16_t http_port() const { return http_ ? http_->port() : 0; }
   uint16_t metrics_port() const { return metrics_ ? metrics_->port() : 0; }
   uint16_t grpc_port() const;  // 0 without a gRPC endpoint
   bool live() const { return !stopped_.load(); }
@@ -122,6 +129,7 @@ class InferenceServer {
   std::unique_ptr<RequestTracer> tracer_;  // before repo_: outlives the batchers that call it
   SharedMemoryManager shm_;                // likewise: batcher callbacks write outputs into it
   std::unique_ptr<Repository> repo_;
+  std::unique_ptr<RepositoryPoller> poller_;  // poll mode
   std::unique_ptr<net::HttpServer> http_;
   std::unique_ptr<net::HttpServer> metrics_;
   std::unique_ptr<GrpcServer> grpc_;

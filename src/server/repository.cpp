@@ -123,26 +123,54 @@ std::vector<std::string> Repository::scan() const {
     return out;
   }
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(opt_.path, ec)) {
-    if (!e.is_directory() || e.path().filename().string().starts_with(".")) continue;
-    if (!net::valid_utf8(e.path().filename().string())) {
-      // Names travel in JSON and protobuf strings, which must be UTF-8: such a folder cannot be
-      // served (or listed) and is skipped, with a line saying so.
-      static std::mutex warned_mu;
-      static std::set<std::string> warned;  // once per folder, not at every index request
-      std::lock_guard<std::mutex> lk(warned_mu);
-      if (warned.insert(e.path().string()).second)
-        GPUOPT_LOG(warn, "repository: model folder '{}' is skipped: its name is not valid UTF-8",
-                   net::printable(e.path().filename().string()));
-      continue;
+  std::vector<std::string> roots{opt_.path};
+  roots.insert(roots.end(), opt_.extra_paths.begin(), opt_.extra_paths.end());
+  for (const auto& root : roots)
+    for (const auto& e : fs::directory_iterator(root, ec)) {
+      if (!e.is_directory() || e.path().filename().string().starts_with(".")) continue;
+      if (!net::valid_utf8(e.path().filename().string())) {
+        // Names travel in JSON and protobuf strings, which must be UTF-8: such a folder cannot be
+        // served (or listed) and is skipped, with a line saying so.
+        static std::mutex warned_mu;
+        static std::set<std::string> warned;  // once per folder, not at every index request
+        std::lock_guard<std::mutex> lk(warned_mu);
+        if (warned.insert(e.path().string()).second)
+          GPUOPT_LOG(warn, "repository: model folder '{}' is skipped: its name is not valid UTF-8",
+                     net::printable(e.path().filename().string()));
+        continue;
+      }
+      bool has = fs::exists(e.path() / "config.pbtxt");
+      int64_t v;
+      for (const auto& sub : fs::directory_iterator(e.path(), ec)) has |= is_version_dir(sub, &v);
+      if (has) out.push_back(e.path().filename().string());
     }
-    bool has = fs::exists(e.path() / "config.pbtxt");
-    int64_t v;
-    for (const auto& sub : fs::directory_iterator(e.path(), ec)) has |= is_version_dir(sub, &v);
-    if (has) out.push_back(e.path().filename().string());
-  }
   std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
+}
+
+Status Repository::duplicates() const {
+  if (single_file_ || opt_.extra_paths.empty()) return Status::Ok();
+  std::vector<std::string> roots{opt_.path};
+  roots.insert(roots.end(), opt_.extra_paths.begin(), opt_.extra_paths.end());
+  std::error_code ec;
+  for (const auto& name : scan()) {
+    std::vector<std::string> where;
+    for (const auto& root : roots)
+      if (fs::is_directory(fs::path(root) / name, ec)) where.push_back((fs::path(root) / name).string());
+    if (where.size() > 1)
+      return Status::AlreadyExists("model '{}' is in two repositories: '{}' and '{}'", name, where[0], where[1]);
+  }
+  return Status::Ok();
+}
+
+std::string Repository::model_dir(const std::string& name) const {
+  if (single_file_) return fs::path(opt_.path).parent_path().string();
+  std::error_code ec;
+  if (fs::is_directory(fs::path(opt_.path) / name, ec)) return (fs::path(opt_.path) / name).string();
+  for (const auto& root : opt_.extra_paths)
+    if (fs::is_directory(fs::path(root) / name, ec)) return (fs::path(root) / name).string();
+  return "";
 }
 
 void Repository::set_state(const std::string& name, const std::string& state, const std::string& reason) {
@@ -153,7 +181,7 @@ void Repository::set_state(const std::string& name, const std::string& state, co
 }
 
 Status Repository::warm_up(LoadedVersion& v, std::vector<std::unique_ptr<ModelInstance>>& instances) {
-  fs::path model_dir = single_file_ ? fs::path(opt_.path).parent_path() : fs::path(opt_.path) / v.name;
+  fs::path model_dir = this->model_dir(v.name);
   for (const Warmup& w : v.config.warmups) {
     std::vector<Tensor> inputs;
     for (const IoSpec& in : v.model_inputs) {
@@ -217,15 +245,18 @@ Result<std::map<int64_t, std::shared_ptr<LoadedVersion>>> Repository::load_versi
     if (name != fs::path(opt_.path).stem().string()) return Status::NotFound("unknown model '{}'", name);
     paths[1] = opt_.path;
   } else {
-    fs::path dir = fs::path(opt_.path) / name;
     std::error_code ec;
-    if (name.empty() || name.find('/') != std::string::npos || name == ".." || !fs::is_directory(dir, ec))
+    if (name.empty() || name.find('/') != std::string::npos || name == ".." || name == "." || model_dir(name).empty())
       return Status::NotFound("model '{}' is not in the repository '{}'", net::printable(name), opt_.path);
+    fs::path dir = model_dir(name);
     fs::path cfg = dir / "config.pbtxt";
     if (fs::exists(cfg, ec)) {
       GPUOPT_ASSIGN_OR_RETURN(std::string text, read_text(cfg, kMaxConfigBytes));
       GPUOPT_ASSIGN_OR_RETURN(base, parse_model_config(text, name + "/config.pbtxt"));
       had_config = true;
+      if (opt_.strict_config && (base.inputs.empty() || base.outputs.empty()))
+        return Status::InvalidArgument("{}/config.pbtxt lists no {} (--strict-model-config=true needs them)", name,
+                                       base.inputs.empty() ? "inputs" : "outputs");
       if (!base.name.empty() && base.name != name)
         return Status::InvalidArgument("{}/config.pbtxt: name '{}' does not match the directory name '{}'", name,
                                        base.name, name);
@@ -240,6 +271,8 @@ Result<std::map<int64_t, std::shared_ptr<LoadedVersion>>> Repository::load_versi
                    "integer (at most {})", name, net::printable(e.path().filename().string()),
                    std::numeric_limits<int64_t>::max());
     }
+    if (!had_config && opt_.strict_config)
+      return Status::InvalidArgument("model '{}' has no config.pbtxt (--strict-model-config=true needs one)", name);
     if (paths.empty())
       return Status::NotFound("model '{}' has no version directory with {} in '{}'", name, base.default_model_filename,
                               dir.string());
@@ -327,7 +360,11 @@ Status Repository::load(const std::string& name) {
   set_state(name, "LOADING", "");
   auto r = load_versions(name);
   if (!r.ok()) {
-    set_state(name, "UNAVAILABLE", r.status().message());
+    std::unique_lock<std::shared_mutex> w(mu_);
+    auto& e = models_[name];
+    // A failed reload leaves the versions that were serving in place.
+    e.state = e.versions.empty() ? "UNAVAILABLE" : "READY";
+    e.reason = e.versions.empty() ? r.status().message() : "";
     return r.status();
   }
   std::map<int64_t, std::shared_ptr<LoadedVersion>> old;

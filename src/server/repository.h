@@ -14,11 +14,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace gpuopt::server {
@@ -43,6 +46,10 @@ struct LoadedVersion {
 
 struct RepositoryOptions {
   std::string path;  // a repository directory, or one .onnx file
+  // Further repository directories (tritonserver's --model-repository given again): the models
+  // of all are served; a name in two of them is an error (duplicates()).
+  std::vector<std::string> extra_paths;
+  bool strict_config = false;  // --strict-model-config=true: a model needs a config.pbtxt naming its inputs and outputs
   ModelLoader loader;
   int64_t default_max_batch_size = 4;
   int cuda_devices = 0;            // GPUs usable for KIND_GPU / KIND_AUTO instances
@@ -59,8 +66,13 @@ class Repository {
   // Model names present on disk (directories with a config or a version folder; the file stem
   // for a single model file).
   std::vector<std::string> scan() const;
+  // A model name found in two repository directories, as an error naming both; Ok when none.
+  Status duplicates() const;
+  // The directory of a model ("" when no repository holds it; the file's folder for a single file).
+  std::string model_dir(const std::string& name) const;
   // Loads (or reloads) a model: every version its policy selects. Blocking; call it off the
-  // request threads. Errors name the model and reason; the model is left UNAVAILABLE.
+  // request threads. Errors name the model and reason; the model is left UNAVAILABLE, or, when
+  // a version was serving (a failed reload), READY with the versions it had.
   Status load(const std::string& name);
   Status unload(const std::string& name);
   // A ready version ("" = latest). NotFound for unknown models/versions, Unavailable if loading.
@@ -89,6 +101,28 @@ class Repository {
   mutable std::shared_mutex mu_;
   std::map<std::string, Entry> models_;
   std::mutex load_mu_;  // one load/unload at a time
+};
+
+// --model-control-mode poll: every `period` re-scans the repository directories, loads new
+// models, unloads removed ones and reloads a model whose files changed (a failed reload keeps the
+// old versions serving). Runs on its own thread until stop() or destruction.
+class RepositoryPoller {
+ public:
+  RepositoryPoller(Repository& repo, std::chrono::milliseconds period);
+  ~RepositoryPoller();
+  void stop();
+  void poll_once();  // one re-scan (the thread calls it each period)
+
+ private:
+  std::string fingerprint(const std::string& name) const;
+
+  Repository& repo_;
+  std::chrono::milliseconds period_;
+  std::map<std::string, std::string> known_;  // model -> its files' names, sizes and times
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
 };
 
 }  // namespace gpuopt::server

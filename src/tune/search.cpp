@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 namespace gpuopt::tune {
@@ -88,8 +89,14 @@ Result<int> wait_ready(pid_t pid, const std::string& log) {
     std::ifstream in(log);
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     if (!is_running(pid)) {
-      const size_t cut = text.size() > 400 ? text.size() - 400 : 0;
-      return Status::Internal("gpuopt serve exited before it was ready: {}", text.substr(cut));
+      // Its last error line (one line: the command's own error may be this one).
+      std::string last;
+      std::istringstream lines(text);
+      for (std::string l; std::getline(lines, l);)
+        if (l.find("error") != std::string::npos || l.find("Error") != std::string::npos) last = l;
+      if (last.empty()) last = text.substr(text.size() > 200 ? text.size() - 200 : 0);
+      std::replace(last.begin(), last.end(), '\n', ' ');
+      return Status::Internal("gpuopt serve exited before it was ready: {} (log: {})", last, log);
     }
     if (port == 0)
       if (size_t at = text.find(mark); at != std::string::npos) {
@@ -155,17 +162,28 @@ void search_online(const TuneOptions& o, const std::string& precision, Searcher&
           continue;
         }
         sr.begin(fmt::format("online {} max_batch {} x{} delay {} us: starting serve", precision, mbs, inst, delay));
+        // Every port ephemeral (perf speaks HTTP: no gRPC endpoint), so a busy machine's ports do not matter.
         std::vector<std::string> serve{exe, "serve", "--model-repository", repo.string(), "--http-address", "127.0.0.1",
-                                       "--http-port", "0", "--metrics-port", "0", "--exit-timeout-secs", "5"};
+                                       "--http-port", "0", "--metrics-port", "0", "--allow-grpc", "false",
+                                       "--exit-timeout-secs", "5"};
         auto pid = spawn_logged(serve, log);
         if (!pid.ok()) {
-          fail(pid.status().message());
-          continue;
+          sr.fatal = fmt::format("{} (log file {})", pid.status().message(), log);
+          return;
         }
         auto port = wait_ready(*pid, log);
         if (!port.ok()) {
           stop_process(*pid, 5);
-          fail(port.status().message());
+          // A serve that stopped because of the model at this configuration (its config or
+          // instances could not load) is a failed point; anything else (a port taken, a crash,
+          // no answer) says nothing about the model and stops the search.
+          const std::string why = port.status().message();
+          if (why.find("model '" + o.model_name + "'") == std::string::npos &&
+              why.find(o.model_name + "/config.pbtxt") == std::string::npos) {
+            sr.fatal = why;
+            return;
+          }
+          fail(why);
           continue;
         }
         double prev = 0;
@@ -187,6 +205,10 @@ void search_online(const TuneOptions& o, const std::string& precision, Searcher&
           p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
           nlohmann::json j;
           if (out.ok() && rc == 0) j = nlohmann::json::parse(*out, nullptr, false);
+          if (!is_running(*pid)) {  // the server died under the load: not a point's result
+            sr.fatal = fmt::format("gpuopt serve exited during the measurement (log: {})", log);
+            return;
+          }
           if (!out.ok() || rc != 0 || j.is_discarded() || !j.contains("results") || j["results"].empty()) {
             p.error = out.ok() ? fmt::format("gpuopt perf failed (exit {}; see {})", rc, log) : out.status().message();
             sr.add(p);
@@ -230,6 +252,7 @@ Result<TuneResult> run_tune(const TuneOptions& o, const ProgressFn& progress) {
     for (const std::string& p : precisions) {
       if (!precision_unavailable(o, p).empty() || sr.out_of_time()) continue;
       search_online(o, p, sr);
+      if (!sr.fatal.empty()) return Status::Unavailable("tune --mode online stopped: {}", sr.fatal);
     }
   r.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - sr.start).count();
   if (r.time_budget_hit) r.notes.push_back(fmt::format("--time-budget {:.0f} s reached: the search stopped early", o.time_budget_s));

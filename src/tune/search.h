@@ -33,6 +33,9 @@ struct Searcher {
   GpuUtil* util = nullptr;
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
   int expected = 0;  // points expected in all (grows as the search learns)
+  // Set when the search cannot go on for a reason outside the model (a serve that cannot bind
+  // its port or start at all, a server that died): the command fails with it.
+  std::string fatal{};
   bool out_of_time();
   void begin(const std::string& what);  // reports progress before a point
   void add(Point p);
