@@ -32,10 +32,11 @@ FILE_CASES = {
     "tune": ["tune", MISSING],
     "profile": ["profile", MISSING],
     "quantize": ["quantize", MISSING, "--calibration", "/nonexistent-gpuopt-dir", "-o", "/tmp/gpuopt-q.onnx"],
+    "generate": ["generate", "/nonexistent-gpuopt-dir", "--prompt-ids", "1"],
 }
 # Required arguments, given so that an unknown option is the only error.
 REQUIRED = {"run": ["m.onnx"], "inspect": ["m.onnx"], "perf": ["-m", "m"], "tune": ["m.onnx"], "profile": ["m.onnx"],
-            "quantize": ["m.onnx", "-o", "q.onnx"]}
+            "quantize": ["m.onnx", "-o", "q.onnx"], "generate": ["model_dir"]}
 # Extra runtime errors named by the rule: a second way each file-reading subcommand meets one.
 MORE_FILE_CASES = [
     ["serve", "--model-repository", "/nonexistent-gpuopt-dir", "--http-port", "0", "--metrics-port", "0"],
