@@ -209,7 +209,8 @@ Status run(const Options& o) {
   ro.compute_dtype = dt;
   ro.gpu_memory_utilization = o.gpu_memory_utilization;
   ro.max_step_tokens = o.max_step_tokens;
-  ro.max_batch = static_cast<int>(std::max<int64_t>(o.batch, 1));
+  ro.max_batch = static_cast<int>(o.bench ? *std::max_element(o.bench_batch.begin(), o.bench_batch.end())
+                                          : std::max<int64_t>(o.batch, 1));
   ro.device_index = o.device.index;
   ro.cuda_graphs = !o.no_cuda_graphs;
   BenchSweep sw{.prompt_lens = o.bench_prompt,
@@ -221,10 +222,7 @@ Status run(const Options& o) {
     // The CPU cache is sized to the work (a context-long default would be gigabytes for real models).
     int64_t need = 1;
     for (const auto& g : groups) need = std::max(need, blocks_needed(cfg, g, ro.block_size));
-    if (o.bench) {
-      ro.max_batch = static_cast<int>(*std::max_element(o.bench_batch.begin(), o.bench_batch.end()));
-      need = std::max(need, bench_blocks_needed(cfg, sw, ro.block_size));
-    }
+    if (o.bench) need = std::max(need, bench_blocks_needed(cfg, sw, ro.block_size));
     ro.num_kv_blocks = need;
   }
   std::unique_ptr<ModelRunner> runner;
