@@ -96,7 +96,9 @@ Result<std::string> inspect_model_dir(const std::filesystem::path& dir, bool jso
   }
   std::string out;
   out += fmt::format("model        {}\narchitecture {}\n", dir.string(), c.architecture);
-  out += fmt::format("parameters   {} ({:.2f} B)\n", c.num_params(), static_cast<double>(c.num_params()) / 1e9);
+  const double np = static_cast<double>(c.num_params());
+  out += fmt::format("parameters   {} ({})\n", c.num_params(),
+                     np >= 1e9 ? fmt::format("{:.2f} B", np / 1e9) : fmt::format("{:.2f} M", np / 1e6));
   std::vector<std::string> dt;
   for (const auto& [name, n] : dtypes) dt.push_back(fmt::format("{} x{}", name, n));
   out += fmt::format("weights      {} ({}){}\n", format_bytes(static_cast<double>(weight_bytes)),

@@ -85,19 +85,21 @@ Result<std::vector<BenchRow>> run_bench(ModelRunner& runner, const BenchSweep& s
 std::string bench_table(const std::vector<BenchRow>& rows) {
   Table t(
       {"prompt", "gen", "batch", "TTFT ms", "prefill tok/s", "decode tok/s", "ITL p50 ms", "ITL p99 ms", "roofline"});
+  std::string notes;
   for (const BenchRow& r : rows) {
+    std::vector<std::string> row = {std::to_string(r.prompt_len), std::to_string(r.gen_len), std::to_string(r.batch)};
     if (r.skipped) {
-      t.add({std::to_string(r.prompt_len), std::to_string(r.gen_len), std::to_string(r.batch), "skipped: " + r.why, "",
-             "", "", "", ""});
-      continue;
+      row.push_back("skipped");
+      notes += fmt::format("skipped {} x {} x {}: {}\n", r.prompt_len, r.gen_len, r.batch, r.why);
+    } else {
+      row.insert(row.end(), {fmt::format("{:.2f}", r.ttft_ms), fmt::format("{:.1f}", r.prefill_tok_s),
+                             fmt::format("{:.1f}", r.decode_tok_s), fmt::format("{:.3f}", r.itl_p50_ms),
+                             fmt::format("{:.3f}", r.itl_p99_ms),
+                             r.roofline_frac < 0 ? std::string("n/a") : fmt::format("{:.0f}%", 100 * r.roofline_frac)});
     }
-    t.add({std::to_string(r.prompt_len), std::to_string(r.gen_len), std::to_string(r.batch),
-           fmt::format("{:.2f}", r.ttft_ms), fmt::format("{:.1f}", r.prefill_tok_s),
-           fmt::format("{:.1f}", r.decode_tok_s), fmt::format("{:.3f}", r.itl_p50_ms),
-           fmt::format("{:.3f}", r.itl_p99_ms),
-           r.roofline_frac < 0 ? std::string("n/a") : fmt::format("{:.0f}%", 100 * r.roofline_frac)});
+    t.add(row);
   }
-  return t.render();
+  return t.render() + notes;
 }
 
 nlohmann::json bench_json(const std::vector<BenchRow>& rows) {
