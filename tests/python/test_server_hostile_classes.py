@@ -137,7 +137,7 @@ def server(tmp_path_factory):
     root = tmp_path_factory.mktemp("repo")
     H.make_repository(str(root))
     s = H.Server(["--model-repository", str(root), "--model-control-mode", "explicit", "--load-model", "simple",
-                  "--grpc-idle-timeout", "1", "--http-max-input-size", str(64 * MB)])
+                  "--http-max-input-size", str(64 * MB)])
     s.root = root
     yield s
     code, _, out = s.stop()
