@@ -442,7 +442,7 @@ class MalformedRequestInterceptor final : public grpc::experimental::Interceptor
 
  private:
   grpc::experimental::ServerRpcInfo* info_;
-  bool malformed_ = false;
+  std::atomic<bool> malformed_{false};  // set and read on grpc threads of one call
 };
 
 class MalformedRequestInterceptorFactory final : public grpc::experimental::ServerInterceptorFactoryInterface {

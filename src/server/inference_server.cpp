@@ -238,7 +238,8 @@ void InferenceServer::handle_load(HttpRequest&& req, net::Responder done, bool l
 void InferenceServer::control_model(const std::string& name, bool load, std::function<void(Status)> done) {
   post_task([this, name, done = std::move(done), load] {
     Status s = load ? repo_->load(name) : repo_->unload(name);
-    if (!s.ok()) s = Status(s.code(), (load ? "failed to load '" : "failed to unload '") + name + "': " + s.message());
+    if (!s.ok())
+      s = Status(s.code(), (load ? "failed to load '" : "failed to unload '") + net::printable(name) + "': " + s.message());
     done(s);
   });
 }

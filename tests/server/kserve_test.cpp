@@ -244,7 +244,7 @@ TEST(CodecLimits, AmplifyingStructuresAreRefusedWhileParsed) {
   lim.max_structure_bytes = 64 << 10;
   std::string params = R"({"parameters":{"p":[)";
   for (int i = 0; i < 5000; ++i) params += i ? ",[]" : "[]";
-  params += "]}," + in.substr(1);
+  params += "]}," + in.substr(1, in.size() - 2) + "}";  // `in` without its '{' and trailing ',
   auto p = decode_infer_request(params, std::nullopt, lim);
   ASSERT_FALSE(p.ok());
   EXPECT_EQ(p.status().code(), StatusCode::kOutOfMemory);  // 413
