@@ -284,6 +284,20 @@ void setup(CLI::App& app) {
       const bench::GpuContext g = bench::open_gpu(o->device);
       if (!g.device && g.why_not.find("--device") != std::string::npos)
         return set_exit_code(report_error(Status::InvalidArgument("{}", g.why_not), true));
+      // A --report folder that cannot be made is refused before minutes of work, not after.
+      if (!o->report.empty()) {
+        std::error_code ec;
+        std::filesystem::create_directories(o->report, ec);
+        if (ec)
+          return set_exit_code(report_error(Status::InvalidArgument(
+              "--report '{}': cannot create the directory: {}", o->report, ec.message())));
+      }
+      // Said before the work, not after it: without a GPU only the CPU side of cpu-vs-gpu runs.
+      if (!g.device)
+        std::fprintf(stderr,
+                     "gpuopt bench all: no GPU (%s): only the CPU GEMMs of cpu-vs-gpu run (minutes on a "
+                     "small machine; --cpu-sizes shortens them)\n",
+                     g.why_not.c_str());
       std::vector<Section> sections = {bench::bench_memory(*s, g), bench::bench_compute(*s, g),
                                        bench::bench_roofline(*s, g), bench::bench_latency(*s, g),
                                        bench::bench_cpu_vs_gpu(*s, g)};

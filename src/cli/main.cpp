@@ -1,9 +1,11 @@
 // gpuopt: one executable, one subcommand per src/cli/cmd_*.cpp.
 #include "cli/command.h"
 #include "core/log.h"
+#include "gpuopt/build_info.h"
 
 #include <algorithm>
 #include <cstdio>
+#include <string_view>
 #include <vector>
 
 namespace gpuopt::cli {
@@ -39,6 +41,11 @@ int main(int argc, char** argv) {
   CLI::App app{"gpuopt: compile, tune, serve and watch models on NVIDIA GPUs", "gpuopt"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
+  app.set_version_flag("--version", fmt::format("gpuopt {} ({})", GPUOPT_VERSION_STRING, GPUOPT_GIT_HASH),
+                       "Print the version and exit ('gpuopt version' for the libraries)");
+  // Global options (--log-level) anywhere on the line: a subcommand hands the options it does not
+  // know to the top level (subcommands inherit fallthrough when they are added below).
+  app.fallthrough();
   std::string level;
   app.add_option("--log-level", level, "error, warn, info, debug or trace (default: $GPUOPT_LOG_LEVEL or warn)")
       ->each([](const std::string& s) {
@@ -50,6 +57,11 @@ int main(int argc, char** argv) {
   auto& reg = cli::registry();
   std::stable_sort(reg.begin(), reg.end(), [](const auto& a, const auto& b) { return a.order < b.order; });
   for (const auto& e : reg) e.setup(app);
+  // `gpuopt --version` alone: before the parse, which would first ask for a subcommand.
+  if (argc == 2 && std::string_view(argv[1]) == "--version") {
+    std::printf("%s\n", app.version().c_str());
+    return cli::kExitOk;
+  }
   if (int rc = cli::check_subcommands(app, argc, argv); rc >= 0) return rc;
   try {
     app.parse(argc, argv);

@@ -188,3 +188,19 @@ def test_bench_report_path_is_clean(tmp_path):
     lines = [x for x in r.stderr.splitlines() if x.startswith("report: ")]
     assert lines == [f"report: {tmp_path}/out/index.html"], r.stderr[-800:]
     assert os.path.exists(tmp_path / "out" / "index.html")
+
+
+def test_version_flag_and_a_global_flag_after_the_subcommand():
+    r = gpuopt("--version")
+    assert r.returncode == 0, r.stderr
+    assert re.match(r"^gpuopt \S+ \(\S+\)$", r.stdout.strip()), r.stdout
+    # --log-level is global: accepted before or after the subcommand, and still validated there.
+    for argv in (["--log-level", "error", "version", "--json"], ["version", "--json", "--log-level", "error"]):
+        r = gpuopt(*argv)
+        assert r.returncode == 0, (argv, r.stderr)
+        assert json.loads(r.stdout)["version"], argv
+    r = gpuopt("version", "--log-level", "loud")
+    assert r.returncode == 2 and "'loud'" in one_line(r), r.stderr
+    # An option no level knows is still a usage error naming it.
+    r = gpuopt("version", "--bogus-flag")
+    assert r.returncode == 2 and "--bogus-flag" in one_line(r), r.stderr
