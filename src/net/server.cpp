@@ -4,6 +4,7 @@
 #include "core/log.h"
 #include "net/http.h"
 #include "net/parts_body.h"
+#include "net/server_impl.h"
 
 #include <fcntl.h>
 #include <malloc.h>
@@ -23,11 +24,6 @@
 #include <unordered_map>
 
 namespace gpuopt::net {
-namespace beast = boost::beast;
-namespace http = beast::http;
-namespace asio = boost::asio;
-using tcp = asio::ip::tcp;
-class Connection;
 
 static uint64_t steady_ns() {
   return static_cast<uint64_t>(
@@ -42,88 +38,6 @@ struct ResponderState {
   ~ResponderState();
 };
 }  // namespace detail
-
-struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
-  ServerOptions opts;
-  Router router;
-  struct IoThread {
-    asio::io_context ioc{1};  // concurrency hint: run by one thread
-    std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
-    std::thread thread;
-  };
-  std::vector<std::unique_ptr<IoThread>> io;
-  size_t next_io = 0;  // used by the acceptor's thread only
-  std::optional<tcp::acceptor> acceptor;
-  std::string host;
-  uint16_t port = 0;
-
-  std::atomic<bool> stopping{false};
-  std::atomic<bool> joined{false};
-  std::mutex stop_mu;  // serialises stop()
-
-  std::mutex mu;  // guards conns and per_client
-  std::condition_variable cv;
-  std::unordered_map<Connection*, std::weak_ptr<Connection>> conns;
-  std::unordered_map<std::string, size_t> per_client;  // open connections by remote address
-
-  std::atomic<uint64_t> accepted{0}, rejected{0}, requests{0}, bad_requests{0};
-
-  // Out of descriptors: accept fails at once and again (EMFILE); the acceptor backs off instead of
-  // spinning, logs once a second, and sheds the connection at the head of the queue with the
-  // spare descriptor held for that purpose.
-  std::optional<asio::steady_timer> backoff;
-  int spare_fd = -1;
-  uint64_t accept_failures = 0;                  // since the last log line
-  std::chrono::steady_clock::time_point last_accept_log{};
-
-  Impl(ServerOptions o, Router r) : opts(std::move(o)), router(std::move(r)) {
-    int n = opts.threads > 0 ? opts.threads : static_cast<int>(std::thread::hardware_concurrency());
-    for (int i = 0; i < std::max(n, 1); ++i) io.push_back(std::make_unique<IoThread>());
-    acceptor.emplace(io[0]->ioc);
-    backoff.emplace(io[0]->ioc);
-    spare_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-    opts.max_connections = std::min(opts.max_connections, descriptor_cap(opts));
-  }
-  ~Impl() {
-    if (spare_fd >= 0) ::close(spare_fd);
-  }
-  // Connections this server may hold: its share of the descriptors the process may open (less a
-  // reserve for model files, logs and the other listeners), so that it cannot starve them.
-  static size_t descriptor_cap(const ServerOptions& o) {
-    rlimit rl{};
-    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return o.max_connections;
-    const size_t limit = static_cast<size_t>(rl.rlim_cur);
-    const size_t usable = limit > 2 * kReservedDescriptors ? limit - kReservedDescriptors : limit / 2;
-    const size_t cap = std::max<size_t>(8, static_cast<size_t>(static_cast<double>(usable) * o.descriptor_share));
-    if (cap < o.max_connections)
-      GPUOPT_LOG(info, "http: at most {} connections on port {} ({:.0f}% of the {} file descriptors this process may "
-                 "open, less {} reserved)", cap, o.port, o.descriptor_share * 100, limit, kReservedDescriptors);
-    return std::min(cap, o.max_connections);
-  }
-  void on_accept_error(const beast::error_code& ec);
-  void do_accept();
-  void on_accept(beast::error_code ec, tcp::socket socket);
-  void unregister(Connection* c, const std::string& client) {
-    std::lock_guard<std::mutex> lk(mu);
-    conns.erase(c);
-    if (auto it = per_client.find(client); it != per_client.end() && --it->second == 0) per_client.erase(it);
-    cv.notify_all();
-  }
-  size_t open_connections() {
-    std::lock_guard<std::mutex> lk(mu);
-    return conns.size();
-  }
-  template <typename F>
-  void for_each_connection(F f) {
-    std::vector<std::shared_ptr<Connection>> live;
-    {
-      std::lock_guard<std::mutex> lk(mu);
-      for (auto& [p, w] : conns)
-        if (auto s = w.lock()) live.push_back(std::move(s));
-    }
-    for (auto& c : live) f(c);
-  }
-};
 
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
@@ -435,44 +349,6 @@ Responder Responder::callback(std::function<void(HttpResponse)> f) {
   auto state = std::make_shared<detail::ResponderState>();
   state->callback = std::move(f);
   return Responder(std::move(state));
-}
-
-void HttpServer::Impl::do_accept() {
-  asio::io_context& peer = io[next_io++ % io.size()]->ioc;
-  // `this`, not shared_from_this(): the pending accept lives in io[0], which this object owns, so
-  // a shared pointer here would be a cycle that keeps the server alive after stop(). stop()
-  // joins the threads before the last owner can destroy us.
-  acceptor->async_accept(peer, [this](beast::error_code ec, tcp::socket s) { on_accept(ec, std::move(s)); });
-}
-
-void HttpServer::Impl::on_accept_error(const beast::error_code& ec) {
-  ++accept_failures;
-  const auto now = std::chrono::steady_clock::now();
-  if (now - last_accept_log >= std::chrono::seconds(1)) {
-    GPUOPT_LOG(warn, "http: accept failed: {} ({} time(s) in the last second; backing off)", ec.message(),
-               accept_failures);
-    accept_failures = 0;
-    last_accept_log = now;
-  }
-  const bool out_of_fds = ec == asio::error::no_descriptors || ec.value() == ENFILE || ec.value() == ENOBUFS ||
-                          ec.value() == ENOMEM;
-  if (out_of_fds && spare_fd >= 0) {
-    // Shed the oldest waiting connection (the client sees it close) with the spare descriptor.
-    ::close(spare_fd);
-    const int fd = ::accept4(acceptor->native_handle(), nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd >= 0) ::close(fd);
-    spare_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  }
-  // Then wait until a connection is there: out of descriptors, accept fails before it looks at
-  // the queue, so retrying blindly would fail (and log) with nobody waiting.
-  backoff->expires_after(std::chrono::milliseconds(out_of_fds ? 100 : 10));
-  backoff->async_wait([this](beast::error_code e) {
-    if (e || stopping.load() || !acceptor->is_open()) return;
-    acceptor->async_wait(tcp::acceptor::wait_read, [this](beast::error_code e2) {
-      if (e2 || stopping.load() || !acceptor->is_open()) return;
-      do_accept();
-    });
-  });
 }
 
 void HttpServer::Impl::on_accept(beast::error_code ec, tcp::socket socket) {

@@ -31,6 +31,8 @@
 #include "gpuopt/build_info.h"
 #include "grpc_service.grpc.pb.h"
 #include "server/grpc_codec.h"
+#include "server/grpc_guard.h"
+#include "server/grpc_reactors.h"
 #include "server/inference_server.h"
 
 namespace gpuopt::server {
@@ -39,16 +41,6 @@ namespace {
 using grpc::CallbackServerContext;
 using grpc::ServerUnaryReactor;
 namespace pb = inference;
-
-// Triton's JSON forms (config, statistics, index) into their proto messages: the field names are
-// the proto's, so protobuf's JSON parser maps them; fields without a proto counterpart are skipped.
-Status json_to_proto(const nlohmann::json& j, google::protobuf::Message* m) {
-  google::protobuf::util::JsonParseOptions o;
-  o.ignore_unknown_fields = true;
-  auto st = google::protobuf::util::JsonStringToMessage(json_text(j), m, o);
-  if (!st.ok()) return Status::Internal("JSON to {}: {}", m->GetTypeName(), st.ToString());
-  return Status::Ok();
-}
 
 // grpc's own log lines (a failed bind prints a nested error tree) go to gpuopt's log at debug
 // level; the user sees the one-line Status the server returns.
@@ -70,40 +62,6 @@ void add_io(const std::vector<TensorConfig>& v, int64_t max_batch,
     for (int64_t d : t.dims) m->add_shape(d);
   }
 }
-
-// A unary ModelInfer that reports when its answer went out: grpc calls OnDone once the response
-// and status are sent (or the call was cancelled), the end of a traced request's "network out".
-class WireReactor final : public ServerUnaryReactor {
- public:
-  WireReactor() : wire_(std::make_shared<WireTimes>()) {}
-  std::shared_ptr<WireTimes> wire() const { return wire_; }
-  // From the thread that answers; wire_->sent was set on it before (submit_infer).
-  void finish(const grpc::Status& s) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);  // OnDone, on grpc's thread, reads what this thread wrote
-      ready_ns_ = now_ns();
-    }
-    Finish(s);
-  }
-  void OnCancel() override { cancelled_ = true; }
-  void OnDone() override {
-    std::function<void(uint64_t, uint64_t)> sent;
-    uint64_t ready = 0;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      sent = std::exchange(wire_->sent, nullptr);
-      ready = ready_ns_;
-    }
-    if (sent) sent(ready, cancelled_ ? 0 : now_ns());
-    delete this;
-  }
-
- private:
-  std::mutex mu_;
-  std::shared_ptr<WireTimes> wire_;
-  uint64_t ready_ns_ = 0;
-  std::atomic<bool> cancelled_{false};
-};
 
 }  // namespace
 
@@ -420,66 +378,6 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Service::ModelStreamInfer(CallbackServerContext*) {
   return new StreamReactor(this);
 }
-
-// grpc++'s callback API answers a unary request whose message does not parse with UNIMPLEMENTED
-// and no message; this turns that into INVALID_ARGUMENT naming the method. A unary call's
-// message is always present, so a null one after the receive is exactly a parse failure.
-class MalformedRequestInterceptor final : public grpc::experimental::Interceptor {
- public:
-  explicit MalformedRequestInterceptor(grpc::experimental::ServerRpcInfo* info) : info_(info) {}
-  void Intercept(grpc::experimental::InterceptorBatchMethods* m) override {
-    using H = grpc::experimental::InterceptionHookPoints;
-    if (m->QueryInterceptionHookPoint(H::POST_RECV_MESSAGE) && m->GetRecvMessage() == nullptr) malformed_ = true;
-    if (m->QueryInterceptionHookPoint(H::PRE_SEND_STATUS) && malformed_ &&
-        m->GetSendStatus().error_code() == grpc::StatusCode::UNIMPLEMENTED)
-      m->ModifySendStatus(grpc::Status(
-          grpc::StatusCode::INVALID_ARGUMENT,
-          fmt::format("the request is not a valid protobuf message for {} (truncated, a wrong wire type, or a "
-                      "string field that is not UTF-8)",
-                      info_->method())));
-    m->Proceed();
-  }
-
- private:
-  grpc::experimental::ServerRpcInfo* info_;
-  std::atomic<bool> malformed_{false};  // set and read on grpc threads of one call
-};
-
-class MalformedRequestInterceptorFactory final : public grpc::experimental::ServerInterceptorFactoryInterface {
- public:
-  grpc::experimental::Interceptor* CreateServerInterceptor(grpc::experimental::ServerRpcInfo* info) override {
-    if (info->type() != grpc::experimental::ServerRpcInfo::Type::UNARY) return nullptr;
-    return new MalformedRequestInterceptor(info);
-  }
-};
-
-namespace {
-
-// Whether a listener on 127.0.0.1-or-host:port still accepts: a fresh TCP connection sends the
-// HTTP/2 preface and an empty SETTINGS frame, and grpc answers with its own SETTINGS once it has
-// accepted. Nullopt when this process cannot even make the probe (out of descriptors itself).
-std::optional<bool> listener_answers(const std::string& host, uint16_t port, int timeout_ms) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return std::nullopt;
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  if (host.empty() || host == "0.0.0.0" || ::inet_pton(AF_INET, host.c_str(), &a.sin_addr) != 1)
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) return false;
-  static const char hello[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0";
-  if (::send(fd, hello, sizeof(hello) - 1, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof(hello) - 1)) return false;
-  pollfd p{fd, POLLIN, 0};
-  if (::poll(&p, 1, timeout_ms) != 1) return false;
-  char b[64];
-  return ::recv(fd, b, sizeof(b), 0) > 0;
-}
-
-}  // namespace
 
 struct GrpcServer::Impl {
   InferenceServer* inference = nullptr;
