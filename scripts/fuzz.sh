@@ -19,7 +19,7 @@ MODE=ci
 if [ "${1:-}" = LONG ]; then
   MODE=long
   EACH=$(( ${2:-4} * 3600 ))
-  PARALLEL=8
+  PARALLEL=9
 else
   # The CPU time of the former two 30 s targets split over the first five; the two server
   # targets (http_router, grpc_messages) and the LLM file parsers (tokenizer, llm_files) added theirs on top.
