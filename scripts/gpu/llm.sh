@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 37 on the H200, one call: the CUDA runner's tests (test_llm_cuda --gtest_filter=CudaRunner*)
-# and scripts/gpu/llm.py (7B-shaped gpuopt vs transformers; records to $OUT/llm_records.json).
+# KERNEL_BENCH=1 adds the kernels' timing mode (KERNEL_FILTER), then scripts/gpu/llm.py (7B-shaped gpuopt vs transformers; records to $OUT/llm_records.json).
 # Binaries: bin-h200/{test_llm_cuda,llm_bench} when carried (built here by
 # `cmake --build build-h200 --target test_llm_cuda llm_bench`, GPUOPT_STATIC=ON), else built on
 # the machine against the sysroot (scripts/build_on_gpu_machine.sh's configure, two targets only).
@@ -24,6 +24,11 @@ export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$(python3 -c 'import nvidia.cublas,
 echo "== CUDA runner tests =="
 timeout ${TEST_TIMEOUT:-100} "$B/test_llm_cuda" --gtest_filter="${FILTER:-CudaRunner*}" 2>&1 | tee "$OUT/runner_test.log" |
   grep -E "^\[ *(OK|FAILED|PASSED|SKIPPED) |Failure|worst|Expected|Which is|error" | head -60
+if [ "${KERNEL_BENCH:-0}" = 1 ]; then
+  echo "== kernel timing (LLM_KERNEL_BENCH=1) =="
+  LLM_KERNEL_BENCH=1 timeout 120 "$B/test_llm_cuda" --gtest_filter="${KERNEL_FILTER:-LlmKernelsBench.*}" 2>&1 |
+    tee "$OUT/kernel_bench.log" | grep -E "GB/s|us|FAILED|Failure" | head -60
+fi
 [ "${SKIP_BENCH:-0}" = 1 ] && exit 0
 echo "== 7B-shaped benchmark =="
 PYTHONUNBUFFERED=1 timeout ${BENCH_TIMEOUT:-480} python3 scripts/gpu/llm.py --bench "$B/llm_bench" \

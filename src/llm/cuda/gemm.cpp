@@ -1,5 +1,7 @@
 #include "llm/cuda/gemm.h"
 
+#include "llm/kernels/llm_kernels.h"
+
 #include <algorithm>
 #include <vector>
 
@@ -94,6 +96,7 @@ Result<LtGemm::Plan*> LtGemm::plan_for(const Key& key, const void* x, const void
   struct Cand {
     cublasLtMatmulAlgo_t algo;
     bool swapped;
+    bool gemv = false;
   };
   std::vector<Cand> cands;
   const bool timed =
@@ -147,12 +150,15 @@ Result<LtGemm::Plan*> LtGemm::plan_for(const Key& key, const void* x, const void
     collect(p.sa, p.sb, p.sc, true);
   }
   cublasLtMatmulPreferenceDestroy(pref);
+  if (timed && in_dt == out_dt && gemv_supported(x, w, y, T, N, K, in_dt))
+    cands.push_back({cands.empty() ? cublasLtMatmulAlgo_t{} : cands[0].algo, false, true});
   if (cands.empty()) {
     plans_.erase(key);
     return Status::Unimplemented("cuBLASLt has no algorithm for a {}x{}x{} {} product", T, N, K, dtype_name(in_dt));
   }
   p.algo = cands[0].algo;
   p.swapped = cands[0].swapped;
+  p.gemv = cands[0].gemv;
 
   cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
   GPUOPT_CUDA_RETURN(cudaStreamIsCapturing(stream, &cap));
@@ -163,11 +169,12 @@ Result<LtGemm::Plan*> LtGemm::plan_for(const Key& key, const void* x, const void
     GPUOPT_CUDA_RETURN(cudaEventCreate(&e1));
     float best = 1e30f;
     for (const Cand& c : cands) {
-      if (!run(p, x, w, bias, y, stream, c.algo, c.swapped).ok()) continue;  // warm-up / validity
+      if (!run_pick(p, key, x, w, bias, y, stream, c.algo, c.swapped, c.gemv).ok()) continue;  // warm-up / validity
       cudaEventRecord(e0, stream);
       constexpr int kReps = 5;
       bool ok = true;
-      for (int r = 0; r < kReps && ok; ++r) ok = run(p, x, w, bias, y, stream, c.algo, c.swapped).ok();
+      for (int r = 0; r < kReps && ok; ++r)
+        ok = run_pick(p, key, x, w, bias, y, stream, c.algo, c.swapped, c.gemv).ok();
       cudaEventRecord(e1, stream);
       if (cudaEventSynchronize(e1) != cudaSuccess || !ok) continue;
       float ms = 0;
@@ -176,6 +183,7 @@ Result<LtGemm::Plan*> LtGemm::plan_for(const Key& key, const void* x, const void
         best = ms;
         p.algo = c.algo;
         p.swapped = c.swapped;
+        p.gemv = c.gemv;
       }
     }
     cudaEventDestroy(e0);
@@ -190,7 +198,19 @@ Status LtGemm::linear(const void* x, const void* w, const void* bias, void* y, i
   if (T == 0) return Status::Ok();
   const Key key{T, N, K, static_cast<int>(in_dt), static_cast<int>(out_dt), bias != nullptr};
   GPUOPT_ASSIGN_OR_RETURN(Plan * p, plan_for(key, x, w, bias, y, stream, tune));
-  return run(*p, x, w, bias, y, stream, p->algo, p->swapped);
+  return run_pick(*p, key, x, w, bias, y, stream, p->algo, p->swapped, p->gemv);
+}
+
+Status LtGemm::run_pick(Plan& p, const Key& key, const void* x, const void* w, const void* bias, void* y,
+                        cudaStream_t stream, const cublasLtMatmulAlgo_t& algo, bool swapped, bool use_gemv) {
+  if (!use_gemv) return run(p, x, w, bias, y, stream, algo, swapped);
+  const auto [T, N, K, in_i, out_i, has_bias] = key;
+  // The race ran on other buffers: a later call's pointers must still suit the kernel.
+  if (!gemv_supported(x, w, y, T, N, K, static_cast<DType>(in_i)))
+    return Status::Internal("the GEMV kernel chosen for a {}x{}x{} product cannot take these buffers", T, N, K);
+  gemv(x, w, has_bias ? bias : nullptr, y, T, N, K, static_cast<DType>(in_i), stream);
+  GPUOPT_CUDA_RETURN(cudaGetLastError());
+  return Status::Ok();
 }
 
 }  // namespace gpuopt::llm::cuda

@@ -2,7 +2,8 @@
 // as PyTorch stores weights; fp16/bf16 in with f32 accumulation, or exact f32 (no TF32) for the
 // checks against the CPU runner. Plans (descriptors, layouts, algorithm) are cached per shape; for
 // small token counts (decode) the heuristic's candidates are timed once and the fastest kept,
-// since cuBLASLt's first choice for skinny products is not always the bandwidth-best one.
+// since cuBLASLt's first choice for skinny products is not always the bandwidth-best one; for
+// T <= 8 the race includes the runner's own GEMV kernel (llm_kernels.h gemv).
 //
 //   LtGemm g;
 //   GPUOPT_RETURN_IF_ERROR(g.init(32 << 20, stream));
@@ -42,6 +43,7 @@ class LtGemm {
     cublasLtMatrixLayout_t sa = nullptr, sb = nullptr, sc = nullptr;  // one token: x as A, W as B
     cublasLtMatmulAlgo_t algo{};
     bool swapped = false;
+    bool gemv = false;  // llm_kernels.h gemv() won the race
     bool has_bias = false;
   };
   using Key = std::tuple<int64_t, int64_t, int64_t, int, int, bool>;
@@ -49,6 +51,9 @@ class LtGemm {
                          bool tune);
   Status run(Plan& p, const void* x, const void* w, const void* bias, void* y, cudaStream_t stream,
              const cublasLtMatmulAlgo_t& algo, bool swapped);
+  // The plan's pick: cuBLASLt's algorithm or the GEMV kernel.
+  Status run_pick(Plan& p, const Key& key, const void* x, const void* w, const void* bias, void* y, cudaStream_t stream,
+                  const cublasLtMatmulAlgo_t& algo, bool swapped, bool gemv);
 
   cublasLtHandle_t handle_ = nullptr;
   DeviceBuffer workspace_;

@@ -69,6 +69,15 @@ const char* paged_attention_unsupported(const PagedAttentionArgs& a);
 size_t paged_attention_workspace_bytes(int max_tokens, int num_heads, int head_dim,
                                        int64_t max_context);
 
+// Decode-sized products: y[T, N] = x[T, K] · W[N, K]^T (+ bias[N]), T <= kGemvMaxTokens, f16 or
+// bf16 in and out with f32 accumulation, x and W 16-byte aligned with K % 8 == 0 (rows contiguous).
+// Deterministic (fixed reduction order). The runner's GEMM tuner races it against cuBLASLt.
+constexpr int kGemvMaxTokens = 8;
+bool gemv_supported(const void* x, const void* w, const void* y, int64_t T, int64_t N, int64_t K,
+                    DType dt);
+void gemv(const void* x, const void* w, const void* bias, void* y, int64_t T, int64_t N, int64_t K,
+          DType dt, cudaStream_t stream);
+
 // gate_up: [T, 2*inter] (gate | up); out: [T, inter] = silu(gate) * up.
 void silu_mul(const void* gate_up, void* out, int64_t T, int64_t inter, DType dt,
               cudaStream_t stream);
