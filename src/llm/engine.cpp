@@ -30,7 +30,7 @@ struct Request {
   int64_t max_new = 0;
   std::unique_ptr<TextStream> text;
   Sequence* seq = nullptr;
-  Clock::time_point submitted, first_token, last_token;
+  Clock::time_point submitted, last_token;
   Clock::time_point deadline = Clock::time_point::max();
   bool admitted = false;
 };
@@ -74,6 +74,9 @@ class Engine final : public LlmEngine {
       }
     }
     cv_.notify_one();
+    // From a callback (the engine thread itself) the request to stop is all that can be done: the
+    // thread ends after this step's callbacks and the owner's stop() or destructor joins it.
+    if (std::this_thread::get_id() == thread_id_) return;
     std::lock_guard<std::mutex> join_lk(join_mu_);
     if (thread_.joinable()) thread_.join();
   }
@@ -108,6 +111,7 @@ class Engine final : public LlmEngine {
   EngineStats stats_;
   std::mutex join_mu_;
   std::thread thread_;
+  std::thread::id thread_id_;
 };
 
 Result<uint64_t> Engine::submit(EngineRequest request, OutputCallback on_output) {
@@ -300,18 +304,25 @@ void Engine::run_step(Step& step) {
   }
   sched_.computed(step);
   const Clock::time_point now = Clock::now();
+  std::vector<double> ttft, itl;  // observed under one lock below, before any request can end
+  ttft.reserve(sampling.size());
+  itl.reserve(sampling.size());
+  for (size_t k = 0; k < sampling.size(); ++k) {
+    const Request& r = *sampling[k];
+    if (r.seq->output.empty())
+      ttft.push_back(seconds(r.submitted, now));
+    else
+      itl.push_back(seconds(r.last_token, now));
+  }
+  {
+    std::lock_guard<std::mutex> lk(stats_mu_);
+    stats_.generation_tokens_total += static_cast<int64_t>(sampling.size());
+    for (double v : ttft) stats_.time_to_first_token_s.observe(v);
+    for (double v : itl) stats_.inter_token_latency_s.observe(v);
+  }
   for (size_t k = 0; k < sampling.size(); ++k) {
     Request& r = *sampling[k];
     sched_.append(r.seq, toks[k].token);
-    {
-      std::lock_guard<std::mutex> lk(stats_mu_);
-      ++stats_.generation_tokens_total;
-      if (r.seq->output.size() == 1)
-        stats_.time_to_first_token_s.observe(seconds(r.submitted, now));
-      else
-        stats_.inter_token_latency_s.observe(seconds(r.last_token, now));
-    }
-    if (r.seq->output.size() == 1) r.first_token = now;
     r.last_token = now;
     EngineOutput out;
     out.tokens.push_back(std::move(toks[k]));
