@@ -249,7 +249,9 @@ TEST(Engine, FullQueueTimeoutFailingStepAndStop) {
 
   // stop(): what still runs after the drain is aborted; new work is refused.
   g->close();
-  auto s = e->submit(request(make_prompt(7, 10), greedy(50)), col.callback());
+  SamplingParams long_run = greedy(50);
+  long_run.ignore_eos = true;
+  auto s = e->submit(request(make_prompt(7, 10), long_run), col.callback());
   ASSERT_TRUE(s.ok());
   std::thread opener([g] {
     std::this_thread::sleep_for(30ms);
