@@ -91,6 +91,8 @@ class Engine final : public LlmEngine {
  private:
   void loop();
   bool intake(bool* exit);  // false: nothing to do but wait
+  Clock::time_point intake_start_;  // engine thread only: when this iteration's work began
+  double last_runner_s_ = 0;        // engine thread only: the last step's time in the runner
   void run_step(Step& step);
   // Ends a request: its last update (with what text was held back) and the bookkeeping.
   void finish(Request& r, const std::string& reason, const std::string& error);
@@ -221,6 +223,7 @@ bool Engine::intake(bool* exit) {
     stopping = stopping_;
     drain_until = drain_until_;
   }
+  intake_start_ = Clock::now();  // the engine's own time starts after the wait
   for (auto& r : incoming) {
     r->text = std::make_unique<TextStream>(runner_->config(), r->req.params, tok_.get(), r->req.skip_special_tokens,
                                            r->max_new);
@@ -258,6 +261,11 @@ void Engine::loop() {
     }
     publish_gauges();  // the step's admissions and preemptions show while it runs
     run_step(step);
+    const double total = seconds(intake_start_, Clock::now());
+    std::lock_guard<std::mutex> lk(stats_mu_);
+    ++stats_.steps_total;
+    stats_.step_seconds_total += total;
+    stats_.runner_seconds_total += last_runner_s_;
   }
 }
 
@@ -295,7 +303,9 @@ void Engine::run_step(Step& step) {
     steps.push_back(static_cast<int64_t>(s->output.size()));  // unchanged by a recomputation
   }
   std::vector<SampledToken> toks;
+  const Clock::time_point t_run = Clock::now();
   const Status st = runner_->step_sample(b, params, seeds, prompts, outputs, steps, &toks);
+  last_runner_s_ = seconds(t_run, Clock::now());
   if (!st.ok() || toks.size() != sampling.size()) {
     const std::string why =
         st.ok() ? fmt::format("the runner returned {} tokens for {} sequences", toks.size(), sampling.size())

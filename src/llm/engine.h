@@ -83,6 +83,11 @@ struct EngineStats {
   int64_t prefix_cache_queries = 0;   // prompt tokens looked up
   int64_t prefix_cache_hits = 0;      // of those, found
   Histogram time_to_first_token_s, inter_token_latency_s, e2e_request_latency_s, queue_time_s;
+  // The engine thread's time per step (from taking new requests, after any idle wait, to the last
+  // token handed to its callback) and, of it, the time inside the runner's step: the difference is
+  // the server's own share of a step (scheduling, detokenizing, callbacks).
+  int64_t steps_total = 0;
+  double step_seconds_total = 0, runner_seconds_total = 0;
 };
 
 class LlmEngine {

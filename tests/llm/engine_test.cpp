@@ -126,6 +126,11 @@ TEST(Engine, ConcurrentGreedyRequestsEqualEachAlone) {
   EXPECT_EQ(s.e2e_request_latency_s.count, 32u);
   EXPECT_EQ(s.queue_time_s.count, 32u);
   EXPECT_EQ(s.inter_token_latency_s.count, static_cast<uint64_t>(generated - 32));
+  // Every output token took a step; the longest request (16 tokens) alone needs 16 (the last step's
+  // own count may land just after its final callback).
+  EXPECT_GE(s.steps_total, 15);
+  EXPECT_GT(s.runner_seconds_total, 0.0);
+  EXPECT_LE(s.runner_seconds_total, s.step_seconds_total);
   uint64_t in_buckets = 0;
   for (uint64_t c : s.e2e_request_latency_s.counts) in_buckets += c;
   EXPECT_EQ(in_buckets, 32u);
