@@ -125,10 +125,16 @@ Result<int> StreamClient::post(std::string_view target, std::string_view body,
   return Status::Unavailable("POST {}: connection lost", target);
 }
 
+namespace {
+constexpr size_t kMaxLine = size_t{64} << 20;
+}  // namespace
+
 void SseParser::feed(std::string_view bytes, const std::function<void(std::string_view)>& on_data) {
   for (char c : bytes) {
     if (c != '\n') {
-      line_ += c;
+      // A line past the cap is cut (memory stays bounded; its JSON then fails to parse and the
+      // request counts as failed).
+      if (line_.size() < kMaxLine) line_ += c;
       continue;
     }
     if (!line_.empty() && line_.back() == '\r') line_.pop_back();
@@ -141,7 +147,7 @@ void SseParser::feed(std::string_view bytes, const std::function<void(std::strin
       v.remove_prefix(5);
       if (!v.empty() && v.front() == ' ') v.remove_prefix(1);
       if (has_data_) data_ += '\n';
-      data_ += v;
+      if (data_.size() < kMaxLine) data_ += v;
       has_data_ = true;
     }
     line_.clear();
