@@ -99,8 +99,8 @@ def served(tmp_path_factory):
     cls = encoder_dir(root, "cls", {"embedding.json": {"pooling": "cls", "normalize": False}})
     plain = encoder_dir(root, "plain", {})
     cfg, W, dec_tok = make_llm_repository(root / "llm")
-    repo = root / "repo"
-    os.makedirs(repo)
+    repo = root / "repo"  # serve wants a model repository: one small ONNX model
+    H.add_sub_model(str(repo / "simple" / "1" / "model.onnx"))
     s = H.Server(["--model-repository", str(repo), "--embedding-model", f"st={st}", "--embedding-model", f"cls={cls}",
                   "--embedding-model", f"plain={plain}", "--embedding-model", f"llama={root / 'llm' / 'tiny-llama'}"])
     from tokenizers import Tokenizer
