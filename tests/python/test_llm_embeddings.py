@@ -188,6 +188,7 @@ def test_decoder_last_token_matches_numpy(served):
     ({"model": "st", "input": "x" * 100000}, 400, "maximum context"),
     ({"model": "st", "input": "x", "encoding_format": "int8"}, 400, "encoding_format"),
     ({"input": "x"}, 400, "model"),
+    ({"model": "st", "input": ["fox"] * 2049}, 400, "2049 items"),
 ])
 def test_bad_requests(served, body, code, want):
     got, j = post(served["server"], body)
@@ -206,3 +207,31 @@ def test_malformed_json_and_the_client_errors(served):
         c.embeddings.create(model="missing", input="x")
     # The server is unharmed.
     assert len(c.embeddings.create(model="st", input="fox").data[0].embedding) == 64
+
+
+def test_concurrent_requests_each_get_their_own_vectors(served):
+    """16 clients at once on the encoder and the decoder: every answer equals the one the same
+    request gets alone."""
+    import threading
+    s = served["server"]
+    alone = {(m, t): post(s, {"model": m, "input": t})[1]["data"][0]["embedding"]
+             for m in ("st", "llama") for t in TEXTS[:3]}
+    errors = []
+
+    def worker(k):
+        try:
+            for i in range(6):
+                m, t = ("st", "llama")[(k + i) % 2], TEXTS[(k + i) % 3]
+                code, j = post(s, {"model": m, "input": [t, t]})
+                assert code == 200, j
+                for d in j["data"]:
+                    np.testing.assert_allclose(d["embedding"], alone[(m, t)], rtol=1e-5, atol=1e-6)
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    ts = [threading.Thread(target=worker, args=(k,)) for k in range(16)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors, errors[:3]
