@@ -15,6 +15,7 @@ generator perf documents) and compared with what the server received."""
 import json
 import math
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -41,6 +42,11 @@ class FakeOpenAI(BaseHTTPRequestHandler):
 
     def log_message(self, *a):
         pass
+
+    def setup(self):
+        super().setup()
+        # Each event goes out when written, as a streaming server sends it (no Nagle delay).
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def _chunk(self, data):
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
@@ -81,6 +87,11 @@ class FakeOpenAI(BaseHTTPRequestHandler):
         self._chunk(b"")
 
 
+class FakeServer(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 128  # socketserver's 5 would drop concurrent connects (a 1 s SYN retry)
+
+
 @pytest.fixture()
 def fake(tmp_path_factory):
     from test_llm_generate import make_tokenizer
@@ -88,8 +99,7 @@ def fake(tmp_path_factory):
     FakeOpenAI.requests = []
     FakeOpenAI.counter = 0
     FakeOpenAI.fail_every = 0
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), FakeOpenAI)
-    srv.daemon_threads = True
+    srv = FakeServer(("127.0.0.1", 0), FakeOpenAI)
     t = threading.Thread(target=srv.serve_forever, daemon=True)
     t.start()
     yield f"127.0.0.1:{srv.server_address[1]}"
@@ -161,6 +171,9 @@ def test_concurrency_levels_figures_equal_numpy(fake, tmp_path):
             assert x["first_token"] - x["sent"] >= FIRST_DELAY
             # (single gaps may shrink on the wire, when one chunk is late: the whole stream cannot)
             assert x["done"] - x["sent"] >= FIRST_DELAY + (x["max_tokens"] - 1) * TOKEN_GAP
+            # Streaming seen as it streams: the first token was read no later than the server's
+            # last sleep before the end (a client that buffered the body would see it at `done`).
+            assert x["first_token"] <= x["done"] - (x["max_tokens"] - 1) * TOKEN_GAP
             assert x["output_tokens"] == x["max_tokens"] == len(x["chunk_times"])
             assert x["text"] == "".join(f"t{i} " for i in range(x["max_tokens"]))
     # Concurrency 1: one request at a time (each sent after the previous one ended).
