@@ -200,7 +200,8 @@ void add_options(CLI::App* cmd, const std::shared_ptr<Options>& o) {
                   "JSONL prompts: {\"text\": ...} or {\"prompt\": text or ids} or {\"messages\": [...]}, optional \"max_tokens\"")
       ->group(g);
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Ask the server to generate max_tokens tokens (ignore_eos: true)")->group(g);
-  cmd->add_option("--seed", o->seed, "Seed of the prompts, lengths and arrivals")->capture_default_str()->group(g);
+  cmd->add_option("--seed", o->seed, "Seed of the prompts, lengths and arrivals (numpy RandomState's: below 2^32)")
+      ->check(int_range(0, 4294967295LL))->capture_default_str()->group(g);
   cmd->add_option("--goodput", o->goodput, "SLO for goodput: ttft:MS itl:MS e2e:MS (itl: a request's mean inter-token latency)")
       ->group(g);
   cmd->add_option("--request-timeout", o->timeout_s, "Seconds a request may wait for its next bytes")
