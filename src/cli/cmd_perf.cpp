@@ -2,6 +2,7 @@
 // (--concurrency-range) or open loop (--request-rate-range); measurement windows repeat until
 // three in a row agree on throughput within --stability-percentage; prints throughput,
 // latency percentiles and the server-side queue/compute breakdown from the stats endpoint.
+// --service-kind openai load-tests a language model instead (perf_llm.h).
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -20,6 +21,7 @@
 #include "cli/command.h"
 #include "cli/perf_client.h"
 #include "cli/perf_data.h"
+#include "cli/perf_llm.h"
 #include "core/table.h"
 #include "net/http.h"
 #include "server/kserve.h"
@@ -468,7 +470,21 @@ void setup(CLI::App& app) {
   cmd->add_option("--request-distribution", o->distribution, "Open loop: constant or poisson intervals")
       ->check(one_of({"constant", "poisson"}));
   cmd->add_option("-f,--csv", o->csv, "Also write a CSV file");
-  cmd->callback([o] {
+  // OpenAI mode (perf_llm.h): language models over /v1/chat/completions or /v1/completions.
+  auto service_kind = std::make_shared<std::string>("kserve");
+  cmd->add_option("--service-kind", *service_kind, "kserve (v2 inference) or openai (streaming LLM requests)")
+      ->check(one_of({"kserve", "openai"}))
+      ->capture_default_str();
+  auto llm = std::make_shared<llmperf::Options>();
+  llmperf::add_options(cmd, llm);
+  cmd->callback([o, llm, service_kind, cmd] {
+    if (*service_kind == "openai" || cmd->count("--endpoint-type") > 0) {
+      llm->model = o->model;
+      llm->url = o->url;
+      llm->json = o->json_out;
+      set_exit_code(llmperf::run(*llm));
+      return;
+    }
     o->binary = !o->json_data;
     set_exit_code(run(*o));
   });

@@ -9,12 +9,14 @@
 #include <cctype>
 #include <chrono>
 #include <filesystem>
+#include <map>
 
 #include "cli/command.h"
 #include "core/env.h"
 #include "core/log.h"
 #include "server/grpc_server.h"
 #include "server/inference_server.h"
+#include "server/openai/embeddings.h"
 #include "server/request_body.h"
 
 namespace gpuopt::cli {
@@ -62,6 +64,7 @@ struct ServeOptions {
   std::string trace_file;
   int trace_rate = 1000;
   std::string cache_dir;  // --cache-dir, else GPUOPT_CACHE_DIR
+  std::vector<std::string> embedding_models;  // NAME=DIR: /v1/embeddings
 };
 
 // --max-inflight-bytes 0: a quarter of the host's physical memory.
@@ -198,6 +201,26 @@ int run(const ServeOptions& o) {
     so.grpc->idle_timeout = std::chrono::milliseconds(static_cast<int64_t>(o.grpc_idle_timeout_secs * 1000.0));
   }
 
+  if (!o.embedding_models.empty()) {
+    // /v1/embeddings (server/openai/embeddings.h): each NAME=DIR loaded now, on the GPU when there is one.
+    auto models = std::make_shared<std::map<std::string, std::shared_ptr<server::openai::Embedder>, std::less<>>>();
+    const std::string device = server::cuda_device_count() > 0 ? "cuda" : "cpu";
+    for (const auto& spec : o.embedding_models) {
+      auto eq = spec.find('=');
+      if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
+        return report_error(Status::InvalidArgument("--embedding-model '{}': expected NAME=DIR", spec), true);
+      auto e = server::openai::load_embedder(spec.substr(eq + 1), device);
+      if (!e.ok()) return report_error(e.status().with_context(fmt::format("--embedding-model '{}'", spec)));
+      (*models)[spec.substr(0, eq)] = *e;
+    }
+    so.extra_http_routes = [models](net::Router& r) {
+      server::openai::add_embedding_routes(r, [models](std::string_view name) -> std::shared_ptr<server::openai::Embedder> {
+        auto it = models->find(name);
+        return it == models->end() ? nullptr : it->second;
+      });
+    };
+  }
+
   if (!o.log_file.empty()) {
     int fd = ::open(o.log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0) return report_error(Status::NotFound("--log-file: cannot open '{}' for appending", o.log_file));
@@ -298,6 +321,9 @@ void setup(CLI::App& app) {
     if (!f.repeats) opt->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     o->ignored_options.push_back(opt);
   }
+  cmd->add_option("--embedding-model", o->embedding_models,
+                  "NAME=DIR: serve /v1/embeddings for NAME from DIR (an ONNX encoder with tokenizer.json, or a "
+                  "decoder checkpoint); repeatable");
   cmd->add_option("--trace-file", o->trace_file, "Write sampled requests' stages as a Chrome trace (docs/profile.md)");
   cmd->add_option("--trace-rate", o->trace_rate, "Trace one request in N (default 1000)")->check(int_range(1, 1000000000));
   cmd->add_option("--http-address", o->http_address, "Address to listen on")->capture_default_str();

@@ -137,8 +137,11 @@ class CpuRunner final : public ModelRunner {
   }
 
   Status step(const StepBatch& b, std::vector<float>* logits) override;
+  Status hidden_states(const StepBatch& b, std::vector<float>* out) override;
 
  private:
+  // Every layer, then the final norm of each sampling sequence's last token: [*n, hidden].
+  Status forward(const StepBatch& b, std::vector<float>* normed, int64_t* n);
   Status check(const StepBatch& b) const;
   void attention(const Layer& L, const StepBatch& b, const std::vector<int64_t>& pos, const float* qkv,
                  float* out) const;
@@ -223,6 +226,21 @@ void CpuRunner::attention(const Layer& L, const StepBatch& b, const std::vector<
 }
 
 Status CpuRunner::step(const StepBatch& b, std::vector<float>* logits) {
+  std::vector<float> ln;
+  int64_t n = 0;
+  GPUOPT_RETURN_IF_ERROR(forward(b, &ln, &n));
+  logits->assign(static_cast<size_t>(n * c_.vocab_size), 0.0f);
+  linear(ln.data(), n, c_.hidden_size, c_.tie_word_embeddings ? embed_ : lm_head_, nullptr, c_.vocab_size,
+         logits->data());
+  return Status::Ok();
+}
+
+Status CpuRunner::hidden_states(const StepBatch& b, std::vector<float>* out) {
+  int64_t n = 0;
+  return forward(b, out, &n);
+}
+
+Status CpuRunner::forward(const StepBatch& b, std::vector<float>* normed, int64_t* n_out) {
   GPUOPT_RETURN_IF_ERROR(check(b));
   const int64_t T = static_cast<int64_t>(b.tokens.size()), Hd = c_.hidden_size, D = c_.head_dim;
   const int64_t H = c_.num_heads, KV = c_.num_kv_heads, I = c_.intermediate_size;
@@ -304,10 +322,9 @@ Status CpuRunner::step(const StepBatch& b, std::vector<float>* logits) {
                 x.begin() + static_cast<std::ptrdiff_t>((r + 1) * Hd));
     ++n;
   }
-  std::vector<float> ln(last.size());
-  rms_norm(last.data(), n, Hd, norm_, c_.rms_norm_eps, ln.data());
-  logits->assign(static_cast<size_t>(n * c_.vocab_size), 0.0f);
-  linear(ln.data(), n, Hd, c_.tie_word_embeddings ? embed_ : lm_head_, nullptr, c_.vocab_size, logits->data());
+  normed->assign(last.size(), 0.0f);
+  rms_norm(last.data(), n, Hd, norm_, c_.rms_norm_eps, normed->data());
+  *n_out = n;
   return Status::Ok();
 }
 

@@ -24,6 +24,10 @@ Status ModelRunner::step_sample(const StepBatch& batch, const std::vector<const 
   return Status::Ok();
 }
 
+Status ModelRunner::hidden_states(const StepBatch&, std::vector<float>*) {
+  return Status::Unimplemented("this model runner does not return hidden states (no decoder embeddings on it)");
+}
+
 int64_t ModelRunner::decode_bytes(int batch, int64_t context) const {
   // Every weight once (the embedding table only when it doubles as the LM head: a decode step
   // reads just `batch` rows of it otherwise), plus each sequence's K and V.

@@ -62,6 +62,11 @@ class ModelRunner {
                              const std::vector<const std::vector<int64_t>*>& prompts,
                              const std::vector<const std::vector<int64_t>*>& outputs,
                              const std::vector<int64_t>& steps, std::vector<SampledToken>* out);
+  // The same step as step() (K/V written), but instead of logits the f32 hidden state of each
+  // sampling sequence's last token after the final norm: [number of seqs with sample,
+  // hidden_size] into *out (resized). Decoder embeddings pool it (server/openai/embeddings.h).
+  // The default answers Unimplemented.
+  virtual Status hidden_states(const StepBatch& batch, std::vector<float>* out);
   // Bytes a decode step must read from memory at this batch/context (weights + KV): the
   // roofline's numerator.
   virtual int64_t decode_bytes(int batch, int64_t context) const;

@@ -264,6 +264,7 @@ HttpResponse InferenceServer::stats_response(const HttpRequest& q) const {
 
 net::Router InferenceServer::routes() {
   net::Router r;
+  if (opt_.extra_http_routes) opt_.extra_http_routes(r);
   // Before /v2/models/{model}: the first matching route wins.
   r.get("/v2/models/stats", [this](const HttpRequest& q) { return stats_response(q); });
   r.get("/v2/health/live", [this](const HttpRequest&) {

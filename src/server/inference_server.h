@@ -62,6 +62,8 @@ struct InferenceServerOptions {
   int trace_rate = 1000;    // trace one request in this many (HTTP and gRPC alike)
   // The KServe v2 gRPC endpoint (unset = none); same models, batcher, limits, drain and tracing.
   std::shared_ptr<GrpcOptions> grpc;
+  // More HTTP routes, added before the v2 ones (the OpenAI routes: server/openai/).
+  std::function<void(net::Router&)> extra_http_routes;
 };
 
 // The protocol extensions both endpoints report in server metadata.

@@ -187,3 +187,52 @@ TEST(CpuRunner, WeightsInAnyFloatDtypeLoad) {
 
 }  // namespace
 }  // namespace gpuopt::llm
+
+namespace gpuopt::llm {
+namespace {
+
+// hidden_states (decoder embeddings) is the step up to the final norm: times the LM head it gives
+// step()'s logits; random_checkpoint's norm weights are 1, so each row's mean square is about 1; a
+// sequence batched with another gives its hidden state alone, bitwise.
+TEST(CpuRunner, HiddenStatesAreTheLmHeadsInput) {
+  const LlmConfig cfg = config("LlamaForCausalLM");
+  Fixture f(cfg, 4, 64);
+  Fixture g(cfg, 4, 64);  // a fresh cache for the second pass
+  const auto p = prompt(9), q = prompt(5, 1);
+  const auto tp = table_of(0, 3), tq = table_of(10, 2);
+  StepBatch b;
+  b.seqs.push_back({.num_tokens = 9, .start_pos = 0, .block_table = &tp, .sample = true});
+  b.seqs.push_back({.num_tokens = 5, .start_pos = 0, .block_table = &tq, .sample = true});
+  b.tokens = p;
+  b.tokens.insert(b.tokens.end(), q.begin(), q.end());
+  std::vector<float> h, logits;
+  ASSERT_TRUE(f.r->hidden_states(b, &h).ok());
+  ASSERT_TRUE(g.r->step(b, &logits).ok());
+  const int64_t H = cfg.hidden_size, V = cfg.vocab_size;
+  ASSERT_EQ(h.size(), static_cast<size_t>(2 * H));
+  ASSERT_EQ(logits.size(), static_cast<size_t>(2 * V));
+  const WeightView* head = f.ck->find("lm_head.weight");
+  ASSERT_NE(head, nullptr);
+  const float* w = static_cast<const float*>(head->data);
+  for (int s = 0; s < 2; ++s) {
+    double ms = 0;
+    for (int64_t i = 0; i < H; ++i) ms += double(h[s * H + i]) * h[s * H + i];
+    // x / sqrt(mean(x^2) + eps): a mean square just under 1 (eps weighs with these small weights).
+    EXPECT_GT(ms / static_cast<double>(H), 0.9);
+    EXPECT_LE(ms / static_cast<double>(H), 1.0 + 1e-5);
+    for (int64_t v = 0; v < V; ++v) {
+      double dot = 0;
+      for (int64_t i = 0; i < H; ++i) dot += double(h[s * H + i]) * w[v * H + i];
+      EXPECT_NEAR(dot, logits[s * V + v], 1e-5 + 1e-4 * std::fabs(dot)) << s << " " << v;
+    }
+  }
+  StepBatch one;
+  one.seqs.push_back({.num_tokens = 5, .start_pos = 0, .block_table = &tq, .sample = true});
+  one.tokens = q;
+  std::vector<float> alone;
+  ASSERT_TRUE(g.r->hidden_states(one, &alone).ok());
+  EXPECT_TRUE(std::equal(alone.begin(), alone.end(), h.begin() + H));
+}
+
+}  // namespace
+}  // namespace gpuopt::llm

@@ -309,5 +309,32 @@ TEST(CudaRunner, RefusesBadSteps) {
   EXPECT_EQ(logits.size(), static_cast<size_t>(cfg.vocab_size));
 }
 
+// hidden_states (decoder embeddings): the final norm's rows of the sampled tokens, f32 on the GPU
+// against the CPU runner, after a two-sequence prefill and after a decode step (graphs on: the
+// decode bucket pads the batch, the real rows come first).
+TEST(CudaRunner, HiddenStatesMatchCpu) {
+  REQUIRE_GPU();
+  const LlmConfig cfg = tiny(LlmArch::Llama, 4, 2);
+  Pair p = make_pair_for(cfg, DType::F32);
+  ASSERT_TRUE(p.cpu && p.gpu);
+  const auto a = prompt(7, 8, cfg.vocab_size), c = prompt(12, 9, cfg.vocab_size);
+  std::vector<int32_t> ta{0}, tc{1};
+  StepBatch b;
+  b.seqs = {{7, 0, &ta, true}, {12, 0, &tc, true}};
+  b.tokens = a;
+  b.tokens.insert(b.tokens.end(), c.begin(), c.end());
+  for (int round = 0; round < 2; ++round) {
+    std::vector<float> want, got;
+    ASSERT_TRUE(p.cpu->hidden_states(b, &want).ok());
+    ASSERT_TRUE(p.gpu->hidden_states(b, &got).ok());
+    ASSERT_EQ(want.size(), static_cast<size_t>(2 * cfg.hidden_size));
+    ASSERT_EQ(got.size(), want.size());
+    EXPECT_LE(rel_err(got, want, cfg.hidden_size), 1e-4) << "round " << round;
+    // Then one decode token each.
+    b.seqs = {{1, 7, &ta, true}, {1, 12, &tc, true}};
+    b.tokens = {3, 4};
+  }
+}
+
 }  // namespace
 }  // namespace gpuopt::llm

@@ -44,6 +44,12 @@ MORE_FILE_CASES = [
     ["serve", "--model-repository", "/nonexistent-gpuopt-dir", "--http-port", "0", "--metrics-port", "0"],
     ["perf", "-m", "m", "-u", "127.0.0.1:1"],  # nothing listens on port 1: the server is unreachable
     ["perf", "-m", "m", "--input-data", MISSING],
+    # OpenAI mode: nothing listens; a prompts file that does not exist.
+    ["perf", "--service-kind", "openai", "-m", "m", "-u", "127.0.0.1:1", "--endpoint-type", "completions",
+     "--num-prompts", "2"],
+    ["perf", "--service-kind", "openai", "-m", "m", "--input-file", MISSING],
+    ["serve", "--model-repository", "/tmp", "--http-port", "0", "--metrics-port", "0", "--embedding-model",
+     f"e={MISSING}"],
     ["tune", "--model-repository", "/nonexistent-gpuopt-dir", "-m", "m"],
 ]
 
@@ -149,6 +155,10 @@ def test_unknown_subcommand_names_it_and_the_valid_ones():
     (["perf", "-m", "m", "-b", "0"], ["--batch-size", "1..65536"]),
     (["perf", "-m", "m", "-u", "localhost:http"], ["--url", "1..65535"]),
     (["perf", "-m", "m", "-i", "quic"], ["'quic'", "http, grpc"]),
+    (["perf", "-m", "m", "--service-kind", "triton"], ["'triton'", "kserve, openai"]),
+    (["perf", "-m", "m", "--endpoint-type", "embeddings"], ["'embeddings'", "chat, completions"]),
+    (["perf", "-m", "m", "--service-kind", "openai", "--concurrency", "0"], ["--concurrency", "1..100000"]),
+    (["perf", "-m", "m", "--service-kind", "openai", "--goodput", "ttft:0"], ["--goodput 'ttft:0'", "ttft:MS"]),
     (["serve", "m.onnx", "--grpc-port", "70000"], ["--grpc-port", "0..65535"]),
     (["tune", "m.onnx", "--max-batch", "0"], ["--max-batch", "1.."]),
     (["tune", "m.onnx", "--latency-budget-ms", "-1"], ["--latency-budget-ms", "0"]),

@@ -168,13 +168,18 @@ def expand(rule):
             .replace("<<.GroupBy>>", "pod"))
 
 
+def is_llm_rule(rule):
+    return rule["seriesQuery"].lstrip().startswith("gpuopt:")
+
+
 def test_adapter_rules_serve_the_hpa_metrics(stack):
-    rules = adapter_rules()
+    # The language-model rules need a server with an LLM: test_llm_panels_and_rules_return_data.
+    rules = {k: r for k, r in adapter_rules().items() if not is_llm_rule(r)}
     hpa = next(d for d in load_yaml_docs(os.path.join(KUBE, "base", "serve-hpa.yaml")))
     wanted = {m["pods"]["metric"]["name"] for m in hpa["spec"]["metrics"]}
     assert wanted <= set(rules), (wanted, set(rules))
     for name, r in rules.items():
-        assert re.search(r["name"]["matches"], re.match(r"\s*(\w+)", r["seriesQuery"]).group(1)), name
+        assert re.search(r["name"]["matches"], re.match(r"\s*([\w:]+)", r["seriesQuery"]).group(1)), name
         assert set(r["resources"]["overrides"]) == {"namespace", "pod"}
     base = stack["base"]
     # Both series are found by the adapter's discovery query, with the labels it maps to pods.
@@ -236,3 +241,134 @@ def test_dashboard_layout_is_sound():
         boxes.append((p["title"], g))
     rows = [(p["gridPos"]["y"], p["title"]) for p in panels if p["type"] == "row"]
     assert sorted(rows)[0][1].startswith("Serving"), rows
+
+
+# ---- language models -------------------------------------------------------------------------
+
+# vLLM's serving metrics under the gpuopt: prefix (issue 38), labelled model_name, by type.
+LLM_METRICS = {
+    "gpuopt:num_requests_running": "gauge", "gpuopt:num_requests_waiting": "gauge",
+    "gpuopt:kv_cache_usage_perc": "gauge", "gpuopt:num_preemptions_total": "counter",
+    "gpuopt:prompt_tokens_total": "counter", "gpuopt:generation_tokens_total": "counter",
+    "gpuopt:prefix_cache_queries_total": "counter", "gpuopt:prefix_cache_hits_total": "counter",
+    "gpuopt:time_to_first_token_seconds": "histogram", "gpuopt:inter_token_latency_seconds": "histogram",
+    "gpuopt:e2e_request_latency_seconds": "histogram", "gpuopt:request_queue_time_seconds": "histogram",
+}
+LLM_NAME = re.compile(r"\b(gpuopt:[a-z0-9_]+)")
+
+
+def llm_series(name):
+    """What a query may select of a metric: a histogram's _bucket/_sum/_count, the rest as is."""
+    base = re.sub(r"_(bucket|sum|count)$", "", name)
+    if LLM_METRICS.get(base) == "histogram" and base != name:
+        return base
+    return name if name in LLM_METRICS and LLM_METRICS[name] != "histogram" else None
+
+
+def llm_panels():
+    d = dashboard()
+    rows = sorted((p["gridPos"]["y"], p["title"]) for p in d["panels"] if p["type"] == "row")
+    (y0, _), = [(y, t) for y, t in rows if t.startswith("Language models")]
+    y1 = min([y for y, _ in rows if y > y0], default=10**9)
+    return [p for p in d["panels"] if y0 < p["gridPos"]["y"] < y1]
+
+
+def test_llm_panels_query_the_llm_metrics():
+    """The language-model row: every name is one of the LLM metrics used as its type allows (a
+    histogram through its buckets, a counter through rate), every query filtered by the
+    dashboard's $llm_model variable on model_name, and every metric shown somewhere."""
+    panels = llm_panels()
+    assert len(panels) >= 6
+    seen = set()
+    for p in panels:
+        assert p["datasource"]["uid"] == "${datasource}"
+        for t in p["targets"]:
+            e = t["expr"]
+            names = LLM_NAME.findall(e)
+            assert names, (p["title"], e)
+            for n in names:
+                base = llm_series(n)
+                assert base, f"panel '{p['title']}': {n} is not an LLM metric (or a histogram used without _bucket/_sum/_count)"
+                seen.add(base)
+                if LLM_METRICS[base] == "counter" or n.endswith(("_sum", "_count")):
+                    assert re.search(rf"(rate|increase)\({re.escape(n)}\{{", e), (p["title"], e)
+                if n.endswith("_bucket"):
+                    assert "histogram_quantile(" in e and "sum by (le, model_name)" in e, (p["title"], e)
+                assert f'{n}{{model_name=~"$llm_model"}}' in e, (p["title"], e)
+    assert seen == set(LLM_METRICS), set(LLM_METRICS) - seen
+    titles = " / ".join(p["title"] for p in panels)
+    for want in ("Time to first token", "Inter-token latency", "End-to-end", "Tokens/s", "waiting", "KV-cache", "prefix"):
+        assert want in titles, want
+    var = next(v for v in dashboard()["templating"]["list"] if v["name"] == "llm_model")
+    assert var["definition"] == "label_values(gpuopt:num_requests_running, model_name)"
+    for r in adapter_rules().values():
+        if is_llm_rule(r):
+            assert llm_series(re.match(r"\s*([\w:]+)", r["seriesQuery"]).group(1)), r["seriesQuery"]
+
+
+def test_llm_panels_and_rules_return_data(tmp_path):
+    """A real `gpuopt serve` with a tiny language model under streaming load, scraped by a real
+    Prometheus: the server exports every LLM metric with the documented type, every panel of the
+    language-model row returns numbers, and the adapter's LLM rules answer for the pod."""
+    prom_bin = prometheus_or_skip()
+    from llm_server import MODEL, start_llm_server
+    server = start_llm_server(tmp_path / "repo")
+    prom = None
+    try:
+        _, _, body = http_get(f"http://127.0.0.1:{server.metrics_port}/metrics")
+        types = dict(l.split()[2:4] for l in body.splitlines() if l.startswith("# TYPE gpuopt:"))
+        for name, kind in LLM_METRICS.items():
+            assert types.get(name) == kind, f"{name}: exported as {types.get(name)}, want {kind}"
+        prom, base, data = start_prometheus(prom_bin, str(tmp_path), f"""  - job_name: serve
+    static_configs:
+      - targets: ['127.0.0.1:{server.metrics_port}']
+        labels: {{namespace: {NAMESPACE}, pod: {POD}}}
+""")
+        end = time.time() + 60
+        while time.time() < end and not prom_query(base, "gpuopt:num_requests_running"):
+            time.sleep(0.2)
+        import urllib.request
+        errors, generated = [], []
+
+        def client(i):
+            try:
+                for k in range(4):
+                    req = urllib.request.Request(
+                        f"http://{server.url}/v1/completions",
+                        data=json.dumps({"model": MODEL, "prompt": "the quick brown fox " * (1 + k), "max_tokens": 12,
+                                         "temperature": 0, "stream": True,
+                                         "stream_options": {"include_usage": True}}).encode(),
+                        headers={"Content-Type": "application/json"})
+                    with urllib.request.urlopen(req, timeout=60) as r:
+                        events = [l[6:] for l in r.read().decode().splitlines() if l.startswith("data: ")]
+                    assert events[-1] == "[DONE]"
+                    usage = [json.loads(e)["usage"] for e in events[:-1] if json.loads(e).get("usage")]
+                    generated.append(usage[-1]["completion_tokens"])
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+
+        ts = [threading.Thread(target=client, args=(i,)) for i in range(4)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        assert not errors, errors[:3]
+        time.sleep(3)
+        for p in llm_panels():
+            for t in p["targets"]:
+                q = t["expr"].replace("$llm_model", MODEL)
+                res = prom_query(base, q)
+                assert res, f"panel '{p['title']}': no data for {q}"
+                vals = [float(r["value"][1]) for r in res]
+                assert all(v == v and v >= 0 for v in vals), (p["title"], q, vals)
+        gen = prom_query(base, f'gpuopt:generation_tokens_total{{model_name="{MODEL}"}}')
+        assert float(gen[0]["value"][1]) == sum(generated) > 0, generated
+        for r in adapter_rules().values():
+            if is_llm_rule(r):
+                got = prom_query(base, expand(r))
+                assert [x["metric"]["pod"] for x in got] == [POD], r["seriesQuery"]
+                assert float(got[0]["value"][1]) >= 0
+    finally:
+        if prom:
+            stop_prometheus(prom, data)
+        server.stop()

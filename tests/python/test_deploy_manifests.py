@@ -199,11 +199,56 @@ def test_kserve_runtime_ports_and_probe():
     assert pm["spec"]["podMetricsEndpoints"][0]["portNumber"] == int(env["GPUOPT_METRICS_PORT"])
     assert pm["spec"]["selector"]["matchLabels"] == {"component": "predictor"}
     runtimes = [o for _, o in kserve_objects() if o["kind"].endswith("ServingRuntime")]
-    assert runtimes[0]["spec"] == runtimes[1]["spec"], "ServingRuntime and ClusterServingRuntime differ"
-    names = {o["metadata"]["name"] for o in runtimes}
+    plain = [o for o in runtimes if o["metadata"]["name"] == "gpuopt"]
+    assert len(plain) == 2 and plain[0]["spec"] == plain[1]["spec"], "ServingRuntime and ClusterServingRuntime differ"
+    by_name = {o["metadata"]["name"]: o for o in runtimes}
     for path, o in kserve_objects():
         if o["kind"] == "InferenceService":
-            assert o["spec"]["predictor"]["model"]["runtime"] in names, path
+            model = o["spec"]["predictor"]["model"]
+            assert model["runtime"] in by_name, path
+            # KServe picks the runtime only if it declares the InferenceService's model format.
+            formats = {f["name"] for f in by_name[model["runtime"]]["spec"]["supportedModelFormats"]}
+            assert model["modelFormat"]["name"] in formats, (path, model["modelFormat"], formats)
+
+
+def test_llm_runtime_and_its_autoscaler():
+    """The LLM runtime runs the same image and entrypoint as the ONNX one (same env, probes and
+    ports), and its HPA scales the predictor of the LLM InferenceService on the two LLM metrics
+    the Prometheus adapter serves."""
+    objs = kserve_objects()
+    rt = {o["metadata"]["name"]: o for _, o in objs if o["kind"] == "ServingRuntime"}
+    llm, plain = rt["gpuopt-llm"]["spec"], rt["gpuopt"]["spec"]
+    c, pc = llm["containers"][0], plain["containers"][0]
+    assert c["image"] == pc["image"] and env_of(c) == env_of(pc)
+    assert c["readinessProbe"] == pc["readinessProbe"]
+    assert c["startupProbe"]["httpGet"]["path"] == "/v2/health/live" and probe_port(c, "startupProbe") == 8080
+    assert {f["name"] for f in llm["supportedModelFormats"]} == {"huggingface"}
+    isvc = next(o for _, o in objs if o["kind"] == "InferenceService" and o["spec"]["predictor"]["model"]["runtime"] == "gpuopt-llm")
+    assert isvc["metadata"]["annotations"]["serving.kserve.io/autoscalerClass"] == "external"
+    hpa = next(o for _, o in objs if o["kind"] == "HorizontalPodAutoscaler"
+               and o["spec"]["scaleTargetRef"]["name"] == isvc["metadata"]["name"] + "-predictor")
+    assert hpa["metadata"]["namespace"] == isvc["metadata"]["namespace"]
+    metrics = {m["pods"]["metric"]["name"]: m["pods"]["target"] for m in hpa["spec"]["metrics"]}
+    assert set(metrics) == {"gpuopt_num_requests_waiting", "gpuopt_kv_cache_usage_perc"}
+    # The KV usage is a fraction: a target at or over 1 would never scale.
+    kv = metrics["gpuopt_kv_cache_usage_perc"]["averageValue"]
+    assert 0 < (int(kv[:-1]) / 1000 if kv.endswith("m") else float(kv)) < 1, kv
+
+
+def test_every_hpa_metric_has_an_adapter_rule():
+    values = load_yaml_docs(os.path.join(KUBE, "prometheus-adapter", "values.yaml"))[0]
+    served = {r["name"]["as"] for r in values["rules"]["custom"]}
+    hpas = [o for _, o in kserve_objects() if o["kind"] == "HorizontalPodAutoscaler"]
+    hpas += [o for o in render("gpu") if o["kind"] == "HorizontalPodAutoscaler"]
+    assert len(hpas) >= 3
+    for h in hpas:
+        for m in h["spec"]["metrics"]:
+            if m["type"] == "Pods":
+                name = m["pods"]["metric"]["name"]
+                assert name in served, f"HPA {h['metadata']['name']} scales on {name}, which no adapter rule serves"
+    for r in values["rules"]["custom"]:
+        series = re.match(r"\s*([A-Za-z_:][A-Za-z0-9_:]*)", r["seriesQuery"]).group(1)
+        assert re.fullmatch(r["name"]["matches"].strip("^$"), series), r["name"]
 
 
 def test_manifest_env_is_read_by_the_entrypoint():

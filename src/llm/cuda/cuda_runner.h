@@ -55,6 +55,7 @@ class CudaRunner final : public ModelRunner {
                      const std::vector<const std::vector<int64_t>*>& outputs, const std::vector<int64_t>& steps,
                      std::vector<SampledToken>* out) override;
   int64_t decode_bytes(int batch, int64_t context) const override;
+  Status hidden_states(const StepBatch& batch, std::vector<float>* out) override;
 
   double upload_seconds() const { return weights_.upload_s; }
 

@@ -266,4 +266,28 @@ Status CudaRunner::step(const StepBatch& b, std::vector<float>* logits) {
   return Status::Ok();
 }
 
+Status CudaRunner::hidden_states(const StepBatch& b, std::vector<float>* out) {
+  GPUOPT_RETURN_IF_ERROR(launch(b));
+  // The step's final norm already wrote the sampled rows' hidden states (gnorm_, the LM head's
+  // input; decode buckets put the real rows first): copied down and widened to f32.
+  const size_t n = static_cast<size_t>(std::count_if(b.seqs.begin(), b.seqs.end(), [](const StepSeq& s) { return s.sample; }));
+  const size_t H = static_cast<size_t>(cfg_.hidden_size);
+  std::vector<unsigned char> raw(n * H * esz_);
+  if (!raw.empty()) {
+    GPUOPT_CUDA_RETURN(cudaMemcpyAsync(raw.data(), gnorm_.get(), raw.size(), cudaMemcpyDeviceToHost, stream_));
+  }
+  GPUOPT_CUDA_RETURN(cudaStreamSynchronize(stream_));
+  out->resize(n * H);
+  for (size_t i = 0; i < n * H; ++i) {
+    if (dt_ == DType::F32) {
+      std::memcpy(&(*out)[i], raw.data() + 4 * i, 4);
+    } else {
+      uint16_t v;
+      std::memcpy(&v, raw.data() + 2 * i, 2);
+      (*out)[i] = dt_ == DType::F16 ? Half::to_float(v) : BFloat16::to_float(v);
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace gpuopt::llm::cuda
