@@ -10,6 +10,7 @@
 #include <random>
 
 #include "llm/kv_cache.h"
+#include "llm/text_stream.h"
 
 namespace gpuopt::llm {
 namespace {
@@ -26,13 +27,6 @@ double percentile(std::vector<double> v, double p) {  // nearest rank
   return v[std::min(i, v.size() - 1)];
 }
 
-// Tokens a sequence can produce: max_new_tokens, but the last token fed back must still have a
-// position inside the context (the final one is sampled, never fed).
-int64_t max_new_for(const LlmConfig& c, const GenerateRequest& r) {
-  return std::max<int64_t>(
-      0, std::min<int64_t>(r.params.max_new_tokens, c.max_position - static_cast<int64_t>(r.prompt.size()) + 1));
-}
-
 struct SeqState {
   const GenerateRequest* req = nullptr;
   uint64_t seed = 0;
@@ -40,9 +34,7 @@ struct SeqState {
   int64_t cached = 0;  // tokens whose K/V are in the cache
   std::vector<int32_t> table;
   bool finished = false;
-  std::unique_ptr<IncrementalDecoder> decoder;
-  size_t emitted = 0;   // bytes of result.text already streamed
-  size_t holdback = 0;  // bytes kept back while they may begin a stop string
+  std::unique_ptr<TextStream> text;
   Clock::time_point last;
 };
 
@@ -52,7 +44,8 @@ int64_t blocks_needed(const LlmConfig& cfg, const std::vector<GenerateRequest>& 
   int64_t n = 0;
   for (const GenerateRequest& r : requests) {
     // K/V is written for the prompt and every generated token but the last.
-    const int64_t cached = static_cast<int64_t>(r.prompt.size()) + std::max<int64_t>(0, max_new_for(cfg, r) - 1);
+    const int64_t prompt = static_cast<int64_t>(r.prompt.size());
+    const int64_t cached = prompt + std::max<int64_t>(0, max_new_for(cfg, prompt, r.params) - 1);
     n += (cached + block_size - 1) / block_size;
   }
   return n;
@@ -63,19 +56,8 @@ Result<GenerateResult> generate(ModelRunner& runner, const std::vector<GenerateR
   const LlmConfig& c = runner.config();
   const int bs = runner.block_size();
   for (size_t i = 0; i < requests.size(); ++i) {
-    const GenerateRequest& r = requests[i];
     const std::string who = requests.size() > 1 ? fmt::format("prompt {}", i) : std::string("the prompt");
-    if (r.prompt.empty()) return Status::InvalidArgument("{} is empty: give at least one token", who);
-    if (static_cast<int64_t>(r.prompt.size()) > c.max_position)
-      return Status::InvalidArgument(
-          "{} has {} tokens, longer than the model's context of {} (max_position_embeddings)", who, r.prompt.size(),
-          c.max_position);
-    for (int64_t t : r.prompt)
-      if (t < 0 || t >= c.vocab_size)
-        return Status::InvalidArgument("{}: token id {} is not in the vocabulary (0..{})", who, t, c.vocab_size - 1);
-    if (!r.params.stop.empty() && !opts.tokenizer)
-      return Status::InvalidArgument("stop strings need the model's tokenizer.json");
-    if (r.params.max_new_tokens < 1) return Status::InvalidArgument("max_new_tokens must be >= 1");
+    GPUOPT_RETURN_IF_ERROR(check_request(c, requests[i].prompt, requests[i].params, opts.tokenizer, who));
   }
   const int64_t need = blocks_needed(c, requests, bs);
   if (need > runner.num_kv_blocks())
@@ -94,9 +76,8 @@ Result<GenerateResult> generate(ModelRunner& runner, const std::vector<GenerateR
     SeqState& s = st[i];
     s.req = &requests[i];
     s.seed = requests[i].params.seed ? *requests[i].params.seed + i : (static_cast<uint64_t>(rd()) << 32) | rd();
-    s.max_new = max_new_for(c, requests[i]);
-    if (opts.tokenizer) s.decoder = std::make_unique<IncrementalDecoder>(*opts.tokenizer);
-    for (const std::string& stop : requests[i].params.stop) s.holdback = std::max(s.holdback, stop.size() - 1);
+    s.max_new = max_new_for(c, static_cast<int64_t>(requests[i].prompt.size()), requests[i].params);
+    s.text = std::make_unique<TextStream>(c, requests[i].params, opts.tokenizer, true, s.max_new);
     res.prompt_tokens += static_cast<int64_t>(requests[i].prompt.size());
   }
 
@@ -188,7 +169,6 @@ Result<GenerateResult> generate(ModelRunner& runner, const std::vector<GenerateR
       const size_t i = sampling[k];
       SeqState& s = st[i];
       SequenceResult& r = res.seqs[i];
-      const SamplingParams& p = s.req->params;
       const int64_t tok = toks[k].token;
       r.tokens.push_back(tok);
       r.sampled.push_back(toks[k]);
@@ -202,37 +182,13 @@ Result<GenerateResult> generate(ModelRunner& runner, const std::vector<GenerateR
       }
       s.last = t1;
       if (opts.on_token) opts.on_token(i, toks[k]);
-      const bool eos =
-          !p.ignore_eos && std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), tok) != c.eos_token_ids.end();
-      const bool stop_id = std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), tok) != p.stop_token_ids.end();
-      if (eos || stop_id) {
-        s.finished = true;
-        r.finish_reason = "stop";
-      } else if (static_cast<int64_t>(r.tokens.size()) >= s.max_new) {
-        s.finished = true;
-        r.finish_reason = "length";
+      std::string ready;
+      s.finished = s.text->push(tok, &ready);
+      if (s.finished) {
+        r.finish_reason = s.text->finish_reason();
+        if (opts.tokenizer) r.text = s.text->text();
       }
-      if (s.decoder) {
-        const size_t before = r.text.size();
-        if (!eos && !stop_id) r.text += s.decoder->push(tok);
-        if (s.finished) r.text += s.decoder->flush();
-        // A stop string ends the text where it begins (searched only where new text could
-        // complete one).
-        const size_t from = before >= s.holdback ? before - s.holdback : 0;
-        size_t cut = std::string::npos;
-        for (const std::string& stop : p.stop)
-          if (!stop.empty()) cut = std::min(cut, r.text.find(stop, from));
-        if (cut != std::string::npos) {
-          r.text.resize(cut);
-          s.finished = true;
-          r.finish_reason = "stop";
-        }
-        const size_t ready = s.finished ? r.text.size() : (r.text.size() > s.holdback ? r.text.size() - s.holdback : 0);
-        if (ready > s.emitted) {
-          if (opts.on_text) opts.on_text(i, r.text.substr(s.emitted, ready - s.emitted));
-          s.emitted = ready;
-        }
-      }
+      if (!ready.empty() && opts.on_text) opts.on_text(i, ready);
       if (s.finished) alloc.release(s.table);
     }
   }

@@ -1,0 +1,110 @@
+// The serving engine under KV pressure and with shared prompts: a cache too small for everyone
+// forces preemptions, yet every request's tokens equal what generate() gives it alone; repeated
+// prompts are served from the prefix cache (hits counted) with the same tokens.
+#include "llm/engine_test_util.h"
+
+namespace gpuopt::llm {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::alone;
+using testing::Collector;
+using testing::make_prompt;
+using testing::TinyModel;
+
+SamplingParams long_greedy(int64_t max_new) {
+  SamplingParams p;
+  p.temperature = 0;
+  p.max_new_tokens = max_new;
+  p.ignore_eos = true;  // every request runs its full length: the pressure is predictable
+  return p;
+}
+
+EngineRequest request(std::vector<int64_t> prompt, SamplingParams p) {
+  EngineRequest r;
+  r.prompt = std::move(prompt);
+  r.params = std::move(p);
+  return r;
+}
+
+TEST(EnginePressure, ATinyKvCacheForcesPreemptionAndEveryRequestStillMatches) {
+  TinyModel m;
+  for (bool prefix : {false, true}) {
+    EngineOptions eo;
+    eo.enable_prefix_caching = prefix;
+    eo.max_num_batched_tokens = 32;
+    // 16 blocks of 4 tokens; each request needs up to 7-16 + 19 tokens (7-9 blocks) alone.
+    auto engine = LlmEngine::start(m.runner(16), nullptr, eo);
+    ASSERT_TRUE(engine.ok());
+    Collector col;
+    std::vector<std::pair<uint64_t, std::vector<int64_t>>> sent;
+    for (int i = 0; i < 10; ++i) {
+      auto p = make_prompt(7 + i, 20 + i);
+      auto sp = long_greedy(20);
+      if (i % 3 == 0) {  // some sampled, seeded: the draws continue at the same step after recompute
+        sp.temperature = 1.2;
+        sp.seed = 100 + static_cast<uint64_t>(i);
+      }
+      auto id = (*engine)->submit(request(p, sp), col.callback());
+      ASSERT_TRUE(id.ok()) << id.status().to_string();
+      sent.push_back({*id, p});
+    }
+    ASSERT_TRUE(col.wait(10));
+    (*engine)->stop(1s);
+    for (size_t i = 0; i < sent.size(); ++i) {
+      auto sp = long_greedy(20);
+      if (i % 3 == 0) {
+        sp.temperature = 1.2;
+        sp.seed = 100 + static_cast<uint64_t>(i);
+      }
+      const auto got = col.get(sent[i].first);
+      EXPECT_EQ(got.tokens, alone(m, sent[i].second, sp).tokens) << "request " << i << " prefix " << prefix;
+      EXPECT_EQ(got.reason, "length");
+      EXPECT_EQ(got.finals, 1);
+    }
+    const EngineStats s = (*engine)->stats();
+    EXPECT_GT(s.num_preemptions_total, 0) << "prefix " << prefix;
+    EXPECT_EQ(s.kv_cache_usage, 0.0);
+    EXPECT_EQ(s.requests_finished_total, 10);
+  }
+}
+
+TEST(EnginePressure, RepeatedPromptsHitThePrefixCache) {
+  TinyModel m;
+  auto engine = LlmEngine::start(m.runner(128), nullptr, {});
+  ASSERT_TRUE(engine.ok());
+  Collector col;
+  // A shared 21-token "system prompt" and different questions after it.
+  const auto system = make_prompt(21, 40);
+  auto with = [&](std::vector<int64_t> q) {
+    auto p = system;
+    p.insert(p.end(), q.begin(), q.end());
+    return p;
+  };
+  SamplingParams sp;
+  sp.temperature = 0;
+  sp.max_new_tokens = 8;
+  const std::vector<std::vector<int64_t>> prompts = {with({1, 2, 3}), with({1, 2, 3}), with({9, 8}), system};
+  int done = 0;
+  std::vector<uint64_t> ids;
+  for (const auto& p : prompts) {  // one after another: each finds what the earlier ones left
+    auto id = (*engine)->submit(request(p, sp), col.callback());
+    ASSERT_TRUE(id.ok());
+    ids.push_back(*id);
+    ASSERT_TRUE(col.wait(++done));
+  }
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(col.get(ids[i]).tokens, alone(m, prompts[i], sp).tokens) << i;
+  EXPECT_EQ(col.get(ids[0]).cached_prompt_tokens, 0);
+  // 24 tokens: 5 full blocks of 4 could be shared, but the last token is always computed.
+  EXPECT_EQ(col.get(ids[1]).cached_prompt_tokens, 20);
+  EXPECT_EQ(col.get(ids[2]).cached_prompt_tokens, 20);  // the system prompt's 5 full blocks
+  EXPECT_EQ(col.get(ids[3]).cached_prompt_tokens, 20);  // 21 tokens: its 5 full blocks
+  (*engine)->stop(1s);
+  const EngineStats s = (*engine)->stats();
+  EXPECT_EQ(s.prefix_cache_queries, 24 + 24 + 23 + 21);
+  EXPECT_EQ(s.prefix_cache_hits, 60);
+  EXPECT_EQ(s.kv_cache_usage, 0.0);
+}
+
+}  // namespace
+}  // namespace gpuopt::llm
