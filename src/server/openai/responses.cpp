@@ -69,7 +69,10 @@ ojson logprobs_json(const ResponseMeta& m, const llm::Tokenizer& tok, const std:
     toks.push_back(s);
     lps.push_back(t.logprob);
     ojson top = ojson::object();
-    for (const auto& x : t.top) top[token_text(tok, x.token)] = x.logprob;
+    for (const auto& x : t.top) {  // keyed by text: ids that decode alike keep the best entry
+      std::string key = token_text(tok, x.token);
+      if (!top.contains(key)) top[key] = x.logprob;
+    }
     tops.push_back(top);
     offs.push_back(off);
     off += s.size();
