@@ -323,3 +323,35 @@ def test_a_thousand_concurrent_streams(srv):
     assert wait_for(lambda: metric(srv, "gpuopt:kv_cache_usage_perc") == 0.0)
     r = srv.client.completions.create(model="tiny", prompt="the", max_tokens=2, temperature=0)
     assert r.choices
+
+
+def test_a_full_queue_answers_429_at_once_and_the_rest_complete(tmp_path):
+    """A server of the language model alone (--llm-model), one sequence at a time, two waiting: a
+    burst gets 429s in OpenAI's body (RateLimitError in the client); every accepted request
+    completes in full."""
+    llm_folder(tmp_path / "m", ZEPHYR)
+    with H.Server(["--llm-model", f"small={tmp_path / 'm'}", "--llm-device", "cpu", "--max-num-seqs", "1",
+                   "--max-waiting", "2", "--num-kv-blocks", "64"], timeout=120) as s:
+        client = openai.OpenAI(base_url=f"http://{s.url}/v1", api_key="none", max_retries=0, timeout=120)
+        results = [None] * 64
+
+        def one(i):
+            try:
+                r = client.completions.create(model="small", prompt="the lazy fox", max_tokens=100, temperature=0,
+                                              extra_body={"ignore_eos": True})
+                results[i] = r.usage.completion_tokens
+            except openai.RateLimitError as e:
+                results[i] = e.status_code
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(len(results))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert all(r in (100, 429) for r in results), results
+        assert results.count(429) > 0 and results.count(100) >= 3, results
+        code, body = http(s.url, "POST", "/v1/completions", {"model": "small", "prompt": "x", "max_tokens": 2})
+        assert code == 200, body
+        assert [m.id for m in client.models.list().data] == ["small"]
+        code, _, out = s.stop()
+        assert code == 0, out
