@@ -146,3 +146,83 @@ TEST(OpenAiShapes, ErrorBody) {
 
 }  // namespace
 }  // namespace gpuopt::server::openai
+
+namespace gpuopt::server::openai {
+namespace {
+
+// A tokenizer whose every id decodes to "<id>" (the shapes need token text only).
+class IdTokenizer : public llm::Tokenizer {
+ public:
+  std::vector<int64_t> encode(std::string_view, bool) const override { return {}; }
+  std::string decode(const std::vector<int64_t>& ids, bool) const override {
+    std::string s;
+    for (int64_t i : ids) {
+      s.push_back('<');
+      s += std::to_string(i);
+      s.push_back('>');
+    }
+    return s;
+  }
+  int64_t vocab_size() const override { return 100; }
+  std::optional<int64_t> token_to_id(std::string_view) const override { return std::nullopt; }
+  std::optional<std::string> id_to_token(int64_t) const override { return std::nullopt; }
+  bool is_special(int64_t) const override { return false; }
+};
+
+TEST(OpenAiShapes, CompletionAndChatBodies) {
+  IdTokenizer tok;
+  ResponseMeta m{.id = "cmpl-1", .created = 7, .model = "tiny", .endpoint = Endpoint::kCompletions, .logprobs = true};
+  Choice c;
+  c.index = 0;
+  c.text = "<3><4>";
+  c.finish_reason = "length";
+  c.tokens = {{.token = 3, .logprob = -0.5f, .top = {{3, -0.5f}, {9, -1.5f}}}, {.token = 4, .logprob = -0.25f, .top = {}}};
+  Usage u{.prompt_tokens = 5, .completion_tokens = 2, .cached_tokens = 0};
+  json j = json::parse(completion_json(m, tok, {c}, u));
+  EXPECT_EQ(j["object"], "text_completion");
+  EXPECT_EQ(j["created"], 7);
+  EXPECT_EQ(j["choices"][0]["text"], "<3><4>");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(j["choices"][0]["logprobs"]["tokens"], json({"<3>", "<4>"}));
+  EXPECT_EQ(j["choices"][0]["logprobs"]["text_offset"], json({0, 3}));
+  EXPECT_EQ(j["choices"][0]["logprobs"]["top_logprobs"][0]["<9>"], -1.5);
+  EXPECT_EQ(j["usage"], json({{"prompt_tokens", 5}, {"completion_tokens", 2}, {"total_tokens", 7}}));
+  m.endpoint = Endpoint::kChat;
+  m.id = "chatcmpl-1";
+  json k = json::parse(completion_json(m, tok, {c}, u));
+  EXPECT_EQ(k["object"], "chat.completion");
+  EXPECT_EQ(k["choices"][0]["message"], json({{"role", "assistant"}, {"content", "<3><4>"}}));
+  EXPECT_EQ(k["choices"][0]["logprobs"]["content"][0]["token"], "<3>");
+  EXPECT_EQ(k["choices"][0]["logprobs"]["content"][0]["bytes"], json({60, 51, 62}));
+  EXPECT_EQ(k["choices"][0]["logprobs"]["content"][0]["top_logprobs"][1]["token"], "<9>");
+}
+
+TEST(OpenAiShapes, StreamChunks) {
+  IdTokenizer tok;
+  ResponseMeta m{.id = "chatcmpl-2", .created = 1, .model = "tiny", .endpoint = Endpoint::kChat, .logprobs = false};
+  auto parse_event = [](const std::string& e) {
+    EXPECT_EQ(e.rfind("data: ", 0), 0u);
+    EXPECT_TRUE(e.size() > 8 && e[e.size() - 1] == '\n' && e[e.size() - 2] == '\n');
+    return json::parse(e.begin() + 6, e.end());
+  };
+  json first = parse_event(chunk_event(m, tok, 0, "", {}, 0, "", true, true));
+  EXPECT_EQ(first["object"], "chat.completion.chunk");
+  EXPECT_EQ(first["choices"][0]["delta"], json({{"role", "assistant"}, {"content", ""}}));
+  EXPECT_TRUE(first["choices"][0]["finish_reason"].is_null());
+  EXPECT_TRUE(first.contains("usage") && first["usage"].is_null());
+  json last = parse_event(chunk_event(m, tok, 1, "", {}, 0, "stop", false, false));
+  EXPECT_EQ(last["choices"][0]["delta"], json::object());
+  EXPECT_EQ(last["choices"][0]["index"], 1);
+  EXPECT_EQ(last["choices"][0]["finish_reason"], "stop");
+  EXPECT_FALSE(last.contains("usage"));
+  json usage = parse_event(usage_event(m, Usage{.prompt_tokens = 2, .completion_tokens = 3, .cached_tokens = 1}));
+  EXPECT_EQ(usage["choices"], json::array());
+  EXPECT_EQ(usage["usage"]["total_tokens"], 5);
+  EXPECT_EQ(usage["usage"]["prompt_tokens_details"]["cached_tokens"], 1);
+  EXPECT_EQ(std::string(kDoneEvent), "data: [DONE]\n\n");
+  json g = parse_event(generate_event("tiny", "hi", "length"));
+  EXPECT_EQ(g, json({{"model_name", "tiny"}, {"model_version", "1"}, {"text_output", "hi"}, {"finish_reason", "length"}}));
+}
+
+}  // namespace
+}  // namespace gpuopt::server::openai
