@@ -233,6 +233,14 @@ def test_metrics_move(srv):
                  "gpuopt:e2e_request_latency_seconds_sum", "gpuopt:request_queue_time_seconds_count"):
         assert f'{name}{{model_name="tiny"' in text, name
     assert metric(srv, "gpuopt:e2e_request_latency_seconds_count") > 0
+    # A repeated prompt of more than two 16-token blocks: its full blocks come from the prefix cache.
+    long_prompt = "the quick brown fox jumps over the lazy dog, a stitch in time saves nine " * 3
+    assert len(srv.hf.encode(long_prompt).ids) > 33
+    first = srv.client.completions.create(model="tiny", prompt=long_prompt, max_tokens=3, temperature=0)
+    hits = metric(srv, "gpuopt:prefix_cache_hits_total")
+    again = srv.client.completions.create(model="tiny", prompt=long_prompt, max_tokens=3, temperature=0)
+    assert metric(srv, "gpuopt:prefix_cache_hits_total") >= hits + 16
+    assert again.choices[0].text == first.choices[0].text
 
 
 # ---- hostile clients ----------------------------------------------------------------------------
