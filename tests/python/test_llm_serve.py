@@ -363,3 +363,38 @@ def test_a_full_queue_answers_429_at_once_and_the_rest_complete(tmp_path):
         assert [m.id for m in client.models.list().data] == ["small"]
         code, _, out = s.stop()
         assert code == 0, out
+
+
+def test_a_reader_that_stops_reading_is_cut_off_and_its_blocks_freed(srv):
+    """128 choices with top-5 logprobs produce megabytes of events; a client that sends the request
+    and never reads fills the socket and then the stream's 1 MiB buffer: the server cancels the
+    request (KV usage back to 0) while the connection is still open, and serves others meanwhile."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.connect(("127.0.0.1", srv.http_port))
+    data = json.dumps({"model": "tiny", "prompt": "the quick brown fox", "max_tokens": 140, "n": 128, "logprobs": 5,
+                       "temperature": 1.0, "seed": 3, "stream": True, "ignore_eos": True}).encode()
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: " + str(len(data)).encode() + b"\r\n\r\n" + data)
+    try:
+        assert wait_for(lambda: metric(srv, "gpuopt:num_requests_running") > 0, 20)
+        r = srv.client.completions.create(model="tiny", prompt="the", max_tokens=2, temperature=0)
+        assert r.choices
+        assert wait_for(lambda: metric(srv, "gpuopt:kv_cache_usage_perc") == 0.0
+                        and metric(srv, "gpuopt:num_requests_running") == 0
+                        and metric(srv, "gpuopt:num_requests_waiting") == 0, 60), metrics(srv)
+        # Cut off before the end: what was sent does not hold the last event.
+        s.setblocking(False)
+        got = b""
+        try:
+            while True:
+                chunk = s.recv(1 << 20)
+                if not chunk:
+                    break
+                got += chunk
+        except BlockingIOError:
+            pass
+        assert b"data: [DONE]" not in got
+        assert any("the client reads too slowly" in line for line in srv.log), "".join(srv.log[-20:])
+    finally:
+        s.close()

@@ -51,7 +51,7 @@ struct Job : std::enable_shared_from_this<Job> {
   void write(std::string event) {
     if (stream->write(std::move(event)) == net::ResponseStream::Write::kFull) {
       // A reader slower than the generation: its buffer is full. The request ends here.
-      GPUOPT_LOG(info, "openai: {}: client reads too slowly for the stream buffer; request cancelled", meta.id);
+      GPUOPT_LOG(warn, "openai: {}: the client reads too slowly for the stream buffer; request cancelled", meta.id);
       stream->finish();
       overflow = true;
     }
