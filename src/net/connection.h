@@ -61,6 +61,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void post_response(HttpResponse r) {
     if (server_->joined.load()) {  // threads are gone; nobody would run the write
       if (r.on_written) r.on_written(0);
+      if (r.stream) r.stream->client_gone();
       return;
     }
     asio::post(stream_.get_executor(),
@@ -233,6 +234,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void write_response(HttpResponse r, bool error_close) {
     if (state_ == State::kClosed || state_ == State::kWriting) {
       if (r.on_written) r.on_written(0);
+      if (r.stream) r.stream->client_gone();  // the client left before the answer: stop producing
       return;
     }
     if (r.stream) return write_stream_head(std::move(r));
