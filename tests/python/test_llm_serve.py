@@ -398,3 +398,23 @@ def test_a_reader_that_stops_reading_is_cut_off_and_its_blocks_freed(srv):
         assert any("the client reads too slowly" in line for line in srv.log), "".join(srv.log[-20:])
     finally:
         s.close()
+
+
+def test_concurrent_greedy_requests_give_what_each_gives_alone(srv):
+    """32 requests at once are batched by the engine; each answer equals numpy's greedy tokens."""
+    words = ["the", "quick", "brown", "fox", "lazy", "dog", "stitch", "time"]
+    prompts = [" ".join(words[(i + k) % 8] for k in range(1 + i % 5)) for i in range(32)]
+    results = [None] * 32
+
+    def one(i):
+        results[i] = srv.client.completions.create(model="tiny", prompt=prompts[i], max_tokens=6, temperature=0,
+                                                   extra_body={"ignore_eos": True}).choices[0].text
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(32)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    for i, p in enumerate(prompts):
+        want, _ = greedy(srv.cfg, srv.W, srv.hf.encode(p).ids, 6)
+        assert results[i] == srv.hf.decode(want, skip_special_tokens=True), (i, p)
