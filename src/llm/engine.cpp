@@ -60,8 +60,15 @@ class Engine final : public LlmEngine {
     cv_.notify_one();
   }
   EngineStats stats() const override {
+    int64_t incoming = 0;  // handed over but not yet taken in by the engine thread: waiting too
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      incoming = static_cast<int64_t>(incoming_.size());
+    }
     std::lock_guard<std::mutex> lk(stats_mu_);
-    return stats_;
+    EngineStats s = stats_;
+    s.num_waiting += incoming;
+    return s;
   }
   const LlmConfig& config() const override { return runner_->config(); }
   const Tokenizer* tokenizer() const override { return tok_.get(); }
@@ -97,7 +104,7 @@ class Engine final : public LlmEngine {
   Scheduler sched_;                                              // engine thread
   std::unordered_map<uint64_t, std::unique_ptr<Request>> live_;  // engine thread
 
-  std::mutex mu_;  // guards the hand-over below
+  mutable std::mutex mu_;  // guards the hand-over below
   std::condition_variable cv_;
   std::deque<std::unique_ptr<Request>> incoming_;
   std::vector<uint64_t> cancels_;
@@ -190,14 +197,9 @@ void Engine::close(Request& r, EngineOutput& out) {
 }
 
 void Engine::publish_gauges() {
-  int64_t incoming = 0;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    incoming = static_cast<int64_t>(incoming_.size());
-  }
   std::lock_guard<std::mutex> lk(stats_mu_);
   stats_.num_running = sched_.num_running();
-  stats_.num_waiting = sched_.num_waiting() + incoming;
+  stats_.num_waiting = sched_.num_waiting();
   stats_.num_preemptions_total = sched_.num_preemptions();
   stats_.kv_cache_usage = sched_.kv_usage();
   stats_.prefix_cache_queries = sched_.cache().queries();
@@ -254,6 +256,7 @@ void Engine::loop() {
       cv_.wait_for(lk, std::chrono::milliseconds(1));
       continue;
     }
+    publish_gauges();  // the step's admissions and preemptions show while it runs
     run_step(step);
   }
 }

@@ -121,7 +121,7 @@ std::vector<int32_t> PrefixCache::match_fn(int64_t num_tokens, TokenAt token, st
 template <class TokenAt>
 void PrefixCache::insert_fn(std::vector<uint64_t>& hashes, const std::vector<int32_t>& table, int64_t num_full,
                             TokenAt token) {
-  if (!enabled_) return;
+  if (!enabled_ || static_cast<int64_t>(hashes.size()) >= num_full) return;  // the common decode step
   std::vector<int64_t> toks(static_cast<size_t>(block_size_));
   for (int64_t b = static_cast<int64_t>(hashes.size()); b < num_full && b < static_cast<int64_t>(table.size()); ++b) {
     for (int i = 0; i < block_size_; ++i) toks[static_cast<size_t>(i)] = token(b * block_size_ + i);

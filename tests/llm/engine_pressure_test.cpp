@@ -1,6 +1,9 @@
 // The serving engine under KV pressure and with shared prompts: a cache too small for everyone
 // forces preemptions, yet every request's tokens equal what generate() gives it alone; repeated
 // prompts are served from the prefix cache (hits counted) with the same tokens.
+#include <random>
+#include <thread>
+
 #include "llm/engine_test_util.h"
 
 namespace gpuopt::llm {
@@ -104,6 +107,60 @@ TEST(EnginePressure, RepeatedPromptsHitThePrefixCache) {
   EXPECT_EQ(s.prefix_cache_queries, 24 + 24 + 23 + 21);
   EXPECT_EQ(s.prefix_cache_hits, 60);
   EXPECT_EQ(s.kv_cache_usage, 0.0);
+}
+
+// Cancels from another thread and timeouts land at random points of prefill, decode, preemption
+// and the queue: every request still ends exactly once, a completed one with its tokens alone, an
+// ended one with a prefix of them, and every block comes back.
+TEST(EnginePressure, RandomCancelsAndTimeoutsUnderPreemptionLeaveNothingBehind) {
+  TinyModel m;
+  EngineOptions eo;
+  eo.max_num_batched_tokens = 16;
+  auto engine = LlmEngine::start(m.runner(20), nullptr, eo);
+  ASSERT_TRUE(engine.ok());
+  Collector col;
+  std::mt19937 rng(2024);
+  struct Sent {
+    uint64_t id;
+    std::vector<int64_t> prompt;
+    SamplingParams params;
+  };
+  std::vector<Sent> sent;
+  for (int i = 0; i < 40; ++i) {
+    Sent q{0, make_prompt(4 + static_cast<int>(rng() % 30), 60 + i), long_greedy(4 + rng() % 30)};
+    EngineRequest r = request(q.prompt, q.params);
+    if (rng() % 5 == 0) r.timeout = std::chrono::milliseconds(1 + rng() % 20);
+    auto id = (*engine)->submit(std::move(r), col.callback());
+    ASSERT_TRUE(id.ok()) << id.status().to_string();
+    q.id = *id;
+    sent.push_back(q);
+    if (rng() % 4 == 0) (*engine)->cancel(sent[rng() % sent.size()].id);
+    if (rng() % 3 == 0) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 2000));
+  }
+  ASSERT_TRUE(col.wait(40));
+  (*engine)->stop(1s);
+  int completed = 0, ended = 0;
+  for (const Sent& q : sent) {
+    const auto got = col.get(q.id);
+    EXPECT_EQ(got.finals, 1);
+    const auto want = alone(m, q.prompt, q.params).tokens;
+    if (got.reason == "length") {
+      ++completed;
+      EXPECT_EQ(got.tokens, want);
+    } else {
+      ++ended;
+      EXPECT_TRUE(got.reason == "abort" || got.reason == "timeout") << got.reason;
+      ASSERT_LE(got.tokens.size(), want.size());
+      EXPECT_EQ(got.tokens,
+                std::vector<int64_t>(want.begin(), want.begin() + static_cast<std::ptrdiff_t>(got.tokens.size())));
+    }
+  }
+  EXPECT_GT(completed, 0);
+  EXPECT_GT(ended, 0);
+  const EngineStats s = (*engine)->stats();
+  EXPECT_EQ(s.kv_cache_usage, 0.0);
+  EXPECT_EQ(s.num_running + s.num_waiting, 0);
+  EXPECT_EQ(s.requests_finished_total, 40);
 }
 
 }  // namespace

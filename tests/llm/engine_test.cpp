@@ -227,6 +227,10 @@ TEST(Engine, FullQueueTimeoutFailingStepAndStop) {
   auto d = e->submit(request(make_prompt(4, 8), greedy(6)), col.callback());
   ASSERT_FALSE(d.ok());
   EXPECT_EQ(d.status().code(), StatusCode::kUnavailable);
+  const EngineStats mid = e->stats();  // while a's step runs: a running, b and c waiting
+  EXPECT_EQ(mid.num_running, 1);
+  EXPECT_EQ(mid.num_waiting, 2);
+  EXPECT_GT(mid.kv_cache_usage, 0.0);
   std::this_thread::sleep_for(60ms);
   g->open();
   ASSERT_TRUE(col.wait(3));
@@ -249,7 +253,9 @@ TEST(Engine, FullQueueTimeoutFailingStepAndStop) {
 
   // stop(): what still runs after the drain is aborted; new work is refused.
   g->close();
-  auto s = e->submit(request(make_prompt(7, 10), greedy(50)), col.callback());
+  SamplingParams long_run = greedy(50);
+  long_run.ignore_eos = true;
+  auto s = e->submit(request(make_prompt(7, 10), long_run), col.callback());
   ASSERT_TRUE(s.ok());
   std::thread opener([g] {
     std::this_thread::sleep_for(30ms);
@@ -261,6 +267,15 @@ TEST(Engine, FullQueueTimeoutFailingStepAndStop) {
   EXPECT_EQ(col.get(*s).reason, "abort");
   EXPECT_EQ(e->submit(request({1}, greedy(1)), col.callback()).status().code(), StatusCode::kUnavailable);
   EXPECT_EQ(e->stats().kv_cache_usage, 0.0);
+}
+
+TEST(EngineStats, HistogramBucketsCountValuesUpToTheirBound) {
+  Histogram h;
+  h.bounds = {0.1, 1.0};
+  for (double v : {0.05, 0.1, 0.5, 1.0, 2.0, 7.0}) h.observe(v);
+  EXPECT_EQ(h.counts, (std::vector<uint64_t>{2, 2, 2}));  // Prometheus' "le": a bound is inside
+  EXPECT_EQ(h.count, 6u);
+  EXPECT_DOUBLE_EQ(h.sum, 10.65);
 }
 
 TEST(Engine, BadRequestsAreRefusedWithOneLine) {
