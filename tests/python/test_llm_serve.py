@@ -306,6 +306,12 @@ def test_disconnects_and_slow_readers_free_their_kv_blocks(srv):
 
 
 def test_a_thousand_concurrent_streams(srv):
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 1200:  # this process holds the 1000 client sockets
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
+    if resource.getrlimit(resource.RLIMIT_NOFILE)[0] < 1200:
+        pytest.skip("needs 1200 file descriptors (ulimit -n)")
     async def one(i):
         reader, writer = await asyncio.open_connection("127.0.0.1", srv.http_port)
         data = json.dumps({"model": "tiny", "prompt": f"the fox {i % 7}", "max_tokens": 3, "temperature": 0,
