@@ -106,6 +106,10 @@ INSTANTIATE_TEST_SUITE_P(
         "{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }}",
         // Repetition by a huge count.
         "{{ 'abc' * 1000000000000 }}",
+        // A count whose product with the length wraps around 2^64.
+        "{{ 'abcdefghijklmnop' * 1152921504606846976 }}",
+        // A range whose width overflows int64.
+        "{{ range(-9223372036854775807, 9223372036854775807) | length }}",
         // A list of 10^12 numbers.
         "{{ range(1000000000000) | length }}",
         // Unbounded recursion.

@@ -509,7 +509,12 @@ public:
   }
   Value operator*(const Value& rhs) const {
       if (is_string() && rhs.is_number_integer()) {
-        if (rhs.get<int64_t>() > 0) check_render_size(to_str().size() * static_cast<size_t>(rhs.get<int64_t>()));
+        if (rhs.get<int64_t>() > 0) {  // count > limit / length, without the product's overflow
+            auto* l = render_limits();
+            size_t len = std::max<size_t>(to_str().size(), 1);
+            if (l && l->max_output && static_cast<uint64_t>(rhs.get<int64_t>()) > l->max_output / len)
+                check_render_size(l->max_output + 1);
+        }
         std::ostringstream out;
         for (int64_t i = 0, n = rhs.get<int64_t>(); i < n; ++i) {
           out << to_str();
@@ -3092,7 +3097,10 @@ inline std::shared_ptr<Context> Context::builtins() {
     int64_t start = param_set[0] ? startEndStep[0] : 0;
     int64_t end = startEndStep[1];
     int64_t step = param_set[2] ? startEndStep[2] : 1;
-    if (step != 0 && (end - start) / step > 0) check_render_size(static_cast<size_t>((end - start) / step));
+    if (step != 0) {  // the element count, in 128-bit arithmetic (the difference may overflow int64)
+        __int128 n = (static_cast<__int128>(end) - start) / step;
+        if (n > 0) check_render_size(n > static_cast<__int128>(SIZE_MAX / 2) ? SIZE_MAX / 2 : static_cast<size_t>(n));
+    }
 
     auto res = Value::array();
     if (step > 0) {
