@@ -239,6 +239,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     if (r.stream) return write_stream_head(std::move(r));
     state_ = State::kWriting;
+    gone_ = nullptr;  // answered: a client leaving now is an ordinary close
     on_written_ = std::move(r.on_written);
     server_->requests++;
     if (server_->stopping.load()) keep_alive_ = false;
@@ -260,7 +261,20 @@ class Connection : public std::enable_shared_from_this<Connection> {
       if (ec) return self->close();
       if (error_close) return self->linger_close();
       if (!self->keep_alive_) return self->graceful_close();
+      // A disconnect watch (Responder::on_client_gone) still reads the socket: the next request's
+      // read starts once it has ended.
+      if (self->swatching_) return self->after_watch([self] { self->read_next(); });
       self->read_next();
+    });
+  }
+
+  // Responder::on_client_gone: while the request is handled, a read on the socket notices the
+  // client leaving (EOF or reset) and runs `f` once, then closes the connection.
+  void watch_client(std::function<void()> f) {
+    asio::post(stream_.get_executor(), [self = shared_from_this(), f = std::move(f)]() mutable {
+      if (self->state_ != State::kHandling || self->gone_) return;  // answered (or closed) already
+      self->gone_ = std::move(f);
+      if (!self->swatching_) self->watch_disconnect();
     });
   }
 
@@ -271,6 +285,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void pump_stream();
   void watch_disconnect();
   void end_stream();
+  void after_watch(std::function<void()> next);
 
   void graceful_close() {
     beast::error_code ec;
@@ -304,6 +319,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void close() {
     if (sbody_) std::exchange(sbody_, nullptr)->client_gone();  // streaming: the producer stops
+    gone_ = nullptr;
+    after_watch_ = nullptr;
     state_ = State::kClosed;
     parser_.reset();
     raw_ = {};
@@ -344,6 +361,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::optional<http::response_serializer<http::empty_body>> sser_;
   std::string schunk_;
   bool swriting_ = false, sdone_ = false, swatching_ = false;
+  std::function<void()> gone_;        // Responder::on_client_gone's callback while handling
+  std::function<void()> after_watch_; // what waits for the watch's read to end
 };
 
 }  // namespace gpuopt::net

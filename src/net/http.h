@@ -154,6 +154,10 @@ class Responder {
   // A Responder that hands the answer to `f` instead of a connection (tests, fuzz targets).
   static Responder callback(std::function<void(HttpResponse)> f);
   void operator()(HttpResponse response) const;
+  // Optional: `f` runs once, on the connection's thread, if the client disconnects before this
+  // request is answered (its work can be cancelled); the connection is then closed. Costs a read
+  // on the socket while the request is handled; requests that never call it do not pay it.
+  void on_client_gone(std::function<void()> f) const;
 
  private:
   std::shared_ptr<detail::ResponderState> state_;

@@ -37,6 +37,11 @@ void Responder::operator()(HttpResponse response) const {
   state_->conn->post_response(std::move(response));
 }
 
+void Responder::on_client_gone(std::function<void()> f) const {
+  if (!state_ || !state_->conn || state_->done.load()) return;
+  state_->conn->watch_client(std::move(f));
+}
+
 Responder Responder::callback(std::function<void(HttpResponse)> f) {
   auto state = std::make_shared<detail::ResponderState>();
   state->callback = std::move(f);

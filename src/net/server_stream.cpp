@@ -11,6 +11,7 @@ void Connection::write_stream_head(HttpResponse r) {
   if (r.on_written) r.on_written(steady_ns());  // a stream has no single "written" moment
   sbody_ = std::move(r.stream);
   sdone_ = false;
+  gone_ = nullptr;
   shead_.emplace(static_cast<http::status>(r.status), 11);
   shead_->set(http::field::server, server_->opts.server_name);
   shead_->set(http::field::content_type, r.content_type);
@@ -26,7 +27,7 @@ void Connection::write_stream_head(HttpResponse r) {
     auto notify = [weak] {
       if (auto c = weak.lock()) asio::post(c->stream_.get_executor(), [c] { c->pump_stream(); });
     };
-    self->watch_disconnect();
+    if (!self->swatching_) self->watch_disconnect();  // one may run since the request was handled
     self->sbody_->attach(notify);
   });
 }
@@ -38,14 +39,17 @@ void Connection::watch_disconnect() {
   stream_.socket().async_read_some(buffer_.prepare(4096), [self = shared_from_this()](beast::error_code ec, size_t n) {
     self->swatching_ = false;
     if (self->state_ == State::kClosed) return;
+    if (!ec) self->buffer_.commit(n);  // the next request's first bytes: kept for read_next
+    if (auto next = std::exchange(self->after_watch_, nullptr)) return next();  // the answer is out
     if (!ec) {
-      self->buffer_.commit(n);  // the next request's first bytes: kept for read_next
-      if (!self->sdone_) self->watch_disconnect();
-      else self->end_stream();
+      const bool active = self->state_ == State::kHandling || (self->sbody_ && !self->sdone_);
+      if (active) self->watch_disconnect();
       return;
     }
-    if (ec == asio::error::operation_aborted && self->sdone_) return self->end_stream();  // cancelled by end_stream
-    self->close();  // EOF or reset: the client went away
+    if (ec == asio::error::operation_aborted) return;
+    // EOF or reset: the client went away.
+    if (auto f = std::exchange(self->gone_, nullptr)) f();
+    self->close();
   });
 }
 
@@ -70,13 +74,17 @@ void Connection::pump_stream() {
     if (!finished) return self->pump_stream();
     self->sdone_ = true;
     self->sbody_ = nullptr;
-    if (self->swatching_) {
-      beast::error_code ignored;
-      self->stream_.socket().cancel(ignored);  // the watch's callback continues with end_stream
-      return;
-    }
+    if (self->swatching_) return self->after_watch([self] { self->end_stream(); });
     self->end_stream();
   });
+}
+
+// Ends the disconnect watch's read (cancelled) and runs `next` from its callback: two reads on one
+// socket must not overlap.
+void Connection::after_watch(std::function<void()> next) {
+  after_watch_ = std::move(next);
+  beast::error_code ignored;
+  stream_.socket().cancel(ignored);
 }
 
 // The last chunk is out and the watch read is over: the connection serves its next request.

@@ -154,5 +154,90 @@ TEST(HttpStream, ServerStopEndsAnUnfinishedStream) {
   EXPECT_EQ(s->write("x"), ResponseStream::Write::kClosed);
 }
 
+// Responder::on_client_gone: a handler that answers later learns when its client left.
+struct LaterRoute {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<Responder> pending;
+  std::atomic<int> gone{0};
+  Router router() {
+    Router r;
+    r.add_async("GET", "/later", [this](HttpRequest&&, Responder done) {
+      done.on_client_gone([this] { gone++; });
+      std::lock_guard<std::mutex> lk(mu);
+      pending.push_back(done);
+      cv.notify_all();
+    });
+    return r;
+  }
+  Responder wait() {
+    std::unique_lock<std::mutex> lk(mu);
+    cv.wait_for(lk, 5s, [&] { return !pending.empty(); });
+    if (pending.empty()) return Responder();
+    Responder r = pending.front();
+    pending.erase(pending.begin());
+    return r;
+  }
+};
+
+TEST(HttpClientGone, ALeavingClientIsReportedBeforeTheAnswer) {
+  LaterRoute route;
+  auto server = test::start_loopback(route.router());
+  Responder done;
+  {
+    test::RawConn conn(server->port());
+    boost::asio::write(conn.s, boost::asio::buffer(std::string("GET /later HTTP/1.1\r\nHost: x\r\n\r\n")));
+    done = route.wait();
+  }  // closed while the request is handled
+  auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (route.gone.load() == 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
+  EXPECT_EQ(route.gone.load(), 1);
+  done(HttpResponse::json(200, "{}"));  // too late: dropped, nothing breaks
+  HttpClient client("127.0.0.1", server->port());
+  std::thread answer([&] { route.wait()(HttpResponse::json(200, "{\"n\":1}")); });
+  auto r = client.get("/later");
+  answer.join();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->body, "{\"n\":1}");
+  EXPECT_EQ(route.gone.load(), 1);
+}
+
+TEST(HttpClientGone, AnsweredRequestsKeepTheConnectionAndPipelinedOnesAreServed) {
+  LaterRoute route;
+  auto server = test::start_loopback(route.router());
+  test::RawConn conn(server->port());
+  // Two requests at once: the second's bytes arrive while the first is watched.
+  boost::asio::write(conn.s, boost::asio::buffer(std::string("GET /later HTTP/1.1\r\nHost: x\r\n\r\n"
+                                                             "GET /later HTTP/1.1\r\nHost: x\r\n\r\n")));
+  std::this_thread::sleep_for(20ms);
+  route.wait()(HttpResponse::json(200, "{\"first\":1}"));
+  route.wait()(HttpResponse::json(200, "{\"second\":2}"));
+  std::string got;
+  char buf[4096];
+  auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (got.find("second") == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+    boost::system::error_code ec;
+    size_t n = conn.s.read_some(boost::asio::buffer(buf), ec);
+    if (ec) break;
+    got.append(buf, n);
+  }
+  EXPECT_NE(got.find("{\"first\":1}"), std::string::npos) << got;
+  EXPECT_NE(got.find("{\"second\":2}"), std::string::npos) << got;
+  EXPECT_LT(got.find("first"), got.find("second"));
+  EXPECT_EQ(route.gone.load(), 0);
+  // And a third on the same connection.
+  boost::asio::write(conn.s, boost::asio::buffer(std::string("GET /later HTTP/1.1\r\nHost: x\r\n\r\n")));
+  route.wait()(HttpResponse::json(200, "{\"third\":3}"));
+  got.clear();
+  while (got.find("third") == std::string::npos) {
+    boost::system::error_code ec;
+    size_t n = conn.s.read_some(boost::asio::buffer(buf), ec);
+    if (ec) break;
+    got.append(buf, n);
+  }
+  EXPECT_NE(got.find("{\"third\":3}"), std::string::npos) << got;
+  EXPECT_EQ(route.gone.load(), 0);
+}
+
 }  // namespace
 }  // namespace gpuopt::net

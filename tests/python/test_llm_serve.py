@@ -452,3 +452,20 @@ def test_a_tiny_kv_cache_preempts_and_every_request_completes(tmp_path):
             assert results[i] == hf.decode(want, skip_special_tokens=True), (i, p)
         code, _, out = s.stop()
         assert code == 0, out
+
+
+def test_a_non_streamed_request_whose_client_left_is_cancelled(srv):
+    """64 choices of 140 tokens, then the client closes without reading: the engine stops them
+    (KV usage back to 0) well before all 8,960 tokens are generated."""
+    before = metric(srv, "gpuopt:generation_tokens_total")
+    s = socket.create_connection(("127.0.0.1", srv.http_port), timeout=30)
+    data = json.dumps({"model": "tiny", "prompt": "the quick brown fox", "max_tokens": 140, "n": 64,
+                       "temperature": 1.0, "seed": 5, "ignore_eos": True}).encode()
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: " + str(len(data)).encode() + b"\r\n\r\n" + data)
+    assert wait_for(lambda: metric(srv, "gpuopt:generation_tokens_total") > before, 20)
+    s.close()
+    assert wait_for(lambda: metric(srv, "gpuopt:kv_cache_usage_perc") == 0.0
+                    and metric(srv, "gpuopt:num_requests_running") == 0
+                    and metric(srv, "gpuopt:num_requests_waiting") == 0, 60), metrics(srv)
+    assert metric(srv, "gpuopt:generation_tokens_total") - before < 64 * 140

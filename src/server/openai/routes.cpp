@@ -224,7 +224,14 @@ void handle(LlmModels& models, const std::function<bool()>& stopping, Endpoint e
       if (job->cancelled) model->engine->cancel(*id);
     }
   }
-  if (job->stream) done(HttpResponse::streamed(200, "text/event-stream", job->stream));
+  if (job->stream) {
+    done(HttpResponse::streamed(200, "text/event-stream", job->stream));
+  } else {
+    std::weak_ptr<Job> weak = job;
+    done.on_client_gone([weak] {
+      if (auto j = weak.lock()) j->cancel_all();  // nobody will read the answer: free its KV blocks
+    });
+  }
 }
 
 }  // namespace
