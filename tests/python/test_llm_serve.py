@@ -230,7 +230,8 @@ def test_metrics_move(srv):
     for name in ("gpuopt:num_requests_running", "gpuopt:num_requests_waiting", "gpuopt:kv_cache_usage_perc",
                  "gpuopt:num_preemptions_total", "gpuopt:prefix_cache_queries_total", "gpuopt:prefix_cache_hits_total",
                  "gpuopt:time_to_first_token_seconds_bucket", "gpuopt:inter_token_latency_seconds_count",
-                 "gpuopt:e2e_request_latency_seconds_sum", "gpuopt:request_queue_time_seconds_count"):
+                 "gpuopt:e2e_request_latency_seconds_sum", "gpuopt:request_queue_time_seconds_count",
+                 "gpuopt:requests_finished_total"):
         assert f'{name}{{model_name="tiny"' in text, name
     assert metric(srv, "gpuopt:e2e_request_latency_seconds_count") > 0
     # A repeated prompt of more than two 16-token blocks: its full blocks come from the prefix cache.

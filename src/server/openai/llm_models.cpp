@@ -170,7 +170,7 @@ std::string LlmModels::metrics_text() const {
                    [](const S& s) { return s.prompt_tokens_total; });
   gauge_or_counter("gpuopt:generation_tokens_total", "counter", "Tokens generated",
                    [](const S& s) { return s.generation_tokens_total; });
-  gauge_or_counter("gpuopt:request_success_total", "counter", "Requests finished",
+  gauge_or_counter("gpuopt:requests_finished_total", "counter", "Requests finished, for any reason",
                    [](const S& s) { return s.requests_finished_total; });
   gauge_or_counter("gpuopt:prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache",
                    [](const S& s) { return s.prefix_cache_queries; });
