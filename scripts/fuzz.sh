@@ -3,7 +3,8 @@
 # and runs each with its seed corpus, dictionary and an input size limit sized to the real one:
 #   json_codec, binary_codec (1 MB bodies), model_config, model_loader (structure-aware), image_decoders,
 #   http_router (request heads), grpc_messages (ModelInferRequest and shared-memory RPCs),
-#   tokenizer (an LLM's tokenizer.json and a text), llm_files (config.json and safetensors headers).
+#   tokenizer (an LLM's tokenizer.json and a text), llm_files (config.json and safetensors headers),
+#   openai_request (OpenAI completions/chat and Triton generate request bodies).
 #
 #   scripts/fuzz.sh [SECONDS]      CI: each target gets 2*SECONDS/5 CPU-seconds (default 30: 12 s
 #                                  each), nproc at a time; new inputs land in
@@ -19,7 +20,7 @@ MODE=ci
 if [ "${1:-}" = LONG ]; then
   MODE=long
   EACH=$(( ${2:-4} * 3600 ))
-  PARALLEL=9
+  PARALLEL=10
 else
   # The CPU time of the former two 30 s targets split over the first five; the two server
   # targets (http_router, grpc_messages) and the LLM file parsers (tokenizer, llm_files) added theirs on top.
@@ -31,7 +32,7 @@ BUILD_DIR=${FUZZ_BUILD_DIR:-build-fuzz}
 for tool in clang clang++; do
   command -v "$tool" >/dev/null || { echo "fuzz: $tool not found (scripts/deps.sh installs it)" >&2; exit 1; }
 done
-TARGETS="json_codec binary_codec model_config model_loader image_decoders http_router grpc_messages tokenizer llm_files"
+TARGETS="json_codec binary_codec model_config model_loader image_decoders http_router grpc_messages tokenizer llm_files openai_request"
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
 echo "fuzz: building the libFuzzer targets with clang into $BUILD_DIR"
 CC=clang CXX=clang++ cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
@@ -52,6 +53,7 @@ spec() {
     grpc_messages)  echo "corpus_grpc - 1100000" ;;
     tokenizer)      echo "corpus_tokenizer json.dict 65536" ;;
     llm_files)      echo "corpus_llm json.dict 65536" ;;
+    openai_request) echo "corpus_openai json.dict 65536" ;;
   esac
 }
 run_one() {

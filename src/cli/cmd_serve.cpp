@@ -18,6 +18,7 @@
 #include "server/inference_server.h"
 #include "server/openai/embeddings.h"
 #include "server/request_body.h"
+#include "server/openai/llm_models.h"
 
 namespace gpuopt::cli {
 namespace {
@@ -65,6 +66,10 @@ struct ServeOptions {
   int trace_rate = 1000;
   std::string cache_dir;  // --cache-dir, else GPUOPT_CACHE_DIR
   std::vector<std::string> embedding_models;  // NAME=DIR: /v1/embeddings
+  // Generation models (vLLM's flag names for the engine).
+  std::vector<std::string> llm_models;  // --llm-model [NAME=]DIR
+  server::openai::LlmServeOptions llm;
+  double request_timeout_secs = 0;
 };
 
 // --max-inflight-bytes 0: a quarter of the host's physical memory.
@@ -125,8 +130,25 @@ int fail(const Status& s) {
 
 int run(const ServeOptions& o) {
   if (o.log_verbose > 0) set_log_level(o.log_verbose >= 2 ? LogLevel::debug : LogLevel::info);
-  if (o.model_file.empty() == o.repositories.empty())
+  if (!o.model_file.empty() && !o.repositories.empty())
     return report_error(Status::InvalidArgument("give either MODEL.onnx or --model-repository DIR"), true);
+  if (o.model_file.empty() && o.repositories.empty() && o.llm_models.empty())
+    return report_error(Status::InvalidArgument("give MODEL.onnx, --model-repository DIR or --llm-model DIR"), true);
+  auto llm = std::make_shared<server::openai::LlmServeOptions>(o.llm);
+  llm->engine.default_timeout = std::chrono::milliseconds(static_cast<int64_t>(o.request_timeout_secs * 1000.0));
+  for (const auto& spec : o.llm_models) {
+    // NAME=DIR, or DIR (named after its folder).
+    auto eq = spec.find('=');
+    std::string dir = eq == std::string::npos ? spec : spec.substr(eq + 1);
+    std::string name = eq == std::string::npos ? std::filesystem::path(dir).lexically_normal().filename().string()
+                                               : spec.substr(0, eq);
+    if (name.empty() || name == "." || name == "..")
+      name = std::filesystem::absolute(dir).lexically_normal().parent_path().filename().string();
+    std::error_code dec;
+    if (!std::filesystem::is_directory(dir, dec))
+      return report_error(Status::NotFound("--llm-model '{}' is not a folder", dir));
+    llm->extra.emplace_back(name, dir);
+  }
   if (o.refused_sagemaker || o.refused_vertex || o.refused_ssl)
     return report_error(Status::InvalidArgument("{} is not supported by gpuopt serve (docs/coming-from-triton.md)",
                                                 o.refused_sagemaker ? "--allow-sagemaker=true"
@@ -147,7 +169,10 @@ int run(const ServeOptions& o) {
   so.strict_readiness = o.strict_readiness;
   so.http_enabled = o.allow_http;
   std::error_code ec;
-  for (const auto& p : o.repositories.empty() ? std::vector<std::string>{o.model_file} : o.repositories) {
+  so.llm = llm;
+  for (const auto& p : o.repositories.empty() ? (o.model_file.empty() ? std::vector<std::string>{}
+                                                                      : std::vector<std::string>{o.model_file})
+                                              : o.repositories) {
     if (!std::filesystem::exists(p, ec)) return report_error(Status::NotFound("'{}' does not exist", p));
     if (!o.repositories.empty() && !std::filesystem::is_directory(p, ec))
       return report_error(Status::InvalidArgument("--model-repository '{}' is not a directory", p), true);
@@ -254,6 +279,9 @@ int run(const ServeOptions& o) {
     fmt::print("model '{}' version {} READY (max_batch_size {}, {} instance(s), start {:.2f} s{})\n", v->name,
                v->version_str, v->config.max_batch_size, v->batcher->instance_count(), v->start_s, cache);
   }
+  for (const auto& m : s.llm_models().all())
+    fmt::print("generation model '{}' READY on {} (context {} tokens{})\n", m->name, m->device, m->max_model_len,
+               m->chat ? ", chat template" : "");
   if (o.allow_grpc) fmt::print("Started GRPCInferenceService at {}:{}\n", grpc_host, s.grpc_port());
   if (o.allow_http) fmt::print("Started HTTPService at {}:{}\n", o.http_address, s.http_port());
   if (o.allow_metrics) fmt::print("Started Metrics Service at {}:{}\n", metrics_host, s.metrics_port());
@@ -401,6 +429,58 @@ void setup(CLI::App& app) {
                   "ordinary memory; Triton's flag)")
       ->check(int_range(0))
       ->capture_default_str();
+  cmd->add_option("--llm-model", o->llm_models,
+                  "Serve a language model folder (config.json, *.safetensors, tokenizer.json) as NAME=DIR or DIR "
+                  "(named after its folder); repeatable. Folders like it inside --model-repository are found too")
+      ->group("Generation models");
+  cmd->add_option("--llm-device", o->llm.device, "auto (cuda when present, else cpu), cpu, cuda or cuda:N")
+      ->group("Generation models")
+      ->capture_default_str();
+  cmd->add_option("--dtype", o->llm.dtype, "auto (the checkpoint's on CUDA, fp32 on the CPU), fp16, bf16 or fp32")
+      ->check(one_of({"auto", "fp16", "bf16", "fp32"}))
+      ->group("Generation models")
+      ->capture_default_str();
+  cmd->add_option("--max-num-seqs", o->llm.engine.max_num_seqs, "Sequences in one engine step at most")
+      ->check(int_range(1, 65536))
+      ->group("Generation models")
+      ->capture_default_str();
+  cmd->add_option("--max-num-batched-tokens", o->llm.engine.max_num_batched_tokens,
+                  "Tokens in one engine step at most (decodes + prefill chunks)")
+      ->check(int_range(1, 1 << 24))
+      ->group("Generation models")
+      ->capture_default_str();
+  cmd->add_option("--max-waiting", o->llm.engine.max_waiting,
+                  "Requests queued per model at most; beyond it 429 at once")
+      ->check(int_range(1, 1 << 24))
+      ->group("Generation models")
+      ->capture_default_str();
+  cmd->add_option("--gpu-memory-utilization", o->llm.gpu_memory_utilization,
+                  "CUDA: fraction of device memory for weights, activations and the KV cache")
+      ->check(real_range(0.01, 1.0))
+      ->group("Generation models")
+      ->capture_default_str();
+  cmd->add_option("--num-kv-blocks", o->llm.num_kv_blocks,
+                  "KV-cache blocks (of 16 tokens) per model; 0 = from --gpu-memory-utilization (CUDA) or the "
+                  "CPU runner's default")
+      ->check(int_range(int64_t{0}, int64_t{1} << 40))
+      ->group("Generation models")
+      ->capture_default_str();
+  cmd->add_option("--max-model-len", o->llm.max_model_len,
+                  "Prompt + completion tokens at most (0 = the model's max_position_embeddings)")
+      ->check(int_range(int64_t{0}, int64_t{1} << 40))
+      ->group("Generation models")
+      ->capture_default_str();
+  cmd->add_flag("--no-enable-prefix-caching{false},--enable-prefix-caching", o->llm.engine.enable_prefix_caching,
+                "Share full prompt blocks between requests (default on)")
+      ->group("Generation models");
+  cmd->add_option("--request-timeout", o->request_timeout_secs,
+                  "Seconds a generation request may take from submission (0 = no limit)")
+      ->check(real_range(0, 86400 * 7))
+      ->group("Generation models")
+      ->capture_default_str();
+  cmd->add_flag("--llm-random-weights", o->llm.random_weights,
+                "Generation models get seeded random weights instead of their safetensors (tests, benchmarks)")
+      ->group("Generation models");
   cmd->callback([o, cmd] {
     for (CLI::Option* opt : o->ignored_options)
       if (opt->count() > 0) o->ignored.push_back(opt->get_name());

@@ -37,6 +37,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -83,6 +84,41 @@ struct BodyPart {
   std::shared_ptr<const void> keep;
 };
 
+// A response body produced over time — server-sent events — sent with chunked transfer encoding
+// as the producer writes it. Producer side: write() and finish() from any thread. At most
+// `capacity` bytes wait unsent: past that write() answers kFull and queues nothing (a slow reader;
+// the producer then cancels its work or finishes the stream). When the client disconnects (or a
+// write fails, or the server closes the connection) before the stream finished, the on_close
+// callback runs once, on the connection's thread, and later writes answer kClosed.
+//
+//   auto s = std::make_shared<net::ResponseStream>(size_t{1} << 20);
+//   s->on_close([id] { engine->cancel(id); });
+//   done(net::HttpResponse::stream(200, "text/event-stream", s));
+//   s->write("data: {...}\n\n");               // from the engine's thread
+//   s->finish();                                 // the last chunk; the connection may be reused
+class ResponseStream {
+ public:
+  enum class Write { kOk, kFull, kClosed };
+  explicit ResponseStream(size_t capacity = size_t{1} << 20) : capacity_(capacity) {}
+  Write write(std::string data);
+  void finish();
+  void on_close(std::function<void()> f);  // set before the response is handed to the Responder
+  bool closed() const;                     // the client went away (not set by finish())
+  size_t buffered() const;                 // bytes queued, not yet handed to the socket
+
+  // Connection side (server.cpp).
+  void attach(std::function<void()> notify);  // called when data or the end is queued
+  bool take(std::string* out, bool* finished);  // what is queued; false when nothing is
+  void client_gone();
+
+ private:
+  mutable std::mutex mu_;
+  size_t capacity_;
+  std::string queued_;
+  bool finished_ = false, closed_ = false, notify_pending_ = false;
+  std::function<void()> notify_, on_close_;
+};
+
 struct HttpResponse {
   int status = 200;
   std::string content_type = "application/json";
@@ -92,6 +128,8 @@ struct HttpResponse {
   // Server side, optional: called once on the connection's I/O thread when the last byte was
   // handed to the socket (steady clock ns), or with 0 when the answer was never written.
   std::function<void(uint64_t written_ns)> on_written;
+  // Server side, optional: the body comes from this stream instead of `body` (chunked encoding).
+  std::shared_ptr<ResponseStream> stream;
 
   std::string_view header(std::string_view name) const { return find_header(headers, name); }
   static HttpResponse json(int status, std::string body);
@@ -99,6 +137,7 @@ struct HttpResponse {
   // {"error": "<message>"} — the KServe/Triton error body (a message that is not valid UTF-8 is
   // escaped with printable(), never thrown on).
   static HttpResponse error(int status, std::string_view message);
+  static HttpResponse streamed(int status, std::string content_type, std::shared_ptr<ResponseStream> s);
 };
 
 namespace detail {
@@ -115,6 +154,10 @@ class Responder {
   // A Responder that hands the answer to `f` instead of a connection (tests, fuzz targets).
   static Responder callback(std::function<void(HttpResponse)> f);
   void operator()(HttpResponse response) const;
+  // Optional: `f` runs once, on the connection's thread, if the client disconnects before this
+  // request is answered (its work can be cancelled); the connection is then closed. Costs a read
+  // on the socket while the request is handled; requests that never call it do not pay it.
+  void on_client_gone(std::function<void()> f) const;
 
  private:
   std::shared_ptr<detail::ResponderState> state_;

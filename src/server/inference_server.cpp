@@ -7,6 +7,8 @@
 #include "gpuopt/build_info.h"
 #include "server/grpc_server.h"
 #include "server/request_body.h"
+#include "server/openai/llm_models.h"
+#include "server/openai/routes.h"
 
 namespace gpuopt::server {
 
@@ -79,7 +81,7 @@ InferenceServer::~InferenceServer() {
 }
 
 bool InferenceServer::ready() const {
-  return !shutting_down_.load() && (!opt_.strict_readiness || repo_->all_ready());
+  return !shutting_down_.load() && (!opt_.strict_readiness || (repo_->all_ready() && llm_->failed().empty()));
 }
 
 void InferenceServer::post_task(std::function<void()> task) {
@@ -108,10 +110,11 @@ Result<std::unique_ptr<InferenceServer>> InferenceServer::start(InferenceServerO
   std::unique_ptr<InferenceServer> s(new InferenceServer(std::move(options)));
   s->repo_ = std::make_unique<Repository>(s->opt_.repo);
   GPUOPT_RETURN_IF_ERROR(s->repo_->duplicates());
+  GPUOPT_RETURN_IF_ERROR(s->load_llm_models());
   std::vector<std::string> to_load;
   if (s->opt_.control_mode != ControlMode::kExplicit) {
     to_load = s->repo_->scan();
-    if (to_load.empty() && s->opt_.control_mode == ControlMode::kNone)
+    if (to_load.empty() && s->opt_.control_mode == ControlMode::kNone && s->llm_->all().empty())
       return Status::NotFound("no models found in '{}'", s->opt_.repo.path);
   } else {
     for (const auto& m : s->opt_.load_models) {
@@ -196,6 +199,7 @@ int64_t InferenceServer::shutdown(std::chrono::milliseconds timeout) {
   // Every accepted inference is answered by now; what is left are idle streams and connections.
   if (grpc_) grpc_->stop(std::chrono::milliseconds(200));
   if (left == 0) repo_->stop_all();  // otherwise a stuck model would block the exit
+  if (llm_) llm_->stop(std::chrono::milliseconds(0));
   if (metrics_) metrics_->stop(std::chrono::milliseconds(200));
   stopped_ = true;
   return left;
@@ -279,6 +283,8 @@ net::Router InferenceServer::routes() {
   });
   auto metadata = [this](const HttpRequest& q) {
     auto v = repo_->find(std::string(q.param("model")), std::string(q.param("version")));
+    if (auto m = llm_->find(std::string(q.param("model"))); !v.ok() && m)
+      return HttpResponse::json(200, json_text(openai::generate_model_metadata(*m)));
     if (!v.ok()) return error_response(v.status());
     const LoadedVersion& lv = **v;
     json versions = json::array();
@@ -295,6 +301,8 @@ net::Router InferenceServer::routes() {
   r.get("/v2/models/{model}/versions/{version}", metadata);
   auto model_ready = [this](const HttpRequest& q) {
     auto v = repo_->find(std::string(q.param("model")), std::string(q.param("version")));
+    if (!v.ok() && llm_->find(std::string(q.param("model"))))
+      return shutting_down_ ? HttpResponse::error(503, "server is shutting down") : HttpResponse::json(200, "");
     // Triton answers 400 for a known model that is not ready (failed to load, unloaded).
     if (!v.ok()) return v.status().code() == StatusCode::kUnavailable ? HttpResponse::error(400, v.status().message())
                                                                        : error_response(v.status());
@@ -320,13 +328,17 @@ net::Router InferenceServer::routes() {
       const json& j = *parsed;
       if (j.contains("ready") && j["ready"].is_boolean()) ready_only = j["ready"].get<bool>();
     }
-    return HttpResponse::json(200, json_text(repo_->index(ready_only)));
+    json index = repo_->index(ready_only);
+    for (auto& e : llm_->index())
+      if (!ready_only || e.value("state", "") == "READY") index.push_back(e);
+    return HttpResponse::json(200, json_text(index));
   });
   r.add_async("POST", "/v2/repository/models/{model}/load",
               [this](HttpRequest&& q, net::Responder d) { handle_load(std::move(q), d, true); });
   r.add_async("POST", "/v2/repository/models/{model}/unload",
               [this](HttpRequest&& q, net::Responder d) { handle_load(std::move(q), d, false); });
   add_shared_memory_routes(r);
+  add_llm_routes(r);
   r.add_async("POST", "/v2/models/{model}/infer",
               [this](HttpRequest&& q, net::Responder d) { handle_infer(std::move(q), d); });
   r.add_async("POST", "/v2/models/{model}/versions/{version}/infer",

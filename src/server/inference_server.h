@@ -35,6 +35,11 @@ class Nvml;
 
 namespace gpuopt::server {
 
+namespace openai {
+class LlmModels;
+struct LlmServeOptions;
+}  // namespace openai
+
 class GrpcServer;
 struct GrpcOptions;
 
@@ -64,6 +69,10 @@ struct InferenceServerOptions {
   std::shared_ptr<GrpcOptions> grpc;
   // More HTTP routes, added before the v2 ones (the OpenAI routes: server/openai/).
   std::function<void(net::Router&)> extra_http_routes;
+  // Generation models (server/openai): folders of the repositories that hold a language model,
+  // and those named on the command line, served through the OpenAI API and Triton's generate
+  // extension. Null: the defaults.
+  std::shared_ptr<openai::LlmServeOptions> llm;
 };
 
 // The protocol extensions both endpoints report in server metadata.
@@ -102,6 +111,7 @@ class InferenceServer {
   int64_t shutdown(std::chrono::milliseconds timeout);
   std::string metrics_text() const;
   Repository& repository() { return *repo_; }
+  openai::LlmModels& llm_models() { return *llm_; }
   SharedMemoryManager& shared_memory() { return shm_; }
   bool shutting_down() const { return shutting_down_.load(); }
   // Reads shared-memory inputs, checks the request against the model's config and queues it on
@@ -124,6 +134,8 @@ class InferenceServer {
   net::HttpResponse stats_response(const net::HttpRequest& req) const;
   void handle_load(net::HttpRequest&& req, net::Responder done, bool load);
   void add_shared_memory_routes(net::Router& r);  // shm_http.cpp
+  Status load_llm_models();                       // server/openai/serve_llm.cpp
+  void add_llm_routes(net::Router& r);            // server/openai/serve_llm.cpp
   void loader_loop();
   void post_task(std::function<void()> task);
 
@@ -131,6 +143,7 @@ class InferenceServer {
   std::unique_ptr<RequestTracer> tracer_;  // before repo_: outlives the batchers that call it
   SharedMemoryManager shm_;                // likewise: batcher callbacks write outputs into it
   std::unique_ptr<Repository> repo_;
+  std::unique_ptr<openai::LlmModels> llm_;  // generation models (never null after start)
   std::unique_ptr<RepositoryPoller> poller_;  // poll mode
   std::unique_ptr<net::HttpServer> http_;
   std::unique_ptr<net::HttpServer> metrics_;

@@ -2,6 +2,7 @@
 #include "monitor/nvml.h"
 #include "monitor/prom_text.h"
 #include "server/inference_server.h"
+#include "server/openai/llm_models.h"
 #include "server/request_body.h"
 
 namespace gpuopt::server {
@@ -177,6 +178,7 @@ std::string InferenceServer::metrics_text() const {
             PromType::kCounter, &G::energy);
     }
   }
+  if (llm_) out += llm_->metrics_text();
   return out;
 }
 

@@ -1,5 +1,6 @@
 // Repository: scanning, loading (config, versions, instances, warm-up, batcher) and lookups.
 #include "server/repository.h"
+#include "server/openai/llm_models.h"
 #include "net/http.h"
 #include "server/request_body.h"
 
@@ -142,7 +143,8 @@ std::vector<std::string> Repository::scan() const {
       bool has = fs::exists(e.path() / "config.pbtxt");
       int64_t v;
       for (const auto& sub : fs::directory_iterator(e.path(), ec)) has |= is_version_dir(sub, &v);
-      if (has) out.push_back(e.path().filename().string());
+      // A language model's folder (config.pbtxt optional) is served by the generation engine.
+      if (has && !openai::is_llm_model_dir(e.path())) out.push_back(e.path().filename().string());
     }
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
