@@ -5,6 +5,8 @@
   gpuopt's accuracy beside PyTorch fp16's.
 - The language-model table (scripts/gpu/llm.py's records, the ones with `tok_s`): one row per
   model x batch x prompt x new tokens x precision, gpuopt beside transformers (`hf_eager`).
+- The serving table (scripts/gpu/llm_serve.py's records, runner `gpuopt_serve`; the soak's,
+  `gpuopt_serve_soak`): one row per load level.
 - The README's headline figures (ResNet-50 and BERT-base fp16 at batch 1/32/256, the language
   model's decode rate), between the README's readme-figures markers.
 
@@ -21,6 +23,7 @@ import argparse, json, os, sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BEGIN, END = "<!-- perf-table:begin (tools/perf_table.py) -->", "<!-- perf-table:end -->"
 LLM_BEGIN, LLM_END = "<!-- llm-table:begin (tools/perf_table.py) -->", "<!-- llm-table:end -->"
+SERVE_BEGIN, SERVE_END = "<!-- llm-serve-table:begin (tools/perf_table.py) -->", "<!-- llm-serve-table:end -->"
 README_BEGIN, README_END = "<!-- readme-figures:begin (tools/perf_table.py) -->", "<!-- readme-figures:end -->"
 RUNNERS = [("torch_eager", "eager"), ("torch_eager_channels_last", "eager CL"),
            ("torch_compile", "compile"), ("torch_compile_max_autotune", "compile max-autotune")]
@@ -81,7 +84,7 @@ LLM_KEY = ("model", "batch", "prompt_tokens", "new_tokens", "precision")
 
 def render_llm(records):
     """The language-model table: gpuopt and transformers per (model, batch, prompt, output, precision)."""
-    recs = [r for r in records if is_llm(r)]
+    recs = [r for r in records if is_llm(r) and r.get("runner") in ("gpuopt", "hf_eager")]
     if not recs:
         return "No language-model records yet."
     keys = sorted({tuple(r.get(k) or 0 for k in LLM_KEY) for r in recs}, key=lambda k: tuple(map(str, k[:1])) + k[1:])
@@ -111,6 +114,40 @@ def render_llm(records):
                               "*TTFT*: time to first token; *ITL*: inter-token latency; *decode HBM roofline*: "
                               "the bytes a decode step must read (weights and KV cache) over its time, against "
                               "the copy bandwidth measured in the same call."])
+
+
+def render_llm_serve(records):
+    """The serving table (scripts/gpu/llm_serve.py's and llm_soak.py's records): one row per load level."""
+    recs = sorted((r for r in records if r.get("runner") == "gpuopt_serve"),
+                  key=lambda r: (r["model"], r.get("shared_prefix_tokens", 0), r["prompt_tokens"], r["new_tokens"],
+                                 r["concurrency"]))
+    if not recs:
+        return "No serving records yet."
+    head = ["model", "prompt / new tokens", "concurrency", "output tok/s", "requests/s", "TTFT p50 / p99 ms",
+            "ITL p50 / p99 ms", "prefix-cache hits", "preempted", "failed", "commit"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in recs:
+        shape = f"{r['prompt_tokens']} / {r['new_tokens']}"
+        if r.get("shared_prefix_tokens"):
+            shape += f" ({r['shared_prefix_tokens']} shared)"
+        lines.append("| " + " | ".join([
+            r["model"], shape, str(r["concurrency"]), f"**{r['tok_s']:.0f}**", f"{r['request_s']:.1f}",
+            f"{r['ttft_ms']:.1f} / {r['ttft_p99_ms']:.1f}", f"{r['itl_p50_ms']:.2f} / {r['itl_p99_ms']:.2f}",
+            f"{100 * r['prefix_hit_rate']:.0f}%", str(r.get("preemptions", 0)), str(r.get("failed", 0)),
+            r.get("commit", "")]) + " |")
+    for r in (x for x in records if x.get("runner") == "gpuopt_serve_soak"):
+        lines += ["", f"Soak ({r['model']}, {r['prompt_tokens']} / {r['new_tokens']} tokens, Poisson arrivals at "
+                      f"{r['rate_req_s']:g} requests/s for {r['duration_s'] / 60:.0f} min, {r.get('commit', '')}): "
+                      f"{r['requests']} of {r['sent']} requests answered, {r['failed']} failed; server RSS "
+                      f"{r['rss_mb_first_min']:.0f} MB in the first minute, {r['rss_mb_last_min']:.0f} MB in the last; "
+                      f"KV-cache usage {100 * r['kv_first_min']:.0f}% then {100 * r['kv_last_min']:.0f}%; "
+                      f"{r['tok_s']:.0f} output tok/s."]
+    dates = sorted({r.get("date", "") for r in recs})
+    return "\n".join(lines + ["", f"`gpuopt serve --llm-model` on the CUDA runner, loaded by `gpuopt perf --service-kind "
+                              f"openai` (streaming `/v1/completions`, token-id prompts, `ignore_eos`, greedy), measured "
+                              f"{', '.join(d for d in dates if d)} (`scripts/gpu/llm_serve.sh`, one device call). "
+                              "*TTFT* and *ITL* as the client sees them; *prefix-cache hits*: prompt tokens found in "
+                              "the cache over those looked up (`gpuopt:prefix_cache_*`)."])
 
 
 def render_readme(records):
@@ -180,6 +217,7 @@ def main():
     doc = open(a.doc).read()
     new = splice(doc, BEGIN, END, render(records), a.doc)
     new = splice(new, LLM_BEGIN, LLM_END, render_llm(records), a.doc)
+    new = splice(new, SERVE_BEGIN, SERVE_END, render_llm_serve(records), a.doc)
     readme = open(a.readme).read()
     new_readme = splice(readme, README_BEGIN, README_END, render_readme(records), a.readme)
     if a.check:

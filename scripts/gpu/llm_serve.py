@@ -51,6 +51,28 @@ def metric_sum(text, name):
     return tot
 
 
+def write_tokenizer(folder, vocab_size=32000):
+    """A byte-level BPE tokenizer.json covering every id of the random model (the 256 byte symbols,
+    then pairs of them, each with its merge), so served text decodes like a real model's."""
+    if os.path.exists(os.path.join(folder, "tokenizer.json")):
+        return
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    alpha = sorted(pre_tokenizers.ByteLevel.alphabet())
+    vocab = {c: i for i, c in enumerate(alpha)}
+    merges = []
+    for a in alpha:
+        for b in alpha:
+            if len(vocab) >= vocab_size:
+                break
+            if a + b not in vocab:
+                vocab[a + b] = len(vocab)
+                merges.append((a, b))
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.save(os.path.join(folder, "tokenizer.json"))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--gpuopt", required=True)
@@ -65,6 +87,7 @@ def main():
         from llm import build_model
         os.makedirs(a.work, exist_ok=True)
         build_model(a.work, seed=0)
+    write_tokenizer(a.work)
     port, mport = free_port(), free_port()
     log = open(os.path.join(out_dir, "serve.log"), "w")
     cmd = [a.gpuopt, "serve", "--llm-model", a.work, "--llm-device", "cuda", "--dtype", "fp16", "--http-port",

@@ -1,16 +1,16 @@
 #!/usr/bin/env python3
 """Issue 38's soak on the H200: `gpuopt serve --llm-model` (7B-shaped, fp16) under Poisson load at a
 fixed rate (80% of the best measured) for --duration seconds, loaded by `gpuopt perf --service-kind
-openai --request-rate`; every 10 s the server's RSS (/proc) and its KV-cache usage, running and
+openai --request-rate`; every 5 s the server's RSS (/proc) and its KV-cache usage, running and
 waiting requests (/metrics). Prints the samples and a verdict line (every request answered, RSS and
-KV usage flat: last minute's mean within 10% of the first minute's after warm-up), writes a record.
+KV usage flat: the last window's mean within 10% of the first's after warm-up), writes a record.
 
   python3 scripts/gpu/llm_soak.py --gpuopt G --rate 90 --duration 480 --out $OUT/llm_soak.json
 """
 import argparse, datetime, json, os, subprocess, sys, threading, time, urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from llm_serve import free_port, metric_sum, metrics, wait_ready  # noqa: E402
+from llm_serve import free_port, metric_sum, metrics, wait_ready, write_tokenizer  # noqa: E402
 
 
 def rss_mb(pid):
@@ -35,6 +35,7 @@ def main():
         from llm import build_model
         os.makedirs(a.work, exist_ok=True)
         build_model(a.work, seed=0)
+    write_tokenizer(a.work)
     port, mport = free_port(), free_port()
     out_dir = os.path.dirname(os.path.abspath(a.out))
     log = open(os.path.join(out_dir, "soak_serve.log"), "w")
@@ -55,7 +56,7 @@ def main():
         samples = []
         t0 = time.time()
         while perf.poll() is None:
-            time.sleep(10)
+            time.sleep(5)
             m = metrics(mport)
             s = {"t": round(time.time() - t0), "rss_mb": round(rss_mb(srv.pid), 1),
                  "kv": round(metric_sum(m, "gpuopt:kv_cache_usage_perc"), 3),
@@ -67,9 +68,12 @@ def main():
         j = json.loads(out)["levels"][0] if perf.returncode == 0 else {}
         if perf.returncode != 0:
             print("perf failed:", err[-1500:], flush=True)
-        body = [s for s in samples if 60 <= s["t"] <= a.duration]  # after warm-up, while arrivals last
-        first = [s for s in body if s["t"] < 120] or body[:6]
-        last = [s for s in body if s["t"] > a.duration - 60] or body[-6:]
+        # After a warm-up (a quarter, at most a minute), the first and the last quarter (at most a
+        # minute each) of the time arrivals last.
+        win = min(60.0, a.duration / 4)
+        body = [s for s in samples if win <= s["t"] <= a.duration]
+        first = [s for s in body if s["t"] < 2 * win] or body[:3]
+        last = [s for s in body if s["t"] > a.duration - win] or body[-3:]
         mean = lambda xs, k: sum(x[k] for x in xs) / max(1, len(xs))
         rec = {"model": "llama2_7b_shape_random", "precision": "fp16", "runner": "gpuopt_serve_soak",
                "batch": 0, "prompt_tokens": a.prompt, "new_tokens": a.new, "rate_req_s": a.rate,

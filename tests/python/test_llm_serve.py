@@ -234,6 +234,9 @@ def test_metrics_move(srv):
                  "gpuopt:requests_finished_total"):
         assert f'{name}{{model_name="tiny"' in text, name
     assert metric(srv, "gpuopt:e2e_request_latency_seconds_count") > 0
+    # 5 tokens took at least 5 steps; the runner's time is part of the engine thread's.
+    assert metric(srv, "gpuopt:engine_steps_total") >= 5
+    assert 0 < metric(srv, "gpuopt:engine_runner_seconds_total") <= metric(srv, "gpuopt:engine_step_seconds_total")
     # A repeated prompt of more than two 16-token blocks: its full blocks come from the prefix cache.
     long_prompt = "the quick brown fox jumps over the lazy dog, a stitch in time saves nine " * 3
     assert len(srv.hf.encode(long_prompt).ids) > 33

@@ -7,44 +7,57 @@ namespace gpuopt::llm::cuda {
 namespace {
 using namespace detail;
 
-// One block per token. The cache address of (slot, kv head, d) is (slot * KV + kvh) * D + d:
-// slot = block * block_size + offset already linearises [num_blocks, block_size].
+// One CTA per (token, group of kHeads heads of the fused row: q heads, then k, then v), so a
+// decode step's single token still spreads over many SMs (one CTA per token left a 7B decode step
+// with a 12 us kernel on one SM). The cache address of (slot, kv head, d) is
+// (slot * KV + kvh) * D + d: slot = block * block_size + offset already linearises
+// [num_blocks, block_size].
+constexpr int kHeads = 4;
+constexpr int kThreads = 128;
+
 template <class T, class KT>
-__global__ void rope_and_cache_kernel(T* __restrict__ qkv, const int32_t* __restrict__ positions,
-                                      const float* __restrict__ inv_freq, const int32_t* __restrict__ slot_mapping,
-                                      KT* __restrict__ k_cache, KT* __restrict__ v_cache, int H, int KV, int D) {
+__global__ void __launch_bounds__(kThreads)
+    rope_and_cache_kernel(T* __restrict__ qkv, const int32_t* __restrict__ positions,
+                          const float* __restrict__ inv_freq, const int32_t* __restrict__ slot_mapping,
+                          KT* __restrict__ k_cache, KT* __restrict__ v_cache, int H, int KV, int D) {
   extern __shared__ float cs[];  // cos[D/2], sin[D/2]
   const int64_t t = blockIdx.x;
   const int half = D / 2;
-  T* row = qkv + t * static_cast<int64_t>(H + 2 * KV) * D;
-  const float pos = static_cast<float>(positions[t]);
-  for (int i = threadIdx.x; i < half; i += blockDim.x) {
-    float s, c;
-    sincosf(pos * inv_freq[i], &s, &c);  // full-range reduction: angles reach 1e5 rad
-    cs[i] = c;
-    cs[half + i] = s;
-  }
-  __syncthreads();
-  const int pairs = (H + KV) * half;
-  for (int p = threadIdx.x; p < pairs; p += blockDim.x) {
-    const int head = p / half, i = p - head * half;
-    T* h = row + static_cast<int64_t>(head) * D;
-    const float a = to_f(h[i]), b = to_f(h[i + half]);
-    const float c = cs[i], s = cs[half + i];
-    h[i] = from_f<T>(a * c - b * s);
-    h[i + half] = from_f<T>(b * c + a * s);
-  }
+  const int heads = H + 2 * KV;
+  const int h0 = blockIdx.y * kHeads;
+  const int h1 = min(h0 + kHeads, heads);
+  T* row = qkv + t * static_cast<int64_t>(heads) * D;
   const int32_t slot = slot_mapping[t];
-  if (slot < 0) return;
-  __syncthreads();  // the rotated k above, written by other threads
-  const int kvd = KV * D;
-  const T* k = row + static_cast<int64_t>(H) * D;
-  const T* v = k + kvd;
-  KT* kc = k_cache + static_cast<int64_t>(slot) * kvd;
-  KT* vc = v_cache + static_cast<int64_t>(slot) * kvd;
-  for (int e = threadIdx.x; e < kvd; e += blockDim.x) {
-    kc[e] = from_f<KT>(to_f(k[e]));
-    vc[e] = from_f<KT>(to_f(v[e]));
+  if (h0 < H + KV) {  // uniform over the CTA: it holds q or k heads, which rotate
+    const float pos = static_cast<float>(positions[t]);
+    for (int i = threadIdx.x; i < half; i += blockDim.x) {
+      float s, c;
+      sincosf(pos * inv_freq[i], &s, &c);  // full-range reduction: angles reach 1e5 rad
+      cs[i] = c;
+      cs[half + i] = s;
+    }
+    __syncthreads();
+  }
+  const int pairs = (h1 - h0) * half;
+  for (int p = threadIdx.x; p < pairs; p += blockDim.x) {
+    const int head = h0 + p / half, i = p % half;
+    T* h = row + static_cast<int64_t>(head) * D;
+    if (head < H + KV) {
+      const float a = to_f(h[i]), b = to_f(h[i + half]);
+      const float c = cs[i], s = cs[half + i];
+      const T ra = from_f<T>(a * c - b * s), rb = from_f<T>(b * c + a * s);
+      h[i] = ra;
+      h[i + half] = rb;
+      if (head >= H && slot >= 0) {  // a k head: its rotated values go to the cache too
+        KT* kc = k_cache + (static_cast<int64_t>(slot) * KV + (head - H)) * D;
+        kc[i] = from_f<KT>(to_f(ra));
+        kc[i + half] = from_f<KT>(to_f(rb));
+      }
+    } else if (slot >= 0) {  // a v head: copied
+      KT* vc = v_cache + (static_cast<int64_t>(slot) * KV + (head - H - KV)) * D;
+      vc[i] = from_f<KT>(to_f(h[i]));
+      vc[i + half] = from_f<KT>(to_f(h[i + half]));
+    }
   }
 }
 
@@ -60,9 +73,10 @@ void rope_and_cache(void* qkv, const int32_t* positions, const float* inv_freq, 
     using T_ = decltype(tag);
     dispatch_float(kv_dt, [&](auto ktag) {
       using K_ = decltype(ktag);
-      const int threads = 256;
       const size_t smem = static_cast<size_t>(head_dim) * sizeof(float);
-      rope_and_cache_kernel<T_, K_><<<static_cast<unsigned>(T), threads, smem, stream>>>(
+      const dim3 grid(static_cast<unsigned>(T),
+                      static_cast<unsigned>((num_heads + 2 * num_kv_heads + kHeads - 1) / kHeads));
+      rope_and_cache_kernel<T_, K_><<<grid, kThreads, smem, stream>>>(
           static_cast<T_*>(qkv), positions, inv_freq, slot_mapping, static_cast<K_*>(k_cache),
           static_cast<K_*>(v_cache), num_heads, num_kv_heads, head_dim);
     });

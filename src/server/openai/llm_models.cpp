@@ -176,6 +176,13 @@ std::string LlmModels::metrics_text() const {
                    [](const S& s) { return s.prefix_cache_queries; });
   gauge_or_counter("gpuopt:prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache",
                    [](const S& s) { return s.prefix_cache_hits; });
+  // The engine thread's time: all of it per step, and the part inside the model runner; the rest
+  // is the server's own (scheduling, detokenizing, answering).
+  gauge_or_counter("gpuopt:engine_steps_total", "counter", "Engine steps run", [](const S& s) { return s.steps_total; });
+  gauge_or_counter("gpuopt:engine_step_seconds_total", "counter", "Engine thread time spent on steps",
+                   [](const S& s) { return s.step_seconds_total; });
+  gauge_or_counter("gpuopt:engine_runner_seconds_total", "counter", "Of that, time inside the model runner",
+                   [](const S& s) { return s.runner_seconds_total; });
   struct H {
     const char* name;
     const char* help;
