@@ -146,6 +146,7 @@ def main():
                    "request_s": round(j["request_throughput"], 2),
                    "ttft_ms": round(j["ttft_ms"]["p50"], 2), "ttft_p99_ms": round(j["ttft_ms"]["p99"], 2),
                    "itl_p50_ms": round(j["itl_ms"]["p50"], 3), "itl_p99_ms": round(j["itl_ms"]["p99"], 3),
+                   "tpot_p50_ms": round(j["tpot_ms"]["p50"], 3),
                    "e2e_p50_ms": round(j["e2e_ms"]["p50"], 1), "prefix_hit_rate": round(hits / queries, 3) if queries else 0,
                    "preemptions": int(pre), "shared_prefix_tokens": prompt - 128 if shape.startswith("shared") else 0,
                    "source": "scripts/gpu/llm_serve.py: gpuopt serve --llm-model (CUDA, fp16) loaded by gpuopt perf "

@@ -2,6 +2,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <sys/resource.h>
+
 #include <atomic>
 #include <cmath>
 #include <condition_variable>
@@ -107,12 +109,35 @@ std::vector<Record> run_requests(const Options& o, const Target& tgt, const std:
   std::atomic<size_t> next{0}, finished{0}, failed{0};
   std::atomic<int64_t> out_tokens{0};
   const auto t0 = Clock::now();
+  // Connections are pooled, not one per worker: an open loop has many workers waiting for their
+  // arrival times, and a connection each would hold more idle keep-alive connections than requests
+  // in flight (past a server's per-client cap: gpuopt serve's --http-max-connections-per-client).
+  std::mutex pool_mu;
+  std::vector<std::unique_ptr<StreamClient>> pool;
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1000));
   auto work = [&] {
-    StreamClient client(tgt.host, tgt.port, std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1000)));
     for (size_t i; (i = next.fetch_add(1)) < n;) {
       recs[i].scheduled = schedule.empty() ? 0 : schedule[i];
       if (!schedule.empty()) std::this_thread::sleep_until(t0 + std::chrono::duration<double>(schedule[i]));
-      send_one(o, tgt, client, prompts[first + i], t0, recs[i]);
+      std::unique_ptr<StreamClient> client;
+      {
+        std::lock_guard lock(pool_mu);
+        if (!pool.empty()) {
+          client = std::move(pool.back());
+          pool.pop_back();
+        }
+      }
+      try {  // out of descriptors, Asio throws from a new io_context: that request fails, not perf
+        if (!client) client = std::make_unique<StreamClient>(tgt.host, tgt.port, timeout);
+        send_one(o, tgt, *client, prompts[first + i], t0, recs[i]);
+      } catch (const std::exception& e) {
+        recs[i].error = fmt::format("client: {}", e.what());
+        client.reset();
+      }
+      if (client) {
+        std::lock_guard lock(pool_mu);
+        pool.push_back(std::move(client));
+      }
       out_tokens += recs[i].output_tokens;
       failed += !recs[i].error.empty();
       ++finished;
@@ -219,6 +244,12 @@ int run(const Options& o) {
     return report_error(Status::InvalidArgument("--concurrency and --request-rate exclude each other"), true);
   if (o.max_concurrency > 0 && o.request_rate.empty())
     return report_error(Status::InvalidArgument("--max-concurrency goes with --request-rate"), true);
+  // A load generator holds a socket (and an event descriptor) per request in flight: the soft
+  // descriptor limit goes up to the hard one, as load generators (wrk, Go's runtime) do.
+  if (rlimit rl{}; getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
   std::ofstream exp;
   if (!o.export_requests.empty()) {
     exp.open(o.export_requests);

@@ -5,7 +5,7 @@ Most cases load a small streaming server written here (Python's http.server on l
 answering /v1/completions and /v1/chat/completions with server-sent events at known delays): it
 records what it received and when, and its timing is controlled, which a real model's is not.
 The last case loads a real `gpuopt serve` with a tiny language model (tests/python/llm_server.py)
-and skips, naming why, where serve has no OpenAI endpoint.
+and fails, naming why, where serve does not come up with it.
 
 Oracles: every percentile, mean and standard deviation in --json recomputed with numpy from the
 per-request timings of --export-requests; throughputs and goodput recomputed from the same
@@ -43,8 +43,12 @@ class FakeOpenAI(BaseHTTPRequestHandler):
     def log_message(self, *a):
         pass
 
+    connections = 0  # accepted so far
+
     def setup(self):
         super().setup()
+        with FakeOpenAI.lock:
+            FakeOpenAI.connections += 1
         # Each event goes out when written, as a streaming server sends it (no Nagle delay).
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
@@ -98,6 +102,7 @@ def fake(tmp_path_factory):
     FakeOpenAI.tokenizer = make_tokenizer(tmp_path_factory.mktemp("tok"))
     FakeOpenAI.requests = []
     FakeOpenAI.counter = 0
+    FakeOpenAI.connections = 0
     FakeOpenAI.fail_every = 0
     srv = FakeServer(("127.0.0.1", 0), FakeOpenAI)
     t = threading.Thread(target=srv.serve_forever, daemon=True)
@@ -211,6 +216,20 @@ def test_poisson_schedule_lengths_and_prompts_equal_numpy(fake, tmp_path):
     check_level(json.loads(r.stdout)["levels"][0], recs)
     # The input tokens are the server's usage (the ids it received).
     assert [x["input_tokens"] for x in recs] == in_len
+
+
+def test_open_loop_holds_no_more_connections_than_requests_in_flight(fake, tmp_path):
+    """Many waiting workers (--max-concurrency 64) but few requests in flight: the connections are
+    pooled, so the server sees about as many as the peak of requests overlapping in time (a
+    connection per worker would be 64, past a per-client cap)."""
+    r, recs = perf(fake, "--endpoint-type", "completions", "--request-rate", 100, "--num-prompts", 60, "--seed", 5,
+                   "--max-concurrency", 64, "--synthetic-input-tokens-mean", 4, "--output-tokens-mean", 2,
+                   "--vocab-size", 50, tmp=tmp_path)
+    assert r.returncode == 0, r.stderr
+    events = sorted([(x["sent"], 1) for x in recs] + [(x["done"], -1) for x in recs])
+    peak = max(np.cumsum([e for _, e in events]))
+    assert FakeOpenAI.connections <= peak + 2, (FakeOpenAI.connections, peak)
+    assert peak < 32  # the test means something: far fewer in flight than workers
 
 
 def test_chat_with_a_tokenizer_and_failures_counted(fake, tmp_path):
