@@ -8,8 +8,10 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIELDS = {"model", "exporter", "batch", "precision", "runner", "date"}
 LLM_FIELDS = {"model", "batch", "prompt_tokens", "new_tokens", "precision", "runner", "date", "tok_s", "ttft_ms"}
+SERVE_FIELDS = {"concurrency", "requests", "failed", "request_s", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms",
+                "prefix_hit_rate", "commit", "source"}
 RUNNERS = {"gpuopt", "torch_eager", "torch_eager_channels_last", "torch_compile", "torch_compile_max_autotune",
-           "onnxruntime_cpu", "hf_eager"}  # hf_eager: transformers' generate (scripts/gpu/llm.py); the last: ONNX Runtime on the CPU running the same QDQ file as gpuopt int8
+           "onnxruntime_cpu", "hf_eager", "gpuopt_serve"}  # gpuopt_serve: scripts/gpu/llm_serve.py; hf_eager: transformers' generate (scripts/gpu/llm.py); the last: ONNX Runtime on the CPU running the same QDQ file as gpuopt int8
 
 
 def test_records_have_the_promised_fields():
@@ -17,9 +19,11 @@ def test_records_have_the_promised_fields():
     assert records, "docs/perf/h200.json has no records"
     for r in records:
         assert r["runner"] in RUNNERS, r
-        if "tok_s" in r:  # a language-model record (scripts/gpu/llm.py)
+        if "tok_s" in r:  # a language-model record (scripts/gpu/llm.py, llm_serve.py)
             assert LLM_FIELDS <= set(r), r
             assert r.get("error") or r["tok_s"] > 0, r
+            if r["runner"] == "gpuopt_serve":  # one load level: its concurrency and the client's figures
+                assert SERVE_FIELDS <= set(r) and r["batch"] == r["concurrency"] and r["requests"] > 0, r
             continue
         assert FIELDS <= set(r), r
         if not r.get("error"):
