@@ -178,6 +178,13 @@ def render_readme(records):
                     + (f" ({100 * r['roofline_frac']:.0f}% of the HBM roofline)" if r.get("roofline_frac") else "")
                     + (f"; transformers' `generate` {h[0].get('decode_tok_s') or h[0]['tok_s']:.1f} tok/s and "
                        f"{h[0]['ttft_ms']:.1f} ms" if h else "") + " ([docs/llm.md](docs/llm.md)).")
+    serve = [r for r in records if r.get("runner") == "gpuopt_serve" and not r.get("shared_prefix_tokens")]
+    if serve:
+        best = max(serve, key=lambda r: r["tok_s"])
+        rows.append("")
+        rows.append(f"Serving it (`gpuopt serve --llm-model`, {best['prompt_tokens']}/{best['new_tokens']} tokens, "
+                    f"{best['concurrency']} concurrent streams): **{best['tok_s']:,.0f} output tok/s**, TTFT p50 "
+                    f"{best['ttft_ms']:.0f} ms ([docs/performance.md](docs/performance.md)).")
     return "\n".join(rows)
 
 

@@ -30,6 +30,8 @@ def main():
     ap.add_argument("--prompt", type=int, default=128)
     ap.add_argument("--new", type=int, default=128)
     ap.add_argument("--commit", default="")
+    ap.add_argument("--vocab", type=int, default=32000, help="prompt ids are drawn below this")
+    ap.add_argument("--device", default="cuda", help="--llm-device of the server (cpu: a tiny model's soak here)")
     a = ap.parse_args()
     if not os.path.exists(os.path.join(a.work, "config.json")):
         from llm import build_model
@@ -39,8 +41,8 @@ def main():
     port, mport = free_port(), free_port()
     out_dir = os.path.dirname(os.path.abspath(a.out))
     log = open(os.path.join(out_dir, "soak_serve.log"), "w")
-    srv = subprocess.Popen([a.gpuopt, "serve", "--llm-model", a.work, "--llm-device", "cuda", "--dtype", "fp16",
-                            "--http-port", str(port), "--metrics-port", str(mport), "--grpc-port", str(free_port()),
+    srv = subprocess.Popen([a.gpuopt, "serve", "--llm-model", a.work, "--llm-device", a.device] +
+                           (["--dtype", "fp16"] if a.device != "cpu" else []) + ["--http-port", str(port), "--metrics-port", str(mport), "--grpc-port", str(free_port()),
                             "--max-num-seqs", "512"], stdout=log, stderr=subprocess.STDOUT)
     try:
         print(f"serve: ready in {wait_ready(port, srv):.1f} s", flush=True)
@@ -49,7 +51,7 @@ def main():
         perf = subprocess.Popen([a.gpuopt, "perf", "--service-kind", "openai", "--endpoint-type", "completions",
                                  "-u", f"127.0.0.1:{port}", "-m", name, "--request-rate", str(a.rate),
                                  "--num-prompts", str(n), "--ignore-eos", "--json", "--quiet", "--seed", "2",
-                                 "--vocab-size", "32000", "--synthetic-input-tokens-mean", str(a.prompt),
+                                 "--vocab-size", str(a.vocab), "--synthetic-input-tokens-mean", str(a.prompt),
                                  "--synthetic-input-tokens-stddev", "0", "--output-tokens-mean", str(a.new),
                                  "--output-tokens-stddev", "0", "--max-concurrency", "2048"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
