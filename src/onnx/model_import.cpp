@@ -148,7 +148,39 @@ struct Importer {
     return g.topo_sort();
   }
 
+  // Every node whose op gpuopt lacks, named in one error (a model is fixed once, not op by op);
+  // the error of a single one is the one add_node_proto gives.
+  Status check_known_ops(const onnx::GraphProto& gp) {
+    std::vector<std::string> unknown;
+    const onnx::NodeProto* first = nullptr;
+    int first_k = 0;
+    for (int k = 0; k < gp.node_size(); ++k) {
+      const onnx::NodeProto& np = gp.node(k);
+      const bool contrib = is_contrib_op(np.domain(), np.op_type());
+      const bool known = np.op_type() == "Constant" || onnx_detail::is_expanded_contrib_op(np.domain(), np.op_type()) ||
+                         ((is_default_domain(np.domain()) || contrib) &&
+                          (contrib || !is_other_domain_op_name(np.op_type())) && op_from_name(np.op_type()));
+      if (known) continue;
+      if (!first) {
+        first = &np;
+        first_k = k;
+      }
+      const std::string name = np.name().empty() ? fmt::format("{}_{}", np.op_type(), k) : np.name();
+      unknown.push_back(fmt::format("'{}'{} at node '{}'", np.op_type(),
+                                    is_default_domain(np.domain()) ? "" : fmt::format(" (domain '{}')", np.domain()),
+                                    name));
+    }
+    if (unknown.size() < 2) return first ? add_node_proto(*first, first_k).status() : Status::Ok();
+    constexpr size_t kShown = 20;
+    std::string list;
+    for (size_t i = 0; i < unknown.size() && i < kShown; ++i) list += (i ? ", " : "") + unknown[i];
+    if (unknown.size() > kShown) list += fmt::format(" and {} more", unknown.size() - kShown);
+    return Status::Unimplemented("{} unknown ops (opset {}): {}: not in gpuopt's op list", unknown.size(), g.opset,
+                                 list);
+  }
+
   Status add_nodes(const onnx::GraphProto& gp) {
+    GPUOPT_RETURN_IF_ERROR(check_known_ops(gp));
     // ONNX Runtime's contrib attention ops become standard nodes as they are read (contrib_ops.cpp),
     // which needs their inputs' shapes: such a graph is read in dependency order, one node at a time.
     if (onnx_detail::has_expanded_contrib_ops(gp)) return add_nodes_in_order(gp);

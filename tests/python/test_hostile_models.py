@@ -153,3 +153,21 @@ def test_failed_host_allocation_is_an_error_not_an_abort(tmp_path):
     lines = [l for l in err.splitlines() if l.strip()]
     assert len(lines) == 1, err
     assert "out of memory allocating 'grow:0' (f32 [268435456]): 1.00 GiB requested on the host" in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("command", ["inspect", "run"])
+def test_every_unknown_op_is_named_at_once(tmp_path, command):
+    """A model with several ops gpuopt lacks: one line names each (op and node), not just the first."""
+    p = save(tmp_path / "unknown.onnx",
+             [h.make_node("FooOp", ["x"], ["a"], name="first"), h.make_node("Relu", ["a"], ["b"]),
+              h.make_node("BarOp", ["b"], ["c"], name="second"),
+              h.make_node("Baz", ["c"], ["y"], name="third", domain="com.example")],
+             [f32("x", [1, 4])], [f32("y", [1, 4])])
+    args = [gpuopt_bin(), command, str(p)] + (["--random-inputs"] if command == "run" else [])
+    r = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    for part in ("3 unknown ops", "'FooOp' at node 'first'", "'BarOp' at node 'second'",
+                 "'Baz' (domain 'com.example') at node 'third'"):
+        assert part in lines[0], (part, lines[0])
