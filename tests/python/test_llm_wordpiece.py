@@ -5,7 +5,7 @@ BertNormalizer, BertPreTokenizer, WordPiece model and decoder, [CLS]/[SEP]) thro
 Each variant is trained here with `tokenizers`' WordPieceTrainer on a corpus of mixed scripts,
 accents, CJK, punctuation, emoji and whitespace runs, saved as tokenizer.json; both sides encode
 (with and without special tokens) and decode the same few hundred strings, the streaming decoder's
-pieces equal DecodeStream's, and a sweep over every code point checks the BERT character classes
+pieces equal DecodeStream's, and a sweep over Unicode checks the BERT character classes
 (control characters, whitespace, punctuation, CJK ideographs, non-spacing marks)."""
 import json
 import subprocess
@@ -112,20 +112,24 @@ def test_stream_decoder_matches_decode_stream(formats, fmt):
         assert got[k][:-1] == steps, f"{items[k]!r}: pieces {got[k]} vs DecodeStream {steps}"
 
 
-@pytest.mark.parametrize("fmt", ["uncased", "cased", "cased_strip_whitespace"])
+@pytest.mark.parametrize("fmt", ["uncased", "cased_strip_whitespace"])
 def test_unicode_sweep(formats, fmt):
-    """Every code point (surrogates aside) inside a word, " a{c}b": whether it is removed, becomes a
-    space, splits off as punctuation or a CJK ideograph, is a mark stripped after NFD, or stays in
-    the word (an unknown word: [UNK]) shows in the ids. The BERT classes come from an older Unicode
-    than utf8proc's (src/llm/tok_wordpiece.cpp lists the differences)."""
+    """Code points inside a word, " a{c}b": whether each is removed, becomes a space, splits off as
+    punctuation or a CJK ideograph, is a mark stripped after NFD, or stays in the word (an unknown
+    word: [UNK]) shows in the ids. The BERT classes come from an older Unicode than utf8proc's
+    (src/llm/tok_wordpiece.cpp lists the differences). Every code point of planes 0-3 and 14 (all
+    that Unicode assigns outside private use) and every 31st other one; short texts, since
+    `tokenizers` slows down on long ones."""
     path = formats[fmt]
     hf = Tokenizer.from_file(str(path))
-    cps = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
-    items = ["".join(f" a{chr(c)}b" for c in cps[k:k + 4000]) for k in range(0, len(cps), 4000)]
+    cps = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF and
+           (c < 0x40000 or 0xE0000 <= c < 0xF0000 or c % 31 == 0)]
+    n = 100
+    items = ["".join(f" a{chr(c)}b" for c in cps[k:k + n]) for k in range(0, len(cps), n)]
     want = [e.ids for e in hf.encode_batch(items, add_special_tokens=False)]
     got = gpuopt_json(path, items, "--no-special")
     bad = [k for k in range(len(items)) if want[k] != got[k]]
-    assert not bad, f"{len(bad)} of {len(items)} chunks differ, first at code point {hex(cps[bad[0] * 4000])}.."
+    assert not bad, f"{len(bad)} of {len(items)} chunks differ, first at code point {hex(cps[bad[0] * n])}.."
 
 
 def test_bad_wordpiece_files(tmp_path):
