@@ -16,6 +16,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "core/status.h"
+#include "llm/tok_model.h"
 
 namespace gpuopt::llm::tok {
 
@@ -25,17 +26,17 @@ struct StringHash {
 };
 using Vocab = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
 
-class BpeModel {
+class BpeModel final : public Model {
  public:
   // `model` is tokenizer.json's "model" object; errors name what is wrong (the caller adds the file).
   static Result<std::unique_ptr<BpeModel>> from_json(const nlohmann::json& model);
 
   // Appends the ids of one word (a pre-tokenizer split, non-empty or not).
-  void tokenize(std::string_view word, std::vector<int64_t>& out) const;
+  void tokenize(std::string_view word, std::vector<int64_t>& out) const override;
 
-  std::optional<int32_t> token_to_id(std::string_view token) const;
-  const std::string* id_to_token(int64_t id) const;  // nullptr when no token has this id
-  int64_t max_id() const { return static_cast<int64_t>(vocab_r_.size()) - 1; }
+  std::optional<int32_t> token_to_id(std::string_view token) const override;
+  const std::string* id_to_token(int64_t id) const override;
+  int64_t max_id() const override { return static_cast<int64_t>(vocab_r_.size()) - 1; }
   size_t size() const { return vocab_.size(); }
 
  private:

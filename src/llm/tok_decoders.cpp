@@ -9,6 +9,20 @@ namespace gpuopt::llm::tok {
 
 using json = nlohmann::json;
 
+namespace {
+
+// The WordPiece decoder's cleanup: English spacing around punctuation and contractions, replaced
+// in this order over the whole token.
+std::string wordpiece_cleanup(std::string t) {
+  static constexpr std::pair<std::string_view, std::string_view> kRules[] = {
+      {" .", "."},   {" ?", "?"},           {" !", "!"},   {" ,", ","},     {" ' ", "'"},   {" n't", "n't"},
+      {" 'm", "'m"}, {" do not", " don't"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
+  for (auto [from, to] : kRules) t = replace_all(t, Pattern{std::string(from), nullptr}, to);
+  return t;
+}
+
+}  // namespace
+
 Result<Decoder> parse_decoder(const json& j, const std::string& where, int depth) {
   GPUOPT_RETURN_IF_ERROR(check_depth(depth, where));
   GPUOPT_ASSIGN_OR_RETURN(std::string type, type_of(j, where));
@@ -53,10 +67,15 @@ Result<Decoder> parse_decoder(const json& j, const std::string& where, int depth
     d.kind = K::kBpeSuffix;
     d.replacement = "</w>";
     if (auto s = j.find("suffix"); s != j.end() && s->is_string()) d.replacement = s->get<std::string>();
+  } else if (type == "WordPiece") {
+    d.kind = K::kWordPiece;
+    d.replacement = "##";
+    if (auto s = j.find("prefix"); s != j.end() && s->is_string()) d.replacement = s->get<std::string>();
+    d.cleanup = get_bool(j, "cleanup", true);
   } else {
     return Status::Unimplemented(
         "{}: decoder type '{}' is not supported (supported: Sequence, ByteLevel, Metaspace, "
-        "Replace, ByteFallback, Fuse, Strip, BPEDecoder)",
+        "Replace, ByteFallback, Fuse, Strip, BPEDecoder, WordPiece)",
         where, type);
   }
   return d;
@@ -154,6 +173,18 @@ void decode_chain(const Decoder& d, std::vector<std::string>& tokens) {
           e -= c.size();
         }
         t = t.substr(b, e - b);
+      }
+      break;
+    case K::kWordPiece:
+      for (size_t i = 0; i < tokens.size(); ++i) {
+        std::string& t = tokens[i];
+        if (i != 0) {
+          if (t.starts_with(d.replacement))
+            t.erase(0, d.replacement.size());
+          else
+            t = " " + t;  // (not insert(0, " "): GCC 12's -Wrestrict misfires on that)
+        }
+        if (d.cleanup) t = wordpiece_cleanup(t);
       }
       break;
     case K::kBpeSuffix:

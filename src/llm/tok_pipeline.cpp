@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "llm/tok_unicode.h"
+#include "llm/tok_wordpiece.h"
 
 namespace gpuopt::llm::tok {
 
@@ -79,6 +80,24 @@ std::vector<std::pair<size_t, size_t>> find_chars(std::string_view s, Pred pred)
   for (size_t i = 0; i < s.size();) {
     Utf8Step st = utf8_step(s, i);
     if (st.valid && pred(st.cp)) out.emplace_back(i, i + st.len);
+    i += st.len;
+  }
+  return out;
+}
+
+// The matches of Whitespace's \w+|[^\w\s]+ (Oniguruma's Unicode \w and \s): maximal runs of word
+// characters and runs of characters that are neither word nor space.
+std::vector<std::pair<size_t, size_t>> word_runs(std::string_view s) {
+  std::vector<std::pair<size_t, size_t>> out;
+  int prev = 0;  // 0 space, 1 word, 2 other
+  for (size_t i = 0; i < s.size();) {
+    Utf8Step st = utf8_step(s, i);
+    int cls = !st.valid ? 2 : is_whitespace(st.cp) ? 0 : is_onig_word_char(st.cp) ? 1 : 2;
+    if (cls != 0 && cls == prev)
+      out.back().second = i + st.len;
+    else if (cls != 0)
+      out.emplace_back(i, i + st.len);
+    prev = cls;
     i += st.len;
   }
   return out;
@@ -204,10 +223,16 @@ Result<Normalizer> parse_normalizer(const json& j, const std::string& where, int
     n.kind = K::kStrip;
     n.left = get_bool(j, "strip_left", true);
     n.right = get_bool(j, "strip_right", true);
+  } else if (type == "BertNormalizer") {
+    n.kind = K::kBert;
+    n.clean_text = get_bool(j, "clean_text", true);
+    n.chinese = get_bool(j, "handle_chinese_chars", true);
+    n.bert_lowercase = get_bool(j, "lowercase", true);
+    n.bert_strip_accents = get_bool(j, "strip_accents", n.bert_lowercase);  // null: as lowercase
   } else {
     return Status::Unimplemented(
         "{}: normalizer type '{}' is not supported (supported: Sequence, NFC, NFD, NFKC, "
-        "NFKD, Lowercase, Prepend, Replace, Strip, StripAccents, ByteLevel)",
+        "NFKD, Lowercase, Prepend, Replace, Strip, StripAccents, ByteLevel, BertNormalizer)",
         where, type);
   }
   return n;
@@ -242,6 +267,9 @@ void normalize(const Normalizer& n, std::string& s) {
       break;
     case K::kReplace:
       s = replace_all(s, n.pattern, n.text);
+      break;
+    case K::kBert:
+      s = bert_normalize(s, {n.clean_text, n.chinese, n.bert_strip_accents, n.bert_lowercase});
       break;
     case K::kByteLevel: {
       std::string out;
@@ -337,10 +365,14 @@ Result<PreTokenizer> parse_pre_tokenizer(const json& j, const std::string& where
     p.individual_digits = get_bool(j, "individual_digits", false);
   } else if (type == "WhitespaceSplit") {
     p.kind = K::kWhitespaceSplit;
+  } else if (type == "Whitespace") {
+    p.kind = K::kWhitespace;
+  } else if (type == "BertPreTokenizer") {
+    p.kind = K::kBert;
   } else {
     return Status::Unimplemented(
         "{}: pre-tokenizer type '{}' is not supported (supported: Sequence, ByteLevel, Split, "
-        "Metaspace, Digits, WhitespaceSplit)",
+        "Metaspace, Digits, WhitespaceSplit, Whitespace, BertPreTokenizer)",
         where, type);
   }
   return p;
@@ -398,6 +430,19 @@ void pre_tokenize(const PreTokenizer& p, std::vector<Piece>& pieces) {
     case K::kWhitespaceSplit:
       split_each(pieces, [&](const Piece& in, std::vector<Piece>& out) {
         split_piece(in, find_chars(in.text, is_whitespace), B::kRemoved, false, out);
+      });
+      break;
+    case K::kWhitespace:  // the regex \w+|[^\w\s]+, its matches kept
+      split_each(pieces, [&](const Piece& in, std::vector<Piece>& out) {
+        split_piece(in, word_runs(in.text), B::kRemoved, true, out);
+      });
+      break;
+    case K::kBert:  // whitespace removed, then each punctuation character on its own
+      split_each(pieces, [&](const Piece& in, std::vector<Piece>& out) {
+        split_piece(in, find_chars(in.text, is_whitespace), B::kRemoved, false, out);
+      });
+      split_each(pieces, [&](const Piece& in, std::vector<Piece>& out) {
+        split_piece(in, find_chars(in.text, is_bert_punctuation), B::kIsolated, false, out);
       });
       break;
   }

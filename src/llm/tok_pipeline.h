@@ -38,12 +38,15 @@ struct Normalizer {
     kReplace,
     kStrip,
     kStripAccents,
-    kByteLevel
+    kByteLevel,
+    kBert
   };
   Kind kind = Kind::kSequence;
   std::string text;                  // Prepend's prefix, Replace's content
   Pattern pattern;                   // Replace's pattern
   bool left = false, right = false;  // Strip
+  // BertNormalizer: clean_text, handle_chinese_chars, strip_accents (null: as lowercase), lowercase
+  bool clean_text = true, chinese = true, bert_strip_accents = true, bert_lowercase = true;
   std::vector<Normalizer> children;
 };
 Result<Normalizer> parse_normalizer(const nlohmann::json& j, const std::string& where, int depth = 0);
@@ -57,7 +60,7 @@ struct Piece {
 };
 
 struct PreTokenizer {
-  enum class Kind { kSequence, kByteLevel, kSplit, kMetaspace, kDigits, kWhitespaceSplit };
+  enum class Kind { kSequence, kByteLevel, kSplit, kMetaspace, kDigits, kWhitespaceSplit, kWhitespace, kBert };
   enum class Behavior { kRemoved, kIsolated, kMergedWithPrevious, kMergedWithNext, kContiguous };
   enum class Prepend { kAlways, kFirst, kNever };
   Kind kind = Kind::kSequence;
@@ -75,9 +78,10 @@ Result<PreTokenizer> parse_pre_tokenizer(const nlohmann::json& j, const std::str
 void pre_tokenize(const PreTokenizer& p, std::vector<Piece>& pieces);
 
 struct Decoder {
-  enum class Kind { kSequence, kByteLevel, kMetaspace, kReplace, kByteFallback, kFuse, kStrip, kBpeSuffix };
+  enum class Kind { kSequence, kByteLevel, kMetaspace, kReplace, kByteFallback, kFuse, kStrip, kBpeSuffix, kWordPiece };
   Kind kind = Kind::kSequence;
-  std::string replacement;  // Metaspace's, Replace's content, BPEDecoder's suffix
+  std::string replacement;  // Metaspace's, Replace's content, BPEDecoder's suffix, WordPiece's prefix
+  bool cleanup = true;      // WordPiece
   Pattern pattern;          // Replace
   bool prepend_never = false;
   std::string strip_content;

@@ -13,6 +13,7 @@
 #include "llm/tok_bpe.h"
 #include "llm/tok_pipeline.h"
 #include "llm/tok_unicode.h"
+#include "llm/tok_wordpiece.h"
 
 namespace gpuopt::llm {
 namespace {
@@ -43,7 +44,7 @@ class HfTokenizer final : public Tokenizer {
 
   std::optional<Normalizer> normalizer_;
   std::optional<PreTokenizer> pre_tokenizer_;
-  std::unique_ptr<BpeModel> model_;
+  std::unique_ptr<Model> model_;
   std::optional<PostProcessor> post_;
   std::optional<Decoder> decoder_;
   std::vector<AddedToken> added_;
@@ -67,14 +68,22 @@ Result<std::unique_ptr<Tokenizer>> HfTokenizer::build(const json& j) {
     type = ty->get<std::string>();
   } else if (m->contains("merges")) {
     type = "BPE";  // files written before models carried their type
+  } else if (m->contains("max_input_chars_per_word")) {
+    type = "WordPiece";
   }
-  if (type != "BPE") {
-    return Status::Unimplemented("model type '{}' is not supported (only BPE: GPT-2, Llama, Qwen, Mistral)",
-                                 type.empty() ? "(none)" : type);
+  if (type == "BPE") {
+    auto model = BpeModel::from_json(*m);
+    if (!model.ok()) return model.status();
+    t->model_ = std::move(*model);
+  } else if (type == "WordPiece") {
+    auto model = WordPieceModel::from_json(*m);
+    if (!model.ok()) return model.status();
+    t->model_ = std::move(*model);
+  } else {
+    return Status::Unimplemented(
+        "model type '{}' is not supported (BPE: GPT-2, Llama, Qwen, Mistral; WordPiece: BERT encoders)",
+        type.empty() ? "(none)" : type);
   }
-  auto model = BpeModel::from_json(*m);
-  if (!model.ok()) return model.status();
-  t->model_ = std::move(*model);
 
   auto stage = [&](const char* key) -> const json* {
     auto it = j.find(key);

@@ -1,5 +1,6 @@
 // Hugging Face `tokenizer.json` (the `tokenizers` library's format): byte-level BPE (GPT-2,
-// Llama-3, Qwen) and SentencePiece-style BPE (Llama-2, Mistral: Metaspace, byte fallback), with the
+// Llama-3, Qwen), SentencePiece-style BPE (Llama-2, Mistral: Metaspace, byte fallback) and WordPiece
+// (BERT and the encoders built on it: BertNormalizer, BertPreTokenizer, [CLS]/[SEP]), with the
 // normalizers, pre-tokenizers, decoders and added/special tokens those files use. Ids equal the
 // `tokenizers` library's.
 //

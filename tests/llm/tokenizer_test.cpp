@@ -1,6 +1,6 @@
-// src/llm/tokenizer.h on hand-built tokenizer.json files whose ids follow from the BPE algorithm by
-// hand (the Python test, tests/python/test_llm_tokenizer.py, compares trained files with the
-// `tokenizers` library); the streaming decoder; malformed files.
+// src/llm/tokenizer.h on hand-built tokenizer.json files whose ids follow from the BPE and WordPiece
+// algorithms by hand (the Python tests, tests/python/test_llm_tokenizer.py and test_llm_wordpiece.py,
+// compare trained files with the `tokenizers` library); the streaming decoder; malformed files.
 #include "llm/tokenizer.h"
 
 #include <gtest/gtest.h>
@@ -274,7 +274,7 @@ TEST(Tokenizer, MalformedFilesAreRefusedByName) {
   json j = ok;
   j.erase("model");
   expect_error(j.dump(), "no \"model\"");
-  for (const char* type : {"WordPiece", "Unigram", "WordLevel"}) {
+  for (const char* type : {"Unigram", "WordLevel"}) {
     j = ok;
     j["model"]["type"] = type;
     expect_error(j.dump(), type);
@@ -295,8 +295,8 @@ TEST(Tokenizer, MalformedFilesAreRefusedByName) {
   j["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}};
   expect_error(j.dump(), "pre_tokenizer.pattern");
   j = ok;
-  j["decoder"] = {{"type", "WordPiece"}};
-  expect_error(j.dump(), "decoder type 'WordPiece'");
+  j["decoder"] = {{"type", "CTC"}};
+  expect_error(j.dump(), "decoder type 'CTC'");
   j = ok;
   j["model"]["dropout"] = 0.1;
   expect_error(j.dump(), "dropout");
@@ -309,6 +309,61 @@ TEST(Tokenizer, MalformedFilesAreRefusedByName) {
   auto missing = Tokenizer::from_file("/nonexistent/tokenizer.json");
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().to_string().find("/nonexistent/tokenizer.json"), std::string::npos);
+}
+
+json wordpiece(json normalizer) {
+  json vocab = {{"[UNK]", 0}, {"[CLS]", 1}, {"[SEP]", 2}, {"un", 3}, {"##aff", 4}, {"##able", 5},
+                {"a", 6},     {"##a", 7},   {"##ff", 8},  {"!", 9},  {"cafe", 10}, {"\xE4\xB8\x80", 11},
+                {"x", 12},    {"##y", 13}};
+  return {
+      {"normalizer", normalizer},
+      {"pre_tokenizer", {{"type", "BertPreTokenizer"}}},
+      {"post_processor", {{"type", "BertProcessing"}, {"sep", {"[SEP]", 2}}, {"cls", {"[CLS]", 1}}}},
+      {"decoder", {{"type", "WordPiece"}, {"prefix", "##"}, {"cleanup", true}}},
+      {"added_tokens",
+       {{{"id", 1}, {"content", "[CLS]"}, {"special", true}}, {{"id", 2}, {"content", "[SEP]"}, {"special", true}}}},
+      {"model",
+       {{"type", "WordPiece"},
+        {"unk_token", "[UNK]"},
+        {"continuing_subword_prefix", "##"},
+        {"max_input_chars_per_word", 5},
+        {"vocab", vocab}}}};
+}
+
+// Greedy longest match first: "unaffable" is un + ##aff + ##able (not un + ##a + ##ff + ...); a
+// word with a piece nothing matches, or longer than max_input_chars_per_word, is one [UNK].
+TEST(Tokenizer, WordPiece) {
+  json bert = {{"type", "BertNormalizer"},
+               {"clean_text", true},
+               {"handle_chinese_chars", true},
+               {"strip_accents", nullptr},
+               {"lowercase", true}};
+  auto t = load(wordpiece(bert));
+  ASSERT_TRUE(t);
+  using V = std::vector<int64_t>;
+  EXPECT_EQ(t->encode("unaff", false), (V{3, 4}));
+  // max_input_chars_per_word is 5 here: "unaffable" (9 characters) is unknown; so is "unx" (no "##x").
+  EXPECT_EQ(t->encode("unaff  aaa!", true), (V{1, 3, 4, 6, 7, 7, 9, 2}));
+  EXPECT_EQ(t->encode("unaffable unx UNAFF", false), (V{0, 0, 3, 4}));
+  // Accents stripped (strip_accents null follows lowercase), CJK isolated, controls dropped.
+  EXPECT_EQ(t->encode("CAF\xC3\x89\xE4\xB8\x80x\x07y", false), (V{10, 11, 12, 13}));
+  EXPECT_EQ(t->decode({1, 3, 4, 6, 7, 9, 2}, true), "unaff aa!");
+  EXPECT_EQ(t->decode({1, 3, 4, 2}, false), "[CLS] unaff [SEP]");
+  // Cased: "UNAFF" stays unknown; without lowercase, accents stay (strip_accents null).
+  bert["lowercase"] = false;
+  t = load(wordpiece(bert));
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->encode("UNAFF cafe CAF\xC3\x89", false), (V{0, 10, 0}));
+
+  json j = wordpiece(nullptr);
+  j["model"].erase("vocab");
+  expect_error(j.dump(), "model.vocab is missing");
+  j = wordpiece(nullptr);
+  j["model"].erase("unk_token");
+  expect_error(j.dump(), "model.unk_token is missing");
+  j = wordpiece(nullptr);
+  j["model"]["unk_token"] = "<unk>";
+  expect_error(j.dump(), "model.unk_token '<unk>' is not in model.vocab");
 }
 
 TEST(Tokenizer, FromFile) {

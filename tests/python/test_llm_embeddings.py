@@ -2,8 +2,10 @@
 client and with raw HTTP.
 
 Encoder: the two-layer BERT exported by torch (tests/data/exported/bert_tiny_legacy.onnx,
-input_ids + attention_mask -> [batch, 16, 64]) with a byte-level BPE tokenizer trained here with
-`tokenizers` ([CLS] ... [SEP] added by its template). Oracle: ONNX Runtime on each input alone,
+input_ids + attention_mask -> [batch, 16, 64]) with a BERT tokenizer as bert-base-uncased's is built
+(BertNormalizer lowercasing and stripping accents, BertPreTokenizer, WordPiece, BertProcessing's
+[CLS] ... [SEP], the WordPiece decoder), trained here with `tokenizers`; the ids it gives are the
+oracle's input. Oracle: ONNX Runtime on each input alone,
 padded as the model's fixed length requires, then numpy pooling written from
 sentence-transformers' definitions (mean over the attention mask, or the [CLS] row; L2
 normalisation), configured three ways: sentence-transformers' 1_Pooling/config.json with a
@@ -35,22 +37,30 @@ ort = pytest.importorskip("onnxruntime")
 openai = pytest.importorskip("openai")
 BERT = os.path.join(ROOT, "tests", "data", "exported", "bert_tiny_legacy.onnx")
 SEQ = 16  # the export's fixed sequence length
-TEXTS = ["the quick brown fox", "a stitch in time", "lazy dog", "über café jumps over"]
+# Cased, accented, punctuated, CJK and unknown words: the WordPiece path as BERT runs it.
+TEXTS = ["the quick brown fox", "A Stitch in TIME", "lazy dog!", "über café jumps over", "foxes 狐狸 zebra?"]
 
 
-def bpe_tokenizer(path):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    # The corpus' own bytes as the alphabet (the full byte alphabet would pass the model's 256 ids).
-    trainer = trainers.BpeTrainer(vocab_size=160, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]"],
-                                  show_progress=False)
+def wordpiece_tokenizer(path):
+    """Trained once; every encoder folder gets the same file (the trainer breaks ties by hash order)."""
+    if getattr(wordpiece_tokenizer, "json", None) is None:
+        wordpiece_tokenizer.json = train_wordpiece().to_str()
+    (path / "tokenizer.json").write_text(wordpiece_tokenizer.json)
+
+
+def train_wordpiece():
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece()
+    trainer = trainers.WordPieceTrainer(vocab_size=200, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"],
+                                        show_progress=False)
     tok.train_from_iterator(["the quick brown fox jumps over the lazy dog", "a stitch in time saves nine",
-                             "über naïve café"] * 20, trainer)
-    tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
+                             "Über naïve café, THE DOGS!", "the foxes jumped; stitches"] * 20, trainer)
+    tok.post_processor = processors.BertProcessing(("[SEP]", tok.token_to_id("[SEP]")),
+                                                   ("[CLS]", tok.token_to_id("[CLS]")))
     assert tok.get_vocab_size() <= 256  # the model's vocabulary
-    tok.save(str(path / "tokenizer.json"))
     return tok
 
 
@@ -58,7 +68,7 @@ def encoder_dir(root, name, files):
     d = root / name
     os.makedirs(d)
     shutil.copy(BERT, d / "model.onnx")
-    bpe_tokenizer(d)
+    wordpiece_tokenizer(d)
     for rel, content in files.items():
         os.makedirs((d / rel).parent, exist_ok=True)
         (d / rel).write_text(json.dumps(content))
@@ -128,6 +138,8 @@ def test_encoder_pooling_matches_onnx_runtime(served, model, pooling, normalize)
     r = client(s).embeddings.create(model=model, input=TEXTS)  # the client asks for base64 and decodes it
     assert r.model == model and [d.index for d in r.data] == list(range(len(TEXTS)))
     ids = [tok.encode(t).ids for t in TEXTS]
+    pieces = [tok.id_to_token(i) for x in ids for i in x]
+    assert "[UNK]" in pieces and any(p.startswith("##") for p in pieces), pieces  # WordPiece at work
     assert r.usage.prompt_tokens == r.usage.total_tokens == sum(map(len, ids))
     for d, x in zip(r.data, ids):
         got = np.asarray(d.embedding, np.float64)

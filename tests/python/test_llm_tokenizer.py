@@ -283,8 +283,8 @@ def test_multibyte_split_over_byte_tokens(formats):
 
 def test_bad_tokenizer_files(tmp_path):
     (tmp_path / "bad.json").write_text("{ not json")
-    (tmp_path / "wp.json").write_text(json.dumps({"model": {"type": "WordPiece", "vocab": {}}}))
-    for name, needle in [("bad.json", "invalid JSON"), ("wp.json", "WordPiece"), ("missing.json", "cannot open")]:
+    (tmp_path / "wp.json").write_text(json.dumps({"model": {"type": "Unigram", "vocab": []}}))
+    for name, needle in [("bad.json", "invalid JSON"), ("wp.json", "Unigram"), ("missing.json", "cannot open")]:
         r = subprocess.run([gpuopt_bin(), "tokenize", str(tmp_path / name)], input="hi\n",
                            capture_output=True, text=True, timeout=60)
         assert r.returncode == 1, (name, r.returncode, r.stderr)

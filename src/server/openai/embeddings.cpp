@@ -97,8 +97,10 @@ std::variant<Parsed, net::HttpResponse> parse(const json& body, Embedder& e, siz
     if (x.is_string()) {
       const auto& s = x.get_ref<const std::string&>();
       if (s.empty()) return oai_error(400, fmt::format("input[{}] is an empty string", i), "input");
-      // Refused before tokenizing when even 64 bytes a token would not fit the context (no
-      // tokenizer makes tokens that long): a 1 GB string costs no tokenizer time.
+      // Refused before tokenizing when even 64 bytes a token would not fit the context: a 1 GB
+      // string costs no tokenizer time. Text averages far fewer (only degenerate input, such as
+      // WordPiece's one [UNK] for a word of up to 100 characters, or dropped control characters,
+      // could fit in fewer tokens and is refused anyway).
       if (static_cast<int64_t>(s.size()) > e.max_input_tokens() * 64)
         return oai_error(400, fmt::format("input[{}] ({} bytes) is longer than this model's maximum context of {} tokens",
                                           i, s.size(), e.max_input_tokens()), "input");
