@@ -34,7 +34,7 @@ if [[ " $STEPS " == *" asan "* ]]; then
     case $n in python|data|fake_nvml|cuda|llm_cuda|backend_ops) continue ;; esac
     ls "$d"*.cpp >/dev/null 2>&1 && targets+=("test_$n")
   done
-  for k in json_codec binary_codec model_config model_loader image_decoders http_router grpc_messages tokenizer llm_files; do targets+=("gpuopt_fuzz_replay_$k"); done
+  for k in json_codec binary_codec model_config model_loader image_decoders http_router grpc_messages tokenizer llm_files openai_request; do targets+=("gpuopt_fuzz_replay_$k"); done
   cmake --build build-asan -j"$J" --target "${targets[@]}"
   set +e
   (cd build-asan && ctest -j"$J" --timeout 900 --output-on-failure -E "$skip" 2>&1 | tee ctest.log; exit "${PIPESTATUS[0]}")
