@@ -37,7 +37,7 @@ echo
 if [ "${GPUOPT_FUZZ_SECONDS:-30}" = 0 ]; then
   echo "fuzz: skipped (GPUOPT_FUZZ_SECONDS=0)"
 elif [ $fuzz_rc = 0 ]; then
-  echo "fuzz: 9 targets, no crash (each target's line above: runs, corpus, cov, ft)"
+  echo "fuzz: $(grep -c ', no crash$' "$BUILD_DIR/fuzz.log") targets, no crash (each target's line above: runs, corpus, cov, ft)"
 else
   echo "fuzz: FAILED (exit $fuzz_rc), see $BUILD_DIR/fuzz.log and build-fuzz/tools/fuzz/work_*/"
 fi
