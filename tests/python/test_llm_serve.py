@@ -473,3 +473,16 @@ def test_a_non_streamed_request_whose_client_left_is_cancelled(srv):
                     and metric(srv, "gpuopt:num_requests_running") == 0
                     and metric(srv, "gpuopt:num_requests_waiting") == 0, 60), metrics(srv)
     assert metric(srv, "gpuopt:generation_tokens_total") - before < 64 * 140
+
+
+def test_a_model_name_with_quotes_is_escaped_in_the_metrics(tmp_path):
+    """--llm-model NAME=DIR takes any name: /metrics escapes it (Prometheus text format), so the
+    exposition still parses and the label reads back as given."""
+    llm_folder(tmp_path / "m", ZEPHYR)
+    name = 'we"ird\\name'
+    with H.Server(["--llm-model", f"{name}={tmp_path / 'm'}", "--llm-device", "cpu", "--num-kv-blocks", "64"],
+                  timeout=120) as s:
+        client = openai.OpenAI(base_url=f"http://{s.url}/v1", api_key="none", max_retries=0, timeout=60)
+        client.completions.create(model=name, prompt="the", max_tokens=2, temperature=0)
+        text = metrics(s)
+        assert 'gpuopt:generation_tokens_total{model_name="we\\"ird\\\\name"} 2' in text, text[:2000]

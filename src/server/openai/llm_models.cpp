@@ -8,6 +8,7 @@
 #include "core/log.h"
 #include "llm/config.h"
 #include "llm/runner.h"
+#include "monitor/prom_text.h"
 #include "server/model_instance.h"
 
 namespace gpuopt::server::openai {
@@ -151,7 +152,11 @@ std::string LlmModels::metrics_text() const {
   auto models = all();
   if (models.empty()) return "";
   std::vector<std::pair<std::string, llm::EngineStats>> stats;
-  for (auto& m : models) stats.emplace_back(fmt::format("model_name=\"{}\"", m->name), m->engine->stats());
+  for (auto& m : models) {
+    std::string label;  // escaped: a --llm-model NAME may hold quotes or backslashes
+    gpu::prom_label(&label, "model_name", m->name);
+    stats.emplace_back(std::move(label), m->engine->stats());
+  }
   std::string out;
   auto gauge_or_counter = [&](const char* name, const char* type, const char* help, auto get) {
     out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
