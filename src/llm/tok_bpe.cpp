@@ -36,8 +36,7 @@ bool opt_bool(const json& m, const char* key) {
 
 }  // namespace
 
-Result<std::unique_ptr<BpeModel>> BpeModel::from_json(const json& m) {
-  auto bpe = std::make_unique<BpeModel>();
+Status read_vocab(const json& m, Vocab* vocab, std::vector<std::string>* tokens, std::vector<bool>* has_id) {
   auto v = m.find("vocab");
   if (v == m.end() || !v->is_object()) return Status::InvalidArgument("model.vocab is missing or not an object");
   int64_t max_id = -1;
@@ -50,14 +49,20 @@ Result<std::unique_ptr<BpeModel>> BpeModel::from_json(const json& m) {
   if (max_id >= static_cast<int64_t>(v->size()) * 4 + 1024) {
     return Status::InvalidArgument("model.vocab: id {} is far beyond the {} tokens", max_id, v->size());
   }
-  bpe->vocab_r_.resize(static_cast<size_t>(max_id + 1));
-  bpe->has_id_.assign(static_cast<size_t>(max_id + 1), false);
+  tokens->resize(static_cast<size_t>(max_id + 1));
+  has_id->assign(static_cast<size_t>(max_id + 1), false);
   for (auto it = v->begin(); it != v->end(); ++it) {
     auto id = it.value().get<int32_t>();
-    bpe->vocab_.emplace(it.key(), id);
-    bpe->vocab_r_[static_cast<size_t>(id)] = it.key();
-    bpe->has_id_[static_cast<size_t>(id)] = true;
+    vocab->emplace(it.key(), id);
+    (*tokens)[static_cast<size_t>(id)] = it.key();
+    (*has_id)[static_cast<size_t>(id)] = true;
   }
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<BpeModel>> BpeModel::from_json(const json& m) {
+  auto bpe = std::make_unique<BpeModel>();
+  GPUOPT_RETURN_IF_ERROR(read_vocab(m, &bpe->vocab_, &bpe->vocab_r_, &bpe->has_id_));
 
   if (auto d = m.find("dropout"); d != m.end() && !d->is_null()) {
     if (!d->is_number()) return Status::InvalidArgument("model.dropout is not a number");

@@ -26,6 +26,11 @@ struct StringHash {
 };
 using Vocab = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
 
+// tokenizer.json's "model"."vocab" (token -> id) into `vocab`, and id -> token (`tokens`, with
+// `has_id` marking the ids in use); ids must be non-negative int32 and not far beyond the count.
+Status read_vocab(const nlohmann::json& model, Vocab* vocab, std::vector<std::string>* tokens,
+                  std::vector<bool>* has_id);
+
 class BpeModel final : public Model {
  public:
   // `model` is tokenizer.json's "model" object; errors name what is wrong (the caller adds the file).

@@ -182,26 +182,7 @@ std::string bert_normalize(std::string_view s, const BertNormalizerOptions& o) {
 
 Result<std::unique_ptr<WordPieceModel>> WordPieceModel::from_json(const json& m) {
   auto wp = std::make_unique<WordPieceModel>();
-  auto v = m.find("vocab");
-  if (v == m.end() || !v->is_object()) return Status::InvalidArgument("model.vocab is missing or not an object");
-  int64_t max_id = -1;
-  for (auto it = v->begin(); it != v->end(); ++it) {
-    if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 || it.value().get<int64_t>() > INT32_MAX) {
-      return Status::InvalidArgument("model.vocab['{}'] is not a token id (a non-negative integer)", it.key());
-    }
-    max_id = std::max(max_id, it.value().get<int64_t>());
-  }
-  if (max_id >= static_cast<int64_t>(v->size()) * 4 + 1024) {
-    return Status::InvalidArgument("model.vocab: id {} is far beyond the {} tokens", max_id, v->size());
-  }
-  wp->vocab_r_.resize(static_cast<size_t>(max_id + 1));
-  wp->has_id_.assign(static_cast<size_t>(max_id + 1), false);
-  for (auto it = v->begin(); it != v->end(); ++it) {
-    auto id = it.value().get<int32_t>();
-    wp->vocab_.emplace(it.key(), id);
-    wp->vocab_r_[static_cast<size_t>(id)] = it.key();
-    wp->has_id_[static_cast<size_t>(id)] = true;
-  }
+  GPUOPT_RETURN_IF_ERROR(read_vocab(m, &wp->vocab_, &wp->vocab_r_, &wp->has_id_));
   auto unk = m.find("unk_token");
   if (unk == m.end() || !unk->is_string()) return Status::InvalidArgument("model.unk_token is missing (WordPiece)");
   auto unk_id = wp->vocab_.find(unk->get<std::string>());
