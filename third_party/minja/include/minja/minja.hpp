@@ -1107,7 +1107,12 @@ public:
     void do_render(std::ostringstream &, const std::shared_ptr<Context> & macro_context) const override {
         if (!name) throw std::runtime_error("MacroNode.name is null");
         if (!body) throw std::runtime_error("MacroNode.body is null");
-        auto callable = Value::callable([this, macro_context](const std::shared_ptr<Context> & call_context, ArgumentsValue & args) {
+        // gpuopt patch: the macro is stored in macro_context, so it holds that context weakly (a
+        // strong capture is a reference cycle: every render of a template with a macro leaked).
+        std::weak_ptr<Context> weak_macro_context = macro_context;
+        auto callable = Value::callable([this, weak_macro_context](const std::shared_ptr<Context> & call_context, ArgumentsValue & args) {
+            auto macro_context = weak_macro_context.lock();
+            if (!macro_context) throw std::runtime_error("macro called after its scope ended");
             auto execution_context = Context::make(Value::object(), macro_context);
 
             if (call_context->contains("caller")) {
@@ -1685,7 +1690,11 @@ public:
         if (!expr) throw std::runtime_error("CallNode.expr is null");
         if (!body) throw std::runtime_error("CallNode.body is null");
         
-        auto caller = Value::callable([this, context](const std::shared_ptr<Context> &, ArgumentsValue &) -> Value {
+        // gpuopt patch: held weakly, as a macro holds its context (the caller is stored in it).
+        std::weak_ptr<Context> weak_context = context;
+        auto caller = Value::callable([this, weak_context](const std::shared_ptr<Context> &, ArgumentsValue &) -> Value {
+            auto context = weak_context.lock();
+            if (!context) throw std::runtime_error("caller() called after its scope ended");
             return Value(body->render(context));
         });
         
