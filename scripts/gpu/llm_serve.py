@@ -20,6 +20,16 @@ def free_port():
     return p
 
 
+def stop_server(proc):
+    """SIGTERM (serve drains), SIGKILL after 30 s."""
+    proc.terminate()
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def wait_ready(port, proc, timeout=300):
     t = time.time()
     while time.time() - t < timeout:
@@ -158,11 +168,7 @@ def main():
                   f"({time.time() - t:.0f} s)", flush=True)
             json.dump(recs, open(a.out, "w"), indent=1)
     finally:
-        srv.terminate()
-        try:
-            srv.wait(30)
-        except subprocess.TimeoutExpired:
-            srv.kill()
+        stop_server(srv)
         print(f"serve: rc {srv.returncode}; {time.time() - t0:.0f} s in all", flush=True)
         print(open(os.path.join(out_dir, "serve.log")).read()[-1500:], flush=True)
 

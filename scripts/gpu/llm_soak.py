@@ -10,7 +10,7 @@ KV usage flat: the last window's mean within 10% of the first's after warm-up), 
 import argparse, datetime, json, os, subprocess, sys, threading, time, urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from llm_serve import free_port, metric_sum, metrics, wait_ready, write_tokenizer  # noqa: E402
+from llm_serve import free_port, metric_sum, metrics, stop_server, wait_ready, write_tokenizer  # noqa: E402
 
 
 def rss_mb(pid):
@@ -95,11 +95,7 @@ def main():
               f"{rec['tok_s']} out tok/s; {'flat' if flat else 'NOT flat'}", flush=True)
         json.dump([rec], open(a.out, "w"), indent=1)
     finally:
-        srv.terminate()
-        try:
-            srv.wait(30)
-        except subprocess.TimeoutExpired:
-            srv.kill()
+        stop_server(srv)
         print(f"serve: rc {srv.returncode}", flush=True)
 
 

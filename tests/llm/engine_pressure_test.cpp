@@ -13,6 +13,7 @@ using namespace std::chrono_literals;
 using testing::alone;
 using testing::Collector;
 using testing::make_prompt;
+using testing::request;
 using testing::TinyModel;
 
 SamplingParams long_greedy(int64_t max_new) {
@@ -21,13 +22,6 @@ SamplingParams long_greedy(int64_t max_new) {
   p.max_new_tokens = max_new;
   p.ignore_eos = true;  // every request runs its full length: the pressure is predictable
   return p;
-}
-
-EngineRequest request(std::vector<int64_t> prompt, SamplingParams p) {
-  EngineRequest r;
-  r.prompt = std::move(prompt);
-  r.params = std::move(p);
-  return r;
 }
 
 TEST(EnginePressure, ATinyKvCacheForcesPreemptionAndEveryRequestStillMatches) {

@@ -13,6 +13,7 @@ using namespace std::chrono_literals;
 using testing::alone;
 using testing::Collector;
 using testing::make_prompt;
+using testing::request;
 using testing::PieceTokenizer;
 using testing::TinyModel;
 
@@ -67,13 +68,6 @@ SamplingParams greedy(int64_t max_new) {
   p.temperature = 0;
   p.max_new_tokens = max_new;
   return p;
-}
-
-EngineRequest request(std::vector<int64_t> prompt, SamplingParams p) {
-  EngineRequest r;
-  r.prompt = std::move(prompt);
-  r.params = std::move(p);
-  return r;
 }
 
 TEST(Engine, ConcurrentGreedyRequestsEqualEachAlone) {

@@ -128,6 +128,13 @@ inline SequenceResult alone(const TinyModel& m, const std::vector<int64_t>& prom
   return res.ok() ? res->seqs[0] : SequenceResult{};
 }
 
+inline EngineRequest request(std::vector<int64_t> prompt, SamplingParams p) {
+  EngineRequest r;
+  r.prompt = std::move(prompt);
+  r.params = std::move(p);
+  return r;
+}
+
 inline std::vector<int64_t> make_prompt(int n, int salt) {
   std::vector<int64_t> p;
   for (int i = 0; i < n; ++i) p.push_back((i * 7 + 3 + salt * 13 + salt * i) % 63);
