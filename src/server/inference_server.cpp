@@ -117,10 +117,11 @@ Result<std::unique_ptr<InferenceServer>> InferenceServer::start(InferenceServerO
     if (to_load.empty() && s->opt_.control_mode == ControlMode::kNone && s->llm_->all().empty())
       return Status::NotFound("no models found in '{}'", s->opt_.repo.path);
   } else {
+    auto llm_names = s->llm_dirs();
     for (const auto& m : s->opt_.load_models) {
       if (m == "*") {
         for (const auto& x : s->repo_->scan()) to_load.push_back(x);
-      } else {
+      } else if (!llm_names.count(m)) {  // generation models: load_llm_models() took them
         to_load.push_back(m);
       }
     }
@@ -134,7 +135,8 @@ Result<std::unique_ptr<InferenceServer>> InferenceServer::start(InferenceServerO
     GPUOPT_LOG(error, "model '{}' is UNAVAILABLE: {}", m, st.message());  // --exit-on-error=false
   }
   if (s->opt_.control_mode == ControlMode::kPoll)
-    s->poller_ = std::make_unique<RepositoryPoller>(*s->repo_, std::chrono::seconds(s->opt_.poll_secs));
+    s->poller_ = std::make_unique<RepositoryPoller>(*s->repo_, std::chrono::seconds(s->opt_.poll_secs),
+                                                   [srv = s.get()] { srv->poll_llm(); });
   if (s->opt_.gpu_metrics && s->opt_.metrics_port) {
     auto n = nvml::Nvml::load();
     if (n.ok())
@@ -240,6 +242,7 @@ void InferenceServer::handle_load(HttpRequest&& req, net::Responder done, bool l
 }
 
 void InferenceServer::control_model(const std::string& name, bool load, std::function<void(Status)> done) {
+  if (control_llm(name, load, done)) return;
   post_task([this, name, done = std::move(done), load] {
     Status s = load ? repo_->load(name) : repo_->unload(name);
     if (!s.ok())
@@ -329,8 +332,7 @@ net::Router InferenceServer::routes() {
       if (j.contains("ready") && j["ready"].is_boolean()) ready_only = j["ready"].get<bool>();
     }
     json index = repo_->index(ready_only);
-    for (auto& e : llm_->index())
-      if (!ready_only || e.value("state", "") == "READY") index.push_back(e);
+    llm_index(index, ready_only);
     return HttpResponse::json(200, json_text(index));
   });
   r.add_async("POST", "/v2/repository/models/{model}/load",

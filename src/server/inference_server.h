@@ -21,7 +21,9 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -136,6 +138,12 @@ class InferenceServer {
   void add_shared_memory_routes(net::Router& r);  // shm_http.cpp
   Status load_llm_models();                       // server/openai/serve_llm.cpp
   void add_llm_routes(net::Router& r);            // server/openai/serve_llm.cpp
+  // The generation models' folders in the repositories (name -> folder), and their share of the
+  // model-control modes (server/openai/serve_llm.cpp): explicit load/unload, poll, the index.
+  std::map<std::string, std::filesystem::path> llm_dirs() const;
+  bool control_llm(const std::string& name, bool load, std::function<void(Status)>& done);
+  void poll_llm();
+  void llm_index(nlohmann::json& index, bool ready_only) const;
   void loader_loop();
   void post_task(std::function<void()> task);
 
@@ -145,6 +153,7 @@ class InferenceServer {
   std::unique_ptr<Repository> repo_;
   std::unique_ptr<openai::LlmModels> llm_;  // generation models (never null after start)
   std::unique_ptr<RepositoryPoller> poller_;  // poll mode
+  std::map<std::string, std::string> llm_known_;  // poll mode: generation model -> its files' fingerprint
   std::unique_ptr<net::HttpServer> http_;
   std::unique_ptr<net::HttpServer> metrics_;
   std::unique_ptr<GrpcServer> grpc_;

@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -108,7 +109,8 @@ class Repository {
 // old versions serving). Runs on its own thread until stop() or destruction.
 class RepositoryPoller {
  public:
-  RepositoryPoller(Repository& repo, std::chrono::milliseconds period);
+  // `also` runs after each re-scan on the poller's thread (the generation models' own poll).
+  RepositoryPoller(Repository& repo, std::chrono::milliseconds period, std::function<void()> also = {});
   ~RepositoryPoller();
   void stop();
   void poll_once();  // one re-scan (the thread calls it each period)
@@ -118,6 +120,7 @@ class RepositoryPoller {
 
   Repository& repo_;
   std::chrono::milliseconds period_;
+  std::function<void()> also_;
   std::map<std::string, std::string> known_;  // model -> its files' names, sizes and times
   std::mutex mu_;
   std::condition_variable cv_;

@@ -10,7 +10,8 @@ namespace gpuopt::server {
 
 namespace fs = std::filesystem;
 
-RepositoryPoller::RepositoryPoller(Repository& repo, std::chrono::milliseconds period) : repo_(repo), period_(period) {
+RepositoryPoller::RepositoryPoller(Repository& repo, std::chrono::milliseconds period, std::function<void()> also)
+    : repo_(repo), period_(period), also_(std::move(also)) {
   // What the start loaded (or failed to) is the baseline: only changes after it count.
   for (const auto& name : repo_.scan()) known_[name] = fingerprint(name);
   thread_ = std::thread([this] {
@@ -18,6 +19,7 @@ RepositoryPoller::RepositoryPoller(Repository& repo, std::chrono::milliseconds p
     while (!cv_.wait_for(lk, period_, [this] { return stop_; })) {
       lk.unlock();
       poll_once();
+      if (also_) also_();
       lk.lock();
     }
   });

@@ -127,6 +127,23 @@ nlohmann::json LlmModels::index() const {
   return a;
 }
 
+Status LlmModels::unload(const std::string& name, std::chrono::milliseconds drain) {
+  std::shared_ptr<LlmModel> m;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    bool was_failed = failed_.erase(name) > 0;
+    auto it = models_.find(name);
+    if (it == models_.end()) {
+      if (was_failed) return Status::Ok();
+      return Status::NotFound("generation model '{}' is not loaded", name);
+    }
+    m = std::move(it->second);
+    models_.erase(it);
+  }
+  if (m->engine) m->engine->stop(drain);
+  return Status::Ok();
+}
+
 void LlmModels::stop(std::chrono::milliseconds drain) {
   for (auto& m : all())
     if (m->engine) m->engine->stop(drain);

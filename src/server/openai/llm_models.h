@@ -64,6 +64,9 @@ class LlmModels {
   std::shared_ptr<LlmModel> find(const std::string& name) const;
   std::vector<std::shared_ptr<LlmModel>> all() const;
   std::vector<std::string> failed() const;  // names that did not load
+  // Takes `name` out of service: new requests get 404 at once, running ones finish (up to `drain`),
+  // then its engine and weights are released. NotFound when it is neither loaded nor failed.
+  Status unload(const std::string& name, std::chrono::milliseconds drain);
   // /v2/repository/index entries of the generation models.
   nlohmann::json index() const;
   void stop(std::chrono::milliseconds drain);
