@@ -224,5 +224,42 @@ TEST(OpenAiShapes, StreamChunks) {
   EXPECT_EQ(g, json({{"model_name", "tiny"}, {"model_version", "1"}, {"text_output", "hi"}, {"finish_reason", "length"}}));
 }
 
+// The streamed chunk is written without a JSON tree (it is built per token): byte for byte what
+// nlohmann's ordered tree gives, escaping included (quotes, control characters, invalid UTF-8).
+TEST(OpenAiShapes, StreamChunkBytesEqualTheJsonTree) {
+  IdTokenizer tok;
+  using oj = nlohmann::ordered_json;
+  auto tree = [](const ResponseMeta& m, int index, const std::string& text, const char* fr, bool role, bool usage) {
+    oj choice;
+    oj frj = fr[0] ? oj(fr) : oj(nullptr);
+    if (m.endpoint == Endpoint::kChat) {
+      oj delta = oj::object();
+      if (role) delta["role"] = "assistant";
+      if (role || !text.empty()) delta["content"] = text;
+      choice = {{"index", index}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", frj}};
+    } else {
+      choice = {{"index", index}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", frj}};
+    }
+    oj j = {{"id", m.id},
+            {"object", m.endpoint == Endpoint::kChat ? "chat.completion.chunk" : "text_completion"},
+            {"created", m.created},
+            {"model", m.model},
+            {"choices", oj::array({choice})}};
+    if (usage) j["usage"] = nullptr;
+    return "data: " + j.dump(-1, ' ', false, oj::error_handler_t::replace) + "\n\n";
+  };
+  const std::string texts[] = {"", "hello", "quote \" back \\ nl \n tab \t ctl \x01", "bad \xff utf8 \xe2\x82", "\xc3\xa9t\xc3\xa9"};
+  for (Endpoint e : {Endpoint::kChat, Endpoint::kCompletions})
+    for (const std::string& t : texts)
+      for (const char* fr : {"", "stop", "length"})
+        for (bool role : {false, true})
+          for (bool usage : {false, true}) {
+            ResponseMeta m{.id = "cmpl-\"x", .created = 1732800000, .model = "we\"ird\\m", .endpoint = e,
+                           .logprobs = false};
+            EXPECT_EQ(chunk_event(m, tok, 3, t, {}, 0, fr, role, usage), tree(m, 3, t, fr, role && e == Endpoint::kChat, usage))
+                << t << " " << fr << " " << role << " " << usage;
+          }
+}
+
 }  // namespace
 }  // namespace gpuopt::server::openai

@@ -78,7 +78,8 @@ struct Job : std::enable_shared_from_this<Job> {
         } else {
           write(chunk_event(meta, *model->tokenizer, c, o.text, o.tokens, offsets[static_cast<size_t>(c)],
                             o.finished ? o.finish_reason : "", false, req.include_usage));
-          for (const auto& t : o.tokens) offsets[static_cast<size_t>(c)] += model->tokenizer->decode({t.token}, false).size();
+          if (req.logprobs)  // text_offset of the next chunk's tokens
+            for (const auto& t : o.tokens) offsets[static_cast<size_t>(c)] += model->tokenizer->decode({t.token}, false).size();
         }
       }
       if (last) {
