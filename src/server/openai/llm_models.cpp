@@ -1,8 +1,12 @@
 // Loading generation models (runner, tokenizer, chat template, engine) and their metrics.
 #include "server/openai/llm_models.h"
 
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "core/device.h"
 #include "core/log.h"
@@ -23,7 +27,60 @@ bool is_llm_model_dir(const fs::path& dir) {
   return false;
 }
 
+// A few threads and a queue: requests are prepared in arrival order, each on one thread.
+struct LlmModels::PrepPool {
+  explicit PrepPool(int n) {
+    for (int i = 0; i < n; ++i)
+      threads.emplace_back([this] {
+        for (;;) {
+          std::function<void()> task;
+          {
+            std::unique_lock<std::mutex> lk(mu);
+            cv.wait(lk, [&] { return exit || !tasks.empty(); });
+            if (tasks.empty()) return;  // exit, and everything queued ran
+            task = std::move(tasks.front());
+            tasks.pop_front();
+          }
+          task();
+        }
+      });
+  }
+  bool post(std::function<void()>& task) {
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      if (exit) return false;
+      tasks.push_back(std::move(task));
+    }
+    cv.notify_one();
+    return true;
+  }
+  void join() {
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      exit = true;
+    }
+    cv.notify_all();
+    for (auto& t : threads)
+      if (t.joinable()) t.join();
+  }
+  ~PrepPool() { join(); }
+
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::function<void()>> tasks;
+  bool exit = false;
+  std::vector<std::thread> threads;
+};
+
+LlmModels::LlmModels(LlmServeOptions options)
+    : opt_(std::move(options)),
+      prep_(std::make_unique<PrepPool>(std::clamp(static_cast<int>(std::thread::hardware_concurrency()) / 2, 2, 8))) {}
+
 LlmModels::~LlmModels() { stop(std::chrono::milliseconds(0)); }
+
+void LlmModels::post(std::function<void()> task) {
+  if (!prep_->post(task)) task();
+}
 
 namespace {
 
@@ -145,6 +202,7 @@ Status LlmModels::unload(const std::string& name, std::chrono::milliseconds drai
 }
 
 void LlmModels::stop(std::chrono::milliseconds drain) {
+  prep_->join();  // requests being prepared submit (or are refused) before the engines stop
   for (auto& m : all())
     if (m->engine) m->engine->stop(drain);
 }

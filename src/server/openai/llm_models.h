@@ -11,6 +11,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -56,7 +57,7 @@ bool is_llm_model_dir(const std::filesystem::path& dir);
 
 class LlmModels {
  public:
-  explicit LlmModels(LlmServeOptions options) : opt_(std::move(options)) {}
+  explicit LlmModels(LlmServeOptions options);
   ~LlmModels();
   const LlmServeOptions& options() const { return opt_; }
   // Loads `dir` as `name` (blocking). Errors name the model and file.
@@ -72,9 +73,15 @@ class LlmModels {
   void stop(std::chrono::milliseconds drain);
   // Prometheus text of every engine's statistics (vLLM's names under gpuopt:, label model_name).
   std::string metrics_text() const;
+  // Runs `task` on the request-preparation threads (chat template, tokenizer, submission), so a
+  // long prompt or a slow template never holds an HTTP I/O thread. Tasks posted after stop()
+  // run at once on the caller's thread.
+  void post(std::function<void()> task);
 
  private:
+  struct PrepPool;
   LlmServeOptions opt_;
+  std::unique_ptr<PrepPool> prep_;
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<LlmModel>> models_;
   std::map<std::string, std::string> failed_;  // name -> reason

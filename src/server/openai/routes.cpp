@@ -249,7 +249,10 @@ void add_openai_routes(net::Router& r, LlmModels& models, std::function<bool()> 
   LlmModels* m = &models;
   auto route = [m, stopping](Endpoint e, bool force_stream) {
     return [m, stopping, e, force_stream](HttpRequest&& q, net::Responder done) {
-      handle(*m, stopping, e, std::move(q), std::move(done), force_stream);
+      auto req = std::make_shared<HttpRequest>(std::move(q));
+      m->post([m, stopping, e, force_stream, req, done = std::move(done)]() mutable {
+        handle(*m, stopping, e, std::move(*req), std::move(done), force_stream);
+      });
     };
   };
   r.add_async("POST", "/v1/completions", route(Endpoint::kCompletions, false));
