@@ -34,6 +34,9 @@ Result<PassStats> fold_batchnorm(Graph* g);
 
 // Conv -> Relu, Conv -> Add(z) -> Relu and Conv -> Add(z) (z of the Conv output's known shape,
 // every intermediate read once and not a graph output) become one com.microsoft FusedConv.
+// 1-D Convs (rank-3 input and weight) as 2-D ones of unit height between Reshapes, which cancel
+// across elementwise ops between two such convs (passes/conv1d_as_2d.cpp).
+Result<PassStats> conv1d_as_2d(Graph* g);
 Result<PassStats> fuse_conv_activation(Graph* g);
 
 // MatMul(X, W const [K,N]) -> Add(bias const [N]) (either order, the MatMul output read only by

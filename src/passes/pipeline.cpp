@@ -57,7 +57,7 @@ Status FusionSwitches::validate() const {
                                                 "qdq_attention", "int8_residual", "se_mean",
                                                 "int8_epilogue", "fp8_norm", "int8_norm",
                                                 "fp8_lone", "dw_prologue", "merge_qkv", "attention_mask",
-                                                "qdq_pool", "qdq_requant", "nhwc_entry"};
+                                                "qdq_pool", "qdq_requant", "nhwc_entry", "conv1d"};
   // '+name' turns on an opt-in pass; int8_residual is on by default now, '+int8_residual' is still accepted.
   static constexpr std::string_view kOptIn[] = {"int8_residual"};
   for (const auto& n : on)
@@ -69,7 +69,7 @@ Status FusionSwitches::validate() const {
           "GPUOPT_DISABLE_FUSION: unknown fusion '{}' (valid: 1 or all, or a list of conv, matmul_bias, gelu, layernorm, "
           "attention, gemm_activation, skip_layernorm, transpose, nhwc, qdq, gemm_scale, fp8_chain, qdq_attention, "
           "int8_residual, se_mean, int8_epilogue, fp8_norm, int8_norm, fp8_lone, dw_prologue, merge_qkv, attention_mask, "
-          "qdq_pool, qdq_requant, nhwc_entry)",
+          "qdq_pool, qdq_requant, nhwc_entry, conv1d)",
           n);
   return Status::Ok();
 }
@@ -86,6 +86,12 @@ Status run_default_passes(Graph* g, const FusionSwitches& sw) {
   PassStats conv, gelu, layernorm, attention, linear, sunk, qkv;
   if (sw.enabled("transpose")) {  // before the fusions: MatMul+Add, not yet Gemm, is what it sees through
     GPUOPT_ASSIGN_OR_RETURN(sunk, sink_transposes(g));
+  }
+  if (sw.enabled("conv1d")) {  // shapes known (the pass reads ranks); before the conv fusion, so 1-D convs fuse too
+    GPUOPT_RETURN_IF_ERROR(g->topo_sort());
+    GPUOPT_RETURN_IF_ERROR(g->infer_shapes());
+    GPUOPT_ASSIGN_OR_RETURN(PassStats c1, conv1d_as_2d(g));
+    (void)c1;
   }
   if (sw.enabled("conv")) {
     GPUOPT_ASSIGN_OR_RETURN(conv, fuse_conv_activation(g));

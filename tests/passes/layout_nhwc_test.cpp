@@ -124,17 +124,29 @@ TEST(LayoutNhwc, AsymmetricPadsSplitTheRegion) {
   expect_same_outputs(ref, g, random_tensor({2, 4, 9, 9}, rng, -2, 2), 2e-3);
 }
 
-TEST(LayoutNhwc, OneDimensionalConvAndFloat32AreLeftAlone) {
+TEST(LayoutNhwc, OneDimensionalConvGoesThroughTwoDAndFloat32IsLeftAlone) {
   Builder b;
   ValueId x = b.g.add_input("x", DType::F32, {2, 4, 15});
   AttributeMap a{{"kernel_shape", ints({3})}, {"pads", ints({1, 1})}};
   b.output(b.relu(b.g.add_node(Op::Conv, "c1d",
                                {x, b.g.add_constant("w", random_tensor({6, 4, 3}, b.rng, -0.5f, 0.5f))}, 1, a)[0]));
-  Graph one_d = half(b.done());
+  const Graph model = b.done();
+  // Without the conv1d pass the rank-3 conv is not a 2-D one: the layout pass leaves it alone.
+  Graph one_d = model;
+  ASSERT_TRUE(run_default_passes(&one_d, FusionSwitches::parse("conv1d")).ok());
+  ASSERT_TRUE(convert_precision(&one_d, DType::F16).ok());
   const size_t before = one_d.nodes().size();
   ASSERT_TRUE(layout_nhwc(&one_d).ok());
   EXPECT_EQ(one_d.nodes().size(), before);
   EXPECT_EQ(count(one_d, "Transpose"), 0);
+  // With it (the default) the conv is 2-D of unit height and goes channels-last like any other,
+  // giving the reference's outputs.
+  const Graph ref = half(model);
+  Graph as_2d = ref;
+  ASSERT_TRUE(layout_nhwc(&as_2d).ok());
+  EXPECT_EQ(count(as_2d, "NhwcFusedConv"), 1);
+  std::mt19937 rng(5);
+  expect_same_outputs(ref, as_2d, random_tensor({2, 4, 15}, rng, -2, 2), 2e-3);
   // f32 convs are not tensor-core convs: nothing changes without the precision conversion.
   Graph f32 = mini_resnet();
   ASSERT_TRUE(run_default_passes(&f32, FusionSwitches{}).ok());
