@@ -8,6 +8,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <fstream>
+#include <iterator>
 #include <mutex>
 #include <thread>
 
@@ -269,6 +270,16 @@ int run(const Options& o) {
     const std::string label = rate ? fmt::format("request rate {}/s", v) : fmt::format("concurrency {}", v);
     const int64_t workers = rate ? (o.max_concurrency > 0 ? o.max_concurrency : std::min<int64_t>(o.num_prompts, 4096))
                                  : static_cast<int64_t>(v);
+    if (warm > 0 && !rate) {
+      // Closed loop: the warm-up requests are the first of one continuous run, so the measured ones
+      // meet the server in its steady state (requests arriving as others finish), not the burst of
+      // `concurrency` simultaneous prompts a separate start would make.
+      std::vector<Record> all = run_requests(o, *tgt, *prompts, 0, warm + n, workers, {}, label);
+      lv.records.assign(std::make_move_iterator(all.begin() + static_cast<std::ptrdiff_t>(warm)),
+                        std::make_move_iterator(all.end()));
+      levels.push_back(std::move(lv));
+      continue;
+    }
     if (warm > 0) run_requests(o, *tgt, *prompts, 0, warm, std::min<int64_t>(workers, o.warmup), {}, label + " warm-up");
     // The schedule draws after the prompts, one per level, from the same generator.
     std::vector<double> schedule = rate ? poisson_schedule(rng, o.num_prompts, v) : std::vector<double>{};

@@ -190,6 +190,23 @@ def test_concurrency_levels_figures_equal_numpy(fake, tmp_path):
     assert inflight == 4
 
 
+def test_closed_loop_warm_up_flows_into_the_measured_requests(fake, tmp_path):
+    """--warmup-request-count at a concurrency: the warm-up requests are the first of one continuous
+    run, so no measured request starts in a burst at time 0; the server saw warm-up + measured."""
+    before = len(FakeOpenAI.requests)
+    r, recs = perf(fake, "--endpoint-type", "completions", "--concurrency", 4, "--num-prompts", 8,
+                   "--warmup-request-count", 4, "--synthetic-input-tokens-mean", 8, "--output-tokens-mean", 4,
+                   "--output-tokens-stddev", 0, tmp=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert len(FakeOpenAI.requests) - before == 12
+    assert json.loads(r.stdout)["levels"][0]["num_prompts"] == 8 and len(recs) == 8
+    # Times are from the start of the run: each measured request went out when a warm-up one (or an
+    # earlier measured one) ended, at least one whole request (first delay + 3 gaps) after the start.
+    assert min(x["sent"] for x in recs) >= FIRST_DELAY + 3 * TOKEN_GAP
+    inflight = max(sum(1 for y in recs if y["sent"] <= x["sent"] < y["done"]) for x in recs)
+    assert inflight <= 4
+
+
 def test_poisson_schedule_lengths_and_prompts_equal_numpy(fake, tmp_path):
     seed, n, rate, vocab = 1234, 40, 200.0, 50
     r, recs = perf(fake, "--endpoint-type", "completions", "--request-rate", rate, "--num-prompts", n, "--seed", seed,
