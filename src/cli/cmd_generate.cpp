@@ -240,11 +240,14 @@ Status run(const Options& o) {
                                         {"architecture", cfg.architecture},
                                         {"device", o.device.to_string()},
                                         {"precision", dtype_name(dt)},
+                                      {"weights", cfg.quant.describe()},
                                         {"bandwidth_gbs", bw > 0 ? nlohmann::json(bw) : nlohmann::json()},
                                         {"rows", bench_json(rows)}}
                              .dump(2));
     } else {
-      fmt::print("{} on {} ({}), roofline against {}\n{}", o.model_dir, o.device.to_string(), dtype_name(dt),
+      fmt::print("{} on {} ({}{}), roofline against {}\n{}", o.model_dir, o.device.to_string(), dtype_name(dt),
+                 cfg.quant.method == WeightQuant::Method::None ? std::string()
+                                                               : fmt::format(", weights {}", cfg.quant.describe()),
                  bw > 0 ? fmt::format("{:.0f} GB/s", bw) : std::string("n/a (give --bandwidth-gbs)"),
                  bench_table(rows));
     }
@@ -293,6 +296,7 @@ Status run(const Options& o) {
                                       {"architecture", cfg.architecture},
                                       {"device", o.device.to_string()},
                                       {"precision", dtype_name(dt)},
+                                      {"weights", cfg.quant.describe()},
                                       {"sequences", seqs},
                                       {"prompt_tokens", last.prompt_tokens},
                                       {"generated_tokens", last.generated_tokens},

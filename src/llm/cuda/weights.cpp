@@ -9,6 +9,8 @@
 
 #include <fmt/format.h>
 
+#include "llm/quantized.h"
+
 namespace gpuopt::llm::cuda {
 namespace {
 
@@ -44,6 +46,17 @@ float load_f(const void* p, DType t, size_t i) {
 // Copies elements [first, first+count) of `src` (its dtype) into `dst` (dtype dt), converting
 // with round-to-nearest-even when the two differ.
 void convert(const WeightView& src, size_t first, size_t count, void* dst, DType dt) {
+  if (src.quant) {
+    // Dequantized into the compute dtype (the baseline path; the packed form stays in the
+    // checkpoint for the quantized kernels).
+    std::vector<float> f(count);
+    dequantize(*src.quant, first, count, f.data());
+    WeightView tmp;
+    tmp.dtype = DType::F32;
+    tmp.data = f.data();
+    convert(tmp, 0, count, dst, dt);
+    return;
+  }
   const size_t in_sz = dtype_size(src.dtype);
   const char* s = static_cast<const char*>(src.data) + first * in_sz;
   if (src.dtype == dt) {
