@@ -44,6 +44,9 @@ struct RunnerOptions {
   int max_step_tokens = 8192;    // largest number of tokens in one step
   int device_index = 0;
   bool cuda_graphs = true;
+  // CUDA: GPTQ/AWQ linears stay packed and run through the quantized kernels (W4A16/W8A16 GEMV
+  // for up to 8 tokens, dequantize + GEMM above); false: dequantized to the compute dtype at load.
+  bool quant_kernels = false;
   // CPU runner only: sees every linear layer's input as the step computes it (calibration for
   // `gpuopt quantize`): point is "attn_in" (input of q/k/v), "o_in", "mlp_in" (gate/up) or
   // "down_in"; x is [T, dim] f32.

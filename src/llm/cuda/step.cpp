@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "llm/cuda/cuda_runner.h"
+#include "llm/cuda/quant_gemm.h"
 #include "llm/kernels/llm_kernels.h"
 
 namespace gpuopt::llm::cuda {
@@ -139,6 +140,12 @@ Status CudaRunner::pack(const StepBatch& b, StepLayout* L) {
   return Status::Ok();
 }
 
+Status CudaRunner::linear(const PackedLinear& q, const void* x, const void* w, const void* bias, void* y, int64_t T,
+                          int64_t N, int64_t K, cudaStream_t s, bool tune) {
+  if (!q.valid()) return gemm_.linear(x, w, bias, y, T, N, K, dt_, dt_, s, tune);
+  return quant_linear(gemm_, x, q.args, bias, y, T, N, K, dt_, quant_scratch_.get(), s);
+}
+
 Status CudaRunner::forward(const StepLayout& L, bool tune) {
   const LlmConfig& c = cfg_;
   const int32_t* m = meta_.as<int32_t>();
@@ -180,8 +187,7 @@ Status CudaRunner::forward(const StepLayout& L, bool tune) {
     rms_norm(l == 0 ? residual_.get() : x_.get(), l == 0 ? nullptr : residual_.get(), w.input_norm, normed_.get(), T, H,
              eps, dt_, s);
     mark("rms_norm");
-    GPUOPT_RETURN_IF_ERROR(
-        gemm_.linear(normed_.get(), w.qkv, w.qkv_bias, qkv_.get(), T, qkv_dim_, H, dt_, dt_, s, tune));
+    GPUOPT_RETURN_IF_ERROR(linear(w.qkv_q, normed_.get(), w.qkv, w.qkv_bias, qkv_.get(), T, qkv_dim_, H, s, tune));
     mark("qkv_gemm", qkv_dim_ * H * es);
     rope_and_cache(qkv_.get(), m + L.positions, inv_freq_.as<float>(), m + L.slots, k_cache_[static_cast<size_t>(l)],
                    v_cache_[static_cast<size_t>(l)], T, a.num_heads, a.num_kv_heads, a.head_dim, a.block_size, dt_, dt_,
@@ -191,16 +197,15 @@ Status CudaRunner::forward(const StepLayout& L, bool tune) {
     a.v_cache = v_cache_[static_cast<size_t>(l)];
     paged_attention(a, s);
     mark("attention");
-    GPUOPT_RETURN_IF_ERROR(gemm_.linear(attn_.get(), w.o, nullptr, x_.get(), T, H, q_dim_, dt_, dt_, s, tune));
+    GPUOPT_RETURN_IF_ERROR(linear(w.o_q, attn_.get(), w.o, nullptr, x_.get(), T, H, q_dim_, s, tune));
     mark("o_gemm", H * q_dim_ * es);
     rms_norm(x_.get(), residual_.get(), w.post_norm, normed_.get(), T, H, eps, dt_, s);
     mark("rms_norm");
-    GPUOPT_RETURN_IF_ERROR(
-        gemm_.linear(normed_.get(), w.gate_up, nullptr, gate_up_.get(), T, 2 * I, H, dt_, dt_, s, tune));
+    GPUOPT_RETURN_IF_ERROR(linear(w.gate_up_q, normed_.get(), w.gate_up, nullptr, gate_up_.get(), T, 2 * I, H, s, tune));
     mark("gate_up_gemm", 2 * I * H * es);
     silu_mul(gate_up_.get(), act_.get(), T, I, dt_, s);
     mark("silu_mul");
-    GPUOPT_RETURN_IF_ERROR(gemm_.linear(act_.get(), w.down, nullptr, x_.get(), T, H, I, dt_, dt_, s, tune));
+    GPUOPT_RETURN_IF_ERROR(linear(w.down_q, act_.get(), w.down, nullptr, x_.get(), T, H, I, s, tune));
     mark("down_gemm", H * I * es);
   }
   if (L.n_sample > 0) {
