@@ -53,16 +53,31 @@ Result<Fp8Gemm::Plan*> Fp8Gemm::plan_for(int64_t T, int64_t N, int64_t K) {
   GPUOPT_CUBLAS_RETURN(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opN, sizeof(opN)));
   GPUOPT_CUBLAS_RETURN(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_8F_E4M3, K, N, K));
   GPUOPT_CUBLAS_RETURN(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_8F_E4M3, K, T, K));
-  GPUOPT_CUBLAS_RETURN(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, N, T, N));
   cublasLtMatmulPreference_t pref = nullptr;
   GPUOPT_CUBLAS_RETURN(cublasLtMatmulPreferenceCreate(&pref));
   const size_t ws = workspace_.bytes();
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
   cublasLtMatmulHeuristicResult_t r{};
   int found = 0;
-  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.c, p.c, pref, 1, &r, &found);
+  // f32 products first (no rounding before the scales); bf16 where f32 output is not offered.
+  for (DType acc : {DType::F32, DType::BF16}) {
+    if (p.c) cublasLtMatrixLayoutDestroy(p.c);
+    p.c = nullptr;
+    GPUOPT_CUBLAS_RETURN(cublasLtMatrixLayoutCreate(&p.c, acc == DType::F32 ? CUDA_R_32F : CUDA_R_16BF, N, T, N));
+    if (cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.c, p.c, pref, 1, &r, &found) ==
+            CUBLAS_STATUS_SUCCESS &&
+        found > 0) {
+      p.acc_dt = acc;
+      break;
+    }
+    found = 0;
+  }
   cublasLtMatmulPreferenceDestroy(pref);
-  if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
+  if (found == 0) {
+    if (p.a) cublasLtMatrixLayoutDestroy(p.a);
+    if (p.b) cublasLtMatrixLayoutDestroy(p.b);
+    if (p.c) cublasLtMatrixLayoutDestroy(p.c);
+    cublasLtMatmulDescDestroy(p.desc);
     plans_.erase(key);
     return Status::Unimplemented("cuBLASLt has no FP8 algorithm for a {}x{}x{} product (needs sm_89+)", T, N, K);
   }
@@ -78,7 +93,7 @@ Status Fp8Gemm::linear(const Fp8LinearArgs& a, cudaStream_t stream) {
   const float alpha = 1.0f, beta = 0.0f;
   GPUOPT_CUBLAS_RETURN(cublasLtMatmul(handle_, p->desc, &alpha, a.w, p->a, a.xq, p->b, &beta, a.acc, p->c, a.acc, p->c,
                                       &p->algo, workspace_.get(), workspace_.bytes(), stream));
-  fp8_scale_output(a.acc, a.row_scale, a.w_scale, a.per_channel, a.bias, a.y, a.T, a.N, a.dt, stream);
+  fp8_scale_output(a.acc, p->acc_dt, a.row_scale, a.w_scale, a.per_channel, a.bias, a.y, a.T, a.N, a.dt, stream);
   GPUOPT_CUDA_RETURN(cudaGetLastError());
   return Status::Ok();
 }

@@ -39,7 +39,7 @@ struct Fp8LinearArgs {
   DType dt = DType::F16;
   void* xq = nullptr;               // scratch: T*K bytes
   float* row_scale = nullptr;       // scratch: T floats
-  float* acc = nullptr;             // scratch: T*N floats
+  float* acc = nullptr;             // scratch: T*N floats (the e4m3 product before scaling)
 };
 
 class Fp8Gemm {
@@ -58,6 +58,7 @@ class Fp8Gemm {
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo{};
+    DType acc_dt = DType::F32;  // bf16 where this cuBLASLt offers no f32 output for e4m3 inputs
   };
   Result<Plan*> plan_for(int64_t T, int64_t N, int64_t K);
   cublasLtHandle_t handle_ = nullptr;

@@ -170,8 +170,8 @@ __global__ void fp8_rows_kernel(const E* __restrict__ x, int K, const float* __r
   for (int k = threadIdx.x; k < K; k += blockDim.x) xq[row * K + k] = __nv_fp8_e4m3(to_f(xr[k]) * inv);
 }
 
-template <class E>
-__global__ void fp8_out_kernel(const float* __restrict__ acc, const float* __restrict__ row_scale,
+template <class E, class A>
+__global__ void fp8_out_kernel(const A* __restrict__ acc, const float* __restrict__ row_scale,
                                const float* __restrict__ w_scale, bool per_channel, const E* __restrict__ bias,
                                E* __restrict__ y, int64_t T, int N) {
   const int64_t total = T * N;
@@ -179,7 +179,7 @@ __global__ void fp8_out_kernel(const float* __restrict__ acc, const float* __res
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t t = i / N;
     const int n = static_cast<int>(i % N);
-    float v = acc[i] * row_scale[t] * w_scale[per_channel ? n : 0];
+    float v = to_f(acc[i]) * row_scale[t] * w_scale[per_channel ? n : 0];
     if (bias) v += to_f(bias[n]);
     y[i] = detail::from_f<E>(v);
   }
@@ -241,15 +241,23 @@ void fp8_quantize_rows(const void* x, int64_t T, int64_t K, DType dt, const floa
   detail::dispatch_float(dt, go);
 }
 
-void fp8_scale_output(const float* acc, const float* row_scale, const float* w_scale, bool per_channel,
+void fp8_scale_output(const void* acc, DType acc_dt, const float* row_scale, const float* w_scale, bool per_channel,
                       const void* bias, void* y, int64_t T, int64_t N, DType dt, cudaStream_t stream) {
-  if (!half_type(dt)) detail::contract_violation("fp8_scale_output: f16/bf16 output only");
+  if (!half_type(dt) || (acc_dt != DType::F32 && acc_dt != DType::BF16))
+    detail::contract_violation("fp8_scale_output: f32/bf16 products, f16/bf16 output only");
   const unsigned grid = detail::grid_1d(T * N, 256);
   auto go = [&](auto e) {
     using E = decltype(e);
-    if constexpr (!std::is_same_v<E, float>)
-      fp8_out_kernel<E><<<grid, 256, 0, stream>>>(acc, row_scale, w_scale, per_channel, static_cast<const E*>(bias),
-                                                  static_cast<E*>(y), T, static_cast<int>(N));
+    if constexpr (!std::is_same_v<E, float>) {
+      if (acc_dt == DType::F32)
+        fp8_out_kernel<E, float><<<grid, 256, 0, stream>>>(static_cast<const float*>(acc), row_scale, w_scale,
+                                                           per_channel, static_cast<const E*>(bias), static_cast<E*>(y),
+                                                           T, static_cast<int>(N));
+      else
+        fp8_out_kernel<E, __nv_bfloat16><<<grid, 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(acc), row_scale,
+                                                                   w_scale, per_channel, static_cast<const E*>(bias),
+                                                                   static_cast<E*>(y), T, static_cast<int>(N));
+    }
   };
   detail::dispatch_float(dt, go);
 }

@@ -106,10 +106,11 @@ void dequantize_weight(const QuantWeightArgs& w, void* out, int64_t N, int64_t K
 // per token) or *static_scale (a checkpoint's input_scale), xq = e4m3(x / scale), saturating.
 void fp8_quantize_rows(const void* x, int64_t T, int64_t K, DType dt, const float* static_scale,
                        void* xq, float* row_scale, cudaStream_t stream);
-// y[t, n] = acc[t, n] * row_scale[t] * w_scale[per_channel ? n : 0] (+ bias[n]), acc the f32
-// product of the e4m3 operands.
-void fp8_scale_output(const float* acc, const float* row_scale, const float* w_scale, bool per_channel,
-                      const void* bias, void* y, int64_t T, int64_t N, DType dt, cudaStream_t stream);
+// y[t, n] = acc[t, n] * row_scale[t] * w_scale[per_channel ? n : 0] (+ bias[n]), acc the
+// product of the e4m3 operands in f32 (or bf16, acc_dt, where cuBLASLt has no f32 output).
+void fp8_scale_output(const void* acc, DType acc_dt, const float* row_scale, const float* w_scale,
+                      bool per_channel, const void* bias, void* y, int64_t T, int64_t N, DType dt,
+                      cudaStream_t stream);
 
 // gate_up: [T, 2*inter] (gate | up); out: [T, inter] = silu(gate) * up.
 void silu_mul(const void* gate_up, void* out, int64_t T, int64_t inter, DType dt,
