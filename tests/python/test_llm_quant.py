@@ -461,3 +461,28 @@ def test_quantize_refusals(tmp_path):
     quantize(tmp_path / "m", tmp_path / "q8", "--scheme", "int8")
     line = one_line_error(gpuopt("quantize", tmp_path / "q8", "-o", tmp_path / "qq", "--scheme", "int8"))
     assert "already quantized" in line, line
+
+
+# ---- serving a quantized folder ---------------------------------------------------------------
+
+def test_serve_answers_from_a_quantized_folder(tmp_path):
+    """`gpuopt serve` loads a GPTQ folder as `generate` does: the same greedy completion."""
+    import urllib.request
+    from llm_server import MODEL, make_llm_repository
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "server"))
+    import server_harness as H
+    make_llm_repository(tmp_path / "float")
+    quantize(tmp_path / "float" / MODEL, tmp_path / "repo" / MODEL, "--scheme", "int4", "--group-size", "16")
+    prompt = "the lazy fox"
+    r = gpuopt("generate", tmp_path / "repo" / MODEL, "--device", "cpu", "--prompt", prompt, "--max-new-tokens", 6,
+               "--temperature", 0, "--ignore-eos", "--json")
+    assert r.returncode == 0, r.stderr
+    want = json.loads(r.stdout)["sequences"][0]["text"]
+    with H.Server(["--model-repository", str(tmp_path / "repo"), "--llm-device", "cpu"]) as s:
+        body = json.dumps({"model": MODEL, "prompt": prompt, "max_tokens": 6, "temperature": 0,
+                           "ignore_eos": True}).encode()
+        req = urllib.request.Request(f"http://{s.url}/v1/completions", data=body,
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            got = json.loads(resp.read())["choices"][0]["text"]
+    assert got == want and len(want) > 0, (got, want)
