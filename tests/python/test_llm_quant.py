@@ -486,3 +486,31 @@ def test_serve_answers_from_a_quantized_folder(tmp_path):
         with urllib.request.urlopen(req, timeout=60) as resp:
             got = json.loads(resp.read())["choices"][0]["text"]
     assert got == want and len(want) > 0, (got, want)
+
+
+def test_qwen2_biases_and_sharded_gptq_folder(tmp_path):
+    """Qwen2's q/k/v biases stay float beside the packed weights; the folder split into shards with
+    an index loads the same."""
+    cfg, W = make_model(tmp_path / "m", arch="Qwen2ForCausalLM", tie_word_embeddings=True, seed=12, **SHAPE)
+    rep = quantize(tmp_path / "m", tmp_path / "q", "--scheme", "int8")
+    T, dtypes = st_read(tmp_path / "q" / "model.safetensors")
+    assert dtypes["model.layers.0.self_attn.q_proj.bias"] == "F32"
+    _, Wq = folder_weights(tmp_path / "q", cfg, lambda T, b: gptq_weight(T, b, 8))
+    np.testing.assert_array_equal(Wq["model.layers.1.self_attn.v_proj.bias"], W["model.layers.1.self_attn.v_proj.bias"])
+    check_folder_runs_as_numpy(tmp_path / "q", tmp_path, cfg, Wq)
+    check_logit_error(cfg, W, Wq, rep)
+    # Two shards and an index, tensors spread over both.
+    names = sorted(T)
+    os.remove(tmp_path / "q" / "model.safetensors")
+    wmap = {}
+    for s in range(2):
+        fname = f"model-{s + 1:05d}-of-00002.safetensors"
+        part = names[s::2]
+        st_write(tmp_path / "q" / fname, {n: T[n] for n in part}, {n: dtypes[n] for n in part})
+        wmap.update({n: fname for n in part})
+    json.dump({"metadata": {}, "weight_map": wmap}, open(tmp_path / "q" / "model.safetensors.index.json", "w"))
+    check_folder_runs_as_numpy(tmp_path / "q", tmp_path, cfg, Wq)
+    # A shard the index names but that is gone: one line naming it.
+    os.remove(tmp_path / "q" / "model-00002-of-00002.safetensors")
+    line = one_line_error(gpuopt("generate", tmp_path / "q", "--device", "cpu", "--prompt-ids", "1,2"))
+    assert "model-00002-of-00002.safetensors" in line, line

@@ -39,6 +39,9 @@ __global__ void __launch_bounds__(kThreads)
     return zero_minus_one ? ((z + 1) & static_cast<int>(kMask)) : z;
   };
   const int rows = K / kPack;
+  // Unrolled so that several words' loads are in flight per thread (a decode step is a stream of
+  // weights; one outstanding 4-byte load per thread would not cover the memory latency).
+#pragma unroll 4
   for (int r = warp; r < rows; r += kWarps) {
     const uint32_t word = __ldg(qw + static_cast<int64_t>(r) * N + nn);
     const int k0 = r * kPack;
