@@ -1,7 +1,7 @@
 // The quantized-weight kernels (llm_kernels.h gemv_quant / dequantize_weight, quant_gemm.h
 // quant_linear and Fp8Gemm) against dequantize-then-multiply references: GPTQ-layout int4 and int8
-// weights, groups 32/64/128, with and without act-order (a shuffled g_idx), v1 zeros; M = 1..8
-// through the GEMV kernel, M = 16/64/256 through dequantize + GEMM; Llama-2-7B's K and N
+// weights, groups 32/64/128, with and without act-order (a shuffled g_idx), v1 zeros; M = 1..16
+// through the GEMV kernel, M = 17/64/256 through dequantize + GEMM; Llama-2-7B's K and N
 // (4096x4096, 12288x4096, 22016x4096, 4096x11008). The host reference dequantizes with the
 // format's formula (written here) and sums in double over a subset of columns (every output of the
 // small shapes).
@@ -169,8 +169,9 @@ TEST(LlmQuantKernels, GemvMatchesDequantizedProduct) {
           DevQuant d(h);
           const auto cols = columns(s.N);
           for (DType dt : {DType::F16, DType::BF16}) {
-            for (int64_t T = 1; T <= 8; ++T) {
-              if (s.N > 4096 && T != 1 && T != 8) continue;
+            for (int64_t T = 1; T <= k::kQuantGemvMaxTokens; ++T) {
+              if (T > 8 && T != 12 && T != k::kQuantGemvMaxTokens) continue;
+              if (s.N > 4096 && T != 1 && T != 8 && T != k::kQuantGemvMaxTokens) continue;
               const auto x = round_to(random_vec(static_cast<size_t>(T * s.K), rng), dt);
               auto b = round_to(random_vec(static_cast<size_t>(s.N), rng), dt);
               for (bool with_bias : {false, true}) {
@@ -211,7 +212,7 @@ TEST(LlmQuantKernels, QuantLinearForLargerBatches) {
         DevQuant d(h);
         DevBuf scratch(s.N * s.K * 2);
         const auto cols = columns(s.N);
-        for (int64_t T : {1, 5, 8, 9, 16, 64, 256}) {
+        for (int64_t T : {1, 5, 8, 9, 16, 17, 64, 256}) {
           const DType dt = DType::F16;
           const auto x = round_to(random_vec(static_cast<size_t>(T * s.K), rng), dt);
           DevBuf dx(x.size() * 2), dy(static_cast<size_t>(T * s.N) * 2);
@@ -224,7 +225,7 @@ TEST(LlmQuantKernels, QuantLinearForLargerBatches) {
           // Above 8 tokens W is rounded to f16 before the product: a relative 2^-11 per weight, a
           // random walk over K (the abs term's sqrt(K) already scales with it).
           Tol tol = tol_k(dt, s.K);
-          if (T > k::kGemvMaxTokens) tol.abs *= 2;
+          if (T > k::kQuantGemvMaxTokens) tol.abs *= 2;
           EXPECT_EQ(0u, count_bad(pick(y, T, s.N, cols), ref, tol, "quant_linear"))
               << "int" << bits << " " << s.N << "x" << s.K << " act " << act << " T " << T;
           EXPECT_TRUE(dy.guards_ok());
@@ -317,7 +318,8 @@ TEST(LlmQuantKernels, RefusesWhatTheyCannotTake) {
   w.scales = &dummy;
   w.group_size = 128;
   EXPECT_TRUE(k::gemv_quant_supported(w, 1, 64, 256, DType::F16));
-  EXPECT_FALSE(k::gemv_quant_supported(w, 9, 64, 256, DType::F16));   // T > 8
+  EXPECT_TRUE(k::gemv_quant_supported(w, 16, 64, 256, DType::F16));
+  EXPECT_FALSE(k::gemv_quant_supported(w, 17, 64, 256, DType::F16));  // T > 16
   EXPECT_FALSE(k::gemv_quant_supported(w, 1, 60, 256, DType::F16));   // N % 8
   EXPECT_FALSE(k::gemv_quant_supported(w, 1, 64, 192, DType::F16));   // group 128 does not divide K
   EXPECT_FALSE(k::gemv_quant_supported(w, 1, 64, 256, DType::F32));   // f32

@@ -60,7 +60,7 @@ Status CudaRunner::init(const Checkpoint& ckpt, const LoadProgress& progress) {
   GPUOPT_RETURN_IF_ERROR(gemm_.init(32 << 20));
   GPUOPT_RETURN_IF_ERROR(upload_weights(c, ckpt, dt_, progress, &weights_, opts_.quant_kernels));
   if (weights_.max_packed_elems > 0) {
-    // Steps of more than kGemvMaxTokens dequantize one packed linear at a time into this.
+    // Steps of more than kQuantGemvMaxTokens dequantize one packed linear at a time into this.
     GPUOPT_RETURN_IF_ERROR(
         quant_scratch_.allocate(static_cast<size_t>(weights_.max_packed_elems) * esz_, "the dequantization scratch"));
   }

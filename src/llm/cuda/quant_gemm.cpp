@@ -7,7 +7,7 @@ Status quant_linear(LtGemm& lt, const void* x, const QuantWeightArgs& w, const v
   if (T == 0) return Status::Ok();
   if (!gemv_quant_supported(w, 1, N, K, dt))
     return Status::Unimplemented("no quantized kernel for a {}x{} int{} weight in {}", N, K, w.bits, dtype_name(dt));
-  if (T <= kGemvMaxTokens) {
+  if (T <= kQuantGemvMaxTokens) {
     gemv_quant(x, w, bias, y, T, N, K, dt, stream);
     GPUOPT_CUDA_RETURN(cudaGetLastError());
     return Status::Ok();

@@ -22,7 +22,7 @@
 
 namespace gpuopt::llm::cuda {
 
-// y[T, N] = x[T, K] · W^T (+ bias). T <= kGemvMaxTokens: the GEMV kernel; larger T: W dequantized
+// y[T, N] = x[T, K] · W^T (+ bias). T <= kQuantGemvMaxTokens: the GEMV kernel; larger T: W dequantized
 // into `scratch` (N*K elements of dt) and the ordinary GEMM.
 Status quant_linear(LtGemm& lt, const void* x, const QuantWeightArgs& w, const void* bias, void* y, int64_t T,
                     int64_t N, int64_t K, DType dt, void* scratch, cudaStream_t stream);

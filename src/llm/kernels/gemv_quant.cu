@@ -1,5 +1,5 @@
 // Weight-only quantized products (W4A16, W8A16) in GPTQ's layout, and FP8 (W8A8) helpers.
-// Decode (T <= 8): each CTA owns 32 output columns, one per lane, and its 8 warps stride over the
+// Decode (T <= 16): each CTA owns 32 output columns, one per lane, and its 8 warps stride over the
 // packed rows of K; a lane reads one int32 word (8 or 4 weights of its column), dequantizes it in
 // registers ((q - zero) * scale, the group's scale and zero loaded once per word unless act-order
 // makes the group change within it) and accumulates x · w in f32; the warps' partial sums are
@@ -98,27 +98,14 @@ void launch_t(const void* x, const QuantWeightArgs& w, const void* bias, void* y
                                                       gs, w.zero_minus_one);
 }
 
-template <class E>
+// T = kT, or the next instantiation up to kQuantGemvMaxTokens.
+template <class E, int kT = 1>
 void dispatch(int64_t T, const void* x, const QuantWeightArgs& w, const void* bias, void* y, int N, int K,
               cudaStream_t s) {
-  switch (T) {
-    case 1:
-      return launch_t<E, 1>(x, w, bias, y, N, K, s);
-    case 2:
-      return launch_t<E, 2>(x, w, bias, y, N, K, s);
-    case 3:
-      return launch_t<E, 3>(x, w, bias, y, N, K, s);
-    case 4:
-      return launch_t<E, 4>(x, w, bias, y, N, K, s);
-    case 5:
-      return launch_t<E, 5>(x, w, bias, y, N, K, s);
-    case 6:
-      return launch_t<E, 6>(x, w, bias, y, N, K, s);
-    case 7:
-      return launch_t<E, 7>(x, w, bias, y, N, K, s);
-    default:
-      return launch_t<E, 8>(x, w, bias, y, N, K, s);
+  if constexpr (kT < kQuantGemvMaxTokens) {
+    if (T > kT) return dispatch<E, kT + 1>(T, x, w, bias, y, N, K, s);
   }
+  launch_t<E, kT>(x, w, bias, y, N, K, s);
 }
 
 // One thread per packed word (r, n); consecutive threads take consecutive n (coalesced reads).
@@ -196,7 +183,7 @@ bool half_type(DType dt) {
 
 bool gemv_quant_supported(const QuantWeightArgs& w, int64_t T, int64_t N, int64_t K, DType dt) {
   const int64_t pack = w.bits == 4 ? 8 : 4;
-  return half_type(dt) && (w.bits == 4 || w.bits == 8) && T >= 1 && T <= kGemvMaxTokens && N >= 1 &&
+  return half_type(dt) && (w.bits == 4 || w.bits == 8) && T >= 1 && T <= kQuantGemvMaxTokens && N >= 1 &&
          N % pack == 0 && N < (int64_t{1} << 31) && K >= pack && K % pack == 0 && K < (int64_t{1} << 31) &&
          w.qweight && w.qzeros && w.scales && (w.g_idx || (w.group_size >= 8 && w.group_size % 8 == 0 &&
                                                           K % w.group_size == 0));

@@ -92,8 +92,10 @@ struct QuantWeightArgs {
   int64_t group_size = 128;  // a multiple of 8 dividing K (unused with g_idx)
   bool zero_minus_one = true;
 };
-// y[T, N] = x[T, K] · W^T (+ bias), T <= kGemvMaxTokens, f16/bf16, dequantized in registers, f32
-// accumulation, deterministic. N a multiple of 32/bits.
+// y[T, N] = x[T, K] · W^T (+ bias), T <= kQuantGemvMaxTokens, f16/bf16, dequantized in registers,
+// f32 accumulation, deterministic. N a multiple of 32/bits. Each dequantized word serves all T
+// tokens, so the kernel stays bound by the weights' bytes up to batch 16.
+constexpr int kQuantGemvMaxTokens = 16;
 bool gemv_quant_supported(const QuantWeightArgs& w, int64_t T, int64_t N, int64_t K, DType dt);
 void gemv_quant(const void* x, const QuantWeightArgs& w, const void* bias, void* y, int64_t T, int64_t N,
                 int64_t K, DType dt, cudaStream_t stream);
