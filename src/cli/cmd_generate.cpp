@@ -385,8 +385,8 @@ void setup(CLI::App& app) {
                   "Write the first generated position's logits [sequences, vocab] as .npy");
   cmd->add_flag("--no-cuda-graphs", o->no_cuda_graphs, "CUDA: launch kernels one by one instead of replaying graphs");
   cmd->add_flag("--quant-kernels", o->quant_kernels,
-                "CUDA, GPTQ/AWQ checkpoints: keep the weights packed and run the W4A16/W8A16 kernels (default: "
-                "dequantize to --precision at load)");
+                "CUDA, GPTQ/AWQ/FP8 checkpoints: keep the weights packed and run the W4A16/W8A16 or FP8 W8A8 kernels "
+                "(default: dequantize to --precision at load)");
   cmd->callback([o] {
     if (!o->device.is_cuda() && !o->precision.empty() && o->precision != "fp32") {
       set_exit_code(report_error(

@@ -45,7 +45,8 @@ struct RunnerOptions {
   int device_index = 0;
   bool cuda_graphs = true;
   // CUDA: GPTQ/AWQ linears stay packed and run through the quantized kernels (W4A16/W8A16 GEMV
-  // for up to 16 tokens, dequantize + GEMM above); false: dequantized to the compute dtype at load.
+  // for up to 16 tokens, dequantize + GEMM above), FP8 linears through cuBLASLt's e4m3 GEMM with
+  // activations quantized per token (W8A8); false: dequantized to the compute dtype at load.
   bool quant_kernels = false;
   // CPU runner only: sees every linear layer's input as the step computes it (calibration for
   // `gpuopt quantize`): point is "attn_in" (input of q/k/v), "o_in", "mlp_in" (gate/up) or

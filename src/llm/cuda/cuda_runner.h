@@ -20,6 +20,7 @@
 
 #include "llm/cuda/cuda_util.h"
 #include "llm/cuda/gemm.h"
+#include "llm/cuda/quant_gemm.h"
 #include "llm/cuda/profile.h"
 #include "llm/cuda/weights.h"
 #include "llm/runner.h"
@@ -90,6 +91,8 @@ class CudaRunner final : public ModelRunner {
   PinnedBuffer sampled_host_, sample_params_host_;
   std::vector<void*> k_cache_, v_cache_;
   DeviceBuffer quant_scratch_;  // packed linears, steps above the GEMV's token count
+  Fp8Gemm fp8_;                 // FP8 linears (W8A8), kFp8Rows tokens at a time
+  DeviceBuffer fp8_xq_, fp8_row_scale_, fp8_acc_;
   DeviceBuffer residual_, x_, normed_, qkv_, attn_, gate_up_, act_, gx_, gres_, gnorm_, logits_;
   std::map<std::pair<int, int>, cudaGraphExec_t> graphs_;
   bool capturing_ = false;

@@ -27,6 +27,9 @@ namespace gpuopt::llm::cuda {
 Status quant_linear(LtGemm& lt, const void* x, const QuantWeightArgs& w, const void* bias, void* y, int64_t T,
                     int64_t N, int64_t K, DType dt, void* scratch, cudaStream_t stream);
 
+// The runner multiplies FP8 linears this many tokens at a time (bounds the f32 product scratch).
+constexpr int64_t kFp8Rows = 256;
+
 struct Fp8LinearArgs {
   const void* x = nullptr;          // [T, K] f16/bf16
   const void* w = nullptr;          // e4m3 [N, K]

@@ -143,7 +143,25 @@ Status CudaRunner::pack(const StepBatch& b, StepLayout* L) {
 Status CudaRunner::linear(const PackedLinear& q, const void* x, const void* w, const void* bias, void* y, int64_t T,
                           int64_t N, int64_t K, cudaStream_t s, bool tune) {
   if (!q.valid()) return gemm_.linear(x, w, bias, y, T, N, K, dt_, dt_, s, tune);
-  return quant_linear(gemm_, x, q.args, bias, y, T, N, K, dt_, quant_scratch_.get(), s);
+  if (!q.fp8()) return quant_linear(gemm_, x, q.args, bias, y, T, N, K, dt_, quant_scratch_.get(), s);
+  for (int64_t t0 = 0; t0 < T; t0 += kFp8Rows) {
+    Fp8LinearArgs a;
+    a.T = std::min<int64_t>(kFp8Rows, T - t0);
+    a.x = static_cast<const char*>(x) + t0 * K * static_cast<int64_t>(esz_);
+    a.y = static_cast<char*>(y) + t0 * N * static_cast<int64_t>(esz_);
+    a.w = q.fp8_w;
+    a.w_scale = q.fp8_scale;
+    a.per_channel = true;
+    a.bias = bias;
+    a.N = N;
+    a.K = K;
+    a.dt = dt_;
+    a.xq = fp8_xq_.get();
+    a.row_scale = fp8_row_scale_.as<float>();
+    a.acc = fp8_acc_.as<float>();
+    GPUOPT_RETURN_IF_ERROR(fp8_.linear(a, s));
+  }
+  return Status::Ok();
 }
 
 Status CudaRunner::forward(const StepLayout& L, bool tune) {

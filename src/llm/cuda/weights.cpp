@@ -98,7 +98,8 @@ Status upload_packed(std::vector<std::pair<HostPacked, PackedLinear*>>& packed, 
   if (packed.empty()) return Status::Ok();
   size_t total = 0;
   for (const auto& [h, slot] : packed)
-    total += align_up(h.qweight.size() * 4) + align_up(h.qzeros.size() * 4) + align_up(h.scales.size() * 2);
+    total += align_up(h.qweight.size() * 4) + align_up(h.qzeros.size() * 4) + align_up(h.scales.size() * 2) +
+             align_up(h.fp8_w.size()) + align_up(h.fp8_scale.size() * 4);
   GPUOPT_RETURN_IF_ERROR(out->packed_storage.allocate(total, "the packed quantized weights"));
   out->bytes += total;
   char* base = out->packed_storage.as<char>();
@@ -110,6 +111,17 @@ Status upload_packed(std::vector<std::pair<HostPacked, PackedLinear*>>& packed, 
     return dst;
   };
   for (auto& [h, slot] : packed) {
+    slot->N = h.N;
+    slot->K = h.K;
+    if (h.fp8) {
+      GPUOPT_ASSIGN_OR_RETURN(char* w, put(h.fp8_w.data(), h.fp8_w.size()));
+      GPUOPT_ASSIGN_OR_RETURN(char* sc, put(h.fp8_scale.data(), h.fp8_scale.size() * 4));
+      slot->fp8_w = w;
+      slot->fp8_scale = reinterpret_cast<const float*>(sc);
+      out->max_fp8_n = std::max(out->max_fp8_n, h.N);
+      out->max_fp8_k = std::max(out->max_fp8_k, h.K);
+      continue;
+    }
     GPUOPT_ASSIGN_OR_RETURN(char* qw, put(h.qweight.data(), h.qweight.size() * 4));
     GPUOPT_ASSIGN_OR_RETURN(char* qz, put(h.qzeros.data(), h.qzeros.size() * 4));
     GPUOPT_ASSIGN_OR_RETURN(char* sc, put(h.scales.data(), h.scales.size() * 2));
@@ -120,8 +132,6 @@ Status upload_packed(std::vector<std::pair<HostPacked, PackedLinear*>>& packed, 
     slot->args.bits = h.bits;
     slot->args.group_size = h.group_size;
     slot->args.zero_minus_one = h.zero_minus_one;
-    slot->N = h.N;
-    slot->K = h.K;
     out->max_packed_elems = std::max(out->max_packed_elems, h.N * h.K);
   }
   return Status::Ok();

@@ -20,9 +20,12 @@ namespace gpuopt::llm::cuda {
 // A quantized linear kept packed (weights_packed.h); args.qweight == nullptr: not packed, the
 // dequantized matrix of LayerWeights is used instead.
 struct PackedLinear {
-  QuantWeightArgs args;
+  QuantWeightArgs args;     // GPTQ/AWQ
+  const void* fp8_w = nullptr;        // FP8: e4m3 [N, K]
+  const float* fp8_scale = nullptr;   // FP8: [N]
   int64_t N = 0, K = 0;
-  bool valid() const { return args.qweight != nullptr; }
+  bool fp8() const { return fp8_w != nullptr; }
+  bool valid() const { return args.qweight != nullptr || fp8_w != nullptr; }
 };
 
 struct LayerWeights {
@@ -46,7 +49,8 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;
   size_t bytes = 0;     // bytes of weights on the GPU (float and packed)
   DeviceBuffer packed_storage;
-  int64_t max_packed_elems = 0;  // the largest packed linear's N * K (its dequantization scratch)
+  int64_t max_packed_elems = 0;  // the largest int linear's N * K (its dequantization scratch)
+  int64_t max_fp8_n = 0, max_fp8_k = 0;  // the FP8 linears' largest N and K (their scratch)
   double upload_s = 0;  // wall time of the copy (allocation excluded)
 };
 

@@ -38,9 +38,28 @@ bool trivial_groups(const QuantizedLinear& q) {
 
 }  // namespace
 
+bool pack_fp8(const std::vector<const WeightView*>& parts, HostPacked* out) {
+  const int64_t K = parts[0]->quant->K;
+  HostPacked h;
+  h.fp8 = true;
+  h.K = K;
+  for (const WeightView* p : parts) {
+    const QuantizedLinear* q = p->quant;
+    if (!q || q->method != WeightQuant::Method::Fp8 || q->K != K || q->N % 16 != 0 || K % 16 != 0) return false;
+    const auto* w = static_cast<const uint8_t*>(q->qweight->data);
+    h.fp8_w.insert(h.fp8_w.end(), w, w + q->N * K);
+    const size_t ns = q->scales->bytes / dtype_size(q->scales->dtype);
+    for (int64_t n = 0; n < q->N; ++n) h.fp8_scale.push_back(scale_at(*q->scales, ns == 1 ? 0 : static_cast<size_t>(n)));
+    h.N += q->N;
+  }
+  *out = std::move(h);
+  return true;
+}
+
 bool pack_fused(const std::vector<const WeightView*>& parts, DType dt, HostPacked* out) {
   if (parts.empty() || (dt != DType::F16 && dt != DType::BF16)) return false;
   const QuantizedLinear* first = parts[0]->quant;
+  if (first && first->method == WeightQuant::Method::Fp8) return pack_fp8(parts, out);
   if (!first || (first->method != WeightQuant::Method::Gptq && first->method != WeightQuant::Method::Awq)) return false;
   int64_t N = 0;
   for (const WeightView* p : parts) {

@@ -17,6 +17,9 @@
 namespace gpuopt::llm::cuda {
 
 struct HostPacked {
+  bool fp8 = false;               // FP8 (e4m3) weights: fp8_w and fp8_scale, the rest unused
+  std::vector<uint8_t> fp8_w;     // [N, K] e4m3
+  std::vector<float> fp8_scale;   // [N] (a per-tensor scale repeated over its rows)
   std::vector<uint32_t> qweight;  // [K*bits/32, N]
   std::vector<uint32_t> qzeros;   // [groups, N*bits/32]
   std::vector<uint16_t> scales;   // [groups, N] in the compute dtype (f16 or bf16 bits)
@@ -25,7 +28,8 @@ struct HostPacked {
   bool zero_minus_one = false;
 };
 
-// False (and `out` untouched) when the parts cannot be packed together for dtype `dt`.
+// False (and `out` untouched) when the parts cannot be packed together for dtype `dt`. FP8 parts
+// are concatenated along rows (N and K multiples of 16, cuBLASLt's FP8 rule).
 bool pack_fused(const std::vector<const WeightView*>& parts, DType dt, HostPacked* out);
 
 }  // namespace gpuopt::llm::cuda
