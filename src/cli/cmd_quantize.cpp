@@ -60,6 +60,11 @@ int run_llm(const Options& o) {
   lo.progress = progress;
   if (*scheme == llm::LlmQuantScheme::Awq && o.calibration.empty())
     return report_error(Status::InvalidArgument("--scheme awq needs --calibration FILE (text, one sample per line)"), true);
+  if (!o.calibration.empty() && (*scheme == llm::LlmQuantScheme::Int4 || *scheme == llm::LlmQuantScheme::Int8))
+    return report_error(
+        Status::InvalidArgument("--calibration is used by --scheme awq and fp8; --scheme {} rounds to nearest without it",
+                                o.scheme),
+        true);
   auto r = llm::quantize_llm(o.model, o.output, lo);
   if (!r.ok()) return report_error(r.status());
   if (o.json)
@@ -150,10 +155,11 @@ void setup(CLI::App& app) {
   cmd->add_option("-o,--output", o->output, "Quantized ONNX model to write (a folder for a language model)")->required();
   cmd->add_option("--calibration", o->calibration,
                   "Folder of .npy files (one per sample, one stacked <input>.npy per input, or one subfolder per sample) or "
-                  "images; for a language model, a text file (one sample per line, --scheme awq)");
+                  "images; for a language model, a text file (one sample per line: --scheme awq, or fp8 static activation scales)");
   cmd->add_option("--scheme", o->scheme,
                   "Language model: int4 (GPTQ, group 128, default), int8 (GPTQ, per channel), awq (int4 with "
-                  "activation-aware scales) or fp8 (compressed-tensors e4m3, per channel)")
+                  "activation-aware scales) or fp8 (compressed-tensors e4m3, per channel; activations per token, or per "
+                  "tensor from --calibration)")
       ->check(CLI::IsMember({"int8", "int4", "awq", "fp8"}));
   cmd->add_option("--group-size", o->group_size, "Language model: input channels per scale (-1: whole row; default 128 for "
                                                  "int4/awq, -1 for int8)")

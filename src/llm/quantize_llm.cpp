@@ -71,6 +71,11 @@ class StWriter {
 };
 
 json quant_config_json(const WeightQuant& q) {
+  const json input = q.fp8_static_input
+                         ? json{{"num_bits", 8}, {"type", "float"}, {"strategy", "tensor"}, {"symmetric", true},
+                                {"dynamic", false}}
+                         : json{{"num_bits", 8}, {"type", "float"}, {"strategy", "token"}, {"symmetric", true},
+                                {"dynamic", true}};
   switch (q.method) {
     case WeightQuant::Method::Gptq:
       return {{"quant_method", "gptq"}, {"bits", q.bits},          {"group_size", q.group_size},
@@ -82,8 +87,6 @@ json quant_config_json(const WeightQuant& q) {
     default: {
       const json weights = {{"num_bits", 8},    {"type", "float"}, {"strategy", "channel"}, {"symmetric", true},
                             {"dynamic", false}, {"group_size", nullptr}, {"observer", "minmax"}};
-      const json input = {{"num_bits", 8}, {"type", "float"}, {"strategy", "token"}, {"symmetric", true},
-                          {"dynamic", true}};
       return {{"quant_method", "compressed-tensors"},
               {"format", "float-quantized"},
               {"quantization_status", "compressed"},
@@ -198,7 +201,13 @@ Result<LlmQuantizeReport> quantize_llm(const fs::path& in, const fs::path& out, 
   GPUOPT_ASSIGN_OR_RETURN(auto ckpt, open_checkpoint(in, cfg));
 
   Calibration cal;
-  if (!o.calibration.empty() && q.method == WeightQuant::Method::Awq) {
+  if (!o.calibration.empty() && q.method == WeightQuant::Method::Fp8) {
+    // Calibrated FP8: a static per-tensor activation scale per linear (max |x| / 448 over the
+    // calibration tokens) instead of dynamic per-token scales.
+    q.fp8_dynamic_input = false;
+    q.fp8_static_input = true;
+  }
+  if (!o.calibration.empty() && (q.method == WeightQuant::Method::Awq || q.fp8_static_input)) {
     if (o.progress) o.progress("calibrating", 0, 1);
     GPUOPT_ASSIGN_OR_RETURN(cal, collect_activations(in, cfg, *ckpt, o.calibration, o.calibration_tokens));
     rep.calibration_tokens = cal.tokens;
@@ -279,6 +288,16 @@ Result<LlmQuantizeReport> quantize_llm(const fs::path& in, const fs::path& out, 
       weight_error(w, f.dequantized, &lr);
       GPUOPT_RETURN_IF_ERROR(put(st, name, "F8_E4M3", {N, K}, f.w));
       GPUOPT_RETURN_IF_ERROR(put(st, base + ".weight_scale", "F32", {N, 1}, f.scales));
+      if (q.fp8_static_input) {
+        const bool attn = name.find("self_attn.") != std::string::npos;
+        const int point = attn ? (name.find("o_proj") != std::string::npos ? 1 : 0)
+                               : (name.find("down_proj") != std::string::npos ? 3 : 2);
+        float amax = 0;
+        for (float v : cal.layers[static_cast<size_t>(layer)].x[static_cast<size_t>(point)])
+          amax = std::max(amax, std::fabs(v));
+        const std::vector<float> in_scale = {amax > 0 ? amax / 448.0f : 1.0f};
+        GPUOPT_RETURN_IF_ERROR(put(st, base + ".input_scale", "F32", {1}, in_scale));
+      }
     } else {
       // AWQ: the weight quantized is W * s (columns), and up_proj's rows also carry down's 1/s.
       std::vector<float> col(static_cast<size_t>(K), 1.0f), row(static_cast<size_t>(N), 1.0f);

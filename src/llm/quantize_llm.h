@@ -1,7 +1,8 @@
 // `gpuopt quantize MODEL_DIR -o OUT_DIR`: a float Llama/Mistral/Qwen2 folder written as a
 // quantized folder other tools load: GPTQ (int8 per channel or int4 per group, round to nearest),
 // AWQ (int4 with activation-aware scales from calibration text) or compressed-tensors FP8 (e4m3
-// per-channel weights, dynamic per-token activations). Every decoder linear is quantized; the
+// per-channel weights, dynamic per-token activations, or static per-tensor activation scales from
+// calibration text). Every decoder linear is quantized; the
 // embeddings, norms, biases and the LM head stay as they are. Tokenizer and other files are copied.
 //
 //   LlmQuantizeOptions o;
@@ -31,7 +32,8 @@ struct LlmQuantizeOptions {
   LlmQuantScheme scheme = LlmQuantScheme::Int4;
   int64_t group_size = 0;  // 0: the scheme's default (int4/awq 128, int8 per channel = -1)
   bool sym = true;         // GPTQ; AWQ is always asymmetric
-  std::string calibration;            // a text file, one sample per line (AWQ needs it)
+  std::string calibration;            // a text file, one sample per line (AWQ needs it; FP8: static
+                                      // activation scales)
   int64_t calibration_tokens = 4096;  // at most this many tokens are run
   std::function<void(std::string_view stage, size_t done, size_t total)> progress;
 };

@@ -514,3 +514,34 @@ def test_qwen2_biases_and_sharded_gptq_folder(tmp_path):
     os.remove(tmp_path / "q" / "model-00002-of-00002.safetensors")
     line = one_line_error(gpuopt("generate", tmp_path / "q", "--device", "cpu", "--prompt-ids", "1,2"))
     assert "model-00002-of-00002.safetensors" in line, line
+
+
+def test_fp8_static_activation_scales_from_calibration(tmp_path):
+    """--scheme fp8 --calibration: each linear's input_scale is max |input| / 448 over the
+    calibration tokens (checked for layer 0's q/k/v, whose input numpy computes directly:
+    input_layernorm of the token embeddings), written as static per-tensor activations."""
+    m = tmp_path / "m"
+    os.makedirs(m)
+    tok = make_tokenizer(m)
+    cfg, W = make_model(m, **SHAPE, vocab_size=tok.get_vocab_size(), bos_token_id=0, eos_token_id=1, seed=13)
+    lines = ["the quick brown fox jumps over the lazy dog", "a stitch in time saves nine"]
+    with open(tmp_path / "calib.txt", "w") as f:
+        f.write("\n".join(lines) + "\n")
+    quantize(m, tmp_path / "q", "--scheme", "fp8", "--calibration", tmp_path / "calib.txt")
+    grp = json.load(open(tmp_path / "q" / "config.json"))["quantization_config"]["config_groups"]["group_0"]
+    assert grp["input_activations"]["dynamic"] is False and grp["input_activations"]["strategy"] == "tensor"
+    T, _ = st_read(tmp_path / "q" / "model.safetensors")
+    from test_llm_generate import rms
+    ids = np.concatenate([tok.encode(s).ids for s in lines])
+    h = rms(W["model.embed_tokens.weight"][ids], W["model.layers.0.input_layernorm.weight"], cfg["rms_norm_eps"])
+    want = np.max(np.abs(h)) / 448
+    for n in "qkv":
+        got = T[f"model.layers.0.self_attn.{n}_proj.input_scale"]
+        assert got.shape == (1,) and abs(got[0] - want) <= 1e-5 * want, (got, want)
+    assert T["model.layers.1.mlp.down_proj.input_scale"][0] > 0
+    _, Wq = folder_weights(tmp_path / "q", cfg, fp8_weight)
+    check_folder_runs_as_numpy(tmp_path / "q", tmp_path, cfg, Wq)
+    # int4/int8 take no calibration: refused as a usage error rather than ignored.
+    r = gpuopt("quantize", m, "-o", tmp_path / "q4", "--scheme", "int4", "--group-size", "32",
+               "--calibration", tmp_path / "calib.txt")
+    assert r.returncode == 2 and "--calibration is used by --scheme awq and fp8" in r.stderr, r.stderr
