@@ -117,7 +117,8 @@ void weight_error(const std::vector<float>& want, const std::vector<float>& got,
 }
 
 struct LayerAwq {
-  AwqScale qkv, gate_up, down;
+  AwqScale qkv, gate_up, down, o;
+  bool has_o = false;  // o_proj scaled, its 1/s folded into v_proj's rows (no GQA, no v bias)
 };
 
 Status copy_side_files(const fs::path& in, const fs::path& out) {
@@ -241,6 +242,13 @@ Result<LlmQuantizeReport> quantize_llm(const fs::path& in, const fs::path& out, 
     a.qkv = awq_search({&wq, &wk, &wv}, {qd, kvd, kvd}, H, act.x[0], T, q.group_size);
     a.gate_up = awq_search({&wg, &wu}, {I, I}, H, act.x[2], T, q.group_size);
     a.down = awq_search({&wd}, {H}, I, act.x[3], T, q.group_size);
+    if (qd == kvd && !cfg.qkv_bias) {
+      // AutoAWQ's condition: v_proj and o_proj of the same shape, so v's output channel j is o's
+      // input channel j (no grouped-query attention); a v bias would need the 1/s too.
+      const auto wo = get(p + "self_attn.o_proj.weight");
+      a.o = awq_search({&wo}, {H}, qd, act.x[1], T, q.group_size);
+      a.has_o = true;
+    }
     return a;
   };
 
@@ -305,8 +313,8 @@ Result<LlmQuantizeReport> quantize_llm(const fs::path& in, const fs::path& out, 
         const LayerAwq& a = layer_awq(layer);
         const bool attn = name.find("self_attn.") != std::string::npos;
         const bool down = name.find("down_proj") != std::string::npos;
-        const AwqScale* sc = attn ? (name.find("o_proj") != std::string::npos ? nullptr : &a.qkv)
-                                  : down ? &a.down : &a.gate_up;
+        const bool o_proj = name.find("o_proj") != std::string::npos;
+        const AwqScale* sc = attn ? (o_proj ? (a.has_o ? &a.o : nullptr) : &a.qkv) : down ? &a.down : &a.gate_up;
         if (sc) {
           col = sc->s;
           lr.awq_ratio = sc->ratio;
@@ -315,6 +323,8 @@ Result<LlmQuantizeReport> quantize_llm(const fs::path& in, const fs::path& out, 
         }
         if (name.find("up_proj") != std::string::npos)
           for (int64_t n = 0; n < N; ++n) row[static_cast<size_t>(n)] = 1.0f / a.down.s[static_cast<size_t>(n)];
+        if (a.has_o && name.find("v_proj") != std::string::npos)
+          for (int64_t n = 0; n < N; ++n) row[static_cast<size_t>(n)] = 1.0f / a.o.s[static_cast<size_t>(n)];
       }
       std::vector<float> scaled(w.size());
       for (int64_t n = 0; n < N; ++n)
@@ -328,8 +338,9 @@ Result<LlmQuantizeReport> quantize_llm(const fs::path& in, const fs::path& out, 
       for (int64_t n = 0; n < N; ++n)
         for (int64_t k = 0; k < K; ++k)
           eff[static_cast<size_t>(n * K + k)] /= col[static_cast<size_t>(k)] * row[static_cast<size_t>(n)];
-      if (name.find("up_proj") != std::string::npos && is_awq) {
-        // up's rows feed down's inputs: compare against W_up / s_down, what the folder now holds.
+      if (is_awq && (name.find("up_proj") != std::string::npos || name.find("v_proj") != std::string::npos)) {
+        // up's (v's) rows feed down's (o's) inputs: compare against W / s of the next linear,
+        // what the folder now holds.
         for (int64_t n = 0; n < N; ++n)
           for (int64_t k = 0; k < K; ++k) eff[static_cast<size_t>(n * K + k)] *= row[static_cast<size_t>(n)];
         for (int64_t n = 0; n < N; ++n)

@@ -545,3 +545,20 @@ def test_fp8_static_activation_scales_from_calibration(tmp_path):
     r = gpuopt("quantize", m, "-o", tmp_path / "q4", "--scheme", "int4", "--group-size", "32",
                "--calibration", tmp_path / "calib.txt")
     assert r.returncode == 2 and "--calibration is used by --scheme awq and fp8" in r.stderr, r.stderr
+
+
+def test_awq_folds_o_proj_into_v_proj_without_gqa(tmp_path):
+    """With as many KV heads as heads, o_proj gets AWQ scales too and v_proj's rows carry 1/s:
+    still the same model as numpy reads it, within the quantization's error of the float one."""
+    m = tmp_path / "m"
+    os.makedirs(m)
+    tok = make_tokenizer(m)
+    cfg, W = make_model(m, **SHAPE, num_key_value_heads=4, vocab_size=tok.get_vocab_size(), bos_token_id=0,
+                        eos_token_id=1, seed=14)
+    with open(tmp_path / "calib.txt", "w") as f:
+        f.write("the quick brown fox jumps over the lazy dog\na stitch in time saves nine\n")
+    rep = quantize(m, tmp_path / "q", "--scheme", "awq", "--group-size", "32", "--calibration", tmp_path / "calib.txt")
+    assert all("awq_ratio" in x for x in rep["layers"])  # o_proj included
+    _, Wq = folder_weights(tmp_path / "q", cfg, lambda T, b: awq_weight(T, b, 32))
+    check_folder_runs_as_numpy(tmp_path / "q", tmp_path, cfg, Wq)
+    check_logit_error(cfg, W, Wq, rep)
