@@ -5,7 +5,9 @@
 // (4096x4096, 12288x4096, 22016x4096, 4096x11008). The host reference dequantizes with the
 // format's formula (written here) and sums in double over a subset of columns (every output of the
 // small shapes).
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <numeric>
 
 #include "llm/cuda/gemm.h"
@@ -308,6 +310,73 @@ TEST(LlmQuantKernels, Fp8W8A8MatchesTheScaledProduct) {
               << s.N << "x" << s.K << " T " << T << " per-channel " << per_channel << " static " << static_in;
           EXPECT_TRUE(dy.guards_ok());
         }
+}
+
+// With LLM_KERNEL_BENCH=1: the quantized GEMV's time and effective bandwidth (packed weight bytes
+// / time) on Llama-2-7B's decode products beside cuBLASLt on the fp16 weights, weights rotated
+// through copies larger than L2 so every launch reads HBM.
+TEST(LlmQuantKernelsBench, GemvBandwidthBesideFp16) {
+  const char* e = std::getenv("LLM_KERNEL_BENCH");
+  if (!e || std::string(e) != "1") GTEST_SKIP() << "timing mode: LLM_KERNEL_BENCH=1";
+  LLM_REQUIRE_DEVICE();
+  struct Named {
+    const char* name;
+    int64_t N, K;
+  };
+  const Named shapes[] = {{"qkv", 12288, 4096}, {"o_proj", 4096, 4096}, {"gate_up", 22016, 4096}, {"down", 4096, 11008}};
+  k::LtGemm lt;
+  ASSERT_TRUE(lt.init(32 << 20).ok());
+  auto time = [](auto&& launch) {
+    for (int i = 0; i < 5; ++i) launch(i);
+    cudaEvent_t a, b;
+    cudaEventCreate(&a);
+    cudaEventCreate(&b);
+    cudaEventRecord(a);
+    const int reps = 100;
+    for (int i = 0; i < reps; ++i) launch(i);
+    cudaEventRecord(b);
+    cudaEventSynchronize(b);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, a, b);
+    return ms / reps;
+  };
+  for (const Named& s : shapes) {
+    const size_t fbytes = static_cast<size_t>(s.N * s.K) * 2;
+    const int fcopies = static_cast<int>(std::max<size_t>(2, (size_t{400} << 20) / fbytes));
+    DevBuf dwf(fbytes * fcopies), dx(16 * s.K * 2), dy(16 * s.N * 2);
+    cudaMemset(dwf.get(), 0x11, fbytes * fcopies);
+    cudaMemset(dx.get(), 0x22, 16 * s.K * 2);
+    for (int bits : {4, 8}) {
+      const int64_t pack = 32 / bits, group = 128, G = s.K / group;
+      const size_t qw = static_cast<size_t>(s.K / pack * s.N) * 4, qz = static_cast<size_t>(G * (s.N / pack)) * 4,
+                   sc = static_cast<size_t>(G * s.N) * 2, per = qw + qz + sc;
+      const int copies = static_cast<int>(std::max<size_t>(2, (size_t{400} << 20) / per));
+      DevBuf dq(qw * copies), dz(qz * copies), ds(sc * copies);
+      cudaMemset(dq.get(), 0x5a, qw * copies);
+      cudaMemset(dz.get(), 0x33, qz * copies);
+      cudaMemset(ds.get(), 0x11, sc * copies);  // f16 0x1111: a small positive scale
+      auto args = [&](int i) {
+        k::QuantWeightArgs a;
+        a.qweight = reinterpret_cast<const int32_t*>(static_cast<char*>(dq.get()) + (i % copies) * qw);
+        a.qzeros = reinterpret_cast<const int32_t*>(static_cast<char*>(dz.get()) + (i % copies) * qz);
+        a.scales = static_cast<char*>(ds.get()) + (i % copies) * sc;
+        a.bits = bits;
+        a.group_size = group;
+        return a;
+      };
+      for (int64_t T : {1, 4, 8, 16}) {
+        const float q = time([&](int i) { k::gemv_quant(dx.get(), args(i), nullptr, dy.get(), T, s.N, s.K, DType::F16, nullptr); });
+        const float f = time([&](int i) {
+          ASSERT_TRUE(lt.linear(dx.get(), static_cast<char*>(dwf.get()) + (i % fcopies) * fbytes, nullptr, dy.get(), T,
+                                s.N, s.K, DType::F16, DType::F16, nullptr, true)
+                          .ok());
+        });
+        std::printf("int%d g128 %-8s T=%-2ld  %7.1f us %6.0f GB/s | fp16 %7.1f us %6.0f GB/s | %.2fx\n", bits, s.name,
+                    static_cast<long>(T), q * 1e3, per / (q * 1e-3) / 1e9, f * 1e3, fbytes / (f * 1e-3) / 1e9, f / q);
+      }
+      CUDA_OK(cudaDeviceSynchronize());
+    }
+  }
 }
 
 TEST(LlmQuantKernels, RefusesWhatTheyCannotTake) {
