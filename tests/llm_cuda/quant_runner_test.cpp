@@ -244,6 +244,47 @@ TEST(CudaRunnerQuant, PackFusedReadsAsItsParts) {
   }
 }
 
+// A single act-order part keeps its g_idx packed (o_proj, down_proj); several act-order parts
+// are not fused.
+TEST(CudaRunnerQuant, PackFusedKeepsASinglePartsActOrder) {
+  WeightQuant q;
+  q.method = WeightQuant::Method::Gptq;
+  q.bits = 4;
+  q.group_size = 32;
+  q.desc_act = true;
+  const LlmConfig cfg = tiny();
+  QuantCheckpoint ck(cfg, q);
+  const WeightView* o = ck.find("model.layers.0.self_attn.o_proj.weight");
+  ASSERT_TRUE(o && o->quant);
+  // The same packed tensors with the groups of a reversed channel order.
+  const QuantizedLinear& base = *o->quant;
+  std::vector<int32_t> g(static_cast<size_t>(base.K));
+  for (int64_t k = 0; k < base.K; ++k) g[static_cast<size_t>(k)] = static_cast<int32_t>((base.K - 1 - k) / base.group_size);
+  WeightView gv = *base.g_idx;
+  gv.data = g.data();
+  QuantizedLinear act = base;
+  act.g_idx = &gv;
+  WeightView ov = *o;
+  ov.quant = &act;
+  cuda::HostPacked h;
+  ASSERT_TRUE(cuda::pack_fused({&ov}, DType::F16, &h));
+  EXPECT_EQ(h.g_idx, g);
+  std::vector<float> want(static_cast<size_t>(act.N * act.K));
+  dequantize(act, 0, want.size(), want.data());
+  size_t bad = 0;
+  for (int64_t n = 0; n < h.N; ++n)
+    for (int64_t k = 0; k < h.K; ++k) {
+      const int64_t gi = h.g_idx[static_cast<size_t>(k)];
+      const uint32_t qv = (h.qweight[static_cast<size_t>((k / 8) * h.N + n)] >> (4 * (k % 8))) & 15;
+      const uint32_t z = (((h.qzeros[static_cast<size_t>(gi * (h.N / 8) + n / 8)] >> (4 * (n % 8))) & 15) + 1) & 15;
+      const float w = Half::to_float(h.scales[static_cast<size_t>(gi * h.N + n)]) *
+                      static_cast<float>(static_cast<int>(qv) - static_cast<int>(z));
+      bad += w != want[static_cast<size_t>(n * h.K + k)];
+    }
+  EXPECT_EQ(bad, 0u);
+  EXPECT_FALSE(cuda::pack_fused({&ov, &ov}, DType::F16, &h));
+}
+
 TEST(CudaRunnerQuant, GptqInt4Group32) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
   WeightQuant q;

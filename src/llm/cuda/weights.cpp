@@ -99,7 +99,7 @@ Status upload_packed(std::vector<std::pair<HostPacked, PackedLinear*>>& packed, 
   size_t total = 0;
   for (const auto& [h, slot] : packed)
     total += align_up(h.qweight.size() * 4) + align_up(h.qzeros.size() * 4) + align_up(h.scales.size() * 2) +
-             align_up(h.fp8_w.size()) + align_up(h.fp8_scale.size() * 4);
+             align_up(h.fp8_w.size()) + align_up(h.fp8_scale.size() * 4) + align_up(h.g_idx.size() * 4);
   GPUOPT_RETURN_IF_ERROR(out->packed_storage.allocate(total, "the packed quantized weights"));
   out->bytes += total;
   char* base = out->packed_storage.as<char>();
@@ -129,6 +129,10 @@ Status upload_packed(std::vector<std::pair<HostPacked, PackedLinear*>>& packed, 
     slot->args.qzeros = reinterpret_cast<const int32_t*>(qz);
     slot->args.scales = sc;
     slot->args.g_idx = nullptr;
+    if (!h.g_idx.empty()) {
+      GPUOPT_ASSIGN_OR_RETURN(char* gi, put(h.g_idx.data(), h.g_idx.size() * 4));
+      slot->args.g_idx = reinterpret_cast<const int32_t*>(gi);
+    }
     slot->args.bits = h.bits;
     slot->args.group_size = h.group_size;
     slot->args.zero_minus_one = h.zero_minus_one;

@@ -65,8 +65,10 @@ bool pack_fused(const std::vector<const WeightView*>& parts, DType dt, HostPacke
   for (const WeightView* p : parts) {
     const QuantizedLinear* q = p->quant;
     if (!q || q->method != first->method || q->bits != first->bits || q->K != first->K ||
-        q->group_size != first->group_size || q->zero_minus_one != first->zero_minus_one || !trivial_groups(*q))
+        q->group_size != first->group_size || q->zero_minus_one != first->zero_minus_one)
       return false;
+    // Act-order groups differ per part, and the fused weight has one g_idx.
+    if (parts.size() > 1 && !trivial_groups(*q)) return false;
     N += q->N;
   }
   if (first->group_size % 8 != 0) return false;  // the kernels take groups of whole words
@@ -114,6 +116,8 @@ bool pack_fused(const std::vector<const WeightView*>& parts, DType dt, HostPacke
       }
     off += Ni;
   }
+  if (parts.size() == 1 && !trivial_groups(*first))
+    for (int64_t k = 0; k < K; ++k) h.g_idx.push_back(static_cast<int32_t>(u32(*first->g_idx, static_cast<size_t>(k))));
   *out = std::move(h);
   return true;
 }
