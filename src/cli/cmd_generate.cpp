@@ -45,6 +45,7 @@ struct Options {
   std::string dump_logits;
   double bandwidth_gbs = 0;
   bool no_cuda_graphs = false;
+  bool quant_kernels = false;
 };
 
 Result<std::vector<int64_t>> parse_ids(const std::string& text, const std::string& what) {
@@ -213,6 +214,7 @@ Status run(const Options& o) {
                                           : std::max<int64_t>(o.batch, 1));
   ro.device_index = o.device.index;
   ro.cuda_graphs = !o.no_cuda_graphs;
+  ro.quant_kernels = o.quant_kernels;
   BenchSweep sw{.prompt_lens = o.bench_prompt,
                 .gen_lens = o.bench_gen,
                 .batches = o.bench_batch,
@@ -240,11 +242,14 @@ Status run(const Options& o) {
                                         {"architecture", cfg.architecture},
                                         {"device", o.device.to_string()},
                                         {"precision", dtype_name(dt)},
+                                      {"weights", cfg.quant.describe()},
                                         {"bandwidth_gbs", bw > 0 ? nlohmann::json(bw) : nlohmann::json()},
                                         {"rows", bench_json(rows)}}
                              .dump(2));
     } else {
-      fmt::print("{} on {} ({}), roofline against {}\n{}", o.model_dir, o.device.to_string(), dtype_name(dt),
+      fmt::print("{} on {} ({}{}), roofline against {}\n{}", o.model_dir, o.device.to_string(), dtype_name(dt),
+                 cfg.quant.method == WeightQuant::Method::None ? std::string()
+                                                               : fmt::format(", weights {}", cfg.quant.describe()),
                  bw > 0 ? fmt::format("{:.0f} GB/s", bw) : std::string("n/a (give --bandwidth-gbs)"),
                  bench_table(rows));
     }
@@ -293,6 +298,7 @@ Status run(const Options& o) {
                                       {"architecture", cfg.architecture},
                                       {"device", o.device.to_string()},
                                       {"precision", dtype_name(dt)},
+                                      {"weights", cfg.quant.describe()},
                                       {"sequences", seqs},
                                       {"prompt_tokens", last.prompt_tokens},
                                       {"generated_tokens", last.generated_tokens},
@@ -378,6 +384,9 @@ void setup(CLI::App& app) {
   cmd->add_option("--dump-logits", o->dump_logits,
                   "Write the first generated position's logits [sequences, vocab] as .npy");
   cmd->add_flag("--no-cuda-graphs", o->no_cuda_graphs, "CUDA: launch kernels one by one instead of replaying graphs");
+  cmd->add_flag("--quant-kernels", o->quant_kernels,
+                "CUDA, GPTQ/AWQ/FP8 checkpoints: keep the weights packed and run the W4A16/W8A16 or FP8 W8A8 kernels "
+                "(default: dequantize to --precision at load)");
   cmd->callback([o] {
     if (!o->device.is_cuda() && !o->precision.empty() && o->precision != "fp32") {
       set_exit_code(report_error(

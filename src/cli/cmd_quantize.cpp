@@ -1,9 +1,11 @@
 // `gpuopt quantize MODEL.onnx --calibration DATA -o OUT.onnx`: post-training int8 quantization
-// into a standard QDQ ONNX model (docs/quantization.md).
+// into a standard QDQ ONNX model; `gpuopt quantize MODEL_DIR --scheme int4 -o OUT_DIR`: a language
+// model folder written as GPTQ, AWQ or compressed-tensors FP8 (docs/quantization.md).
 #include "cli/command.h"
 #include "cli/device_option.h"
 #include "quant/calib_cache.h"
 #include "quant/report.h"
+#include "llm/quantize_llm.h"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -21,6 +23,11 @@ struct Options {
   int64_t samples = 0;
   int64_t heldout = -1;  // -1: a fifth of the samples when accuracy is measured
   bool json = false;
+  // Language-model folders
+  std::string scheme = "int4";
+  int64_t group_size = 0;
+  bool asym = false;
+  int64_t calibration_tokens = 512;
 };
 
 // A progress bar on stderr: redrawn in place on a terminal, a line per quarter otherwise.
@@ -36,7 +43,39 @@ void progress(std::string_view stage, size_t done, size_t total) {
   }
 }
 
+bool is_model_dir(const std::string& p) {
+  std::error_code ec;
+  return std::filesystem::is_directory(p, ec) && std::filesystem::exists(std::filesystem::path(p) / "config.json", ec);
+}
+
+int run_llm(const Options& o) {
+  auto scheme = llm::parse_llm_quant_scheme(o.scheme);
+  if (!scheme.ok()) return report_error(scheme.status(), true);
+  llm::LlmQuantizeOptions lo;
+  lo.scheme = *scheme;
+  lo.group_size = o.group_size;
+  lo.sym = !o.asym;
+  lo.calibration = o.calibration;
+  lo.calibration_tokens = o.calibration_tokens;
+  lo.progress = progress;
+  if (*scheme == llm::LlmQuantScheme::Awq && o.calibration.empty())
+    return report_error(Status::InvalidArgument("--scheme awq needs --calibration FILE (text, one sample per line)"), true);
+  if (!o.calibration.empty() && (*scheme == llm::LlmQuantScheme::Int4 || *scheme == llm::LlmQuantScheme::Int8))
+    return report_error(
+        Status::InvalidArgument("--calibration is used by --scheme awq and fp8; --scheme {} rounds to nearest without it",
+                                o.scheme),
+        true);
+  auto r = llm::quantize_llm(o.model, o.output, lo);
+  if (!r.ok()) return report_error(r.status());
+  if (o.json)
+    fmt::print("{}\n", llm::llm_quant_report_json(*r).dump(2));
+  else
+    fmt::print("{}wrote {}\n", llm::llm_quant_report_text(*r), o.output);
+  return kExitOk;
+}
+
 int run(const Options& o) {
+  if (is_model_dir(o.model)) return run_llm(o);
   auto method = quant::parse_calib_method(o.method);
   if (!method.ok()) return report_error(method.status(), true);
   quant::QuantizeOptions qo;
@@ -111,10 +150,24 @@ int run(const Options& o) {
 void setup(CLI::App& app) {
   auto o = std::make_shared<Options>();
   auto* cmd = app.add_subcommand("quantize", "Calibrate a model on sample data and write an int8 QDQ ONNX model");
-  cmd->add_option("model", o->model, "ONNX model file (f32)")->required();
-  cmd->add_option("-o,--output", o->output, "Quantized ONNX model to write")->required();
+  cmd->add_option("model", o->model, "ONNX model file (f32), or a language model folder (config.json + safetensors)")
+      ->required();
+  cmd->add_option("-o,--output", o->output, "Quantized ONNX model to write (a folder for a language model)")->required();
   cmd->add_option("--calibration", o->calibration,
-                  "Folder of .npy files (one per sample, one stacked <input>.npy per input, or one subfolder per sample) or images");
+                  "Folder of .npy files (one per sample, one stacked <input>.npy per input, or one subfolder per sample) or "
+                  "images; for a language model, a text file (one sample per line: --scheme awq, or fp8 static activation scales)");
+  cmd->add_option("--scheme", o->scheme,
+                  "Language model: int4 (GPTQ, group 128, default), int8 (GPTQ, per channel), awq (int4 with "
+                  "activation-aware scales) or fp8 (compressed-tensors e4m3, per channel; activations per token, or per "
+                  "tensor from --calibration)")
+      ->check(CLI::IsMember({"int8", "int4", "awq", "fp8"}));
+  cmd->add_option("--group-size", o->group_size, "Language model: input channels per scale (-1: whole row; default 128 for "
+                                                 "int4/awq, -1 for int8)")
+      ->check(CLI::Range(int64_t{-1}, int64_t{1} << 20));
+  cmd->add_flag("--asym", o->asym, "Language model, int4/int8: asymmetric (zero point per group) instead of symmetric");
+  cmd->add_option("--calibration-tokens", o->calibration_tokens,
+                  "Language model, awq: run at most N tokens of the calibration text (default 512)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--calibration-cache", o->cache,
                   "Scales file: written after calibrating with --calibration, read instead of data without it");
   cmd->add_option("--method", o->method, "minmax, percentile (default), entropy or mse")

@@ -478,6 +478,9 @@ void setup(CLI::App& app) {
       ->check(real_range(0, 86400 * 7))
       ->group("Generation models")
       ->capture_default_str();
+  cmd->add_flag("--quant-kernels", o->llm.quant_kernels,
+                "CUDA, GPTQ/AWQ/FP8 language models: keep the weights packed and run the W4A16/W8A16 or FP8 W8A8 "
+                "kernels (default: dequantize to --dtype at load)");
   cmd->add_flag("--llm-random-weights", o->llm.random_weights,
                 "Generation models get seeded random weights instead of their safetensors (tests, benchmarks)")
       ->group("Generation models");

@@ -14,6 +14,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "llm/quantized.h"
 #include "llm/safetensors.h"
 
 namespace gpuopt::llm {
@@ -36,8 +37,23 @@ class FileCheckpoint final : public Checkpoint {
     tensors_.push_back(w);
     total_ += w.bytes;
   }
+  // A quantized linear under its float name: [N, K], read through w.quant.
+  Status add_quantized(const std::string& name, QuantizedLinear q, DType dt) {
+    quants_.push_back(std::make_unique<QuantizedLinear>(std::move(q)));
+    const QuantizedLinear* p = quants_.back().get();
+    WeightView w;
+    w.name = name;
+    w.dtype = dt;
+    w.shape = {p->N, p->K};
+    w.bytes = p->packed_bytes();
+    w.file_dtype = p->qweight->file_dtype;
+    w.quant = p;
+    add(w);
+    return Status::Ok();
+  }
 
  private:
+  std::vector<std::unique_ptr<QuantizedLinear>> quants_;
   std::vector<WeightView> tensors_;
   std::unordered_map<std::string, size_t> index_;
   size_t total_ = 0;
@@ -136,11 +152,15 @@ Result<std::unique_ptr<Checkpoint>> open_checkpoint(const std::filesystem::path&
       where[it.key()] = it.value().get<std::string>();
     }
     for (const auto& [name, shape] : expected) {
-      auto it = where.find(name);
-      if (it == where.end())
+      // A quantized linear is stored under other names (qweight...), checked when it is read.
+      const bool maybe_quantized = cfg.quant.method != WeightQuant::Method::None && shape.size() == 2 &&
+                                   name != "model.embed_tokens.weight";
+      if (!maybe_quantized && !where.count(name))
         return Status::NotFound("{}: tensor '{}' is not in the weight_map", index_path.string(), name);
-      if (std::find(files.begin(), files.end(), it->second) == files.end()) files.push_back(it->second);
     }
+    // Every shard the map names: a quantized checkpoint's tensors are not the float names.
+    for (const auto& [name, file] : where)
+      if (std::find(files.begin(), files.end(), file) == files.end()) files.push_back(file);
   } else {
     if (!std::filesystem::exists(dir / "model.safetensors"))
       return Status::NotFound("'{}' has neither model.safetensors nor model.safetensors.index.json", dir.string());
@@ -167,14 +187,44 @@ Result<std::unique_ptr<Checkpoint>> open_checkpoint(const std::filesystem::path&
     file_index[f] = ckpt->files.size();
     ckpt->files.push_back(std::move(file));
   }
+  auto file_of = [&](const std::string& name) -> const SafetensorsFile* {
+    if (!sharded) return ckpt->files[0].get();
+    auto it = where.find(name);
+    return it == where.end() ? nullptr : ckpt->files[file_index.at(it->second)].get();
+  };
+  auto lookup = [&](const std::string& name) -> const WeightView* {
+    const SafetensorsFile* f = file_of(name);
+    return f ? f->find(name) : nullptr;
+  };
+  const WeightQuant& quant = cfg.quant;
   for (const auto& [name, shape] : expected) {
-    const SafetensorsFile& file = *ckpt->files[sharded ? file_index.at(where.at(name)) : 0];
+    const bool linear = shape.size() == 2 && name != "model.embed_tokens.weight";
+    const std::string base = name.substr(0, name.size() - std::string(".weight").size());
+    if (linear && quant.method != WeightQuant::Method::None) {
+      const WeightView* fw = lookup(name);
+      const bool quantized = quant.method == WeightQuant::Method::Fp8 ? fw && fw->file_dtype == "F8_E4M3"
+                                                                      : lookup(base + ".qweight") != nullptr;
+      if (quantized) {
+        auto q = find_quantized_linear(lookup, base, quant, shape[0], shape[1]);
+        if (!q.ok()) return q.status().with_context(dir.string());
+        const DType dt = quant.method == WeightQuant::Method::Fp8 ? cfg.dtype : q->scales->dtype;
+        GPUOPT_RETURN_IF_ERROR(ckpt->add_quantized(name, std::move(*q), dt));
+        continue;
+      }
+    }
+    const SafetensorsFile* fp = file_of(name);
+    if (!fp) return Status::NotFound("{}: tensor '{}' is not in the weight_map", index_path.string(), name);
+    const SafetensorsFile& file = *fp;
     const WeightView* w = file.find(name);
+    if (!w && linear && quant.method == WeightQuant::Method::None && lookup(base + ".qweight"))
+      return Status::InvalidArgument("{}: tensor '{}' is quantized (qweight) but config.json has no quantization_config",
+                                     file.path().string(), base);
     if (!w) return Status::NotFound("{}: tensor '{}' is missing", file.path().string(), name);
     if (w->dtype != DType::F16 && w->dtype != DType::BF16 && w->dtype != DType::F32)
-      return Status::Unimplemented("{}: tensor '{}' has dtype {}; weights must be F16, BF16 or F32",
+      return Status::Unimplemented("{}: tensor '{}' has dtype {}; weights must be F16, BF16 or F32{}",
                                    file.path().string(), name,
-                                   w->dtype == DType::Undefined ? "(fp8)" : dtype_name(w->dtype));
+                                   w->dtype == DType::Undefined ? w->file_dtype : std::string(dtype_name(w->dtype)),
+                                   w->file_dtype == "F8_E4M3" ? " (fp8 needs a compressed-tensors quantization_config)" : "");
     if (w->shape != shape)
       return Status::InvalidArgument("{}: tensor '{}' has shape {}, the config needs {}", file.path().string(), name,
                                      shape_str(w->shape), shape_str(shape));

@@ -24,12 +24,18 @@
 
 namespace gpuopt::llm {
 
+struct QuantizedLinear;  // llm/quantized.h
+
 struct WeightView {
   std::string name;
   DType dtype = DType::Undefined;  // F16, BF16, F32 (others refused at open)
   std::vector<int64_t> shape;
   const void* data = nullptr;  // into a mapping the Checkpoint owns
   size_t bytes = 0;
+  std::string file_dtype;  // the safetensors dtype as written ("F16", "I32", "F8_E4M3", ...)
+  // A quantized linear weight (GPTQ, AWQ, FP8): shape is the logical [out, in], dtype the one it
+  // dequantizes to, data null; read it through dequantize() (llm/quantized.h).
+  const QuantizedLinear* quant = nullptr;
 };
 
 class Checkpoint {

@@ -236,6 +236,9 @@ Result<LlmConfig> parse_llm_config(const std::string& json_text, const std::stri
   }
   GPUOPT_ASSIGN_OR_RETURN(c.bos_token_ids, get_ids(j, "bos_token_id", where, c.vocab_size));
   GPUOPT_ASSIGN_OR_RETURN(c.eos_token_ids, get_ids(j, "eos_token_id", where, c.vocab_size));
+  if (present(j, "quantization_config")) {
+    GPUOPT_ASSIGN_OR_RETURN(c.quant, parse_quant_config(j.at("quantization_config").dump(), where + " quantization_config"));
+  }
   return c;
 }
 

@@ -29,6 +29,25 @@ struct RopeScaling {
   int64_t original_max_position = 8192;  // llama3
 };
 
+// config.json's quantization_config: how the checkpoint's linear weights are stored.
+// GPTQ: qweight int32 [K*bits/32, N] packed along K, qzeros int32 [groups, N*bits/32] packed along
+// N, scales [groups, N], g_idx int32 [K]. AWQ (GEMM): qweight/qzeros int32 [K or groups, N/8]
+// packed along N in the order 0 2 4 6 1 3 5 7, scales [groups, N]. FP8 (compressed-tensors): weight
+// F8_E4M3 [N, K], weight_scale f32 per tensor or per output channel, input_scale optional.
+struct WeightQuant {
+  enum class Method { None, Gptq, Awq, Fp8 };
+  Method method = Method::None;
+  int bits = 16;
+  int64_t group_size = -1;   // -1: one group over the whole input dimension
+  bool desc_act = false;     // GPTQ act-order: g_idx is a permutation's groups, read it
+  bool sym = true;
+  bool zero_minus_one = true;  // GPTQ v1 (checkpoint_format "gptq") stores zero - 1
+  bool fp8_per_channel = false;
+  bool fp8_static_input = false;  // an input_scale per linear (static activation scales)
+  bool fp8_dynamic_input = false; // activations quantized per token/tensor at run time
+  std::string describe() const;  // "gptq int4 g128 act-order", "fp8 e4m3 per-channel", "none"
+};
+
 struct LlmConfig {
   std::string architecture;  // as written in config.json, e.g. "LlamaForCausalLM"
   LlmArch arch = LlmArch::Llama;
@@ -49,6 +68,7 @@ struct LlmConfig {
   DType dtype = DType::F16;    // torch_dtype: the checkpoint's float type (F16, BF16, F32)
   std::vector<int64_t> bos_token_ids;
   std::vector<int64_t> eos_token_ids;
+  WeightQuant quant;  // Method::None for float checkpoints
 
   int64_t kv_bytes_per_token(DType kv_dtype) const;  // all layers, K and V
   int64_t num_params() const;
@@ -58,6 +78,9 @@ struct LlmConfig {
 
 // Parses config.json's text; `where` names the file in messages.
 Result<LlmConfig> parse_llm_config(const std::string& json_text, const std::string& where);
+// quantization_config alone (the object); `where` names it in messages. Unknown or unsupported
+// methods and layouts are refused by name.
+Result<WeightQuant> parse_quant_config(const std::string& json_text, const std::string& where);
 Result<LlmConfig> load_llm_config(const std::filesystem::path& model_dir);
 
 }  // namespace gpuopt::llm

@@ -52,7 +52,7 @@ Result<std::string> inspect_model_dir(const std::filesystem::path& dir, bool jso
     GPUOPT_ASSIGN_OR_RETURN(auto ck, open_checkpoint(dir, c));
     weight_bytes = static_cast<int64_t>(0);
     for (const WeightView& w : ck->tensors()) {
-      ++dtypes[std::string(dtype_name(w.dtype))];
+      ++dtypes[w.quant ? w.file_dtype : std::string(dtype_name(w.dtype))];
       weight_bytes += static_cast<int64_t>(w.bytes);
     }
   }
@@ -67,6 +67,7 @@ Result<std::string> inspect_model_dir(const std::filesystem::path& dir, bool jso
                         {"architecture", c.architecture},
                         {"parameters", c.num_params()},
                         {"torch_dtype", dtype_name(c.dtype)},
+                        {"quantization", c.quant.describe()},
                         {"weights", has_weights ? nlohmann::json(dtypes) : nlohmann::json()},
                         {"weight_bytes", weight_bytes},
                         {"vocab_size", c.vocab_size},
@@ -104,6 +105,7 @@ Result<std::string> inspect_model_dir(const std::filesystem::path& dir, bool jso
   out += fmt::format("weights      {} ({}){}\n", format_bytes(static_cast<double>(weight_bytes)),
                      has_weights ? fmt::format("{}", fmt::join(dt, ", ")) : std::string("no safetensors: config only"),
                      has_weights ? "" : fmt::format(", {} at torch_dtype", dtype_name(c.dtype)));
+  if (c.quant.method != WeightQuant::Method::None) out += fmt::format("quantization {}\n", c.quant.describe());
   out += fmt::format("shape        {} layers, hidden {}, MLP {}, vocab {}\n", c.num_layers, c.hidden_size,
                      c.intermediate_size, c.vocab_size);
   out += fmt::format("attention    {} heads, {} KV heads, head dim {}{}{}\n", c.num_heads, c.num_kv_heads, c.head_dim,

@@ -7,26 +7,15 @@
 #include <cstring>
 
 #include "core/thread_pool.h"
+#include "llm/quantized.h"
 #include "llm/runner.h"
 
 namespace gpuopt::llm {
 namespace {
 
+// F16/BF16/F32 widened, quantized weights (GPTQ, AWQ, FP8) dequantized: the oracle runs in f32.
 std::vector<float> to_f32(const WeightView& w) {
-  int64_t n = 1;
-  for (int64_t d : w.shape) n *= d;
-  std::vector<float> out(static_cast<size_t>(n));
-  const auto* src = static_cast<const unsigned char*>(w.data);
-  for (size_t i = 0; i < out.size(); ++i) {
-    if (w.dtype == DType::F32) {
-      std::memcpy(&out[i], src + 4 * i, 4);
-    } else {
-      uint16_t b;
-      std::memcpy(&b, src + 2 * i, 2);
-      out[i] = w.dtype == DType::F16 ? Half::to_float(b) : BFloat16::to_float(b);
-    }
-  }
-  return out;
+  return weight_to_f32(w);
 }
 
 // Dot product with eight partial sums (vectorisable without reassociating under -O2), then a
@@ -282,8 +271,12 @@ Status CpuRunner::forward(const StepBatch& b, std::vector<float>* normed, int64_
                  p % block_size_;
     }
 
-  for (Layer& L : layers_) {
+  const auto& hook = opts_.activation_hook;
+  for (size_t li = 0; li < layers_.size(); ++li) {
+    Layer& L = layers_[li];
+    const auto layer = static_cast<int64_t>(li);
     rms_norm(x.data(), T, Hd, L.ln1, c_.rms_norm_eps, xn.data());
+    if (hook) hook(layer, "attn_in", xn.data(), T, Hd);
     // q | k | v per token, as the fused layout of the CUDA kernels.
     auto project = [&](const std::vector<float>& w, const std::vector<float>& bias, int64_t n, int64_t col) {
       linear(xn.data(), T, Hd, w, bias.empty() ? nullptr : &bias, n, tmp.data());
@@ -302,12 +295,15 @@ Status CpuRunner::forward(const StepBatch& b, std::vector<float>* normed, int64_
       std::memcpy(&L.v_cache[dst], r + qd + kvd, static_cast<size_t>(kvd) * 4);
     }
     attention(L, b, pos, qkv.data(), attn.data());
+    if (hook) hook(layer, "o_in", attn.data(), T, qd);
     linear(attn.data(), T, qd, L.wo, nullptr, Hd, proj.data());
     for (size_t i = 0; i < x.size(); ++i) x[i] += proj[i];
     rms_norm(x.data(), T, Hd, L.ln2, c_.rms_norm_eps, xn.data());
+    if (hook) hook(layer, "mlp_in", xn.data(), T, Hd);
     linear(xn.data(), T, Hd, L.wg, nullptr, I, g.data());
     linear(xn.data(), T, Hd, L.wu, nullptr, I, u.data());
     for (size_t i = 0; i < g.size(); ++i) g[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+    if (hook) hook(layer, "down_in", g.data(), T, I);
     linear(g.data(), T, I, L.wd, nullptr, Hd, proj.data());
     for (size_t i = 0; i < x.size(); ++i) x[i] += proj[i];
   }

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -43,6 +44,14 @@ struct RunnerOptions {
   int max_step_tokens = 8192;    // largest number of tokens in one step
   int device_index = 0;
   bool cuda_graphs = true;
+  // CUDA: GPTQ/AWQ linears stay packed and run through the quantized kernels (W4A16/W8A16 GEMV
+  // for up to 16 tokens, dequantize + GEMM above), FP8 linears through cuBLASLt's e4m3 GEMM with
+  // activations quantized per token (W8A8); false: dequantized to the compute dtype at load.
+  bool quant_kernels = false;
+  // CPU runner only: sees every linear layer's input as the step computes it (calibration for
+  // `gpuopt quantize`): point is "attn_in" (input of q/k/v), "o_in", "mlp_in" (gate/up) or
+  // "down_in"; x is [T, dim] f32.
+  std::function<void(int64_t layer, const char* point, const float* x, int64_t T, int64_t dim)> activation_hook;
 };
 
 class ModelRunner {

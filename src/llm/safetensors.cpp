@@ -78,6 +78,7 @@ Result<std::vector<WeightView>> parse_safetensors_header(const std::string& head
     WeightView v;
     v.name = name;
     v.dtype = dt->dtype;
+    v.file_dtype = dt->name;
     const json& shape = e.at("shape");
     if (!shape.is_array()) return Status::InvalidArgument("{}: shape is not a list", w);
     uint64_t numel = 1;

@@ -58,7 +58,20 @@ Status CudaRunner::init(const Checkpoint& ckpt, const LoadProgress& progress) {
   prof_.init_from_env();
   GPUOPT_CUDA_RETURN(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   GPUOPT_RETURN_IF_ERROR(gemm_.init(32 << 20));
-  GPUOPT_RETURN_IF_ERROR(upload_weights(c, ckpt, dt_, progress, &weights_));
+  GPUOPT_RETURN_IF_ERROR(upload_weights(c, ckpt, dt_, progress, &weights_, opts_.quant_kernels));
+  if (weights_.max_fp8_n > 0) {
+    // FP8 linears: activations quantized and multiplied kFp8Rows tokens at a time.
+    GPUOPT_RETURN_IF_ERROR(fp8_.init(32 << 20));
+    const int64_t rows = std::min<int64_t>(kFp8Rows, max_tokens_);
+    GPUOPT_RETURN_IF_ERROR(fp8_xq_.allocate(static_cast<size_t>(rows * weights_.max_fp8_k), "FP8 activations"));
+    GPUOPT_RETURN_IF_ERROR(fp8_row_scale_.allocate(static_cast<size_t>(rows) * 4, "FP8 activation scales"));
+    GPUOPT_RETURN_IF_ERROR(fp8_acc_.allocate(static_cast<size_t>(rows * weights_.max_fp8_n) * 4, "FP8 products"));
+  }
+  if (weights_.max_packed_elems > 0) {
+    // Steps of more than kQuantGemvMaxTokens dequantize one packed linear at a time into this.
+    GPUOPT_RETURN_IF_ERROR(
+        quant_scratch_.allocate(static_cast<size_t>(weights_.max_packed_elems) * esz_, "the dequantization scratch"));
+  }
 
   // Activations, sized once for the largest step.
   const int64_t T = max_tokens_, H = c.hidden_size, I = c.intermediate_size, B = opts_.max_batch;

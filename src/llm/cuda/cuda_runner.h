@@ -20,6 +20,7 @@
 
 #include "llm/cuda/cuda_util.h"
 #include "llm/cuda/gemm.h"
+#include "llm/cuda/quant_gemm.h"
 #include "llm/cuda/profile.h"
 #include "llm/cuda/weights.h"
 #include "llm/runner.h"
@@ -64,6 +65,9 @@ class CudaRunner final : public ModelRunner {
   Status pack(const StepBatch& b, StepLayout* L);
   Status launch(const StepBatch& b);               // metadata copy + the step's kernels (no sync)
   Status forward(const StepLayout& L, bool tune);  // every launch of one step, on stream_
+  // One projection: the packed quantized kernels when `q` is valid, else the GEMM on `w`.
+  Status linear(const PackedLinear& q, const void* x, const void* w, const void* bias, void* y, int64_t T, int64_t N,
+                int64_t K, cudaStream_t s, bool tune);
   Status run_decode_graph(const StepLayout& L);
   int bucket_batch(int n) const;
 
@@ -86,6 +90,9 @@ class CudaRunner final : public ModelRunner {
   DeviceBuffer sampled_, sample_params_;  // per sampled row: token (int32) + logprob (f32); params
   PinnedBuffer sampled_host_, sample_params_host_;
   std::vector<void*> k_cache_, v_cache_;
+  DeviceBuffer quant_scratch_;  // packed linears, steps above the GEMV's token count
+  Fp8Gemm fp8_;                 // FP8 linears (W8A8), kFp8Rows tokens at a time
+  DeviceBuffer fp8_xq_, fp8_row_scale_, fp8_acc_;
   DeviceBuffer residual_, x_, normed_, qkv_, attn_, gate_up_, act_, gx_, gres_, gnorm_, logits_;
   std::map<std::pair<int, int>, cudaGraphExec_t> graphs_;
   bool capturing_ = false;

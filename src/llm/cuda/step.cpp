@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "llm/cuda/cuda_runner.h"
+#include "llm/cuda/quant_gemm.h"
 #include "llm/kernels/llm_kernels.h"
 
 namespace gpuopt::llm::cuda {
@@ -139,6 +140,30 @@ Status CudaRunner::pack(const StepBatch& b, StepLayout* L) {
   return Status::Ok();
 }
 
+Status CudaRunner::linear(const PackedLinear& q, const void* x, const void* w, const void* bias, void* y, int64_t T,
+                          int64_t N, int64_t K, cudaStream_t s, bool tune) {
+  if (!q.valid()) return gemm_.linear(x, w, bias, y, T, N, K, dt_, dt_, s, tune);
+  if (!q.fp8()) return quant_linear(gemm_, x, q.args, bias, y, T, N, K, dt_, quant_scratch_.get(), s);
+  for (int64_t t0 = 0; t0 < T; t0 += kFp8Rows) {
+    Fp8LinearArgs a;
+    a.T = std::min<int64_t>(kFp8Rows, T - t0);
+    a.x = static_cast<const char*>(x) + t0 * K * static_cast<int64_t>(esz_);
+    a.y = static_cast<char*>(y) + t0 * N * static_cast<int64_t>(esz_);
+    a.w = q.fp8_w;
+    a.w_scale = q.fp8_scale;
+    a.per_channel = true;
+    a.bias = bias;
+    a.N = N;
+    a.K = K;
+    a.dt = dt_;
+    a.xq = fp8_xq_.get();
+    a.row_scale = fp8_row_scale_.as<float>();
+    a.acc = fp8_acc_.as<float>();
+    GPUOPT_RETURN_IF_ERROR(fp8_.linear(a, s));
+  }
+  return Status::Ok();
+}
+
 Status CudaRunner::forward(const StepLayout& L, bool tune) {
   const LlmConfig& c = cfg_;
   const int32_t* m = meta_.as<int32_t>();
@@ -180,8 +205,7 @@ Status CudaRunner::forward(const StepLayout& L, bool tune) {
     rms_norm(l == 0 ? residual_.get() : x_.get(), l == 0 ? nullptr : residual_.get(), w.input_norm, normed_.get(), T, H,
              eps, dt_, s);
     mark("rms_norm");
-    GPUOPT_RETURN_IF_ERROR(
-        gemm_.linear(normed_.get(), w.qkv, w.qkv_bias, qkv_.get(), T, qkv_dim_, H, dt_, dt_, s, tune));
+    GPUOPT_RETURN_IF_ERROR(linear(w.qkv_q, normed_.get(), w.qkv, w.qkv_bias, qkv_.get(), T, qkv_dim_, H, s, tune));
     mark("qkv_gemm", qkv_dim_ * H * es);
     rope_and_cache(qkv_.get(), m + L.positions, inv_freq_.as<float>(), m + L.slots, k_cache_[static_cast<size_t>(l)],
                    v_cache_[static_cast<size_t>(l)], T, a.num_heads, a.num_kv_heads, a.head_dim, a.block_size, dt_, dt_,
@@ -191,16 +215,15 @@ Status CudaRunner::forward(const StepLayout& L, bool tune) {
     a.v_cache = v_cache_[static_cast<size_t>(l)];
     paged_attention(a, s);
     mark("attention");
-    GPUOPT_RETURN_IF_ERROR(gemm_.linear(attn_.get(), w.o, nullptr, x_.get(), T, H, q_dim_, dt_, dt_, s, tune));
+    GPUOPT_RETURN_IF_ERROR(linear(w.o_q, attn_.get(), w.o, nullptr, x_.get(), T, H, q_dim_, s, tune));
     mark("o_gemm", H * q_dim_ * es);
     rms_norm(x_.get(), residual_.get(), w.post_norm, normed_.get(), T, H, eps, dt_, s);
     mark("rms_norm");
-    GPUOPT_RETURN_IF_ERROR(
-        gemm_.linear(normed_.get(), w.gate_up, nullptr, gate_up_.get(), T, 2 * I, H, dt_, dt_, s, tune));
+    GPUOPT_RETURN_IF_ERROR(linear(w.gate_up_q, normed_.get(), w.gate_up, nullptr, gate_up_.get(), T, 2 * I, H, s, tune));
     mark("gate_up_gemm", 2 * I * H * es);
     silu_mul(gate_up_.get(), act_.get(), T, I, dt_, s);
     mark("silu_mul");
-    GPUOPT_RETURN_IF_ERROR(gemm_.linear(act_.get(), w.down, nullptr, x_.get(), T, H, I, dt_, dt_, s, tune));
+    GPUOPT_RETURN_IF_ERROR(linear(w.down_q, act_.get(), w.down, nullptr, x_.get(), T, H, I, s, tune));
     mark("down_gemm", H * I * es);
   }
   if (L.n_sample > 0) {

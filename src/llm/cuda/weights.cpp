@@ -9,6 +9,9 @@
 
 #include <fmt/format.h>
 
+#include "llm/cuda/weights_packed.h"
+#include "llm/quantized.h"
+
 namespace gpuopt::llm::cuda {
 namespace {
 
@@ -44,6 +47,17 @@ float load_f(const void* p, DType t, size_t i) {
 // Copies elements [first, first+count) of `src` (its dtype) into `dst` (dtype dt), converting
 // with round-to-nearest-even when the two differ.
 void convert(const WeightView& src, size_t first, size_t count, void* dst, DType dt) {
+  if (src.quant) {
+    // Dequantized into the compute dtype (the baseline path; the packed form stays in the
+    // checkpoint for the quantized kernels).
+    std::vector<float> f(count);
+    dequantize(*src.quant, first, count, f.data());
+    WeightView tmp;
+    tmp.dtype = DType::F32;
+    tmp.data = f.data();
+    convert(tmp, 0, count, dst, dt);
+    return;
+  }
   const size_t in_sz = dtype_size(src.dtype);
   const char* s = static_cast<const char*>(src.data) + first * in_sz;
   if (src.dtype == dt) {
@@ -78,10 +92,59 @@ size_t numel(const WeightView& w) {
   return n;
 }
 
+// The packed linears: one allocation, each tensor 256-byte aligned, copied synchronously (they
+// are a quarter to an eighth of the float weights' bytes).
+Status upload_packed(std::vector<std::pair<HostPacked, PackedLinear*>>& packed, ModelWeights* out) {
+  if (packed.empty()) return Status::Ok();
+  size_t total = 0;
+  for (const auto& [h, slot] : packed)
+    total += align_up(h.qweight.size() * 4) + align_up(h.qzeros.size() * 4) + align_up(h.scales.size() * 2) +
+             align_up(h.fp8_w.size()) + align_up(h.fp8_scale.size() * 4) + align_up(h.g_idx.size() * 4);
+  GPUOPT_RETURN_IF_ERROR(out->packed_storage.allocate(total, "the packed quantized weights"));
+  out->bytes += total;
+  char* base = out->packed_storage.as<char>();
+  size_t off = 0;
+  auto put = [&](const void* src, size_t bytes) -> Result<char*> {
+    char* dst = base + off;
+    GPUOPT_CUDA_RETURN(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+    off += align_up(bytes);
+    return dst;
+  };
+  for (auto& [h, slot] : packed) {
+    slot->N = h.N;
+    slot->K = h.K;
+    if (h.fp8) {
+      GPUOPT_ASSIGN_OR_RETURN(char* w, put(h.fp8_w.data(), h.fp8_w.size()));
+      GPUOPT_ASSIGN_OR_RETURN(char* sc, put(h.fp8_scale.data(), h.fp8_scale.size() * 4));
+      slot->fp8_w = w;
+      slot->fp8_scale = reinterpret_cast<const float*>(sc);
+      out->max_fp8_n = std::max(out->max_fp8_n, h.N);
+      out->max_fp8_k = std::max(out->max_fp8_k, h.K);
+      continue;
+    }
+    GPUOPT_ASSIGN_OR_RETURN(char* qw, put(h.qweight.data(), h.qweight.size() * 4));
+    GPUOPT_ASSIGN_OR_RETURN(char* qz, put(h.qzeros.data(), h.qzeros.size() * 4));
+    GPUOPT_ASSIGN_OR_RETURN(char* sc, put(h.scales.data(), h.scales.size() * 2));
+    slot->args.qweight = reinterpret_cast<const int32_t*>(qw);
+    slot->args.qzeros = reinterpret_cast<const int32_t*>(qz);
+    slot->args.scales = sc;
+    slot->args.g_idx = nullptr;
+    if (!h.g_idx.empty()) {
+      GPUOPT_ASSIGN_OR_RETURN(char* gi, put(h.g_idx.data(), h.g_idx.size() * 4));
+      slot->args.g_idx = reinterpret_cast<const int32_t*>(gi);
+    }
+    slot->args.bits = h.bits;
+    slot->args.group_size = h.group_size;
+    slot->args.zero_minus_one = h.zero_minus_one;
+    out->max_packed_elems = std::max(out->max_packed_elems, h.N * h.K);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status upload_weights(const LlmConfig& cfg, const Checkpoint& ckpt, DType dt, const LoadProgress& progress,
-                      ModelWeights* out) {
+                      ModelWeights* out, bool pack_quantized) {
   const size_t esz = dtype_size(dt);
   // Plan: every destination region (fused parts adjacent), then one allocation.
   struct Region {
@@ -89,13 +152,19 @@ Status upload_weights(const LlmConfig& cfg, const Checkpoint& ckpt, DType dt, co
     void** slot = nullptr;
   };
   std::vector<Region> regions;
+  std::vector<std::pair<HostPacked, PackedLinear*>> packed;
   out->layers.assign(static_cast<size_t>(cfg.num_layers), {});
-  auto add = [&](std::vector<std::string> names, void** slot) -> Status {
+  auto add = [&](std::vector<std::string> names, void** slot, PackedLinear* pslot = nullptr) -> Status {
     Region r;
     r.slot = slot;
     for (auto& n : names) {
       GPUOPT_ASSIGN_OR_RETURN(const WeightView* w, need(ckpt, n));
       r.parts.push_back(w);
+    }
+    HostPacked h;
+    if (pack_quantized && pslot && pack_fused(r.parts, dt, &h)) {
+      packed.emplace_back(std::move(h), pslot);
+      return Status::Ok();
     }
     regions.push_back(std::move(r));
     return Status::Ok();
@@ -108,15 +177,16 @@ Status upload_weights(const LlmConfig& cfg, const Checkpoint& ckpt, DType dt, co
     LayerWeights& L = out->layers[static_cast<size_t>(i)];
     GPUOPT_RETURN_IF_ERROR(add({p + "input_layernorm.weight"}, &L.input_norm));
     GPUOPT_RETURN_IF_ERROR(add({p + "post_attention_layernorm.weight"}, &L.post_norm));
-    GPUOPT_RETURN_IF_ERROR(
-        add({p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight", p + "self_attn.v_proj.weight"}, &L.qkv));
+    GPUOPT_RETURN_IF_ERROR(add({p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight",
+                                p + "self_attn.v_proj.weight"},
+                               &L.qkv, &L.qkv_q));
     if (cfg.qkv_bias) {
       GPUOPT_RETURN_IF_ERROR(
           add({p + "self_attn.q_proj.bias", p + "self_attn.k_proj.bias", p + "self_attn.v_proj.bias"}, &L.qkv_bias));
     }
-    GPUOPT_RETURN_IF_ERROR(add({p + "self_attn.o_proj.weight"}, &L.o));
-    GPUOPT_RETURN_IF_ERROR(add({p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"}, &L.gate_up));
-    GPUOPT_RETURN_IF_ERROR(add({p + "mlp.down_proj.weight"}, &L.down));
+    GPUOPT_RETURN_IF_ERROR(add({p + "self_attn.o_proj.weight"}, &L.o, &L.o_q));
+    GPUOPT_RETURN_IF_ERROR(add({p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"}, &L.gate_up, &L.gate_up_q));
+    GPUOPT_RETURN_IF_ERROR(add({p + "mlp.down_proj.weight"}, &L.down, &L.down_q));
   }
   size_t total = 0;
   for (const Region& r : regions) {
@@ -211,6 +281,7 @@ Status upload_weights(const LlmConfig& cfg, const Checkpoint& ckpt, DType dt, co
   for (auto& t : pool) t.join();
   out->upload_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!err.ok()) return err;
+  GPUOPT_RETURN_IF_ERROR(upload_packed(packed, out));
   if (progress) progress(all, all);
   return Status::Ok();
 }

@@ -78,6 +78,42 @@ bool gemv_supported(const void* x, const void* w, const void* y, int64_t T, int6
 void gemv(const void* x, const void* w, const void* bias, void* y, int64_t T, int64_t N, int64_t K,
           DType dt, cudaStream_t stream);
 
+// Weight-only quantized linears in GPTQ's layout (AWQ checkpoints are repacked to it):
+// qweight int32 [K*bits/32, N] packed along K (value j of word [r][n] is row r*32/bits + j, bits
+// bits*j..), qzeros int32 [groups, N*bits/32] packed along N, scales [groups, N] in the activation
+// dtype, g_idx int32 [K] (act-order) or nullptr (group = k / group_size). W[n][k] =
+// scale[g][n] * (q - zero), zero + 1 when zero_minus_one (GPTQ v1 checkpoints).
+struct QuantWeightArgs {
+  const int32_t* qweight = nullptr;
+  const int32_t* qzeros = nullptr;
+  const void* scales = nullptr;
+  const int32_t* g_idx = nullptr;
+  int bits = 4;  // 4 or 8
+  int64_t group_size = 128;  // a multiple of 8 dividing K (unused with g_idx)
+  bool zero_minus_one = true;
+};
+// y[T, N] = x[T, K] · W^T (+ bias), T <= kQuantGemvMaxTokens, f16/bf16, dequantized in registers,
+// f32 accumulation, deterministic. N a multiple of 32/bits. Each dequantized word serves all T
+// tokens, so the kernel stays bound by the weights' bytes up to batch 16.
+constexpr int kQuantGemvMaxTokens = 16;
+bool gemv_quant_supported(const QuantWeightArgs& w, int64_t T, int64_t N, int64_t K, DType dt);
+void gemv_quant(const void* x, const QuantWeightArgs& w, const void* bias, void* y, int64_t T, int64_t N,
+                int64_t K, DType dt, cudaStream_t stream);
+// W as [N, K] row-major in dt (f16/bf16): the larger-T path dequantizes into a scratch matrix and
+// runs the ordinary GEMM on it.
+void dequantize_weight(const QuantWeightArgs& w, void* out, int64_t N, int64_t K, DType dt,
+                       cudaStream_t stream);
+
+// FP8 (e4m3) activations for W8A8: row t of x scaled by row_scale[t] = max|x[t]| / 448 (dynamic,
+// per token) or *static_scale (a checkpoint's input_scale), xq = e4m3(x / scale), saturating.
+void fp8_quantize_rows(const void* x, int64_t T, int64_t K, DType dt, const float* static_scale,
+                       void* xq, float* row_scale, cudaStream_t stream);
+// y[t, n] = acc[t, n] * row_scale[t] * w_scale[per_channel ? n : 0] (+ bias[n]), acc the
+// product of the e4m3 operands in f32 (or bf16, acc_dt, where cuBLASLt has no f32 output).
+void fp8_scale_output(const void* acc, DType acc_dt, const float* row_scale, const float* w_scale,
+                      bool per_channel, const void* bias, void* y, int64_t T, int64_t N, DType dt,
+                      cudaStream_t stream);
+
 // gate_up: [T, 2*inter] (gate | up); out: [T, inter] = silu(gate) * up.
 void silu_mul(const void* gate_up, void* out, int64_t T, int64_t inter, DType dt,
               cudaStream_t stream);

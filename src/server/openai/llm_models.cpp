@@ -129,6 +129,7 @@ Status LlmModels::load(const std::string& name, const fs::path& dir) {
     ro.max_batch = opt_.engine.max_num_seqs;
     ro.max_step_tokens = std::max(opt_.engine.max_num_batched_tokens, opt_.engine.max_num_seqs);
     ro.device_index = dev.index;
+    ro.quant_kernels = opt_.quant_kernels;
     m->max_model_len = opt_.max_model_len > 0 ? std::min(opt_.max_model_len, m->config.max_position)
                                               : m->config.max_position;
     if (opt_.random_weights) {

@@ -36,6 +36,7 @@ struct LlmServeOptions {
   std::string dtype = "auto";   // auto (the checkpoint's on CUDA, fp32 on the CPU), fp16, bf16, fp32
   int64_t max_model_len = 0;    // 0: the config's max_position_embeddings
   bool random_weights = false;  // tests and benchmarks: seeded random weights, no safetensors needed
+  bool quant_kernels = false;   // CUDA, GPTQ/AWQ folders: packed weights and the quantized kernels
   size_t stream_buffer_bytes = size_t{1} << 20;  // unsent SSE bytes per stream (a slow reader)
   std::vector<std::pair<std::string, std::string>> extra;  // --llm-model: (name, folder)
 };

@@ -1,0 +1,72 @@
+// Quantized linears on the GPU: weight-only int4/int8 (llm_kernels.h gemv_quant for decode-sized
+// T, dequantize-to-scratch + LtGemm above it) and FP8 W8A8 through cuBLASLt (e4m3 x e4m3 with f32
+// accumulation; the per-token activation and per-channel weight scales applied in one epilogue
+// kernel, since Hopper's cuBLASLt takes only scalar scales).
+//
+//   GPUOPT_RETURN_IF_ERROR(quant_linear(lt, x, w, nullptr, y, T, N, K, DType::F16, scratch, stream));
+//   Fp8Gemm f8;  GPUOPT_RETURN_IF_ERROR(f8.init(32 << 20));
+//   GPUOPT_RETURN_IF_ERROR(f8.linear(args, stream));
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <map>
+#include <tuple>
+
+#include "core/status.h"
+#include "llm/cuda/cuda_util.h"
+#include "llm/cuda/gemm.h"
+#include "llm/kernels/llm_kernels.h"
+
+namespace gpuopt::llm::cuda {
+
+// y[T, N] = x[T, K] · W^T (+ bias). T <= kQuantGemvMaxTokens: the GEMV kernel; larger T: W dequantized
+// into `scratch` (N*K elements of dt) and the ordinary GEMM.
+Status quant_linear(LtGemm& lt, const void* x, const QuantWeightArgs& w, const void* bias, void* y, int64_t T,
+                    int64_t N, int64_t K, DType dt, void* scratch, cudaStream_t stream);
+
+// The runner multiplies FP8 linears this many tokens at a time (bounds the f32 product scratch).
+constexpr int64_t kFp8Rows = 256;
+
+struct Fp8LinearArgs {
+  const void* x = nullptr;          // [T, K] f16/bf16
+  const void* w = nullptr;          // e4m3 [N, K]
+  const float* w_scale = nullptr;   // [N] or [1]
+  bool per_channel = true;
+  const float* input_scale = nullptr;  // static activation scale (device), or nullptr: per token
+  const void* bias = nullptr;       // [N] or nullptr
+  void* y = nullptr;                // [T, N] dt
+  int64_t T = 0, N = 0, K = 0;
+  DType dt = DType::F16;
+  void* xq = nullptr;               // scratch: T*K bytes
+  float* row_scale = nullptr;       // scratch: T floats
+  float* acc = nullptr;             // scratch: T*N floats (the e4m3 product before scaling)
+};
+
+class Fp8Gemm {
+ public:
+  Fp8Gemm() = default;
+  Fp8Gemm(const Fp8Gemm&) = delete;
+  Fp8Gemm& operator=(const Fp8Gemm&) = delete;
+  ~Fp8Gemm();
+  Status init(size_t workspace_bytes);
+  // K and N multiples of 16, pointers 16-byte aligned (cuBLASLt's FP8 rules).
+  static bool supported(const Fp8LinearArgs& a);
+  Status linear(const Fp8LinearArgs& a, cudaStream_t stream);
+
+ private:
+  struct Plan {
+    cublasLtMatmulDesc_t desc = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+    DType acc_dt = DType::F32;  // bf16 where this cuBLASLt offers no f32 output for e4m3 inputs
+  };
+  Result<Plan*> plan_for(int64_t T, int64_t N, int64_t K);
+  cublasLtHandle_t handle_ = nullptr;
+  DeviceBuffer workspace_;
+  std::map<std::tuple<int64_t, int64_t, int64_t>, Plan> plans_;
+};
+
+}  // namespace gpuopt::llm::cuda

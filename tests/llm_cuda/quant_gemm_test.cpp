@@ -1,0 +1,400 @@
+// The quantized-weight kernels (llm_kernels.h gemv_quant / dequantize_weight, quant_gemm.h
+// quant_linear and Fp8Gemm) against dequantize-then-multiply references: GPTQ-layout int4 and int8
+// weights, groups 32/64/128, with and without act-order (a shuffled g_idx), v1 zeros; M = 1..16
+// through the GEMV kernel, M = 17/64/256 through dequantize + GEMM; Llama-2-7B's K and N
+// (4096x4096, 12288x4096, 22016x4096, 4096x11008). The host reference dequantizes with the
+// format's formula (written here) and sums in double over a subset of columns (every output of the
+// small shapes).
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <numeric>
+
+#include "llm/cuda/gemm.h"
+#include "llm/cuda/quant_gemm.h"
+#include "llm/kernels/llm_kernels.h"
+#include "llm/quantized.h"
+#include "llm_cuda_test_util.h"
+
+namespace gpuopt::llm::test {
+namespace {
+
+namespace k = gpuopt::llm::cuda;
+
+struct HostQuant {
+  int bits = 4;
+  int64_t N = 0, K = 0, group = 128, groups = 0;
+  bool act_order = false;
+  std::vector<int32_t> qweight, qzeros, g_idx;
+  std::vector<uint16_t> scales;  // f16 bits
+  std::vector<float> w;          // dequantized [N, K] (f32, as the formula computes it)
+};
+
+HostQuant make_quant(int bits, int64_t N, int64_t K, int64_t group, bool act_order, std::mt19937& rng) {
+  HostQuant h;
+  h.bits = bits;
+  h.N = N;
+  h.K = K;
+  h.group = group;
+  h.groups = K / group;
+  h.act_order = act_order;
+  const int pack = 32 / bits;
+  const uint32_t mask = (1u << bits) - 1;
+  std::uniform_int_distribution<uint32_t> qd(0, mask);
+  std::uniform_real_distribution<float> sd(0.5f, 1.5f);
+  std::vector<uint8_t> q(static_cast<size_t>(N * K)), z(static_cast<size_t>(h.groups * N));
+  for (auto& v : q) v = static_cast<uint8_t>(qd(rng));
+  for (auto& v : z) v = static_cast<uint8_t>(qd(rng));
+  h.scales.resize(z.size());
+  // Scales keep y ~ O(1) for x in [-1, 1]: w ~ scale * 2^(bits-1), sum of K of them.
+  const float base = 1.0f / (static_cast<float>(1 << (bits - 1)) * std::sqrt(static_cast<float>(K)));
+  for (auto& s : h.scales) s = Half::from_float(base * sd(rng));
+  h.g_idx.resize(static_cast<size_t>(K));
+  std::vector<int64_t> order(static_cast<size_t>(K));
+  std::iota(order.begin(), order.end(), 0);
+  if (act_order) std::shuffle(order.begin(), order.end(), rng);
+  for (int64_t i = 0; i < K; ++i) h.g_idx[static_cast<size_t>(order[static_cast<size_t>(i)])] = static_cast<int32_t>(i / group);
+  h.qweight.assign(static_cast<size_t>(K / pack * N), 0);
+  h.qzeros.assign(static_cast<size_t>(h.groups * (N / pack)), 0);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t kk = 0; kk < K; ++kk) {
+      auto& word = reinterpret_cast<uint32_t&>(h.qweight[static_cast<size_t>((kk / pack) * N + n)]);
+      word |= static_cast<uint32_t>(q[static_cast<size_t>(n * K + kk)]) << (bits * (kk % pack));
+    }
+  for (int64_t g = 0; g < h.groups; ++g)
+    for (int64_t n = 0; n < N; ++n) {
+      auto& word = reinterpret_cast<uint32_t&>(h.qzeros[static_cast<size_t>(g * (N / pack) + n / pack)]);
+      word |= ((static_cast<uint32_t>(z[static_cast<size_t>(g * N + n)]) - 1) & mask) << (bits * (n % pack));  // v1
+    }
+  h.w.resize(q.size());
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t kk = 0; kk < K; ++kk) {
+      const int64_t g = h.g_idx[static_cast<size_t>(kk)];
+      const float s = Half::to_float(h.scales[static_cast<size_t>(g * N + n)]);
+      h.w[static_cast<size_t>(n * K + kk)] =
+          s * static_cast<float>(static_cast<int>(q[static_cast<size_t>(n * K + kk)]) -
+                                 static_cast<int>(z[static_cast<size_t>(g * N + n)]));
+    }
+  return h;
+}
+
+struct DevQuant {
+  DevBuf qw, qz, sc, gi;
+  k::QuantWeightArgs args(const HostQuant& h) const {
+    k::QuantWeightArgs a;
+    a.qweight = qw.as<int32_t>();
+    a.qzeros = qz.as<int32_t>();
+    a.scales = sc.get();
+    a.g_idx = h.act_order ? gi.as<int32_t>() : nullptr;
+    a.bits = h.bits;
+    a.group_size = h.group;
+    a.zero_minus_one = true;
+    return a;
+  }
+  explicit DevQuant(const HostQuant& h)
+      : qw(h.qweight.size() * 4), qz(h.qzeros.size() * 4), sc(h.scales.size() * 2), gi(h.g_idx.size() * 4) {
+    qw.upload(h.qweight);
+    qz.upload(h.qzeros);
+    sc.upload(h.scales);
+    gi.upload(h.g_idx);
+  }
+};
+
+// y[t, n] for the checked columns, in double from the f16-rounded x and the f32 dequantized W.
+std::vector<double> reference(const std::vector<float>& x, const HostQuant& h, int64_t T,
+                              const std::vector<int64_t>& cols) {
+  std::vector<double> ref(static_cast<size_t>(T) * cols.size());
+  for (int64_t t = 0; t < T; ++t)
+    for (size_t c = 0; c < cols.size(); ++c) {
+      double s = 0;
+      const float* wr = h.w.data() + cols[c] * h.K;
+      for (int64_t kk = 0; kk < h.K; ++kk) s += static_cast<double>(x[static_cast<size_t>(t * h.K + kk)]) * wr[kk];
+      ref[static_cast<size_t>(t) * cols.size() + c] = s;
+    }
+  return ref;
+}
+
+std::vector<int64_t> columns(int64_t N) {
+  std::vector<int64_t> c;
+  const int64_t step = N <= 512 ? 1 : 61;  // a prime stride visits every lane position and CTA
+  for (int64_t n = 0; n < N; n += step) c.push_back(n);
+  if (c.back() != N - 1) c.push_back(N - 1);
+  return c;
+}
+
+std::vector<float> pick(const std::vector<float>& y, int64_t T, int64_t N, const std::vector<int64_t>& cols) {
+  std::vector<float> out;
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t c : cols) out.push_back(y[static_cast<size_t>(t * N + c)]);
+  return out;
+}
+
+Tol tol_k(DType dt, int64_t K) {
+  Tol t = tol_for(dt);
+  t.abs *= std::sqrt(static_cast<double>(K) / 64.0);
+  return t;
+}
+
+struct Shape {
+  int64_t N, K;
+};
+
+TEST(LlmQuantKernels, DequantizeWeightIsExact) {
+  LLM_REQUIRE_DEVICE();
+  std::mt19937 rng(1);
+  for (int bits : {4, 8})
+    for (bool act : {false, true})
+      for (int64_t group : {32, 128}) {
+        const HostQuant h = make_quant(bits, 96, 256, group, act, rng);
+        DevQuant d(h);
+        DevBuf out(h.N * h.K * 2);
+        k::dequantize_weight(d.args(h), out.get(), h.N, h.K, DType::F16, nullptr);
+        CUDA_OK(cudaDeviceSynchronize());
+        const auto got = out.download<uint16_t>(static_cast<size_t>(h.N * h.K));
+        size_t bad = 0;
+        for (size_t i = 0; i < got.size(); ++i) bad += got[i] != Half::from_float(h.w[i]);
+        EXPECT_EQ(bad, 0u) << "bits " << bits << " act-order " << act << " group " << group;
+        EXPECT_TRUE(out.guards_ok());
+      }
+}
+
+TEST(LlmQuantKernels, GemvMatchesDequantizedProduct) {
+  LLM_REQUIRE_DEVICE();
+  std::mt19937 rng(2);
+  const Shape shapes[] = {{96, 256}, {4096, 4096}, {12288, 4096}, {22016, 4096}, {4096, 11008}};
+  for (int bits : {4, 8})
+    for (const Shape& s : shapes)
+      for (int64_t group : {32, 64, 128})
+        for (bool act : {false, true}) {
+          if (s.N > 4096 && group != 128 && !act) continue;  // the big shapes: group 128, and act-order once
+          const HostQuant h = make_quant(bits, s.N, s.K, group, act, rng);
+          DevQuant d(h);
+          const auto cols = columns(s.N);
+          for (DType dt : {DType::F16, DType::BF16}) {
+            for (int64_t T = 1; T <= k::kQuantGemvMaxTokens; ++T) {
+              if (T > 8 && T != 12 && T != k::kQuantGemvMaxTokens) continue;
+              if (s.N > 4096 && T != 1 && T != 8 && T != k::kQuantGemvMaxTokens) continue;
+              const auto x = round_to(random_vec(static_cast<size_t>(T * s.K), rng), dt);
+              auto b = round_to(random_vec(static_cast<size_t>(s.N), rng), dt);
+              for (bool with_bias : {false, true}) {
+                if (with_bias && T != 1) continue;
+                DevBuf dx(x.size() * 2), dy(static_cast<size_t>(T * s.N) * 2), db(b.size() * 2);
+                dx.upload(encode(x, dt));
+                db.upload(encode(b, dt));
+                ASSERT_TRUE(k::gemv_quant_supported(d.args(h), T, s.N, s.K, dt));
+                k::gemv_quant(dx.get(), d.args(h), with_bias ? db.get() : nullptr, dy.get(), T, s.N, s.K, dt, nullptr);
+                CUDA_OK(cudaDeviceSynchronize());
+                auto ref = reference(x, h, T, cols);
+                if (with_bias)
+                  for (size_t c = 0; c < cols.size(); ++c) ref[c] += b[static_cast<size_t>(cols[c])];
+                const auto raw = dy.download<uint8_t>(static_cast<size_t>(T * s.N) * 2);
+                EXPECT_EQ(0u, count_bad(pick(decode(raw, dt), T, s.N, cols), ref, tol_k(dt, s.K), "gemv_quant"))
+                    << "int" << bits << " " << s.N << "x" << s.K << " g" << group << " act " << act << " T " << T
+                    << " " << dt_name(dt);
+                EXPECT_TRUE(dy.guards_ok());
+                k::gemv_quant(dx.get(), d.args(h), with_bias ? db.get() : nullptr, dy.get(), T, s.N, s.K, dt, nullptr);
+                EXPECT_EQ(raw, dy.download<uint8_t>(raw.size())) << "not deterministic";
+              }
+            }
+          }
+        }
+}
+
+TEST(LlmQuantKernels, QuantLinearForLargerBatches) {
+  LLM_REQUIRE_DEVICE();
+  std::mt19937 rng(3);
+  k::LtGemm lt;
+  ASSERT_TRUE(lt.init(32 << 20).ok());
+  const Shape shapes[] = {{96, 256}, {4096, 4096}, {4096, 11008}};
+  for (int bits : {4, 8})
+    for (const Shape& s : shapes)
+      for (bool act : {false, true}) {
+        const int64_t group = act ? 64 : 128;
+        const HostQuant h = make_quant(bits, s.N, s.K, group, act, rng);
+        DevQuant d(h);
+        DevBuf scratch(s.N * s.K * 2);
+        const auto cols = columns(s.N);
+        for (int64_t T : {1, 5, 8, 9, 16, 17, 64, 256}) {
+          const DType dt = DType::F16;
+          const auto x = round_to(random_vec(static_cast<size_t>(T * s.K), rng), dt);
+          DevBuf dx(x.size() * 2), dy(static_cast<size_t>(T * s.N) * 2);
+          dx.upload(encode(x, dt));
+          ASSERT_TRUE(k::quant_linear(lt, dx.get(), d.args(h), nullptr, dy.get(), T, s.N, s.K, dt, scratch.get(), nullptr)
+                          .ok());
+          CUDA_OK(cudaDeviceSynchronize());
+          const auto y = decode(dy.download<uint8_t>(static_cast<size_t>(T * s.N) * 2), dt);
+          const auto ref = reference(x, h, T, cols);
+          // Above 8 tokens W is rounded to f16 before the product: a relative 2^-11 per weight, a
+          // random walk over K (the abs term's sqrt(K) already scales with it).
+          Tol tol = tol_k(dt, s.K);
+          if (T > k::kQuantGemvMaxTokens) tol.abs *= 2;
+          EXPECT_EQ(0u, count_bad(pick(y, T, s.N, cols), ref, tol, "quant_linear"))
+              << "int" << bits << " " << s.N << "x" << s.K << " act " << act << " T " << T;
+          EXPECT_TRUE(dy.guards_ok());
+        }
+      }
+}
+
+TEST(LlmQuantKernels, Fp8W8A8MatchesTheScaledProduct) {
+  LLM_REQUIRE_DEVICE();
+  std::mt19937 rng(4);
+  k::Fp8Gemm f8;
+  ASSERT_TRUE(f8.init(32 << 20).ok());
+  const Shape shapes[] = {{96, 256}, {4096, 4096}, {4096, 11008}};
+  for (const Shape& s : shapes)
+    for (bool per_channel : {true, false})
+      for (bool static_in : {false, true})
+        for (int64_t T : {1, 7, 64, 256}) {
+          const DType dt = DType::BF16;
+          const auto x = round_to(random_vec(static_cast<size_t>(T * s.K), rng), dt);
+          const auto w = random_vec(static_cast<size_t>(s.N * s.K), rng);
+          // Weights quantized on the host (per channel or per tensor: max |w| -> 448).
+          std::vector<float> wscale(per_channel ? static_cast<size_t>(s.N) : 1);
+          std::vector<uint8_t> wq(w.size());
+          for (int64_t n = 0; n < s.N; ++n) {
+            float amax = 0;
+            for (int64_t kk = 0; kk < s.K; ++kk) amax = std::max(amax, std::fabs(w[static_cast<size_t>(n * s.K + kk)]));
+            if (per_channel) wscale[static_cast<size_t>(n)] = amax / 448.0f;
+            else wscale[0] = std::max(wscale[0], amax / 448.0f);
+          }
+          for (size_t i = 0; i < w.size(); ++i)
+            wq[i] = float_to_fp8_e4m3(w[i] / wscale[per_channel ? i / static_cast<size_t>(s.K) : 0]);
+          const float in_scale = 1.0f / 448.0f;  // |x| <= 1
+          // The activations as the kernel must quantize them (checked byte for byte below).
+          std::vector<float> xs(static_cast<size_t>(T));
+          std::vector<uint8_t> xq(x.size());
+          for (int64_t t = 0; t < T; ++t) {
+            float amax = 0;
+            for (int64_t kk = 0; kk < s.K; ++kk) amax = std::max(amax, std::fabs(x[static_cast<size_t>(t * s.K + kk)]));
+            xs[static_cast<size_t>(t)] = static_in ? in_scale : std::max(amax, 1e-12f) / 448.0f;
+            for (int64_t kk = 0; kk < s.K; ++kk)
+              xq[static_cast<size_t>(t * s.K + kk)] =
+                  float_to_fp8_e4m3(x[static_cast<size_t>(t * s.K + kk)] * (1.0f / xs[static_cast<size_t>(t)]));
+          }
+          DevBuf dx(x.size() * 2), dw(wq.size()), dws(wscale.size() * 4), din(4), dy(static_cast<size_t>(T * s.N) * 2);
+          DevBuf dxq(xq.size()), drs(static_cast<size_t>(T) * 4), dacc(static_cast<size_t>(T * s.N) * 4);
+          dx.upload(encode(x, dt));
+          dw.upload(wq);
+          dws.upload(wscale);
+          din.upload(&in_scale, 4);
+          k::Fp8LinearArgs a;
+          a.x = dx.get();
+          a.w = dw.get();
+          a.w_scale = dws.as<float>();
+          a.per_channel = per_channel;
+          a.input_scale = static_in ? din.as<float>() : nullptr;
+          a.y = dy.get();
+          a.T = T;
+          a.N = s.N;
+          a.K = s.K;
+          a.dt = dt;
+          a.xq = dxq.get();
+          a.row_scale = drs.as<float>();
+          a.acc = dacc.as<float>();
+          const Status st = f8.linear(a, nullptr);
+          ASSERT_TRUE(st.ok()) << st.to_string();
+          CUDA_OK(cudaDeviceSynchronize());
+          EXPECT_EQ(xq, dxq.download<uint8_t>(xq.size())) << "activation quantization differs";
+          const auto cols = columns(s.N);
+          std::vector<double> ref;
+          for (int64_t t = 0; t < T; ++t)
+            for (int64_t n : cols) {
+              double acc = 0;
+              for (int64_t kk = 0; kk < s.K; ++kk)
+                acc += static_cast<double>(fp8_e4m3_to_float(xq[static_cast<size_t>(t * s.K + kk)])) *
+                       fp8_e4m3_to_float(wq[static_cast<size_t>(n * s.K + kk)]);
+              ref.push_back(acc * xs[static_cast<size_t>(t)] * wscale[per_channel ? static_cast<size_t>(n) : 0]);
+            }
+          const auto y = decode(dy.download<uint8_t>(static_cast<size_t>(T * s.N) * 2), dt);
+          EXPECT_EQ(0u, count_bad(pick(y, T, s.N, cols), ref, tol_k(dt, s.K), "fp8"))
+              << s.N << "x" << s.K << " T " << T << " per-channel " << per_channel << " static " << static_in;
+          EXPECT_TRUE(dy.guards_ok());
+        }
+}
+
+// With LLM_KERNEL_BENCH=1: the quantized GEMV's time and effective bandwidth (packed weight bytes
+// / time) on Llama-2-7B's decode products beside cuBLASLt on the fp16 weights, weights rotated
+// through copies larger than L2 so every launch reads HBM.
+TEST(LlmQuantKernelsBench, GemvBandwidthBesideFp16) {
+  const char* e = std::getenv("LLM_KERNEL_BENCH");
+  if (!e || std::string(e) != "1") GTEST_SKIP() << "timing mode: LLM_KERNEL_BENCH=1";
+  LLM_REQUIRE_DEVICE();
+  struct Named {
+    const char* name;
+    int64_t N, K;
+  };
+  const Named shapes[] = {{"qkv", 12288, 4096}, {"o_proj", 4096, 4096}, {"gate_up", 22016, 4096}, {"down", 4096, 11008}};
+  k::LtGemm lt;
+  ASSERT_TRUE(lt.init(32 << 20).ok());
+  auto time = [](auto&& launch) {
+    for (int i = 0; i < 5; ++i) launch(i);
+    cudaEvent_t a, b;
+    cudaEventCreate(&a);
+    cudaEventCreate(&b);
+    cudaEventRecord(a);
+    const int reps = 100;
+    for (int i = 0; i < reps; ++i) launch(i);
+    cudaEventRecord(b);
+    cudaEventSynchronize(b);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, a, b);
+    return ms / reps;
+  };
+  for (const Named& s : shapes) {
+    const size_t fbytes = static_cast<size_t>(s.N * s.K) * 2;
+    const int fcopies = static_cast<int>(std::max<size_t>(2, (size_t{400} << 20) / fbytes));
+    DevBuf dwf(fbytes * fcopies), dx(16 * s.K * 2), dy(16 * s.N * 2);
+    cudaMemset(dwf.get(), 0x11, fbytes * fcopies);
+    cudaMemset(dx.get(), 0x22, 16 * s.K * 2);
+    for (int bits : {4, 8}) {
+      const int64_t pack = 32 / bits, group = 128, G = s.K / group;
+      const size_t qw = static_cast<size_t>(s.K / pack * s.N) * 4, qz = static_cast<size_t>(G * (s.N / pack)) * 4,
+                   sc = static_cast<size_t>(G * s.N) * 2, per = qw + qz + sc;
+      const int copies = static_cast<int>(std::max<size_t>(2, (size_t{400} << 20) / per));
+      DevBuf dq(qw * copies), dz(qz * copies), ds(sc * copies);
+      cudaMemset(dq.get(), 0x5a, qw * copies);
+      cudaMemset(dz.get(), 0x33, qz * copies);
+      cudaMemset(ds.get(), 0x11, sc * copies);  // f16 0x1111: a small positive scale
+      auto args = [&](int i) {
+        k::QuantWeightArgs a;
+        a.qweight = reinterpret_cast<const int32_t*>(static_cast<char*>(dq.get()) + (i % copies) * qw);
+        a.qzeros = reinterpret_cast<const int32_t*>(static_cast<char*>(dz.get()) + (i % copies) * qz);
+        a.scales = static_cast<char*>(ds.get()) + (i % copies) * sc;
+        a.bits = bits;
+        a.group_size = group;
+        return a;
+      };
+      for (int64_t T : {1, 4, 8, 16}) {
+        const float q = time([&](int i) { k::gemv_quant(dx.get(), args(i), nullptr, dy.get(), T, s.N, s.K, DType::F16, nullptr); });
+        const float f = time([&](int i) {
+          ASSERT_TRUE(lt.linear(dx.get(), static_cast<char*>(dwf.get()) + (i % fcopies) * fbytes, nullptr, dy.get(), T,
+                                s.N, s.K, DType::F16, DType::F16, nullptr, true)
+                          .ok());
+        });
+        std::printf("int%d g128 %-8s T=%-2ld  %7.1f us %6.0f GB/s | fp16 %7.1f us %6.0f GB/s | %.2fx\n", bits, s.name,
+                    static_cast<long>(T), q * 1e3, per / (q * 1e-3) / 1e9, f * 1e3, fbytes / (f * 1e-3) / 1e9, f / q);
+      }
+      CUDA_OK(cudaDeviceSynchronize());
+    }
+  }
+}
+
+TEST(LlmQuantKernels, RefusesWhatTheyCannotTake) {
+  k::QuantWeightArgs w;
+  int32_t dummy = 0;
+  w.qweight = &dummy;
+  w.qzeros = &dummy;
+  w.scales = &dummy;
+  w.group_size = 128;
+  EXPECT_TRUE(k::gemv_quant_supported(w, 1, 64, 256, DType::F16));
+  EXPECT_TRUE(k::gemv_quant_supported(w, 16, 64, 256, DType::F16));
+  EXPECT_FALSE(k::gemv_quant_supported(w, 17, 64, 256, DType::F16));  // T > 16
+  EXPECT_FALSE(k::gemv_quant_supported(w, 1, 60, 256, DType::F16));   // N % 8
+  EXPECT_FALSE(k::gemv_quant_supported(w, 1, 64, 192, DType::F16));   // group 128 does not divide K
+  EXPECT_FALSE(k::gemv_quant_supported(w, 1, 64, 256, DType::F32));   // f32
+  w.bits = 3;
+  EXPECT_FALSE(k::gemv_quant_supported(w, 1, 64, 256, DType::F16));
+}
+
+}  // namespace
+}  // namespace gpuopt::llm::test
