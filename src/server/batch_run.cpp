@@ -1,5 +1,7 @@
 // The batcher's execution half: a batch staged (requests concatenated, padded to the row bucket
 // and the sequence bucket), run on an instance, and its outputs cut back per request.
+#include <latch>
+
 #include "core/log.h"
 #include "server/batch_tensors.h"
 #include "server/batcher.h"
@@ -125,11 +127,31 @@ void Batcher::end_batch(Instance* inst, Running& r, bool defer) {
 }
 
 void Batcher::deliver(Answers& a) {
-  for (size_t b = 0; b < a.batch.size(); ++b) {
-    if (a.err.ok())
-      finish(*a.batch[b], std::move(a.pieces[b]), a.timing[b]);
-    else
-      finish(*a.batch[b], a.err, a.timing[b]);
+  auto answer = [&a, this](size_t from, size_t to) {
+    for (size_t b = from; b < to; ++b) {
+      if (a.err.ok())
+        finish(*a.batch[b], std::move(a.pieces[b]), a.timing[b]);
+      else
+        finish(*a.batch[b], a.err, a.timing[b]);
+    }
+  };
+  const size_t n = a.batch.size();
+  size_t chunks = 1;
+  if (opt_.answer_pool && !(opt_.dynamic && opt_.dynamic->preserve_ordering))
+    chunks = std::min(static_cast<size_t>(opt_.answer_pool->threads()) + 1, n / kAnswersPerChunk);
+  if (chunks <= 1) {
+    answer(0, n);
+  } else {
+    // Fork-join: this thread answers the first chunk, the helpers the others; the batch is done
+    // (and stop() may return) only once all are.
+    std::latch left(static_cast<std::ptrdiff_t>(chunks - 1));
+    for (size_t c = 1; c < chunks; ++c)
+      opt_.answer_pool->post([&answer, &left, c, n, chunks] {
+        answer(c * n / chunks, (c + 1) * n / chunks);
+        left.count_down();
+      });
+    answer(0, n / chunks);
+    left.wait();
   }
   a.batch.clear();  // the requests' inputs go with their answers
 }

@@ -20,6 +20,7 @@
 //   b.stop();   // finishes what is queued and in flight, then joins
 #pragma once
 
+#include "server/answer_pool.h"
 #include "server/model_config.h"
 #include "server/model_instance.h"
 #include "server/stats.h"
@@ -66,6 +67,9 @@ struct BatcherOptions {
   // form it in pinned memory (request_body.h), which the CUDA executor copies to the device from
   // where it is. Empty: ordinary host memory. Never used for BYTES inputs.
   std::function<Tensor(DType, const Shape&)> batch_alloc;
+  // Helpers that deliver a large batch's answers in parallel with its answer thread (chunks of at
+  // least kAnswersPerChunk requests; serially when null or with preserve_ordering).
+  std::shared_ptr<AnswerPool> answer_pool;
 };
 
 // What one instance has done since the batcher started.
@@ -79,6 +83,10 @@ struct InstanceCounters {
 // The buckets for a GPU model: powers of two up to max_batch_size, max_batch_size itself and the
 // preferred batch sizes.
 std::vector<int64_t> default_row_buckets(int64_t max_batch_size, const std::vector<int64_t>& preferred);
+
+// Answers per helper when a batch's answers are delivered in parallel: each answer costs a few
+// to tens of microseconds (encoding, the gRPC write), a hand-over to a helper about as much.
+constexpr size_t kAnswersPerChunk = 8;
 
 class Batcher {
  public:

@@ -237,3 +237,72 @@ def test_grpc_port_in_use_is_one_clear_line(server, tmp_path):
     assert r.returncode == 1, r.stdout + r.stderr
     err = r.stderr.strip().splitlines()
     assert len(err) == 1 and f"cannot listen on 127.0.0.1:{server.grpc_port}" in err[0], r.stderr
+
+
+def test_many_concurrent_calls_and_streams_answer_correctly(server):
+    """400 unary calls in flight at once on one channel, 4 streams of 50 requests each, and HTTP
+    calls at the same time: every answer equals numpy's (the batcher forms batches of up to 16,
+    whose answers several threads deliver); the gRPC and HTTP answers to one request are equal."""
+    rng = np.random.default_rng(11)
+    n_unary, n_streams, per_stream = 400, 4, 50
+    data = [rng.standard_normal((1 + i % 4, 16)).astype(np.float32) for i in range(n_unary)]
+    c = client(server)
+    got, errors = {}, []
+    lock = threading.Lock()
+    all_done = threading.Event()
+
+    def cb(i):
+        def f(result, error):
+            with lock:
+                if error is not None:
+                    errors.append(str(error))
+                else:
+                    got[i] = (result.as_numpy("OUTPUT0"), result.as_numpy("OUTPUT1"))
+                if len(got) + len(errors) == n_unary:
+                    all_done.set()
+        return f
+
+    stream_results = [dict() for _ in range(n_streams)]
+    stream_sent = [dict() for _ in range(n_streams)]
+
+    def run_stream(k):
+        sc = client(server)
+        done = threading.Event()
+
+        def scb(result, error):
+            if error is not None:
+                stream_results[k]["error"] = str(error)
+            else:
+                stream_results[k][result.get_response().id] = result.as_numpy("OUTPUT0")
+            if len(stream_results[k]) == per_stream:
+                done.set()
+        sc.start_stream(callback=scb)
+        srng = np.random.default_rng(100 + k)
+        for j in range(per_stream):
+            a = srng.standard_normal((1 + j % 3, 16)).astype(np.float32)
+            stream_sent[k][f"k{k}-{j}"] = a
+            sc.async_stream_infer("simple", add_sub_inputs(a, a), request_id=f"k{k}-{j}")
+        assert done.wait(60), f"stream {k}: {len(stream_results[k])} of {per_stream}"
+        sc.stop_stream()
+
+    streams = [threading.Thread(target=run_stream, args=(k,)) for k in range(n_streams)]
+    for t in streams:
+        t.start()
+    for i, a in enumerate(data):
+        c.async_infer("simple", add_sub_inputs(a, a * 0.5), cb(i), request_id=str(i))
+    h = httpclient.InferenceServerClient(server.url, concurrency=8)
+    http = [h.async_infer("simple", add_sub_inputs(data[i], data[i] * 0.5, httpclient)) for i in range(0, n_unary, 10)]
+    assert all_done.wait(60), f"{len(got)} answers and {len(errors)} errors of {n_unary}"
+    for t in streams:
+        t.join(60)
+    assert not errors, errors[:3]
+    for i, a in enumerate(data):
+        np.testing.assert_array_equal(got[i][0], a + a * 0.5)
+        np.testing.assert_array_equal(got[i][1], a - a * 0.5)
+    for j, r in zip(range(0, n_unary, 10), http):
+        np.testing.assert_array_equal(r.get_result().as_numpy("OUTPUT0"), got[j][0])
+    for k in range(n_streams):
+        assert "error" not in stream_results[k], stream_results[k]["error"]
+        for rid, a in stream_sent[k].items():
+            np.testing.assert_array_equal(stream_results[k][rid], a * 2)
+    h.close()

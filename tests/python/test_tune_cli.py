@@ -168,8 +168,7 @@ def test_int8_only_where_the_model_is_quantized(model, tmp_path):
     j = json.loads(r.stdout)
     assert {p["precision"] for p in j["points"]} == {"fp32"}
     assert any(n.startswith("int8: not searched: the model has no quantized nodes") for n in j["notes"])
-    # A Q/DQ model: int8 points run (its quantized nodes, the rest at fp32), and the config the
-    # server loads says fp32 for the session.
+    # A Q/DQ model: int8 points run at the session's int8, and the config the server loads says int8.
     from onnx import TensorProto, helper, numpy_helper
     w = np.random.default_rng(0).standard_normal((32, 16)).astype(np.float32)
     g = helper.make_graph(
@@ -186,4 +185,4 @@ def test_int8_only_where_the_model_is_quantized(model, tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     j = json.loads(r.stdout)
     assert [p["batch"] for p in j["points"]] == [1, 2, 4] and all(p["ok"] and p["precision"] == "int8" for p in j["points"])
-    assert 'string_value: "fp32"' in j["config_pbtxt"]
+    assert 'string_value: "int8"' in j["config_pbtxt"] and 'string_value: "fp32"' not in j["config_pbtxt"]
