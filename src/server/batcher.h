@@ -25,6 +25,7 @@
 #include "server/model_instance.h"
 #include "server/stats.h"
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -87,6 +88,9 @@ std::vector<int64_t> default_row_buckets(int64_t max_batch_size, const std::vect
 // Answers per helper when a batch's answers are delivered in parallel: each answer costs a few
 // to tens of microseconds (encoding, the gRPC write), a hand-over to a helper about as much.
 constexpr size_t kAnswersPerChunk = 8;
+// A batch's answers are shared with the helpers when answering them alone would take this long
+// (by the time an answer took lately), or when other batches' answers wait behind them.
+constexpr uint64_t kSplitAnswersAboveNs = 1000000;
 
 class Batcher {
  public:
@@ -146,7 +150,8 @@ class Batcher {
     Status err;
     std::vector<Timing> timing;
   };
-  void deliver(Answers& a);
+  // backlog: other batches' answers wait behind this one (on the answer thread).
+  void deliver(Answers& a, bool backlog);
   // Each instance's answer thread: the answers of a batch of several requests go out from here
   // when the instance has another batch waiting (their callbacks encode and hand over each answer:
   // ~10 us a request, a third of a millisecond for 32, which the instance would otherwise spend
@@ -186,6 +191,7 @@ class Batcher {
   int running_ = 0, max_running_ = 0;  // instances executing now, and the most at once
 
   std::mutex answer_mu_;  // the instances' answer queues (Instance::answers)
+  std::atomic<uint64_t> answer_ns_{0};  // time one answer took lately (a moving average)
   bool answers_exit_ = false;
 
   // preserve_ordering: completions wait here until every earlier request has been answered.

@@ -1,8 +1,8 @@
 // The answers of a batch of several requests leave from the batcher's answer thread when the
 // instance has another batch waiting, so slow answer callbacks (encoding, handing over) do not
 // hold the instance; answers stay correct and in the order the batches ran, and stop() delivers
-// every one of them. A batch of many requests is answered by the answer pool's helpers too, in
-// parallel, each request once, before stop() returns.
+// every one of them. A batch of many requests whose answers take long is answered by the answer
+// pool's helpers too, in parallel, each request once, before stop() returns.
 #include <gtest/gtest.h>
 
 #include <future>
@@ -151,7 +151,21 @@ TEST(BatcherAnswers, ABatchOfManyIsAnsweredInParallelByTheHelpers) {
   auto batcher = std::make_unique<Batcher>(o, std::move(v), std::make_shared<ModelStats>());
   rec->gate_open = false;
   batcher->start();
-  auto x = submit(*batcher, 0);  // alone, held at the gate while the batch of 64 queues
+  // Alone, held at the gate while the batch of 64 queues; its answer takes 4 ms, so that the
+  // batcher expects the 64 answers to take long enough to share them (kSplitAnswersAboveNs).
+  std::promise<float> px;
+  auto x = px.get_future();
+  {
+    BatchRequest r;
+    Tensor four = Tensor::empty(DType::F32, {1, 4});
+    for (int i = 0; i < 4; ++i) four.data<float>()[i] = 4.f;
+    r.inputs = {Tensor::zeros(DType::F32, {1, 4}), four};
+    r.done = [&px](Result<std::vector<Tensor>> out, const Timing&) {
+      std::this_thread::sleep_for(4ms);
+      px.set_value(out.ok() ? (*out)[0].data<float>()[3] : -1.f);
+    };
+    ASSERT_TRUE(batcher->submit(std::move(r)).ok());
+  }
   ASSERT_TRUE(rec->wait_running(1));
   // Each answer waits until four callbacks run at once (or 2 s): only parallel delivery meets it.
   std::mutex mu;
