@@ -5,6 +5,7 @@
 #include <deque>
 #include <mutex>
 
+#include "core/log.h"
 #include "server/grpc_codec.h"
 
 namespace gpuopt::server {
@@ -12,9 +13,14 @@ namespace {
 
 namespace pb = inference;
 
+constexpr int64_t kMaxStreamInFlight = 256;
+
 // One ModelStreamInfer call: reads requests as they come, answers each when its inference is
 // done (errors, a malformed message among them, as a response with error_message, the stream
-// going on), and finishes once the client closed its side and every answer is written.
+// going on), and finishes once the client closed its side and every answer is written. At most
+// kMaxStreamInFlight requests are read and not yet answered: past that the next read waits for
+// an answer to be written, so a client that sends without reading its answers holds at most that
+// many in the server (grpc's flow control then holds the client's sends).
 class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   explicit StreamReactor(StreamHost* svc) : svc_(svc) { StartRead(&in_); }
@@ -43,6 +49,14 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
       // so req_ can take the next one.
       svc_->stream_infer(req_, reply);
     }
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (outstanding_ >= kMaxStreamInFlight) {
+        paused_ = true;  // an answer written (or dropped) resumes the reads
+        GPUOPT_LOG(debug, "ModelStreamInfer: {} answers wait; reads paused", outstanding_);
+        return;
+      }
+    }
     StartRead(&in_);
   }
 
@@ -52,7 +66,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
     --outstanding_;
     if (!ok) broken_ = true;  // the client is gone: the rest are dropped
     write_next_locked();
-    finish_if_done(lk);
+    resume_or_finish(lk);
   }
 
   void OnDone() override { delete this; }
@@ -67,7 +81,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
     std::unique_lock<std::mutex> lk(mu_);
     if (broken_) {
       --outstanding_;
-      finish_if_done(lk);
+      resume_or_finish(lk);
       return;
     }
     writes_.push_back(std::move(bb));
@@ -82,6 +96,17 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
     if (writes_.empty()) return;
     writing_ = true;
     StartWrite(&writes_.front());
+  }
+  // After answers left: the paused reads go on (reads_done_ is false then, so there is nothing to
+  // finish), or the call finishes when everything is done. Both outside the lock.
+  void resume_or_finish(std::unique_lock<std::mutex>& lk) {
+    if (paused_ && outstanding_ < kMaxStreamInFlight) {
+      paused_ = false;
+      lk.unlock();
+      StartRead(&in_);
+      return;
+    }
+    finish_if_done(lk);
   }
   // Finish() outside the lock: OnDone (which deletes this) may follow it at once.
   void finish_if_done(std::unique_lock<std::mutex>& lk) {
@@ -99,6 +124,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   std::deque<grpc::ByteBuffer> writes_;  // front is being written
   int64_t outstanding_ = 0;              // requests read and not yet written (or dropped)
   bool writing_ = false, reads_done_ = false, broken_ = false, finished_ = false;
+  bool paused_ = false;  // kMaxStreamInFlight reached: no read started
 };
 
 }  // namespace

@@ -5,9 +5,11 @@ on 127.0.0.1 with ephemeral ports; numpy computes the expected results."""
 import os
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
+from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "server"))
 import server_harness as H  # noqa: E402
@@ -306,3 +308,44 @@ def test_many_concurrent_calls_and_streams_answer_correctly(server):
         for rid, a in stream_sent[k].items():
             np.testing.assert_array_equal(stream_results[k][rid], a * 2)
     h.close()
+
+
+def test_stream_whose_client_does_not_read_is_held_back(tmp_path):
+    """A stream client sends 500 requests whose answers are 128 KB each and reads nothing for two
+    seconds: once 256 answers wait, the server stops reading the stream (it says so at debug level)
+    instead of buffering every answer; another call is served meanwhile; once the client reads,
+    every answer arrives, correct and under its request's id."""
+    x = helper.make_tensor_value_info("X", TensorProto.FLOAT, ["b", 1])
+    y = helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["b", 32768])
+    g = helper.make_graph([helper.make_node("Expand", ["X", "shape"], ["Y"])], "wide", [x], [y],
+                          [numpy_helper.from_array(np.array([1, 32768], np.int64), "shape")])
+    H._save(helper.make_model(g), str(tmp_path / "wide" / "1" / "model.onnx"))
+    n = 500
+
+    def requests():
+        for i in range(n):
+            req = service_pb2.ModelInferRequest(model_name="wide", id=str(i))
+            req.inputs.add(name="X", datatype="FP32", shape=[1, 1])
+            req.raw_input_contents.append(np.array([[i]], np.float32).tobytes())
+            yield req
+
+    with H.Server(["--model-repository", str(tmp_path), "--log-verbose", "2"]) as s:
+        ch = grpc.insecure_channel(s.grpc_url)
+        answers = service_pb2_grpc.GRPCInferenceServiceStub(ch).ModelStreamInfer(requests(), timeout=120)
+        time.sleep(1)
+        one = grpcclient.InferInput("X", [1, 1], "FP32")
+        one.set_data_from_numpy(np.array([[-2]], np.float32))
+        assert (client(s).infer("wide", [one]).as_numpy("Y") == -2).all()
+        time.sleep(1)
+        got = set()
+        for r in answers:
+            assert not r.error_message, r.error_message
+            i = int(r.infer_response.id)
+            v = np.frombuffer(r.infer_response.raw_output_contents[0], np.float32)
+            assert v.shape == (32768,) and (v == i).all(), i
+            got.add(i)
+        assert got == set(range(n))
+        ch.close()
+        code, _, out = s.stop()
+        assert code == 0, out
+        assert any("answers wait; reads paused" in line for line in s.log), "the stream was read without bound"
