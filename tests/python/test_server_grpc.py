@@ -349,3 +349,31 @@ def test_stream_whose_client_does_not_read_is_held_back(tmp_path):
         code, _, out = s.stop()
         assert code == 0, out
         assert any("answers wait; reads paused" in line for line in s.log), "the stream was read without bound"
+
+
+def test_calls_cancelled_mid_call_leave_the_server_whole(server):
+    """200 ModelInfer calls whose deadline passes while they wait in the batcher (5 ms queue delay)
+    and 50 streams cancelled with requests in flight: the unary calls end OK or DEADLINE_EXCEEDED,
+    and the server, whose answers to them find their calls gone, answers the next calls correctly."""
+    c = client(server)
+    a = np.arange(16, dtype=np.float32).reshape(1, 16)
+    st = stub(server)
+    req = service_pb2.ModelInferRequest(model_name="simple")
+    for name in ("INPUT0", "INPUT1"):
+        req.inputs.add(name=name, datatype="FP32", shape=[1, 16])
+    req.raw_input_contents.extend([a.tobytes(), a.tobytes()])
+    futures = [st.ModelInfer.future(req, timeout=0.002) for _ in range(200)]
+    codes = set()
+    for f in futures:
+        try:
+            f.result()
+            codes.add("OK")
+        except grpc.RpcError as e:
+            codes.add(e.code())
+    assert codes <= {"OK", grpc.StatusCode.DEADLINE_EXCEEDED}, codes
+    for _ in range(50):
+        call = st.ModelStreamInfer(iter([req] * 8), timeout=30)
+        call.cancel()
+    for k in range(5):
+        np.testing.assert_array_equal(c.infer("simple", add_sub_inputs(a + k, a)).as_numpy("OUTPUT0"), 2 * a + k)
+    assert c.is_server_live()
