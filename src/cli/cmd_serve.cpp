@@ -276,8 +276,8 @@ int run(const ServeOptions& o) {
       if (v->plan_cache.state == "warm") cache += fmt::format(" ({} choices)", v->plan_cache.entries);
       if (!v->plan_cache.note.empty()) cache += fmt::format(" ({})", v->plan_cache.note);
     }
-    fmt::print("model '{}' version {} READY (max_batch_size {}, {} instance(s), start {:.2f} s{})\n", v->name,
-               v->version_str, v->config.max_batch_size, v->batcher->instance_count(), v->start_s, cache);
+    fmt::print("model '{}' version {} READY (max_batch_size {}, {} instance(s) at {}, start {:.2f} s{})\n", v->name,
+               v->version_str, v->config.max_batch_size, v->batcher->instance_count(), v->precisions, v->start_s, cache);
   }
   for (const auto& m : s.llm_models().all())
     fmt::print("generation model '{}' READY on {} (context {} tokens{})\n", m->name, m->device, m->max_model_len,
@@ -390,8 +390,10 @@ void setup(CLI::App& app) {
   cmd->add_option("--http-max-input-size", o->max_input_size, "Largest request body in bytes (413 above; gRPC: largest request message, RESOURCE_EXHAUSTED above)")
       ->check(int_range(1))
       ->capture_default_str();
-  cmd->add_option("--precision", o->precision, "fp32, fp16 or bf16 for models without gpuopt.precision")
-      ->check(one_of({"fp32", "fp16", "bf16"}))
+  cmd->add_option("--precision", o->precision,
+                  "fp32, fp16, bf16, int8 (a Q/DQ model: gpuopt quantize) or fp8 (a model with Fp8Gemm nodes) for "
+                  "models without gpuopt.precision")
+      ->check(one_of({"fp32", "fp16", "bf16", "int8", "fp8"}))
       ->capture_default_str();
   cmd->add_option("--cache-dir", o->cache_dir,
                   "CUDA plan cache: keep each model's algorithm and fusion choices in DIR for the next start "

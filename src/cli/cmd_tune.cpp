@@ -154,8 +154,10 @@ void setup(CLI::App& app) {
   cmd->add_option("--mode", o->mode, "offline (engine only) or online (a real serve driven by perf)")
       ->check(one_of({"offline", "online"}));
   cmd->add_option("--device", o->device, "cpu (reference) or cuda when built in")->check(one_of(backend_names()));
-  cmd->add_option("--precision", o->precisions, "Precisions to search (repeatable; default fp32 on the CPU, fp32 fp16 bf16 on CUDA)")
-      ->check(one_of({"fp32", "fp16", "bf16", "int8"}));
+  cmd->add_option("--precision", o->precisions,
+                  "Precisions to search (repeatable; default fp32 on the CPU; on CUDA fp32 fp16 bf16, and int8 or fp8 "
+                  "for a model quantized for it)")
+      ->check(one_of({"fp32", "fp16", "bf16", "int8", "fp8"}));
   cmd->add_option("--max-batch", o->max_batch, "Largest batch tried (default 256)")->check(int_range(1, int64_t{1} << 20));
   cmd->add_option("--instances", o->instances, "Online: instance counts to try (default 1 2)")->check(int_range(1, 64));
   cmd->add_option("--max-queue-delay-us", o->delays, "Online: dynamic batching delays to try (default 0 1000)")

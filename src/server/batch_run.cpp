@@ -1,5 +1,7 @@
 // The batcher's execution half: a batch staged (requests concatenated, padded to the row bucket
 // and the sequence bucket), run on an instance, and its outputs cut back per request.
+#include <latch>
+
 #include "core/log.h"
 #include "server/batch_tensors.h"
 #include "server/batcher.h"
@@ -120,17 +122,50 @@ void Batcher::end_batch(Instance* inst, Running& r, bool defer) {
     defer = defer || !inst->answers.empty() || inst->answering;
     if (defer) inst->answers.push_back(std::move(a));
   }
-  if (!defer) return deliver(a);
+  if (!defer) return deliver(a, false);
   inst->answer_cv.notify_one();
 }
 
-void Batcher::deliver(Answers& a) {
-  for (size_t b = 0; b < a.batch.size(); ++b) {
-    if (a.err.ok())
-      finish(*a.batch[b], std::move(a.pieces[b]), a.timing[b]);
-    else
-      finish(*a.batch[b], a.err, a.timing[b]);
+void Batcher::deliver(Answers& a, bool backlog) {
+  auto answer = [&a, this](size_t from, size_t to) {
+    for (size_t b = from; b < to; ++b) {
+      if (a.err.ok())
+        finish(*a.batch[b], std::move(a.pieces[b]), a.timing[b]);
+      else
+        finish(*a.batch[b], a.err, a.timing[b]);
+    }
+  };
+  const size_t n = a.batch.size();
+  // Helpers only where one thread answering alone would be the limit: answers already waiting
+  // behind this batch, or this batch's answers taking long (large outputs: the gRPC write of each
+  // is tens of microseconds). A hand-over to a helper costs a wake-up, which on a busy host is
+  // worth more than a batch of small answers.
+  const uint64_t per_answer = answer_ns_.load(std::memory_order_relaxed);
+  size_t chunks = 1;
+  if (opt_.answer_pool && !(opt_.dynamic && opt_.dynamic->preserve_ordering) &&
+      (backlog || per_answer * n >= kSplitAnswersAboveNs))
+    chunks = std::min(static_cast<size_t>(opt_.answer_pool->threads()) + 1, n / kAnswersPerChunk);
+  const size_t mine = chunks <= 1 ? n : n / chunks;
+  const uint64_t t0 = now_ns();
+  if (chunks <= 1) {
+    answer(0, n);
+  } else {
+    // Fork-join: this thread answers the first chunk, the helpers the others; the batch is done
+    // (and stop() may return) only once all are.
+    std::latch left(static_cast<std::ptrdiff_t>(chunks - 1));
+    for (size_t c = 1; c < chunks; ++c)
+      opt_.answer_pool->post([&answer, &left, c, n, chunks] {
+        answer(c * n / chunks, (c + 1) * n / chunks);
+        left.count_down();
+      });
+    answer(0, mine);
+    const uint64_t t1 = now_ns();
+    left.wait();
+    if (mine > 0) answer_ns_.store((per_answer * 3 + (t1 - t0) / mine) / 4, std::memory_order_relaxed);
+    a.batch.clear();
+    return;
   }
+  if (mine > 0) answer_ns_.store((per_answer * 3 + (now_ns() - t0) / mine) / 4, std::memory_order_relaxed);
   a.batch.clear();  // the requests' inputs go with their answers
 }
 
@@ -141,9 +176,10 @@ void Batcher::answer_loop(Instance* inst) {
     if (inst->answers.empty()) return;  // stopping, and every answer is out
     Answers a = std::move(inst->answers.front());
     inst->answers.pop_front();
+    const bool backlog = !inst->answers.empty();  // another batch's answers wait behind these
     inst->answering = true;
     lk.unlock();
-    deliver(a);
+    deliver(a, backlog);
     lk.lock();
     inst->answering = false;
   }

@@ -20,10 +20,12 @@
 //   b.stop();   // finishes what is queued and in flight, then joins
 #pragma once
 
+#include "server/answer_pool.h"
 #include "server/model_config.h"
 #include "server/model_instance.h"
 #include "server/stats.h"
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -66,6 +68,9 @@ struct BatcherOptions {
   // form it in pinned memory (request_body.h), which the CUDA executor copies to the device from
   // where it is. Empty: ordinary host memory. Never used for BYTES inputs.
   std::function<Tensor(DType, const Shape&)> batch_alloc;
+  // Helpers that deliver a large batch's answers in parallel with its answer thread (chunks of at
+  // least kAnswersPerChunk requests; serially when null or with preserve_ordering).
+  std::shared_ptr<AnswerPool> answer_pool;
 };
 
 // What one instance has done since the batcher started.
@@ -79,6 +84,13 @@ struct InstanceCounters {
 // The buckets for a GPU model: powers of two up to max_batch_size, max_batch_size itself and the
 // preferred batch sizes.
 std::vector<int64_t> default_row_buckets(int64_t max_batch_size, const std::vector<int64_t>& preferred);
+
+// Answers per helper when a batch's answers are delivered in parallel: each answer costs a few
+// to tens of microseconds (encoding, the gRPC write), a hand-over to a helper about as much.
+constexpr size_t kAnswersPerChunk = 8;
+// A batch's answers are shared with the helpers when answering them alone would take this long
+// (by the time an answer took lately), or when other batches' answers wait behind them.
+constexpr uint64_t kSplitAnswersAboveNs = 1000000;
 
 class Batcher {
  public:
@@ -138,7 +150,8 @@ class Batcher {
     Status err;
     std::vector<Timing> timing;
   };
-  void deliver(Answers& a);
+  // backlog: other batches' answers wait behind this one (on the answer thread).
+  void deliver(Answers& a, bool backlog);
   // Each instance's answer thread: the answers of a batch of several requests go out from here
   // when the instance has another batch waiting (their callbacks encode and hand over each answer:
   // ~10 us a request, a third of a millisecond for 32, which the instance would otherwise spend
@@ -178,6 +191,7 @@ class Batcher {
   int running_ = 0, max_running_ = 0;  // instances executing now, and the most at once
 
   std::mutex answer_mu_;  // the instances' answer queues (Instance::answers)
+  std::atomic<uint64_t> answer_ns_{0};  // time one answer took lately (a moving average)
   bool answers_exit_ = false;
 
   // preserve_ordering: completions wait here until every earlier request has been answered.

@@ -247,7 +247,12 @@ Result<InferRequest> decode_grpc_request(inference::ModelInferRequest* request, 
   return decode(*request, request, limits);
 }
 
-void encode_grpc_response(InferReply&& reply, inference::ModelInferResponse* out) {
+namespace {
+
+bool in_shm(const InferReply& r, size_t i) { return i < r.shm.size() && r.shm[i]; }
+
+// The response without raw_output_contents: names, outputs' metadata, shared-memory parameters.
+void encode_head(const InferReply& reply, inference::ModelInferResponse* out) {
   out->set_model_name(reply.meta.model_name);
   out->set_model_version(reply.meta.model_version);
   out->set_id(reply.meta.id);
@@ -257,17 +262,84 @@ void encode_grpc_response(InferReply&& reply, inference::ModelInferResponse* out
     o->set_name(name);
     o->set_datatype(std::string(dtype_kserve_name(t.dtype())));
     for (int64_t d : t.shape()) o->add_shape(d);
-    std::string* raw = out->add_raw_output_contents();
-    if (i < reply.shm.size() && reply.shm[i]) {
+    if (in_shm(reply, i)) {
       auto& p = *o->mutable_parameters();
       p["shared_memory_region"].set_string_param(reply.shm[i]->region);
       p["shared_memory_offset"].set_int64_param(static_cast<int64_t>(reply.shm[i]->offset));
       p["shared_memory_byte_size"].set_int64_param(static_cast<int64_t>(tensor_wire_size(t)));
-      continue;
     }
+  }
+}
+
+void put_varint(std::string* s, uint64_t v) {
+  while (v >= 0x80) {
+    s->push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  s->push_back(static_cast<char>(v));
+}
+
+// Field numbers and wire type 2 (length-delimited) of the two messages written by hand.
+constexpr char kRawOutputContentsTag = (6 << 3) | 2;  // ModelInferResponse.raw_output_contents
+constexpr char kInferResponseTag = (2 << 3) | 2;      // ModelStreamInferResponse.infer_response
+
+void release_tensor(void* p) { delete static_cast<Tensor*>(p); }
+
+}  // namespace
+
+void encode_grpc_response(InferReply&& reply, inference::ModelInferResponse* out) {
+  encode_head(reply, out);
+  for (size_t i = 0; i < reply.outputs.size(); ++i) {
+    std::string* raw = out->add_raw_output_contents();
+    if (in_shm(reply, i)) continue;
+    const Tensor& t = reply.outputs[i].second;
     raw->reserve(tensor_wire_size(t));
     append_tensor_wire(raw, t);
   }
+}
+
+grpc::ByteBuffer encode_grpc_response_buffer(InferReply&& reply, bool stream) {
+  inference::ModelInferResponse head;
+  encode_head(reply, &head);
+  std::string pending;  // bytes not yet in a slice
+  head.AppendToString(&pending);
+  std::vector<grpc::Slice> slices;
+  size_t total = 0;
+  auto flush = [&] {
+    if (pending.empty()) return;
+    total += pending.size();
+    slices.emplace_back(pending);
+    pending.clear();
+  };
+  for (size_t i = 0; i < reply.outputs.size(); ++i) {
+    const Tensor& t = reply.outputs[i].second;
+    const size_t n = in_shm(reply, i) ? 0 : tensor_wire_size(t);
+    pending.push_back(kRawOutputContentsTag);  // an empty entry for a shared-memory output keeps the indices
+    put_varint(&pending, n);
+    if (n == 0) continue;
+    if (t.dtype() == DType::String || !t.is_cpu()) {  // BYTES needs its framing
+      append_tensor_wire(&pending, t);
+      continue;
+    }
+    flush();
+    // The slice reads the output tensor's own bytes; grpc drops its reference once they are sent.
+    slices.emplace_back(const_cast<void*>(t.raw()), n, release_tensor, new Tensor(t));
+    total += n;
+  }
+  flush();
+  if (stream) {
+    std::string wrap(1, kInferResponseTag);
+    put_varint(&wrap, total);
+    slices.insert(slices.begin(), grpc::Slice(wrap));
+  }
+  return grpc::ByteBuffer(slices.data(), slices.size());
+}
+
+grpc::ByteBuffer encode_stream_error(std::string_view message) {
+  inference::ModelStreamInferResponse r;
+  r.set_error_message(grpc_message(message));
+  grpc::Slice s(r.SerializeAsString());
+  return grpc::ByteBuffer(&s, 1);
 }
 
 grpc::Status to_grpc_status(const Status& s) {

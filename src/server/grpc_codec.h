@@ -3,7 +3,8 @@
 // share every check after decoding (InferenceServer::submit_infer).
 //
 //   GPUOPT_ASSIGN_OR_RETURN(InferRequest r, decode_grpc_request(&proto_request, limits));  // views its bytes
-//   encode_grpc_response(reply, &proto_response);
+//   encode_grpc_response(reply, &proto_response);            // or, zero-copy:
+//   grpc::ByteBuffer wire = encode_grpc_response_buffer(std::move(reply));
 //   return to_grpc_status(status);
 #pragma once
 
@@ -11,6 +12,7 @@
 #include "server/inference_server.h"
 #include "server/kserve.h"
 
+#include <grpcpp/support/byte_buffer.h>
 #include <grpcpp/support/status.h>
 
 namespace gpuopt::server {
@@ -32,6 +34,14 @@ Result<InferRequest> decode_grpc_request(inference::ModelInferRequest* request, 
 // (an empty entry for an output written to shared
 // memory, so the indices stay aligned as Triton's client expects).
 void encode_grpc_response(InferReply&& reply, inference::ModelInferResponse* out);
+
+// The same response as grpc sends it, without a staging copy: the message's bytes in slices,
+// each output's raw_output_contents a slice over the output tensor's own memory (holding the tensor
+// until grpc has written it). BYTES outputs and tensors not in host memory are copied once.
+// `stream`: wrapped as a ModelStreamInferResponse (its infer_response) for ModelStreamInfer.
+grpc::ByteBuffer encode_grpc_response_buffer(InferReply&& reply, bool stream = false);
+// A ModelStreamInferResponse with error_message (through grpc_message()).
+grpc::ByteBuffer encode_stream_error(std::string_view message);
 
 // Status -> gRPC code as Triton maps them: INVALID_ARGUMENT, NOT_FOUND, UNAVAILABLE,
 // UNIMPLEMENTED, ALREADY_EXISTS, RESOURCE_EXHAUSTED (per-request memory), INTERNAL.

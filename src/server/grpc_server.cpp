@@ -1,9 +1,12 @@
 // GRPCInferenceService on grpc++'s callback API. Unary calls answer at once, or (ModelInfer,
-// model load/unload) from the thread that finishes the work; ModelStreamInfer keeps reading
-// while earlier requests run and writes each response as it is ready (one write at a time).
+// model load/unload) from the thread that finishes the work; ModelInfer and ModelStreamInfer take
+// and give raw bytes: the request parsed from grpc's received slices, the response written as
+// slices over the output tensors (grpc_codec.h). ModelStreamInfer keeps reading while earlier
+// requests run and writes each response as it is ready (one write at a time).
 #include "server/grpc_server.h"
 
 #include <google/protobuf/util/json_util.h>
+#include <absl/synchronization/mutex.h>
 #include <grpc/support/log.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/support/proto_buffer_reader.h>
@@ -33,6 +36,7 @@
 #include "server/grpc_codec.h"
 #include "server/grpc_guard.h"
 #include "server/grpc_reactors.h"
+#include "server/grpc_stream.h"
 #include "server/inference_server.h"
 
 namespace gpuopt::server {
@@ -67,15 +71,16 @@ void add_io(const std::vector<TensorConfig>& v, int64_t max_batch,
 
 // ModelStreamInfer takes raw bytes: a request that is not a valid message is answered in the
 // stream (error_message) and the stream goes on, instead of grpc ending the reads silently.
+// ModelInfer is raw for its response (written without a staging copy).
 using G = pb::GRPCInferenceService;
-// CallbackService with ModelStreamInfer raw (the generated code has no such alias).
+// CallbackService with ModelInfer and ModelStreamInfer raw (the generated code has no such alias).
 using ServiceBase =
     G::WithCallbackMethod_ServerLive<
         G::WithCallbackMethod_ServerReady<
         G::WithCallbackMethod_ModelReady<
         G::WithCallbackMethod_ServerMetadata<
         G::WithCallbackMethod_ModelMetadata<
-        G::WithCallbackMethod_ModelInfer<
+        G::WithRawCallbackMethod_ModelInfer<
         G::WithRawCallbackMethod_ModelStreamInfer<
         G::WithCallbackMethod_ModelConfig<
         G::WithCallbackMethod_ModelStatistics<
@@ -91,9 +96,10 @@ using ServiceBase =
         G::WithCallbackMethod_TraceSetting<
         G::WithCallbackMethod_LogSettings<pb::GRPCInferenceService::Service>>>>>>>>>>>>>>>>>>>>;
 
-class Service final : public ServiceBase {
+class Service final : public ServiceBase, public StreamHost {
  public:
   explicit Service(InferenceServer* s) : s_(s) {}
+  void stream_infer(pb::ModelInferRequest& req, InferDone done) override { infer(req, std::move(done)); }
 
   // Decodes, then hands the request to the shared inference path; `done` is called exactly once.
   // The message is given up: its raw_input_contents move into the input tensors (no copy).
@@ -236,24 +242,30 @@ class Service final : public ServiceBase {
     return answer(ctx, Status::Ok());
   }
 
-  ServerUnaryReactor* ModelInfer(CallbackServerContext* ctx, const pb::ModelInferRequest* request,
-                                 pb::ModelInferResponse* resp) override {
-    // grpc hands its own (non-const) message over as const and only destroys it after the call:
-    // the inputs' raw bytes are moved out of it into the tensors instead of copied.
-    auto* req = const_cast<pb::ModelInferRequest*>(request);
+  ServerUnaryReactor* ModelInfer(CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                 grpc::ByteBuffer* resp) override {
+    // Parsed from grpc's slices as they are; decoding moves the inputs' raw bytes out of the
+    // message into the tensors, so it may go once infer() returns.
+    pb::ModelInferRequest req;
+    const size_t size = request->Length();
+    grpc::ProtoBufferReader reader(const_cast<grpc::ByteBuffer*>(request));
+    Status parsed = parse_infer_request(&reader, size, &req);
     if (s_->tracing()) {  // the trace's "network out": a reactor of our own tells when the answer went out
       auto* reactor = new WireReactor();
-      infer(*req, [reactor, resp](Result<InferReply> r) {
+      auto done = [reactor, resp](Result<InferReply> r) {
         if (!r.ok()) return reactor->finish(to_grpc_status(r.status()));
-        encode_grpc_response(std::move(r).value(), resp);
+        *resp = encode_grpc_response_buffer(std::move(r).value());
         reactor->finish(grpc::Status::OK);
-      }, reactor->wire());
+      };
+      if (!parsed.ok()) done(parsed);
+      else infer(req, std::move(done), reactor->wire());
       return reactor;
     }
     auto* reactor = ctx->DefaultReactor();
-    infer(*req, [reactor, resp](Result<InferReply> r) {
+    if (!parsed.ok()) return answer(ctx, parsed);
+    infer(req, [reactor, resp](Result<InferReply> r) {
       if (!r.ok()) return reactor->Finish(to_grpc_status(r.status()));
-      encode_grpc_response(std::move(r).value(), resp);
+      *resp = encode_grpc_response_buffer(std::move(r).value());
       reactor->Finish(grpc::Status::OK);
     });
     return reactor;
@@ -279,104 +291,8 @@ class Service final : public ServiceBase {
   InferenceServer* s_;
 };
 
-// One ModelStreamInfer call: reads requests as they come, answers each when its inference is
-// done (errors, a malformed message among them, as a response with error_message, the stream
-// going on), and finishes once the client closed its side and every answer is written.
-class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
- public:
-  explicit StreamReactor(Service* svc) : svc_(svc) { StartRead(&in_); }
-
-  void OnReadDone(bool ok) override {
-    if (!ok) {
-      std::unique_lock<std::mutex> lk(mu_);
-      reads_done_ = true;
-      finish_if_done(lk);
-      return;
-    }
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      ++outstanding_;
-    }
-    Status parsed = parse(&req_);
-    in_.Clear();
-    auto reply = [this](Result<InferReply> r) {
-      pb::ModelStreamInferResponse resp;
-      if (r.ok())
-        encode_grpc_response(std::move(r).value(), resp.mutable_infer_response());
-      else
-        resp.set_error_message(grpc_message(r.status().message()));
-      deliver(std::move(resp));
-    };
-    if (!parsed.ok()) {
-      reply(parsed);
-    } else {
-      // The request is decoded before infer() returns (its raw inputs moved out into the tensors),
-      // so req_ can take the next one.
-      svc_->infer(req_, reply);
-    }
-    StartRead(&in_);
-  }
-
-  void OnWriteDone(bool ok) override {
-    std::unique_lock<std::mutex> lk(mu_);
-    writes_.pop_front();
-    --outstanding_;
-    if (!ok) broken_ = true;  // the client is gone: the rest are dropped
-    write_next_locked();
-    finish_if_done(lk);
-  }
-
-  void OnDone() override { delete this; }
-
- private:
-  Status parse(pb::ModelInferRequest* out) {
-    const size_t size = in_.Length();
-    grpc::ProtoBufferReader reader(&in_);  // the message's slices as they are, not flattened
-    return parse_infer_request(&reader, size, out);
-  }
-  void deliver(pb::ModelStreamInferResponse resp) {
-    grpc::ByteBuffer bb;
-    bool own = false;
-    const bool serialized = grpc::SerializationTraits<pb::ModelStreamInferResponse>::Serialize(resp, &bb, &own).ok();
-    std::unique_lock<std::mutex> lk(mu_);
-    if (broken_ || !serialized) {
-      --outstanding_;
-      finish_if_done(lk);
-      return;
-    }
-    writes_.push_back(std::move(bb));
-    if (!writing_) write_next_locked();
-  }
-  void write_next_locked() {
-    writing_ = false;
-    while (!writes_.empty() && broken_) {
-      writes_.pop_front();
-      --outstanding_;
-    }
-    if (writes_.empty()) return;
-    writing_ = true;
-    StartWrite(&writes_.front());
-  }
-  // Finish() outside the lock: OnDone (which deletes this) may follow it at once.
-  void finish_if_done(std::unique_lock<std::mutex>& lk) {
-    if (reads_done_ && outstanding_ == 0 && !writing_ && !finished_) {
-      finished_ = true;
-      lk.unlock();
-      Finish(grpc::Status::OK);
-    }
-  }
-
-  Service* svc_;
-  grpc::ByteBuffer in_;
-  pb::ModelInferRequest req_;
-  std::mutex mu_;
-  std::deque<grpc::ByteBuffer> writes_;  // front is being written
-  int64_t outstanding_ = 0;              // requests read and not yet written (or dropped)
-  bool writing_ = false, reads_done_ = false, broken_ = false, finished_ = false;
-};
-
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Service::ModelStreamInfer(CallbackServerContext*) {
-  return new StreamReactor(this);
+  return new_stream_reactor(this);
 }
 
 struct GrpcServer::Impl {
@@ -452,7 +368,12 @@ struct GrpcServer::Impl {
 
 Result<std::unique_ptr<GrpcServer>> GrpcServer::start(InferenceServer* server, const GrpcOptions& o) {
   static std::once_flag log_once;
-  std::call_once(log_once, [] { gpr_set_log_function(grpc_log); });
+  std::call_once(log_once, [] {
+    gpr_set_log_function(grpc_log);
+    // Debian builds Abseil with its debug checks: every absl::Mutex lock grpc takes would record
+    // lock order in one process-wide graph under a global lock (GraphCycles in a profile).
+    absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  });
   std::unique_ptr<GrpcServer> g(new GrpcServer());
   g->impl_ = std::make_unique<Impl>();
   Impl& im = *g->impl_;

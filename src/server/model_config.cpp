@@ -211,15 +211,59 @@ void parse_version_policy(const pb::ModelVersionPolicy& m, VersionPolicy* v) {
   }
 }
 
+// Triton's way to ask for a precision: a "tensorrt" GPU execution accelerator's precision_mode
+// (FP32, FP16, INT8) becomes the precision of the model's GPU instances. Its other parameters
+// (workspace size, engine cache, ...) have no counterpart and are ignored with a warning; so is
+// any other accelerator (gpuopt compiles every model itself).
+Status parse_accelerators(const Ctx& c, const Tree* t, const pb::ModelOptimizationPolicy::ExecutionAccelerators& m,
+                          ModelConfig* cfg) {
+  for (int i = 0; i < m.gpu_execution_accelerator_size(); ++i) {
+    const auto& a = m.gpu_execution_accelerator(i);
+    const int at = line_of(t, m, "gpu_execution_accelerator", i);
+    if (a.name() != "tensorrt") {
+      c.warnings->push_back(fmt::format("{}:{}: GPU execution accelerator '{}' has no effect in gpuopt and is ignored",
+                                        c.src, at, a.name()));
+      continue;
+    }
+    for (const auto& [k, v] : a.parameters()) {
+      if (k != "precision_mode") {
+        c.warnings->push_back(fmt::format(
+            "{}:{}: tensorrt accelerator parameter '{}' has no effect in gpuopt and is ignored", c.src, at, k));
+        continue;
+      }
+      std::string p;
+      if (v == "FP32") p = "fp32";
+      else if (v == "FP16") p = "fp16";
+      else if (v == "INT8") p = "int8";
+      else
+        return field_error(c, at, "optimization.execution_accelerators.gpu_execution_accelerator",
+                           fmt::format("tensorrt precision_mode must be FP32, FP16 or INT8, found '{}'", v));
+      if (!cfg->gpu_precision.empty() && cfg->gpu_precision != p)
+        return field_error(c, at, "optimization.execution_accelerators.gpu_execution_accelerator",
+                           fmt::format("two tensorrt accelerators ask for {} and {}", cfg->gpu_precision, p));
+      cfg->gpu_precision = p;
+    }
+  }
+  for (int i = 0; i < m.cpu_execution_accelerator_size(); ++i)
+    c.warnings->push_back(fmt::format("{}:{}: CPU execution accelerator '{}' has no effect in gpuopt and is ignored",
+                                      c.src, line_of(t, m, "cpu_execution_accelerator", i),
+                                      m.cpu_execution_accelerator(i).name()));
+  return Status::Ok();
+}
+
 // optimization { cuda { graphs: BOOL } } turns CUDA graphs on or off for the model's GPU
-// instances (Triton's switch; gpuopt's default is on). The rest of `optimization` is ignored.
+// instances (Triton's switch; gpuopt's default is on); execution_accelerators as above. The rest
+// of `optimization` is ignored.
 Status parse_optimization(const Ctx& c, const Tree* t, const pb::ModelOptimizationPolicy& m, ModelConfig* cfg) {
   std::vector<const FieldDescriptor*> set;
   m.GetReflection()->ListFields(m, &set);
   std::set<std::string> others;
   for (const FieldDescriptor* fd : set)
-    if (fd->name() != "cuda") others.insert(fd->name());
-  GPUOPT_RETURN_IF_ERROR(check_fields(c, t, m, "optimization.", {"cuda"}, others));
+    if (fd->name() != "cuda" && fd->name() != "execution_accelerators") others.insert(fd->name());
+  GPUOPT_RETURN_IF_ERROR(check_fields(c, t, m, "optimization.", {"cuda", "execution_accelerators"}, others));
+  if (m.has_execution_accelerators())
+    GPUOPT_RETURN_IF_ERROR(
+        parse_accelerators(c, nested(t, m, "execution_accelerators"), m.execution_accelerators(), cfg));
   if (!m.has_cuda()) return Status::Ok();
   const auto& cuda = m.cuda();
   const FieldDescriptor* gfd = cuda.GetDescriptor()->FindFieldByName("graphs");
@@ -257,8 +301,9 @@ Status apply_padding_parameters(const std::string& src, ModelConfig* cfg) {
     } else if (k == "gpuopt.pad_value") {
       cfg->padding.value = std::atof(v.c_str());
     } else if (k == "gpuopt.precision") {
-      if (v != "fp32" && v != "fp16" && v != "bf16")
-        return Status::InvalidArgument("{}: parameter gpuopt.precision must be fp32, fp16 or bf16, found '{}'", src, v);
+      if (v != "fp32" && v != "fp16" && v != "bf16" && v != "int8" && v != "fp8")
+        return Status::InvalidArgument(
+            "{}: parameter gpuopt.precision must be fp32, fp16, bf16, int8 or fp8, found '{}'", src, v);
       cfg->precision = v;
     } else if (k == "gpuopt.pipeline") {
       if (v != "on" && v != "off")
@@ -356,6 +401,10 @@ Result<ModelConfig> parse_model_config(std::string_view text, const std::string&
   if (m.has_optimization())
     GPUOPT_RETURN_IF_ERROR(parse_optimization(c, nested(t, m, "optimization"), m.optimization(), &cfg));
   GPUOPT_RETURN_IF_ERROR(apply_padding_parameters(source_name, &cfg));
+  if (!cfg.precision.empty() && !cfg.gpu_precision.empty() && cfg.precision != cfg.gpu_precision)
+    return Status::InvalidArgument(
+        "{}: parameter gpuopt.precision {} and the tensorrt accelerator's precision_mode {} disagree (give one)",
+        source_name, cfg.precision, cfg.gpu_precision);
   return cfg;
 }
 

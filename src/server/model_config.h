@@ -114,7 +114,11 @@ struct ModelConfig {
   std::string default_model_filename = "model.onnx";
   std::map<std::string, std::string> parameters;
   SequencePadding padding;
-  std::string precision;              // parameters gpuopt.precision: fp32, fp16 or bf16 ("" = server default)
+  std::string precision;              // parameters gpuopt.precision: fp32, fp16, bf16, int8, fp8 ("" = server default)
+  // Of the GPU instances only: optimization { execution_accelerators { gpu_execution_accelerator
+  // [ { name: "tensorrt" parameters { key: "precision_mode" value: "FP16" } } ] } } (FP32, FP16,
+  // INT8 -> fp32, fp16, int8); `precision` wins where both are given (they must then agree).
+  std::string gpu_precision;
   std::optional<bool> cuda_graphs;    // optimization { cuda { graphs: ... } } (unset = server default)
   bool pipeline = false;              // parameters gpuopt.pipeline: on = batches overlap on each instance
   std::vector<std::string> warnings;  // ignored fields, one line each

@@ -313,10 +313,17 @@ Result<std::map<int64_t, std::shared_ptr<LoadedVersion>>> Repository::load_versi
     std::vector<std::unique_ptr<ModelInstance>> instances;
     std::vector<bool> gpu_instance;
     std::vector<std::string> instance_names;
+    std::string& precisions = lv->precisions;
     GPUOPT_ASSIGN_OR_RETURN(std::vector<PlacedInstance> placed,
                             place_instances(name, lv->config.instance_groups, opt_.cuda_devices));
     for (const PlacedInstance& p : placed) {
-      InstanceSpec spec{p.name, p.device, lv->config.precision.empty() ? opt_.precision : lv->config.precision,
+      // The model's own precision, else (GPU instances) Triton's tensorrt precision_mode, else the server's.
+      std::string precision = lv->config.precision;
+      if (precision.empty() && p.device.is_cuda()) precision = lv->config.gpu_precision;
+      if (precision.empty()) precision = opt_.precision;
+      if (("/" + precisions + "/").find("/" + precision + "/") == std::string::npos)
+        precisions += (precisions.empty() ? "" : "/") + precision;
+      InstanceSpec spec{p.name, p.device, precision,
                         lv->config.cuda_graphs.value_or(opt_.cuda_graphs), opt_.cache_dir, lv->config.pipeline,
                         /*defer_graph_capture=*/true};
       auto b = src.create(spec);
@@ -347,11 +354,13 @@ Result<std::map<int64_t, std::shared_ptr<LoadedVersion>>> Repository::load_versi
     if (all_gpu && lv->config.dynamic_batching && lv->config.cuda_graphs.value_or(opt_.cuda_graphs))
       bo.row_buckets = default_row_buckets(lv->config.max_batch_size, lv->config.dynamic_batching->preferred_batch_size);
     if (all_gpu) bo.batch_alloc = pinned_batch_tensor;  // batches formed where the GPU copies from
+    bo.answer_pool = answers_;
     lv->batcher = std::make_unique<Batcher>(std::move(bo), std::move(instances), lv->stats);
     lv->batcher->start();
     lv->start_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    GPUOPT_LOG(info, "model '{}' version {} ready in {:.2f} s ({} instance(s), max_batch_size {}, plan cache {})", name,
-               ver, lv->start_s, lv->batcher->instance_count(), lv->config.max_batch_size, lv->plan_cache.state);
+    GPUOPT_LOG(info, "model '{}' version {} ready in {:.2f} s ({} instance(s) at {}, max_batch_size {}, plan cache {})",
+               name, ver, lv->start_s, lv->batcher->instance_count(), precisions, lv->config.max_batch_size,
+               lv->plan_cache.state);
     out[ver] = std::move(lv);
   }
   return out;

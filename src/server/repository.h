@@ -43,6 +43,7 @@ struct LoadedVersion {
   std::unique_ptr<Batcher> batcher;
   double start_s = 0;          // load -> ready: the model read, instances made, warm-up run
   PlanCacheStatus plan_cache;  // what the first GPU instance's start found in the plan cache
+  std::string precisions;      // each precision its instances run at, once ("fp16", "fp16/fp32")
 };
 
 struct RepositoryOptions {
@@ -98,6 +99,8 @@ class Repository {
   void set_state(const std::string& name, const std::string& state, const std::string& reason);
 
   RepositoryOptions opt_;
+  // Helpers for the batchers' answers (answer_pool.h), one pool for every model.
+  std::shared_ptr<AnswerPool> answers_ = std::make_shared<AnswerPool>(AnswerPool::default_threads());
   bool single_file_ = false;
   mutable std::shared_mutex mu_;
   std::map<std::string, Entry> models_;

@@ -1,5 +1,6 @@
 // The constraints, the Pareto front, the chosen point and the config.pbtxt it becomes.
 #include "core/table.h"
+#include "tune/search.h"
 #include "tune/tune.h"
 
 #include <fmt/format.h>
@@ -109,9 +110,9 @@ std::string config_pbtxt(const TuneResult& r) {
   s += fmt::format("instance_group [\n  {{\n    count: {}\n    kind: {}\n  }}\n]\n", instances,
                    r.options.device == "cpu" ? "KIND_CPU" : "KIND_GPU");
   if (r.options.device != "cpu") s += "optimization {\n  cuda {\n    graphs: true\n  }\n}\n";
-  // int8 is the model's own quantized nodes: the session runs the rest at fp32.
+  // The precision the point ran at: int8 is the session's int8 on a Q/DQ model (search.h).
   s += fmt::format("parameters {{\n  key: \"gpuopt.precision\"\n  value {{\n    string_value: \"{}\"\n  }}\n}}\n",
-                   c.precision == "int8" ? "fp32" : c.precision);
+                   session_precision(r.options.model, c.precision));
   return s;
 }
 

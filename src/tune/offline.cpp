@@ -12,6 +12,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
+#include <mutex>
 
 namespace gpuopt::tune {
 namespace {
@@ -31,18 +33,41 @@ double percentile(std::vector<double> v, double p) {
 
 }  // namespace
 
-std::string session_precision(const std::string& precision) { return precision == "int8" ? "fp32" : precision; }
+ModelKinds model_kinds(const std::string& model) {
+  // Asked per precision and per session load: the model is read once per path.
+  static std::mutex mu;
+  static std::map<std::string, ModelKinds> seen;
+  std::lock_guard<std::mutex> lk(mu);
+  if (auto it = seen.find(model); it != seen.end()) return it->second;
+  ModelKinds k;
+  auto g = load_onnx_model(model);
+  if (!g.ok()) {
+    k.error = g.status().message();
+  } else {
+    for (const Node& n : g->nodes()) {
+      const std::string& t = n.op_type;
+      k.qdq |= t == "QuantizeLinear" || t == "DequantizeLinear";
+      k.quantized_ops |= t.rfind("QLinear", 0) == 0 || (t.size() > 7 && t.compare(t.size() - 7, 7, "Integer") == 0);
+      k.fp8 |= t == "Fp8Gemm";
+    }
+  }
+  return seen[model] = k;
+}
+
+std::string session_precision(const std::string& model, const std::string& precision) {
+  // int8 on a Q/DQ model is the session's int8 (its Q/DQ pairs fused into int8 kernels on the GPU);
+  // a model of QLinear*/*Integer nodes only carries its int8 in those nodes, the rest at fp32.
+  if (precision == "int8") return model_kinds(model).qdq ? "int8" : "fp32";
+  return precision;
+}
 
 std::string precision_unavailable(const TuneOptions& o, const std::string& precision) {
-  if (precision != "int8") return {};
-  auto g = load_onnx_model(o.model);
-  if (!g.ok()) return g.status().message();
-  for (const Node& n : g->nodes()) {
-    const std::string& t = n.op_type;
-    if (t == "QuantizeLinear" || t == "DequantizeLinear" || t.rfind("QLinear", 0) == 0 ||
-        (t.size() > 7 && t.compare(t.size() - 7, 7, "Integer") == 0))
-      return {};
-  }
+  if (precision != "int8" && precision != "fp8") return {};
+  const ModelKinds k = model_kinds(o.model);
+  if (!k.error.empty()) return k.error;
+  if (precision == "fp8")
+    return k.fp8 ? std::string() : "the model has no Fp8Gemm nodes (fp8 serving runs a model that carries them)";
+  if (k.qdq || k.quantized_ops) return {};
   return "the model has no quantized nodes (QuantizeLinear/DequantizeLinear, QLinear*, *Integer): quantize it first "
          "and tune the quantized model";
 }
@@ -50,7 +75,7 @@ std::string precision_unavailable(const TuneOptions& o, const std::string& preci
 Result<std::unique_ptr<Session>> load_session(const TuneOptions& o, const std::string& precision) {
   SessionOptions so;
   GPUOPT_ASSIGN_OR_RETURN(so.device, parse_device(o.device));
-  so.precision = session_precision(precision);
+  so.precision = session_precision(o.model, precision);
   so.memory_limit = o.memory_limit;
   return Session::load(o.model, so);
 }

@@ -238,7 +238,15 @@ Result<TuneResult> run_tune(const TuneOptions& o, const ProgressFn& progress) {
   auto util = GpuUtil::open();
   sr.util = util.get();
   std::vector<std::string> precisions = o.precisions;
-  if (precisions.empty()) precisions = o.device == "cpu" ? std::vector<std::string>{"fp32"} : std::vector<std::string>{"fp32", "fp16", "bf16"};
+  if (precisions.empty()) {
+    precisions = o.device == "cpu" ? std::vector<std::string>{"fp32"} : std::vector<std::string>{"fp32", "fp16", "bf16"};
+    // On the GPU, a quantized model is searched at the precision it was quantized for too.
+    if (o.device != "cpu") {
+      const ModelKinds k = model_kinds(o.model);
+      if (k.qdq || k.quantized_ops) precisions.push_back("int8");
+      if (k.fp8) precisions.push_back("fp8");
+    }
+  }
   sr.expected = static_cast<int>(precisions.size()) * expected_offline_points(o);
   for (const std::string& p : precisions) {
     if (std::string why = precision_unavailable(o, p); !why.empty()) {

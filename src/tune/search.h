@@ -42,10 +42,20 @@ struct Searcher {
 };
 
 Result<std::unique_ptr<Session>> load_session(const TuneOptions& o, const std::string& precision);
-// The session precision a tune precision runs at: "int8" is the model's own quantized nodes
-// (QuantizeLinear/DequantizeLinear, QLinear*, *Integer), the rest of it at fp32.
-std::string session_precision(const std::string& precision);
-// Why the model cannot be searched at `precision` ("" when it can): int8 needs quantized nodes.
+// What the model file holds that a precision needs (read once per path).
+struct ModelKinds {
+  bool qdq = false;            // QuantizeLinear/DequantizeLinear
+  bool quantized_ops = false;  // QLinear*, *Integer
+  bool fp8 = false;            // Fp8Gemm (ai.gpuopt)
+  std::string error;           // the model could not be read
+};
+ModelKinds model_kinds(const std::string& model);
+// The session precision a tune precision runs at (and the config's gpuopt.precision): "int8" on a
+// Q/DQ model is the session's int8; on a model of QLinear*/*Integer nodes only, "fp32" (those
+// nodes are its int8). The others are themselves.
+std::string session_precision(const std::string& model, const std::string& precision);
+// Why the model cannot be searched at `precision` ("" when it can): int8 needs quantized nodes,
+// fp8 Fp8Gemm nodes.
 std::string precision_unavailable(const TuneOptions& o, const std::string& precision);
 Point measure_offline(Session& s, const TuneOptions& o, const std::string& precision, int64_t batch, GpuUtil* util);
 void search_offline(const TuneOptions& o, const std::string& precision, Searcher& sr);

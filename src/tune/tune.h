@@ -33,7 +33,7 @@ struct TuneOptions {
   std::string model_name;  // the name in the written config.pbtxt and in the served repository
   std::string mode = "offline";        // offline | online
   std::string device = "cpu";
-  std::vector<std::string> precisions;  // fp32/fp16/bf16/int8 (int8: the model's own Q/DQ nodes)
+  std::vector<std::string> precisions;  // fp32/fp16/bf16/int8/fp8 (int8, fp8: a model quantized for it)
   int64_t max_batch = 256;              // largest batch tried
   std::vector<int> instances{1, 2};     // online: instances per GPU (per server on the CPU)
   std::vector<int64_t> delays_us{0, 1000};  // online: max_queue_delay_microseconds

@@ -151,6 +151,8 @@ def test_unknown_subcommand_names_it_and_the_valid_ones():
     (["run", "m.onnx", "--precision", "fp17"], ["'fp17'", "fp32, fp16, bf16"]),
     (["run", "m.onnx", "--device", "gpu"], ["'gpu'", "cpu", "cuda"]),
     (["serve", "m.onnx", "--http-port", "70000"], ["--http-port", "0..65535"]),
+    (["serve", "m.onnx", "--precision", "fp4"], ["'fp4'", "int8", "fp8"]),
+    (["tune", "m.onnx", "--precision", "fp4"], ["'fp4'", "int8", "fp8"]),
     (["serve", "m.onnx", "--model-control-mode", "pull"], ["'pull'", "none, explicit, poll"]),
     (["serve", "m.onnx", "--exit-on-error", "maybe"], ["'maybe'", "true, false"]),
     (["perf", "-m", "m", "-b", "0"], ["--batch-size", "1..65536"]),

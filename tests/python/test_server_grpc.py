@@ -5,9 +5,11 @@ on 127.0.0.1 with ephemeral ports; numpy computes the expected results."""
 import os
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
+from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "server"))
 import server_harness as H  # noqa: E402
@@ -237,3 +239,141 @@ def test_grpc_port_in_use_is_one_clear_line(server, tmp_path):
     assert r.returncode == 1, r.stdout + r.stderr
     err = r.stderr.strip().splitlines()
     assert len(err) == 1 and f"cannot listen on 127.0.0.1:{server.grpc_port}" in err[0], r.stderr
+
+
+def test_many_concurrent_calls_and_streams_answer_correctly(server):
+    """400 unary calls in flight at once on one channel, 4 streams of 50 requests each, and HTTP
+    calls at the same time: every answer equals numpy's (the batcher forms batches of up to 16,
+    whose answers several threads deliver); the gRPC and HTTP answers to one request are equal."""
+    rng = np.random.default_rng(11)
+    n_unary, n_streams, per_stream = 400, 4, 50
+    data = [rng.standard_normal((1 + i % 4, 16)).astype(np.float32) for i in range(n_unary)]
+    c = client(server)
+    got, errors = {}, []
+    lock = threading.Lock()
+    all_done = threading.Event()
+
+    def cb(i):
+        def f(result, error):
+            with lock:
+                if error is not None:
+                    errors.append(str(error))
+                else:
+                    got[i] = (result.as_numpy("OUTPUT0"), result.as_numpy("OUTPUT1"))
+                if len(got) + len(errors) == n_unary:
+                    all_done.set()
+        return f
+
+    stream_results = [dict() for _ in range(n_streams)]
+    stream_sent = [dict() for _ in range(n_streams)]
+
+    def run_stream(k):
+        sc = client(server)
+        done = threading.Event()
+
+        def scb(result, error):
+            if error is not None:
+                stream_results[k]["error"] = str(error)
+            else:
+                stream_results[k][result.get_response().id] = result.as_numpy("OUTPUT0")
+            if len(stream_results[k]) == per_stream:
+                done.set()
+        sc.start_stream(callback=scb)
+        srng = np.random.default_rng(100 + k)
+        for j in range(per_stream):
+            a = srng.standard_normal((1 + j % 3, 16)).astype(np.float32)
+            stream_sent[k][f"k{k}-{j}"] = a
+            sc.async_stream_infer("simple", add_sub_inputs(a, a), request_id=f"k{k}-{j}")
+        assert done.wait(60), f"stream {k}: {len(stream_results[k])} of {per_stream}"
+        sc.stop_stream()
+
+    streams = [threading.Thread(target=run_stream, args=(k,)) for k in range(n_streams)]
+    for t in streams:
+        t.start()
+    for i, a in enumerate(data):
+        c.async_infer("simple", add_sub_inputs(a, a * 0.5), cb(i), request_id=str(i))
+    h = httpclient.InferenceServerClient(server.url, concurrency=8)
+    http = [h.async_infer("simple", add_sub_inputs(data[i], data[i] * 0.5, httpclient)) for i in range(0, n_unary, 10)]
+    assert all_done.wait(60), f"{len(got)} answers and {len(errors)} errors of {n_unary}"
+    for t in streams:
+        t.join(60)
+    assert not errors, errors[:3]
+    for i, a in enumerate(data):
+        np.testing.assert_array_equal(got[i][0], a + a * 0.5)
+        np.testing.assert_array_equal(got[i][1], a - a * 0.5)
+    for j, r in zip(range(0, n_unary, 10), http):
+        np.testing.assert_array_equal(r.get_result().as_numpy("OUTPUT0"), got[j][0])
+    for k in range(n_streams):
+        assert "error" not in stream_results[k], stream_results[k]["error"]
+        for rid, a in stream_sent[k].items():
+            np.testing.assert_array_equal(stream_results[k][rid], a * 2)
+    h.close()
+
+
+def test_stream_whose_client_does_not_read_is_held_back(tmp_path):
+    """A stream client sends 500 requests whose answers are 128 KB each and reads nothing for two
+    seconds: once 256 answers wait, the server stops reading the stream (it says so at debug level)
+    instead of buffering every answer; another call is served meanwhile; once the client reads,
+    every answer arrives, correct and under its request's id."""
+    x = helper.make_tensor_value_info("X", TensorProto.FLOAT, ["b", 1])
+    y = helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["b", 32768])
+    g = helper.make_graph([helper.make_node("Expand", ["X", "shape"], ["Y"])], "wide", [x], [y],
+                          [numpy_helper.from_array(np.array([1, 32768], np.int64), "shape")])
+    H._save(helper.make_model(g), str(tmp_path / "wide" / "1" / "model.onnx"))
+    n = 500
+
+    def requests():
+        for i in range(n):
+            req = service_pb2.ModelInferRequest(model_name="wide", id=str(i))
+            req.inputs.add(name="X", datatype="FP32", shape=[1, 1])
+            req.raw_input_contents.append(np.array([[i]], np.float32).tobytes())
+            yield req
+
+    with H.Server(["--model-repository", str(tmp_path), "--log-verbose", "2"]) as s:
+        ch = grpc.insecure_channel(s.grpc_url)
+        answers = service_pb2_grpc.GRPCInferenceServiceStub(ch).ModelStreamInfer(requests(), timeout=120)
+        time.sleep(1)
+        one = grpcclient.InferInput("X", [1, 1], "FP32")
+        one.set_data_from_numpy(np.array([[-2]], np.float32))
+        assert (client(s).infer("wide", [one]).as_numpy("Y") == -2).all()
+        time.sleep(1)
+        got = set()
+        for r in answers:
+            assert not r.error_message, r.error_message
+            i = int(r.infer_response.id)
+            v = np.frombuffer(r.infer_response.raw_output_contents[0], np.float32)
+            assert v.shape == (32768,) and (v == i).all(), i
+            got.add(i)
+        assert got == set(range(n))
+        ch.close()
+        code, _, out = s.stop()
+        assert code == 0, out
+        assert any("answers wait; reads paused" in line for line in s.log), "the stream was read without bound"
+
+
+def test_calls_cancelled_mid_call_leave_the_server_whole(server):
+    """200 ModelInfer calls whose deadline passes while they wait in the batcher (5 ms queue delay)
+    and 50 streams cancelled with requests in flight: the unary calls end OK or DEADLINE_EXCEEDED,
+    and the server, whose answers to them find their calls gone, answers the next calls correctly."""
+    c = client(server)
+    a = np.arange(16, dtype=np.float32).reshape(1, 16)
+    st = stub(server)
+    req = service_pb2.ModelInferRequest(model_name="simple")
+    for name in ("INPUT0", "INPUT1"):
+        req.inputs.add(name=name, datatype="FP32", shape=[1, 16])
+    req.raw_input_contents.extend([a.tobytes(), a.tobytes()])
+    futures = [st.ModelInfer.future(req, timeout=0.002) for _ in range(200)]
+    codes = set()
+    for f in futures:
+        try:
+            f.result()
+            codes.add("OK")
+        except grpc.RpcError as e:
+            codes.add(e.code())
+    assert codes <= {"OK", grpc.StatusCode.DEADLINE_EXCEEDED}, codes
+    for _ in range(50):
+        call = st.ModelStreamInfer(iter([req] * 8), timeout=30)
+        call.cancel()
+    for k in range(5):
+        np.testing.assert_array_equal(c.infer("simple", add_sub_inputs(a + k, a)).as_numpy("OUTPUT0"), 2 * a + k)
+    assert c.is_server_live()

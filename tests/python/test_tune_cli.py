@@ -160,6 +160,32 @@ def test_online_mode_and_repository_input(model, tmp_path):
     assert f"max_queue_delay_microseconds: {chosen['max_queue_delay_us']}" in text
 
 
+def test_fp8_only_for_a_model_with_fp8_gemms(model, tmp_path):
+    # A float model: fp8 is skipped with the reason. A model carrying Fp8Gemm nodes: fp8 points
+    # run, and the config the server loads says fp8.
+    r = tune([str(model), "--precision", "fp8", "--precision", "fp32", "--max-batch", "1", "--iterations", "1",
+              "--output-dir", str(tmp_path / "a"), "--json"])
+    assert r.returncode == 0, r.stderr
+    j = json.loads(r.stdout)
+    assert {p["precision"] for p in j["points"]} == {"fp32"}
+    assert any(n.startswith("fp8: not searched: the model has no Fp8Gemm nodes") for n in j["notes"]), j["notes"]
+    from onnx import TensorProto, helper, numpy_helper
+    w = (np.random.default_rng(0).integers(0, 0x70, (16, 32))).astype(np.uint8)  # finite e4m3 patterns
+    g = helper.make_graph([helper.make_node("Fp8Gemm", ["a", "w"], ["y"], domain="ai.gpuopt", a_scale=0.01, b_scale=0.02)],
+                          "fp8", [helper.make_tensor_value_info("a", TensorProto.FLOAT, ["batch", 32])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 16])],
+                          [numpy_helper.from_array(w, "w")])
+    path = tmp_path / "fp8.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.gpuopt", 1)],
+                                ir_version=8), str(path))
+    r = tune([str(path), "--precision", "fp8", "--max-batch", "2", "--iterations", "1", "--output-dir",
+              str(tmp_path / "b"), "--json"])
+    assert r.returncode == 0, r.stdout + r.stderr
+    j = json.loads(r.stdout)
+    assert [p["batch"] for p in j["points"]] == [1, 2] and all(p["ok"] and p["precision"] == "fp8" for p in j["points"])
+    assert 'string_value: "fp8"' in j["config_pbtxt"]
+
+
 def test_int8_only_where_the_model_is_quantized(model, tmp_path):
     # resnet_small has no quantized nodes: int8 is skipped with the reason, fp32 still searched.
     r = tune([str(model), "--precision", "int8", "--precision", "fp32", "--max-batch", "2", "--iterations", "2",
@@ -168,8 +194,7 @@ def test_int8_only_where_the_model_is_quantized(model, tmp_path):
     j = json.loads(r.stdout)
     assert {p["precision"] for p in j["points"]} == {"fp32"}
     assert any(n.startswith("int8: not searched: the model has no quantized nodes") for n in j["notes"])
-    # A Q/DQ model: int8 points run (its quantized nodes, the rest at fp32), and the config the
-    # server loads says fp32 for the session.
+    # A Q/DQ model: int8 points run at the session's int8, and the config the server loads says int8.
     from onnx import TensorProto, helper, numpy_helper
     w = np.random.default_rng(0).standard_normal((32, 16)).astype(np.float32)
     g = helper.make_graph(
@@ -186,4 +211,4 @@ def test_int8_only_where_the_model_is_quantized(model, tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     j = json.loads(r.stdout)
     assert [p["batch"] for p in j["points"]] == [1, 2, 4] and all(p["ok"] and p["precision"] == "int8" for p in j["points"])
-    assert 'string_value: "fp32"' in j["config_pbtxt"]
+    assert 'string_value: "int8"' in j["config_pbtxt"] and 'string_value: "fp32"' not in j["config_pbtxt"]

@@ -1,6 +1,8 @@
 // config.pbtxt parsing and completion against a model's declared inputs/outputs.
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "server/model_config.h"
 
 namespace gpuopt::server {
@@ -62,8 +64,59 @@ TEST(Pbtxt, ParsesEveryFieldOfTheFullExample) {
   EXPECT_EQ(c.warmups[0].inputs.at("INPUT0").source, WarmupInput::Source::kRandom);
   EXPECT_EQ(c.version_policy.num_versions, 2u);
   EXPECT_EQ(c.padding.buckets, (std::vector<int64_t>{8, 16}));
-  ASSERT_EQ(c.warnings.size(), 1u);  // optimization: ignored with a warning
-  EXPECT_NE(c.warnings[0].find("optimization"), std::string::npos);
+  // A tensorrt accelerator without precision_mode: the server's precision applies, nothing to warn.
+  EXPECT_TRUE(c.warnings.empty()) << c.warnings[0];
+  EXPECT_TRUE(c.gpu_precision.empty());
+}
+
+TEST(Pbtxt, TensorrtPrecisionModeIsTheGpuInstancesPrecision) {
+  for (auto [mode, want] : {std::pair{"FP16", "fp16"}, std::pair{"FP32", "fp32"}, std::pair{"INT8", "int8"}}) {
+    auto r = parse_model_config(std::string(R"(name: "m"
+optimization { execution_accelerators {
+  gpu_execution_accelerator : [ {
+    name : "tensorrt"
+    parameters { key: "precision_mode" value: ")") + mode + R"(" }
+    parameters { key: "max_workspace_size_bytes" value: "1073741824" } } ]
+  cpu_execution_accelerator : [ { name : "openvino" } ] } }
+)", "m/config.pbtxt");
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_EQ(r->gpu_precision, want);
+    EXPECT_TRUE(r->precision.empty());  // CPU instances keep the server's precision
+    ASSERT_EQ(r->warnings.size(), 2u);  // the workspace size and the CPU accelerator: no effect
+    EXPECT_NE(r->warnings[0].find("max_workspace_size_bytes"), std::string::npos) << r->warnings[0];
+    EXPECT_NE(r->warnings[0].find("m/config.pbtxt:3:"), std::string::npos) << r->warnings[0];
+    EXPECT_NE(r->warnings[1].find("openvino"), std::string::npos) << r->warnings[1];
+  }
+  auto bad = parse_model_config(R"(optimization { execution_accelerators { gpu_execution_accelerator : [
+      { name : "tensorrt" parameters { key: "precision_mode" value: "FP8" } } ] } })", "m/config.pbtxt");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("precision_mode must be FP32, FP16 or INT8, found 'FP8'"), std::string::npos)
+      << bad.status().message();
+  // gpuopt's own parameter wins only where both agree; two different answers are refused.
+  auto both = parse_model_config(R"(parameters { key: "gpuopt.precision" value: { string_value: "fp16" } }
+optimization { execution_accelerators { gpu_execution_accelerator : [
+      { name : "tensorrt" parameters { key: "precision_mode" value: "INT8" } } ] } })", "m/config.pbtxt");
+  ASSERT_FALSE(both.ok());
+  EXPECT_NE(both.status().message().find("disagree"), std::string::npos) << both.status().message();
+  auto other = parse_model_config(R"(optimization { execution_accelerators { gpu_execution_accelerator : [
+      { name : "cuda" } ] } })", "m/config.pbtxt");
+  ASSERT_TRUE(other.ok());
+  EXPECT_TRUE(other->gpu_precision.empty());
+  ASSERT_EQ(other->warnings.size(), 1u);
+  EXPECT_NE(other->warnings[0].find("'cuda' has no effect"), std::string::npos) << other->warnings[0];
+}
+
+TEST(Pbtxt, PrecisionParameterTakesInt8AndFp8) {
+  for (const char* p : {"fp32", "fp16", "bf16", "int8", "fp8"}) {
+    auto r = parse_model_config(
+        std::string(R"(parameters { key: "gpuopt.precision" value: { string_value: ")") + p + "\" } }", "m/config.pbtxt");
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_EQ(r->precision, p);
+  }
+  auto bad = parse_model_config(R"(parameters { key: "gpuopt.precision" value: { string_value: "int4" } })",
+                                "m/config.pbtxt");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("fp32, fp16, bf16, int8 or fp8, found 'int4'"), std::string::npos);
 }
 
 TEST(Pbtxt, OptimizationCudaGraphsSwitch) {

@@ -1,9 +1,13 @@
 // decode_grpc_request's zero-copy form: raw_input_contents become the input tensors' storage
 // (the tensor's data pointer is the message's own buffer), survive the message, and decode to the
 // same values as the copying form; BYTES and typed contents still decode; encode_grpc_response
-// writes each output's bytes once into its entry.
+// writes each output's bytes once into its entry; encode_grpc_response_buffer writes the same
+// message with the output bytes as slices over the tensors themselves.
 #include <gtest/gtest.h>
 
+#include <google/protobuf/util/message_differencer.h>
+
+#include <algorithm>
 #include <cstring>
 #include <memory>
 
@@ -134,6 +138,65 @@ TEST(GrpcCodec, OutputsAreWrittenOnceIntoTheirEntries) {
   const std::string& raw = out.raw_output_contents(0);
   ASSERT_EQ(raw.size(), 24u);
   EXPECT_EQ(std::memcmp(raw.data(), y.raw(), 24), 0);
+}
+
+std::string flatten(const grpc::ByteBuffer& b, std::vector<const void*>* starts = nullptr) {
+  std::vector<grpc::Slice> slices;
+  EXPECT_TRUE(b.Dump(&slices).ok());
+  std::string all;
+  for (const auto& s : slices) {
+    if (starts) starts->push_back(s.begin());
+    all.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  return all;
+}
+
+TEST(GrpcCodec, BufferEncodingIsTheSameMessageOverTheTensorsBytes) {
+  InferReply reply;
+  reply.meta = {"m", "3", "req-7"};
+  // Large enough for a multi-byte length prefix (and for grpc to keep a slice by reference).
+  Tensor y = Tensor::empty(DType::F32, {300, 257});
+  for (int64_t i = 0; i < y.numel(); ++i) y.data<float>()[i] = static_cast<float>(i % 1013) * 0.25f - 9.f;
+  Tensor s = Tensor::empty(DType::String, {2});
+  s.strings()[0] = "hello";
+  s.strings()[1] = std::string("a\0b", 3);
+  Tensor z = Tensor::empty(DType::I64, {1, 4});
+  for (int i = 0; i < 4; ++i) z.data<int64_t>()[i] = -i;
+  reply.outputs = {{"Y", y}, {"S", s}, {"Z", z}, {"W", Tensor::zeros(DType::F32, {2, 2})}};
+  reply.shm = {std::nullopt, std::nullopt, std::nullopt, ShmRef{"region", 64, 16}};
+  const void* y_bytes = y.raw();
+
+  ModelInferResponse want;
+  encode_grpc_response(InferReply(reply), &want);
+  std::vector<const void*> starts;
+  grpc::ByteBuffer buf = encode_grpc_response_buffer(InferReply(reply), false);
+  reply = InferReply();
+  y = Tensor();  // the buffer alone keeps Y's bytes alive now
+  const std::string wire = flatten(buf, &starts);
+  ModelInferResponse got;
+  ASSERT_TRUE(got.ParseFromString(wire));
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(got, want)) << got.DebugString().substr(0, 2000);
+  ASSERT_EQ(got.raw_output_contents_size(), 4);
+  EXPECT_EQ(got.raw_output_contents(0).size(), 300u * 257u * 4u);
+  EXPECT_EQ(got.raw_output_contents(3).size(), 0u);  // written to shared memory: an empty entry
+  EXPECT_EQ(got.outputs(3).parameters().at("shared_memory_region").string_param(), "region");
+  // Y's entry is a slice over the tensor's own memory, not a copy.
+  EXPECT_NE(std::find(starts.begin(), starts.end(), y_bytes), starts.end());
+
+  // The stream form wraps the same message as infer_response.
+  InferReply again;
+  again.meta = {"m", "3", "req-8"};
+  again.outputs = {{"Z", z}};
+  ModelInferResponse want2;
+  encode_grpc_response(InferReply(again), &want2);
+  inference::ModelStreamInferResponse streamed;
+  ASSERT_TRUE(streamed.ParseFromString(flatten(encode_grpc_response_buffer(std::move(again), true))));
+  EXPECT_TRUE(streamed.error_message().empty());
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(streamed.infer_response(), want2));
+  inference::ModelStreamInferResponse err;
+  ASSERT_TRUE(err.ParseFromString(flatten(encode_stream_error("model 'x' is not ready"))));
+  EXPECT_EQ(err.error_message(), "model 'x' is not ready");
+  EXPECT_FALSE(err.has_infer_response());
 }
 
 }  // namespace
