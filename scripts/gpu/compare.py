@@ -48,7 +48,7 @@ def build_model(name):
             return {"input_ids": torch.randint(0, 30522, (b, SEQ), generator=g), "attention_mask": mask}
         return m, inputs
     if name == "whisper_base_encoder":  # Whisper-base's shape: Conv1d stem (80 mels x 3000 frames) + 6 layers
-        cfg = tf.WhisperConfig(d_model=512, encoder_layers=6, encoder_attention_heads=8, encoder_ffn_dim=2048,
+        cfg = tf.WhisperConfig(d_model=512, encoder_layers=6, encoder_attention_heads=8, encoder_ffn_dim=2048, decoder_attention_heads=8, decoder_layers=1,
                                num_mel_bins=80, max_source_positions=1500)
         m = tf.WhisperModel(cfg).encoder
         return m, lambda b: {"input_features": torch.randn(b, 80, 3000, generator=torch.Generator().manual_seed(b))}

@@ -112,13 +112,15 @@ def main():
         print(f"serve: ready in {ready:.1f} s", flush=True)
         name = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models"))["data"][0]["id"]
         date = datetime.date.today().isoformat()
-        for lv in a.levels.split(","):
+        for li, lv in enumerate(a.levels.split(",")):
             shape, conc = lv.split("@")
             conc = int(conc)
             n_req = max(8, min(4 * conc, 1024)) if conc > 1 else 16
             args = [a.gpuopt, "perf", "--service-kind", "openai", "--endpoint-type", "completions",
                     "-u", f"127.0.0.1:{port}", "-m", name, "--concurrency", str(conc), "--num-prompts", str(n_req),
-                    "--warmup-request-count", str(min(conc, 64)), "--ignore-eos", "--json", "--quiet", "--seed", "1"]
+                    # A warm-up of one full concurrency (the measured requests start in the steady state);
+                    # a seed per level, so no level's prompts are in the prefix cache from an earlier one.
+                    "--warmup-request-count", str(conc), "--ignore-eos", "--json", "--quiet", "--seed", str(1 + li)]
             if shape.startswith("shared"):
                 shared, own_out = shape[len("shared"):].split("x")
                 shared, new = int(shared), int(own_out)
