@@ -238,7 +238,7 @@ Result<TuneResult> run_tune(const TuneOptions& o, const ProgressFn& progress) {
   auto util = GpuUtil::open();
   sr.util = util.get();
   std::vector<std::string> precisions = o.precisions;
-  if (precisions.empty()) precisions = o.device == "cpu" ? std::vector<std::string>{"fp32"} : std::vector<std::string>{"fp32", "fp16", "bf16"};
+  if (precisions.empty()) precisions = o.device.rfind("cuda", 0) != 0 ? std::vector<std::string>{"fp32"} : std::vector<std::string>{"fp32", "fp16", "bf16"};
   sr.expected = static_cast<int>(precisions.size()) * expected_offline_points(o);
   for (const std::string& p : precisions) {
     if (std::string why = precision_unavailable(o, p); !why.empty()) {
