@@ -4,9 +4,11 @@ thread count: ResNet-50 (224x224) and BERT-base (12 layers, sequence 128) from
 tools/models/make_models.py at batch 1 and 8, and MatMul 1024^3. Runners: `gpuopt run --device
 cpu` (the fast backend), `--device cpu-ref` (the reference kernels; batch 1 and the MatMul only
 unless --ref-all: the reference takes ~20-45 s per batch-8 run) and onnxruntime (pinned in .venv,
-intra_op_num_threads = --threads). Median latency of --iterations runs after --warmup runs; the
+intra_op_num_threads = --threads). Median (`ms`) and fastest (`min_ms`) latency of --iterations
+runs after --warmup runs, with the machine's 1-minute load average when measured; the
 gpuopt and onnxruntime runs of a point follow each other. Records go to docs/perf/cpu.json
-(fields as docs/perf/h200.json's, plus threads and host), replacing that host's earlier records;
+(fields as docs/perf/h200.json's, plus threads and host) after each point, replacing the same
+host's, thread count's and runner's earlier record of that point;
 then `python3 tools/perf_table.py` rewrites the CPU table in docs/performance.md.
 
   .venv/bin/python tools/cpu_bench.py --gpuopt build/gpuopt --threads 2 [--models build/models]
@@ -48,7 +50,9 @@ def matmul_model(path):
     g = helper.make_graph([n], "matmul_1024", [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1024, 1024])
                                                for x in ("a", "b")],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1024, 1024])])
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8  # what the pinned onnxruntime reads
+    onnx.save(m, path)
 
 
 def feeds_for(name, batch):
@@ -70,7 +74,8 @@ def gpuopt_ms(a, device, path, feeds, out_dir, iterations, warmup):
     r = subprocess.run(args, capture_output=True, text=True, env=env, timeout=3600)
     if r.returncode != 0:
         raise RuntimeError(f"{' '.join(args)}: {r.stderr.strip()}")
-    return json.loads(r.stdout)["latency_ms"]["median"]
+    lat = json.loads(r.stdout)["latency_ms"]
+    return lat["median"], lat["min"]
 
 
 def ort_ms(a, path, feeds, iterations, warmup):
@@ -86,7 +91,7 @@ def ort_ms(a, path, feeds, iterations, warmup):
         t0 = time.perf_counter()
         s.run(None, feeds)
         times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
+    return statistics.median(times), min(times)
 
 
 def main():
@@ -99,13 +104,28 @@ def main():
     ap.add_argument("--ref-all", action="store_true", help="run the reference at every point")
     ap.add_argument("--json", default=os.path.join(ROOT, "docs", "perf", "cpu.json"))
     ap.add_argument("--host", default=None, help="host label (default: CPU model and core count)")
+    ap.add_argument("--points", nargs="*", help="only these models (resnet50, bert_base, matmul_1024)")
     a = ap.parse_args()
     host = a.host or f"{cpu_name()}, {os.cpu_count()} cores"
     os.makedirs(a.models, exist_ok=True)
     commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     date = datetime.date.today().isoformat()
     records = []
+
+    def save():  # after every point: an interrupted run keeps what it measured
+        old = []
+        if os.path.exists(a.json):
+            with open(a.json) as f:
+                old = [r for r in json.load(f) if not any(
+                    (r.get("host"), r.get("threads"), r["model"], r["batch"], r["runner"]) ==
+                    (n["host"], n["threads"], n["model"], n["batch"], n["runner"]) for n in records)]
+        with open(a.json, "w") as f:
+            json.dump(old + records, f, indent=1)
+            f.write("\n")
+
     for model, arch, batch in POINTS:
+        if a.points and model not in a.points:
+            continue
         path = os.path.join(a.models, f"{arch or model}.onnx")
         if not os.path.exists(path):
             if arch is None:
@@ -121,18 +141,13 @@ def main():
         if a.ref_all or batch == 1:
             runners.append(("gpuopt_cpu_ref", lambda: gpuopt_ms(a, "cpu-ref", path, feeds, work, 1, 1)))
         for runner, measure in runners:
-            ms = measure()
-            print(f"{model} b{batch} {runner}: {ms:.2f} ms", flush=True)
+            ms, min_ms = measure()
+            print(f"{model} b{batch} {runner}: median {ms:.2f} ms, min {min_ms:.2f} ms", flush=True)
             records.append({"model": model, "exporter": "", "batch": batch, "runner": runner, "ms": round(ms, 3),
+                            "min_ms": round(min_ms, 3), "load_avg_1m": round(os.getloadavg()[0], 2),
                             "precision": "fp32", "date": date, "commit": commit,
                             "items_per_s": round(batch * 1e3 / ms, 2), "threads": a.threads, "host": host})
-    old = []
-    if os.path.exists(a.json):
-        with open(a.json) as f:
-            old = [r for r in json.load(f) if r.get("host") != host or r.get("threads") != a.threads]
-    with open(a.json, "w") as f:
-        json.dump(old + records, f, indent=1)
-        f.write("\n")
+            save()
     print(f"wrote {len(records)} records to {a.json}")
 
 

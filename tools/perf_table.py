@@ -199,17 +199,27 @@ def render_cpu(records):
     keys = sorted({(r["host"], r["threads"], r["model"], r["batch"]) for r in records},
                   key=lambda k: (k[0], k[1], list(CPU_NAMES).index(k[2]) if k[2] in CPU_NAMES else 99, k[3]))
     head = ["host", "threads", "model", "batch", "gpuopt cpu ms", "ONNX Runtime ms", "gpuopt / ORT",
-            "gpuopt cpu-ref ms", "cpu vs cpu-ref", "date", "commit"]
+            "gpuopt cpu-ref ms", "cpu vs cpu-ref", "load", "date", "commit"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for host, threads, model, batch in keys:
         by = {r["runner"]: r for r in records if (r["host"], r["threads"], r["model"], r["batch"]) == (host, threads, model, batch)}
         fast, ort, ref = by.get("gpuopt_cpu"), by.get("onnxruntime_cpu"), by.get("gpuopt_cpu_ref")
-        ms = lambda r: f"{r['ms']:,.1f}" if r else ""  # noqa: E731
-        ratio = f"{fast['ms'] / ort['ms']:.2f}x" if fast and ort else ""
+
+        def ms(r):  # median (fastest)
+            if not r:
+                return ""
+            return f"{r['ms']:,.1f}" + (f" ({r['min_ms']:,.1f})" if r.get("min_ms") else "")
+        ratio = ""
+        if fast and ort:
+            ratio = f"{fast['ms'] / ort['ms']:.2f}x"
+            if fast.get("min_ms") and ort.get("min_ms"):
+                ratio += f" ({fast['min_ms'] / ort['min_ms']:.2f}x)"
         gain = f"{ref['ms'] / fast['ms']:.0f}x" if fast and ref else ""
         any_r = fast or ort or ref
+        loads = [r["load_avg_1m"] for r in (fast, ort) if r and "load_avg_1m" in r]
+        load = f"{max(loads):.1f}" if loads else ""
         lines.append("| " + " | ".join([host, str(threads), CPU_NAMES.get(model, model), str(batch), ms(fast), ms(ort),
-                                        ratio, ms(ref), gain, any_r.get("date", ""), any_r.get("commit", "")]) + " |")
+                                        ratio, ms(ref), gain, load, any_r.get("date", ""), any_r.get("commit", "")]) + " |")
     return "\n".join(lines)
 
 
