@@ -10,7 +10,9 @@
 
 #ifdef GPUOPT_HAVE_BLAS
 #include <cblas.h>
-extern "C" int blas_thread_shutdown_(void);  // OpenBLAS: stops its worker threads (restarted on demand)
+// OpenBLAS (pthread and OpenMP builds): stops its worker threads, restarted on demand. Weak: a
+// serial OpenBLAS has none to stop.
+extern "C" int blas_thread_shutdown_(void) __attribute__((weak));
 #endif
 
 namespace gpuopt::cpu_fast {
@@ -53,7 +55,7 @@ void init_blas() {
     // OpenBLAS runs each call on the calling thread and its idle threads are stopped (they
     // would otherwise sit beside GPUOPT_NUM_THREADS=1).
     openblas_set_num_threads(1);
-    blas_thread_shutdown_();
+    if (blas_thread_shutdown_) blas_thread_shutdown_();
   });
 #endif
 }
