@@ -127,15 +127,23 @@ class ConvKernel final : public FastKernel {
       return true;
     }
     const int64_t rows = g.Cg * g.taps();
-    // Output positions per tile: the im2col tile about 1 MiB (L2-sized), whole 16-column blocks.
-    int64_t tile = g.pointwise() ? O : std::min(O, std::max<int64_t>(64, (int64_t{1} << 18) / std::max<int64_t>(rows, 1)));
+    // Tiles of output positions per image: im2col tiles of about 1 MiB (L2-sized), at least 64
+    // columns; a 1x1 stride-1 kernel reads the input as it is, one tile per image.
     const int threads = run_threads();
-    const int64_t tiles_per_image = (O + tile - 1) / tile;
-    // Too few (image, group, tile) units for the threads: smaller tiles, down to 64 columns.
-    if (g.N * g.G * tiles_per_image < threads && O > 64)
-      tile = std::max<int64_t>(64, (O + threads - 1) / threads);
-    tile = std::min(O, (tile + 15) / 16 * 16);
-    const int64_t tiles = (O + tile - 1) / tile;
+    const int64_t per = g.N * g.G;  // (image, group) pairs
+    const int64_t cap = std::max<int64_t>(64, (int64_t{1} << 18) / std::max<int64_t>(rows, 1));
+    int64_t tiles = g.pointwise() ? 1 : (O + cap - 1) / cap;
+    // Equal shares: fewer units than threads get more tiles (down to 64 columns); a few units per
+    // thread are rounded up to a whole number per thread (a 14x14 image in tiles of 128 + 68
+    // columns kept one of two threads idle a third of the time).
+    if (!g.pointwise() && threads > 1) {
+      if (per * tiles < threads)
+        tiles = std::max<int64_t>(tiles, std::min((threads + per - 1) / per, (O + 63) / 64));
+      else if (per * tiles < 8 * threads && per * tiles % threads != 0)
+        tiles = ((per * tiles + threads - 1) / threads * threads + per - 1) / per;
+    }
+    const int64_t tile = (O + tiles - 1) / tiles;
+    tiles = (O + tile - 1) / tile;
     const int64_t units = g.N * g.G * tiles;
     auto unit = [&](int64_t u, std::vector<float>& col, bool split_gemm) {
       const int64_t n = u / (g.G * tiles), grp = u / tiles % g.G, t = u % tiles;
