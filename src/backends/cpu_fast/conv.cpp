@@ -128,7 +128,8 @@ class ConvKernel final : public FastKernel {
     }
     const int64_t rows = g.Cg * g.taps();
     // Tiles of output positions per image: im2col tiles of about 1 MiB (L2-sized), at least 64
-    // columns; a 1x1 stride-1 kernel reads the input as it is, one tile per image.
+    // columns; a 1x1 stride-1 kernel reads the input as it is, one tile per image unless the
+    // threads need more.
     const int threads = run_threads();
     const int64_t per = g.N * g.G;  // (image, group) pairs
     const int64_t cap = std::max<int64_t>(64, (int64_t{1} << 18) / std::max<int64_t>(rows, 1));
@@ -136,7 +137,7 @@ class ConvKernel final : public FastKernel {
     // Equal shares: fewer units than threads get more tiles (down to 64 columns); a few units per
     // thread are rounded up to a whole number per thread (a 14x14 image in tiles of 128 + 68
     // columns kept one of two threads idle a third of the time).
-    if (!g.pointwise() && threads > 1) {
+    if (threads > 1) {  // 1x1 too: each thread's GEMM then its epilogue on its own columns, in cache
       if (per * tiles < threads)
         tiles = std::max<int64_t>(tiles, std::min((threads + per - 1) / per, (O + 63) / 64));
       else if (per * tiles < 8 * threads && per * tiles % threads != 0)
