@@ -1,5 +1,6 @@
 #include "backends/cpu_fast/vec_math.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -18,10 +19,10 @@ namespace {
 // Below -87.3 the result is 0 (the reference's exp underflows there too, up to denormals).
 inline float exp1(float x) {
   const float hi = 88.3762626647949f, lo = -87.3365447504f;
-  const float xc = x > hi ? hi : (x < lo ? lo : x);
+  const float xc = std::min(std::max(x, lo), hi);  // min/max, not branches: the loops vectorise
   const float fx = xc * 1.44269504088896341f + 0.5f;
-  const int t = static_cast<int>(fx);
-  const float n = static_cast<float>(t - (static_cast<float>(t) > fx ? 1 : 0));
+  const float tf = static_cast<float>(static_cast<int>(fx));
+  const float n = tf - (tf > fx ? 1.0f : 0.0f);  // floor(fx)
   float r = xc - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
   float p = 1.9875691500e-4f;
@@ -34,14 +35,14 @@ inline float exp1(float x) {
   const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
   float scale;
   std::memcpy(&scale, &bits, sizeof(scale));
-  const float e = p * scale;
-  return x < lo ? 0.0f : (x != x ? x : e);
+  const float e = p * scale;  // NaN in, NaN out (through r)
+  return x < lo ? 0.0f : e;
 }
 
 // Eigen's rational tanh (generic_fast_tanh_float): |error| < 2 ulp, exact sign, saturates at +-1.
 inline float tanh1(float x) {
   const float c = 7.90531110763549805f;
-  const float xc = x > c ? c : (x < -c ? -c : x);
+  const float xc = std::min(std::max(x, -c), c);
   const float x2 = xc * xc;
   float p = -2.76076847742355e-16f;
   p = p * x2 + 2.00018790482477e-13f;
@@ -56,13 +57,12 @@ inline float tanh1(float x) {
   q = q * x2 + 2.26843463243900e-03f;
   q = q * x2 + 4.89352518554385e-03f;
   const float t = p / q;
-  const float ax = x < 0 ? -x : x;
-  return ax < 0.0004f ? x : t;
+  return std::fabs(x) < 0.0004f ? x : t;
 }
 
 // Eigen's rational erf (generic_fast_erf_float), clamped to [-4, 4] where erf is +-1 in float.
 inline float erf1(float x) {
-  const float a = x > 4.0f ? 4.0f : (x < -4.0f ? -4.0f : x);
+  const float a = std::min(std::max(x, -4.0f), 4.0f);
   const float x2 = a * a;
   float p = -2.72614225801306e-10f;
   p = p * x2 + 2.77068142495902e-08f;
