@@ -7,6 +7,8 @@
   model x batch x prompt x new tokens x precision, gpuopt beside transformers (`hf_eager`).
 - The serving table (scripts/gpu/llm_serve.py's records, runner `gpuopt_serve`; the soak's,
   `gpuopt_serve_soak`): one row per load level.
+- The CPU table (docs/perf/cpu.json, tools/cpu_bench.py's records): per host and thread count,
+  gpuopt's fast CPU backend beside ONNX Runtime's CPU provider and gpuopt's reference kernels.
 - The README's headline figures (ResNet-50 and BERT-base fp16 at batch 1/32/256, the language
   model's decode rate), between the README's readme-figures markers.
 
@@ -24,6 +26,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BEGIN, END = "<!-- perf-table:begin (tools/perf_table.py) -->", "<!-- perf-table:end -->"
 LLM_BEGIN, LLM_END = "<!-- llm-table:begin (tools/perf_table.py) -->", "<!-- llm-table:end -->"
 SERVE_BEGIN, SERVE_END = "<!-- llm-serve-table:begin (tools/perf_table.py) -->", "<!-- llm-serve-table:end -->"
+CPU_BEGIN, CPU_END = "<!-- cpu-table:begin (tools/perf_table.py) -->", "<!-- cpu-table:end -->"
 README_BEGIN, README_END = "<!-- readme-figures:begin (tools/perf_table.py) -->", "<!-- readme-figures:end -->"
 RUNNERS = [("torch_eager", "eager"), ("torch_eager_channels_last", "eager CL"),
            ("torch_compile", "compile"), ("torch_compile_max_autotune", "compile max-autotune")]
@@ -188,6 +191,38 @@ def render_readme(records):
     return "\n".join(rows)
 
 
+CPU_NAMES = {"resnet50": "ResNet-50 (224x224)", "bert_base": "BERT-base (seq 128)", "matmul_1024": "MatMul 1024^3"}
+
+
+def render_cpu(records):
+    """tools/cpu_bench.py's records: one row per host x threads x model x batch."""
+    keys = sorted({(r["host"], r["threads"], r["model"], r["batch"]) for r in records},
+                  key=lambda k: (k[0], k[1], list(CPU_NAMES).index(k[2]) if k[2] in CPU_NAMES else 99, k[3]))
+    head = ["host", "threads", "model", "batch", "gpuopt cpu ms", "ONNX Runtime ms", "gpuopt / ORT",
+            "gpuopt cpu-ref ms", "cpu vs cpu-ref", "load", "date", "commit"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for host, threads, model, batch in keys:
+        by = {r["runner"]: r for r in records if (r["host"], r["threads"], r["model"], r["batch"]) == (host, threads, model, batch)}
+        fast, ort, ref = by.get("gpuopt_cpu"), by.get("onnxruntime_cpu"), by.get("gpuopt_cpu_ref")
+
+        def ms(r):  # median (fastest)
+            if not r:
+                return ""
+            return f"{r['ms']:,.1f}" + (f" ({r['min_ms']:,.1f})" if r.get("min_ms") else "")
+        ratio = ""
+        if fast and ort:
+            ratio = f"{fast['ms'] / ort['ms']:.2f}x"
+            if fast.get("min_ms") and ort.get("min_ms"):
+                ratio += f" ({fast['min_ms'] / ort['min_ms']:.2f}x)"
+        gain = f"{ref['ms'] / fast['ms']:.0f}x" if fast and ref else ""
+        any_r = fast or ort or ref
+        loads = [r["load_avg_1m"] for r in (fast, ort) if r and "load_avg_1m" in r]
+        load = f"{max(loads):.1f}" if loads else ""
+        lines.append("| " + " | ".join([host, str(threads), CPU_NAMES.get(model, model), str(batch), ms(fast), ms(ort),
+                                        ratio, ms(ref), gain, load, any_r.get("date", ""), any_r.get("commit", "")]) + " |")
+    return "\n".join(lines)
+
+
 def splice(doc, begin, end, body, path):
     if begin not in doc or end not in doc:
         raise SystemExit(f"perf_table: {path} has no {begin} ... {end} markers")
@@ -213,6 +248,7 @@ def main():
     ap.add_argument("--json", default=os.path.join(ROOT, "docs/perf/h200.json"))
     ap.add_argument("--doc", default=os.path.join(ROOT, "docs/performance.md"))
     ap.add_argument("--readme", default=os.path.join(ROOT, "README.md"))
+    ap.add_argument("--cpu-json", default=os.path.join(ROOT, "docs/perf/cpu.json"))
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--merge", metavar="NEW.json", help="merge a later compare run's records into --json first")
     a = ap.parse_args()
@@ -225,6 +261,8 @@ def main():
     new = splice(doc, BEGIN, END, render(records), a.doc)
     new = splice(new, LLM_BEGIN, LLM_END, render_llm(records), a.doc)
     new = splice(new, SERVE_BEGIN, SERVE_END, render_llm_serve(records), a.doc)
+    if os.path.exists(a.cpu_json):
+        new = splice(new, CPU_BEGIN, CPU_END, render_cpu(json.load(open(a.cpu_json))), a.doc)
     readme = open(a.readme).read()
     new_readme = splice(readme, README_BEGIN, README_END, render_readme(records), a.readme)
     if a.check:
@@ -233,7 +271,7 @@ def main():
             print(f"perf_table: {', '.join(bad)} not what {a.json} gives; run python3 tools/perf_table.py",
                   file=sys.stderr)
             return 1
-        print("perf_table: docs/performance.md and README.md match docs/perf/h200.json")
+        print("perf_table: docs/performance.md and README.md match docs/perf/h200.json and docs/perf/cpu.json")
         return 0
     open(a.doc, "w").write(new)
     open(a.readme, "w").write(new_readme)

@@ -2,7 +2,7 @@
 //
 //   #include "gpuopt/gpuopt.h"
 //
-//   auto s = gpuopt::Session::load("resnet.onnx", gpuopt::SessionOptions{});  // CPU reference, fp32
+//   auto s = gpuopt::Session::load("resnet.onnx", gpuopt::SessionOptions{});  // fast CPU backend, fp32
 //   if (!s.ok()) { fmt::print(stderr, "{}\n", s.status().to_string()); return 1; }
 //   gpuopt::Session& session = **s;
 //   for (const auto& in : session.inputs())          // name, dtype, shape (-1 = dynamic dim)
@@ -35,7 +35,8 @@ class Backend;
 class Executable;
 
 struct SessionOptions {
-  // Device::cpu() (reference) or a CUDA device ("cuda" = cuda:0, "cuda:N") when built in; user
+  // Device::cpu() (the fast CPU backend), kCpuReference (core/device.h: the reference kernels) or
+  // a CUDA device ("cuda" = cuda:0, "cuda:N") when built in; user
   // text goes through parse_device (core/device.h). A device that does not exist fails the load.
   Device device = Device::cpu();
   bool optimize = true;        // run the graph passes (dead nodes, Identity/Dropout, constant folding)

@@ -2,6 +2,7 @@
 // with --optimized, the compiler's report (inspect_report.h).
 #include "backends/backend.h"
 #include "cli/command.h"
+#include "cli/device_option.h"
 #include "cli/inspect_report.h"
 #include "core/device.h"
 #include "core/table.h"
@@ -325,12 +326,9 @@ void setup(CLI::App& app) {
       ->check(one_of({"fp32", "fp16", "bf16", "int8"}));
   cmd->add_option("--batch", o->batch, "Value of the dynamic batch dim for FLOP counts (default 1)")->check(int_range(1, kMaxBatch));
   cmd->add_option("--dim", o->dims, "Bind another symbolic dim for FLOP counts: NAME=VALUE (repeatable)");
-  cmd->add_option("--device", o->device,
-                  "Show per op type how many nodes run on this backend (cuda, cuda:N) and how many fall back to the CPU")
-      ->check([](const std::string& text) {
-        auto d = parse_device(text);
-        return d.ok() ? std::string() : d.status().message();
-      });
+  add_device_option(cmd, &o->device,
+                    "Show per op type how many nodes run on this backend (cpu: the fast CPU kernels, cpu-ref, cuda, "
+                    "cuda:N) and how many fall back to the CPU reference");
   cmd->callback([o] { set_exit_code(run(*o)); });
 }
 GPUOPT_REGISTER_COMMAND(30, setup);

@@ -4,6 +4,7 @@
 #include "backends/backend.h"
 #include "core/device.h"
 #include "cli/command.h"
+#include "cli/device_option.h"
 #include "core/table.h"
 #include "profile/inputs.h"
 #include "profile/profile.h"
@@ -99,7 +100,7 @@ void setup(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "profile", "Where the time goes: a Chrome trace of every node, the top nodes against the roofline, host gaps");
   cmd->add_option("model", o->model, "ONNX model file")->required();
-  cmd->add_option("--device", o->device, "cpu (reference) or cuda when built in")->check(one_of(backend_names()));
+  add_device_option(cmd, &o->device, "cpu (fast), cpu-ref (reference kernels), cuda or cuda:N when built in");
   cmd->add_option("--precision", o->precision, "fp32, fp16 or bf16")->check(one_of({"fp32", "fp16", "bf16"}));
   cmd->add_option("--batch", o->batch, "Batch size of the random inputs (a dynamic leading dim)")->check(int_range(1, kMaxBatch));
   cmd->add_option("--dim", o->dims, "NAME=VALUE for another symbolic input dim (repeatable)");

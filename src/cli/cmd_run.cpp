@@ -157,7 +157,7 @@ void print_profile(const RunProfile& p) {
 // reference, the same converted graph (weights and activations rounded to f16/bf16 between ops,
 // as ONNX Runtime's CPU provider runs an fp16 model): its numerics, not a speed-up.
 std::string precision_note(const Options& o) {
-  if (o.precision == "fp32" || o.device != "cpu") return o.precision;
+  if (o.precision == "fp32" || o.device.is_cuda()) return o.precision;
   if (o.precision == "fp8") return "fp8 (CPU reference: e4m3 GEMMs emulated, f32 rest)";
   return fmt::format("{} (CPU reference: {} tensors, f32 math: {} numerics, not {} speed)", o.precision,
                      o.precision == "fp16" ? "f16" : "bf16", o.precision, o.precision);
@@ -411,7 +411,7 @@ void setup(CLI::App& app) {
   cmd->add_option("--output-dir", o->output_dir, "Write each output as DIR/<name>.npy");
   cmd->add_option("--iterations", o->iterations, "Timed runs (default 10)")->check(int_range(1, 1000000));
   cmd->add_option("--warmup", o->warmup, "Untimed runs first (default 1)")->check(int_range(0, 1000000));
-  add_device_option(cmd, &o->device, "cpu (reference), or cuda / cuda:N (a CUDA device by index) when built in");
+  add_device_option(cmd, &o->device, "cpu (the fast CPU backend), cpu-ref (the reference kernels), or cuda / cuda:N (a CUDA device by index) when built in");
   cmd->add_option("--precision", o->precision,
                   "fp32, fp16, bf16, int8 or fp8 (inputs and outputs stay f32; int8 and fp8 calibrate a float model on its "
                   "inputs)")

@@ -3,6 +3,7 @@
 // config.pbtxt as a ready model repository, tune.json and an HTML/SVG report (docs/tune.md).
 #include "backends/backend.h"
 #include "cli/command.h"
+#include "cli/device_option.h"
 #include "core/table.h"
 #include "profile/inputs.h"
 #include "tune/process.h"
@@ -153,7 +154,7 @@ void setup(CLI::App& app) {
   cmd->add_option("-m,--model-name", o->name, "Model in --model-repository; the name in the written config");
   cmd->add_option("--mode", o->mode, "offline (engine only) or online (a real serve driven by perf)")
       ->check(one_of({"offline", "online"}));
-  cmd->add_option("--device", o->device, "cpu (reference) or cuda when built in")->check(one_of(backend_names()));
+  add_device_option(cmd, &o->device, "cpu (fast), cpu-ref (reference kernels), cuda or cuda:N when built in");
   cmd->add_option("--precision", o->precisions,
                   "Precisions to search (repeatable; default fp32 on the CPU; on CUDA fp32 fp16 bf16, and int8 or fp8 "
                   "for a model quantized for it)")

@@ -11,6 +11,7 @@ namespace gpuopt {
 
 Result<Device> parse_device(std::string_view text) {
   if (text == "cpu") return Device::cpu();
+  if (text == "cpu-ref") return kCpuReference;
   if (text == "cuda") return Device::cuda(0);
   constexpr std::string_view kCuda = "cuda:";
   if (text.substr(0, kCuda.size()) == kCuda) {
@@ -23,7 +24,7 @@ Result<Device> parse_device(std::string_view text) {
       return Device::cuda(index);
     return Status::InvalidArgument("device '{}': the CUDA device index must be a number from 0 to 4095 (cuda:N)", text);
   }
-  return Status::InvalidArgument("unknown device '{}': expected cpu, cuda or cuda:N", text);
+  return Status::InvalidArgument("unknown device '{}': expected cpu, cpu-ref, cuda or cuda:N", text);
 }
 
 std::string cuda_device_count_phrase(int count) {

@@ -27,7 +27,7 @@ namespace gpuopt {
   X(GPUOPT_DEPTHWISE_KERNEL, "auto", "auto/smem: gpuopt's shared-memory depthwise kernel where it applies, else its register tiles; tiles: the register tiles (narrow/wide/wide1 pick one); cudnn: cuDNN (A/B).") \
   X(GPUOPT_POOL_KERNEL, "ours", "cudnn: channels-last max pools through cuDNN's pooling where it is exact, instead of gpuopt's kernel (A/B).") \
   X(GPUOPT_SMALL_C_TRANSPOSE, "1", "0: transposes to a last axis of 2-8 elements (NCHW -> NHWC of an image) take the strided copy instead of the interleave kernel (A/B).") \
-  X(GPUOPT_NUM_THREADS, "all cores", "Threads of the CPU reference's pool (MatMul, Gemm, Conv).")             \
+  X(GPUOPT_NUM_THREADS, "physical cores", "Threads of the CPU pool (fast backend and reference).")            \
   X(GPUOPT_SYSFS_ROOT, "/sys", "Root of the sysfs tree scanned for PCI display devices (tests use a fake tree).") \
   X(GPUOPT_PROC_ROOT, "/proc", "Root of procfs read for CPU, memory and process details (tests use a fake tree).") \
   X(GPUOPT_MEMORY_PLAN, "static on cpu, pool on cuda",                                                      \

@@ -13,7 +13,8 @@
 namespace gpuopt {
 
 std::string Device::to_string() const {
-  return kind == DeviceKind::kCpu ? "cpu" : fmt::format("cuda:{}", index);
+  if (kind == DeviceKind::kCpu) return index == 1 ? "cpu-ref" : "cpu";  // index 1: kCpuReference (core/device.h)
+  return fmt::format("cuda:{}", index);
 }
 
 size_t physical_memory_bytes() {

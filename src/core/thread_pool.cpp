@@ -3,7 +3,13 @@
 #include "core/env.h"
 #include "core/log.h"
 
+#include <sched.h>
+
 #include <algorithm>
+#include <fstream>
+#include <set>
+#include <string>
+#include <utility>
 #include <condition_variable>
 #include <cstdlib>
 #include <deque>
@@ -50,8 +56,31 @@ class Pool {
   std::vector<std::thread> workers_;
 };
 
-int threads_from_env() {
+// Physical cores this process may run on: the distinct (package, core) pairs of the CPUs in its
+// affinity mask (SMT siblings share a core's FMA units, so a second thread per core only adds
+// contention to GEMM-bound kernels). Falls back to hardware_concurrency() without sysfs.
+unsigned physical_cores() {
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return hw;
+  std::set<std::pair<long, long>> cores;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (!CPU_ISSET(cpu, &set)) continue;
+    auto read = [cpu](const char* what) -> long {
+      std::ifstream f("/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/" + what);
+      long v = -1;
+      return f >> v ? v : -1;
+    };
+    const long core = read("core_id");
+    if (core < 0) return std::min<unsigned>(hw, static_cast<unsigned>(CPU_COUNT(&set)));
+    cores.emplace(read("physical_package_id"), core);
+  }
+  return cores.empty() ? hw : static_cast<unsigned>(cores.size());
+}
+
+int threads_from_env() {
+  const unsigned hw = physical_cores();
   const std::optional<std::string> v = env_get("GPUOPT_NUM_THREADS");
   if (!v) return static_cast<int>(hw);
   char* end = nullptr;
@@ -77,9 +106,13 @@ int cpu_threads() {
 }
 
 void parallel_for(int64_t n, int64_t min_chunk, const std::function<void(int64_t, int64_t)>& f) {
+  parallel_for_max(n, min_chunk, cpu_threads(), f);
+}
+
+void parallel_for_max(int64_t n, int64_t min_chunk, int64_t max_chunks, const std::function<void(int64_t, int64_t)>& f) {
   if (n <= 0) return;
   const int64_t by_size = (n + std::max<int64_t>(min_chunk, 1) - 1) / std::max<int64_t>(min_chunk, 1);
-  const int64_t chunks = std::min<int64_t>(cpu_threads(), by_size);
+  const int64_t chunks = std::min<int64_t>(std::min<int64_t>(cpu_threads(), std::max<int64_t>(max_chunks, 1)), by_size);
   if (chunks <= 1 || t_in_pool) {
     f(0, n);
     return;

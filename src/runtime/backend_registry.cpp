@@ -1,7 +1,10 @@
-// The backend registry: one factory per device kind. "cpu" is always there; the CUDA backend
+// The backend registry: one factory per device kind. "cpu" (fast) and "cpu-ref" (the reference)
+// are always there; the CUDA backend
 // registers itself (cuda_backend.cpp) in CUDA builds. Each create_backend call makes a backend
 // of its own for one device: a session, or a server instance, never shares one.
 #include "backends/backend.h"
+#include "backends/cpu_fast/cpu_fast.h"
+#include "core/device.h"
 
 #include <fmt/ranges.h>
 
@@ -26,7 +29,7 @@ std::map<DeviceKind, Entry>& registry() {
 }
 
 std::vector<std::string> names_locked() {
-  std::vector<std::string> names{"cpu"};
+  std::vector<std::string> names{"cpu"};  // cpu-ref runs every op cpu does
   for (const auto& [k, e] : registry()) names.push_back(e.name);
   return names;
 }
@@ -39,7 +42,7 @@ void register_backend(DeviceKind kind, std::string name, BackendFactory factory)
 }
 
 Result<std::unique_ptr<Backend>> create_backend(const Device& device) {
-  if (device.kind == DeviceKind::kCpu) return make_cpu_backend();
+  if (device.kind == DeviceKind::kCpu) return device == kCpuReference ? make_cpu_backend() : make_fast_cpu_backend();
   BackendFactory f;
   {
     std::lock_guard<std::mutex> lock(registry_mutex());

@@ -108,8 +108,8 @@ std::string config_pbtxt(const TuneResult& r) {
   s += fmt::format("  max_queue_delay_microseconds: {}\n", delay);
   s += "}\n";
   s += fmt::format("instance_group [\n  {{\n    count: {}\n    kind: {}\n  }}\n]\n", instances,
-                   r.options.device == "cpu" ? "KIND_CPU" : "KIND_GPU");
-  if (r.options.device != "cpu") s += "optimization {\n  cuda {\n    graphs: true\n  }\n}\n";
+                   r.options.device.rfind("cuda", 0) != 0 ? "KIND_CPU" : "KIND_GPU");  // cpu or cpu-ref
+  if (r.options.device.rfind("cuda", 0) == 0) s += "optimization {\n  cuda {\n    graphs: true\n  }\n}\n";
   // The precision the point ran at: int8 is the session's int8 on a Q/DQ model (search.h).
   s += fmt::format("parameters {{\n  key: \"gpuopt.precision\"\n  value {{\n    string_value: \"{}\"\n  }}\n}}\n",
                    session_precision(r.options.model, c.precision));

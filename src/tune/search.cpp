@@ -239,9 +239,10 @@ Result<TuneResult> run_tune(const TuneOptions& o, const ProgressFn& progress) {
   sr.util = util.get();
   std::vector<std::string> precisions = o.precisions;
   if (precisions.empty()) {
-    precisions = o.device == "cpu" ? std::vector<std::string>{"fp32"} : std::vector<std::string>{"fp32", "fp16", "bf16"};
+    const bool gpu = o.device.rfind("cuda", 0) == 0;
+    precisions = gpu ? std::vector<std::string>{"fp32", "fp16", "bf16"} : std::vector<std::string>{"fp32"};
     // On the GPU, a quantized model is searched at the precision it was quantized for too.
-    if (o.device != "cpu") {
+    if (gpu) {
       const ModelKinds k = model_kinds(o.model);
       if (k.qdq || k.quantized_ops) precisions.push_back("int8");
       if (k.fp8) precisions.push_back("fp8");

@@ -169,6 +169,10 @@ def test_unknown_subcommand_names_it_and_the_valid_ones():
     (["tune", "m.onnx", "--latency-budget-ms", "-1"], ["--latency-budget-ms", "0"]),
     (["profile", "m.onnx", "--batch", "0"], ["--batch", "1..65536"]),
     (["profile", "m.onnx", "--device", "gpu"], ["'gpu'", "cpu"]),
+    # One parsing of --device everywhere (cli/device_option.h): the same four forms named.
+    (["tune", "m.onnx", "--device", "gpu"], ["'gpu'", "cpu, cpu-ref, cuda or cuda:N"]),
+    (["inspect", "m.onnx", "--device", "cpu-fast"], ["'cpu-fast'", "cpu, cpu-ref, cuda or cuda:N"]),
+    (["run", "m.onnx", "--device", "cuda:x"], ["'cuda:x'", "cuda:N"]),
     (["--log-level", "loud", "info"], ["'loud'", "error, warn, info, debug, trace"]),
     (["monitor", "--sort", "name"], ["--sort 'name'", "memory or util"]),
 ])

@@ -1,7 +1,8 @@
 """`gpuopt inspect MODEL --device cuda`: per op type, how many nodes run on CUDA and how many fall
 back to the CPU. Without a CUDA device (or a build without CUDA) the report says placement needs a
 CUDA device and still exits 0 with the rest of the report; with one, Det (no CUDA kernel) is on
-the CPU and Relu/Mul are on the GPU.
+the CPU and Relu/Mul are on the GPU. `--device cpu` (the fast CPU backend) names the ops its own kernels
+take; `cpu-ref` runs every op on the reference kernels.
 """
 import json
 import subprocess
@@ -47,11 +48,23 @@ def test_placement_text_and_json(tmp_path):
     assert "cpu (fallback)" in r.stdout
 
 
-def test_placement_on_cpu_is_all_on_device(tmp_path):
+def test_placement_on_cpu_ref_is_all_on_device(tmp_path):
+    path = tmp_path / "m.onnx"
+    make_model(path)
+    r = subprocess.run([gpuopt_bin(), "inspect", str(path), "--device", "cpu-ref", "--json"], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    p = json.loads(r.stdout)["placement"]
+    assert (p["on_device"], p["on_cpu"]) == (3, 0)
+
+
+def test_placement_on_cpu_names_the_fast_kernels(tmp_path):
+    # The fast CPU backend has f32 Relu and Mul kernels; Det stays on the reference kernels.
     path = tmp_path / "m.onnx"
     make_model(path)
     r = subprocess.run([gpuopt_bin(), "inspect", str(path), "--device", "cpu", "--json"], capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     p = json.loads(r.stdout)["placement"]
-    assert (p["on_device"], p["on_cpu"]) == (3, 0)
+    ops = {o["op"]: (o["on_device"], o["on_cpu"]) for o in p["ops"]}
+    assert ops == {"Relu": (1, 0), "Mul": (1, 0), "Det": (0, 1)}, ops

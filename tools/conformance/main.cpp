@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
   app.add_option("--data-dir", data_dir, "Node-test folder (default: the onnx package in ./.venv)");
   app.add_option("--expectations", exp_dir, "Folder of expectation files (*.txt)");
   app.add_option("--filter", filters, "Run tests whose name contains SUBSTR (repeatable: any of them)");
-  app.add_option("--device", device, "Backend: cpu (or cuda when built in)");
+  app.add_option("--device", device, "Backend: cpu (the fast CPU backend), cpu-ref (the reference kernels), or cuda when built in");
   app.add_option("-j,--jobs", jobs, "Tests run in parallel (each in its own process)")->check(CLI::Range(1, 256));
   app.add_option("--timeout", timeout_s, "Seconds one test may take")->check(CLI::Range(1, 3600));
   app.add_flag("--list", list, "List the tests (and their expectations) without running them");

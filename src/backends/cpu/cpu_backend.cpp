@@ -1,6 +1,10 @@
-// CPU reference backend: runs nodes in topological order through the op table's CPU kernels,
-// re-inferring shapes for the actual inputs, and frees every intermediate after its last use.
+// The CPU backends: runs nodes in topological order, re-inferring shapes for the actual inputs,
+// and frees every intermediate after its last use. The reference (`cpu-ref`) runs every node
+// through the op table's CPU kernels; the fast one (`cpu`, backends/cpu_fast) runs the nodes its
+// f32 kernels claim through them and the rest through the reference kernels, on the same tensors.
 #include "backends/backend.h"
+#include "backends/cpu_fast/cpu_fast.h"
+#include "backends/cpu_fast/fast_kernel.h"
 #include "core/nvtx.h"
 #include "ir/eval.h"
 #include "runtime/memory_plan.h"
@@ -13,6 +17,7 @@
 #include <chrono>
 #include <map>
 #include <mutex>
+#include <optional>
 
 namespace gpuopt {
 namespace {
@@ -54,10 +59,14 @@ std::shared_ptr<Storage> make_arena(size_t bytes) {
   return st;
 }
 
+using FastKernels = std::vector<std::unique_ptr<cpu_fast::FastKernel>>;
+
 class CpuExecutable final : public Executable {
  public:
-  CpuExecutable(const Graph& g, size_t memory_limit, MemoryPlanMode mode)
-      : graph_(g), memory_limit_(memory_limit), mode_(mode) {
+  // `fast`: per node, its fast kernel or nullptr (empty: the reference backend); `max_threads`
+  // caps the fast kernels' threads (0: the pool's share).
+  CpuExecutable(const Graph& g, size_t memory_limit, MemoryPlanMode mode, FastKernels fast, int max_threads)
+      : graph_(g), memory_limit_(memory_limit), mode_(mode), fast_(std::move(fast)), max_threads_(max_threads) {
     // last_use[v] = index of the last node reading v; graph outputs are never freed.
     last_use_.assign(graph_.values().size(), -1);
     for (size_t n = 0; n < graph_.nodes().size(); ++n)
@@ -86,6 +95,8 @@ class CpuExecutable final : public Executable {
     }
     std::vector<bool> counted(slots.size(), false);  // bytes held outside the arena, in `live`
 
+    std::optional<cpu_fast::RunScope> threads;
+    if (!fast_.empty()) threads.emplace(max_threads_);
     std::vector<const Tensor*> in_ptrs;
     int64_t live = 0, peak = 0;  // intermediate bytes
     for (size_t n = 0; n < graph_.nodes().size(); ++n) {
@@ -103,7 +114,15 @@ class CpuExecutable final : public Executable {
       Result<std::vector<Tensor>> evaluated = Status::Internal("not run");
       {
         NvtxRange range(node.name);
-        evaluated = plan ? eval_planned(node, in_ptrs, plan->plan, arena) : eval_node(node, in_ptrs, graph_.opset_for(node), memory_limit_);
+        const cpu_fast::FastKernel* fast = fast_.empty() ? nullptr : fast_[n].get();
+        if (plan)
+          evaluated = eval_planned(node, in_ptrs, plan->plan, arena, fast);
+        else if (fast)
+          evaluated = eval_fast(node, in_ptrs, *fast, [&](size_t i, const ValueInfo& vi) {
+            return Tensor::try_empty(vi.dtype, vi.shape, fmt::format("{}:{}", node.name, i));
+          });
+        else
+          evaluated = eval_node(node, in_ptrs, graph_.opset_for(node), memory_limit_);
       }
       GPUOPT_ASSIGN_OR_RETURN(std::vector<Tensor> outs, std::move(evaluated));
       if (options.profile && options.profile->per_node)
@@ -143,8 +162,34 @@ class CpuExecutable final : public Executable {
  private:
   // One node under the plan: a view op's output is its input under the new shape; other outputs
   // go to their planned offset when they fit.
+  // One node through its fast kernel, or the reference kernel on the same outputs when the fast
+  // one declines this call's shapes.
+  Result<std::vector<Tensor>> eval_fast(const Node& node, const std::vector<const Tensor*>& in_ptrs,
+                                        const cpu_fast::FastKernel& fast, const OutputAllocFn& alloc) {
+    const int opset = graph_.opset_for(node);
+    GPUOPT_ASSIGN_OR_RETURN(std::vector<ValueInfo> infos, infer_from_tensors(node, in_ptrs, opset, memory_limit_));
+    std::vector<Tensor> outs(infos.size());
+    std::vector<Tensor*> out_ptrs(infos.size(), nullptr);
+    for (size_t i = 0; i < infos.size(); ++i) {
+      if (node.outputs[i] == kNoValue) continue;
+      if (!infos[i].rank_known || !shape_is_concrete(infos[i].shape) || infos[i].dtype == DType::Undefined)
+        return Status::Internal("{}: output {} has no concrete type/shape after inference with all inputs known",
+                                node_label(node), i);
+      GPUOPT_ASSIGN_OR_RETURN(outs[i], alloc(i, infos[i]));
+      out_ptrs[i] = &outs[i];
+    }
+    KernelContext kctx{node, in_ptrs, out_ptrs};
+    GPUOPT_ASSIGN_OR_RETURN(bool done, fast.run(kctx));
+    if (done)
+      cpu_fast::count_fast_kernel_call();
+    else
+      GPUOPT_RETURN_IF_ERROR(op_version(node.op, opset)->cpu(kctx));
+    return outs;
+  }
+
   Result<std::vector<Tensor>> eval_planned(const Node& node, const std::vector<const Tensor*>& in_ptrs,
-                                           const MemoryPlan& plan, const std::shared_ptr<Storage>& arena) {
+                                           const MemoryPlan& plan, const std::shared_ptr<Storage>& arena,
+                                           const cpu_fast::FastKernel* fast) {
     if (is_view_op(node) && node.outputs.size() == 1 && node.outputs[0] != kNoValue &&
         !graph_.value(node.outputs[0]).is_graph_output && !in_ptrs.empty() && in_ptrs[0] &&
         in_ptrs[0]->dtype() != DType::String) {
@@ -152,14 +197,16 @@ class CpuExecutable final : public Executable {
       GPUOPT_ASSIGN_OR_RETURN(Tensor view, in_ptrs[0]->reshaped(infos[0].shape));
       return std::vector<Tensor>{std::move(view)};
     }
-    return eval_node_into(node, in_ptrs, graph_.opset_for(node), memory_limit_, [&](size_t i, const ValueInfo& vi) -> Result<Tensor> {
+    const OutputAllocFn alloc = [&](size_t i, const ValueInfo& vi) -> Result<Tensor> {
       const ValueId v = node.outputs[i];
       const int64_t n = shape_numel(vi.shape);
       if (arena && vi.dtype != DType::String && plan.in_arena(v) && n >= 0 &&
           static_cast<size_t>(n) * dtype_size(vi.dtype) <= plan.capacity(v))
         return Tensor::wrap(vi.dtype, vi.shape, arena, static_cast<size_t>(plan.offset[static_cast<size_t>(v)]));
       return Tensor::try_empty(vi.dtype, vi.shape, fmt::format("{}:{}", node.name, i));
-    });
+    };
+    if (fast) return eval_fast(node, in_ptrs, *fast, alloc);
+    return eval_node_into(node, in_ptrs, graph_.opset_for(node), memory_limit_, alloc);
   }
 
   std::shared_ptr<CpuPlan> plan_for(const std::vector<Tensor>& inputs) {
@@ -212,6 +259,8 @@ class CpuExecutable final : public Executable {
   Graph graph_;
   size_t memory_limit_;  // cap on any one tensor (--memory-limit); 0: physical memory
   MemoryPlanMode mode_;
+  FastKernels fast_;
+  int max_threads_;
   std::vector<int32_t> last_use_;
   std::mutex mu_;
   std::vector<std::shared_ptr<CpuPlan>> plans_;
@@ -220,25 +269,43 @@ class CpuExecutable final : public Executable {
 
 class CpuBackend final : public Backend {
  public:
-  std::string_view name() const override { return "cpu"; }
+  // fast: the fast kernels where they apply (`cpu`), else the reference alone (`cpu-ref`).
+  CpuBackend(bool fast, int max_threads) : fast_(fast), max_threads_(max_threads) {}
+  std::string_view name() const override { return fast_ ? "cpu" : "cpu-ref"; }
   // Every op in the table has a CPU kernel (the build requires one); dtype limits are reported
   // by the kernel as a Status at run time.
   bool supports(const Node& node, const Graph&) const override { return node.op < Op::kCount; }
+  // The fast backend: its own kernels' nodes on the "device", the others on the reference.
+  std::vector<NodePlace> place(const Graph& graph) const override {
+    std::vector<NodePlace> p;
+    for (const Node& n : graph.nodes())
+      p.push_back(!fast_ || cpu_fast::make_fast_kernel(n, graph) ? NodePlace::kDevice : NodePlace::kCpuFallback);
+    return p;
+  }
   Allocator& allocator() override { return alloc_; }
   Result<std::unique_ptr<Executable>> compile(const Graph& graph, const CompileOptions& options) override {
     for (const Node& n : graph.nodes())
       if (!supports(n, graph)) return Status::Unimplemented("{}: not supported by the cpu backend", node_label(n));
     GPUOPT_ASSIGN_OR_RETURN(MemoryPlanMode mode, memory_plan_mode(MemoryPlanMode::kStatic));
-    return std::unique_ptr<Executable>(std::make_unique<CpuExecutable>(graph, options.memory_limit, mode));
+    FastKernels fast;
+    if (fast_) {
+      cpu_fast::init_blas();
+      for (const Node& n : graph.nodes()) fast.push_back(cpu_fast::make_fast_kernel(n, graph));
+    }
+    return std::unique_ptr<Executable>(
+        std::make_unique<CpuExecutable>(graph, options.memory_limit, mode, std::move(fast), max_threads_));
   }
 
  private:
   CpuAllocator alloc_;
+  bool fast_;
+  int max_threads_;
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(false, 0); }
+std::unique_ptr<Backend> make_fast_cpu_backend(int max_threads) { return std::make_unique<CpuBackend>(true, max_threads); }
 
 }  // namespace gpuopt
 

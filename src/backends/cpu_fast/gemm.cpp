@@ -1,0 +1,155 @@
+// Fast f32 MatMul, Gemm and FusedGemm: one sgemm (or one per batch matrix), with Gemm's C and
+// FusedGemm's activation applied to each row block right after its GEMM part, while it is in cache.
+#include "backends/cpu_fast/fast_kernel.h"
+
+#include <algorithm>
+
+namespace gpuopt::cpu_fast {
+namespace {
+
+Result<Activation> gemm_activation(const Node& n) {
+  const std::string name = n.attr_s("activation", "");
+  if (name.empty()) return Activation{};
+  if (name == "Relu") return Activation{Act::kRelu};
+  if (name == "Gelu") {
+    const std::string approx = n.attr_s("approximate", "none");
+    if (approx == "none") return Activation{Act::kGelu};
+    if (approx == "tanh") return Activation{Act::kGeluTanh};
+  }
+  return Status::Unimplemented("activation");  // the reference reports it
+}
+
+class GemmKernel final : public FastKernel {
+ public:
+  GemmKernel(const Node& n, Activation act)
+      : act_(act),
+        alpha_(n.attr_f("alpha", 1.0f)),
+        beta_(n.attr_f("beta", 1.0f)),
+        trans_a_(n.attr_i("transA", 0) != 0),
+        trans_b_(n.attr_i("transB", 0) != 0) {}
+
+  Result<bool> run(KernelContext& ctx) const override {
+    const Tensor& a = ctx.in(0);
+    const Tensor& b = ctx.in(1);
+    Tensor& y = ctx.out(0);
+    if (a.rank() != 2 || b.rank() != 2 || y.rank() != 2) return false;
+    const int64_t M = y.dim(0), N = y.dim(1), K = trans_a_ ? a.dim(0) : a.dim(1);
+    const Tensor* c = ctx.has_input(2) && beta_ != 0.0f ? ctx.inputs[2] : nullptr;
+    int64_t cm = 1, cn = 1;  // C as [cm, cn], each 1 (broadcast) or the full extent
+    if (c) {
+      if (c->rank() > 2) return false;
+      cm = c->rank() == 2 ? c->dim(0) : 1;
+      cn = c->rank() >= 1 ? c->dim(c->rank() - 1) : 1;
+      if ((cm != 1 && cm != M) || (cn != 1 && cn != N)) return false;
+    }
+    const float* A = a.data<float>();
+    const float* B = b.data<float>();
+    float* Y = y.data<float>();
+    const float* C = c ? c->data<float>() : nullptr;
+    const int64_t lda = a.dim(1), ldb = b.dim(1);
+    // Row blocks: each thread's GEMM part, then its C and activation while the rows are hot.
+    auto block = [&](int64_t m0, int64_t m1, bool split_inside) {
+      if (C)
+        for (int64_t m = m0; m < m1; ++m) {
+          const float* cr = C + (cm == 1 ? 0 : m) * cn;
+          float* yr = Y + m * N;
+          if (cn == 1)
+            std::fill(yr, yr + N, beta_ * cr[0]);
+          else
+            for (int64_t j = 0; j < N; ++j) yr[j] = beta_ * cr[j];
+        }
+      const float* Ap = trans_a_ ? A + m0 : A + m0 * lda;
+      (split_inside ? sgemm : sgemm_serial)(trans_a_, trans_b_, m1 - m0, N, K, alpha_, Ap, lda, B, ldb,
+                                            C ? 1.0f : 0.0f, Y + m0 * N, N);
+      apply_activation(act_, Y + m0 * N, (m1 - m0) * N);
+    };
+    // Enough rows for every thread: split by rows with the epilogue inside; else one GEMM split
+    // by columns (sgemm decides), then the epilogue.
+    if (M >= 16 * run_threads()) {
+      parallel(M, 16, [&](int64_t m0, int64_t m1) { block(m0, m1, false); });
+    } else {
+      block(0, M, true);
+    }
+    return true;
+  }
+
+ private:
+  Activation act_;
+  float alpha_, beta_;
+  bool trans_a_, trans_b_;
+};
+
+class MatMulKernel final : public FastKernel {
+ public:
+  Result<bool> run(KernelContext& ctx) const override {
+    const Tensor& a = ctx.in(0);
+    const Tensor& b = ctx.in(1);
+    Tensor& y = ctx.out(0);
+    if (a.rank() < 2 || b.rank() < 2) return false;  // 1-D operands: the reference
+    const int64_t M = a.dim(a.rank() - 2), K = a.dim(a.rank() - 1), N = b.dim(b.rank() - 1);
+    const float* A = a.data<float>();
+    const float* B = b.data<float>();
+    float* Y = y.data<float>();
+    if (b.rank() == 2) {  // weights: every batch matrix of A is rows of one GEMM
+      sgemm(false, false, a.numel() / K, N, K, 1.0f, A, K, B, N, 0.0f, Y, N);
+      return true;
+    }
+    // Batched, with numpy broadcasting of the batch dims: offsets of each output batch matrix's
+    // A and B matrices.
+    const Shape ybatch(y.shape().begin(), y.shape().end() - 2);
+    auto batch_of = [&](const Tensor& t) {
+      Shape s(t.shape().begin(), t.shape().end() - 2);
+      s.insert(s.begin(), ybatch.size() - s.size(), 1);
+      return s;
+    };
+    const Shape ab = batch_of(a), bb = batch_of(b);
+    int64_t nb = 1;
+    for (int64_t d : ybatch) nb *= d;
+    std::vector<int64_t> ao(static_cast<size_t>(nb)), bo(static_cast<size_t>(nb));
+    for (int64_t i = 0; i < nb; ++i) {
+      int64_t rem = i, oa = 0, ob = 0, sa = 1, sb = 1;
+      for (size_t d = ybatch.size(); d-- > 0;) {
+        const int64_t idx = rem % ybatch[d];
+        rem /= ybatch[d];
+        oa += (ab[d] == 1 ? 0 : idx) * sa;
+        ob += (bb[d] == 1 ? 0 : idx) * sb;
+        sa *= ab[d];
+        sb *= bb[d];
+      }
+      ao[static_cast<size_t>(i)] = oa * M * K;
+      bo[static_cast<size_t>(i)] = ob * K * N;
+    }
+    if (nb >= run_threads()) {
+      parallel(nb, 1, [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i)
+          sgemm_serial(false, false, M, N, K, 1.0f, A + ao[static_cast<size_t>(i)], K, B + bo[static_cast<size_t>(i)],
+                       N, 0.0f, Y + i * M * N, N);
+      });
+    } else {
+      for (int64_t i = 0; i < nb; ++i)
+        sgemm(false, false, M, N, K, 1.0f, A + ao[static_cast<size_t>(i)], K, B + bo[static_cast<size_t>(i)], N, 0.0f,
+              Y + i * M * N, N);
+    }
+    return true;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<FastKernel> make_gemm_kernel(const Node& node, const Graph& graph) {
+  if (node.op != Op::MatMul && node.op != Op::Gemm && node.op != Op::FusedGemm) return nullptr;
+  if (node.inputs.size() < 2) return nullptr;
+  for (ValueId v : node.inputs)
+    if (v != kNoValue && !is_f32(graph, v)) return nullptr;
+  if (node.outputs.empty() || !is_f32(graph, node.outputs[0])) return nullptr;
+  if (node.op == Op::MatMul) return std::make_unique<MatMulKernel>();
+  Activation act;
+  if (node.op == Op::FusedGemm) {
+    auto a = gemm_activation(node);
+    if (!a.ok()) return nullptr;
+    act = *a;
+  }
+  return std::make_unique<GemmKernel>(node, act);
+}
+
+}  // namespace gpuopt::cpu_fast
