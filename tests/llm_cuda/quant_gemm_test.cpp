@@ -48,7 +48,9 @@ HostQuant make_quant(int bits, int64_t N, int64_t K, int64_t group, bool act_ord
   h.scales.resize(z.size());
   // Scales keep y ~ O(1) for x in [-1, 1]: w ~ scale * 2^(bits-1), sum of K of them.
   const float base = 1.0f / (static_cast<float>(1 << (bits - 1)) * std::sqrt(static_cast<float>(K)));
-  for (auto& s : h.scales) s = Half::from_float(base * sd(rng));
+  // Scales exact in bf16 and in f16 alike, so the kernels' bf16 runs (which read scales in the
+  // activation dtype, as the runner uploads them) dequantize to the same W as the f16 ones.
+  for (auto& s : h.scales) s = Half::from_float(BFloat16::to_float(BFloat16::from_float(base * sd(rng))));
   h.g_idx.resize(static_cast<size_t>(K));
   std::vector<int64_t> order(static_cast<size_t>(K));
   std::iota(order.begin(), order.end(), 0);
@@ -91,11 +93,15 @@ struct DevQuant {
     a.zero_minus_one = true;
     return a;
   }
-  explicit DevQuant(const HostQuant& h)
+  // Scales in `dt`, the activation dtype (the kernels' contract, llm_kernels.h).
+  explicit DevQuant(const HostQuant& h, DType dt = DType::F16)
       : qw(h.qweight.size() * 4), qz(h.qzeros.size() * 4), sc(h.scales.size() * 2), gi(h.g_idx.size() * 4) {
     qw.upload(h.qweight);
     qz.upload(h.qzeros);
-    sc.upload(h.scales);
+    std::vector<uint16_t> scales = h.scales;
+    if (dt == DType::BF16)
+      for (auto& v : scales) v = BFloat16::from_float(Half::to_float(v));
+    sc.upload(scales);
     gi.upload(h.g_idx);
   }
 };
@@ -168,9 +174,10 @@ TEST(LlmQuantKernels, GemvMatchesDequantizedProduct) {
         for (bool act : {false, true}) {
           if (s.N > 4096 && group != 128 && !act) continue;  // the big shapes: group 128, and act-order once
           const HostQuant h = make_quant(bits, s.N, s.K, group, act, rng);
-          DevQuant d(h);
+          const DevQuant d16(h), dbf(h, DType::BF16);
           const auto cols = columns(s.N);
           for (DType dt : {DType::F16, DType::BF16}) {
+            const DevQuant& d = dt == DType::F16 ? d16 : dbf;
             for (int64_t T = 1; T <= k::kQuantGemvMaxTokens; ++T) {
               if (T > 8 && T != 12 && T != k::kQuantGemvMaxTokens) continue;
               if (s.N > 4096 && T != 1 && T != 8 && T != k::kQuantGemvMaxTokens) continue;

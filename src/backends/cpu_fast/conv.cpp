@@ -175,7 +175,8 @@ class ConvKernel final : public FastKernel {
     } else {  // one unit at a time, its GEMM split over the output channels by sgemm
       std::vector<float> col;
       for (int64_t u = 0; u < units; ++u) {
-        const auto [n, grp] = unit(u, col, true);
+        const auto nu = unit(u, col, true);
+        const int64_t n = nu.first, grp = nu.second;  // (a lambda may not capture a structured binding on clang < 16)
         const int64_t o0 = u % tiles * tile, o1 = std::min(O, o0 + tile);
         parallel(g.Mg, 4, [&](int64_t m0, int64_t m1) { epilogue(n, grp * g.Mg + m0, grp * g.Mg + m1, o0, o1); });
       }

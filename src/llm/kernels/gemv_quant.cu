@@ -22,7 +22,7 @@ constexpr int kCols = 32;
 template <class E, int kT, int kBits>
 __global__ void __launch_bounds__(kThreads)
     gemv_q_kernel(const E* __restrict__ x, const uint32_t* __restrict__ qw, const uint32_t* __restrict__ qz,
-                  const __half* __restrict__ scales, const int32_t* __restrict__ g_idx, const E* __restrict__ bias,
+                  const E* __restrict__ scales, const int32_t* __restrict__ g_idx, const E* __restrict__ bias,
                   E* __restrict__ y, int N, int K, int group_size, bool zero_minus_one) {
   constexpr int kPack = 32 / kBits;
   constexpr uint32_t kMask = (1u << kBits) - 1;
@@ -89,11 +89,11 @@ void launch_t(const void* x, const QuantWeightArgs& w, const void* bias, void* y
   const auto* qz = static_cast<const uint32_t*>(static_cast<const void*>(w.qzeros));
   const int gs = static_cast<int>(w.group_size);
   if (w.bits == 4)
-    gemv_q_kernel<E, kT, 4><<<grid, kThreads, 0, s>>>(static_cast<const E*>(x), qw, qz, static_cast<const __half*>(w.scales),
+    gemv_q_kernel<E, kT, 4><<<grid, kThreads, 0, s>>>(static_cast<const E*>(x), qw, qz, static_cast<const E*>(w.scales),
                                                       w.g_idx, static_cast<const E*>(bias), static_cast<E*>(y), N, K,
                                                       gs, w.zero_minus_one);
   else
-    gemv_q_kernel<E, kT, 8><<<grid, kThreads, 0, s>>>(static_cast<const E*>(x), qw, qz, static_cast<const __half*>(w.scales),
+    gemv_q_kernel<E, kT, 8><<<grid, kThreads, 0, s>>>(static_cast<const E*>(x), qw, qz, static_cast<const E*>(w.scales),
                                                       w.g_idx, static_cast<const E*>(bias), static_cast<E*>(y), N, K,
                                                       gs, w.zero_minus_one);
 }
@@ -111,7 +111,7 @@ void dispatch(int64_t T, const void* x, const QuantWeightArgs& w, const void* bi
 // One thread per packed word (r, n); consecutive threads take consecutive n (coalesced reads).
 template <class E, int kBits>
 __global__ void dequant_kernel(const uint32_t* __restrict__ qw, const uint32_t* __restrict__ qz,
-                               const __half* __restrict__ scales, const int32_t* __restrict__ g_idx, E* __restrict__ out,
+                               const E* __restrict__ scales, const int32_t* __restrict__ g_idx, E* __restrict__ out,
                                int N, int K, int group_size, bool zero_minus_one) {
   constexpr int kPack = 32 / kBits;
   constexpr uint32_t kMask = (1u << kBits) - 1;
@@ -209,10 +209,10 @@ void dequantize_weight(const QuantWeightArgs& w, void* out, int64_t N, int64_t K
     using E = decltype(e);
     if constexpr (!std::is_same_v<E, float>) {
       if (w.bits == 4)
-        dequant_kernel<E, 4><<<grid, 256, 0, stream>>>(qw, qz, static_cast<const __half*>(w.scales), w.g_idx,
+        dequant_kernel<E, 4><<<grid, 256, 0, stream>>>(qw, qz, static_cast<const E*>(w.scales), w.g_idx,
                                                         static_cast<E*>(out), n, k, gs, w.zero_minus_one);
       else
-        dequant_kernel<E, 8><<<grid, 256, 0, stream>>>(qw, qz, static_cast<const __half*>(w.scales), w.g_idx,
+        dequant_kernel<E, 8><<<grid, 256, 0, stream>>>(qw, qz, static_cast<const E*>(w.scales), w.g_idx,
                                                         static_cast<E*>(out), n, k, gs, w.zero_minus_one);
     }
   };

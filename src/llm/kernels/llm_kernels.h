@@ -80,8 +80,8 @@ void gemv(const void* x, const void* w, const void* bias, void* y, int64_t T, in
 
 // Weight-only quantized linears in GPTQ's layout (AWQ checkpoints are repacked to it):
 // qweight int32 [K*bits/32, N] packed along K (value j of word [r][n] is row r*32/bits + j, bits
-// bits*j..), qzeros int32 [groups, N*bits/32] packed along N, scales [groups, N] fp16 (as GPTQ stores them,
-// whatever the activation dtype), g_idx int32 [K] (act-order) or nullptr (group = k / group_size). W[n][k] =
+// bits*j..), qzeros int32 [groups, N*bits/32] packed along N, scales [groups, N] in the activation
+// dtype, g_idx int32 [K] (act-order) or nullptr (group = k / group_size). W[n][k] =
 // scale[g][n] * (q - zero), zero + 1 when zero_minus_one (GPTQ v1 checkpoints).
 struct QuantWeightArgs {
   const int32_t* qweight = nullptr;
