@@ -6,7 +6,11 @@
 #include <limits>
 
 // Each array function twice: AVX2+FMA (x86-64-v3) and the baseline, chosen once at load (ifunc).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+// Not under the sanitizers: an ifunc resolver runs during relocation, before their runtimes are
+// up, and an instrumented one crashes the program at load (TSan: every test binary segfaulted).
+// (CMake defines GPUOPT_SANITIZED there; the TSan build also undefines __SANITIZE_THREAD__.)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__) && \
+    !defined(__SANITIZE_THREAD__) && !defined(GPUOPT_SANITIZED)
 #define GPUOPT_VEC_CLONES __attribute__((target_clones("arch=haswell", "default")))
 #else
 #define GPUOPT_VEC_CLONES
