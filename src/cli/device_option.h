@@ -14,31 +14,28 @@
 
 namespace gpuopt::cli {
 
-inline CLI::Option* add_device_option(CLI::App* cmd, Device* out, const std::string& help) {
+// --device TEXT, parsed here (a usage error names what is wrong); `store` keeps the result.
+template <class Store>
+CLI::Option* add_device_option_with(CLI::App* cmd, const std::string& help, Store store) {
   return cmd
       ->add_option_function<std::string>(
           "--device",
-          [out](const std::string& text) {
+          [store](const std::string& text) {
             auto d = parse_device(text);
             if (!d.ok()) throw CLI::ValidationError("--device", d.status().message());
-            *out = *d;
+            store(text, *d);
           },
           help)
       ->type_name("DEVICE");
 }
 
+inline CLI::Option* add_device_option(CLI::App* cmd, Device* out, const std::string& help) {
+  return add_device_option_with(cmd, help, [out](const std::string&, const Device& d) { *out = d; });
+}
+
 // The same for commands that keep the device as text (handed on to code that parses it again).
 inline CLI::Option* add_device_option(CLI::App* cmd, std::string* out, const std::string& help) {
-  return cmd
-      ->add_option_function<std::string>(
-          "--device",
-          [out](const std::string& text) {
-            auto d = parse_device(text);
-            if (!d.ok()) throw CLI::ValidationError("--device", d.status().message());
-            *out = text;
-          },
-          help)
-      ->type_name("DEVICE");
+  return add_device_option_with(cmd, help, [out](const std::string& text, const Device&) { *out = text; });
 }
 
 }  // namespace gpuopt::cli

@@ -12,8 +12,6 @@
 namespace gpuopt::llm {
 namespace {
 
-constexpr int kAwqNibble[8] = {0, 4, 1, 5, 2, 6, 3, 7};
-
 // The f16 value nearest `s`, kept positive (a zero scale would lose the group).
 float f16_scale(float s, uint16_t* bits) {
   uint16_t b = Half::from_float(s);

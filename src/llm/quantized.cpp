@@ -14,15 +14,6 @@
 #include <cstring>
 
 namespace gpuopt::llm {
-namespace {
-
-constexpr int kAwqNibble[8] = {0, 4, 1, 5, 2, 6, 3, 7};
-
-int64_t numel(const WeightView& w) {
-  int64_t n = 1;
-  for (int64_t d : w.shape) n *= d;
-  return n;
-}
 
 float load_float(const WeightView& w, size_t i) {
   const auto* p = static_cast<const unsigned char*>(w.data);
@@ -40,6 +31,14 @@ uint32_t load_u32(const WeightView& w, size_t i) {
   uint32_t v;
   std::memcpy(&v, static_cast<const unsigned char*>(w.data) + 4 * i, 4);
   return v;
+}
+
+namespace {
+
+int64_t numel(const WeightView& w) {
+  int64_t n = 1;
+  for (int64_t d : w.shape) n *= d;
+  return n;
 }
 
 int32_t load_i32(const WeightView& w, size_t i) {

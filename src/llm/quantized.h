@@ -51,4 +51,10 @@ uint8_t float_to_fp8_e4m3(float f);  // round to nearest even, saturating to +-4
 // A float checkpoint tensor read as f32 (F16, BF16, F32), or a quantized one dequantized.
 std::vector<float> weight_to_f32(const WeightView& w);
 
+// Element i of a checkpoint tensor: a f32/f16/bf16 value as float, an int32 word as its bits.
+float load_float(const WeightView& w, size_t i);
+uint32_t load_u32(const WeightView& w, size_t i);
+// AWQ's GEMM packing: column n of a group of 8 sits in nibble kAwqNibble[n % 8] of its word.
+inline constexpr int kAwqNibble[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+
 }  // namespace gpuopt::llm

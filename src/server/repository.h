@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -110,6 +111,10 @@ class Repository {
 // --model-control-mode poll: every `period` re-scans the repository directories, loads new
 // models, unloads removed ones and reloads a model whose files changed (a failed reload keeps the
 // old versions serving). Runs on its own thread until stop() or destruction.
+// The files under `dir` (recursive) with their sizes and modification times, one per line: a
+// poll compares it to notice added, removed or replaced files.
+std::string files_fingerprint(const std::filesystem::path& dir);
+
 class RepositoryPoller {
  public:
   // `also` runs after each re-scan on the poller's thread (the generation models' own poll).

@@ -40,7 +40,10 @@ void RepositoryPoller::stop() {
 // folder, a replaced model file or an edited config.pbtxt changes it.
 std::string RepositoryPoller::fingerprint(const std::string& name) const {
   std::string dir = repo_.model_dir(name);
-  if (dir.empty()) return "";
+  return dir.empty() ? "" : files_fingerprint(dir);
+}
+
+std::string files_fingerprint(const std::filesystem::path& dir) {
   std::set<std::string> lines;
   std::error_code ec;
   for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator();

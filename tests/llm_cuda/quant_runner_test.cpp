@@ -20,14 +20,10 @@
 #include "llm/quant_pack.h"
 #include "llm/quantized.h"
 #include "llm/runner.h"
+#include "llm_cuda_test_util.h"
 
 namespace gpuopt::llm {
 namespace {
-
-bool have_gpu() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
 
 LlmConfig tiny() {
   LlmConfig c;
@@ -286,7 +282,7 @@ TEST(CudaRunnerQuant, PackFusedKeepsASinglePartsActOrder) {
 }
 
 TEST(CudaRunnerQuant, GptqInt4Group32) {
-  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  LLM_REQUIRE_DEVICE();
   WeightQuant q;
   q.method = WeightQuant::Method::Gptq;
   q.bits = 4;
@@ -295,7 +291,7 @@ TEST(CudaRunnerQuant, GptqInt4Group32) {
 }
 
 TEST(CudaRunnerQuant, GptqInt8PerChannel) {
-  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  LLM_REQUIRE_DEVICE();
   WeightQuant q;
   q.method = WeightQuant::Method::Gptq;
   q.bits = 8;
@@ -309,7 +305,7 @@ TEST(CudaRunnerQuant, GptqInt8PerChannel) {
 // inputs a layer and two layers the logits' max-norm error stays well under 0.15, while a wrong
 // scale, row or layout is an error of order one.
 TEST(CudaRunnerQuant, Fp8PerChannelAndPerTensor) {
-  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  LLM_REQUIRE_DEVICE();
   for (bool per_channel : {true, false}) {
     WeightQuant q;
     q.method = WeightQuant::Method::Fp8;
@@ -321,7 +317,7 @@ TEST(CudaRunnerQuant, Fp8PerChannelAndPerTensor) {
 }
 
 TEST(CudaRunnerQuant, AwqInt4Group32) {
-  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  LLM_REQUIRE_DEVICE();
   WeightQuant q;
   q.method = WeightQuant::Method::Awq;
   q.bits = 4;

@@ -7,31 +7,11 @@
 namespace gpuopt::llm::cuda {
 namespace {
 
-constexpr int kAwqNibble[8] = {0, 4, 1, 5, 2, 6, 3, 7};
-
-uint32_t u32(const WeightView& w, size_t i) {
-  uint32_t v;
-  std::memcpy(&v, static_cast<const unsigned char*>(w.data) + 4 * i, 4);
-  return v;
-}
-
-float scale_at(const WeightView& w, size_t i) {
-  const auto* p = static_cast<const unsigned char*>(w.data);
-  if (w.dtype == DType::F32) {
-    float f;
-    std::memcpy(&f, p + 4 * i, 4);
-    return f;
-  }
-  uint16_t b;
-  std::memcpy(&b, p + 2 * i, 2);
-  return w.dtype == DType::F16 ? Half::to_float(b) : BFloat16::to_float(b);
-}
-
 // g_idx absent, or exactly k / group_size (what writers store without act-order).
 bool trivial_groups(const QuantizedLinear& q) {
   if (!q.g_idx) return true;
   for (int64_t k = 0; k < q.K; ++k)
-    if (static_cast<int64_t>(static_cast<int32_t>(u32(*q.g_idx, static_cast<size_t>(k)))) != k / q.group_size)
+    if (static_cast<int64_t>(static_cast<int32_t>(load_u32(*q.g_idx, static_cast<size_t>(k)))) != k / q.group_size)
       return false;
   return true;
 }
@@ -49,7 +29,7 @@ bool pack_fp8(const std::vector<const WeightView*>& parts, HostPacked* out) {
     const auto* w = static_cast<const uint8_t*>(q->qweight->data);
     h.fp8_w.insert(h.fp8_w.end(), w, w + q->N * K);
     const size_t ns = q->scales->bytes / dtype_size(q->scales->dtype);
-    for (int64_t n = 0; n < q->N; ++n) h.fp8_scale.push_back(scale_at(*q->scales, ns == 1 ? 0 : static_cast<size_t>(n)));
+    for (int64_t n = 0; n < q->N; ++n) h.fp8_scale.push_back(load_float(*q->scales, ns == 1 ? 0 : static_cast<size_t>(n)));
     h.N += q->N;
   }
   *out = std::move(h);
@@ -91,33 +71,33 @@ bool pack_fused(const std::vector<const WeightView*>& parts, DType dt, HostPacke
     if (q.method == WeightQuant::Method::Gptq) {
       for (int64_t r = 0; r < K / pack; ++r)
         for (int64_t n = 0; n < Ni; ++n)
-          h.qweight[static_cast<size_t>(r * N + off + n)] = u32(*q.qweight, static_cast<size_t>(r * Ni + n));
+          h.qweight[static_cast<size_t>(r * N + off + n)] = load_u32(*q.qweight, static_cast<size_t>(r * Ni + n));
       for (int64_t g = 0; g < G; ++g)
         for (int64_t j = 0; j < Ni / pack; ++j)
           h.qzeros[static_cast<size_t>(g * (N / pack) + off / pack + j)] =
-              u32(*q.qzeros, static_cast<size_t>(g * (Ni / pack) + j));
+              load_u32(*q.qzeros, static_cast<size_t>(g * (Ni / pack) + j));
     } else {
       // AWQ [K, N/8] interleaved -> GPTQ [K/8, N] packed along K; zeros to GPTQ's column order.
       for (int64_t k = 0; k < K; ++k)
         for (int64_t n = 0; n < Ni; ++n) {
-          const uint32_t v = (u32(*q.qweight, static_cast<size_t>(k * (Ni / 8) + n / 8)) >> (4 * kAwqNibble[n % 8])) & mask;
+          const uint32_t v = (load_u32(*q.qweight, static_cast<size_t>(k * (Ni / 8) + n / 8)) >> (4 * kAwqNibble[n % 8])) & mask;
           h.qweight[static_cast<size_t>((k / 8) * N + off + n)] |= v << (4 * (k % 8));
         }
       for (int64_t g = 0; g < G; ++g)
         for (int64_t n = 0; n < Ni; ++n) {
-          const uint32_t z = (u32(*q.qzeros, static_cast<size_t>(g * (Ni / 8) + n / 8)) >> (4 * kAwqNibble[n % 8])) & mask;
+          const uint32_t z = (load_u32(*q.qzeros, static_cast<size_t>(g * (Ni / 8) + n / 8)) >> (4 * kAwqNibble[n % 8])) & mask;
           h.qzeros[static_cast<size_t>(g * (N / 8) + (off + n) / 8)] |= z << (4 * ((off + n) % 8));
         }
     }
     for (int64_t g = 0; g < G; ++g)
       for (int64_t n = 0; n < Ni; ++n) {
-        const float s = scale_at(*q.scales, static_cast<size_t>(g * Ni + n));
+        const float s = load_float(*q.scales, static_cast<size_t>(g * Ni + n));
         h.scales[static_cast<size_t>(g * N + off + n)] = dt == DType::F16 ? Half::from_float(s) : BFloat16::from_float(s);
       }
     off += Ni;
   }
   if (parts.size() == 1 && !trivial_groups(*first))
-    for (int64_t k = 0; k < K; ++k) h.g_idx.push_back(static_cast<int32_t>(u32(*first->g_idx, static_cast<size_t>(k))));
+    for (int64_t k = 0; k < K; ++k) h.g_idx.push_back(static_cast<int32_t>(load_u32(*first->g_idx, static_cast<size_t>(k))));
   *out = std::move(h);
   return true;
 }

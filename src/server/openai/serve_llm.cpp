@@ -20,22 +20,6 @@ namespace {
 // A generation model's drain on unload (explicit or poll): running requests get this long to finish.
 constexpr std::chrono::seconds kLlmUnloadDrain{30};
 
-// The folder's top-level files with sizes and times: a replaced checkpoint, config or tokenizer
-// changes it (poll mode reloads the model).
-std::string llm_fingerprint(const fs::path& dir) {
-  std::set<std::string> lines;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    std::error_code e2;
-    if (!e.is_regular_file(e2)) continue;
-    lines.insert(fmt::format("{} {} {}", e.path().filename().string(), e.file_size(e2),
-                             static_cast<int64_t>(e.last_write_time(e2).time_since_epoch().count())));
-  }
-  std::string out;
-  for (const auto& l : lines) out += l + "\n";
-  return out;
-}
-
 }  // namespace
 
 std::map<std::string, fs::path> InferenceServer::llm_dirs() const {
@@ -64,7 +48,7 @@ Status InferenceServer::load_llm_models() {
     found.assign(dirs.begin(), dirs.end());
   }
   if (opt_.control_mode == ControlMode::kPoll)
-    for (const auto& [name, dir] : dirs) llm_known_[name] = llm_fingerprint(dir);
+    for (const auto& [name, dir] : dirs) llm_known_[name] = files_fingerprint(dir);
   for (const auto& [name, dir] : llm_->options().extra) found.emplace_back(name, dir);
   for (const auto& [name, dir] : found) {
     Status st = llm_->load(name, dir);
@@ -117,7 +101,7 @@ void InferenceServer::poll_llm() {
     it = llm_known_.erase(it);
   }
   for (const auto& [name, dir] : dirs) {
-    std::string fp = llm_fingerprint(dir);
+    std::string fp = files_fingerprint(dir);
     auto it = llm_known_.find(name);
     if (it != llm_known_.end() && it->second == fp) continue;
     bool reload = it != llm_known_.end();
