@@ -11,7 +11,7 @@
 
 #include "bench/report.h"
 #include "cli/command.h"
-#include "cli/device_option.h"
+#include "cli/llm_runner_option.h"
 #include "core/npy.h"
 #include "llm/checkpoint.h"
 #include "llm/generate.h"
@@ -34,18 +34,14 @@ struct Options {
   std::optional<uint64_t> seed;
   std::vector<std::string> stop;
   std::vector<int64_t> stop_ids;
-  Device device = Device::cpu();
-  std::string precision;  // empty: fp32 on the CPU, the checkpoint's dtype on CUDA
-  bool random_weights = false;
-  double gpu_memory_utilization = 0.9;
+  LlmRunnerFlags runner;
   int max_step_tokens = 512;
+  bool random_weights = false;
   bool json = false;
   bool bench = false;
   std::vector<int64_t> bench_prompt = {128, 512}, bench_gen = {128}, bench_batch = {1};
   std::string dump_logits;
   double bandwidth_gbs = 0;
-  bool no_cuda_graphs = false;
-  bool quant_kernels = false;
 };
 
 Result<std::vector<int64_t>> parse_ids(const std::string& text, const std::string& what) {
@@ -93,8 +89,8 @@ Result<std::vector<std::pair<std::string, std::vector<int64_t>>>> read_prompts(c
 // (bench/report.h anchors) or the device's theoretical figure; 0 (n/a) on the CPU.
 double device_bandwidth_gbs(const Options& o) {
   if (o.bandwidth_gbs > 0) return o.bandwidth_gbs;
-  if (!o.device.is_cuda()) return 0;
-  auto p = cuda_device_props(o.device.index);
+  if (!o.runner.device.is_cuda()) return 0;
+  auto p = cuda_device_props(o.runner.device.index);
   if (!p.ok()) return 0;
   if (p->name.find("H200") != std::string::npos)
     for (const auto& a : bench::h200_anchors())
@@ -106,11 +102,6 @@ double device_bandwidth_gbs(const Options& o) {
                                          .mem_clock_mhz = p->mem_clock_khz / 1e3,
                                          .mem_bus_width_bits = p->mem_bus_width_bits});
   return s.mem_bandwidth_bytes_per_s ? *s.mem_bandwidth_bytes_per_s / 1e9 : 0;
-}
-
-DType compute_dtype(const Options& o, const LlmConfig& cfg) {
-  if (o.precision.empty()) return o.device.is_cuda() ? cfg.dtype : DType::F32;
-  return o.precision == "fp16" ? DType::F16 : o.precision == "bf16" ? DType::BF16 : DType::F32;
 }
 
 nlohmann::json seq_json(const GenerateRequest& req, const SequenceResult& s, bool with_text, int logprobs) {
@@ -144,7 +135,7 @@ Status run(const Options& o) {
   const fs::path dir = o.model_dir;
   if (!fs::is_directory(dir)) return Status::NotFound("'{}' is not a model folder", o.model_dir);
   GPUOPT_ASSIGN_OR_RETURN(LlmConfig cfg, load_llm_config(dir));
-  const DType dt = compute_dtype(o, cfg);
+  const DType dt = llm_compute_dtype(o.runner, cfg);
 
   // The tokenizer: needed for text prompts and stop strings; otherwise used when it loads.
   std::unique_ptr<Tokenizer> tok;
@@ -206,33 +197,23 @@ Status run(const Options& o) {
   } else {
     GPUOPT_ASSIGN_OR_RETURN(ck, open_checkpoint(dir, cfg));
   }
-  RunnerOptions ro;
-  ro.compute_dtype = dt;
-  ro.gpu_memory_utilization = o.gpu_memory_utilization;
+  RunnerOptions ro = runner_options(o.runner, cfg);
   ro.max_step_tokens = o.max_step_tokens;
   ro.max_batch = static_cast<int>(o.bench ? *std::max_element(o.bench_batch.begin(), o.bench_batch.end())
                                           : std::max<int64_t>(o.batch, 1));
-  ro.device_index = o.device.index;
-  ro.cuda_graphs = !o.no_cuda_graphs;
-  ro.quant_kernels = o.quant_kernels;
   BenchSweep sw{.prompt_lens = o.bench_prompt,
                 .gen_lens = o.bench_gen,
                 .batches = o.bench_batch,
                 .seed = o.seed.value_or(0),
                 .max_step_tokens = o.max_step_tokens};
-  if (!o.device.is_cuda()) {
+  if (!o.runner.device.is_cuda()) {
     // The CPU cache is sized to the work (a context-long default would be gigabytes for real models).
     int64_t need = 1;
     for (const auto& g : groups) need = std::max(need, blocks_needed(cfg, g, ro.block_size));
     if (o.bench) need = std::max(need, bench_blocks_needed(cfg, sw, ro.block_size));
     ro.num_kv_blocks = need;
   }
-  std::unique_ptr<ModelRunner> runner;
-  if (o.device.is_cuda()) {
-    GPUOPT_ASSIGN_OR_RETURN(runner, make_cuda_runner(cfg, *ck, ro));
-  } else {
-    GPUOPT_ASSIGN_OR_RETURN(runner, make_cpu_runner(cfg, *ck, ro));
-  }
+  GPUOPT_ASSIGN_OR_RETURN(std::unique_ptr<ModelRunner> runner, make_llm_runner(o.runner, cfg, *ck, ro));
   const double bw = device_bandwidth_gbs(o);
 
   if (o.bench) {
@@ -240,14 +221,14 @@ Status run(const Options& o) {
     if (o.json) {
       fmt::print("{}\n", nlohmann::json{{"model", o.model_dir},
                                         {"architecture", cfg.architecture},
-                                        {"device", o.device.to_string()},
+                                        {"device", o.runner.device.to_string()},
                                         {"precision", dtype_name(dt)},
                                       {"weights", cfg.quant.describe()},
                                         {"bandwidth_gbs", bw > 0 ? nlohmann::json(bw) : nlohmann::json()},
                                         {"rows", bench_json(rows)}}
                              .dump(2));
     } else {
-      fmt::print("{} on {} ({}{}), roofline against {}\n{}", o.model_dir, o.device.to_string(), dtype_name(dt),
+      fmt::print("{} on {} ({}{}), roofline against {}\n{}", o.model_dir, o.runner.device.to_string(), dtype_name(dt),
                  cfg.quant.method == WeightQuant::Method::None ? std::string()
                                                                : fmt::format(", weights {}", cfg.quant.describe()),
                  bw > 0 ? fmt::format("{:.0f} GB/s", bw) : std::string("n/a (give --bandwidth-gbs)"),
@@ -296,7 +277,7 @@ Status run(const Options& o) {
   if (o.json) {
     fmt::print("{}\n", nlohmann::json{{"model", o.model_dir},
                                       {"architecture", cfg.architecture},
-                                      {"device", o.device.to_string()},
+                                      {"device", o.runner.device.to_string()},
                                       {"precision", dtype_name(dt)},
                                       {"weights", cfg.quant.describe()},
                                       {"sequences", seqs},
@@ -354,17 +335,11 @@ void setup(CLI::App& app) {
   cmd->add_flag("--ignore-eos", o->sp.ignore_eos, "Keep generating past EOS");
   cmd->add_option("--logprobs", o->sp.logprobs, "With --json: the top N log-probabilities of each position")
       ->check(int_range(0, 100));
-  add_device_option(cmd, &o->device, "cpu (fp32 reference runner) or cuda / cuda:N");
-  cmd->add_option("--precision", o->precision,
-                  "fp32, fp16 or bf16 (CUDA; default: the checkpoint's torch_dtype; the CPU runs fp32)")
-      ->check(one_of({"fp32", "fp16", "bf16"}));
-  cmd->add_flag("--random-weights", o->random_weights,
-                "Seeded random weights from config.json alone (no safetensors needed), for timing");
-  cmd->add_option("--gpu-memory-utilization", o->gpu_memory_utilization,
-                  "CUDA: fraction of device memory for weights, activations and the KV cache (default 0.9)")
-      ->check(real_range(0.01, 1));
+  add_llm_runner_options(cmd, &o->runner);
   cmd->add_option("--max-step-tokens", o->max_step_tokens, "Most tokens per step: prefill chunk size (default 512)")
       ->check(int_range(1, 1 << 20));
+  cmd->add_flag("--random-weights", o->random_weights,
+                "Seeded random weights from config.json alone (no safetensors needed), for timing");
   cmd->add_option("--bandwidth-gbs", o->bandwidth_gbs,
                   "Memory bandwidth for the decode roofline share (default: the device's measured or known figure)")
       ->check(real_range(1e-3, 1e6));
@@ -383,15 +358,9 @@ void setup(CLI::App& app) {
       ->check(int_range(1, 4096));
   cmd->add_option("--dump-logits", o->dump_logits,
                   "Write the first generated position's logits [sequences, vocab] as .npy");
-  cmd->add_flag("--no-cuda-graphs", o->no_cuda_graphs, "CUDA: launch kernels one by one instead of replaying graphs");
-  cmd->add_flag("--quant-kernels", o->quant_kernels,
-                "CUDA, GPTQ/AWQ/FP8 checkpoints: keep the weights packed and run the W4A16/W8A16 or FP8 W8A8 kernels "
-                "(default: dequantize to --precision at load)");
   cmd->callback([o] {
-    if (!o->device.is_cuda() && !o->precision.empty() && o->precision != "fp32") {
-      set_exit_code(report_error(
-          Status::InvalidArgument("--precision {} needs --device cuda: the CPU runner computes in fp32", o->precision),
-          /*usage=*/true));
+    if (Status st = check_llm_runner_flags(o->runner); !st.ok()) {
+      set_exit_code(report_error(st, /*usage=*/true));
       return;
     }
     Status st = run(*o);

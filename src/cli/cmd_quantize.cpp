@@ -2,13 +2,13 @@
 // into a standard QDQ ONNX model; `gpuopt quantize MODEL_DIR --scheme int4 -o OUT_DIR`: a language
 // model folder written as GPTQ, AWQ or compressed-tensors FP8 (docs/quantization.md).
 #include "cli/command.h"
+#include "cli/progress.h"
 #include "cli/device_option.h"
 #include "quant/calib_cache.h"
 #include "quant/report.h"
 #include "llm/quantize_llm.h"
 
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -30,19 +30,6 @@ struct Options {
   int64_t calibration_tokens = 512;
 };
 
-// A progress bar on stderr: redrawn in place on a terminal, a line per quarter otherwise.
-void progress(std::string_view stage, size_t done, size_t total) {
-  static const bool tty = isatty(fileno(stderr));
-  if (tty) {
-    const int w = 30, fill = total ? static_cast<int>(w * done / total) : w;
-    fmt::print(stderr, "\r{:<24} [{}{}] {}/{}", stage, std::string(static_cast<size_t>(fill), '#'),
-               std::string(static_cast<size_t>(w - fill), '-'), done, total);
-    if (done == total) fmt::print(stderr, "\n");
-  } else if (done == total || (total >= 4 && done % (total / 4) == 0)) {
-    fmt::print(stderr, "{}: {}/{}\n", stage, done, total);
-  }
-}
-
 bool is_model_dir(const std::string& p) {
   std::error_code ec;
   return std::filesystem::is_directory(p, ec) && std::filesystem::exists(std::filesystem::path(p) / "config.json", ec);
@@ -57,7 +44,7 @@ int run_llm(const Options& o) {
   lo.sym = !o.asym;
   lo.calibration = o.calibration;
   lo.calibration_tokens = o.calibration_tokens;
-  lo.progress = progress;
+  lo.progress = progress_bar;
   if (*scheme == llm::LlmQuantScheme::Awq && o.calibration.empty())
     return report_error(Status::InvalidArgument("--scheme awq needs --calibration FILE (text, one sample per line)"), true);
   if (!o.calibration.empty() && (*scheme == llm::LlmQuantScheme::Int4 || *scheme == llm::LlmQuantScheme::Int8))
@@ -82,7 +69,7 @@ int run(const Options& o) {
   qo.method = *method;
   qo.params.percentile = o.percentile;
   qo.device = o.device;
-  qo.progress = progress;
+  qo.progress = progress_bar;
   if (!o.target.empty()) {
     auto t = quant::AccuracyTarget::parse(o.target);
     if (!t.ok()) return report_error(t.status(), true);

@@ -50,8 +50,9 @@ struct RunnerOptions {
   bool quant_kernels = false;
   // CPU runner only: sees every linear layer's input as the step computes it (calibration for
   // `gpuopt quantize`): point is "attn_in" (input of q/k/v), "o_in", "mlp_in" (gate/up) or
-  // "down_in"; x is [T, dim] f32.
-  std::function<void(int64_t layer, const char* point, const float* x, int64_t T, int64_t dim)> activation_hook;
+  // "down_in"; x is [T, dim] f32. The hook may rewrite x in place: the linears then read what it
+  // left (an oracle for kernels that quantize their activations, such as FP8 W8A8).
+  std::function<void(int64_t layer, const char* point, float* x, int64_t T, int64_t dim)> activation_hook;
 };
 
 class ModelRunner {

@@ -34,11 +34,12 @@ FILE_CASES = {
     "quantize": ["quantize", MISSING, "--calibration", "/nonexistent-gpuopt-dir", "-o", "/tmp/gpuopt-q.onnx"],
     "tokenize": ["tokenize", "/nonexistent-gpuopt-dir/tokenizer.json"],
     "generate": ["generate", "/nonexistent-gpuopt-dir", "--prompt-ids", "1"],
+    "perplexity": ["perplexity", "/nonexistent-gpuopt-dir", "--text", "/nonexistent-gpuopt-dir/t.txt"],
 }
 # Required arguments, given so that an unknown option is the only error.
 REQUIRED = {"run": ["m.onnx"], "inspect": ["m.onnx"], "perf": ["-m", "m"], "tune": ["m.onnx"], "profile": ["m.onnx"],
             "quantize": ["m.onnx", "-o", "q.onnx"], "tokenize": ["tokenizer.json"],
-            "generate": ["model_dir"]}
+            "generate": ["model_dir"], "perplexity": ["model_dir", "--text", "t.txt"]}
 # Extra runtime errors named by the rule: a second way each file-reading subcommand meets one.
 MORE_FILE_CASES = [
     ["serve", "--model-repository", "/nonexistent-gpuopt-dir", "--http-port", "0", "--metrics-port", "0"],

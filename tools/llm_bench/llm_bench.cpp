@@ -6,6 +6,7 @@
 //
 //   llm_bench --model DIR --dtype f16 --runs 1x128x128,64x2048x1024 --logits-prompt 1,2,3
 //             --logits-out first.f32 > bench.json
+//   llm_bench --model GPTQ_DIR --quant-kernels --runs 1x128x128   # packed W4A16 / W8A16 / FP8
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
@@ -190,13 +191,14 @@ int main(int argc, char** argv) {
   CLI::App app{"time the CUDA LLM runner"};
   std::string model, dtype = "f16", runs_s = "1x128x128", logits_prompt, logits_out;
   int max_step = 8192, max_batch = 256;
-  bool graphs = true;
+  bool graphs = true, quant_kernels = false;
   app.add_option("--model", model, "Hugging Face model folder")->required();
   app.add_option("--dtype", dtype, "f16, bf16 or f32");
   app.add_option("--runs", runs_s, "BATCHxPROMPTxNEW,...");
   app.add_option("--max-step-tokens", max_step);
   app.add_option("--max-batch", max_batch);
   app.add_flag("!--no-graphs", graphs);
+  app.add_flag("--quant-kernels", quant_kernels, "GPTQ/AWQ/FP8 folders: the packed kernels (RunnerOptions)");
   app.add_option("--logits-prompt", logits_prompt, "comma-separated ids: write the next-token logits");
   app.add_option("--logits-out", logits_out);
   CLI11_PARSE(app, argc, argv);
@@ -216,6 +218,7 @@ int main(int argc, char** argv) {
   o.max_step_tokens = max_step;
   o.max_batch = max_batch;
   o.cuda_graphs = graphs;
+  o.quant_kernels = quant_kernels;
   auto runner = make_cuda_runner(*cfg, **ckpt, o, {});
   if (!runner.ok()) return fail(runner.status());
   ModelRunner& r = **runner;

@@ -1,0 +1,39 @@
+// The options that choose and size a language-model runner, shared by `gpuopt generate` and
+// `gpuopt perplexity`: --device, --precision, --gpu-memory-utilization, --no-cuda-graphs and
+// --quant-kernels. Parsed once here; make_llm_runner builds the CPU (fp32) or CUDA runner.
+//
+//   LlmRunnerFlags f;
+//   add_llm_runner_options(cmd, &f);
+//   ...
+//   GPUOPT_RETURN_IF_ERROR(check_llm_runner_flags(f));       // --precision fp16 needs --device cuda
+//   RunnerOptions ro = runner_options(f, cfg);               // then set max_batch, max_step_tokens, num_kv_blocks
+//   GPUOPT_ASSIGN_OR_RETURN(auto runner, make_llm_runner(f, cfg, *ck, ro));
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "core/device.h"
+#include "llm/runner.h"
+
+namespace gpuopt::cli {
+
+struct LlmRunnerFlags {
+  Device device = Device::cpu();
+  std::string precision;  // empty: fp32 on the CPU, the checkpoint's dtype on CUDA
+  double gpu_memory_utilization = 0.9;
+  bool no_cuda_graphs = false;
+  bool quant_kernels = false;
+};
+
+void add_llm_runner_options(CLI::App* cmd, LlmRunnerFlags* f);
+// A usage error when --precision asks the CPU runner for anything but fp32.
+Status check_llm_runner_flags(const LlmRunnerFlags& f);
+DType llm_compute_dtype(const LlmRunnerFlags& f, const llm::LlmConfig& cfg);
+llm::RunnerOptions runner_options(const LlmRunnerFlags& f, const llm::LlmConfig& cfg);
+Result<std::unique_ptr<llm::ModelRunner>> make_llm_runner(const LlmRunnerFlags& f, const llm::LlmConfig& cfg,
+                                                          const llm::Checkpoint& ck, const llm::RunnerOptions& ro);
+
+}  // namespace gpuopt::cli
