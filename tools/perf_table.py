@@ -5,6 +5,9 @@
   gpuopt's accuracy beside PyTorch fp16's.
 - The language-model table (scripts/gpu/llm.py's records, the ones with `tok_s`): one row per
   model x batch x prompt x new tokens x precision, gpuopt beside transformers (`hf_eager`).
+- The quantized language-model tables (scripts/gpu/llm_quant.py's records): tok/s of the packed
+  kernels beside fp16 from one device call (`speed`), and perplexity on held-out text of a small
+  model trained on the GPU machine (`accuracy`, runner `gpuopt_perplexity`).
 - The serving table (scripts/gpu/llm_serve.py's records, runner `gpuopt_serve`; the soak's,
   `gpuopt_serve_soak`): one row per load level.
 - The CPU table (docs/perf/cpu.json, tools/cpu_bench.py's records): per host and thread count,
@@ -25,6 +28,7 @@ import argparse, json, os, sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BEGIN, END = "<!-- perf-table:begin (tools/perf_table.py) -->", "<!-- perf-table:end -->"
 LLM_BEGIN, LLM_END = "<!-- llm-table:begin (tools/perf_table.py) -->", "<!-- llm-table:end -->"
+QUANT_BEGIN, QUANT_END = "<!-- llm-quant-table:begin (tools/perf_table.py) -->", "<!-- llm-quant-table:end -->"
 SERVE_BEGIN, SERVE_END = "<!-- llm-serve-table:begin (tools/perf_table.py) -->", "<!-- llm-serve-table:end -->"
 CPU_BEGIN, CPU_END = "<!-- cpu-table:begin (tools/perf_table.py) -->", "<!-- cpu-table:end -->"
 README_BEGIN, README_END = "<!-- readme-figures:begin (tools/perf_table.py) -->", "<!-- readme-figures:end -->"
@@ -87,7 +91,7 @@ LLM_KEY = ("model", "batch", "prompt_tokens", "new_tokens", "precision")
 
 def render_llm(records):
     """The language-model table: gpuopt and transformers per (model, batch, prompt, output, precision)."""
-    recs = [r for r in records if is_llm(r) and r.get("runner") in ("gpuopt", "hf_eager")]
+    recs = [r for r in records if is_llm(r) and r.get("runner") in ("gpuopt", "hf_eager") and not r.get("quant_kernels")]
     if not recs:
         return "No language-model records yet."
     keys = sorted({tuple(r.get(k) or 0 for k in LLM_KEY) for r in recs}, key=lambda k: tuple(map(str, k[:1])) + k[1:])
@@ -117,6 +121,64 @@ def render_llm(records):
                               "*TTFT*: time to first token; *ITL*: inter-token latency; *decode HBM roofline*: "
                               "the bytes a decode step must read (weights and KV cache) over its time, against "
                               "the copy bandwidth measured in the same call."])
+
+
+def is_quant_speed(r):
+    return str(r.get("source", "")).startswith("scripts/gpu/llm_quant.py speed")
+
+
+def render_llm_quant(records):
+    """Quantized weights beside fp16 (one llm_quant.py speed call) and the trained model's perplexity."""
+    speed = [r for r in records if is_quant_speed(r) and r.get("runner") == "gpuopt"]
+    acc = [r for r in records if r.get("runner") == "gpuopt_perplexity"]
+    out = []
+    if speed:
+        batches = sorted({r["batch"] for r in speed})
+        precs = list(dict.fromkeys(r["precision"] for r in speed))
+        fp16 = {r["batch"]: r for r in speed if r["precision"] == "fp16"}
+        head = ["model", "weights", "weight GB"] + [f"batch {b} tok/s (vs fp16)" for b in batches] + \
+               ["batch 1 decode roofline", "top-1 agreement with fp16", "commit"]
+        out += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for p in precs:
+            row = {r["batch"]: r for r in speed if r["precision"] == p}
+            any_r = next(iter(row.values()))
+            cells = [any_r["model"], p, f"{any_r.get('weights_bytes', 0) / 1e9:.2f}"]
+            for b in batches:
+                r = row.get(b)
+                if not r:
+                    cells.append("")
+                    continue
+                ratio = f" ({r['tok_s'] / fp16[b]['tok_s']:.2f}x)" if b in fp16 and p != "fp16" else ""
+                cells.append(f"**{r['tok_s']:.0f}**{ratio}")
+            r1 = row.get(1, {})
+            cells.append(f"{100 * r1['roofline_frac']:.0f}%" if r1.get("roofline_frac") is not None else "")
+            cells.append(f"{100 * r1['agreement_vs_fp16']:.1f}%" if r1.get("agreement_vs_fp16") is not None else "")
+            cells.append(any_r.get("commit", ""))
+            out.append("| " + " | ".join(cells) + " |")
+        prompt = speed[0]["prompt_tokens"], speed[0]["new_tokens"]
+        out += ["", f"{prompt[0]}-token random prompts, {prompt[1]} new tokens, greedy, `--quant-kernels` for the "
+                "quantized folders (made by `gpuopt quantize` from the fp16 folder), measured "
+                f"{', '.join(sorted({r['date'] for r in speed}))} (`scripts/gpu/llm_quant.py speed`, one device call). "
+                "*decode roofline*: the bytes a decode step reads (packed weights and KV cache) over its time, "
+                "against the measured copy bandwidth. *top-1 agreement*: the share of positions of a text where "
+                "the quantized model's most probable token is fp16's (`gpuopt perplexity --predictions`); on random "
+                "weights the top logits are near ties, so this measures perturbation, not quality."]
+    if acc:
+        a0 = acc[0]
+        head = ["weights", "path", "perplexity", "vs fp16", "top-1", "top-1 agreement with fp16", "commit"]
+        out += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for r in acc:
+            out.append("| " + " | ".join([r["precision"], r["kernels"], f"{r['perplexity']:.3f}",
+                                          f"{100 * r['perplexity_vs_fp16']:+.2f}%", f"{100 * r['top1']:.1f}%",
+                                          f"{100 * r['agreement_vs_fp16']:.1f}%", r.get("commit", "")]) + " |")
+        out += ["", f"A Llama of {a0.get('parameters', 0) / 1e6:.1f} M parameters (6 layers, hidden 384, vocabulary "
+                f"4,096) trained on the GPU machine for {a0.get('steps', 0)} steps on the repository's own text "
+                f"({a0.get('train_tokens', 0):,} tokens), saved in fp16, quantized by `gpuopt quantize`; perplexity "
+                f"of `gpuopt perplexity --device cuda` on {a0['scored_tokens']:,} held-out tokens in windows of "
+                f"{a0['context']}, measured {a0['date']} (`scripts/gpu/llm_quant.py accuracy`). On its first 2,048 "
+                f"tokens the fp32 CPU runner gives {a0.get('cpu_fp32_perplexity_2k')} and CUDA fp16 "
+                f"{a0.get('cuda_fp16_perplexity_2k')} (windows of 256)."]
+    return "\n".join(out) if out else "No quantized language-model records yet."
 
 
 def render_llm_serve(records):
@@ -263,6 +325,7 @@ def main():
     doc = open(a.doc).read()
     new = splice(doc, BEGIN, END, render(records), a.doc)
     new = splice(new, LLM_BEGIN, LLM_END, render_llm(records), a.doc)
+    new = splice(new, QUANT_BEGIN, QUANT_END, render_llm_quant(records), a.doc)
     new = splice(new, SERVE_BEGIN, SERVE_END, render_llm_serve(records), a.doc)
     if os.path.exists(a.cpu_json):
         new = splice(new, CPU_BEGIN, CPU_END, render_cpu(json.load(open(a.cpu_json))), a.doc)

@@ -26,7 +26,8 @@ import argparse, datetime, glob, json, os, subprocess, sys, time
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SCHEMES = {"int8": "int8 W8A16", "int4": "int4 g128 W4A16", "awq": "awq int4 g128 W4A16", "fp8": "fp8 W8A8"}
+SCHEMES = {"int8": "int8 W8A16", "int4": "int4 g128 W4A16", "awq": "awq int4 g128 W4A16", "fp8": "fp8 W8A8",
+           "fp8-deq": "fp8 weights, f16 activations"}
 
 
 def sh(cmd, timeout, log=None):
@@ -192,7 +193,7 @@ def accuracy(a):
             pf = os.path.join(work, f"p_{s}_{kernels}.txt")
             r = perplexity(a.gpuopt, q[s]["dir"], paths["heldout"],
                            ["--device", "cuda"] + (["--quant-kernels"] if kernels else []), preds=pf, **held)
-            rows.append((s, "packed kernels" if kernels else "dequantized at load", r,
+            rows.append((s if kernels else "fp8-deq", "packed kernels" if kernels else "dequantized at load", r,
                          agreement(pf, os.path.join(work, "p_fp16.txt")) if r else None))
     date = datetime.date.today().isoformat()
     recs = []

@@ -10,7 +10,7 @@ FIELDS = {"model", "exporter", "batch", "precision", "runner", "date"}
 LLM_FIELDS = {"model", "batch", "prompt_tokens", "new_tokens", "precision", "runner", "date", "tok_s", "ttft_ms"}
 SERVE_FIELDS = {"concurrency", "requests", "failed", "request_s", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms",
                 "prefix_hit_rate", "commit", "source"}
-RUNNERS = {"gpuopt", "torch_eager", "torch_eager_channels_last", "torch_compile", "torch_compile_max_autotune",
+RUNNERS = {"gpuopt", "gpuopt_perplexity", "torch_eager", "torch_eager_channels_last", "torch_compile", "torch_compile_max_autotune",
            "onnxruntime_cpu", "hf_eager", "gpuopt_serve", "gpuopt_serve_soak"}  # gpuopt_serve: scripts/gpu/llm_serve.py; gpuopt_serve_soak: llm_soak.py; hf_eager: transformers' generate (scripts/gpu/llm.py); the last: ONNX Runtime on the CPU running the same QDQ file as gpuopt int8
 
 
@@ -23,6 +23,11 @@ def test_records_have_the_promised_fields():
             assert {"rate_req_s", "duration_s", "sent", "requests", "failed", "rss_mb_first_min", "rss_mb_last_min",
                     "kv_first_min", "kv_last_min", "samples", "commit", "source"} <= set(r), r
             assert r["requests"] + r["failed"] == r["sent"] and r["samples"], r
+            continue
+        if r["runner"] == "gpuopt_perplexity":  # scripts/gpu/llm_quant.py accuracy: one scheme's perplexity
+            assert {"model", "precision", "kernels", "perplexity", "perplexity_vs_fp16", "top1", "agreement_vs_fp16",
+                    "scored_tokens", "context", "commit", "source"} <= set(r), r
+            assert r["perplexity"] > 1 and r["scored_tokens"] > 0, r
             continue
         if "tok_s" in r:  # a language-model record (scripts/gpu/llm.py, llm_serve.py)
             assert LLM_FIELDS <= set(r), r
