@@ -95,7 +95,14 @@ Result<std::unique_ptr<Backend>> make_cuda_backend(int index) {
 }
 
 struct Register {
-  Register() { register_backend(DeviceKind::kCuda, "cuda", make_cuda_backend); }
+  Register() {
+    register_backend(DeviceKind::kCuda, "cuda", make_cuda_backend);
+    register_placement(DeviceKind::kCuda, [](const Graph& g) {
+      StaticPlacement s{cuda_placement(g), {}};
+      s.fallbacks = cpu_fallback_warnings(g, s.place);
+      return s;
+    });
+  }
 } g_register;
 
 }  // namespace
