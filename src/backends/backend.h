@@ -14,6 +14,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -84,5 +85,20 @@ Result<std::unique_ptr<Backend>> create_backend(const Device& device);
 std::vector<std::string> backend_names();  // the kinds built in: "cpu", "cuda"
 
 std::unique_ptr<Backend> make_cpu_backend();
+
+// A device kind's placement decided from its op table alone, without a device (the CUDA backend
+// registers one, backends/cuda/placement.h): where each node of a graph runs, and one line per op
+// type of its CPU-fallback nodes naming them and why. `gpuopt inspect --device cuda` reports it on
+// a machine without a GPU.
+//
+//   if (auto s = static_placement(Device{DeviceKind::kCuda, 0}, graph)) for (auto& l : s->fallbacks) ...
+struct StaticPlacement {
+  std::vector<NodePlace> place;
+  std::vector<std::string> fallbacks;
+};
+using PlacementFn = std::function<StaticPlacement(const Graph&)>;
+void register_placement(DeviceKind kind, PlacementFn fn);
+// nullopt when the kind registered none (CPU devices; CUDA in a build without it).
+std::optional<StaticPlacement> static_placement(const Device& device, const Graph& graph);
 
 }  // namespace gpuopt

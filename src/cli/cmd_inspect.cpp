@@ -56,7 +56,9 @@ std::string format_flops(double f) {
 // the default passes) run on that backend and how many fall back to the CPU backend. Uses the
 // same rule as the CUDA executor (Backend::supports per node with its input dtypes).
 struct Placement {
-  std::string error;  // set when the backend cannot be created (e.g. no CUDA device)
+  std::string error;  // set when neither the backend nor its op table's placement is available
+  std::string source;  // "op table" when decided without a device (static_placement)
+  std::vector<std::string> fallbacks;  // one line per op type of CPU-fallback nodes, with reasons
   // op type -> nodes per NodePlace (device, cpu fallback, cpu shape math)
   std::map<std::string, std::array<int, 3>> ops;
   std::array<int, 3> total{};
@@ -66,16 +68,21 @@ struct Placement {
 Placement compute_placement(const Graph& bound, const Device& device, bool optimized) {
   Placement p;
   auto b = create_backend(device);
-  if (!b.ok()) {
-    p.error = b.status().to_string();
-    return p;
-  }
   Graph g = bound;
   if (Status st = optimized ? Status::Ok() : run_default_passes(&g); !st.ok()) {
     p.error = st.to_string();
     return p;
   }
-  const std::vector<NodePlace> where = (*b)->place(g);
+  // The op table's decision (the one compile() makes) where the device kind registered one: its
+  // reasons for each CPU node, and the placement itself when there is no such device here.
+  std::optional<StaticPlacement> table = static_placement(device, g);
+  if (!b.ok() && !table) {
+    p.error = b.status().to_string();
+    return p;
+  }
+  if (table) p.fallbacks = table->fallbacks;
+  if (!b.ok()) p.source = "op table";
+  const std::vector<NodePlace> where = b.ok() ? (*b)->place(g) : table->place;
   for (size_t n = 0; n < g.nodes().size(); ++n) {
     const auto k = static_cast<size_t>(where[n]);
     ++p.ops[g.nodes()[n].op_type][k];
@@ -90,7 +97,8 @@ void print_placement(const Placement& p, const std::string& device, const std::s
                device == "cuda" ? "CUDA" : device);
     return;
   }
-  fmt::print("\nplacement on {} (graph after passes, {}):\n", device, precision);
+  fmt::print("\nplacement on {} (graph after passes, {}{}):\n", device, precision,
+             p.source.empty() ? "" : ", from the " + p.source + ": no device here");
   Table t({"op", "nodes", device, std::string(node_place_name(NodePlace::kCpuFallback)),
            std::string(node_place_name(NodePlace::kHostShapes))});
   auto row = [&](const std::string& name, const std::array<int, 3>& c) {
@@ -101,6 +109,7 @@ void print_placement(const Placement& p, const std::string& device, const std::s
   t.add_separator();
   row("total", p.total);
   fmt::print("{}", t.render());
+  for (const std::string& line : p.fallbacks) fmt::print("{}\n", line);
 }
 
 nlohmann::json value_json(const Graph& g, ValueId id) {
@@ -236,8 +245,12 @@ int run(const Options& o) {
   std::optional<CompileReport> report;
   if (o.optimized) {
     std::optional<std::vector<NodePlace>> where;
-    if (!o.device.empty() && placement.error.empty())
-      if (auto b = create_backend(device); b.ok()) where = (*b)->place(bound);
+    if (!o.device.empty() && placement.error.empty()) {
+      if (auto b = create_backend(device); b.ok())
+        where = (*b)->place(bound);
+      else if (auto table = static_placement(device, bound))
+        where = std::move(table->place);
+    }
     report = build_compile_report(declared, bound, where ? &*where : nullptr, device.is_cuda());
   }
   int64_t params = 0, param_bytes = 0;
@@ -268,6 +281,8 @@ int run(const Options& o) {
       if (!placement.error.empty()) {
         pj["error"] = placement.error;
       } else {
+        if (!placement.source.empty()) pj["source"] = placement.source;
+        pj["fallbacks"] = placement.fallbacks;
         pj["on_device"] = placement.total[0];
         pj["on_cpu"] = placement.total[1];
         pj["on_cpu_shape_math"] = placement.total[2];

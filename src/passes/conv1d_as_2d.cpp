@@ -1,8 +1,9 @@
 // conv1d_as_2d (passes.h). A 1-D convolution (x [N, C, L], w [M, C/g, k]) is the 2-D one of
 // x [N, C, 1, L] and w [M, C/g, 1, k] with unit height: kernel_shape [1, k], strides [1, s],
 // dilations [1, d], pads [0, p0, 0, p1]. Written that way it gets everything the 2-D path has on
-// the GPU (cuDNN, the fused activation epilogue, channels-last) instead of falling back to the CPU
-// — audio encoders (Whisper's Conv1d stem, wav2vec feature extractors) and 1-D signal models.
+// the GPU (the fused activation epilogue, channels-last, the depthwise kernel; the CUDA Conv of a
+// rank-3 node is cuDNN alone) — audio encoders (Whisper's Conv1d stem, wav2vec feature
+// extractors) and 1-D signal models.
 //
 // The input is reshaped to 4-D before the conv and the output back to 3-D after it (Reshape with
 // 0 = "copy this dim", a view on every backend). Between two such convs, elementwise ops of one

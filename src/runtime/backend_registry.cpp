@@ -28,6 +28,11 @@ std::map<DeviceKind, Entry>& registry() {
   return r;
 }
 
+std::map<DeviceKind, PlacementFn>& placements() {
+  static std::map<DeviceKind, PlacementFn> r;
+  return r;
+}
+
 std::vector<std::string> names_locked() {
   std::vector<std::string> names{"cpu"};  // cpu-ref runs every op cpu does
   for (const auto& [k, e] : registry()) names.push_back(e.name);
@@ -53,6 +58,22 @@ Result<std::unique_ptr<Backend>> create_backend(const Device& device) {
     f = it->second.factory;
   }
   return f(device.index);
+}
+
+void register_placement(DeviceKind kind, PlacementFn fn) {
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  placements()[kind] = std::move(fn);
+}
+
+std::optional<StaticPlacement> static_placement(const Device& device, const Graph& graph) {
+  PlacementFn f;
+  {
+    std::lock_guard<std::mutex> lock(registry_mutex());
+    auto it = placements().find(device.kind);
+    if (it == placements().end()) return std::nullopt;
+    f = it->second;
+  }
+  return f(graph);
 }
 
 std::vector<std::string> backend_names() {

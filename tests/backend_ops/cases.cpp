@@ -625,6 +625,7 @@ std::vector<Case> all_cases() {
   add_arg_cases(cases);
   add_elementwise_cases(cases);
   add_fusedconv_cases(cases);
+  add_conv_nd_cases(cases);
   add_attention_cases(cases);
   add_rotary_cases(cases);
   add_version_cases(cases);

@@ -72,6 +72,8 @@ void add_version_cases(std::vector<Case>& cases);
 void add_attention_cases(std::vector<Case>& cases);
 // cases_rotary.cpp: RotaryEmbedding (3-D/4-D, interleaved, partial rotation, position_ids or not).
 void add_rotary_cases(std::vector<Case>& cases);
+// cases_conv_nd.cpp: 1-D and 3-D Conv, FusedConv and ConvTranspose (cuDNN, unit height / N-d).
+void add_conv_nd_cases(std::vector<Case>& cases);
 // cases_nhwc.cpp: the layout_nhwc pass's channels-last NhwcFusedConv and NhwcMaxPool.
 void add_nhwc_cases(std::vector<Case>& cases);
 // cases_depthwise.cpp: the depthwise kernel's wide tile at stride 2, and NhwcFusedConv's spatial

@@ -1,7 +1,8 @@
 """`gpuopt inspect MODEL --device cuda`: per op type, how many nodes run on CUDA and how many fall
-back to the CPU. Without a CUDA device (or a build without CUDA) the report says placement needs a
-CUDA device and still exits 0 with the rest of the report; with one, Det (no CUDA kernel) is on
-the CPU and Relu/Mul are on the GPU. `--device cpu` (the fast CPU backend) names the ops its own kernels
+back to the CPU, and one line per op type naming the CPU nodes and why (the warning a CUDA run
+prints). Det (no CUDA kernel) is on the CPU and Relu/Mul are on the GPU; without a CUDA device the
+CUDA op table decides the same (the report says so). In a build without CUDA the report says
+placement needs a CUDA device and still exits 0 with the rest of the report. `--device cpu` (the fast CPU backend) names the ops its own kernels
 take; `cpu-ref` runs every op on the reference kernels.
 """
 import json
@@ -37,9 +38,14 @@ def test_placement_text_and_json(tmp_path):
     assert rj.returncode == 0, rj.stdout + rj.stderr
     p = json.loads(rj.stdout)["placement"]
     assert p["device"] == "cuda"
-    if "error" in p:  # no device here (or no CUDA in the build)
+    if "error" in p:  # no CUDA in the build
         assert "placement needs a CUDA device" in r.stdout, r.stdout
         return
+    if p.get("source") == "op table":  # no device here: the op table's decision
+        assert "from the op table: no device here" in r.stdout, r.stdout
+    want = "cuda: 1 node runs on the CPU inside the GPU graph: [Det] 'det' (no CUDA kernel for Det)"
+    assert p["fallbacks"] == [want], p["fallbacks"]
+    assert want in r.stdout.splitlines(), r.stdout
     ops = {o["op"]: (o["on_device"], o["on_cpu"]) for o in p["ops"]}
     assert ops["Det"] == (0, 1)
     assert ops["Relu"] == (1, 0)

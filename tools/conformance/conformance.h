@@ -16,11 +16,21 @@ struct TestCase {
   std::string dir;   // .../node/test_abs
 };
 
+// One node of a test's model as the op registries see it: its op, the dtype of its first input
+// (of its first output when it has no inputs), and whether the fast CPU backend has a kernel of
+// its own for it (cpu_fast::make_fast_kernel; otherwise `--device cpu` runs the reference kernel).
+struct NodeForm {
+  std::string op;
+  std::string dtype;
+  bool fast = false;
+};
+
 struct TestResult {
   std::string name;
   bool passed = false;
   std::string message;           // why it failed (one line)
   std::vector<std::string> ops;  // op types in the model, in node order (may repeat)
+  std::vector<NodeForm> forms;   // the imported graph's nodes (empty when it does not import)
   double ms = 0.0;
 };
 
@@ -51,7 +61,11 @@ Result<std::map<std::string, Expectation>> read_expectations(const std::string& 
 
 // The op a test is about (single-node model, base test of an _expanded one, or name match).
 std::string main_op(const TestResult& r, const std::map<std::string, const TestResult*>& by_name);
-// Writes docs/ops.md from a full run.
+// docs/ops.md from a full run: the node-test counts, and per op the dtypes of the CPU reference
+// (its passing node tests), of the fast CPU backend's own kernels and of the CUDA kernels
+// (tests/backend_ops/cuda_support.txt).
+std::string ops_table(const std::vector<TestResult>& results, const std::map<std::string, Expectation>& expectations);
+// Writes it to path.
 Status write_ops_table(const std::string& path, const std::vector<TestResult>& results,
                        const std::map<std::string, Expectation>& expectations);
 

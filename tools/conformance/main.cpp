@@ -2,6 +2,8 @@
 //
 //   build-x/gpuopt_conformance --filter test_conv        # one family; one line per test
 //   build-x/gpuopt_conformance -j 2 --quiet              # everything, failures and summary only
+//   build-x/gpuopt_conformance -j 2 --ops-table docs/ops.md        # the op support table (cpu-ref run)
+//   build-x/gpuopt_conformance -j 2 --check-ops-table docs/ops.md  # exit 1 when that file is stale
 //
 // Exit 0 when every test behaves as expected: passes, or fails and is listed in
 // tools/conformance/expectations/*.txt. Unexpected failures and unexpected passes exit 1.
@@ -13,6 +15,9 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <fstream>
+#include <iterator>
+#include <sstream>
 #include <mutex>
 #include <thread>
 
@@ -42,7 +47,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Run the ONNX backend node tests on a gpuopt backend", "gpuopt_conformance"};
   std::string data_dir, exp_dir = std::string(GPUOPT_SOURCE_DIR) + "/tools/conformance/expectations";
   std::vector<std::string> filters;
-  std::string device = "cpu", ops_table;
+  std::string device = "cpu", ops_table_path, check_path;
   bool list = false, hint = false, json = false, quiet = false;
   int jobs = 1, timeout_s = 60;
   app.add_option("--data-dir", data_dir, "Node-test folder (default: the onnx package in ./.venv)");
@@ -55,9 +60,18 @@ int main(int argc, char** argv) {
   app.add_flag("--update-expectations-hint", hint, "Print expectation lines to paste for unexpected results");
   app.add_flag("--json", json, "Print results as JSON");
   app.add_flag("--quiet", quiet, "Print only unexpected results and the summary");
-  app.add_option("--ops-table", ops_table, "Write the op support table (docs/ops.md) from this run");
+  app.add_option("--ops-table", ops_table_path, "Write the op support table (docs/ops.md) from this run");
+  app.add_option("--check-ops-table", check_path,
+                 "Compare the op support table of this run with this file (docs/ops.md); exit 1 when it differs");
   CLI11_PARSE(app, argc, argv);
 
+  const bool table = !ops_table_path.empty() || !check_path.empty();
+  // The table's node-test counts are the reference backend's (docs/ops.md says so).
+  if (table && app.count("--device") == 0) device = "cpu-ref";
+  if (table && device != "cpu-ref") {
+    fmt::print(stderr, "gpuopt_conformance: error: --ops-table and --check-ops-table run on --device cpu-ref\n");
+    return 2;
+  }
   if (data_dir.empty()) data_dir = default_data_dir();
   if (data_dir.empty()) {
     fmt::print(stderr, "gpuopt_conformance: error: no onnx node tests found under .venv; pass --data-dir\n");
@@ -78,8 +92,8 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "gpuopt_conformance: error: no test matches (data: {})\n", data_dir);
     return 2;
   }
-  if (!ops_table.empty() && !filters.empty()) {
-    fmt::print(stderr, "gpuopt_conformance: error: --ops-table needs a full run (no --filter)\n");
+  if (table && !filters.empty()) {
+    fmt::print(stderr, "gpuopt_conformance: error: --ops-table and --check-ops-table need a full run (no --filter)\n");
     return 2;
   }
   if (list) {
@@ -175,16 +189,39 @@ int main(int argc, char** argv) {
       if (outcomes[i] == Outcome::kUnexpectedPass)
         fmt::print("# remove from {}: {}\n", exp->at(tests[i].name).file, tests[i].name);
   }
-  if (!ops_table.empty()) {
-    Status st = write_ops_table(ops_table, results, *exp);
+  if (!ops_table_path.empty()) {
+    Status st = write_ops_table(ops_table_path, results, *exp);
     if (!st.ok()) {
       fmt::print(stderr, "gpuopt_conformance: error: {}\n", st.to_string());
       return 1;
+    }
+  }
+  bool stale = false;
+  if (!check_path.empty()) {
+    std::ifstream in(check_path);
+    const std::string have((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string want = ops_table(results, *exp);
+    if (!in.is_open() || have != want) {
+      stale = true;
+      // The first line that differs, so the reason is visible in the CTest log.
+      std::istringstream a(have), b(want);
+      std::string la, lb;
+      int line = 0;
+      while (true) {
+        ++line;
+        const bool ga = static_cast<bool>(std::getline(a, la)), gb = static_cast<bool>(std::getline(b, lb));
+        if (!ga && !gb) break;
+        if (!ga || !gb || la != lb) break;
+      }
+      fmt::print(stderr,
+                 "gpuopt_conformance: error: '{}' is stale (line {}: has '{}', this run gives '{}'); regenerate it: "
+                 "build/gpuopt_conformance -j 2 --ops-table docs/ops.md\n",
+                 check_path, line, la, lb);
     }
   }
   // The last line is the contract: `N passed, N failed, N skipped`.
   auto& out = json ? stderr : stdout;
   fmt::print(out, "{} expected failures, {} unexpected failures, {} unexpected passes\n", xfail, unexpected_fail, xpass);
   fmt::print(out, "{} passed, {} failed, {} skipped\n", passed, failed, skipped);
-  return unexpected_fail || xpass ? 1 : 0;
+  return unexpected_fail || xpass || stale ? 1 : 0;
 }

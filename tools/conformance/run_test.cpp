@@ -1,5 +1,6 @@
 // One node test: load model.onnx, feed test_data_set_*/input_*.pb, compare with output_*.pb.
 #include "conformance.h"
+#include "backends/cpu_fast/fast_kernel.h"
 #include "core/device.h"
 #include "gpuopt/session.h"
 #include "ir/graph.h"
@@ -115,6 +116,26 @@ std::vector<std::string> model_ops(const std::string& path) {
   return ops;
 }
 
+// The imported graph's nodes with their first input's dtype and the fast CPU backend's claim.
+std::vector<NodeForm> node_forms(const std::string& path) {
+  std::vector<NodeForm> forms;
+  auto g = load_onnx_model(path);
+  if (!g.ok() || !g->infer_shapes().ok()) return forms;
+  for (const Node& n : g->nodes()) {
+    DType dt = DType::Undefined;
+    for (ValueId v : n.inputs)
+      if (v != kNoValue) {
+        dt = g->value(v).info.dtype;
+        break;
+      }
+    if (dt == DType::Undefined && !n.outputs.empty() && n.outputs[0] != kNoValue) dt = g->value(n.outputs[0]).info.dtype;
+    if (dt == DType::Undefined) continue;
+    forms.push_back({n.op_type.empty() ? std::string(op_name(n.op)) : n.op_type, std::string(dtype_name(dt)),
+                     cpu_fast::make_fast_kernel(n, *g) != nullptr});
+  }
+  return forms;
+}
+
 std::vector<std::string> numbered(const fs::path& dir, const std::string& prefix) {
   std::vector<std::string> files;
   for (int i = 0;; ++i) {
@@ -153,6 +174,7 @@ TestResult run_test(const TestCase& tc, const std::string& device) {
   r.name = tc.name;
   const fs::path dir(tc.dir);
   r.ops = model_ops((dir / "model.onnx").string());
+  r.forms = node_forms((dir / "model.onnx").string());
   const auto t0 = std::chrono::steady_clock::now();
   Status st = [&]() -> Status {
     SessionOptions opt;
@@ -181,7 +203,7 @@ TestResult run_test(const TestCase& tc, const std::string& device) {
   return r;
 }
 
-// Protocol child -> parent over a pipe: "P|F <ms> <ops,comma,separated>\n<message>".
+// Protocol child -> parent over a pipe: "P|F <ms> <ops,comma,separated> <op:dtype:fast;...>\n<message>".
 TestResult run_test_isolated(const TestCase& tc, const std::string& device, int timeout_s) {
   int fds[2];
   if (pipe(fds) != 0) return run_test(tc, device);
@@ -191,7 +213,10 @@ TestResult run_test_isolated(const TestCase& tc, const std::string& device, int 
     TestResult r = run_test(tc, device);
     std::string ops;
     for (const auto& o : r.ops) ops += (ops.empty() ? "" : ",") + o;
-    const std::string msg = fmt::format("{} {:.3f} {}\n{}", r.passed ? 'P' : 'F', r.ms, ops.empty() ? "-" : ops, r.message);
+    std::string forms;
+    for (const auto& f : r.forms) forms += fmt::format("{}{}:{}:{}", forms.empty() ? "" : ";", f.op, f.dtype, f.fast ? 1 : 0);
+    const std::string msg = fmt::format("{} {:.3f} {} {}\n{}", r.passed ? 'P' : 'F', r.ms, ops.empty() ? "-" : ops,
+                                        forms.empty() ? "-" : forms, r.message);
     size_t off = 0;
     while (off < msg.size()) {
       ssize_t n = write(fds[1], msg.data() + off, msg.size() - off);
@@ -240,15 +265,25 @@ TestResult run_test_isolated(const TestCase& tc, const std::string& device, int 
   const std::string head = buf.substr(2, nl - 2);
   const size_t sp = head.find(' ');
   r.ms = std::atof(head.substr(0, sp).c_str());
-  const std::string ops = sp == std::string::npos ? "-" : head.substr(sp + 1);
-  if (ops != "-") {
+  const std::string rest = sp == std::string::npos ? "-" : head.substr(sp + 1);
+  const size_t sp2 = rest.find(' ');
+  const std::string ops = rest.substr(0, sp2), forms = sp2 == std::string::npos ? "-" : rest.substr(sp2 + 1);
+  auto split = [](const std::string& text, char sep) {
+    std::vector<std::string> out;
+    if (text == "-") return out;
     size_t start = 0;
     for (;;) {
-      size_t c = ops.find(',', start);
-      r.ops.push_back(ops.substr(start, c - start));
+      const size_t c = text.find(sep, start);
+      out.push_back(text.substr(start, c - start));
       if (c == std::string::npos) break;
       start = c + 1;
     }
+    return out;
+  };
+  r.ops = split(ops, ',');
+  for (const std::string& f : split(forms, ';')) {
+    const std::vector<std::string> parts = split(f, ':');
+    if (parts.size() == 3) r.forms.push_back({parts[0], parts[1], parts[2] == "1"});
   }
   r.message = buf.substr(nl + 1);
   return r;

@@ -5,6 +5,7 @@
 // makes one for device N, and a device that does not exist is refused naming it.
 #include "backends/backend.h"
 #include "backends/cuda/cuda_executable.h"
+#include "backends/cuda/placement.h"
 #include "core/cuda_check.h"
 #include "core/device.h"
 #include "core/log.h"
@@ -53,61 +54,8 @@ class CudaBackend final : public Backend {
       : device_(device), mem_(std::move(mem)), alloc_(mem_.get()) {}
   std::string_view name() const override { return "cuda"; }
 
-  bool supports(const Node& node, const Graph& graph) const override {
-    const CudaOpEntry* e = cuda_op(node.op, graph.opset_for(node));
-    if (!e) return false;
-    std::vector<DType> dts;
-    for (ValueId v : node.inputs) dts.push_back(v == kNoValue ? DType::Undefined : graph.value(v).info.dtype);
-    if (!e->supports) return true;
-    // kernel_shape is optional in ONNX (the weight's shape gives it); the CUDA Conv tells 2-D from
-    // the attribute, so a node without it is judged with the weight's spatial dims filled in.
-    if (node.op_type == "Conv" && !node.has_attr("kernel_shape") && node.inputs.size() > 1 && node.inputs[1] != kNoValue) {
-      const ValueInfo& w = graph.value(node.inputs[1]).info;
-      if (w.rank_known && w.shape.size() == 4) {
-        Node with = node;
-        with.attrs["kernel_shape"].kind = Attribute::Kind::kInts;
-        with.attrs["kernel_shape"].ints = {w.shape[2], w.shape[3]};
-        return e->supports(with, dts);
-      }
-    }
-    return e->supports(node, dts);
-  }
-
-  // Shape arithmetic stays on the host: Shape and Size, and every node whose inputs are all
-  // constants or such host values and whose outputs are integers, run on the CPU. Their
-  // consumers (Reshape's shape, Slice's starts, ...) read them there without a device round trip
-  // and a host wait, and a captured CUDA graph can hold them (they depend on shapes only).
-  std::vector<NodePlace> place(const Graph& graph) const override {
-    std::vector<bool> on_host(graph.values().size(), false);
-    for (size_t v = 0; v < on_host.size(); ++v) on_host[v] = graph.values()[v].constant.has_value();
-    std::vector<NodePlace> p;
-    p.reserve(graph.nodes().size());
-    for (const Node& n : graph.nodes()) {
-      bool host = n.op_type == "Shape" || n.op_type == "Size";
-      if (!host && !nondeterministic(n.op_type)) {
-        bool any_input = false, inputs_on_host = true, int_outputs = true;
-        for (ValueId v : n.inputs) {
-          if (v == kNoValue) continue;
-          any_input = true;
-          inputs_on_host = inputs_on_host && on_host[static_cast<size_t>(v)];
-        }
-        for (ValueId v : n.outputs) {
-          if (v == kNoValue) continue;
-          const DType t = graph.value(v).info.dtype;
-          int_outputs = int_outputs && (t == DType::I64 || t == DType::I32 || t == DType::Bool);
-        }
-        host = any_input && inputs_on_host && int_outputs;
-      }
-      if (host) {
-        for (ValueId v : n.outputs)
-          if (v != kNoValue) on_host[static_cast<size_t>(v)] = true;
-        p.push_back(NodePlace::kHostShapes);
-      } else {
-        p.push_back(supports(n, graph) ? NodePlace::kDevice : NodePlace::kCpuFallback);
-      }
-    }
-    return p;
-  }
+  bool supports(const Node& node, const Graph& graph) const override { return cuda_supports(node, graph); }
+  std::vector<NodePlace> place(const Graph& graph) const override { return cuda_placement(graph); }
   Allocator& allocator() override { return alloc_; }
 
   Result<std::unique_ptr<Executable>> compile(const Graph& graph, const CompileOptions& options) override {
@@ -115,10 +63,10 @@ class CudaBackend final : public Backend {
     mem_->set_limit(options.memory_limit);
     std::vector<NodePlace> place = this->place(graph);
     size_t on_gpu = 0;
-    for (size_t n = 0; n < graph.nodes().size(); ++n) {
-      on_gpu += place[n] == NodePlace::kDevice;
-      if (place[n] == NodePlace::kCpuFallback) GPUOPT_LOG(info, "cuda: {} runs on the CPU backend", node_label(graph.nodes()[n]));
-    }
+    for (size_t n = 0; n < graph.nodes().size(); ++n) on_gpu += place[n] == NodePlace::kDevice;
+    // A node the GPU has no kernel for leaves the GPU (copies both ways, and the CUDA graph stops
+    // there): one line per op type names those nodes and why (placement.h).
+    for (const std::string& line : cpu_fallback_warnings(graph, place)) GPUOPT_LOG(warn, "{}", line);
     GPUOPT_LOG(info, "cuda: {} of {} nodes on the GPU", on_gpu, graph.nodes().size());
     GPUOPT_ASSIGN_OR_RETURN(MemoryPlanMode memory_plan, memory_plan_mode(MemoryPlanMode::kPool));
     auto exe = std::make_unique<CudaExecutable>(graph, std::move(place), mem_.get(), device_, options.cuda_graphs,
@@ -147,7 +95,14 @@ Result<std::unique_ptr<Backend>> make_cuda_backend(int index) {
 }
 
 struct Register {
-  Register() { register_backend(DeviceKind::kCuda, "cuda", make_cuda_backend); }
+  Register() {
+    register_backend(DeviceKind::kCuda, "cuda", make_cuda_backend);
+    register_placement(DeviceKind::kCuda, [](const Graph& g) {
+      StaticPlacement s{cuda_placement(g), {}};
+      s.fallbacks = cpu_fallback_warnings(g, s.place);
+      return s;
+    });
+  }
 } g_register;
 
 }  // namespace

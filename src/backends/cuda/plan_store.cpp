@@ -101,6 +101,11 @@ void PlanCacheLink::save_if_changed() {
 }
 
 std::string conv_key_text(const ConvKey& k) {
+  // A 3-D key's depth extents, pad, stride and dilation follow (1-D and 2-D keys keep their text).
+  if (k.d > 0)
+    return fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},d{},{},{},{},{},{}", k.n, k.c, k.h, k.w,
+                       k.m, k.kh, k.kw, k.oh, k.ow, k.group, k.ph, k.pw, k.sh, k.sw, k.dh, k.dw, dtype_name(k.dt),
+                       k.nhwc ? "nhwc" : "nchw", k.d, k.kd, k.od, k.pd, k.sd, k.dd);
   return fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}", k.n, k.c, k.h, k.w, k.m, k.kh, k.kw, k.oh,
                      k.ow, k.group, k.ph, k.pw, k.sh, k.sw, k.dh, k.dw, dtype_name(k.dt), k.nhwc ? "nhwc" : "nchw");
 }

@@ -1,5 +1,7 @@
-// 2-D Conv through cuDNN (NCHW, symmetric pads, groups, dilations), descriptors and the chosen
-// algorithm cached per shape — failures too. Asymmetric padding and non-2-D convs run on the CPU.
+// Conv through cuDNN (NCHW, symmetric pads, groups, dilations), descriptors and the chosen
+// algorithm cached per shape — failures too. 1-D convs run as 2-D ones of unit height, 3-D ones
+// through cuDNN's N-d descriptors (cudnn_conv.h). Asymmetric padding and SAME_* auto_pad run on
+// the CPU (the conv1d pass hands 1-D convs in a graph to the 2-D path first: docs/cuda.md).
 #include "backends/cuda/cuda_ops.h"
 #include "ops/conv/cuda/cudnn_conv.h"
 #include "backends/cuda/plan_store.h"
@@ -56,7 +58,7 @@ Status run_conv(CudaKernelContext& k) {
 bool conv_supported(const Node& n, const std::vector<DType>& in) {
   if (in.size() < 2 || in[0] != in[1] || (in.size() > 2 && in[2] != DType::Undefined && in[2] != in[0])) return false;
   if (in[0] != DType::F32 && in[0] != DType::F16 && in[0] != DType::BF16) return false;
-  return conv2d_attrs_supported(n);
+  return conv_attrs_supported(n, 3);
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
-// 2-D ConvTranspose through cuDNN: the transposed convolution is the backward-data pass of the
+// ConvTranspose through cuDNN: the transposed convolution is the backward-data pass of the
 // forward convolution that maps the output's shape to the input's (ConvTranspose's weight
-// [C, M/group, kh, kw] is that convolution's filter). NCHW, symmetric pads, output_padding,
-// groups, dilations; plans cached per shape, failures too. auto_pad other than NOTSET/VALID, an
-// explicit output_shape and asymmetric pads run on the CPU.
+// [C, M/group, k...] is that convolution's filter). NCHW, 1-D (as 2-D of unit height), 2-D and
+// 3-D (cuDNN's N-d descriptors), symmetric pads, output_padding, groups, dilations; plans cached
+// per shape, failures too. auto_pad other than NOTSET/VALID, an explicit output_shape and
+// asymmetric pads run on the CPU.
 #include "backends/cuda/cuda_ops.h"
 #include "ops/conv/cuda/cudnn_conv.h"
 #include "core/cuda_check.h"
@@ -21,7 +22,7 @@ struct Plan {
 
 ConvPlanCache<Plan> g_plans;
 
-// x: [n, c, h, w] (the forward convolution's output, "dy"); y: [n, m, oh, ow] ("dx").
+// x: [n, c, spatial...] (the forward convolution's output, "dy"); y: [n, m, spatial...] ("dx").
 Status build(Plan* p, const ConvKey& k, cudnnHandle_t h, size_t max_ws) {
   GPUOPT_RETURN_IF_ERROR(p->d.build(k, k.c, k.m / k.group));
   cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
@@ -35,16 +36,14 @@ Status run_conv_transpose(CudaKernelContext& k) {
   const Tensor& x = k.in(0);
   const Tensor& w = k.in(1);
   const Tensor& y = k.out(0);
-  if (x.rank() != 4 || w.rank() != 4) return k.error("only 2-D (NCHW) transposed convolutions run on CUDA");
-  const auto pads = k.node.attr_ints("pads", {0, 0, 0, 0});
-  const auto strides = k.node.attr_ints("strides", {1, 1});
-  const auto dil = k.node.attr_ints("dilations", {1, 1});
+  if (x.rank() < 3 || x.rank() > 5 || w.rank() != x.rank())
+    return k.error("only 1-D, 2-D and 3-D (NC...) transposed convolutions run on CUDA");
   const int64_t group = k.node.attr_i("group", 1);
   if (w.shape()[0] != x.shape()[1] || w.shape()[1] * group != y.shape()[1])
     return k.error("weight {} does not match input {} and output {}", shape_to_string(w.shape()),
                    shape_to_string(x.shape()), shape_to_string(y.shape()));
-  ConvKey key{x.shape()[0], x.shape()[1], x.shape()[2], x.shape()[3], y.shape()[1], w.shape()[2], w.shape()[3],
-              y.shape()[2], y.shape()[3], group, pads[0], pads[1], strides[0], strides[1], dil[0], dil[1], x.dtype()};
+  // The forward convolution's x is ConvTranspose's x ("dy"), its y ConvTranspose's y ("dx").
+  const ConvKey key = conv_key_of(k.node, x.shape(), w.shape(), y.shape(), y.shape()[1], x.dtype(), false);
   GPUOPT_ASSIGN_OR_RETURN(cudnnHandle_t h, k.ctx.cudnn());
   const Plan* plan = g_plans.get(key, [&](Plan* p) { return build(p, key, h, conv_workspace_cap(k.ctx)); });
   GPUOPT_RETURN_IF_ERROR(plan->status.with_context(node_label(k.node)));
@@ -59,7 +58,8 @@ Status run_conv_transpose(CudaKernelContext& k) {
   return Status::Ok();
 }
 
-// The spatial rank comes from any attribute that has one value per spatial axis.
+// The spatial rank (1, 2 or 3) comes from any attribute that has one value per spatial axis;
+// every such attribute must agree with it.
 bool conv_transpose_supported(const Node& n, const std::vector<DType>& in) {
   if (in.size() < 2 || in[0] != in[1] || (in.size() > 2 && in[2] != DType::Undefined && in[2] != in[0])) return false;
   if (in[0] != DType::F32 && in[0] != DType::F16 && in[0] != DType::BF16) return false;
@@ -67,10 +67,16 @@ bool conv_transpose_supported(const Node& n, const std::vector<DType>& in) {
   if ((ap != "NOTSET" && ap != "VALID") || n.has_attr("output_shape")) return false;
   const auto ks = n.attr_ints("kernel_shape"), st = n.attr_ints("strides"), dl = n.attr_ints("dilations");
   const auto pads = n.attr_ints("pads"), op = n.attr_ints("output_padding");
-  if (!(ks.size() == 2 || st.size() == 2 || dl.size() == 2 || pads.size() == 4 || op.size() == 2)) return false;
-  if (!ks.empty() && ks.size() != 2) return false;
-  if ((!st.empty() && st.size() != 2) || (!dl.empty() && dl.size() != 2) || (!op.empty() && op.size() != 2)) return false;
-  return pads.empty() || (pads.size() == 4 && pads[0] == pads[2] && pads[1] == pads[3]);
+  const size_t nd = !ks.empty() ? ks.size() : !st.empty() ? st.size() : !dl.empty() ? dl.size()
+                  : !op.empty() ? op.size() : pads.size() / 2;
+  if (nd < 1 || nd > 3) return false;
+  for (const auto* v : {&ks, &st, &dl, &op})
+    if (!v->empty() && v->size() != nd) return false;
+  if (pads.empty()) return true;
+  if (pads.size() != 2 * nd) return false;
+  for (size_t i = 0; i < nd; ++i)
+    if (pads[i] != pads[nd + i]) return false;
+  return true;
 }
 
 }  // namespace

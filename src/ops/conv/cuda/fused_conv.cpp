@@ -1,6 +1,7 @@
 // FusedConv (com.microsoft): y = act(conv(x, w) + bias + z) in one cudnnConvolutionBiasActivationForward
 // call: the residual add and the Relu ride in the convolution's epilogue instead of two more
-// kernels that each read and write the whole activation. 2-D NCHW with symmetric pads, as Conv.
+// kernels that each read and write the whole activation. NCHW (1-D, 2-D or 3-D) with symmetric
+// pads, as Conv.
 //
 // cuDNN's rules: the activation is RELU or IDENTITY, and IDENTITY only with the
 // IMPLICIT_PRECOMP_GEMM algorithm; bias is [1, M, 1, 1] in the data type; alpha1/alpha2 are
@@ -15,7 +16,9 @@
 //
 // NhwcFusedConv (ai.gpuopt, written by the layout_nhwc pass) is the same op channels-last: x, z,
 // y [N, H, W, C], w [M, kH, kW, C/group]. It shares every line here; only the descriptors'
-// format (ConvKey::nhwc) and the epilogue's channel index (i % C) differ. Where cuDNN has no
+// format (ConvKey::nhwc) and the epilogue's channel index (i % C) differ. FusedConv of 1-D (unit
+// height) and 3-D (cuDNN's N-d descriptors) convolutions takes the same route; NhwcFusedConv is
+// 2-D only. Where cuDNN has no
 // channels-last algorithm for a shape, that node runs the NCHW plan between transposes.
 // Its depthwise shapes run our own kernel (depthwise.h). Its `input_activation` (ops/conv/conv_activation.h) is the depthwise
 // kernel's prologue; any other conv that carries one (GPUOPT_DEPTHWISE_KERNEL=cudnn) reads an
@@ -240,7 +243,7 @@ Status run_plan(CudaKernelContext& k, cudnnHandle_t h, const FusedPlan& plan, co
     bias = zb;
   }
   // Channels-last: the channel of element i is i % M (spatial extent 1 in the epilogue's terms).
-  const Epilogue epi{key.dt, y_numel, key.m, key.nhwc ? 1 : key.oh * key.ow, k.ctx.stream};
+  const Epilogue epi{key.dt, y_numel, key.m, key.nhwc ? 1 : key.od * key.oh * key.ow, k.ctx.stream};
   if (act != ConvAct::kNone && !relu) return run_decomposed(h, plan, act, a.x, a.w, a.b, a.z, a.y, ws, epi);
   if (!plan.decomposed.load() && !plan.timed.exchange(true)) {
     GPUOPT_RETURN_IF_ERROR(time_fused_vs_separate(k, h, plan, relu, a.x, a.w, a.b, bias, a.z, a.y, ws, epi));
@@ -413,13 +416,14 @@ bool fused_conv_supported(const Node& n, const std::vector<DType>& in) {
   if (in[0] != DType::F32 && in[0] != DType::F16 && in[0] != DType::BF16) return false;
   if (!conv_act_from_name(n.attr_s("activation", ""))) return false;  // the other activations run on the CPU
   if (!conv_act_from_name(n.attr_s(kConvInputActivation, ""))) return false;
-  return conv2d_attrs_supported(n);                 // the rest as Conv's CUDA kernel
+  return conv_attrs_supported(n, 3);                // the rest as Conv's CUDA kernel: 1-D, 2-D, 3-D
 }
 
 // cuDNN's channels-last convolutions are the tensor-core ones: fp16 and bf16 only (an f32
-// NhwcFusedConv, which the layout pass never writes, runs on the CPU).
+// NhwcFusedConv, which the layout pass never writes, runs on the CPU); 2-D only.
 bool nhwc_fused_conv_supported(const Node& n, const std::vector<DType>& in) {
-  return !in.empty() && (in[0] == DType::F16 || in[0] == DType::BF16) && fused_conv_supported(n, in);
+  return !in.empty() && (in[0] == DType::F16 || in[0] == DType::BF16) && fused_conv_supported(n, in) &&
+         conv2d_attrs_supported(n);
 }
 
 }  // namespace
