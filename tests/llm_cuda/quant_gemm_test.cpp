@@ -164,9 +164,22 @@ TEST(LlmQuantKernels, DequantizeWeightIsExact) {
       }
 }
 
+// The split-K workspace as the runner holds one: partial sums and zeroed arrival counters.
+struct SplitWs {
+  DevBuf partial{size_t{32} * 16 * 22016 * 4}, counters{4096 * 4};
+  k::GemvSplitScratch ws;
+  SplitWs() {
+    EXPECT_EQ(cudaMemset(counters.get(), 0, 4096 * 4), cudaSuccess);
+    ws = {static_cast<float*>(partial.get()), size_t{32} * 16 * 22016, static_cast<int*>(counters.get()), 4096};
+  }
+};
+
+// Every shape with the split-K workspace (the wide kernel, K split over CTAs; act-order: the
+// one-column kernel), the small one also without it (one slice); twice each: bit-identical.
 TEST(LlmQuantKernels, GemvMatchesDequantizedProduct) {
   LLM_REQUIRE_DEVICE();
   std::mt19937 rng(2);
+  SplitWs split;
   const Shape shapes[] = {{96, 256}, {4096, 4096}, {12288, 4096}, {22016, 4096}, {4096, 11008}};
   for (int bits : {4, 8})
     for (const Shape& s : shapes)
@@ -183,13 +196,16 @@ TEST(LlmQuantKernels, GemvMatchesDequantizedProduct) {
               if (s.N > 4096 && T != 1 && T != 8 && T != k::kQuantGemvMaxTokens) continue;
               const auto x = round_to(random_vec(static_cast<size_t>(T * s.K), rng), dt);
               auto b = round_to(random_vec(static_cast<size_t>(s.N), rng), dt);
-              for (bool with_bias : {false, true}) {
+              for (int variant = 0; variant < 3; ++variant) {
+                const bool with_bias = variant == 1, with_ws = variant != 2;
                 if (with_bias && T != 1) continue;
+                if (!with_ws && s.N > 96) continue;
+                const k::GemvSplitScratch* ws = with_ws ? &split.ws : nullptr;
                 DevBuf dx(x.size() * 2), dy(static_cast<size_t>(T * s.N) * 2), db(b.size() * 2);
                 dx.upload(encode(x, dt));
                 db.upload(encode(b, dt));
                 ASSERT_TRUE(k::gemv_quant_supported(d.args(h), T, s.N, s.K, dt));
-                k::gemv_quant(dx.get(), d.args(h), with_bias ? db.get() : nullptr, dy.get(), T, s.N, s.K, dt, nullptr);
+                k::gemv_quant(dx.get(), d.args(h), with_bias ? db.get() : nullptr, dy.get(), T, s.N, s.K, dt, nullptr, ws);
                 CUDA_OK(cudaDeviceSynchronize());
                 auto ref = reference(x, h, T, cols);
                 if (with_bias)
@@ -197,9 +213,9 @@ TEST(LlmQuantKernels, GemvMatchesDequantizedProduct) {
                 const auto raw = dy.download<uint8_t>(static_cast<size_t>(T * s.N) * 2);
                 EXPECT_EQ(0u, count_bad(pick(decode(raw, dt), T, s.N, cols), ref, tol_k(dt, s.K), "gemv_quant"))
                     << "int" << bits << " " << s.N << "x" << s.K << " g" << group << " act " << act << " T " << T
-                    << " " << dt_name(dt);
+                    << " " << dt_name(dt) << (with_ws ? " split-K" : " one slice");
                 EXPECT_TRUE(dy.guards_ok());
-                k::gemv_quant(dx.get(), d.args(h), with_bias ? db.get() : nullptr, dy.get(), T, s.N, s.K, dt, nullptr);
+                k::gemv_quant(dx.get(), d.args(h), with_bias ? db.get() : nullptr, dy.get(), T, s.N, s.K, dt, nullptr, ws);
                 EXPECT_EQ(raw, dy.download<uint8_t>(raw.size())) << "not deterministic";
               }
             }
@@ -333,6 +349,7 @@ TEST(LlmQuantKernelsBench, GemvBandwidthBesideFp16) {
   const Named shapes[] = {{"qkv", 12288, 4096}, {"o_proj", 4096, 4096}, {"gate_up", 22016, 4096}, {"down", 4096, 11008}};
   k::LtGemm lt;
   ASSERT_TRUE(lt.init(32 << 20).ok());
+  SplitWs split;
   auto time = [](auto&& launch) {
     for (int i = 0; i < 5; ++i) launch(i);
     cudaEvent_t a, b;
@@ -350,9 +367,9 @@ TEST(LlmQuantKernelsBench, GemvBandwidthBesideFp16) {
   for (const Named& s : shapes) {
     const size_t fbytes = static_cast<size_t>(s.N * s.K) * 2;
     const int fcopies = static_cast<int>(std::max<size_t>(2, (size_t{400} << 20) / fbytes));
-    DevBuf dwf(fbytes * fcopies), dx(16 * s.K * 2), dy(16 * s.N * 2);
+    DevBuf dwf(fbytes * fcopies), dx(64 * s.K * 2), dy(64 * s.N * 2), deq(fbytes);
     cudaMemset(dwf.get(), 0x11, fbytes * fcopies);
-    cudaMemset(dx.get(), 0x22, 16 * s.K * 2);
+    cudaMemset(dx.get(), 0x22, 64 * s.K * 2);
     for (int bits : {4, 8}) {
       const int64_t pack = 32 / bits, group = 128, G = s.K / group;
       const size_t qw = static_cast<size_t>(s.K / pack * s.N) * 4, qz = static_cast<size_t>(G * (s.N / pack)) * 4,
@@ -371,8 +388,12 @@ TEST(LlmQuantKernelsBench, GemvBandwidthBesideFp16) {
         a.group_size = group;
         return a;
       };
-      for (int64_t T : {1, 4, 8, 16}) {
-        const float q = time([&](int i) { k::gemv_quant(dx.get(), args(i), nullptr, dy.get(), T, s.N, s.K, DType::F16, nullptr); });
+      for (int64_t T : {1, 4, 8, 16, 64}) {  // 64: dequantize + GEMM (quant_linear)
+        const float q = time([&](int i) {
+          ASSERT_TRUE(k::quant_linear(lt, dx.get(), args(i), nullptr, dy.get(), T, s.N, s.K, DType::F16, deq.get(),
+                                      nullptr, &split.ws)
+                          .ok());
+        });
         const float f = time([&](int i) {
           ASSERT_TRUE(lt.linear(dx.get(), static_cast<char*>(dwf.get()) + (i % fcopies) * fbytes, nullptr, dy.get(), T,
                                 s.N, s.K, DType::F16, DType::F16, nullptr, true)

@@ -71,6 +71,11 @@ Status CudaRunner::init(const Checkpoint& ckpt, const LoadProgress& progress) {
     // Steps of more than kQuantGemvMaxTokens dequantize one packed linear at a time into this.
     GPUOPT_RETURN_IF_ERROR(
         quant_scratch_.allocate(static_cast<size_t>(weights_.max_packed_elems) * esz_, "the dequantization scratch"));
+    constexpr int64_t kCounters = 4096;  // 128-column tiles: N up to 524,288
+    GPUOPT_RETURN_IF_ERROR(gemv_counters_.allocate(kCounters * 4, "the quantized GEMV's counters"));
+    GPUOPT_CUDA_RETURN(cudaMemset(gemv_counters_.get(), 0, kCounters * 4));
+    GPUOPT_CUDA_RETURN(cudaDeviceSynchronize());  // zero before the runner's (non-blocking) stream uses them
+    gemv_split_ = {quant_scratch_.as<float>(), quant_scratch_.bytes() / 4, gemv_counters_.as<int>(), kCounters};
   }
 
   // Activations, sized once for the largest step.

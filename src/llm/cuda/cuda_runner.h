@@ -91,6 +91,8 @@ class CudaRunner final : public ModelRunner {
   PinnedBuffer sampled_host_, sample_params_host_;
   std::vector<void*> k_cache_, v_cache_;
   DeviceBuffer quant_scratch_;  // packed linears, steps above the GEMV's token count
+  DeviceBuffer gemv_counters_;  // the quantized GEMV's split-K arrival counters (zeroed once)
+  GemvSplitScratch gemv_split_;  // partial sums in quant_scratch_ (never in use by both at once)
   Fp8Gemm fp8_;                 // FP8 linears (W8A8), kFp8Rows tokens at a time
   DeviceBuffer fp8_xq_, fp8_row_scale_, fp8_acc_;
   DeviceBuffer residual_, x_, normed_, qkv_, attn_, gate_up_, act_, gx_, gres_, gnorm_, logits_;

@@ -3,12 +3,13 @@
 namespace gpuopt::llm::cuda {
 
 Status quant_linear(LtGemm& lt, const void* x, const QuantWeightArgs& w, const void* bias, void* y, int64_t T,
-                    int64_t N, int64_t K, DType dt, void* scratch, cudaStream_t stream) {
+                    int64_t N, int64_t K, DType dt, void* scratch, cudaStream_t stream,
+                    const GemvSplitScratch* split) {
   if (T == 0) return Status::Ok();
   if (!gemv_quant_supported(w, 1, N, K, dt))
     return Status::Unimplemented("no quantized kernel for a {}x{} int{} weight in {}", N, K, w.bits, dtype_name(dt));
   if (T <= kQuantGemvMaxTokens) {
-    gemv_quant(x, w, bias, y, T, N, K, dt, stream);
+    gemv_quant(x, w, bias, y, T, N, K, dt, stream, split);
     GPUOPT_CUDA_RETURN(cudaGetLastError());
     return Status::Ok();
   }

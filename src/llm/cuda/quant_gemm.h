@@ -22,10 +22,12 @@
 
 namespace gpuopt::llm::cuda {
 
-// y[T, N] = x[T, K] · W^T (+ bias). T <= kQuantGemvMaxTokens: the GEMV kernel; larger T: W dequantized
-// into `scratch` (N*K elements of dt) and the ordinary GEMM.
+// y[T, N] = x[T, K] · W^T (+ bias). T <= kQuantGemvMaxTokens: the GEMV kernel (`split`: its
+// split-K workspace, may be null); larger T: W dequantized into `scratch` (N*K elements of dt) and
+// the ordinary GEMM.
 Status quant_linear(LtGemm& lt, const void* x, const QuantWeightArgs& w, const void* bias, void* y, int64_t T,
-                    int64_t N, int64_t K, DType dt, void* scratch, cudaStream_t stream);
+                    int64_t N, int64_t K, DType dt, void* scratch, cudaStream_t stream,
+                    const GemvSplitScratch* split = nullptr);
 
 // The runner multiplies FP8 linears this many tokens at a time (bounds the f32 product scratch).
 constexpr int64_t kFp8Rows = 256;

@@ -143,7 +143,7 @@ Status CudaRunner::pack(const StepBatch& b, StepLayout* L) {
 Status CudaRunner::linear(const PackedLinear& q, const void* x, const void* w, const void* bias, void* y, int64_t T,
                           int64_t N, int64_t K, cudaStream_t s, bool tune) {
   if (!q.valid()) return gemm_.linear(x, w, bias, y, T, N, K, dt_, dt_, s, tune);
-  if (!q.fp8()) return quant_linear(gemm_, x, q.args, bias, y, T, N, K, dt_, quant_scratch_.get(), s);
+  if (!q.fp8()) return quant_linear(gemm_, x, q.args, bias, y, T, N, K, dt_, quant_scratch_.get(), s, &gemv_split_);
   for (int64_t t0 = 0; t0 < T; t0 += kFp8Rows) {
     Fp8LinearArgs a;
     a.T = std::min<int64_t>(kFp8Rows, T - t0);

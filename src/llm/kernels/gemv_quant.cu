@@ -1,5 +1,6 @@
 // Weight-only quantized products (W4A16, W8A16) in GPTQ's layout, and FP8 (W8A8) helpers.
-// Decode (T <= 16): each CTA owns 32 output columns, one per lane, and its 8 warps stride over the
+// Decode (T <= 16) without act-order: gemv_quant_wide.cu. With act-order (or where that one does
+// not apply): each CTA owns 32 output columns, one per lane, and its 8 warps stride over the
 // packed rows of K; a lane reads one int32 word (8 or 4 weights of its column), dequantizes it in
 // registers ((q - zero) * scale, the group's scale and zero loaded once per word unless act-order
 // makes the group change within it) and accumulates x · w in f32; the warps' partial sums are
@@ -8,6 +9,7 @@
 #include <cuda_fp8.h>
 
 #include "llm/kernels/common.cuh"
+#include "llm/kernels/gemv_quant_wide.h"
 #include "llm/kernels/llm_kernels.h"
 
 namespace gpuopt::llm::cuda {
@@ -108,7 +110,9 @@ void dispatch(int64_t T, const void* x, const QuantWeightArgs& w, const void* bi
   launch_t<E, kT>(x, w, bias, y, N, K, s);
 }
 
-// One thread per packed word (r, n); consecutive threads take consecutive n (coalesced reads).
+// One thread per packed word (r, n); consecutive threads take consecutive r of one column n, so
+// their 16 (int4) or 8 (int8) bytes of output are adjacent: the writes, four (int4) or two (int8)
+// times the bytes of the reads, are the coalesced side.
 template <class E, int kBits>
 __global__ void dequant_kernel(const uint32_t* __restrict__ qw, const uint32_t* __restrict__ qz,
                                const E* __restrict__ scales, const int32_t* __restrict__ g_idx, E* __restrict__ out,
@@ -118,8 +122,9 @@ __global__ void dequant_kernel(const uint32_t* __restrict__ qw, const uint32_t* 
   const int64_t words = static_cast<int64_t>(K / kPack) * N;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < words;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int r = static_cast<int>(i / N), n = static_cast<int>(i % N);
-    const uint32_t word = qw[i];
+    const int rows = K / kPack;
+    const int n = static_cast<int>(i / rows), r = static_cast<int>(i % rows);
+    const uint32_t word = qw[static_cast<int64_t>(r) * N + n];
 #pragma unroll
     for (int j = 0; j < kPack; ++j) {
       const int k = r * kPack + j;
@@ -190,9 +195,10 @@ bool gemv_quant_supported(const QuantWeightArgs& w, int64_t T, int64_t N, int64_
 }
 
 void gemv_quant(const void* x, const QuantWeightArgs& w, const void* bias, void* y, int64_t T, int64_t N, int64_t K,
-                DType dt, cudaStream_t stream) {
+                DType dt, cudaStream_t stream, const GemvSplitScratch* split) {
   if (!gemv_quant_supported(w, T, N, K, dt))
     detail::contract_violation("gemv_quant: unsupported shape, dtype or layout");
+  if (gemv_quant_wide(x, w, bias, y, T, N, K, dt, split, stream)) return;
   if (dt == DType::F16)
     dispatch<__half>(T, x, w, bias, y, static_cast<int>(N), static_cast<int>(K), stream);
   else

@@ -92,13 +92,23 @@ struct QuantWeightArgs {
   int64_t group_size = 128;  // a multiple of 8 dividing K (unused with g_idx)
   bool zero_minus_one = true;
 };
+// The split-K workspace of gemv_quant: f32 partial sums (slices x T x N) and one arrival counter
+// per 128 output columns, zeroed once when allocated (every launch leaves them zero). One stream
+// at a time uses a workspace.
+struct GemvSplitScratch {
+  float* partial = nullptr;
+  size_t partial_floats = 0;
+  int* counters = nullptr;
+  int64_t num_counters = 0;
+};
 // y[T, N] = x[T, K] · W^T (+ bias), T <= kQuantGemvMaxTokens, f16/bf16, dequantized in registers,
 // f32 accumulation, deterministic. N a multiple of 32/bits. Each dequantized word serves all T
-// tokens, so the kernel stays bound by the weights' bytes up to batch 16.
+// tokens. Without act-order: 16-byte loads of 4 columns per lane and, with a workspace, K split
+// over enough CTAs to fill the GPU (gemv_quant_wide.cu); act-order: one column per lane.
 constexpr int kQuantGemvMaxTokens = 16;
 bool gemv_quant_supported(const QuantWeightArgs& w, int64_t T, int64_t N, int64_t K, DType dt);
 void gemv_quant(const void* x, const QuantWeightArgs& w, const void* bias, void* y, int64_t T, int64_t N,
-                int64_t K, DType dt, cudaStream_t stream);
+                int64_t K, DType dt, cudaStream_t stream, const GemvSplitScratch* split = nullptr);
 // W as [N, K] row-major in dt (f16/bf16): the larger-T path dequantizes into a scratch matrix and
 // runs the ordinary GEMM on it.
 void dequantize_weight(const QuantWeightArgs& w, void* out, int64_t N, int64_t K, DType dt,
