@@ -36,7 +36,7 @@ struct CompileOptions {
   size_t memory_limit = 0;    // device bytes a session may hold (--memory-limit); 0 = no limit
   bool cuda_graphs = true;    // SessionOptions::cuda_graphs
   std::string cache_dir;      // SessionOptions::cache_dir; "" = no plan cache
-  std::string model_hash;     // runtime/plan_cache.h model_hash(); "" = no plan cache
+  std::string model_hash;     // backends/plan_cache.h model_hash(); "" = no plan cache
 };
 
 struct RunOptions {

@@ -1,5 +1,5 @@
 // Start work an executable can do after it was handed out: the CUDA executor's re-capture of the
-// input shapes the plan cache lists as captured (runtime/captured_shapes.h). Session::load does
+// input shapes the plan cache lists as captured (backends/captured_shapes.h). Session::load does
 // it all before returning unless SessionOptions::defer_graph_capture; the server's instances
 // then do it one shape at a time on their own thread while idle (after `ready`). Not part of
 // backend.h's interface: the CUDA executor implements it beside Executable.

@@ -8,7 +8,7 @@
 
 #include "backends/backend.h"
 #include "ir/graph.h"
-#include "runtime/memory_plan.h"
+#include "backends/memory_plan.h"
 
 #include <nlohmann/json.hpp>
 

@@ -9,7 +9,7 @@
 #include "ir/graph.h"
 #include "onnx/importer.h"
 #include "passes/passes.h"
-#include "runtime/plan_cache.h"
+#include "backends/plan_cache.h"
 
 #include <fmt/ranges.h>
 

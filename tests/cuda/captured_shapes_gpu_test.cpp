@@ -1,4 +1,4 @@
-// The plan cache's captured-shape list on a GPU (runtime/captured_shapes.h): after a shape's
+// The plan cache's captured-shape list on a GPU (backends/captured_shapes.h): after a shape's
 // second run (its capture) the plan file lists it; a warm start captures it again while the
 // session loads, so its first run replays a graph; a malformed entry in the list is skipped and the
 // rest still used; SessionOptions::defer_graph_capture leaves the capture to
@@ -7,7 +7,7 @@
 #include "engine/model_builder.h"
 
 #include "gpuopt/session.h"
-#include "runtime/plan_cache.h"
+#include "backends/plan_cache.h"
 
 #include <gtest/gtest.h>
 

@@ -1,8 +1,8 @@
-// The captured-shape list of the plan cache (runtime/captured_shapes.h): signatures round-trip,
+// The captured-shape list of the plan cache (backends/captured_shapes.h): signatures round-trip,
 // a model's list survives the file and is read back at a warm start, and entries that do not
 // parse or do not fit the model are skipped with the reason (the CUDA executor warns and goes
 // on); other models' entries are left alone.
-#include "runtime/captured_shapes.h"
+#include "backends/captured_shapes.h"
 
 #include <gtest/gtest.h>
 

@@ -1,10 +1,10 @@
-// The static memory plan (runtime/memory_plan.h) against a brute-force check written here: no
+// The static memory plan (backends/memory_plan.h) against a brute-force check written here: no
 // two tensors whose lifetimes overlap share a byte unless one is a view of the other, every
 // offset aligned, the arena no larger than the sum of the buffers and no smaller than the most
 // bytes live at one step. Lifetimes and view chains are recomputed here from the graph.
 #include "backends/backend.h"
 #include "ir/graph.h"
-#include "runtime/memory_plan.h"
+#include "backends/memory_plan.h"
 
 #include <gtest/gtest.h>
 

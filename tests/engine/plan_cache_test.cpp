@@ -1,7 +1,7 @@
-// The plan cache file (runtime/plan_cache.h) on the CPU: the format round-trips, a corrupted or
+// The plan cache file (backends/plan_cache.h) on the CPU: the format round-trips, a corrupted or
 // truncated file and a file made for another GPU (or driver, library, gpuopt build) are ignored
 // with the reason, and the model hash follows the model's bytes and the session settings.
-#include "runtime/plan_cache.h"
+#include "backends/plan_cache.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>

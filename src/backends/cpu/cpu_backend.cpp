@@ -7,7 +7,7 @@
 #include "backends/cpu_fast/fast_kernel.h"
 #include "core/nvtx.h"
 #include "ir/eval.h"
-#include "runtime/memory_plan.h"
+#include "backends/memory_plan.h"
 
 #include <fmt/ranges.h>
 

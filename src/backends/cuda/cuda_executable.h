@@ -16,7 +16,7 @@
 #include "backends/cuda/device_memory.h"
 #include "backends/cuda/plan_store.h"
 #include "backends/cuda/staging.h"
-#include "runtime/memory_plan.h"
+#include "backends/memory_plan.h"
 
 #include <memory>
 #include <mutex>
@@ -99,7 +99,7 @@ class CudaExecutable final : public Executable, public PipelinedExecutable, publ
   // makes a new choice writes it back.
   void open_plan_cache(const std::string& dir, const std::string& model_hash);
   // With a plan cache and CUDA graphs: the input shapes the cache lists as captured for this
-  // model (runtime/captured_shapes.h; entries that do not fit are skipped with a warning), which
+  // model (backends/captured_shapes.h; entries that do not fit are skipped with a warning), which
   // capture_next_cached_shape() (DeferredCapture) runs twice on zeros each, eager then captured,
   // so those shapes replay from the first request.
   void list_cached_shapes();

@@ -3,7 +3,7 @@
 
 #include "core/cuda_check.h"
 #include "core/log.h"
-#include "runtime/captured_shapes.h"
+#include "backends/captured_shapes.h"
 
 #include <cuda_runtime.h>
 

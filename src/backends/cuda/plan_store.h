@@ -1,5 +1,5 @@
 // The choices this process made on each CUDA device, as text entries the plan cache file holds
-// (runtime/plan_cache.h): cuDNN algorithm and math type per convolution shape, FusedConv's
+// (backends/plan_cache.h): cuDNN algorithm and math type per convolution shape, FusedConv's
 // fused-or-separate decision, cuBLASLt's algorithm per matmul shape. A plan builder looks its
 // shape up before asking cuDNN/cuBLASLt (and validates what it finds: a stale entry falls back to
 // choosing again), then records what it chose. The store of the calling thread's current device
@@ -11,7 +11,7 @@
 #pragma once
 
 #include "gpuopt/session.h"
-#include "runtime/plan_cache.h"
+#include "backends/plan_cache.h"
 
 #include <cstdint>
 #include <memory>

@@ -1,5 +1,5 @@
 // The static memory plan (memory_plan.h): lifetimes, view groups, greedy-by-size best fit.
-#include "runtime/memory_plan.h"
+#include "backends/memory_plan.h"
 
 #include "core/env.h"
 #include "ir/eval.h"

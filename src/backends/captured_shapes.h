@@ -1,4 +1,4 @@
-// The input shapes a model ran as CUDA graphs, kept in its plan cache file (runtime/plan_cache.h)
+// The input shapes a model ran as CUDA graphs, kept in its plan cache file (backends/plan_cache.h)
 // so that a warm start captures them again before the server says `ready`, and the first request
 // of each shape pays no capture. One entry per shape:
 //
@@ -14,7 +14,7 @@
 
 #include "core/status.h"
 #include "core/tensor.h"
-#include "runtime/plan_cache.h"
+#include "backends/plan_cache.h"
 
 #include <string>
 #include <string_view>

@@ -1,4 +1,4 @@
-#include "runtime/captured_shapes.h"
+#include "backends/captured_shapes.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

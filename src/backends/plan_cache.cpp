@@ -1,4 +1,4 @@
-#include "runtime/plan_cache.h"
+#include "backends/plan_cache.h"
 
 #include "core/log.h"
 
