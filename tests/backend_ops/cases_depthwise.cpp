@@ -74,7 +74,7 @@ void add_depthwise_cases(std::vector<Case>& cases) {
       {{2, 14, 15, 96}, 96, 7, 3, 1, 96, true, false, "", "dw+mean C=96 k7"},
       {{2, 9, 11, 16}, 24, 3, 1, 1, 1, true, false, "Relu", "dense conv + mean (cuDNN, then the mean kernel)"},
   };
-  // `backend_ops perf --case se-perf` (scripts/gpu/se.sh): EfficientNet-B0's SE convs at batch 32
+  // `backend_ops perf --case se-perf`: EfficientNet-B0's SE convs at batch 32
   // with and without the mean, the ReduceMean they replace, and stride-2 convs for the tile A/B.
   const DwCase perf[] = {
       {{32, 112, 112, 32}, 32, 3, 1, 1, 32, true, false, "Swish", "se-perf b1 k3"},
@@ -137,7 +137,7 @@ void add_depthwise_cases(std::vector<Case>& cases) {
     make(dt, {{2, 7, 9, 24}, 40, 1, 0, 1, 1, true, true, "", "1x1 bias z (cuDNN)"}, 1, {});
     make(dt, {{2, 8, 8, 24}, 40, 1, 0, 2, 1, true, false, "", "1x1 s2 bias (cuDNN)"}, 1, {});
   }
-  // The shared-memory kernel's edges (depthwise_smem.cu; scripts/gpu/dwsmem.sh runs them with
+  // The shared-memory kernel's edges (depthwise_smem.cu; run them with
   // GPUOPT_DEPTHWISE_KERNEL=smem, labels "dwsmem"): output extents that leave partial tiles and
   // partial 4-column positions, odd H/W, pads 0-3 (wider than the kernel's half: output larger
   // than the input), stride 2 with odd input, k3/k5/k7, slabs of 8 to 1152 channels (one slab,

@@ -112,7 +112,7 @@ TEST(PlanCache, AFileForAnotherGpuOrBuildIsStale) {
   }
 }
 
-// What scripts/gpu/plan_cache.sh does on the H200 to fake another GPU: the gpu line rewritten
+// How a file another GPU wrote is faked (as an H200 check did): the gpu line rewritten
 // and the end line recomputed, as a file the other GPU wrote would be: stale, naming the field.
 // The same edit without a matching end line is a changed file: corrupt, never stale.
 TEST(PlanCache, AnotherGpusFileIsStaleAndAnEditedHeaderIsCorrupt) {

@@ -52,7 +52,7 @@ Status run_depthwise_nhwc(CudaKernelContext& k, const ConvKey& key, ConvAct act,
                                 : DepthwiseTile::kSmem;  // auto, smem
   // The shared-memory kernel where it takes the shape (w_t is the workspace's, 256-aligned).
   const bool smem = a.tile == DepthwiseTile::kSmem && depthwise_smem_applies(a);
-  if (a.tile == DepthwiseTile::kSmem)  // scripts/gpu/dwsmem.sh counts the shapes that fall back
+  if (a.tile == DepthwiseTile::kSmem)  // the debug log says which shapes fall back
     GPUOPT_LOG(debug, "{}: depthwise {}", node_label(k.node), smem ? "smem kernel" : "smem does not apply: register tiles");
   // The transposed filter, then (with mean) the f32 partial sums, 256-byte aligned.
   const size_t w_bytes = (static_cast<size_t>(key.c * key.kh * key.kw) * dtype_size(key.dt) + 255) / 256 * 256;

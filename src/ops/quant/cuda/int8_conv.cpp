@@ -19,7 +19,7 @@
 // plan, as before) and kept in the plan store ("int8conv <shape>,..." = "engine=<tag>"), so a
 // warm start with --cache-dir builds that plan alone. Plans are cached per device and shape,
 // failures too; which path a shape got is logged at info.
-// Checked on the H200 by scripts/gpu/int8_conv.sh and int8_tune.sh.
+// Checked on the H200 by backend_ops test --op Int8Conv and test_cuda's Int8Conv* tests.
 #include "ops/quant/cuda/int8_conv.h"
 
 #include "backends/cuda/cuda_ops.h"

@@ -9,7 +9,7 @@
 // where cuDNN's path writes c and Int8Add's kernel reads it back (ResNet-50's bottleneck ends:
 // 1.3 ms of 5.9 at b256). The same arithmetic as the cuDNN residual graph and Int8Add's kernel
 // (products by the pre-divided scales, rounding half to even), so the CPU reference is met to one
-// code. Measured apart by scripts/gpu/res8 (the 16 conv3 + add of ResNet-50 at b256: 2.10 ms
+// code. Measured apart in an A/B run (docs/perf-notes.md; the 16 conv3 + add of ResNet-50 at b256: 2.10 ms
 // against 2.60 for cuDNN's conv3 and Int8Add).
 #pragma once
 

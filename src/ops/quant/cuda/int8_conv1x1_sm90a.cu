@@ -1,6 +1,6 @@
 // The sm_90a kernel behind int8_conv1x1.h: a CUTLASS 3.x int8 GEMM (TMA loads, wgmma, persistent
 // cooperative 256x128x128 tiles, cluster 1x2: the fastest of five configurations in
-// scripts/gpu/res8 at ResNet-50's shapes) whose epilogue visitor tree has one compute node over
+// an A/B run at ResNet-50's shapes, docs/perf-notes.md) whose epilogue visitor tree has one compute node over
 // the int32 sums, the residual (the C tensor, TMA-loaded int8), alpha[m] and beta[m] (row
 // broadcasts) and the node's own scalars. Compiled for sm_90a only (src/CMakeLists.txt).
 #include "ops/quant/cuda/int8_conv1x1.h"

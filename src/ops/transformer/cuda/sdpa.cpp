@@ -93,7 +93,7 @@ bool bias_broadcast() {
 }  // namespace
 
 // nan_to_zero is left to cuDNN (no pass after it): on the H200 cuDNN 9 writes 0 for a row whose
-// every key is masked (backend-ops' fully masked Attention cases, scripts/gpu/qkv.sh: 21/21).
+// every key is masked (backend-ops' fully masked Attention cases: 21/21).
 // GPUOPT_SDPA_NAN_GUARD=pass keeps the in-place pass after cuDNN (the behaviour before).
 bool sdpa_zeroes_masked_rows() {
   static const bool on = [] {
