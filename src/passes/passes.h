@@ -124,10 +124,10 @@ Result<PassStats> pool_before_qdq(Graph* g);
 Result<PassStats> drop_requantize(Graph* g);
 
 // GPUOPT_DISABLE_FUSION, read once per pipeline: "1" (or "all") turns every fusion pass off;
-// otherwise a comma-separated list of pass names to turn off (conv, matmul_bias, gelu, attention,
-// transpose, nhwc); a name with a leading '+' turns ON an opt-in pass (int8_residual, on by
-// default since its 1x1 form got a CUTLASS kernel: '+int8_residual' is still accepted).
-// validate() names an unknown one (the pipelines call it first).
+// otherwise a comma-separated list of fusion names to turn off (the names: passes/fusions.h); a
+// name with a leading '+' turns ON an opt-in pass (int8_residual, on by default since its 1x1
+// form got a CUTLASS kernel: '+int8_residual' is still accepted). validate() names an unknown one
+// (the pipelines call it first).
 //
 //   const FusionSwitches sw = FusionSwitches::from_env();
 //   if (sw.enabled("nhwc")) ...

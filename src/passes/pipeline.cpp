@@ -3,6 +3,7 @@
 // GPUOPT_DISABLE_FUSION they share.
 #include "core/env.h"
 #include "core/log.h"
+#include "passes/fusions.h"
 #include "passes/merge_qkv.h"
 #include "passes/passes.h"
 #include "passes/precision.h"
@@ -51,26 +52,17 @@ bool FusionSwitches::opted_in(std::string_view pass) const {
 }
 
 Status FusionSwitches::validate() const {
-  static constexpr std::string_view kNames[] = {"conv",      "matmul_bias",     "gelu",           "layernorm",
-                                                "attention", "gemm_activation", "skip_layernorm", "transpose",
-                                                "nhwc",      "qdq",             "gemm_scale",     "fp8_chain",
-                                                "qdq_attention", "int8_residual", "se_mean",
-                                                "int8_epilogue", "fp8_norm", "int8_norm",
-                                                "fp8_lone", "dw_prologue", "merge_qkv", "attention_mask",
-                                                "qdq_pool", "qdq_requant", "nhwc_entry", "conv1d"};
   // '+name' turns on an opt-in pass; int8_residual is on by default now, '+int8_residual' is still accepted.
-  static constexpr std::string_view kOptIn[] = {"int8_residual"};
   for (const auto& n : on)
-    if (std::find(std::begin(kOptIn), std::end(kOptIn), n) == std::end(kOptIn))
+    if (n != "int8_residual")
       return Status::InvalidArgument("GPUOPT_DISABLE_FUSION: '+{}' is not an opt-in fusion (the opt-in ones: +int8_residual)", n);
   for (const auto& n : off)
-    if (std::find(std::begin(kNames), std::end(kNames), n) == std::end(kNames))
-      return Status::InvalidArgument(
-          "GPUOPT_DISABLE_FUSION: unknown fusion '{}' (valid: 1 or all, or a list of conv, matmul_bias, gelu, layernorm, "
-          "attention, gemm_activation, skip_layernorm, transpose, nhwc, qdq, gemm_scale, fp8_chain, qdq_attention, "
-          "int8_residual, se_mean, int8_epilogue, fp8_norm, int8_norm, fp8_lone, dw_prologue, merge_qkv, attention_mask, "
-          "qdq_pool, qdq_requant, nhwc_entry, conv1d)",
-          n);
+    if (!is_fusion_name(n)) {
+      std::string names;
+      for (const FusionInfo& f : fusion_table()) names += (names.empty() ? "" : ", ") + std::string(f.name);
+      return Status::InvalidArgument("GPUOPT_DISABLE_FUSION: unknown fusion '{}' (valid: 1 or all, or a list of {})", n,
+                                     names);
+    }
   return Status::Ok();
 }
 
