@@ -358,14 +358,7 @@ void setup(CLI::App& app) {
       ->check(int_range(1, 4096));
   cmd->add_option("--dump-logits", o->dump_logits,
                   "Write the first generated position's logits [sequences, vocab] as .npy");
-  cmd->callback([o] {
-    if (Status st = check_llm_runner_flags(o->runner); !st.ok()) {
-      set_exit_code(report_error(st, /*usage=*/true));
-      return;
-    }
-    Status st = run(*o);
-    set_exit_code(st.ok() ? kExitOk : report_error(st));
-  });
+  cmd->callback([o] { run_llm_command(o->runner, [&] { return run(*o); }); });
 }
 GPUOPT_REGISTER_COMMAND(44, setup);
 

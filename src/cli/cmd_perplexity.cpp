@@ -114,14 +114,7 @@ void setup(CLI::App& app) {
   cmd->add_option("--predictions", o->predictions,
                   "Write the most probable token id at each scored position, one per line");
   cmd->add_flag("--json", o->json, "Print JSON: perplexity, nll, top1, scored_tokens, windows, seconds");
-  cmd->callback([o] {
-    if (Status st = check_llm_runner_flags(o->runner); !st.ok()) {
-      set_exit_code(report_error(st, /*usage=*/true));
-      return;
-    }
-    Status st = run(*o);
-    set_exit_code(st.ok() ? kExitOk : report_error(st));
-  });
+  cmd->callback([o] { run_llm_command(o->runner, [&] { return run(*o); }); });
 }
 GPUOPT_REGISTER_COMMAND(46, setup);
 

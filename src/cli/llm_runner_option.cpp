@@ -25,6 +25,15 @@ Status check_llm_runner_flags(const LlmRunnerFlags& f) {
   return Status::Ok();
 }
 
+void run_llm_command(const LlmRunnerFlags& f, const std::function<Status()>& run) {
+  if (Status st = check_llm_runner_flags(f); !st.ok()) {
+    set_exit_code(report_error(st, /*usage=*/true));
+    return;
+  }
+  Status st = run();
+  set_exit_code(st.ok() ? kExitOk : report_error(st));
+}
+
 DType llm_compute_dtype(const LlmRunnerFlags& f, const llm::LlmConfig& cfg) {
   if (f.precision.empty()) return f.device.is_cuda() ? cfg.dtype : DType::F32;
   return f.precision == "fp16" ? DType::F16 : f.precision == "bf16" ? DType::BF16 : DType::F32;

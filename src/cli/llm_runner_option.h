@@ -10,6 +10,7 @@
 //   GPUOPT_ASSIGN_OR_RETURN(auto runner, make_llm_runner(f, cfg, *ck, ro));
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -31,6 +32,8 @@ struct LlmRunnerFlags {
 void add_llm_runner_options(CLI::App* cmd, LlmRunnerFlags* f);
 // A usage error when --precision asks the CPU runner for anything but fp32.
 Status check_llm_runner_flags(const LlmRunnerFlags& f);
+// A subcommand's callback: check_llm_runner_flags (exit 2), then `run` (exit 0 or 1).
+void run_llm_command(const LlmRunnerFlags& f, const std::function<Status()>& run);
 DType llm_compute_dtype(const LlmRunnerFlags& f, const llm::LlmConfig& cfg);
 llm::RunnerOptions runner_options(const LlmRunnerFlags& f, const llm::LlmConfig& cfg);
 Result<std::unique_ptr<llm::ModelRunner>> make_llm_runner(const LlmRunnerFlags& f, const llm::LlmConfig& cfg,

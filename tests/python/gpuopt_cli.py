@@ -32,3 +32,13 @@ def op_counts(path, env=None):
                        env={**os.environ, **(env or {})})
     assert r.returncode == 0, r.stderr
     return {o["op"]: o["nodes"] for o in json.loads(r.stdout)["profile"]["ops"]}
+
+
+def cuda_device():
+    """Whether `gpuopt info` finds a GPU (the CUDA cases skip without one)."""
+    import json
+    r = subprocess.run([gpuopt_bin(), "info", "--json"], capture_output=True, text=True, timeout=60)
+    try:
+        return bool(json.loads(r.stdout).get("gpus"))
+    except ValueError:
+        return False

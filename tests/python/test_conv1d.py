@@ -16,7 +16,7 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
-from gpuopt_cli import gpuopt_bin, op_counts  # noqa: E402
+from gpuopt_cli import cuda_device, gpuopt_bin, op_counts  # noqa: E402
 
 
 def conv(name, x, y, c_in, c_out, k, rng, stride=1, dil=1, group=1, pads=None, bias=True):
@@ -101,14 +101,6 @@ def test_reshapes_cancel_across_elementwise_ops_only(tmp_path):
     x = np.random.default_rng(2).standard_normal((2, 16, 64)).astype(np.float32)
     want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     np.testing.assert_allclose(run(tmp_path / "t.onnx", x, tmp_path)[0], want, rtol=1e-4, atol=1e-5)
-
-
-def cuda_device():
-    r = subprocess.run([gpuopt_bin(), "info", "--json"], capture_output=True, text=True, timeout=60)
-    try:
-        return bool(json.loads(r.stdout).get("gpus"))
-    except ValueError:
-        return False
 
 
 def test_whisper_style_stem_runs_on_cuda(tmp_path):

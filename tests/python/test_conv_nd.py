@@ -17,7 +17,7 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
-from gpuopt_cli import gpuopt_bin  # noqa: E402
+from gpuopt_cli import cuda_device, gpuopt_bin  # noqa: E402
 
 WARNING = "run on the CPU inside the GPU graph"  # "node runs" / "nodes run"
 
@@ -98,14 +98,6 @@ def test_conv3d_relu_fuses_and_matches(tmp_path):
     got, j, _ = run(tmp_path / "m.onnx", x, tmp_path, "cpu-ref", extra=["--profile"])
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
     assert [o["op"] for o in j["profile"]["ops"]] == ["FusedConv"], j["profile"]["ops"]
-
-
-def cuda_device():
-    r = subprocess.run([gpuopt_bin(), "info", "--json"], capture_output=True, text=True, timeout=60)
-    try:
-        return bool(json.loads(r.stdout).get("gpus"))
-    except ValueError:
-        return False
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
