@@ -2,6 +2,7 @@
 // with --optimized, the compiler's report (inspect_report.h).
 #include "backends/backend.h"
 #include "cli/command.h"
+#include "cli/engine_option.h"
 #include "cli/device_option.h"
 #include "cli/inspect_report.h"
 #include "core/device.h"
@@ -333,8 +334,8 @@ void setup(CLI::App& app) {
   cmd->add_flag("--json", o->json, "Print JSON");
   cmd->add_flag("--optimized", o->optimized, "Show the graph after gpuopt's passes (constant and BatchNormalization folding, Identity/Dropout removal, Conv+Add+Relu fusion into FusedConv, GELU, attention, MatMul+bias into Gemm; with --device cuda and --precision fp16/bf16, the channels-last layout pass) and what the compiler did: per node its fusion, layout, precision and placement, and the static memory plan");
   cmd->add_flag("--verbose", o->verbose, "With --optimized: the memory plan's offset, size and lifetime of every tensor");
-  cmd->add_option("--precision", o->precision,
-                  "With --optimized: the precision conversion the session runs (fp32, fp16, bf16; int8 for a model "
+  add_precision_option(cmd, &o->precision,
+                       "With --optimized: the precision conversion the session runs (fp32, fp16, bf16; int8 for a model "
                   "with QuantizeLinear/DequantizeLinear nodes, as gpuopt quantize writes: with --device cuda, the "
                   "int8 GEMMs and convolutions and what their epilogues took over; a float model is first "
                   "calibrated on random inputs, as run --precision int8 does, with a warning)")

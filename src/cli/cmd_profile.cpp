@@ -4,6 +4,7 @@
 #include "backends/backend.h"
 #include "core/device.h"
 #include "cli/command.h"
+#include "cli/engine_option.h"
 #include "cli/device_option.h"
 #include "core/table.h"
 #include "profile/inputs.h"
@@ -23,7 +24,7 @@ struct Options {
   std::string precision = "fp32";
   int64_t batch = 1;
   std::vector<std::string> dims;
-  std::string memory_limit;
+  size_t memory_limit = 0;  // bytes; 0: none
   int warmup = 3;
   int runs = 1;
   int top = 10;
@@ -49,11 +50,7 @@ int run(const Options& o) {
   po.warmup = o.warmup;
   po.runs = o.runs;
   po.kernels = !o.no_kernels;
-  if (!o.memory_limit.empty()) {
-    auto bytes = parse_byte_size(o.memory_limit);
-    if (!bytes) return report_error(Status::InvalidArgument("--memory-limit '{}': expected bytes such as 512M or 2G", o.memory_limit), true);
-    po.session.memory_limit = *bytes;
-  }
+  po.session.memory_limit = o.memory_limit;
   auto dims = profile::parse_dims(o.dims);
   if (!dims.ok()) return report_error(dims.status(), true);
   std::optional<profile::Ceilings> ceilings;
@@ -101,10 +98,12 @@ void setup(CLI::App& app) {
       "profile", "Where the time goes: a Chrome trace of every node, the top nodes against the roofline, host gaps");
   cmd->add_option("model", o->model, "ONNX model file")->required();
   add_device_option(cmd, &o->device, "cpu (fast), cpu-ref (reference kernels), cuda or cuda:N when built in");
-  cmd->add_option("--precision", o->precision, "fp32, fp16 or bf16")->check(one_of({"fp32", "fp16", "bf16"}));
+  add_precision_option(cmd, &o->precision,
+                       "fp32, fp16, bf16, int8 (a model with QuantizeLinear/DequantizeLinear nodes: gpuopt quantize) "
+                       "or fp8 (a model with Fp8Gemm nodes)");
   cmd->add_option("--batch", o->batch, "Batch size of the random inputs (a dynamic leading dim)")->check(int_range(1, kMaxBatch));
   cmd->add_option("--dim", o->dims, "NAME=VALUE for another symbolic input dim (repeatable)");
-  cmd->add_option("--memory-limit", o->memory_limit, "Cap on device memory for the run's tensors, e.g. 2G");
+  add_memory_limit_option(cmd, &o->memory_limit, "Cap on device memory for the run's tensors, e.g. 2G");
   cmd->add_option("--warmup", o->warmup, "Ordinary runs first: plan caches, CUDA graph capture (default 3)")
       ->check(int_range(1, 100000));
   cmd->add_option("--runs", o->runs, "Node-by-node runs recorded (default 1)")->check(int_range(1, 1000));

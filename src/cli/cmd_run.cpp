@@ -2,6 +2,7 @@
 // report latency (min / median / p99) and throughput.
 #include "backends/backend.h"
 #include "cli/command.h"
+#include "cli/engine_option.h"
 #include "cli/device_option.h"
 #include "core/env.h"
 #include "core/npy.h"
@@ -40,7 +41,7 @@ struct Options {
   int warmup = 1;
   Device device = Device::cpu();
   std::string precision = "fp32";
-  std::string memory_limit;
+  size_t memory_limit = 0;  // bytes; 0: none
   bool json = false;
   bool profile = false;
   bool no_cuda_graphs = false;
@@ -180,11 +181,7 @@ int run(const Options& o) {
   }
   so.cuda_graphs = !o.no_cuda_graphs;
   so.cache_dir = o.cache_dir.empty() ? env_get("GPUOPT_CACHE_DIR").value_or("") : o.cache_dir;
-  if (!o.memory_limit.empty()) {
-    auto bytes = parse_byte_size(o.memory_limit);
-    if (!bytes) return report_error(Status::InvalidArgument("--memory-limit '{}': expected bytes such as 512M or 2G", o.memory_limit), true);
-    so.memory_limit = *bytes;
-  }
+  so.memory_limit = o.memory_limit;
   using clock = std::chrono::steady_clock;
   const auto load_start = clock::now();
   auto loaded = Session::load(o.model, so);
@@ -412,11 +409,10 @@ void setup(CLI::App& app) {
   cmd->add_option("--iterations", o->iterations, "Timed runs (default 10)")->check(int_range(1, 1000000));
   cmd->add_option("--warmup", o->warmup, "Untimed runs first (default 1)")->check(int_range(0, 1000000));
   add_device_option(cmd, &o->device, "cpu (the fast CPU backend), cpu-ref (the reference kernels), or cuda / cuda:N (a CUDA device by index) when built in");
-  cmd->add_option("--precision", o->precision,
-                  "fp32, fp16, bf16, int8 or fp8 (inputs and outputs stay f32; int8 and fp8 calibrate a float model on its "
-                  "inputs)")
-      ->check(one_of({"fp32", "fp16", "bf16", "int8", "fp8"}));
-  cmd->add_option("--memory-limit", o->memory_limit, "Cap on device memory for the run's tensors, e.g. 2G");
+  add_precision_option(cmd, &o->precision,
+                       "fp32, fp16, bf16, int8 or fp8 (inputs and outputs stay f32; int8 and fp8 calibrate a float "
+                       "model on its inputs)");
+  add_memory_limit_option(cmd, &o->memory_limit, "Cap on device memory for the run's tensors, e.g. 2G");
   cmd->add_option("--seed", o->seed, "Seed of --random-inputs (default 0)");
   cmd->add_option("--cache-dir", o->cache_dir,
                   "CUDA plan cache: keep each shape's algorithm and fusion choices in DIR for the next start "

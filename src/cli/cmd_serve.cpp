@@ -12,6 +12,7 @@
 #include <map>
 
 #include "cli/command.h"
+#include "cli/engine_option.h"
 #include "core/env.h"
 #include "core/log.h"
 #include "server/grpc_server.h"
@@ -390,10 +391,9 @@ void setup(CLI::App& app) {
   cmd->add_option("--http-max-input-size", o->max_input_size, "Largest request body in bytes (413 above; gRPC: largest request message, RESOURCE_EXHAUSTED above)")
       ->check(int_range(1))
       ->capture_default_str();
-  cmd->add_option("--precision", o->precision,
-                  "fp32, fp16, bf16, int8 (a Q/DQ model: gpuopt quantize) or fp8 (a model with Fp8Gemm nodes) for "
-                  "models without gpuopt.precision")
-      ->check(one_of({"fp32", "fp16", "bf16", "int8", "fp8"}))
+  add_precision_option(cmd, &o->precision,
+                       "fp32, fp16, bf16, int8 (a Q/DQ model: gpuopt quantize) or fp8 (a model with Fp8Gemm nodes) for "
+                       "models without gpuopt.precision")
       ->capture_default_str();
   cmd->add_option("--cache-dir", o->cache_dir,
                   "CUDA plan cache: keep each model's algorithm and fusion choices in DIR for the next start "

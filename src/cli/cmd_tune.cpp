@@ -3,6 +3,7 @@
 // config.pbtxt as a ready model repository, tune.json and an HTML/SVG report (docs/tune.md).
 #include "backends/backend.h"
 #include "cli/command.h"
+#include "cli/engine_option.h"
 #include "cli/device_option.h"
 #include "core/table.h"
 #include "profile/inputs.h"
@@ -29,7 +30,7 @@ struct Options {
   std::vector<int> instances{1, 2};
   std::vector<int64_t> delays{0, 1000};
   double latency_budget_ms = 0;
-  std::string memory_limit;
+  size_t memory_limit = 0;  // bytes; 0: none
   double min_throughput = 0;
   double time_budget_s = 0;
   int iterations = 10;
@@ -94,12 +95,7 @@ int run(const Options& o) {
   t.iterations = o.iterations;
   t.measurement_ms = o.measurement_ms;
   t.max_concurrency = o.max_concurrency;
-  if (!o.memory_limit.empty()) {
-    auto b = parse_byte_size(o.memory_limit);
-    if (!b || *b == 0)
-      return report_error(Status::InvalidArgument("--memory-limit '{}': expected bytes such as 512M or 2G", o.memory_limit), true);
-    t.memory_limit = *b;
-  }
+  if (o.memory_limit > 0) t.memory_limit = o.memory_limit;
   auto dims = profile::parse_dims(o.dims);
   if (!dims.ok()) return report_error(dims.status(), true);
   t.dims = *dims;
@@ -155,16 +151,15 @@ void setup(CLI::App& app) {
   cmd->add_option("--mode", o->mode, "offline (engine only) or online (a real serve driven by perf)")
       ->check(one_of({"offline", "online"}));
   add_device_option(cmd, &o->device, "cpu (fast), cpu-ref (reference kernels), cuda or cuda:N when built in");
-  cmd->add_option("--precision", o->precisions,
-                  "Precisions to search (repeatable; default fp32 on the CPU; on CUDA fp32 fp16 bf16, and int8 or fp8 "
-                  "for a model quantized for it)")
-      ->check(one_of({"fp32", "fp16", "bf16", "int8", "fp8"}));
+  add_precision_option(cmd, &o->precisions,
+                       "Precisions to search (repeatable; default fp32 on the CPU; on CUDA fp32 fp16 bf16, and int8 or "
+                       "fp8 for a model quantized for it)");
   cmd->add_option("--max-batch", o->max_batch, "Largest batch tried (default 256)")->check(int_range(1, int64_t{1} << 20));
   cmd->add_option("--instances", o->instances, "Online: instance counts to try (default 1 2)")->check(int_range(1, 64));
   cmd->add_option("--max-queue-delay-us", o->delays, "Online: dynamic batching delays to try (default 0 1000)")
       ->check(int_range(0, 10000000));
   cmd->add_option("--latency-budget-ms", o->latency_budget_ms, "p99 latency at most (ms)")->check(real_range(0, 1e9));
-  cmd->add_option("--memory-limit", o->memory_limit, "Memory a session may hold, e.g. 2G (also each point's cap)");
+  add_memory_limit_option(cmd, &o->memory_limit, "Memory a session may hold, e.g. 2G (also each point's cap)");
   cmd->add_option("--min-throughput", o->min_throughput, "Inferences/s at least")->check(real_range(0, 1e12));
   cmd->add_option("--time-budget", o->time_budget_s, "Seconds; no new point starts after it")->check(real_range(0, 1e9));
   cmd->add_option("--iterations", o->iterations, "Offline: timed runs per point (default 10)")->check(int_range(1, 100000));

@@ -224,3 +224,21 @@ def test_version_flag_and_a_global_flag_after_the_subcommand():
     # An option no level knows is still a usage error naming it.
     r = gpuopt("version", "--bogus-flag")
     assert r.returncode == 2 and "--bogus-flag" in one_line(r), r.stderr
+
+
+# The engine options are defined once (cli/engine_option.h): the same check and message everywhere.
+@pytest.mark.parametrize("sub", ["run", "inspect", "profile", "tune", "serve"])
+def test_precision_is_checked_alike(sub):
+    r = gpuopt(sub, *REQUIRED.get(sub, []), "--precision", "fp17")
+    assert r.returncode == 2, (sub, r.returncode, r.stderr)
+    line = one_line(r)
+    assert "--precision: 'fp17' is not one of fp32, fp16, bf16, int8" in line, line
+
+
+@pytest.mark.parametrize("sub", ["run", "profile", "tune"])
+@pytest.mark.parametrize("value", ["0", "12Q", "-1G"])
+def test_memory_limit_is_parsed_alike(sub, value):
+    r = gpuopt(sub, *REQUIRED.get(sub, []), "--memory-limit", value)
+    assert r.returncode == 2, (sub, value, r.returncode, r.stderr)
+    line = one_line(r)
+    assert f"--memory-limit: '{value}': expected a number of bytes above 0" in line, line

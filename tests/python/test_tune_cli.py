@@ -121,7 +121,7 @@ def test_constraints(model, tmp_path):
         assert j["points"][j["chosen"]]["throughput"] >= floor
     # Bad input: one clear line; a bad value is a usage error (2), a missing model a runtime error (1).
     r = tune([str(model), "--memory-limit", "lots"])
-    assert r.returncode == 2 and "--memory-limit 'lots'" in r.stderr
+    assert r.returncode == 2 and "--memory-limit: 'lots'" in r.stderr
     r = tune(["--model-repository", str(tmp_path), "-m", "nothing"])
     assert r.returncode == 1 and "no model folder" in r.stderr
 
