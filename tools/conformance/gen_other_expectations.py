@@ -4,8 +4,8 @@
   .venv/bin/python tools/conformance/gen_other_expectations.py   # rewrites other.txt
 
 A test is listed when its model uses an op outside gpuopt's op list (the issue's list plus
-whatever src/ir/ops_*.inc declares), a dtype gpuopt has no type for (float8, int4, int2, float4,
-complex), a non-tensor value (sequence, map, optional), or an opset older than 7. Ops in the list
+whatever src/ir/ops_*.inc declares), a dtype gpuopt has no type for (complex), a non-tensor
+value (sequence, map, optional), or an opset older than 7. Ops in the list
 that fail are the kernel owners' business (nn.txt, math.txt, tensor.txt), not this file's.
 """
 import glob
@@ -32,7 +32,10 @@ QLinearConv""".split()
 # DType in src/core/dtype.h mirrors these ONNX types; everything else has no gpuopt type.
 SUPPORTED_DTYPES = {TensorProto.FLOAT, TensorProto.UINT8, TensorProto.INT8, TensorProto.UINT16, TensorProto.INT16,
                     TensorProto.INT32, TensorProto.INT64, TensorProto.STRING, TensorProto.BOOL, TensorProto.FLOAT16,
-                    TensorProto.DOUBLE, TensorProto.UINT32, TensorProto.UINT64, TensorProto.BFLOAT16}
+                    TensorProto.DOUBLE, TensorProto.UINT32, TensorProto.UINT64, TensorProto.BFLOAT16,
+                    TensorProto.FLOAT8E4M3FN, TensorProto.FLOAT8E4M3FNUZ, TensorProto.FLOAT8E5M2,
+                    TensorProto.FLOAT8E5M2FNUZ, TensorProto.UINT4, TensorProto.INT4, TensorProto.FLOAT4E2M1,
+                    TensorProto.FLOAT8E8M0, TensorProto.UINT2, TensorProto.INT2}
 MIN_OPSET = 7
 
 
