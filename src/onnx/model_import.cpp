@@ -26,7 +26,7 @@ using onnx_detail::convert_attribute;
 bool is_default_domain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
 
 // Ops of other domains in gpuopt's op list: ONNX Runtime's com.microsoft FusedConv, FusedGemm and
-// SkipLayerNormalization, and gpuopt's
+// SkipLayerNormalization, ONNX's training optimizers (ai.onnx.preview.training), and gpuopt's
 // own channels-last ops (ai.gpuopt, written by the layout_nhwc pass). They are read only in
 // their own domain (a default-domain "FusedConv" is as unknown as in ONNX itself).
 struct DomainOp {
@@ -35,7 +35,9 @@ struct DomainOp {
 constexpr DomainOp kDomainOps[] = {
     {"com.microsoft", "FusedConv"}, {"ai.gpuopt", "NhwcFusedConv"}, {"ai.gpuopt", "NhwcMaxPool"},
     {"ai.gpuopt", "Int8Gemm"}, {"com.microsoft", "FusedGemm"}, {"com.microsoft", "SkipLayerNormalization"},
-    {"ai.gpuopt", "Int8Conv"}, {"ai.gpuopt", "Int8Add"}, {"ai.gpuopt", "Fp8Gemm"}, {"ai.gpuopt", "ToNhwc"}};
+    {"ai.gpuopt", "Int8Conv"}, {"ai.gpuopt", "Int8Add"}, {"ai.gpuopt", "Fp8Gemm"}, {"ai.gpuopt", "ToNhwc"},
+    {"ai.onnx.preview.training", "Adagrad"}, {"ai.onnx.preview.training", "Adam"},
+    {"ai.onnx.preview.training", "Momentum"}};
 
 bool is_contrib_op(const std::string& domain, const std::string& op) {
   for (const DomainOp& d : kDomainOps)
