@@ -26,9 +26,9 @@ using onnx_detail::convert_attribute;
 bool is_default_domain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
 
 // Ops of other domains in gpuopt's op list: ONNX Runtime's com.microsoft FusedConv, FusedGemm and
-// SkipLayerNormalization, ONNX's training optimizers (ai.onnx.preview.training), and gpuopt's
-// own channels-last ops (ai.gpuopt, written by the layout_nhwc pass). They are read only in
-// their own domain (a default-domain "FusedConv" is as unknown as in ONNX itself).
+// SkipLayerNormalization, ONNX's training optimizers (ai.onnx.preview.training) and classical-ML
+// ops (ai.onnx.ml), and gpuopt's own channels-last ops (ai.gpuopt, written by the layout_nhwc
+// pass). They are read only in their own domain (a default-domain "FusedConv" is as unknown as in ONNX itself).
 struct DomainOp {
   std::string_view domain, op;
 };
@@ -37,7 +37,8 @@ constexpr DomainOp kDomainOps[] = {
     {"ai.gpuopt", "Int8Gemm"}, {"com.microsoft", "FusedGemm"}, {"com.microsoft", "SkipLayerNormalization"},
     {"ai.gpuopt", "Int8Conv"}, {"ai.gpuopt", "Int8Add"}, {"ai.gpuopt", "Fp8Gemm"}, {"ai.gpuopt", "ToNhwc"},
     {"ai.onnx.preview.training", "Adagrad"}, {"ai.onnx.preview.training", "Adam"},
-    {"ai.onnx.preview.training", "Momentum"}};
+    {"ai.onnx.preview.training", "Momentum"}, {"ai.onnx.ml", "LabelEncoder"}, {"ai.onnx.ml", "Binarizer"},
+    {"ai.onnx.ml", "ArrayFeatureExtractor"}};
 
 bool is_contrib_op(const std::string& domain, const std::string& op) {
   for (const DomainOp& d : kDomainOps)
