@@ -56,7 +56,10 @@ bool is_other_domain_op_name(const std::string& op) {
 Result<ValueInfo> convert_value_info(const onnx::ValueInfoProto& vi, Graph* g, bool leading_is_batch, const char* kind) {
   ValueInfo info;
   if (!vi.has_type()) return info;
-  const onnx::TypeProto& tp = vi.type();
+  // An optional holding a tensor is read as that tensor (an empty optional cannot be given).
+  const onnx::TypeProto& tp = vi.type().has_optional_type() && vi.type().optional_type().elem_type().has_tensor_type()
+                                  ? vi.type().optional_type().elem_type()
+                                  : vi.type();
   if (!tp.has_tensor_type())
     return Status::Unimplemented("graph {} '{}' is not a tensor (sequence, map, optional and sparse values are not "
                                  "supported)",

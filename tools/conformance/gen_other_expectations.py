@@ -67,11 +67,14 @@ def reason_for(model, ops):
         if n.op_type not in ops:
             return f"not implemented: op {n.op_type} not in gpuopt's op list"
     for v in list(g.input) + list(g.output):
-        if not v.type.HasField("tensor_type"):
-            kind = v.type.WhichOneof("value") or "untyped"
+        t = v.type
+        if t.HasField("optional_type") and t.optional_type.elem_type.HasField("tensor_type"):
+            t = t.optional_type.elem_type  # gpuopt reads an optional tensor as the tensor
+        if not t.HasField("tensor_type"):
+            kind = t.WhichOneof("value") or "untyped"
             return f"not supported: {kind.replace('_type', '')} values (gpuopt runs tensors only)"
-        if v.type.tensor_type.elem_type not in SUPPORTED_DTYPES:
-            return f"not supported: dtype {dtype_name(v.type.tensor_type.elem_type)} is not one of gpuopt's dtypes"
+        if t.tensor_type.elem_type not in SUPPORTED_DTYPES:
+            return f"not supported: dtype {dtype_name(t.tensor_type.elem_type)} is not one of gpuopt's dtypes"
     tensors = list(g.initializer) + [a.t for n in g.node for a in n.attribute if a.type == onnx.AttributeProto.TENSOR]
     for t in tensors:
         if t.data_type not in SUPPORTED_DTYPES:
