@@ -291,7 +291,9 @@ Tensor slice_at(const Tensor& x, int64_t axis, int64_t t) {
   return out;
 }
 
-Result<std::vector<Tensor>> run_scan(const Node& n, const std::vector<Tensor>& in, size_t own) {
+// `batched_v8`: one batch item of a Scan-8 (scan axis 0, its `directions` attribute, outputs
+// stacked on axis 0).
+Result<std::vector<Tensor>> run_scan(const Node& n, const std::vector<Tensor>& in, size_t own, bool batched_v8 = false) {
   GPUOPT_ASSIGN_OR_RETURN(const Graph* body, subgraph(n, "body"));
   const int64_t M = n.attr_i("num_scan_inputs", -1);
   if (M < 1 || static_cast<size_t>(M) > own)
@@ -301,10 +303,11 @@ Result<std::vector<Tensor>> run_scan(const Node& n, const std::vector<Tensor>& i
     return Status::InvalidArgument("{}: body has {} inputs and {} outputs; expected {} inputs and at least {} outputs",
                                    node_label(n), body->inputs().size(), body->outputs().size(), own, N);
   const size_t K = body->outputs().size() - N;
-  const auto in_axes = n.attr_ints("scan_input_axes", std::vector<int64_t>(static_cast<size_t>(M), 0));
-  const auto in_dirs = n.attr_ints("scan_input_directions", std::vector<int64_t>(static_cast<size_t>(M), 0));
-  const auto out_axes = n.attr_ints("scan_output_axes", std::vector<int64_t>(K, 0));
-  const auto out_dirs = n.attr_ints("scan_output_directions", std::vector<int64_t>(K, 0));
+  const std::vector<int64_t> zeros_m(static_cast<size_t>(M), 0), zeros_k(K, 0);
+  const auto in_axes = batched_v8 ? zeros_m : n.attr_ints("scan_input_axes", zeros_m);
+  const auto in_dirs = n.attr_ints(batched_v8 ? "directions" : "scan_input_directions", zeros_m);
+  const auto out_axes = batched_v8 ? zeros_k : n.attr_ints("scan_output_axes", zeros_k);
+  const auto out_dirs = batched_v8 ? zeros_k : n.attr_ints("scan_output_directions", zeros_k);
   if (in_axes.size() != static_cast<size_t>(M) || in_dirs.size() != static_cast<size_t>(M) || out_axes.size() != K ||
       out_dirs.size() != K)
     return Status::InvalidArgument("{}: scan axes/directions attributes do not match {} scan inputs and {} outputs",
@@ -382,11 +385,68 @@ Status cpu_Scan(KernelContext& ctx) {
 }
 double flops_Scan(const FlopsContext&) { return 0.0; }
 
-// Scan-8 took a batch axis and sequence_lens; gpuopt implements the opset-9 form only.
-Status infer_Scan_v1(InferContext& ctx) {
-  return Status::Unimplemented("{}: Scan of opset 8 (batched, with sequence_lens) is not supported; opset 9+ is",
-                               node_label(ctx.node));
+// ---- Scan-8 -----------------------------------------------------------------------------
+// Inputs: sequence_lens (optional), N states, M scan inputs, all with a leading batch axis (scan
+// inputs [batch, sequence, ...]); each batch item is one opset-9 scan. Sequences shorter than
+// the scan inputs' length (sequence_lens) are refused.
+
+namespace {
+
+Result<std::vector<Tensor>> run_scan8(const Node& n, const std::vector<Tensor>& in, size_t own) {
+  if (own < 2) return Status::InvalidArgument("{}: needs states or scan inputs after sequence_lens", node_label(n));
+  const Tensor& first = in[1];
+  if (!first.defined() || first.rank() < 1) return Status::InvalidArgument("{}: inputs need a batch axis", node_label(n));
+  const int64_t batch = first.dim(0);
+  for (size_t i = 1; i < own; ++i)
+    if (!in[i].defined() || in[i].rank() < 1 || in[i].dim(0) != batch)
+      return Status::InvalidArgument("{}: input {} does not have the batch size {}", node_label(n), i, batch);
+  if (in[0].defined()) {
+    const Tensor& x = in[own - 1];  // a scan input: [batch, sequence, ...]
+    for (int64_t b = 0; b < in[0].numel(); ++b)
+      if (x.rank() < 2 || in[0].get_i64(b) != x.dim(1))
+        return Status::Unimplemented("{}: sequence_lens shorter than the scan inputs are not supported", node_label(n));
+  }
+  std::vector<std::vector<Tensor>> per_output;
+  for (int64_t b = 0; b < batch; ++b) {
+    std::vector<Tensor> sub;
+    for (size_t i = 1; i < own; ++i) sub.push_back(slice_at(in[i], 0, b));
+    sub.insert(sub.end(), in.begin() + static_cast<std::ptrdiff_t>(own), in.end());
+    GPUOPT_ASSIGN_OR_RETURN(std::vector<Tensor> outs, run_scan(n, sub, own - 1, true));
+    per_output.resize(outs.size());
+    for (size_t k = 0; k < outs.size(); ++k) per_output[k].push_back(std::move(outs[k]));
+  }
+  std::vector<Tensor> result;
+  for (const auto& items : per_output) {
+    GPUOPT_ASSIGN_OR_RETURN(Tensor t, stack(n, items, 0, false, DType::Undefined, {}));
+    result.push_back(std::move(t));
+  }
+  return result;
 }
-Status cpu_Scan_v1(KernelContext& ctx) { return ctx.error("Scan of opset 8 is not supported"); }
+
+}  // namespace
+
+Status infer_Scan_v1(InferContext& ctx) {
+  GPUOPT_ASSIGN_OR_RETURN(const size_t own, own_inputs(ctx));
+  GPUOPT_RETURN_IF_ERROR(subgraph(ctx.node, "body").status());
+  const int64_t M = ctx.node.attr_i("num_scan_inputs", -1);
+  if (M < 1 || static_cast<size_t>(M) + 1 > own) return ctx.error("num_scan_inputs {} does not fit its {} inputs", M, own);
+  if (all_values_known(ctx)) {
+    GPUOPT_ASSIGN_OR_RETURN(const std::vector<Tensor> outs, run_scan8(ctx.node, input_values(ctx), own));
+    set_infos(ctx, outs);
+    return Status::Ok();
+  }
+  // States keep their types; scan outputs' types are known when the body declares them.
+  GPUOPT_ASSIGN_OR_RETURN(const Graph* body, subgraph(ctx.node, "body"));
+  for (size_t i = 0; i < ctx.outputs.size(); ++i) {
+    if (i + 1 < own - static_cast<size_t>(M)) ctx.outputs[i].dtype = ctx.has_input(1 + i) ? ctx.in(1 + i).dtype : DType::Undefined;
+    else if (i < body->outputs().size()) ctx.outputs[i].dtype = body->value(body->outputs()[i]).declared.dtype;
+  }
+  return Status::Ok();
+}
+Status cpu_Scan_v1(KernelContext& ctx) {
+  GPUOPT_ASSIGN_OR_RETURN(const size_t own, own_inputs(ctx));
+  GPUOPT_ASSIGN_OR_RETURN(const std::vector<Tensor> outs, run_scan8(ctx.node, input_values(ctx), own));
+  return copy_outputs(ctx, outs);
+}
 
 }  // namespace gpuopt
