@@ -38,7 +38,7 @@ constexpr DomainOp kDomainOps[] = {
     {"ai.gpuopt", "Int8Conv"}, {"ai.gpuopt", "Int8Add"}, {"ai.gpuopt", "Fp8Gemm"}, {"ai.gpuopt", "ToNhwc"},
     {"ai.onnx.preview.training", "Adagrad"}, {"ai.onnx.preview.training", "Adam"},
     {"ai.onnx.preview.training", "Momentum"}, {"ai.onnx.ml", "LabelEncoder"}, {"ai.onnx.ml", "Binarizer"},
-    {"ai.onnx.ml", "ArrayFeatureExtractor"}};
+    {"ai.onnx.ml", "ArrayFeatureExtractor"}, {"ai.onnx.ml", "TreeEnsemble"}};
 
 bool is_contrib_op(const std::string& domain, const std::string& op) {
   for (const DomainOp& d : kDomainOps)
