@@ -342,6 +342,7 @@ struct Importer {
     GPUOPT_RETURN_IF_ERROR(add_subgraphs(np, where, &attrs, &caps));
     for (const auto& a : np.attribute()) {
       if (attrs.count(a.name())) continue;  // a subgraph
+      if (a.name() == kCapturesAttr) continue;  // the importer's own, never the model's
       GPUOPT_ASSIGN_OR_RETURN(Attribute attr, convert_attribute(a, where, model_dir));
       attrs[a.name()] = std::move(attr);
     }
