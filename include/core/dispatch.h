@@ -1,4 +1,4 @@
-// Calls f(T{}) with T the C++ storage type of a numeric dtype (not String):
+// Calls f(T{}) with T the C++ storage type of a numeric dtype (not String, not a narrow type):
 //
 //   dispatch_dtype(t.dtype(), [&](auto tag) { using T = decltype(tag); sum<T>(t); });
 #pragma once
@@ -26,6 +26,7 @@ decltype(auto) dispatch_dtype(DType t, F&& f) {
     case DType::Bool: return f(bool{});
     case DType::String:
     case DType::Undefined: break;
+    default: break;  // narrow types (dtype_is_narrow) have no arithmetic storage type
   }
   GPUOPT_ASSERT(false, "dispatch_dtype: no numeric storage type for dtype {}", static_cast<int>(t));
   return f(float{});

@@ -24,7 +24,17 @@ namespace gpuopt {
   X(F64, 11, double, 8, "f64", "FP64", "<f8")             \
   X(U32, 12, uint32_t, 4, "u32", "UINT32", "<u4")         \
   X(U64, 13, uint64_t, 8, "u64", "UINT64", "<u8")         \
-  X(BF16, 16, ::gpuopt::BFloat16, 2, "bf16", "BF16", "")
+  X(BF16, 16, ::gpuopt::BFloat16, 2, "bf16", "BF16", "")                 \
+  X(F8E4M3FN, 17, uint8_t, 1, "f8e4m3fn", "FP8E4M3FN", "")             \
+  X(F8E4M3FNUZ, 18, uint8_t, 1, "f8e4m3fnuz", "FP8E4M3FNUZ", "")       \
+  X(F8E5M2, 19, uint8_t, 1, "f8e5m2", "FP8E5M2", "")                   \
+  X(F8E5M2FNUZ, 20, uint8_t, 1, "f8e5m2fnuz", "FP8E5M2FNUZ", "")       \
+  X(U4, 21, uint8_t, 1, "u4", "UINT4", "")                             \
+  X(I4, 22, int8_t, 1, "i4", "INT4", "")                               \
+  X(F4E2M1, 23, uint8_t, 1, "f4e2m1", "FP4E2M1", "")                   \
+  X(F8E8M0, 24, uint8_t, 1, "f8e8m0", "FP8E8M0", "")                   \
+  X(U2, 25, uint8_t, 1, "u2", "UINT2", "")                             \
+  X(I2, 26, int8_t, 1, "i2", "INT2", "")
 
 enum class DType : uint8_t {
   Undefined = 0,
@@ -40,7 +50,16 @@ std::optional<DType> dtype_from_name(std::string_view name);   // accepts "f32",
 std::optional<DType> dtype_from_kserve(std::string_view name);  // "FP32"
 std::optional<DType> dtype_from_onnx(int onnx_type);
 bool dtype_is_float(DType t);
-bool dtype_is_integer(DType t);  // signed or unsigned; not Bool
+bool dtype_is_integer(DType t);  // signed or unsigned; not Bool; not the narrow types below
+
+// Narrow types (ONNX's float8, float4, e8m0, int4/uint4, int2/uint2): one byte per element in
+// memory (sub-byte ones unpacked, signed ones sign-extended), packed low bits first only in ONNX
+// files. Numeric ops do not take them (dispatch_dtype has no storage type for them): Cast,
+// CastLike, QuantizeLinear, DequantizeLinear and pure data movement do. core/narrow_dtype.h
+// converts their elements.
+bool dtype_is_narrow(DType t);
+// Bits per element in ONNX storage: 4 or 2 for sub-byte types, 8 * dtype_size otherwise.
+int dtype_bits(DType t);
 
 // IEEE half and bfloat16 storage with exact round-to-nearest-even conversions.
 struct Half {

@@ -55,8 +55,9 @@ std::optional<DType> dtype_from_name(std::string_view n) {
 }
 
 std::optional<DType> dtype_from_kserve(std::string_view n) {
+  // Narrow types have no KServe datatype: the protocol cannot carry them.
 #define GPUOPT_X(name, id, ctype, size, sname, kname, np) \
-  if (n == kname) return DType::name;
+  if (n == kname && !dtype_is_narrow(DType::name)) return DType::name;
   GPUOPT_DTYPES(GPUOPT_X)
 #undef GPUOPT_X
   return std::nullopt;
@@ -83,6 +84,18 @@ bool dtype_is_integer(DType t) {
       return true;
     default:
       return false;
+  }
+}
+
+bool dtype_is_narrow(DType t) {
+  return static_cast<int>(t) >= static_cast<int>(DType::F8E4M3FN) && static_cast<int>(t) <= static_cast<int>(DType::I2);
+}
+
+int dtype_bits(DType t) {
+  switch (t) {
+    case DType::U4: case DType::I4: case DType::F4E2M1: return 4;
+    case DType::U2: case DType::I2: return 2;
+    default: return static_cast<int>(8 * dtype_size(t));
   }
 }
 

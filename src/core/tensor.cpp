@@ -1,8 +1,10 @@
 #include "core/tensor.h"
 
 #include "core/dispatch.h"
+#include "core/narrow_dtype.h"
 #include "core/table.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -143,6 +145,7 @@ Tensor Tensor::clone() const {
 }
 
 double Tensor::get_f64(int64_t i) const {
+  if (dtype_is_narrow(dtype_)) return narrow_to_f64(dtype_, data<uint8_t>()[i]);
   return dispatch_dtype(dtype_, [&](auto tag) {
     using T = decltype(tag);
     return to_f64(data<T>()[i]);
@@ -150,6 +153,10 @@ double Tensor::get_f64(int64_t i) const {
 }
 
 int64_t Tensor::get_i64(int64_t i) const {
+  if (dtype_is_narrow(dtype_)) {
+    const double v = get_f64(i);
+    return std::isfinite(v) ? static_cast<int64_t>(v) : 0;
+  }
   return dispatch_dtype(dtype_, [&](auto tag) -> int64_t {
     using T = decltype(tag);
     if constexpr (std::is_integral_v<T>) return static_cast<int64_t>(data<T>()[i]);
@@ -158,6 +165,10 @@ int64_t Tensor::get_i64(int64_t i) const {
 }
 
 void Tensor::set_f64(int64_t i, double v) {
+  if (dtype_is_narrow(dtype_)) {
+    data<uint8_t>()[i] = narrow_from_f64(dtype_, v);
+    return;
+  }
   dispatch_dtype(dtype_, [&](auto tag) {
     using T = decltype(tag);
     data<T>()[i] = from_f64<T>(v);
@@ -166,6 +177,10 @@ void Tensor::set_f64(int64_t i, double v) {
 
 Tensor Tensor::cast(DType to) const {
   Tensor out = empty(to, shape_);
+  if (dtype_is_narrow(dtype_) || dtype_is_narrow(to)) {
+    for (int64_t i = 0; i < numel_; ++i) out.set_f64(i, get_f64(i));
+    return out;
+  }
   dispatch_dtype(dtype_, [&](auto stag) {
     using S = decltype(stag);
     dispatch_dtype(to, [&](auto dtag) {

@@ -1,17 +1,21 @@
-// Node attributes as ONNX defines them (scalars, lists, tensors; subgraphs are not supported).
+// Node attributes as ONNX defines them: scalars, lists, tensors and subgraphs (If's branches,
+// Loop's and Scan's body).
 #pragma once
 
 #include "core/tensor.h"
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace gpuopt {
 
+class Graph;
+
 struct Attribute {
-  enum class Kind { kFloat, kInt, kString, kTensor, kFloats, kInts, kStrings };
+  enum class Kind { kFloat, kInt, kString, kTensor, kFloats, kInts, kStrings, kGraph };
   Kind kind = Kind::kInt;
   float f = 0.0f;
   int64_t i = 0;
@@ -20,6 +24,9 @@ struct Attribute {
   std::vector<float> floats;
   std::vector<int64_t> ints;
   std::vector<std::string> strings;
+  // kGraph: the subgraph. Its inputs are its formal inputs, then the outer values it reads
+  // (captured at import: the node lists them as extra inputs after its own, in the same order).
+  std::shared_ptr<const Graph> g;
 };
 
 using AttributeMap = std::map<std::string, Attribute, std::less<>>;

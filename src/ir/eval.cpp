@@ -62,4 +62,34 @@ Result<std::vector<Tensor>> eval_node_into(const Node& node, const std::vector<c
   return outs;
 }
 
+Result<std::vector<Tensor>> run_graph(const Graph& g, const std::vector<Tensor>& inputs, size_t max_tensor_bytes) {
+  if (inputs.size() != g.inputs().size())
+    return Status::InvalidArgument("subgraph '{}' takes {} inputs, {} given", g.name, g.inputs().size(), inputs.size());
+  std::vector<Tensor> values(g.values().size());
+  for (size_t i = 0; i < g.values().size(); ++i)
+    if (g.values()[i].constant) values[i] = *g.values()[i].constant;
+  for (size_t i = 0; i < inputs.size(); ++i) values[static_cast<size_t>(g.inputs()[i])] = inputs[i];
+  for (const Node& n : g.nodes()) {
+    std::vector<const Tensor*> in(n.inputs.size(), nullptr);
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      if (n.inputs[i] == kNoValue) continue;
+      const Tensor& t = values[static_cast<size_t>(n.inputs[i])];
+      if (!t.defined())
+        return Status::InvalidArgument("{}: input '{}' has no value (subgraph '{}')", node_label(n),
+                                       g.value(n.inputs[i]).name, g.name);
+      in[i] = &t;
+    }
+    GPUOPT_ASSIGN_OR_RETURN(std::vector<Tensor> outs, eval_node(n, in, g.opset_for(n), max_tensor_bytes));
+    for (size_t i = 0; i < n.outputs.size(); ++i)
+      if (n.outputs[i] != kNoValue) values[static_cast<size_t>(n.outputs[i])] = std::move(outs[i]);
+  }
+  std::vector<Tensor> outs;
+  for (ValueId o : g.outputs()) {
+    if (!values[static_cast<size_t>(o)].defined())
+      return Status::InvalidArgument("subgraph '{}': output '{}' has no value", g.name, g.value(o).name);
+    outs.push_back(values[static_cast<size_t>(o)]);
+  }
+  return outs;
+}
+
 }  // namespace gpuopt

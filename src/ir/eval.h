@@ -38,4 +38,8 @@ Status check_output_size(const Node& node, size_t index, const ValueInfo& vi, si
 Result<std::vector<ValueInfo>> infer_node(const Node& node, const std::vector<const ValueInfo*>& inputs, int opset,
                                           size_t max_tensor_bytes = 0);
 
+// Runs a subgraph (Attribute::g) on the CPU reference, node by node: `inputs` in the order of
+// g.inputs() (formal inputs, then captured outer values); returns g.outputs()' values.
+Result<std::vector<Tensor>> run_graph(const Graph& g, const std::vector<Tensor>& inputs, size_t max_tensor_bytes = 0);
+
 }  // namespace gpuopt

@@ -32,6 +32,10 @@ struct Value {
   bool is_graph_output = false;
 };
 
+// Int attribute of a node with subgraphs (If, Loop, Scan): how many of its inputs, at the end,
+// are outer values its subgraphs read (Attribute::g). Written by the importer.
+constexpr std::string_view kCapturesAttr = "gpuopt.captures";
+
 struct Node {
   Op op{};
   std::string name;

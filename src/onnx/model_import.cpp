@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <filesystem>
 #include <string_view>
@@ -25,16 +26,19 @@ using onnx_detail::convert_attribute;
 bool is_default_domain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
 
 // Ops of other domains in gpuopt's op list: ONNX Runtime's com.microsoft FusedConv, FusedGemm and
-// SkipLayerNormalization, and gpuopt's
-// own channels-last ops (ai.gpuopt, written by the layout_nhwc pass). They are read only in
-// their own domain (a default-domain "FusedConv" is as unknown as in ONNX itself).
+// SkipLayerNormalization, ONNX's training optimizers (ai.onnx.preview.training) and classical-ML
+// ops (ai.onnx.ml), and gpuopt's own channels-last ops (ai.gpuopt, written by the layout_nhwc
+// pass). They are read only in their own domain (a default-domain "FusedConv" is as unknown as in ONNX itself).
 struct DomainOp {
   std::string_view domain, op;
 };
 constexpr DomainOp kDomainOps[] = {
     {"com.microsoft", "FusedConv"}, {"ai.gpuopt", "NhwcFusedConv"}, {"ai.gpuopt", "NhwcMaxPool"},
     {"ai.gpuopt", "Int8Gemm"}, {"com.microsoft", "FusedGemm"}, {"com.microsoft", "SkipLayerNormalization"},
-    {"ai.gpuopt", "Int8Conv"}, {"ai.gpuopt", "Int8Add"}, {"ai.gpuopt", "Fp8Gemm"}, {"ai.gpuopt", "ToNhwc"}};
+    {"ai.gpuopt", "Int8Conv"}, {"ai.gpuopt", "Int8Add"}, {"ai.gpuopt", "Fp8Gemm"}, {"ai.gpuopt", "ToNhwc"},
+    {"ai.onnx.preview.training", "Adagrad"}, {"ai.onnx.preview.training", "Adam"},
+    {"ai.onnx.preview.training", "Momentum"}, {"ai.onnx.ml", "LabelEncoder"}, {"ai.onnx.ml", "Binarizer"},
+    {"ai.onnx.ml", "ArrayFeatureExtractor"}, {"ai.onnx.ml", "TreeEnsemble"}};
 
 bool is_contrib_op(const std::string& domain, const std::string& op) {
   for (const DomainOp& d : kDomainOps)
@@ -52,7 +56,10 @@ bool is_other_domain_op_name(const std::string& op) {
 Result<ValueInfo> convert_value_info(const onnx::ValueInfoProto& vi, Graph* g, bool leading_is_batch, const char* kind) {
   ValueInfo info;
   if (!vi.has_type()) return info;
-  const onnx::TypeProto& tp = vi.type();
+  // An optional holding a tensor is read as that tensor (an empty optional cannot be given).
+  const onnx::TypeProto& tp = vi.type().has_optional_type() && vi.type().optional_type().elem_type().has_tensor_type()
+                                  ? vi.type().optional_type().elem_type()
+                                  : vi.type();
   if (!tp.has_tensor_type())
     return Status::Unimplemented("graph {} '{}' is not a tensor (sequence, map, optional and sparse values are not "
                                  "supported)",
@@ -84,6 +91,25 @@ struct Importer {
   std::string model_dir;
   Graph g;
   std::unordered_map<std::string, ValueId> by_name;
+  // A subgraph (If branch, Loop/Scan body): a name it does not define is an outer value, which
+  // becomes one of its inputs after the formal ones (captures, in first-use order).
+  bool is_subgraph = false;
+  std::vector<std::string> captures;
+  // Per node index: the outer names its subgraphs read, appended to its inputs by resolve_inputs.
+  std::unordered_map<int, std::vector<std::string>> node_captures;
+
+  Result<ValueId> resolve_name(const std::string& name, const std::string& where) {
+    if (auto it = by_name.find(name); it != by_name.end()) return it->second;
+    if (!is_subgraph)
+      return Status::InvalidArgument("{}: input '{}' is not a graph input, an initializer or the output of any node",
+                                     where, name);
+    const ValueId id = g.add_value(name);
+    g.value(id).is_graph_input = true;
+    g.mutable_inputs().push_back(id);
+    by_name.emplace(name, id);
+    captures.push_back(name);
+    return id;
+  }
 
   Status add_named(const std::string& name, ValueId id, const std::string& what) {
     if (!by_name.emplace(name, id).second)
@@ -109,6 +135,12 @@ struct Importer {
     g.producer_name = model.producer_name();
     const onnx::GraphProto& gp = model.graph();
     g.name = gp.name();
+    GPUOPT_RETURN_IF_ERROR(import_body(gp));
+    return g.topo_sort();
+  }
+
+  // Initializers, inputs, nodes, outputs and value_info of the main graph or of a subgraph.
+  Status import_body(const onnx::GraphProto& gp) {
     if (gp.sparse_initializer_size() > 0)
       return Status::Unimplemented("sparse initializer '{}' is not supported", gp.sparse_initializer(0).values().name());
 
@@ -123,8 +155,10 @@ struct Importer {
         if (g.value(by_name[in.name()]).constant) continue;
         return Status::InvalidArgument("graph input '{}' is listed twice", in.name());
       }
-      GPUOPT_ASSIGN_OR_RETURN(ValueInfo info, convert_value_info(in, &g, true, "input"));
-      if (info.dtype == DType::Undefined) return Status::InvalidArgument("graph input '{}' has no tensor type", in.name());
+      GPUOPT_ASSIGN_OR_RETURN(ValueInfo info, convert_value_info(in, &g, !is_subgraph, "input"));
+      // A subgraph's inputs may leave their type to the node that runs it.
+      if (info.dtype == DType::Undefined && !is_subgraph)
+        return Status::InvalidArgument("graph input '{}' has no tensor type", in.name());
       ValueId id = g.add_input(in.name(), info.dtype, info.shape);
       g.value(id).info = info;
       g.value(id).declared = info;
@@ -132,12 +166,12 @@ struct Importer {
     }
     GPUOPT_RETURN_IF_ERROR(add_nodes(gp));
     for (const auto& out : gp.output()) {
-      auto it = by_name.find(out.name());
-      if (it == by_name.end())
+      if (!is_subgraph && !by_name.count(out.name()))
         return Status::InvalidArgument("graph output '{}' is not produced by any node, input or initializer", out.name());
-      GPUOPT_ASSIGN_OR_RETURN(ValueInfo info, convert_value_info(out, &g, true, "output"));
-      g.value(it->second).declared = info;
-      g.mark_output(it->second);
+      GPUOPT_ASSIGN_OR_RETURN(const ValueId id, resolve_name(out.name(), "subgraph output"));
+      GPUOPT_ASSIGN_OR_RETURN(ValueInfo info, convert_value_info(out, &g, !is_subgraph, "output"));
+      if (g.value(id).producer >= 0 || g.value(id).is_graph_input || !is_subgraph) g.value(id).declared = info;
+      g.mark_output(id);
     }
     for (const auto& vi : gp.value_info()) {
       auto it = by_name.find(vi.name());
@@ -145,7 +179,55 @@ struct Importer {
       auto info = convert_value_info(vi, &g, false, "value_info");
       if (info.ok() && g.value(it->second).producer >= 0) g.value(it->second).declared = *info;
     }
-    return g.topo_sort();
+    return Status::Ok();
+  }
+
+  // One subgraph attribute, imported in its own scope (outer names become captures).
+  Result<std::unique_ptr<Importer>> import_subgraph(const onnx::GraphProto& gp, const std::string& where) {
+    auto sub = std::make_unique<Importer>(Importer{model, model_dir, Graph{}, {}, true, {}, {}});
+    sub->is_subgraph = true;
+    sub->g.opset = g.opset;
+    sub->g.domain_opsets = g.domain_opsets;
+    sub->g.ir_version = g.ir_version;
+    sub->g.name = gp.name();
+    Status st = sub->import_body(gp);
+    if (st.ok()) st = sub->g.topo_sort();
+    if (!st.ok()) return st.with_context(fmt::format("{}: subgraph '{}'", where, gp.name()));
+    return sub;
+  }
+
+  // The node's subgraph attributes: each subgraph's inputs become its formal inputs followed by
+  // the union of every subgraph's captures (so one list of extra node inputs serves them all).
+  Status add_subgraphs(const onnx::NodeProto& np, const std::string& where, AttributeMap* attrs,
+                       std::vector<std::string>* caps) {
+    std::vector<std::pair<std::string, std::unique_ptr<Importer>>> subs;
+    for (const auto& a : np.attribute()) {
+      if (a.type() == onnx::AttributeProto::GRAPHS || a.graphs_size() > 0)
+        return Status::Unimplemented("{}: attribute '{}' is a list of subgraphs, which gpuopt does not support", where,
+                                     a.name());
+      if (a.type() != onnx::AttributeProto::GRAPH && !(a.type() == onnx::AttributeProto::UNDEFINED && a.has_g()))
+        continue;
+      GPUOPT_ASSIGN_OR_RETURN(auto sub, import_subgraph(a.g(), fmt::format("{} attribute '{}'", where, a.name())));
+      for (const std::string& c : sub->captures)
+        if (std::find(caps->begin(), caps->end(), c) == caps->end()) caps->push_back(c);
+      subs.emplace_back(a.name(), std::move(sub));
+    }
+    for (auto& [name, sub] : subs) {
+      std::vector<ValueId> inputs = sub->g.inputs();
+      inputs.resize(inputs.size() - sub->captures.size());  // the formal ones (captures came last)
+      for (const std::string& c : *caps) {
+        auto it = sub->by_name.find(c);
+        inputs.push_back(it != sub->by_name.end() ? it->second : sub->g.add_value(c));
+      }
+      for (ValueId v : inputs) sub->g.value(v).is_graph_input = true;
+      sub->g.mutable_inputs() = std::move(inputs);
+      Attribute attr;
+      attr.kind = Attribute::Kind::kGraph;
+      attr.g = std::make_shared<const Graph>(std::move(sub->g));
+      (*attrs)[name] = std::move(attr);
+    }
+    if (!caps->empty()) (*attrs)[std::string(kCapturesAttr)] = int_attr(static_cast<int64_t>(caps->size()));
+    return Status::Ok();
   }
 
   // Every node whose op gpuopt lacks, named in one error (a model is fixed once, not op by op);
@@ -256,7 +338,11 @@ struct Importer {
       return Status::Unimplemented("unknown op '{}' (domain 'ai.onnx', opset {}) at node '{}': not in gpuopt's op list",
                                    np.op_type(), g.opset, name);
     AttributeMap attrs;
+    std::vector<std::string> caps;
+    GPUOPT_RETURN_IF_ERROR(add_subgraphs(np, where, &attrs, &caps));
     for (const auto& a : np.attribute()) {
+      if (attrs.count(a.name())) continue;  // a subgraph
+      if (a.name() == kCapturesAttr) continue;  // the importer's own, never the model's
       GPUOPT_ASSIGN_OR_RETURN(Attribute attr, convert_attribute(a, where, model_dir));
       attrs[a.name()] = std::move(attr);
     }
@@ -276,7 +362,9 @@ struct Importer {
       }
       GPUOPT_RETURN_IF_ERROR(add_named(out_names[i], outs[i], where));
     }
-    return static_cast<int>(g.nodes().size() - 1);
+    const int index = static_cast<int>(g.nodes().size() - 1);
+    if (!caps.empty()) node_captures[index] = std::move(caps);
+    return index;
   }
 
   Status resolve_inputs(const onnx::NodeProto& np, int index) {
@@ -289,11 +377,18 @@ struct Importer {
         node.inputs.push_back(kNoValue);
         continue;
       }
-      auto it = by_name.find(in);
-      if (it == by_name.end())
-        return Status::InvalidArgument("{}: input '{}' is not a graph input, an initializer or the output of any node",
-                                       node_label(node), in);
-      node.inputs.push_back(it->second);
+      GPUOPT_ASSIGN_OR_RETURN(const ValueId id, resolve_name(in, node_label(node)));
+      g.nodes()[static_cast<size_t>(index)].inputs.push_back(id);
+    }
+    // The outer values its subgraphs read: after its own inputs, absent ones padded first.
+    if (auto it = node_captures.find(index); it != node_captures.end()) {
+      const size_t own = static_cast<size_t>(np.input_size());
+      while (g.nodes()[static_cast<size_t>(index)].inputs.size() < own)
+        g.nodes()[static_cast<size_t>(index)].inputs.push_back(kNoValue);
+      for (const std::string& c : it->second) {
+        GPUOPT_ASSIGN_OR_RETURN(const ValueId id, resolve_name(c, node_label(g.nodes()[static_cast<size_t>(index)])));
+        g.nodes()[static_cast<size_t>(index)].inputs.push_back(id);
+      }
     }
     return Status::Ok();
   }
@@ -320,7 +415,7 @@ Result<Graph> finish(const onnx::ModelProto& model, const std::string& model_dir
 }  // namespace
 
 Result<Graph> import_onnx_model(const onnx::ModelProto& model, const std::string& model_dir, const ImportOptions& options) {
-  Importer imp{model, model_dir, Graph{}, {}};
+  Importer imp{model, model_dir, Graph{}, {}, false, {}, {}};
   GPUOPT_RETURN_IF_ERROR(imp.run());
   if (options.infer_shapes) GPUOPT_RETURN_IF_ERROR(imp.g.infer_shapes());
   return std::move(imp.g);

@@ -1,4 +1,5 @@
 // TensorProto -> Tensor: raw_data, typed fields and external data files.
+#include "core/narrow_dtype.h"
 #include "onnx/importer.h"
 #include "onnx/onnx.pb.h"
 
@@ -104,7 +105,9 @@ Result<Tensor> tensor_from_proto(const onnx::TensorProto& p, const std::string& 
   }
   const DType dtype = *dt;
   const size_t esize = dtype_size(dtype);
-  const size_t nbytes = static_cast<size_t>(numel) * esize;
+  const bool narrow = dtype_is_narrow(dtype);
+  // Bytes in the file: sub-byte types are packed there (unpacked in memory).
+  const size_t nbytes = narrow ? narrow_packed_bytes(dtype, numel) : static_cast<size_t>(numel) * esize;
 
   if (dtype == DType::String) {
     if (p.data_location() == onnx::TensorProto::EXTERNAL)
@@ -131,7 +134,19 @@ Result<Tensor> tensor_from_proto(const onnx::TensorProto& p, const std::string& 
       return Status::InvalidArgument("{}: raw_data has {} bytes, {}{} needs {}", what, raw->size(), dtype_name(dtype),
                                      shape_to_string(shape), nbytes);
     GPUOPT_ASSIGN_OR_RETURN(Tensor t, Tensor::try_empty(dtype, shape, what));
-    if (nbytes) std::memcpy(t.raw(), raw->data(), nbytes);  // ONNX raw data is little-endian, like the host
+    if (narrow) narrow_unpack(dtype, reinterpret_cast<const uint8_t*>(raw->data()), numel, t.data<uint8_t>());
+    else if (nbytes) std::memcpy(t.raw(), raw->data(), nbytes);  // ONNX raw data is little-endian, like the host
+    return t;
+  }
+  if (narrow) {
+    // int32_data holds one element per value for 8-bit types, the packed bytes for sub-byte ones.
+    if (static_cast<size_t>(p.int32_data_size()) != nbytes)
+      return Status::InvalidArgument("{}: int32_data has {} values, {}{} needs {}", what, p.int32_data_size(),
+                                     dtype_name(dtype), shape_to_string(shape), nbytes);
+    std::string bytes(nbytes, '\0');
+    for (size_t i = 0; i < nbytes; ++i) bytes[i] = static_cast<char>(p.int32_data(static_cast<int>(i)) & 0xFF);
+    GPUOPT_ASSIGN_OR_RETURN(Tensor t, Tensor::try_empty(dtype, shape, what));
+    narrow_unpack(dtype, reinterpret_cast<const uint8_t*>(bytes.data()), numel, t.data<uint8_t>());
     return t;
   }
 

@@ -62,6 +62,7 @@ bool node_key(const Graph& g, const Node& n, std::string* k) {
       case Attribute::Kind::kStrings:
         for (const auto& s : a.strings) k->append(s).push_back('\0');
         break;
+      case Attribute::Kind::kGraph: return false;  // subgraphs are not compared
       case Attribute::Kind::kTensor: {
         if (a.t.dtype() == DType::String) return false;
         append_tensor(k, a.t);

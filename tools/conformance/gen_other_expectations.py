@@ -4,8 +4,8 @@
   .venv/bin/python tools/conformance/gen_other_expectations.py   # rewrites other.txt
 
 A test is listed when its model uses an op outside gpuopt's op list (the issue's list plus
-whatever src/ir/ops_*.inc declares), a dtype gpuopt has no type for (float8, int4, int2, float4,
-complex), a non-tensor value (sequence, map, optional), or an opset older than 7. Ops in the list
+whatever src/ir/ops_*.inc declares), a dtype gpuopt has no type for (complex), a non-tensor
+value (sequence, map, optional), or an opset older than 7. Ops in the list
 that fail are the kernel owners' business (nn.txt, math.txt, tensor.txt), not this file's.
 """
 import glob
@@ -32,8 +32,18 @@ QLinearConv""".split()
 # DType in src/core/dtype.h mirrors these ONNX types; everything else has no gpuopt type.
 SUPPORTED_DTYPES = {TensorProto.FLOAT, TensorProto.UINT8, TensorProto.INT8, TensorProto.UINT16, TensorProto.INT16,
                     TensorProto.INT32, TensorProto.INT64, TensorProto.STRING, TensorProto.BOOL, TensorProto.FLOAT16,
-                    TensorProto.DOUBLE, TensorProto.UINT32, TensorProto.UINT64, TensorProto.BFLOAT16}
+                    TensorProto.DOUBLE, TensorProto.UINT32, TensorProto.UINT64, TensorProto.BFLOAT16,
+                    TensorProto.FLOAT8E4M3FN, TensorProto.FLOAT8E4M3FNUZ, TensorProto.FLOAT8E5M2,
+                    TensorProto.FLOAT8E5M2FNUZ, TensorProto.UINT4, TensorProto.INT4, TensorProto.FLOAT4E2M1,
+                    TensorProto.FLOAT8E8M0, TensorProto.UINT2, TensorProto.INT2}
 MIN_OPSET = 7
+DOMAIN_OPS = set()
+
+
+def domain_ops():
+    """(domain, op) pairs the importer reads outside the default domain (kDomainOps)."""
+    text = open(os.path.join(ROOT, "src/onnx/model_import.cpp")).read()
+    return set(re.findall(r'\{"([\w.]+)", "(\w+)"\}', text))
 
 
 def table_ops():
@@ -52,16 +62,19 @@ def dtype_name(t):
 def reason_for(model, ops):
     g = model.graph
     for n in g.node:
-        if n.domain not in ("", "ai.onnx"):
+        if n.domain not in ("", "ai.onnx") and (n.domain, n.op_type) not in DOMAIN_OPS:
             return f"not implemented: op {n.op_type} of domain {n.domain} not in gpuopt's op list"
         if n.op_type not in ops:
             return f"not implemented: op {n.op_type} not in gpuopt's op list"
     for v in list(g.input) + list(g.output):
-        if not v.type.HasField("tensor_type"):
-            kind = v.type.WhichOneof("value") or "untyped"
+        t = v.type
+        if t.HasField("optional_type") and t.optional_type.elem_type.HasField("tensor_type"):
+            t = t.optional_type.elem_type  # gpuopt reads an optional tensor as the tensor
+        if not t.HasField("tensor_type"):
+            kind = t.WhichOneof("value") or "untyped"
             return f"not supported: {kind.replace('_type', '')} values (gpuopt runs tensors only)"
-        if v.type.tensor_type.elem_type not in SUPPORTED_DTYPES:
-            return f"not supported: dtype {dtype_name(v.type.tensor_type.elem_type)} is not one of gpuopt's dtypes"
+        if t.tensor_type.elem_type not in SUPPORTED_DTYPES:
+            return f"not supported: dtype {dtype_name(t.tensor_type.elem_type)} is not one of gpuopt's dtypes"
     tensors = list(g.initializer) + [a.t for n in g.node for a in n.attribute if a.type == onnx.AttributeProto.TENSOR]
     for t in tensors:
         if t.data_type not in SUPPORTED_DTYPES:
@@ -81,6 +94,7 @@ def main():
     if not data:
         sys.exit("no onnx node tests under .venv")
     ops = table_ops()
+    DOMAIN_OPS.update(domain_ops())
     lines = []
     for d in sorted(glob.glob(os.path.join(data[0], "test_*"))):
         model = onnx.load(os.path.join(d, "model.onnx"), load_external_data=False)

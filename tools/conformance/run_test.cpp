@@ -7,6 +7,7 @@
 #include "onnx/importer.h"
 #include "onnx/onnx.pb.h"
 
+#include <google/protobuf/unknown_field_set.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -17,6 +18,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 namespace gpuopt::conformance {
 namespace fs = std::filesystem;
@@ -146,15 +148,56 @@ std::vector<std::string> numbered(const fs::path& dir, const std::string& prefix
   return files;
 }
 
-Status run_data_set(const Session& s, const fs::path& ds, const Tolerance& tol) {
+// Which graph inputs (not initializers) and outputs are optional-typed: their test data files
+// hold an OptionalProto instead of a TensorProto.
+struct OptionalIo {
+  std::vector<bool> inputs, outputs;
+};
+OptionalIo optional_io(const std::string& path) {
+  OptionalIo io;
+  std::ifstream f(path, std::ios::binary);
+  onnx::ModelProto m;
+  if (!f || !m.ParseFromIstream(&f)) return io;
+  std::set<std::string> inits;
+  for (const auto& t : m.graph().initializer()) inits.insert(t.name());
+  for (const auto& v : m.graph().input())
+    if (!inits.count(v.name())) io.inputs.push_back(v.type().has_optional_type());
+  for (const auto& v : m.graph().output()) io.outputs.push_back(v.type().has_optional_type());
+  return io;
+}
+
+// An OptionalProto file (onnx-data.proto, not compiled here: read from its wire format): the
+// tensor it holds (field 3), or an error for an empty optional or one of another kind.
+Result<Tensor> load_optional_pb(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  google::protobuf::UnknownFieldSet fields;
+  if (!f.good() && !f.eof()) return Status::NotFound("'{}' cannot be read", path);
+  if (!fields.ParseFromString(bytes)) return Status::InvalidArgument("'{}' is not a serialized OptionalProto", path);
+  for (int i = 0; i < fields.field_count(); ++i) {
+    const auto& fld = fields.field(i);
+    if (fld.number() != 3 || fld.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED) continue;
+    onnx::TensorProto t;
+    if (!t.ParseFromString(fld.length_delimited()))
+      return Status::InvalidArgument("'{}': the optional's tensor is corrupt", path);
+    return tensor_from_proto(t, fs::path(path).parent_path().string(), fmt::format("tensor '{}'", path));
+  }
+  return Status::Unimplemented("'{}' is an empty optional (or holds a sequence): gpuopt reads optional graph inputs "
+                               "and outputs as the tensor they hold",
+                               path);
+}
+
+Status run_data_set(const Session& s, const fs::path& ds, const Tolerance& tol, const OptionalIo& io) {
+  auto load = [](const std::string& f, bool optional) { return optional ? load_optional_pb(f) : load_tensor_pb(f); };
   std::vector<Tensor> inputs;
-  for (const auto& f : numbered(ds, "input")) {
-    GPUOPT_ASSIGN_OR_RETURN(Tensor t, load_tensor_pb(f));
+  const std::vector<std::string> in_files = numbered(ds, "input"), out_files = numbered(ds, "output");
+  for (size_t i = 0; i < in_files.size(); ++i) {
+    GPUOPT_ASSIGN_OR_RETURN(Tensor t, load(in_files[i], i < io.inputs.size() && io.inputs[i]));
     inputs.push_back(std::move(t));
   }
   std::vector<Tensor> expected;
-  for (const auto& f : numbered(ds, "output")) {
-    GPUOPT_ASSIGN_OR_RETURN(Tensor t, load_tensor_pb(f));
+  for (size_t i = 0; i < out_files.size(); ++i) {
+    GPUOPT_ASSIGN_OR_RETURN(Tensor t, load(out_files[i], i < io.outputs.size() && io.outputs[i]));
     expected.push_back(std::move(t));
   }
   GPUOPT_ASSIGN_OR_RETURN(std::vector<Tensor> outs, s.run_ordered(inputs));
@@ -185,8 +228,9 @@ TestResult run_test(const TestCase& tc, const std::string& device) {
       if (e.is_directory() && e.path().filename().string().rfind("test_data_set_", 0) == 0) sets.push_back(e.path());
     std::sort(sets.begin(), sets.end());
     if (sets.empty()) return Status::NotFound("no test_data_set_* folder");
+    const OptionalIo io = optional_io((dir / "model.onnx").string());
     for (const auto& ds : sets) {
-      Status s = run_data_set(*session, ds, tolerance_for(tc.name));
+      Status s = run_data_set(*session, ds, tolerance_for(tc.name), io);
       if (!s.ok()) return s.with_context(ds.filename().string());
     }
     return Status::Ok();

@@ -1,7 +1,9 @@
-// QuantizeLinear / DequantizeLinear (per-tensor, per-axis, blocked; u8/i8/u16/i16, i32 input for
-// Dequantize), MatMulInteger, QLinearMatMul, QLinearConv: CPU reference. Integer products are
-// exact (int64 accumulation); requantisation follows the ONNX reference: the multiplier is
-// computed in the scales' float type, applied in double, rounded half to even, then saturated.
+// QuantizeLinear / DequantizeLinear (per-tensor, per-axis, blocked; u8/i8/u16/i16, u4/i4/u2/i2,
+// float8 and float4, i32 input for Dequantize), MatMulInteger, QLinearMatMul, QLinearConv: CPU
+// reference. Integer products are exact (int64 accumulation); requantisation follows the ONNX
+// reference: the multiplier is computed in the scales' float type, applied in double, rounded
+// half to even, then saturated.
+#include "core/narrow_dtype.h"
 #include "ops/common/broadcast.h"
 #include "ops/common/nn_util.h"
 #include "ops/matmul/matmul_shapes.h"
@@ -16,7 +18,22 @@ using nn::Window;
 namespace {
 
 bool is_quant_int(DType t) {
-  return t == DType::U8 || t == DType::I8 || t == DType::U16 || t == DType::I16;
+  return t == DType::U8 || t == DType::I8 || t == DType::U16 || t == DType::I16 || t == DType::U4 ||
+         t == DType::I4 || t == DType::U2 || t == DType::I2;
+}
+// Quantized float types: x / scale is rounded to them (no rint, no zero point for float8).
+bool is_quant_float(DType t) {
+  return t == DType::F8E4M3FN || t == DType::F8E4M3FNUZ || t == DType::F8E5M2 || t == DType::F8E5M2FNUZ ||
+         t == DType::F4E2M1;
+}
+bool is_quant_type(DType t) { return is_quant_int(t) || is_quant_float(t); }
+constexpr const char* kQuantTypes = "u8, i8, u16, i16, u4, i4, u2, i2, f8e4m3fn, f8e4m3fnuz, f8e5m2, f8e5m2fnuz, f4e2m1";
+
+std::vector<double> values_of(const Tensor& t) {
+  if (!dtype_is_narrow(t.dtype())) return nn::to_doubles(t);
+  std::vector<double> v(static_cast<size_t>(t.numel()));
+  for (int64_t i = 0; i < t.numel(); ++i) v[static_cast<size_t>(i)] = t.get_f64(i);
+  return v;
 }
 
 // Rounds v to the precision of float dtype t (emulates arithmetic done in that type).
@@ -34,6 +51,11 @@ double round_to(DType t, double v) {
 }
 
 void int_range(DType t, double* lo, double* hi) {
+  if (dtype_is_narrow(t)) {
+    *lo = narrow_min(t);
+    *hi = narrow_max(t);
+    return;
+  }
   dispatch_dtype(t, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
@@ -68,7 +90,10 @@ struct QuantLayout {
 template <class Ctx>
 Result<QuantLayout> quant_layout(const Ctx& ctx, const Shape& x, const Shape& scale, const Shape* zp, bool concrete) {
   QuantLayout q;
-  if (zp && *zp != scale && (concrete || (shape_is_concrete(*zp) && shape_is_concrete(scale))))
+  // One value each is per tensor whatever the ranks ([] and [1]: the reference takes both).
+  const bool single = zp && shape_is_concrete(*zp) && shape_is_concrete(scale) && shape_numel(*zp) == 1 &&
+                      shape_numel(scale) == 1;
+  if (zp && !single && *zp != scale && (concrete || (shape_is_concrete(*zp) && shape_is_concrete(scale))))
     return ctx.error("zero point shape {} differs from scale shape {}", shape_to_string(*zp), shape_to_string(scale));
   const int64_t numel = shape_numel(scale);
   q.block = ctx.node.attr_i("block_size", 0);
@@ -125,9 +150,9 @@ Result<QuantArgs> load_quant_args(const KernelContext& ctx) {
   const Shape zps = ctx.has_input(2) ? ctx.in(2).shape() : Shape{};
   QuantArgs a;
   GPUOPT_ASSIGN_OR_RETURN(a.q, quant_layout(ctx, ctx.in(0).shape(), sc.shape(), ctx.has_input(2) ? &zps : nullptr, true));
-  a.x = nn::to_doubles(ctx.in(0));
+  a.x = values_of(ctx.in(0));
   a.scale = nn::to_doubles(sc);
-  a.zero_point = ctx.has_input(2) ? nn::to_doubles(ctx.in(2)) : std::vector<double>(a.scale.size(), 0.0);
+  a.zero_point = ctx.has_input(2) ? values_of(ctx.in(2)) : std::vector<double>(a.scale.size(), 0.0);
   return a;
 }
 
@@ -146,12 +171,12 @@ Status infer_QuantizeLinear(InferContext& ctx) {
     out = ctx.in(2).dtype;
   } else if (const int64_t od = ctx.node.attr_i("output_dtype", 0); od != 0) {
     const std::optional<DType> d = dtype_from_onnx(static_cast<int>(od));
-    if (!d) return ctx.error("output_dtype {} is not supported (u8, i8, u16, i16)", od);
+    if (!d) return ctx.error("output_dtype {} is not supported ({})", od, kQuantTypes);
     out = *d;
   }
-  if (out != DType::Undefined && !is_quant_int(out))
-    return Status::Unimplemented("{}: quantized dtype {} is not supported (u8, i8, u16, i16)", node_label(ctx.node),
-                                 dtype_name(out));
+  if (out != DType::Undefined && !is_quant_type(out))
+    return Status::Unimplemented("{}: quantized dtype {} is not supported ({})", node_label(ctx.node),
+                                 dtype_name(out), kQuantTypes);
   return infer_quant_output(ctx, out);
 }
 
@@ -161,15 +186,32 @@ Status cpu_QuantizeLinear(KernelContext& ctx) {
   const Tensor& x = ctx.in(0);
   const Tensor& sc = ctx.in(1);
   Tensor& y = ctx.out(0);
-  double lo, hi;
-  int_range(y.dtype(), &lo, &hi);
   // The division happens in the scale's float type (as in the ONNX reference), then rint.
   const DType calc = x.dtype() == DType::I32 ? DType::F32 : sc.dtype();
+  if (is_quant_float(y.dtype())) {
+    // Float8: x / scale rounded to nearest even, saturating unless saturate=0; the zero point
+    // is zero by definition. Float4 adds it (in f32) and always saturates.
+    const NarrowCast how{.saturate = ctx.node.attr_i("saturate", 1) != 0};
+    uint8_t* yp = y.data<uint8_t>();
+    for (size_t i = 0; i < xv.size(); ++i) {
+      const int64_t p = q.index(static_cast<int64_t>(i));
+      double v = round_to(calc, xv[i] / sv[p]);
+      if (y.dtype() == DType::F4E2M1) v = round_to(DType::F32, v + zv[p]);
+      yp[i] = narrow_from_f64(y.dtype(), v, how);
+    }
+    return Status::Ok();
+  }
+  double lo, hi;
+  int_range(y.dtype(), &lo, &hi);
   std::vector<double> out(xv.size());
   for (size_t i = 0; i < xv.size(); ++i) {
     const int64_t p = q.index(static_cast<int64_t>(i));
     const double v = std::nearbyint(round_to(calc, xv[i] / sv[p])) + zv[p];
     out[i] = std::min(std::max(v, lo), hi);
+  }
+  if (dtype_is_narrow(y.dtype())) {
+    for (size_t i = 0; i < out.size(); ++i) y.set_f64(static_cast<int64_t>(i), out[i]);
+    return Status::Ok();
   }
   nn::from_doubles(y, out);
   return Status::Ok();
@@ -185,9 +227,9 @@ double flops_QuantizeLinear(const FlopsContext& ctx) {
 Status infer_DequantizeLinear(InferContext& ctx) {
   GPUOPT_RETURN_IF_ERROR(nn::require_inputs(ctx, 2));
   const DType xt = ctx.in(0).dtype;
-  if (xt != DType::Undefined && !is_quant_int(xt) && xt != DType::I32)
-    return Status::Unimplemented("{}: quantized dtype {} is not supported (u8, i8, u16, i16, i32)",
-                                 node_label(ctx.node), dtype_name(xt));
+  if (xt != DType::Undefined && !is_quant_type(xt) && xt != DType::I32)
+    return Status::Unimplemented("{}: quantized dtype {} is not supported ({}, i32)", node_label(ctx.node),
+                                 dtype_name(xt), kQuantTypes);
   GPUOPT_RETURN_IF_ERROR(nn::require_float(ctx, 1, "x_scale"));
   if (ctx.has_input(2)) GPUOPT_RETURN_IF_ERROR(nn::require_same_dtype(ctx, 0, 2));
   DType out = ctx.in(1).dtype;
@@ -202,10 +244,12 @@ Status infer_DequantizeLinear(InferContext& ctx) {
 Status cpu_DequantizeLinear(KernelContext& ctx) {
   GPUOPT_ASSIGN_OR_RETURN(const QuantArgs a, load_quant_args(ctx));
   const auto& [q, xv, sv, zv] = a;
+  // Float8's zero point is zero by definition; the reference ignores float4's too.
+  const bool use_zero_point = !is_quant_float(ctx.in(0).dtype());
   std::vector<double> out(xv.size());
   for (size_t i = 0; i < xv.size(); ++i) {
     const int64_t p = q.index(static_cast<int64_t>(i));
-    out[i] = round_to(DType::F32, (xv[i] - zv[p]) * sv[p]);  // computed in f32, then cast (reference)
+    out[i] = round_to(DType::F32, (xv[i] - (use_zero_point ? zv[p] : 0.0)) * sv[p]);  // computed in f32, then cast (reference)
   }
   nn::from_doubles(ctx.out(0), out);
   return Status::Ok();

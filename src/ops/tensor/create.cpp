@@ -1,6 +1,7 @@
 // Value-creating ops: Constant, ConstantOfShape, Range, Cast, CastLike. Range and
 // ConstantOfShape get their output shape from input values, known at run time (and at load
 // time when constant folding has them).
+#include "core/narrow_dtype.h"
 #include "ops/common/broadcast.h"
 #include "ops/common/tensor_util.h"
 
@@ -216,13 +217,47 @@ std::string to_string_elem(S v) {
   return {};
 }
 
-Status cast_tensor(const Tensor& in, Tensor& out) {
+// Casts from or to a narrow type go element by element through double (exact for every source
+// value a narrow type can hold or be rounded from: f64 and narrower).
+Status cast_narrow(const Tensor& in, Tensor& out, NarrowCast how) {
+  const DType from = in.dtype(), to = out.dtype();
+  const int64_t n = in.numel();
+  auto value = [&](int64_t i) -> Result<double> {
+    if (from != DType::String) return in.get_f64(i);
+    const std::string& s = in.strings()[i];
+    char* end = nullptr;
+    const double v = std::strtod(s.c_str(), &end);
+    if (s.empty() || *end != '\0') return Status::InvalidArgument("cannot cast string '{}' to {}", s, dtype_name(to));
+    return v;
+  };
+  if (to == DType::String) {
+    for (int64_t i = 0; i < n; ++i) out.strings()[i] = to_string_elem(in.get_f64(i));
+    return Status::Ok();
+  }
+  if (dtype_is_narrow(to)) {
+    uint8_t* d = out.data<uint8_t>();
+    for (int64_t i = 0; i < n; ++i) {
+      GPUOPT_ASSIGN_OR_RETURN(const double v, value(i));
+      d[i] = narrow_from_f64(to, v, how);
+    }
+    return Status::Ok();
+  }
+  dispatch_dtype(to, [&](auto dtag) {
+    using D = decltype(dtag);
+    D* d = out.data<D>();
+    for (int64_t i = 0; i < n; ++i) d[i] = cast_from_f64<D>(in.get_f64(i));
+  });
+  return Status::Ok();
+}
+
+Status cast_tensor(const Tensor& in, Tensor& out, NarrowCast how) {
   const DType from = in.dtype(), to = out.dtype();
   const int64_t n = in.numel();
   if (from == to) {
     copy_all(in, out);
     return Status::Ok();
   }
+  if (dtype_is_narrow(from) || dtype_is_narrow(to)) return cast_narrow(in, out, how);
   if (from == DType::String) {
     return dispatch_dtype(to, [&](auto tag) -> Status {
       using D = decltype(tag);
@@ -260,6 +295,14 @@ Status cast_tensor(const Tensor& in, Tensor& out) {
   return Status::Ok();
 }
 
+// Cast's saturate (float8) and round_mode (e8m0) attributes.
+NarrowCast narrow_cast_of(const KernelContext& ctx) {
+  NarrowCast how{.saturate = ctx.node.attr_i("saturate", 1) != 0};
+  const std::string mode = ctx.node.attr_s("round_mode", "up");
+  how.round = mode == "down" ? E8M0Round::kDown : mode == "nearest" ? E8M0Round::kNearest : E8M0Round::kUp;
+  return how;
+}
+
 Status infer_cast_to(InferContext& ctx, DType to) {
   ctx.outputs[0] = ctx.in(0);
   ctx.outputs[0].value = nullptr;
@@ -275,10 +318,13 @@ Status infer_Cast(InferContext& ctx) {
   const int64_t to_id = ctx.node.attr_i("to", 0);
   std::optional<DType> to = dtype_from_onnx(static_cast<int>(to_id));
   if (!to) return Status::Unimplemented("{}: cast to ONNX data type {} is not supported", node_label(ctx.node), to_id);
+  const std::string mode = ctx.node.attr_s("round_mode", "up");
+  if (mode != "up" && mode != "down" && mode != "nearest")
+    return ctx.error("round_mode '{}' is not one of up, down, nearest", mode);
   return infer_cast_to(ctx, *to);
 }
 Status cpu_Cast(KernelContext& ctx) {
-  Status st = cast_tensor(ctx.in(0), ctx.out(0));
+  Status st = cast_tensor(ctx.in(0), ctx.out(0), narrow_cast_of(ctx));
   return st.ok() ? st : ctx.error("{}", st.message());
 }
 double flops_Cast(const FlopsContext&) { return 0.0; }
@@ -288,7 +334,7 @@ Status infer_CastLike(InferContext& ctx) {
   return infer_cast_to(ctx, ctx.in(1).dtype);
 }
 Status cpu_CastLike(KernelContext& ctx) {
-  Status st = cast_tensor(ctx.in(0), ctx.out(0));
+  Status st = cast_tensor(ctx.in(0), ctx.out(0), narrow_cast_of(ctx));
   return st.ok() ? st : ctx.error("{}", st.message());
 }
 double flops_CastLike(const FlopsContext&) { return 0.0; }
