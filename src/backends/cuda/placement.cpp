@@ -41,6 +41,7 @@ std::string attr_text(const std::string& name, const Attribute& a) {
     case Attribute::Kind::kFloats: return fmt::format("{}=[{}]", name, fmt::join(a.floats, ","));
     case Attribute::Kind::kStrings: return fmt::format("{}=[{}]", name, fmt::join(a.strings, ","));
     case Attribute::Kind::kTensor: return name + "=<tensor>";
+    case Attribute::Kind::kGraph: return name + "=<graph>";
   }
   return name;
 }
