@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstring>
 
 namespace gpuopt::server {
 
@@ -42,6 +43,8 @@ class MalformedRequestInterceptor final : public grpc::experimental::Interceptor
 grpc::experimental::Interceptor* MalformedRequestInterceptorFactory::CreateServerInterceptor(
     grpc::experimental::ServerRpcInfo* info) {
   if (info->type() != grpc::experimental::ServerRpcInfo::Type::UNARY) return nullptr;
+  // ModelInfer takes raw bytes and answers a malformed message itself (no interceptor per call).
+  if (std::strcmp(info->method(), "/inference.GRPCInferenceService/ModelInfer") == 0) return nullptr;
   return new MalformedRequestInterceptor(info);
 }
 

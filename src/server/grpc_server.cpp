@@ -1,8 +1,9 @@
-// GRPCInferenceService on grpc++'s callback API. Unary calls answer at once, or (ModelInfer,
-// model load/unload) from the thread that finishes the work; ModelInfer and ModelStreamInfer take
-// and give raw bytes: the request parsed from grpc's received slices, the response written as
-// slices over the output tensors (grpc_codec.h). ModelStreamInfer keeps reading while earlier
-// requests run and writes each response as it is ready (one write at a time).
+// GRPCInferenceService: ModelInfer and ModelStreamInfer on grpc++'s asynchronous API, one
+// completion queue per thread polled by threads of ours (grpc_async.h), taking and giving raw
+// bytes: the request parsed from grpc's received slices, the response written as slices over the
+// output tensors (grpc_codec.h). ModelStreamInfer keeps reading while earlier requests run and
+// writes each response as it is ready (one write at a time). The other RPCs are on the callback
+// API: they answer at once, or (model load/unload) from the thread that finishes the work.
 #include "server/grpc_server.h"
 
 #include <google/protobuf/util/json_util.h>
@@ -35,8 +36,7 @@
 #include "grpc_service.grpc.pb.h"
 #include "server/grpc_codec.h"
 #include "server/grpc_guard.h"
-#include "server/grpc_reactors.h"
-#include "server/grpc_stream.h"
+#include "server/grpc_async.h"
 #include "server/inference_server.h"
 
 namespace gpuopt::server {
@@ -56,6 +56,16 @@ ServerUnaryReactor* answer(CallbackServerContext* ctx, const Status& s) {
   return r;
 }
 
+// Triton's JSON forms (config, statistics, index) into their proto messages: the field names are
+// the proto's, so protobuf's JSON parser maps them; fields without a proto counterpart are skipped.
+Status json_to_proto(const nlohmann::json& j, google::protobuf::Message* m) {
+  google::protobuf::util::JsonParseOptions o;
+  o.ignore_unknown_fields = true;
+  auto st = google::protobuf::util::JsonStringToMessage(json_text(j), m, o);
+  if (!st.ok()) return Status::Internal("JSON to {}: {}", m->GetTypeName(), st.ToString());
+  return Status::Ok();
+}
+
 void add_io(const std::vector<TensorConfig>& v, int64_t max_batch,
             google::protobuf::RepeatedPtrField<pb::ModelMetadataResponse::TensorMetadata>* out) {
   for (const auto& t : v) {
@@ -73,15 +83,16 @@ void add_io(const std::vector<TensorConfig>& v, int64_t max_batch,
 // stream (error_message) and the stream goes on, instead of grpc ending the reads silently.
 // ModelInfer is raw for its response (written without a staging copy).
 using G = pb::GRPCInferenceService;
-// CallbackService with ModelInfer and ModelStreamInfer raw (the generated code has no such alias).
+// The callback service with ModelInfer and ModelStreamInfer asynchronous and raw (the generated
+// code has no such alias).
 using ServiceBase =
     G::WithCallbackMethod_ServerLive<
         G::WithCallbackMethod_ServerReady<
         G::WithCallbackMethod_ModelReady<
         G::WithCallbackMethod_ServerMetadata<
         G::WithCallbackMethod_ModelMetadata<
-        G::WithRawCallbackMethod_ModelInfer<
-        G::WithRawCallbackMethod_ModelStreamInfer<
+        G::WithRawMethod_ModelInfer<
+        G::WithRawMethod_ModelStreamInfer<
         G::WithCallbackMethod_ModelConfig<
         G::WithCallbackMethod_ModelStatistics<
         G::WithCallbackMethod_RepositoryIndex<
@@ -96,14 +107,22 @@ using ServiceBase =
         G::WithCallbackMethod_TraceSetting<
         G::WithCallbackMethod_LogSettings<pb::GRPCInferenceService::Service>>>>>>>>>>>>>>>>>>>>;
 
-class Service final : public ServiceBase, public StreamHost {
+class Service final : public ServiceBase, public InferHost {
  public:
   explicit Service(InferenceServer* s) : s_(s) {}
-  void stream_infer(pb::ModelInferRequest& req, InferDone done) override { infer(req, std::move(done)); }
+  void request_infer(grpc::ServerContext* ctx, grpc::ByteBuffer* request, RawResponder* responder,
+                     grpc::ServerCompletionQueue* cq, void* tag) override {
+    RequestModelInfer(ctx, request, responder, cq, cq, tag);
+  }
+  void request_stream(grpc::ServerContext* ctx, RawStream* stream, grpc::ServerCompletionQueue* cq,
+                      void* tag) override {
+    RequestModelStreamInfer(ctx, stream, cq, cq, tag);
+  }
+  bool tracing() const override { return s_->tracing(); }
 
   // Decodes, then hands the request to the shared inference path; `done` is called exactly once.
   // The message is given up: its raw_input_contents move into the input tensors (no copy).
-  void infer(pb::ModelInferRequest& req, InferDone done, std::shared_ptr<WireTimes> wire = nullptr) {
+  void infer(pb::ModelInferRequest& req, InferDone done, std::shared_ptr<WireTimes> wire) override {
     const uint64_t t_start = now_ns();
     if (s_->shutting_down()) return done(Status::Unavailable("server is shutting down"));
     auto v = s_->repository().find(req.model_name(), req.model_version());
@@ -242,37 +261,6 @@ class Service final : public ServiceBase, public StreamHost {
     return answer(ctx, Status::Ok());
   }
 
-  ServerUnaryReactor* ModelInfer(CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-                                 grpc::ByteBuffer* resp) override {
-    // Parsed from grpc's slices as they are; decoding moves the inputs' raw bytes out of the
-    // message into the tensors, so it may go once infer() returns.
-    pb::ModelInferRequest req;
-    const size_t size = request->Length();
-    grpc::ProtoBufferReader reader(const_cast<grpc::ByteBuffer*>(request));
-    Status parsed = parse_infer_request(&reader, size, &req);
-    if (s_->tracing()) {  // the trace's "network out": a reactor of our own tells when the answer went out
-      auto* reactor = new WireReactor();
-      auto done = [reactor, resp](Result<InferReply> r) {
-        if (!r.ok()) return reactor->finish(to_grpc_status(r.status()));
-        *resp = encode_grpc_response_buffer(std::move(r).value());
-        reactor->finish(grpc::Status::OK);
-      };
-      if (!parsed.ok()) done(parsed);
-      else infer(req, std::move(done), reactor->wire());
-      return reactor;
-    }
-    auto* reactor = ctx->DefaultReactor();
-    if (!parsed.ok()) return answer(ctx, parsed);
-    infer(req, [reactor, resp](Result<InferReply> r) {
-      if (!r.ok()) return reactor->Finish(to_grpc_status(r.status()));
-      *resp = encode_grpc_response_buffer(std::move(r).value());
-      reactor->Finish(grpc::Status::OK);
-    });
-    return reactor;
-  }
-
-  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* ModelStreamInfer(CallbackServerContext*) override;
-
  private:
   ServerUnaryReactor* control(CallbackServerContext* ctx, const std::string& name, bool load) {
     if (s_->control_mode() != ControlMode::kExplicit)
@@ -291,18 +279,31 @@ class Service final : public ServiceBase, public StreamHost {
   InferenceServer* s_;
 };
 
-grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Service::ModelStreamInfer(CallbackServerContext*) {
-  return new_stream_reactor(this);
-}
+// One running grpc server: its service, its completion queues and their threads.
+struct Listener {
+  std::unique_ptr<Service> service;
+  std::unique_ptr<AsyncInfer> engine;
+  std::unique_ptr<grpc::Server> server;
+  // Calls in progress may finish until `deadline`, the rest are cancelled; then the queues are
+  // drained and their threads joined (grpc's order: the server, then its queues).
+  void stop(std::chrono::system_clock::time_point deadline) {
+    if (server) {
+      server->Shutdown(deadline);
+      server->Wait();
+    }
+    if (engine) engine->stop();
+    server.reset();
+    engine.reset();
+  }
+  ~Listener() { stop(std::chrono::system_clock::now()); }
+};
 
 struct GrpcServer::Impl {
   InferenceServer* inference = nullptr;
   GrpcOptions opts;
   std::string addr;
-  std::mutex mu;  // guards service, server, old (the watchdog restarts them)
-  std::unique_ptr<Service> service;
-  std::unique_ptr<grpc::Server> server;
-  std::vector<std::unique_ptr<Service>> old;  // services of restarted servers (calls may still name them)
+  std::mutex mu;  // guards listener (the watchdog restarts it)
+  std::unique_ptr<Listener> listener;
   std::once_flag stopped;
   std::mutex stop_mu;
   std::condition_variable stop_cv;
@@ -327,15 +328,23 @@ struct GrpcServer::Impl {
     // headers, before any byte is inflated.
     b.AddChannelArgument(GRPC_COMPRESSION_CHANNEL_ENABLED_ALGORITHMS_BITSET, 1 << GRPC_COMPRESS_NONE);
     b.AddListeningPort(addr, grpc::InsecureServerCredentials(), &selected);
-    service = std::make_unique<Service>(inference);
-    b.RegisterService(service.get());
+    auto l = std::make_unique<Listener>();
+    l->service = std::make_unique<Service>(inference);
+    b.RegisterService(l->service.get());
     b.SetMaxReceiveMessageSize(static_cast<int>(std::min<size_t>(opts.max_message_bytes, INT_MAX)));
     b.SetMaxSendMessageSize(INT_MAX);
     std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
     interceptors.push_back(std::make_unique<MalformedRequestInterceptorFactory>());
     b.experimental().SetInterceptorCreators(std::move(interceptors));
-    server = b.BuildAndStart();
-    return server ? selected : 0;
+    std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> cqs;
+    const int threads = opts.threads > 0 ? opts.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    for (int i = 0; i < threads; ++i) cqs.push_back(b.AddCompletionQueue());
+    l->engine = std::make_unique<AsyncInfer>(l->service.get(), std::move(cqs));
+    l->server = b.BuildAndStart();
+    if (!l->server) return 0;  // ~Listener drains the queues
+    l->engine->start();
+    listener = std::move(l);
+    return selected;
   }
 
   // grpc's listener stops for good when accept fails other than with EAGAIN (out of descriptors:
@@ -354,11 +363,9 @@ struct GrpcServer::Impl {
       misses = 0;
       GPUOPT_LOG(warn, "gRPC: the listener on {} stopped accepting (out of file descriptors?); restarting it", addr);
       std::lock_guard<std::mutex> g(mu);
-      if (server) {  // null when the last restart could not bind
-        server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
-        server->Wait();
-        server.reset();
-        old.push_back(std::move(service));
+      if (listener) {  // null when the last restart could not bind
+        listener->stop(std::chrono::system_clock::now() + std::chrono::seconds(1));
+        listener.reset();
       }
       if (build() == 0) GPUOPT_LOG(error, "gRPC: restarting the listener on {} failed; retrying", addr);
       else restarts++;
@@ -404,9 +411,7 @@ void GrpcServer::stop(std::chrono::milliseconds grace) {
     impl_->stop_cv.notify_all();
     if (impl_->watchdog.joinable()) impl_->watchdog.join();
     std::lock_guard<std::mutex> lk(impl_->mu);
-    if (!impl_->server) return;
-    impl_->server->Shutdown(std::chrono::system_clock::now() + grace);
-    impl_->server->Wait();
+    if (impl_->listener) impl_->listener->stop(std::chrono::system_clock::now() + grace);
   });
 }
 

@@ -1,0 +1,149 @@
+#include "server/grpc_async.h"
+
+#include <grpcpp/support/proto_buffer_reader.h>
+#include <pthread.h>
+
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "core/log.h"
+#include "server/grpc_codec.h"
+
+namespace gpuopt::server {
+namespace {
+
+namespace pb = inference;
+
+// Calls asked for ahead on each queue: a burst of arrivals finds a waiting slot (grpc queues the
+// calls that find none until one is asked for, so this bounds nothing but latency).
+constexpr int kInferSlots = 32;
+constexpr int kStreamSlots = 4;
+
+// One unary ModelInfer: asked for on queue q_, arrives there (the first completion), is decoded
+// and handed to the inference on that thread; the answer is written from the thread that has it
+// (Finish); the second completion, Finish's, frees it on the queue's thread. mu_ orders the
+// answering thread's writes (the response, grpc++'s call state) before the free: grpc's own
+// synchronisation between the two is invisible to ThreadSanitizer (libgrpc is not instrumented).
+class UnaryCall final : public CqTag {
+ public:
+  UnaryCall(AsyncInfer* e, size_t q) : e_(e), q_(q), responder_(&ctx_) {
+    e_->host()->request_infer(&ctx_, &request_, &responder_, e_->cq(q_), this);
+  }
+
+  void on(bool ok) override {
+    if (!arrived_) {
+      arrived_ = true;
+      if (!ok) {  // the server is shutting down: this call never came
+        delete this;
+        return;
+      }
+      e_->request_infer(q_);
+      handle();
+      return;
+    }
+    std::shared_ptr<WireTimes> wire;
+    uint64_t ready = 0;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      wire = std::move(wire_);
+      ready = ready_ns_;
+    }
+    if (wire) {
+      // submit_infer set `sent` before the answer (under mu_ since): the end of "network out".
+      if (auto sent = std::exchange(wire->sent, nullptr)) sent(ready, ok ? now_ns() : 0);
+    }
+    delete this;
+  }
+
+ private:
+  void handle() {
+    // Parsed from grpc's slices as they are; decoding moves the inputs' raw bytes out of the
+    // message into the tensors, so it may go once infer() returns.
+    pb::ModelInferRequest req;
+    const size_t size = request_.Length();
+    Status parsed;
+    {
+      grpc::ProtoBufferReader reader(&request_);
+      parsed = parse_infer_request(&reader, size, &req);
+    }
+    request_.Clear();  // grpc's slices: the parsed message holds what is needed
+    if (!parsed.ok()) return answer(parsed);
+    std::shared_ptr<WireTimes> wire;
+    if (e_->host()->tracing()) {
+      std::lock_guard<std::mutex> lk(mu_);
+      wire = wire_ = std::make_shared<WireTimes>();
+    }
+    e_->host()->infer(req, [this](Result<InferReply> r) { answer(std::move(r)); }, std::move(wire));
+  }
+
+  void answer(Result<InferReply> r) {
+    std::lock_guard<std::mutex> lk(mu_);
+    ready_ns_ = now_ns();
+    if (!r.ok()) {
+      responder_.FinishWithError(to_grpc_status(r.status()), this);
+      return;
+    }
+    response_ = encode_grpc_response_buffer(std::move(r).value());
+    responder_.Finish(response_, grpc::Status::OK, this);
+  }
+
+  AsyncInfer* e_;
+  size_t q_;
+  bool arrived_ = false;  // the queue's thread only
+  grpc::ServerContext ctx_;
+  grpc::ByteBuffer request_;
+  RawResponder responder_;
+  std::mutex mu_;
+  grpc::ByteBuffer response_;
+  std::shared_ptr<WireTimes> wire_;  // a traced call's network stages
+  uint64_t ready_ns_ = 0;
+};
+
+}  // namespace
+
+AsyncInfer::AsyncInfer(InferHost* host, std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> cqs)
+    : host_(host), cqs_(std::move(cqs)) {}
+
+AsyncInfer::~AsyncInfer() { stop(); }
+
+void AsyncInfer::start() {
+  for (size_t q = 0; q < cqs_.size(); ++q) {
+    for (int i = 0; i < kInferSlots; ++i) request_infer(q);
+    for (int i = 0; i < kStreamSlots; ++i) request_stream(q);
+  }
+  for (size_t q = 0; q < cqs_.size(); ++q)
+    threads_.emplace_back([this, q] {
+      std::string name = "grpc-cq-" + std::to_string(q);
+      pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
+      void* tag = nullptr;
+      bool ok = false;
+      while (cqs_[q]->Next(&tag, &ok)) static_cast<CqTag*>(tag)->on(ok);
+    });
+}
+
+void AsyncInfer::request_infer(size_t q) {
+  if (!stopping_.load(std::memory_order_relaxed)) new UnaryCall(this, q);
+}
+
+void AsyncInfer::request_stream(size_t q) {
+  if (!stopping_.load(std::memory_order_relaxed)) new_stream_call(this, q);
+}
+
+void AsyncInfer::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  stopping_ = true;
+  for (auto& cq : cqs_) cq->Shutdown();
+  const bool started = !threads_.empty();
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+  if (!started)  // the server did not build: the queues are drained here (grpc requires it)
+    for (auto& cq : cqs_) {
+      void* tag = nullptr;
+      bool ok = false;
+      while (cq->Next(&tag, &ok)) static_cast<CqTag*>(tag)->on(ok);
+    }
+}
+
+}  // namespace gpuopt::server

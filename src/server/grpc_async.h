@@ -1,0 +1,83 @@
+// Internal to the gRPC service (grpc_server.cpp): ModelInfer and ModelStreamInfer on grpc++'s
+// asynchronous API, one completion queue per thread, each polled by a thread of ours. A call's
+// arrival, its parse and decode and the hand-off to the batcher run on the thread that read it
+// (no hand-over to another thread); the answer is written by the thread that finishes the
+// inference (grpc starts the socket write there), and the call's completion comes back to its
+// queue's thread, which frees it.
+//
+//   class Service : public AsyncServiceBase, public InferHost { ... };
+//   auto cqs = ...builder.AddCompletionQueue() per thread...;
+//   AsyncInfer engine(&service, std::move(cqs));
+//   server = builder.BuildAndStart();  engine.start();
+//   ...  server->Shutdown(deadline);  engine.stop();  // queues drained, threads joined
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/support/async_stream.h>
+#include <grpcpp/support/async_unary_call.h>
+
+#include <atomic>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "grpc_service.pb.h"
+#include "server/inference_server.h"
+
+namespace gpuopt::server {
+
+using RawResponder = grpc::ServerAsyncResponseWriter<grpc::ByteBuffer>;
+using RawStream = grpc::ServerAsyncReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>;
+
+// What the asynchronous calls need of the service.
+class InferHost {
+ public:
+  virtual ~InferHost() = default;
+  // Asks grpc for the next ModelInfer / ModelStreamInfer call on `cq`; `tag` comes back from it.
+  virtual void request_infer(grpc::ServerContext* ctx, grpc::ByteBuffer* request, RawResponder* responder,
+                             grpc::ServerCompletionQueue* cq, void* tag) = 0;
+  virtual void request_stream(grpc::ServerContext* ctx, RawStream* stream, grpc::ServerCompletionQueue* cq,
+                              void* tag) = 0;
+  // Decodes `req` before it returns (its raw inputs moved out into the tensors); `done` is called
+  // exactly once, from any thread (at once on an error).
+  virtual void infer(inference::ModelInferRequest& req, InferDone done, std::shared_ptr<WireTimes> wire) = 0;
+  virtual bool tracing() const = 0;
+};
+
+// A completion of one operation: the tag given to grpc.
+class CqTag {
+ public:
+  virtual void on(bool ok) = 0;
+
+ protected:
+  ~CqTag() = default;
+};
+
+class AsyncInfer {
+ public:
+  AsyncInfer(InferHost* host, std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> cqs);
+  ~AsyncInfer();  // stop()
+  // Once the server is built: asks for the first calls on every queue and starts their threads.
+  void start();
+  // Once grpc::Server::Shutdown returned (every call finished or cancelled, so nothing waits
+  // for an answer): shuts the queues down, drains them and joins their threads.
+  void stop();
+
+  // For the calls: the next call of that kind on queue `q` (none once stopping).
+  void request_infer(size_t q);
+  void request_stream(size_t q);
+  InferHost* host() const { return host_; }
+  grpc::ServerCompletionQueue* cq(size_t q) const { return cqs_[q].get(); }
+
+ private:
+  InferHost* host_;
+  std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> cqs_;
+  std::vector<std::thread> threads_;
+  std::atomic<bool> stopping_{false};
+  bool stopped_ = false;
+};
+
+// One ModelStreamInfer call waiting on queue `q` (grpc_stream.cpp); it frees itself.
+void new_stream_call(AsyncInfer* engine, size_t q);
+
+}  // namespace gpuopt::server
