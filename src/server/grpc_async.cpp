@@ -100,6 +100,45 @@ class UnaryCall final : public CqTag {
   uint64_t ready_ns_ = 0;
 };
 
+// One call of another unary method: the same life as UnaryCall's, the handling the host's.
+class MethodCall final : public CqTag {
+ public:
+  MethodCall(AsyncInfer* e, size_t q, int method) : e_(e), q_(q), method_(method), responder_(&ctx_) {
+    e_->host()->request_unary(method_, &ctx_, &request_, &responder_, e_->cq(q_), this);
+  }
+
+  void on(bool ok) override {
+    if (!arrived_) {
+      arrived_ = true;
+      if (!ok) {
+        delete this;
+        return;
+      }
+      e_->request_unary(q_, method_);
+      e_->host()->handle_unary(method_, request_, [this](grpc::Status s, grpc::ByteBuffer bytes) {
+        std::lock_guard<std::mutex> lk(mu_);
+        if (!s.ok()) return responder_.FinishWithError(s, this);
+        response_ = std::move(bytes);
+        responder_.Finish(response_, s, this);
+      });
+      return;
+    }
+    { std::lock_guard<std::mutex> lk(mu_); }  // the answering thread is out of Finish
+    delete this;
+  }
+
+ private:
+  AsyncInfer* e_;
+  size_t q_;
+  int method_;
+  bool arrived_ = false;
+  grpc::ServerContext ctx_;
+  grpc::ByteBuffer request_;
+  RawResponder responder_;
+  std::mutex mu_;
+  grpc::ByteBuffer response_;
+};
+
 }  // namespace
 
 AsyncInfer::AsyncInfer(InferHost* host, std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> cqs)
@@ -111,6 +150,7 @@ void AsyncInfer::start() {
   for (size_t q = 0; q < cqs_.size(); ++q) {
     for (int i = 0; i < kInferSlots; ++i) request_infer(q);
     for (int i = 0; i < kStreamSlots; ++i) request_stream(q);
+    for (int m : host_->unary_methods()) request_unary(q, m);
   }
   for (size_t q = 0; q < cqs_.size(); ++q)
     threads_.emplace_back([this, q] {
@@ -128,6 +168,10 @@ void AsyncInfer::request_infer(size_t q) {
 
 void AsyncInfer::request_stream(size_t q) {
   if (!stopping_.load(std::memory_order_relaxed)) new_stream_call(this, q);
+}
+
+void AsyncInfer::request_unary(size_t q, int method) {
+  if (!stopping_.load(std::memory_order_relaxed)) new MethodCall(this, q, method);
 }
 
 void AsyncInfer::stop() {

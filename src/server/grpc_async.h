@@ -5,7 +5,7 @@
 // inference (grpc starts the socket write there), and the call's completion comes back to its
 // queue's thread, which frees it.
 //
-//   class Service : public AsyncServiceBase, public InferHost { ... };
+//   class Service : public ServiceBase /* every method WithRawMethod_ */, public InferHost { ... };
 //   auto cqs = ...builder.AddCompletionQueue() per thread...;
 //   AsyncInfer engine(&service, std::move(cqs));
 //   server = builder.BuildAndStart();  engine.start();
@@ -17,6 +17,7 @@
 #include <grpcpp/support/async_unary_call.h>
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -28,6 +29,8 @@ namespace gpuopt::server {
 
 using RawResponder = grpc::ServerAsyncResponseWriter<grpc::ByteBuffer>;
 using RawStream = grpc::ServerAsyncReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>;
+// A unary call's answer: a status and, when OK, the response's bytes. Called once, from any thread.
+using RawFinish = std::function<void(grpc::Status, grpc::ByteBuffer)>;
 
 // What the asynchronous calls need of the service.
 class InferHost {
@@ -38,6 +41,12 @@ class InferHost {
                              grpc::ServerCompletionQueue* cq, void* tag) = 0;
   virtual void request_stream(grpc::ServerContext* ctx, RawStream* stream, grpc::ServerCompletionQueue* cq,
                               void* tag) = 0;
+  // The other unary methods (health, metadata, repository, shared memory ...), by the generated
+  // code's index: asked for like ModelInfer, handled on the queue's thread from their bytes.
+  virtual std::vector<int> unary_methods() const = 0;
+  virtual void request_unary(int method, grpc::ServerContext* ctx, grpc::ByteBuffer* request,
+                             RawResponder* responder, grpc::ServerCompletionQueue* cq, void* tag) = 0;
+  virtual void handle_unary(int method, grpc::ByteBuffer& request, RawFinish finish) = 0;
   // Decodes `req` before it returns (its raw inputs moved out into the tensors); `done` is called
   // exactly once, from any thread (at once on an error).
   virtual void infer(inference::ModelInferRequest& req, InferDone done, std::shared_ptr<WireTimes> wire) = 0;
@@ -66,6 +75,7 @@ class AsyncInfer {
   // For the calls: the next call of that kind on queue `q` (none once stopping).
   void request_infer(size_t q);
   void request_stream(size_t q);
+  void request_unary(size_t q, int method);
   InferHost* host() const { return host_; }
   grpc::ServerCompletionQueue* cq(size_t q) const { return cqs_[q].get(); }
 
