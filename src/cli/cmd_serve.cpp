@@ -364,7 +364,7 @@ void setup(CLI::App& app) {
   cmd->add_option("--allow-grpc", o->allow_grpc, "Serve the gRPC endpoint")->check(triton_bool())->capture_default_str();
   cmd->add_option("--http-thread-count", o->http_threads, "HTTP threads (0 = one per core)")
       ->check(int_range(0, 1024))->capture_default_str();
-  cmd->add_option("--grpc-thread-count", o->grpc_threads, "gRPC inference threads, each a completion queue (0 = one per core)")
+  cmd->add_option("--grpc-thread-count", o->grpc_threads, "gRPC threads, each polling a completion queue (0 = one per core)")
       ->check(int_range(0, 1024))->capture_default_str();
   cmd->add_option("--metrics-port", o->metrics_port, "Prometheus metrics port (0 = any free port)")
       ->check(int_range(0, 65535))->capture_default_str();

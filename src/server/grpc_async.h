@@ -1,9 +1,10 @@
-// Internal to the gRPC service (grpc_server.cpp): ModelInfer and ModelStreamInfer on grpc++'s
-// asynchronous API, one completion queue per thread, each polled by a thread of ours. A call's
-// arrival, its parse and decode and the hand-off to the batcher run on the thread that read it
-// (no hand-over to another thread); the answer is written by the thread that finishes the
-// inference (grpc starts the socket write there), and the call's completion comes back to its
-// queue's thread, which frees it.
+// Internal to the gRPC service (grpc_server.cpp): its calls on grpc++'s asynchronous API, one
+// completion queue per thread, each polled by a thread of ours (grpc then has no threads of its
+// own serving calls). A ModelInfer call's arrival, its parse and decode and the hand-off to the
+// batcher run on the queue's thread that got it; the answer is written by the thread that
+// finishes the inference (grpc starts the socket write there), and the call's completion comes
+// back to its queue's thread, which frees it. The other unary methods are handled on the
+// queue's thread (InferHost::handle_unary).
 //
 //   class Service : public ServiceBase /* every method WithRawMethod_ */, public InferHost { ... };
 //   auto cqs = ...builder.AddCompletionQueue() per thread...;

@@ -1,9 +1,9 @@
-// GRPCInferenceService: ModelInfer and ModelStreamInfer on grpc++'s asynchronous API, one
-// completion queue per thread polled by threads of ours (grpc_async.h), taking and giving raw
-// bytes: the request parsed from grpc's received slices, the response written as slices over the
-// output tensors (grpc_codec.h). ModelStreamInfer keeps reading while earlier requests run and
-// writes each response as it is ready (one write at a time). The other RPCs are on the callback
-// API: they answer at once, or (model load/unload) from the thread that finishes the work.
+// GRPCInferenceService on grpc++'s asynchronous API, one completion queue per thread polled by
+// threads of ours (grpc_async.h), every method on raw bytes. ModelInfer: the request parsed from
+// grpc's received slices, the response written as slices over the output tensors (grpc_codec.h).
+// ModelStreamInfer keeps reading while earlier requests run and writes each response as it is
+// ready (one write at a time). The other RPCs answer at once on the queue's thread, or (model
+// load/unload) from the thread that finishes the work.
 #include "server/grpc_server.h"
 
 #include <google/protobuf/util/json_util.h>

@@ -18,6 +18,50 @@
 #include "server/grpc_server.h"
 #include "server/inference_server.h"
 
+// ThreadSanitizer: libgrpc, libgpr and Abseil are not instrumented, so their own synchronisation
+// (absl::Mutex on futexes, the poller's epoll set made on one thread and waited on by another,
+// strings handed to grpc's threads) is invisible and their calls into intercepted functions read
+// as races. Those calls are not
+// checked; the server's own code is (it orders what it shares with grpc's threads with mutexes
+// of its own: grpc_async.cpp). Likewise grpc++'s inline code on either side of a completion
+// queue: an operation started on one thread (FillOps, under the call's mutex) is finalized on
+// the queue's thread inside Next, after grpc's own hand-over.
+extern "C" const char* __tsan_default_suppressions() {
+  return "called_from_lib:libgrpc.so\n"
+         "called_from_lib:libgrpc++.so\n"
+         "called_from_lib:libgpr.so\n"
+         "called_from_lib:libupb.so\n"
+         "called_from_lib:libabsl_base.so\n"
+         "called_from_lib:libabsl_spinlock_wait.so\n"
+         "called_from_lib:libabsl_raw_logging_internal.so\n"
+         "called_from_lib:libabsl_malloc_internal.so\n"
+         "called_from_lib:libabsl_synchronization.so\n"
+         "called_from_lib:libabsl_graphcycles_internal.so\n"
+         "called_from_lib:libabsl_stacktrace.so\n"
+         "called_from_lib:libabsl_symbolize.so\n"
+         "called_from_lib:libabsl_time.so\n"
+         "called_from_lib:libabsl_time_zone.so\n"
+         "called_from_lib:libabsl_civil_time.so\n"
+         "called_from_lib:libabsl_strings.so\n"
+         "called_from_lib:libabsl_strings_internal.so\n"
+         "called_from_lib:libabsl_str_format_internal.so\n"
+         "called_from_lib:libabsl_cord.so\n"
+         "called_from_lib:libabsl_cord_internal.so\n"
+         "called_from_lib:libabsl_cordz_info.so\n"
+         "called_from_lib:libabsl_cordz_handle.so\n"
+         "called_from_lib:libabsl_cordz_functions.so\n"
+         "called_from_lib:libabsl_status.so\n"
+         "called_from_lib:libabsl_statusor.so\n"
+         "called_from_lib:libabsl_raw_hash_set.so\n"
+         "called_from_lib:libabsl_hashtablez_sampler.so\n"
+         "called_from_lib:libabsl_hash.so\n"
+         "called_from_lib:libabsl_city.so\n"
+         "called_from_lib:libabsl_low_level_hash.so\n"
+         "called_from_lib:libabsl_throw_delegate.so\n"
+         "called_from_lib:libabsl_int128.so\n"
+         "race:grpc::internal::CallOpSet<*>::FinalizeResult\n";
+}
+
 namespace gpuopt::server {
 namespace {
 
