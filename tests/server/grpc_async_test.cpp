@@ -103,6 +103,9 @@ struct GrpcFixture {
     if (s.ok()) server = std::move(s).value();
   }
   ~GrpcFixture() {
+    if (server) {
+      EXPECT_EQ(server->shutdown(10s), 0);  // every accepted request answered
+    }
     server.reset();
     fs::remove_all(dir);
   }
