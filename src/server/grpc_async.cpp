@@ -21,14 +21,15 @@ constexpr int kInferSlots = 32;
 constexpr int kStreamSlots = 4;
 
 // One unary ModelInfer: asked for on queue q_, arrives there (the first completion), is decoded
-// and handed to the inference on that thread; the answer is written from the thread that has it
-// (Finish); the second completion, Finish's, frees it on the queue's thread. mu_ orders the
-// answering thread's writes (the response, grpc++'s call state) before the free: grpc's own
-// synchronisation between the two is invisible to ThreadSanitizer (libgrpc is not instrumented).
-class UnaryCall final : public CqTag {
+// and handed to the inference on that thread; the answering thread encodes the answer and posts
+// the call back to q_, whose thread writes it (Finish); the second completion, Finish's, frees
+// it there. Writing from the queue's thread keeps the socket writes off the batcher's answer
+// threads and spreads them over the queues; posting batches the wake-ups. mu_ orders the
+// answering thread's writes before the queue thread's reads (the mailbox's mutex does too).
+class UnaryCall final : public CqTag, public Posted {
  public:
   UnaryCall(AsyncInfer* e, size_t q) : e_(e), q_(q), responder_(&ctx_) {
-    e_->host()->request_infer(&ctx_, &request_, &responder_, e_->cq(q_), this);
+    e_->host()->request_infer(&ctx_, &request_, &responder_, e_->cq(q_), tag());
   }
 
   void on(bool ok) override {
@@ -77,16 +78,23 @@ class UnaryCall final : public CqTag {
     e_->host()->infer(req, [this](Result<InferReply> r) { answer(std::move(r)); }, std::move(wire));
   }
 
+  // On the answering thread: encoded there, written by the call's queue thread (run).
   void answer(Result<InferReply> r) {
-    std::lock_guard<std::mutex> lk(mu_);
-    ready_ns_ = now_ns();
-    if (!r.ok()) {
-      responder_.FinishWithError(to_grpc_status(r.status()), this);
-      return;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      ready_ns_ = now_ns();
+      if (r.ok()) response_ = encode_grpc_response_buffer(std::move(r).value());
+      else error_ = to_grpc_status(r.status());
     }
-    response_ = encode_grpc_response_buffer(std::move(r).value());
-    responder_.Finish(response_, grpc::Status::OK, this);
+    e_->post(q_, this);
   }
+  void run() override {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!error_.ok()) responder_.FinishWithError(error_, tag());
+    else responder_.Finish(response_, grpc::Status::OK, tag());
+  }
+
+  void* tag() { return static_cast<CqTag*>(this); }  // what the queue loop casts back
 
   AsyncInfer* e_;
   size_t q_;
@@ -96,6 +104,7 @@ class UnaryCall final : public CqTag {
   RawResponder responder_;
   std::mutex mu_;
   grpc::ByteBuffer response_;
+  grpc::Status error_;
   std::shared_ptr<WireTimes> wire_;  // a traced call's network stages
   uint64_t ready_ns_ = 0;
 };
@@ -142,7 +151,28 @@ class MethodCall final : public CqTag {
 }  // namespace
 
 AsyncInfer::AsyncInfer(InferHost* host, std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> cqs)
-    : host_(host), cqs_(std::move(cqs)) {}
+    : host_(host), cqs_(std::move(cqs)) {
+  for (size_t q = 0; q < cqs_.size(); ++q) mail_.push_back(std::make_unique<Mailbox>());
+}
+
+void AsyncInfer::post(size_t q, Posted* p) {
+  Mailbox& m = *mail_[q];
+  std::lock_guard<std::mutex> lk(m.mu);
+  m.work.push_back(p);
+  if (m.armed) return;  // the thread is woken already and takes this too
+  m.armed = true;
+  m.alarm.Set(cqs_[q].get(), gpr_time_0(GPR_CLOCK_MONOTONIC), static_cast<CqTag*>(&m));
+}
+
+void AsyncInfer::Mailbox::on(bool) {
+  std::vector<Posted*> todo;
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    todo.swap(work);
+    armed = false;
+  }
+  for (Posted* p : todo) p->run();
+}
 
 AsyncInfer::~AsyncInfer() { stop(); }
 

@@ -1,10 +1,10 @@
 // Internal to the gRPC service (grpc_server.cpp): its calls on grpc++'s asynchronous API, one
 // completion queue per thread, each polled by a thread of ours (grpc then has no threads of its
 // own serving calls). A ModelInfer call's arrival, its parse and decode and the hand-off to the
-// batcher run on the queue's thread that got it; the answer is written by the thread that
-// finishes the inference (grpc starts the socket write there), and the call's completion comes
-// back to its queue's thread, which frees it. The other unary methods are handled on the
-// queue's thread (InferHost::handle_unary).
+// batcher run on the queue's thread that got it; the thread that finishes the inference encodes
+// the answer and posts it back to that queue (one wake-up for all the answers of a batch posted
+// to a queue), whose thread writes it and, at its completion, frees the call. The other unary
+// methods are handled on the queue's thread (InferHost::handle_unary).
 //
 //   class Service : public ServiceBase /* every method WithRawMethod_ */, public InferHost { ... };
 //   auto cqs = ...builder.AddCompletionQueue() per thread...;
@@ -13,6 +13,7 @@
 //   ...  server->Shutdown(deadline);  engine.stop();  // queues drained, threads joined
 #pragma once
 
+#include <grpcpp/alarm.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/support/async_stream.h>
 #include <grpcpp/support/async_unary_call.h>
@@ -20,6 +21,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -63,6 +65,15 @@ class CqTag {
   ~CqTag() = default;
 };
 
+// Work handed to a queue's thread (AsyncInfer::post).
+class Posted {
+ public:
+  virtual void run() = 0;
+
+ protected:
+  ~Posted() = default;
+};
+
 class AsyncInfer {
  public:
   AsyncInfer(InferHost* host, std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> cqs);
@@ -77,12 +88,23 @@ class AsyncInfer {
   void request_infer(size_t q);
   void request_stream(size_t q);
   void request_unary(size_t q, int method);
+  // Runs p->run() on queue q's thread: the answers of a batch become one wake-up per queue.
+  void post(size_t q, Posted* p);
   InferHost* host() const { return host_; }
   grpc::ServerCompletionQueue* cq(size_t q) const { return cqs_[q].get(); }
 
  private:
   InferHost* host_;
+  // Work posted to a queue's thread: an alarm due at once wakes the thread (armed while set).
+  struct Mailbox final : CqTag {
+    void on(bool ok) override;
+    std::mutex mu;
+    std::vector<Posted*> work;
+    bool armed = false;
+    grpc::Alarm alarm;
+  };
   std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> cqs_;
+  std::vector<std::unique_ptr<Mailbox>> mail_;
   std::vector<std::thread> threads_;
   std::atomic<bool> stopping_{false};
   bool stopped_ = false;
