@@ -52,6 +52,7 @@ struct ServeOptions {
   int exit_timeout_secs = 30;
   int log_verbose = 0;
   int http_threads = 0;
+  int grpc_threads = 0;
   int64_t default_max_batch_size = 4;
   int64_t max_input_size = int64_t{64} << 20;
   int max_connections = 4096;
@@ -225,6 +226,7 @@ int run(const ServeOptions& o) {
     so.grpc->port = static_cast<uint16_t>(o.grpc_port);
     so.grpc->max_message_bytes = static_cast<size_t>(o.max_input_size);
     so.grpc->idle_timeout = std::chrono::milliseconds(static_cast<int64_t>(o.grpc_idle_timeout_secs * 1000.0));
+    so.grpc->threads = o.grpc_threads;
   }
 
   if (!o.embedding_models.empty()) {
@@ -357,18 +359,16 @@ void setup(CLI::App& app) {
   cmd->add_option("--trace-rate", o->trace_rate, "Trace one request in N (default 1000)")->check(int_range(1, 1000000000));
   cmd->add_option("--http-address", o->http_address, "Address to listen on")->capture_default_str();
   cmd->add_option("--http-port", o->http_port, "HTTP port (0 = any free port)")
-      ->check(int_range(0, 65535))
-      ->capture_default_str();
+      ->check(int_range(0, 65535))->capture_default_str();
   cmd->add_option("--grpc-port", o->grpc_port, "KServe v2 gRPC port (0 = any free port)")
-      ->check(int_range(0, 65535))
-      ->capture_default_str();
+      ->check(int_range(0, 65535))->capture_default_str();
   cmd->add_option("--allow-grpc", o->allow_grpc, "Serve the gRPC endpoint")->check(triton_bool())->capture_default_str();
   cmd->add_option("--http-thread-count", o->http_threads, "HTTP threads (0 = one per core)")
-      ->check(int_range(0, 1024))
-      ->capture_default_str();
+      ->check(int_range(0, 1024))->capture_default_str();
+  cmd->add_option("--grpc-thread-count", o->grpc_threads, "gRPC threads, each polling a completion queue (0 = one per core)")
+      ->check(int_range(0, 1024))->capture_default_str();
   cmd->add_option("--metrics-port", o->metrics_port, "Prometheus metrics port (0 = any free port)")
-      ->check(int_range(0, 65535))
-      ->capture_default_str();
+      ->check(int_range(0, 65535))->capture_default_str();
   cmd->add_option("--allow-metrics", o->allow_metrics, "Serve /metrics")->check(triton_bool())->capture_default_str();
   cmd->add_option("--allow-gpu-metrics", o->allow_gpu_metrics, "GPU metrics from NVML")
       ->check(triton_bool())

@@ -1,20 +1,12 @@
-// Guards of the gRPC listener: malformed unary requests answered INVALID_ARGUMENT (not grpc's
-// bare UNIMPLEMENTED), and a probe that tells whether the listener still accepts connections (the
+// A guard of the gRPC listener: a probe that tells whether it still accepts connections (the
 // watchdog restarts a dead one).
 #pragma once
-
-#include <grpcpp/support/server_interceptor.h>
 
 #include <cstdint>
 #include <optional>
 #include <string>
 
 namespace gpuopt::server {
-
-class MalformedRequestInterceptorFactory final : public grpc::experimental::ServerInterceptorFactoryInterface {
- public:
-  grpc::experimental::Interceptor* CreateServerInterceptor(grpc::experimental::ServerRpcInfo* info) override;
-};
 
 // Whether a listener on host:port (127.0.0.1 for 0.0.0.0) still accepts: a fresh TCP connection
 // sends the HTTP/2 preface and an empty SETTINGS frame, and grpc answers with its own SETTINGS once

@@ -1,8 +1,9 @@
-// GRPCInferenceService on grpc++'s callback API. Unary calls answer at once, or (ModelInfer,
-// model load/unload) from the thread that finishes the work; ModelInfer and ModelStreamInfer take
-// and give raw bytes: the request parsed from grpc's received slices, the response written as
-// slices over the output tensors (grpc_codec.h). ModelStreamInfer keeps reading while earlier
-// requests run and writes each response as it is ready (one write at a time).
+// GRPCInferenceService on grpc++'s asynchronous API, one completion queue per thread polled by
+// threads of ours (grpc_async.h), every method on raw bytes. ModelInfer: the request parsed from
+// grpc's received slices, the response written as slices over the output tensors (grpc_codec.h).
+// ModelStreamInfer keeps reading while earlier requests run and writes each response as it is
+// ready (one write at a time). The other RPCs answer at once on the queue's thread, or (model
+// load/unload) from the thread that finishes the work.
 #include "server/grpc_server.h"
 
 #include <google/protobuf/util/json_util.h>
@@ -10,7 +11,6 @@
 #include <grpc/support/log.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/support/proto_buffer_reader.h>
-#include <grpcpp/support/server_interceptor.h>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -35,25 +35,62 @@
 #include "grpc_service.grpc.pb.h"
 #include "server/grpc_codec.h"
 #include "server/grpc_guard.h"
-#include "server/grpc_reactors.h"
-#include "server/grpc_stream.h"
+#include "server/grpc_async.h"
 #include "server/inference_server.h"
 
 namespace gpuopt::server {
 namespace {
 
-using grpc::CallbackServerContext;
-using grpc::ServerUnaryReactor;
 namespace pb = inference;
 
 // grpc's own log lines (a failed bind prints a nested error tree) go to gpuopt's log at debug
 // level; the user sees the one-line Status the server returns.
 void grpc_log(gpr_log_func_args* a) { GPUOPT_LOG(debug, "grpc: {}:{}: {}", a->file, a->line, a->message); }
 
-ServerUnaryReactor* answer(CallbackServerContext* ctx, const Status& s) {
-  auto* r = ctx->DefaultReactor();
-  r->Finish(to_grpc_status(s));
-  return r;
+// The methods of GRPCInferenceService in the proto's order (the generated code's indices).
+constexpr const char* kMethods[] = {
+    "ServerLive", "ServerReady", "ModelReady", "ServerMetadata", "ModelMetadata", "ModelInfer", "ModelStreamInfer",
+    "ModelConfig", "ModelStatistics", "RepositoryIndex", "RepositoryModelLoad", "RepositoryModelUnload",
+    "SystemSharedMemoryStatus", "SystemSharedMemoryRegister", "SystemSharedMemoryUnregister",
+    "CudaSharedMemoryStatus", "CudaSharedMemoryRegister", "CudaSharedMemoryUnregister", "TraceSetting", "LogSettings"};
+constexpr int kModelInfer = 5, kModelStreamInfer = 6, kMethodCount = 20;
+
+// A unary method's request parsed from its bytes, the handler's answer serialized: a message that
+// does not parse is INVALID_ARGUMENT naming the method. `f(const Req*, Resp*, done)` answers
+// through done(Status), at once or later from any thread.
+template <class Req, class Resp, class F>
+void unary(int method, grpc::ByteBuffer& in, RawFinish finish, F&& f) {
+  Req req;
+  bool parsed = false;
+  {
+    grpc::ProtoBufferReader reader(&in);
+    parsed = req.ParseFromZeroCopyStream(&reader);
+  }
+  if (!parsed)
+    return finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                               fmt::format("the request is not a valid protobuf message for "
+                                           "/inference.GRPCInferenceService/{} (truncated, a wrong wire type, or a "
+                                           "string field that is not UTF-8)",
+                                           kMethods[method])),
+                  grpc::ByteBuffer());
+  auto resp = std::make_shared<Resp>();
+  f(&req, resp.get(), [finish = std::move(finish), resp](const Status& s) {
+    if (!s.ok()) return finish(to_grpc_status(s), grpc::ByteBuffer());
+    grpc::ByteBuffer out;
+    bool own = false;
+    grpc::SerializationTraits<Resp>::Serialize(*resp, &out, &own);
+    finish(grpc::Status::OK, std::move(out));
+  });
+}
+
+// Triton's JSON forms (config, statistics, index) into their proto messages: the field names are
+// the proto's, so protobuf's JSON parser maps them; fields without a proto counterpart are skipped.
+Status json_to_proto(const nlohmann::json& j, google::protobuf::Message* m) {
+  google::protobuf::util::JsonParseOptions o;
+  o.ignore_unknown_fields = true;
+  auto st = google::protobuf::util::JsonStringToMessage(json_text(j), m, o);
+  if (!st.ok()) return Status::Internal("JSON to {}: {}", m->GetTypeName(), st.ToString());
+  return Status::Ok();
 }
 
 void add_io(const std::vector<TensorConfig>& v, int64_t max_batch,
@@ -69,41 +106,115 @@ void add_io(const std::vector<TensorConfig>& v, int64_t max_batch,
 
 }  // namespace
 
-// ModelStreamInfer takes raw bytes: a request that is not a valid message is answered in the
-// stream (error_message) and the stream goes on, instead of grpc ending the reads silently.
-// ModelInfer is raw for its response (written without a staging copy).
+// Every method asynchronous and raw, so that no thread of grpc's own (the callback API's) polls
+// the connections: ModelInfer's request is parsed from grpc's slices and its response written
+// without a staging copy; a ModelStreamInfer request that is not a valid message is answered in
+// the stream (error_message) and the stream goes on; the others parse and serialize their
+// messages in unary() above.
 using G = pb::GRPCInferenceService;
-// CallbackService with ModelInfer and ModelStreamInfer raw (the generated code has no such alias).
 using ServiceBase =
-    G::WithCallbackMethod_ServerLive<
-        G::WithCallbackMethod_ServerReady<
-        G::WithCallbackMethod_ModelReady<
-        G::WithCallbackMethod_ServerMetadata<
-        G::WithCallbackMethod_ModelMetadata<
-        G::WithRawCallbackMethod_ModelInfer<
-        G::WithRawCallbackMethod_ModelStreamInfer<
-        G::WithCallbackMethod_ModelConfig<
-        G::WithCallbackMethod_ModelStatistics<
-        G::WithCallbackMethod_RepositoryIndex<
-        G::WithCallbackMethod_RepositoryModelLoad<
-        G::WithCallbackMethod_RepositoryModelUnload<
-        G::WithCallbackMethod_SystemSharedMemoryStatus<
-        G::WithCallbackMethod_SystemSharedMemoryRegister<
-        G::WithCallbackMethod_SystemSharedMemoryUnregister<
-        G::WithCallbackMethod_CudaSharedMemoryStatus<
-        G::WithCallbackMethod_CudaSharedMemoryRegister<
-        G::WithCallbackMethod_CudaSharedMemoryUnregister<
-        G::WithCallbackMethod_TraceSetting<
-        G::WithCallbackMethod_LogSettings<pb::GRPCInferenceService::Service>>>>>>>>>>>>>>>>>>>>;
+        G::WithRawMethod_ServerLive<
+        G::WithRawMethod_ServerReady<
+        G::WithRawMethod_ModelReady<
+        G::WithRawMethod_ServerMetadata<
+        G::WithRawMethod_ModelMetadata<
+        G::WithRawMethod_ModelInfer<
+        G::WithRawMethod_ModelStreamInfer<
+        G::WithRawMethod_ModelConfig<
+        G::WithRawMethod_ModelStatistics<
+        G::WithRawMethod_RepositoryIndex<
+        G::WithRawMethod_RepositoryModelLoad<
+        G::WithRawMethod_RepositoryModelUnload<
+        G::WithRawMethod_SystemSharedMemoryStatus<
+        G::WithRawMethod_SystemSharedMemoryRegister<
+        G::WithRawMethod_SystemSharedMemoryUnregister<
+        G::WithRawMethod_CudaSharedMemoryStatus<
+        G::WithRawMethod_CudaSharedMemoryRegister<
+        G::WithRawMethod_CudaSharedMemoryUnregister<
+        G::WithRawMethod_TraceSetting<
+        G::WithRawMethod_LogSettings<pb::GRPCInferenceService::Service>>>>>>>>>>>>>>>>>>>>;
 
-class Service final : public ServiceBase, public StreamHost {
+class Service final : public ServiceBase, public InferHost {
  public:
   explicit Service(InferenceServer* s) : s_(s) {}
-  void stream_infer(pb::ModelInferRequest& req, InferDone done) override { infer(req, std::move(done)); }
+  void request_infer(grpc::ServerContext* ctx, grpc::ByteBuffer* request, RawResponder* responder,
+                     grpc::ServerCompletionQueue* cq, void* tag) override {
+    RequestModelInfer(ctx, request, responder, cq, cq, tag);
+  }
+  void request_stream(grpc::ServerContext* ctx, RawStream* stream, grpc::ServerCompletionQueue* cq,
+                      void* tag) override {
+    RequestModelStreamInfer(ctx, stream, cq, cq, tag);
+  }
+  bool tracing() const override { return s_->tracing(); }
+  void request_unary(int method, grpc::ServerContext* ctx, grpc::ByteBuffer* request, RawResponder* responder,
+                     grpc::ServerCompletionQueue* cq, void* tag) override {
+    RequestAsyncUnary(method, ctx, request, responder, cq, cq, tag);
+  }
+  // The methods other than ModelInfer and ModelStreamInfer, on the queue's thread.
+  void handle_unary(int m, grpc::ByteBuffer& in, RawFinish fin) override {
+    switch (m) {
+      case 0:
+        return call(m, in, std::move(fin), &Service::server_live);
+      case 1:
+        return call(m, in, std::move(fin), &Service::server_ready);
+      case 2:
+        return call(m, in, std::move(fin), &Service::model_ready);
+      case 3:
+        return call(m, in, std::move(fin), &Service::server_metadata);
+      case 4:
+        return call(m, in, std::move(fin), &Service::model_metadata);
+      case 7:
+        return call(m, in, std::move(fin), &Service::model_config);
+      case 8:
+        return call(m, in, std::move(fin), &Service::model_statistics);
+      case 9:
+        return call(m, in, std::move(fin), &Service::repository_index);
+      case 10:
+        return unary<pb::RepositoryModelLoadRequest, pb::RepositoryModelLoadResponse>(
+            m, in, std::move(fin), [this](auto* q, auto*, auto done) { repository_model_load(q, std::move(done)); });
+      case 11:
+        return unary<pb::RepositoryModelUnloadRequest, pb::RepositoryModelUnloadResponse>(
+            m, in, std::move(fin),
+            [this](auto* q, auto*, auto done) { control(q->model_name(), false, std::move(done)); });
+      case 12:
+        return call(m, in, std::move(fin), &Service::system_shared_memory_status);
+      case 13:
+        return call(m, in, std::move(fin), &Service::system_shared_memory_register);
+      case 14:
+        return call(m, in, std::move(fin), &Service::system_shared_memory_unregister);
+      case 15:
+        return call(m, in, std::move(fin), &Service::cuda_shared_memory_status);
+      case 16:
+        return call(m, in, std::move(fin), &Service::cuda_shared_memory_register);
+      case 17:
+        return call(m, in, std::move(fin), &Service::cuda_shared_memory_unregister);
+      case 18:
+        return unary<pb::TraceSettingRequest, pb::TraceSettingResponse>(
+            m, in, std::move(fin),
+            [](auto*, auto*, auto done) { done(Status::Unimplemented("TraceSetting is not supported")); });
+      case 19:
+        return unary<pb::LogSettingsRequest, pb::LogSettingsResponse>(
+            m, in, std::move(fin),
+            [](auto*, auto*, auto done) { done(Status::Unimplemented("LogSettings is not supported")); });
+      default:
+        fin(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, ""), grpc::ByteBuffer());
+    }
+  }
+  // A method that answers at once.
+  template <class Req, class Resp>
+  void call(int m, grpc::ByteBuffer& in, RawFinish fin, Status (Service::*f)(const Req*, Resp*)) {
+    unary<Req, Resp>(m, in, std::move(fin), [this, f](const Req* q, Resp* r, auto done) { done((this->*f)(q, r)); });
+  }
+  std::vector<int> unary_methods() const override {
+    std::vector<int> v;
+    for (int m = 0; m < kMethodCount; ++m)
+      if (m != kModelInfer && m != kModelStreamInfer) v.push_back(m);
+    return v;
+  }
 
   // Decodes, then hands the request to the shared inference path; `done` is called exactly once.
   // The message is given up: its raw_input_contents move into the input tensors (no copy).
-  void infer(pb::ModelInferRequest& req, InferDone done, std::shared_ptr<WireTimes> wire = nullptr) {
+  void infer(pb::ModelInferRequest& req, InferDone done, std::shared_ptr<WireTimes> wire) override {
     const uint64_t t_start = now_ns();
     if (s_->shutting_down()) return done(Status::Unavailable("server is shutting down"));
     auto v = s_->repository().find(req.model_name(), req.model_version());
@@ -120,33 +231,28 @@ class Service final : public ServiceBase, public StreamHost {
     s_->submit_infer(std::move(v).value(), std::move(decoded).value(), t_start, std::move(done), std::move(wire));
   }
 
-  ServerUnaryReactor* ServerLive(CallbackServerContext* ctx, const pb::ServerLiveRequest*,
-                                 pb::ServerLiveResponse* resp) override {
+  Status server_live(const pb::ServerLiveRequest* /*req*/, pb::ServerLiveResponse* resp) {
     resp->set_live(s_->live());
-    return answer(ctx, Status::Ok());
+    return Status::Ok();
   }
-  ServerUnaryReactor* ServerReady(CallbackServerContext* ctx, const pb::ServerReadyRequest*,
-                                  pb::ServerReadyResponse* resp) override {
+  Status server_ready(const pb::ServerReadyRequest* /*req*/, pb::ServerReadyResponse* resp) {
     resp->set_ready(s_->ready());
-    return answer(ctx, Status::Ok());
+    return Status::Ok();
   }
-  ServerUnaryReactor* ModelReady(CallbackServerContext* ctx, const pb::ModelReadyRequest* req,
-                                 pb::ModelReadyResponse* resp) override {
+  Status model_ready(const pb::ModelReadyRequest* req, pb::ModelReadyResponse* resp) {
     // As Triton: an unknown or unloaded model is "not ready", not an error.
     resp->set_ready(!s_->shutting_down() && s_->repository().find(req->name(), req->version()).ok());
-    return answer(ctx, Status::Ok());
+    return Status::Ok();
   }
-  ServerUnaryReactor* ServerMetadata(CallbackServerContext* ctx, const pb::ServerMetadataRequest*,
-                                     pb::ServerMetadataResponse* resp) override {
+  Status server_metadata(const pb::ServerMetadataRequest* /*req*/, pb::ServerMetadataResponse* resp) {
     resp->set_name("gpuopt");
     resp->set_version(GPUOPT_VERSION_STRING);
     for (const auto& e : server_extensions()) resp->add_extensions(e);
-    return answer(ctx, Status::Ok());
+    return Status::Ok();
   }
-  ServerUnaryReactor* ModelMetadata(CallbackServerContext* ctx, const pb::ModelMetadataRequest* req,
-                                    pb::ModelMetadataResponse* resp) override {
+  Status model_metadata(const pb::ModelMetadataRequest* req, pb::ModelMetadataResponse* resp) {
     auto v = s_->repository().find(req->name(), req->version());
-    if (!v.ok()) return answer(ctx, v.status());
+    if (!v.ok()) return v.status();
     const LoadedVersion& lv = **v;
     resp->set_name(lv.name);
     for (auto& x : s_->repository().ready_versions())
@@ -154,47 +260,39 @@ class Service final : public ServiceBase, public StreamHost {
     resp->set_platform(lv.config.platform);
     add_io(lv.config.inputs, lv.config.max_batch_size, resp->mutable_inputs());
     add_io(lv.config.outputs, lv.config.max_batch_size, resp->mutable_outputs());
-    return answer(ctx, Status::Ok());
+    return Status::Ok();
   }
-  ServerUnaryReactor* ModelConfig(CallbackServerContext* ctx, const pb::ModelConfigRequest* req,
-                                  pb::ModelConfigResponse* resp) override {
+  Status model_config(const pb::ModelConfigRequest* req, pb::ModelConfigResponse* resp) {
     auto v = s_->repository().find(req->name(), req->version());
-    if (!v.ok()) return answer(ctx, v.status());
-    return answer(ctx, json_to_proto(model_config_json((*v)->config), resp->mutable_config()));
+    if (!v.ok()) return v.status();
+    return json_to_proto(model_config_json((*v)->config), resp->mutable_config());
   }
-  ServerUnaryReactor* ModelStatistics(CallbackServerContext* ctx, const pb::ModelStatisticsRequest* req,
-                                      pb::ModelStatisticsResponse* resp) override {
+  Status model_statistics(const pb::ModelStatisticsRequest* req, pb::ModelStatisticsResponse* resp) {
     nlohmann::json a = nlohmann::json::array();
     if (!req->name().empty()) {
       auto v = s_->repository().find(req->name(), req->version());
-      if (!v.ok()) return answer(ctx, v.status());
+      if (!v.ok()) return v.status();
       if (!req->version().empty()) a.push_back((*v)->stats->json((*v)->name, (*v)->version_str));
     }
     if (req->name().empty() || req->version().empty())
       for (auto& x : s_->repository().ready_versions())
         if (req->name().empty() || x->name == req->name()) a.push_back(x->stats->json(x->name, x->version_str));
-    return answer(ctx, json_to_proto(nlohmann::json{{"model_stats", a}}, resp));
+    return json_to_proto(nlohmann::json{{"model_stats", a}}, resp);
   }
-  ServerUnaryReactor* RepositoryIndex(CallbackServerContext* ctx, const pb::RepositoryIndexRequest* req,
-                                      pb::RepositoryIndexResponse* resp) override {
-    return answer(ctx, json_to_proto(nlohmann::json{{"models", s_->repository().index(req->ready())}}, resp));
+  Status repository_index(const pb::RepositoryIndexRequest* req, pb::RepositoryIndexResponse* resp) {
+    return json_to_proto(nlohmann::json{{"models", s_->repository().index(req->ready())}}, resp);
   }
-  ServerUnaryReactor* RepositoryModelLoad(CallbackServerContext* ctx, const pb::RepositoryModelLoadRequest* req,
-                                          pb::RepositoryModelLoadResponse*) override {
+  void repository_model_load(const pb::RepositoryModelLoadRequest* req, std::function<void(Status)> done) {
     for (const auto& [k, v] : req->parameters())
       if (k == "config" || k.rfind("file:", 0) == 0)
-        return answer(ctx, Status::InvalidArgument("load parameter '{}' (config/file override) is not supported", k));
-    return control(ctx, req->model_name(), true);
-  }
-  ServerUnaryReactor* RepositoryModelUnload(CallbackServerContext* ctx, const pb::RepositoryModelUnloadRequest* req,
-                                            pb::RepositoryModelUnloadResponse*) override {
-    return control(ctx, req->model_name(), false);
+        return done(Status::InvalidArgument("load parameter '{}' (config/file override) is not supported", k));
+    control(req->model_name(), true, std::move(done));
   }
 
-  ServerUnaryReactor* SystemSharedMemoryStatus(CallbackServerContext* ctx, const pb::SystemSharedMemoryStatusRequest* req,
-                                               pb::SystemSharedMemoryStatusResponse* resp) override {
+  Status system_shared_memory_status(const pb::SystemSharedMemoryStatusRequest* req,
+                                     pb::SystemSharedMemoryStatusResponse* resp) {
     auto st = s_->shared_memory().status(ShmKind::kSystem, req->name());
-    if (!st.ok()) return answer(ctx, st.status());
+    if (!st.ok()) return st.status();
     for (const auto& r : *st) {
       auto& x = (*resp->mutable_regions())[r.name];
       x.set_name(r.name);
@@ -202,107 +300,85 @@ class Service final : public ServiceBase, public StreamHost {
       x.set_offset(r.offset);
       x.set_byte_size(r.byte_size);
     }
-    return answer(ctx, Status::Ok());
+    return Status::Ok();
   }
-  ServerUnaryReactor* SystemSharedMemoryRegister(CallbackServerContext* ctx,
-                                                 const pb::SystemSharedMemoryRegisterRequest* req,
-                                                 pb::SystemSharedMemoryRegisterResponse*) override {
-    return answer(ctx, s_->shared_memory().register_system(req->name(), req->key(), req->offset(), req->byte_size()));
+  Status system_shared_memory_register(const pb::SystemSharedMemoryRegisterRequest* req,
+                                       pb::SystemSharedMemoryRegisterResponse* /*resp*/) {
+    return s_->shared_memory().register_system(req->name(), req->key(), req->offset(), req->byte_size());
   }
-  ServerUnaryReactor* SystemSharedMemoryUnregister(CallbackServerContext* ctx,
-                                                   const pb::SystemSharedMemoryUnregisterRequest* req,
-                                                   pb::SystemSharedMemoryUnregisterResponse*) override {
+  Status system_shared_memory_unregister(const pb::SystemSharedMemoryUnregisterRequest* req,
+                                         pb::SystemSharedMemoryUnregisterResponse* /*resp*/) {
     s_->shared_memory().unregister(ShmKind::kSystem, req->name());
-    return answer(ctx, Status::Ok());
+    return Status::Ok();
   }
-  ServerUnaryReactor* CudaSharedMemoryStatus(CallbackServerContext* ctx, const pb::CudaSharedMemoryStatusRequest* req,
-                                             pb::CudaSharedMemoryStatusResponse* resp) override {
+  Status cuda_shared_memory_status(const pb::CudaSharedMemoryStatusRequest* req,
+                                   pb::CudaSharedMemoryStatusResponse* resp) {
     auto st = s_->shared_memory().status(ShmKind::kCuda, req->name());
-    if (!st.ok()) return answer(ctx, st.status());
+    if (!st.ok()) return st.status();
     for (const auto& r : *st) {
       auto& x = (*resp->mutable_regions())[r.name];
       x.set_name(r.name);
       x.set_device_id(static_cast<uint64_t>(r.device_id));
       x.set_byte_size(r.byte_size);
     }
-    return answer(ctx, Status::Ok());
+    return Status::Ok();
   }
-  ServerUnaryReactor* CudaSharedMemoryRegister(CallbackServerContext* ctx, const pb::CudaSharedMemoryRegisterRequest* req,
-                                               pb::CudaSharedMemoryRegisterResponse*) override {
+  Status cuda_shared_memory_register(const pb::CudaSharedMemoryRegisterRequest* req,
+                                     pb::CudaSharedMemoryRegisterResponse* /*resp*/) {
     if (req->device_id() < 0 || req->device_id() > INT_MAX)
-      return answer(ctx, Status::InvalidArgument("CUDA shared memory region '{}': device_id {} is out of range",
-                                                 req->name(), req->device_id()));
-    return answer(ctx, s_->shared_memory().register_cuda(req->name(), req->raw_handle(),
-                                                         static_cast<int>(req->device_id()), req->byte_size()));
+      return Status::InvalidArgument("CUDA shared memory region '{}': device_id {} is out of range", req->name(),
+                                     req->device_id());
+    return s_->shared_memory().register_cuda(req->name(), req->raw_handle(), static_cast<int>(req->device_id()),
+                                             req->byte_size());
   }
-  ServerUnaryReactor* CudaSharedMemoryUnregister(CallbackServerContext* ctx,
-                                                 const pb::CudaSharedMemoryUnregisterRequest* req,
-                                                 pb::CudaSharedMemoryUnregisterResponse*) override {
+  Status cuda_shared_memory_unregister(const pb::CudaSharedMemoryUnregisterRequest* req,
+                                       pb::CudaSharedMemoryUnregisterResponse* /*resp*/) {
     s_->shared_memory().unregister(ShmKind::kCuda, req->name());
-    return answer(ctx, Status::Ok());
+    return Status::Ok();
   }
-
-  ServerUnaryReactor* ModelInfer(CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-                                 grpc::ByteBuffer* resp) override {
-    // Parsed from grpc's slices as they are; decoding moves the inputs' raw bytes out of the
-    // message into the tensors, so it may go once infer() returns.
-    pb::ModelInferRequest req;
-    const size_t size = request->Length();
-    grpc::ProtoBufferReader reader(const_cast<grpc::ByteBuffer*>(request));
-    Status parsed = parse_infer_request(&reader, size, &req);
-    if (s_->tracing()) {  // the trace's "network out": a reactor of our own tells when the answer went out
-      auto* reactor = new WireReactor();
-      auto done = [reactor, resp](Result<InferReply> r) {
-        if (!r.ok()) return reactor->finish(to_grpc_status(r.status()));
-        *resp = encode_grpc_response_buffer(std::move(r).value());
-        reactor->finish(grpc::Status::OK);
-      };
-      if (!parsed.ok()) done(parsed);
-      else infer(req, std::move(done), reactor->wire());
-      return reactor;
-    }
-    auto* reactor = ctx->DefaultReactor();
-    if (!parsed.ok()) return answer(ctx, parsed);
-    infer(req, [reactor, resp](Result<InferReply> r) {
-      if (!r.ok()) return reactor->Finish(to_grpc_status(r.status()));
-      *resp = encode_grpc_response_buffer(std::move(r).value());
-      reactor->Finish(grpc::Status::OK);
-    });
-    return reactor;
-  }
-
-  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* ModelStreamInfer(CallbackServerContext*) override;
 
  private:
-  ServerUnaryReactor* control(CallbackServerContext* ctx, const std::string& name, bool load) {
+  // Model load / unload: answered from the loader thread once done.
+  void control(const std::string& name, bool load, std::function<void(Status)> done) {
     if (s_->control_mode() != ControlMode::kExplicit)
-      return answer(ctx, Status::InvalidArgument("explicit model load / unload is not allowed: start the server "
-                                                 "with --model-control-mode explicit"));
-    if (s_->shutting_down()) return answer(ctx, Status::Unavailable("server is shutting down"));
-    auto* reactor = ctx->DefaultReactor();
-    s_->control_model(name, load, [reactor](Status s) {
+      return done(Status::InvalidArgument("explicit model load / unload is not allowed: start the server "
+                                          "with --model-control-mode explicit"));
+    if (s_->shutting_down()) return done(Status::Unavailable("server is shutting down"));
+    s_->control_model(name, load, [done = std::move(done)](Status s) {
       // As HTTP: a model that does not exist in the repository is a bad request.
       if (s.code() == StatusCode::kNotFound) s = Status(StatusCode::kInvalidArgument, s.message());
-      reactor->Finish(to_grpc_status(s));
+      done(s);
     });
-    return reactor;
   }
 
   InferenceServer* s_;
 };
 
-grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Service::ModelStreamInfer(CallbackServerContext*) {
-  return new_stream_reactor(this);
-}
+// One running grpc server: its service, its completion queues and their threads.
+struct Listener {
+  std::unique_ptr<Service> service;
+  std::unique_ptr<AsyncInfer> engine;
+  std::unique_ptr<grpc::Server> server;
+  // Calls in progress may finish until `deadline`, the rest are cancelled; then the queues are
+  // drained and their threads joined (grpc's order: the server, then its queues).
+  void stop(std::chrono::system_clock::time_point deadline) {
+    if (server) {
+      server->Shutdown(deadline);
+      server->Wait();
+    }
+    if (engine) engine->stop();
+    server.reset();
+    engine.reset();
+  }
+  ~Listener() { stop(std::chrono::system_clock::now()); }
+};
 
 struct GrpcServer::Impl {
   InferenceServer* inference = nullptr;
   GrpcOptions opts;
   std::string addr;
-  std::mutex mu;  // guards service, server, old (the watchdog restarts them)
-  std::unique_ptr<Service> service;
-  std::unique_ptr<grpc::Server> server;
-  std::vector<std::unique_ptr<Service>> old;  // services of restarted servers (calls may still name them)
+  std::mutex mu;  // guards listener (the watchdog restarts it)
+  std::unique_ptr<Listener> listener;
   std::once_flag stopped;
   std::mutex stop_mu;
   std::condition_variable stop_cv;
@@ -327,15 +403,21 @@ struct GrpcServer::Impl {
     // headers, before any byte is inflated.
     b.AddChannelArgument(GRPC_COMPRESSION_CHANNEL_ENABLED_ALGORITHMS_BITSET, 1 << GRPC_COMPRESS_NONE);
     b.AddListeningPort(addr, grpc::InsecureServerCredentials(), &selected);
-    service = std::make_unique<Service>(inference);
-    b.RegisterService(service.get());
+    auto l = std::make_unique<Listener>();
+    l->service = std::make_unique<Service>(inference);
+    b.RegisterService(l->service.get());
     b.SetMaxReceiveMessageSize(static_cast<int>(std::min<size_t>(opts.max_message_bytes, INT_MAX)));
     b.SetMaxSendMessageSize(INT_MAX);
-    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
-    interceptors.push_back(std::make_unique<MalformedRequestInterceptorFactory>());
-    b.experimental().SetInterceptorCreators(std::move(interceptors));
-    server = b.BuildAndStart();
-    return server ? selected : 0;
+    std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> cqs;
+    const int threads =
+        opts.threads > 0 ? opts.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    for (int i = 0; i < threads; ++i) cqs.push_back(b.AddCompletionQueue());
+    l->engine = std::make_unique<AsyncInfer>(l->service.get(), std::move(cqs));
+    l->server = b.BuildAndStart();
+    if (!l->server) return 0;  // ~Listener drains the queues
+    l->engine->start();
+    listener = std::move(l);
+    return selected;
   }
 
   // grpc's listener stops for good when accept fails other than with EAGAIN (out of descriptors:
@@ -354,11 +436,9 @@ struct GrpcServer::Impl {
       misses = 0;
       GPUOPT_LOG(warn, "gRPC: the listener on {} stopped accepting (out of file descriptors?); restarting it", addr);
       std::lock_guard<std::mutex> g(mu);
-      if (server) {  // null when the last restart could not bind
-        server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
-        server->Wait();
-        server.reset();
-        old.push_back(std::move(service));
+      if (listener) {  // null when the last restart could not bind
+        listener->stop(std::chrono::system_clock::now() + std::chrono::seconds(1));
+        listener.reset();
       }
       if (build() == 0) GPUOPT_LOG(error, "gRPC: restarting the listener on {} failed; retrying", addr);
       else restarts++;
@@ -404,9 +484,7 @@ void GrpcServer::stop(std::chrono::milliseconds grace) {
     impl_->stop_cv.notify_all();
     if (impl_->watchdog.joinable()) impl_->watchdog.join();
     std::lock_guard<std::mutex> lk(impl_->mu);
-    if (!impl_->server) return;
-    impl_->server->Shutdown(std::chrono::system_clock::now() + grace);
-    impl_->server->Wait();
+    if (impl_->listener) impl_->listener->stop(std::chrono::system_clock::now() + grace);
   });
 }
 

@@ -1,6 +1,7 @@
-// The KServe v2 gRPC endpoint (Triton's GRPCInferenceService, port 8001) over grpc++'s callback
-// API: health, metadata, config, statistics, repository control, the shared-memory RPCs,
-// ModelInfer and the bidirectional ModelStreamInfer. Every inference goes through
+// The KServe v2 gRPC endpoint (Triton's GRPCInferenceService, port 8001): health, metadata,
+// config, statistics, repository control, the shared-memory RPCs, ModelInfer and the
+// bidirectional ModelStreamInfer, all on grpc++'s asynchronous API (one completion queue per
+// thread, polled by threads of ours). Every inference goes through
 // InferenceServer::submit_infer, as HTTP's does: same batcher, limits, statistics and drain.
 //
 //   GrpcOptions o;  o.port = 8001;
@@ -27,6 +28,7 @@ struct GrpcOptions {
   // A connection without calls for this long is closed (one that only sent the preface too).
   std::chrono::milliseconds idle_timeout{std::chrono::seconds(120)};
   int max_concurrent_streams = 1024;  // calls in flight on one connection
+  int threads = 0;  // completion queues, one thread each, serving every call (0 = one per core)
   // How often the listener is probed; one that stopped accepting (grpc gives up on accept
   // failures such as running out of file descriptors) is restarted. 0 = never.
   std::chrono::milliseconds watchdog_interval{std::chrono::seconds(2)};

@@ -164,6 +164,7 @@ def test_unknown_subcommand_names_it_and_the_valid_ones():
     (["perf", "-m", "m", "--service-kind", "openai", "--concurrency", "0"], ["--concurrency", "1..100000"]),
     (["perf", "-m", "m", "--service-kind", "openai", "--goodput", "ttft:0"], ["--goodput 'ttft:0'", "ttft:MS"]),
     (["serve", "m.onnx", "--grpc-port", "70000"], ["--grpc-port", "0..65535"]),
+    (["serve", "m.onnx", "--grpc-thread-count", "-1"], ["--grpc-thread-count", "0..1024"]),
     (["serve", "m.onnx", "--dtype", "fp17"], ["'fp17'", "auto, fp16, bf16, fp32"]),
     (["serve", "m.onnx", "--max-num-seqs", "0"], ["--max-num-seqs", "1..65536"]),
     (["tune", "m.onnx", "--max-batch", "0"], ["--max-batch", "1.."]),

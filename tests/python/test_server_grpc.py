@@ -377,3 +377,109 @@ def test_calls_cancelled_mid_call_leave_the_server_whole(server):
     for k in range(5):
         np.testing.assert_array_equal(c.infer("simple", add_sub_inputs(a + k, a)).as_numpy("OUTPUT0"), 2 * a + k)
     assert c.is_server_live()
+
+
+def test_thousand_async_calls_and_many_threads_answer_correctly(server):
+    """1,000 calls in flight at once through tritonclient.grpc's async API over four connections,
+    while 8 threads make blocking calls on clients of their own: every answer equals numpy's."""
+    rng = np.random.default_rng(5)
+    n, n_threads, per_thread = 1000, 8, 40
+    data = [rng.standard_normal((1, 16)).astype(np.float32) for _ in range(n)]
+    clients = [client(server) for _ in range(4)]
+    got, errors = {}, []
+    lock = threading.Lock()
+    all_done = threading.Event()
+
+    def cb(i):
+        def f(result, error):
+            with lock:
+                if error is not None:
+                    errors.append(str(error))
+                else:
+                    got[i] = (result.as_numpy("OUTPUT0"), result.as_numpy("OUTPUT1"))
+                if len(got) + len(errors) == n:
+                    all_done.set()
+        return f
+
+    thread_errors = []
+
+    def blocking(k):
+        c = client(server)
+        trng = np.random.default_rng(1000 + k)
+        try:
+            for _ in range(per_thread):
+                a = trng.standard_normal((2, 16)).astype(np.float32)
+                r = c.infer("simple", add_sub_inputs(a, a * 3))
+                np.testing.assert_array_equal(r.as_numpy("OUTPUT0"), a + a * 3)
+                np.testing.assert_array_equal(r.as_numpy("OUTPUT1"), a - a * 3)
+        except Exception as e:  # noqa: BLE001 -- reported below
+            thread_errors.append(repr(e))
+
+    threads = [threading.Thread(target=blocking, args=(k,)) for k in range(n_threads)]
+    for t in threads:
+        t.start()
+    for i, a in enumerate(data):
+        clients[i % 4].async_infer("simple", add_sub_inputs(a, -2 * a), cb(i))
+    assert all_done.wait(60), f"{len(got)} answers and {len(errors)} errors of {n}"
+    for t in threads:
+        t.join(60)
+    assert not errors, errors[:3]
+    assert not thread_errors, thread_errors[:3]
+    for i, a in enumerate(data):
+        np.testing.assert_array_equal(got[i][0], a + -2 * a)
+        np.testing.assert_array_equal(got[i][1], a - -2 * a)
+
+
+def test_shutdown_with_calls_in_flight_answers_them_and_exits(tmp_path):
+    """SIGTERM while 150 async calls wait in the batcher (a batch waits up to 0.5 s for more rows)
+    and 150 more are being sent: the server exits 0 within seconds and every call ends, answered
+    correctly (the ones it had accepted: the drain) or refused with UNAVAILABLE (they arrived once
+    the drain had begun); none is left hanging."""
+    H.make_repository(str(tmp_path), delay_us=500000, max_batch=1024)
+    s = H.Server(["--model-repository", str(tmp_path), "--grpc-thread-count", "2"])
+    try:
+        c = client(s)
+        n = 300
+        rng = np.random.default_rng(8)
+        data = [rng.standard_normal((1, 16)).astype(np.float32) for _ in range(n)]
+        results = {}
+        lock = threading.Lock()
+        all_done = threading.Event()
+
+        def cb(i):
+            def f(result, error):
+                with lock:
+                    results[i] = (result, error)
+                    if len(results) == n:
+                        all_done.set()
+            return f
+
+        for i in range(n // 2):
+            c.async_infer("simple", add_sub_inputs(data[i], data[i]), cb(i))
+        time.sleep(0.3)  # in the server by now, waiting in the batcher
+        code_holder = []
+        stopper = threading.Thread(target=lambda: code_holder.append(s.stop(timeout=30)))
+        stopper.start()
+        for i in range(n // 2, n):
+            try:
+                c.async_infer("simple", add_sub_inputs(data[i], data[i]), cb(i))
+            except InferenceServerException as e:
+                with lock:
+                    results[i] = (None, e)
+                    if len(results) == n:
+                        all_done.set()
+        assert all_done.wait(30), f"{len(results)} of {n} calls ended"
+        stopper.join(40)
+        code, secs, out = code_holder[0]
+        assert code == 0 and secs < 20, (code, secs, out)
+        answered = 0
+        for i, (result, error) in results.items():
+            if error is None:
+                np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), 2 * data[i])
+                answered += 1
+            else:
+                assert error.status() == "StatusCode.UNAVAILABLE", (i, error.status(), error.message())
+        assert answered >= 1, answered
+        assert "Server stopped cleanly" in out, out
+    finally:
+        s.__exit__()
