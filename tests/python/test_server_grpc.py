@@ -47,6 +47,26 @@ def code_of(fn):
     return e.value.status(), e.value.message()
 
 
+
+def collector(n):
+    """Async-infer callbacks gathering n answers: got[i] = (OUTPUT0, OUTPUT1) or an error text;
+    all_done is set once all n have come back."""
+    got, errors = {}, []
+    lock = threading.Lock()
+    all_done = threading.Event()
+
+    def cb(i):
+        def f(result, error):
+            with lock:
+                if error is not None:
+                    errors.append(str(error))
+                else:
+                    got[i] = (result.as_numpy("OUTPUT0"), result.as_numpy("OUTPUT1"))
+                if len(got) + len(errors) == n:
+                    all_done.set()
+        return f
+    return got, errors, all_done, cb
+
 def test_health_metadata_config(server):
     c = client(server)
     assert c.is_server_live() and c.is_server_ready()
@@ -249,20 +269,7 @@ def test_many_concurrent_calls_and_streams_answer_correctly(server):
     n_unary, n_streams, per_stream = 400, 4, 50
     data = [rng.standard_normal((1 + i % 4, 16)).astype(np.float32) for i in range(n_unary)]
     c = client(server)
-    got, errors = {}, []
-    lock = threading.Lock()
-    all_done = threading.Event()
-
-    def cb(i):
-        def f(result, error):
-            with lock:
-                if error is not None:
-                    errors.append(str(error))
-                else:
-                    got[i] = (result.as_numpy("OUTPUT0"), result.as_numpy("OUTPUT1"))
-                if len(got) + len(errors) == n_unary:
-                    all_done.set()
-        return f
+    got, errors, all_done, cb = collector(n_unary)
 
     stream_results = [dict() for _ in range(n_streams)]
     stream_sent = [dict() for _ in range(n_streams)]
@@ -386,20 +393,7 @@ def test_thousand_async_calls_and_many_threads_answer_correctly(server):
     n, n_threads, per_thread = 1000, 8, 40
     data = [rng.standard_normal((1, 16)).astype(np.float32) for _ in range(n)]
     clients = [client(server) for _ in range(4)]
-    got, errors = {}, []
-    lock = threading.Lock()
-    all_done = threading.Event()
-
-    def cb(i):
-        def f(result, error):
-            with lock:
-                if error is not None:
-                    errors.append(str(error))
-                else:
-                    got[i] = (result.as_numpy("OUTPUT0"), result.as_numpy("OUTPUT1"))
-                if len(got) + len(errors) == n:
-                    all_done.set()
-        return f
+    got, errors, all_done, cb = collector(n)
 
     thread_errors = []
 
