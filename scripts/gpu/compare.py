@@ -18,7 +18,7 @@ import argparse, datetime, json, os, statistics, subprocess, sys, tempfile, time
 import numpy as np
 import torch
 
-CNN = {"resnet50", "mobilenet_v3_large", "efficientnet_b0", "convnext_tiny"}
+CNN = {"resnet50", "mobilenet_v3_large", "efficientnet_b0", "convnext_tiny", "swin_t"}
 SEQ = 128
 TORCH_RUNNERS = ("torch_eager", "torch_eager_channels_last", "torch_compile", "torch_compile_max_autotune")
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Exports small versions of compare.py's transformers (BERT, GPT-2, torchvision ViT: 2 layers,
-hidden 64) and CNNs (ConvNeXt, EfficientNet, MobileNetV3 blocks at 32x32: a few channels each)
+hidden 64), a Swin and a Whisper-style encoder, and CNNs (ConvNeXt, EfficientNet, MobileNetV3 blocks at 32x32: a few channels each)
 with the same exporter settings, so the graphs the exporters write can be studied on a
 machine without torch: `python3 tools/dev/export_tiny.py OUT_DIR` on a machine with torch,
 transformers and torchvision (the H200 machine)."""
@@ -36,7 +36,18 @@ for m in (effnet, mnv3):  # as compare.py: depthwise weights by fan_in, so activ
         if isinstance(c, torch.nn.Conv2d) and c.groups > 1 and c.groups == c.in_channels:
             torch.nn.init.kaiming_normal_(c.weight, mode="fan_in", nonlinearity="relu")
 img = {"input": torch.randn(2, 3, 32, 32)}
+# Swin: 56x56 images, patch 4 -> 14x14 tokens in 7x7 windows, the second block of each stage
+# shifted by 3 (torchvision's Roll/Pad/mask form); the second stage is one window (no shift).
+from torchvision.models.swin_transformer import SwinTransformer
+swin = SwinTransformer(patch_size=[4, 4], embed_dim=32, depths=[2, 2], num_heads=[2, 4], window_size=[7, 7],
+                       num_classes=10)
+# Whisper-style audio encoder: Conv1d(k3) -> GELU -> Conv1d(k3, stride 2) -> 2 transformer layers.
+whisper = tf.WhisperModel(tf.WhisperConfig(d_model=64, encoder_layers=2, encoder_attention_heads=4, encoder_ffn_dim=128,
+                                           decoder_layers=1, decoder_attention_heads=4, num_mel_bins=16,
+                                           max_source_positions=32)).encoder
 models = {
+    "swin_tiny_tv": (swin, {"input": torch.randn(2, 3, 56, 56)}),
+    "whisper_tiny_encoder": (whisper, {"input_features": torch.randn(2, 16, 64)}),
     "convnext_tiny_tv": (convnext, img),
     "efficientnet_tiny_tv": (effnet, img),
     "mobilenet_v3_tiny_tv": (mnv3, img),
