@@ -22,6 +22,7 @@
 #include "cli/perf_client.h"
 #include "cli/perf_data.h"
 #include "cli/perf_llm.h"
+#include "cli/process_cpu.h"
 #include "core/table.h"
 #include "net/http.h"
 #include "server/kserve.h"
@@ -73,17 +74,8 @@ struct Level {
   double server_request_us = 0, server_overhead_us = 0;
   int windows = 0;
   bool stable = false;
+  double client_cores = 0;  // CPU cores perf itself kept busy over the windows (process_cpu.h)
 };
-
-Result<std::vector<double>> parse_range(const std::string& s) {
-  double a = 0, b = 0, step = 1;
-  int n = std::sscanf(s.c_str(), "%lf:%lf:%lf", &a, &b, &step);
-  if (n < 1 || a <= 0 || step <= 0) return Status::InvalidArgument("bad range '{}' (expected start[:end[:step]])", s);
-  if (n == 1) b = a;
-  std::vector<double> v;
-  for (double x = a; x <= b + 1e-9; x += step) v.push_back(x);
-  return v;
-}
 
 double percentile(std::vector<uint64_t>& v, double p) {
   if (v.empty()) return 0;
@@ -185,6 +177,8 @@ Result<Level> measure(const PerfOptions& o, const PerfTransport& tgt, std::share
   GPUOPT_ASSIGN_OR_RETURN(auto stats_client, make_perf_client(tgt, nullptr, -1));
   std::vector<std::thread> ts;
   for (int i = 0; i < threads; ++i) ts.emplace_back(worker);
+  const double cpu0 = process_cpu_seconds();
+  const auto wall0 = Clock::now();
   // Windows until three consecutive throughputs agree within the stability percentage.
   std::vector<double> tputs, lats;
   std::vector<std::vector<uint64_t>> windows;  // latencies per window
@@ -243,6 +237,7 @@ Result<Level> measure(const PerfOptions& o, const PerfTransport& tgt, std::share
       }
     }
   }
+  lv.client_cores = (process_cpu_seconds() - cpu0) / std::chrono::duration<double>(Clock::now() - wall0).count();
   stop = true;
   for (auto& t : ts) t.join();
   lv.errors = errors.load();
@@ -343,6 +338,10 @@ int run(const PerfOptions& o) {
       fmt::print(stderr, "{} {}: {:.1f} infer/s, p{} {:.0f} us{}\n", lv->mode, v, lv->throughput,
                  o.percentile > 0 ? o.percentile : 99, o.percentile > 0 ? lv->pct_us : lv->p99,
                  lv->stable ? "" : " (not stable)");
+    // The client shares the host's cores with the server on loopback: say when it may be the limit.
+    if (const double cores = std::thread::hardware_concurrency(); lv->client_cores > 0.75 * cores)
+      fmt::print(stderr, "perf: the client itself kept {:.1f} of {:.0f} cores busy at {} {}: it may be the limit\n",
+                 lv->client_cores, cores, lv->mode, v);
   }
   if (!o.csv.empty()) {
     // perf_analyzer's columns (microseconds). The client's send and receive are inside
@@ -388,7 +387,8 @@ int run(const PerfOptions& o) {
                    {"first_error", l.first_error},
                    {"sent", l.sent},
                    {"windows", l.windows},
-                   {"stable", l.stable}});
+                   {"stable", l.stable},
+                   {"client_cpu_cores", l.client_cores}});
     fmt::print("{}\n", json{{"model", o.model},
                             {"batch_size", o.batch},
                             {"binary", o.binary},

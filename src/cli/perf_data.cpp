@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 
 namespace gpuopt::cli {
@@ -151,6 +152,16 @@ ArrivalSchedule::Clock::time_point ArrivalSchedule::next() {
     at = static_cast<double>(k_++) / rate_;
   }
   return start_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(at));
+}
+
+Result<std::vector<double>> parse_range(const std::string& s) {
+  double a = 0, b = 0, step = 1;
+  int n = std::sscanf(s.c_str(), "%lf:%lf:%lf", &a, &b, &step);
+  if (n < 1 || a <= 0 || step <= 0) return Status::InvalidArgument("bad range '{}' (expected start[:end[:step]])", s);
+  if (n == 1) b = a;
+  std::vector<double> v;
+  for (double x = a; x <= b + 1e-9; x += step) v.push_back(x);
+  return v;
 }
 
 }  // namespace gpuopt::cli

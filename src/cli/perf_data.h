@@ -35,6 +35,9 @@ struct PerfRequest {
 Result<std::vector<PerfRequest>> load_input_data(const std::string& path, const nlohmann::json& meta, int64_t batch,
                                                  bool binary);
 
+// perf_analyzer's --concurrency-range / --request-rate-range: start[:end[:step]], inclusive.
+Result<std::vector<double>> parse_range(const std::string& s);
+
 // Checks a response's outputs (PerfClient::infer decodes them) against r.expected; the error
 // names the output and the first element that differs.
 Status check_outputs(const PerfRequest& r, const std::vector<std::pair<std::string, Tensor>>& outputs);

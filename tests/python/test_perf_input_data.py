@@ -71,6 +71,8 @@ def test_input_data_validated_and_stats_agree(tmp_path):
         assert 0 < after["execution_count"] - before["execution_count"] <= lv["sent"]
         assert lv["requests"] <= lv["sent"]  # the windows perf kept are part of what it sent
         assert lv["p50_us"] <= lv["p99_us"] and lv["throughput_infer_per_s"] > 0
+        # perf's own CPU use over the windows (getrusage): some, and no more than the host has.
+        assert 0 < lv["client_cpu_cores"] <= (os.cpu_count() or 1) + 0.5, lv["client_cpu_cores"]
         # The server-side breakdown comes from the same endpoint: the parts fit in the whole.
         assert 0 < lv["server_compute_infer_us"] <= lv["server_request_us"]
         parts = lv["server_queue_us"] + lv["server_compute_input_us"] + lv["server_compute_infer_us"] + \
