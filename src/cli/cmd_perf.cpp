@@ -22,7 +22,7 @@
 #include "cli/perf_client.h"
 #include "cli/perf_data.h"
 #include "cli/perf_llm.h"
-#include "cli/process_cpu.h"
+#include "cli/perf_measure.h"
 #include "core/table.h"
 #include "net/http.h"
 #include "server/kserve.h"
@@ -33,56 +33,7 @@ namespace {
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-struct PerfOptions {
-  std::string model;
-  std::string url;  // default 127.0.0.1:8000 (HTTP) or :8001 (gRPC)
-  std::string protocol = "http";
-  std::string shared_memory = "none";
-  int64_t output_shm_size = 100 << 10;
-  std::string concurrency_range = "1";
-  std::string request_rate_range;
-  int64_t batch = 1;
-  std::vector<std::string> shapes;  // NAME:d1,d2 for dynamic non-batch dims
-  bool binary = true;
-  bool json_data = false;
-  int interval_ms = 2000;
-  double stability = 10.0;
-  int max_trials = 10;
-  bool json_out = false;
-  std::string csv;
-  std::string input_data;                // perf_analyzer's --input-data: zero, random or a JSON file (perf_data.h)
-  int percentile = 0;                     // 0: stability on throughput alone; N: and on the pN latency
-  bool async = false, sync = false;       // perf_analyzer's -a/--sync: accepted, no effect (see setup)
-  std::string measurement_mode = "time_windows";
-  int64_t measurement_request_count = 50;
-  bool verbose_csv = false;
-  std::string distribution = "constant";  // open loop: constant or poisson intervals
-};
 
-struct Level {
-  std::string mode;
-  double value = 0;  // concurrency or requests/s
-  double throughput = 0;
-  double p50 = 0, p90 = 0, p95 = 0, p99 = 0, avg_us = 0;
-  double pct_us = 0;  // the --percentile latency (0 without it)
-  uint64_t requests = 0, errors = 0;
-  std::string first_error;  // the first failed request's error, when errors > 0
-  uint64_t sent = 0;  // successful requests over every window (the server's success count moves by this)
-  double queue_us = 0, compute_input_us = 0, compute_infer_us = 0, compute_output_us = 0, overhead_us = 0;
-  // Server side only: request duration from the server's stats (arrival to answer handed to the
-  // connection), and that minus queue and compute: what parsing, batching hand-offs and encoding cost.
-  double server_request_us = 0, server_overhead_us = 0;
-  int windows = 0;
-  bool stable = false;
-  double client_cores = 0;  // CPU cores perf itself kept busy over the windows (process_cpu.h)
-};
-
-double percentile(std::vector<uint64_t>& v, double p) {
-  if (v.empty()) return 0;
-  size_t k = static_cast<size_t>(p / 100.0 * static_cast<double>(v.size() - 1));
-  std::nth_element(v.begin(), v.begin() + static_cast<long>(k), v.end());
-  return static_cast<double>(v[k]) / 1000.0;
-}
 
 // One request of the model's inputs: random values, or zeros (--input-data zero).
 Result<std::string> build_body(const PerfOptions& o, const json& meta, size_t* hlen) {
@@ -124,163 +75,6 @@ Result<std::string> build_body(const PerfOptions& o, const json& meta, size_t* h
   return server::encode_infer_request(inputs, o.binary, o.binary, "", hlen);
 }
 
-Result<Level> measure(const PerfOptions& o, const PerfTransport& tgt, std::shared_ptr<const PerfWorkload> work,
-                      bool rate, double value) {
-  std::atomic<uint64_t> sent{0}, next_request{0};
-  std::mutex mu;
-  std::vector<uint64_t> window_lat;
-  std::atomic<uint64_t> errors{0};
-  std::atomic<bool> stop{false};
-  const auto t0 = Clock::now();
-  ArrivalSchedule arrivals(value, o.distribution == "poisson", t0);
-  int threads = rate ? std::max(4, static_cast<int>(std::thread::hardware_concurrency())) : static_cast<int>(value);
-  std::string first_error;
-  std::atomic<int> worker_ids{0};
-  auto worker = [&] {
-    auto client = make_perf_client(tgt, work, worker_ids++);
-    if (!client.ok()) {
-      if (errors++ == 0) {
-        std::lock_guard<std::mutex> lk(mu);
-        first_error = client.status().to_string();
-      }
-      return;
-    }
-    PerfClient& c = **client;
-    while (!stop.load()) {
-      if (rate) {
-        std::this_thread::sleep_until(arrivals.next());
-        if (stop.load()) break;
-      }
-      const size_t k = next_request++ % work->requests.size();
-      const PerfRequest& req = work->requests[k];
-      std::vector<std::pair<std::string, Tensor>> outs;
-      auto s = Clock::now();
-      // With validation_data the answer's outputs are decoded too (inside the latency, as perf_analyzer).
-      Status r = c.infer(k, req.expected.empty() ? nullptr : &outs);
-      uint64_t ns =
-          static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - s).count());
-      if (r.ok()) {
-        ++sent;  // the server answered it (and counted it a success), whatever validation finds
-        r = check_outputs(req, outs);
-      }
-      if (!r.ok()) {
-        if (errors++ == 0) {
-          std::lock_guard<std::mutex> lk(mu);
-          first_error = r.to_string();
-        }
-        continue;
-      }
-      std::lock_guard<std::mutex> lk(mu);
-      window_lat.push_back(ns);
-    }
-  };
-  GPUOPT_ASSIGN_OR_RETURN(auto stats_client, make_perf_client(tgt, nullptr, -1));
-  std::vector<std::thread> ts;
-  for (int i = 0; i < threads; ++i) ts.emplace_back(worker);
-  const double cpu0 = process_cpu_seconds();
-  const auto wall0 = Clock::now();
-  // Windows until three consecutive throughputs agree within the stability percentage.
-  std::vector<double> tputs, lats;
-  std::vector<std::vector<uint64_t>> windows;  // latencies per window
-  Level lv;
-  lv.mode = rate ? "request_rate" : "concurrency";
-  lv.value = value;
-  json s_before, s_after;
-  std::vector<json> stats_hist;  // stats at the start of each window
-  for (int w = 0; w < o.max_trials; ++w) {
-    {
-      std::lock_guard<std::mutex> lk(mu);
-      window_lat.clear();
-    }
-    auto before = stats_client->stats(o.model);
-    stats_hist.push_back(before.ok() ? *before : json());
-    auto ws = Clock::now();
-    if (o.measurement_mode == "count_windows") {
-      // The window ends once --measurement-request-count requests completed in it; a server that
-      // stopped answering ends it at 60 s (or 10 intervals) with what came back.
-      const auto limit = ws + std::chrono::milliseconds(std::max<int64_t>(60000, int64_t{10} * o.interval_ms));
-      for (;;) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(2));
-        std::lock_guard<std::mutex> lk(mu);
-        if (static_cast<int64_t>(window_lat.size()) >= o.measurement_request_count || Clock::now() >= limit) break;
-      }
-    } else {
-      std::this_thread::sleep_for(std::chrono::milliseconds(o.interval_ms));
-    }
-    std::vector<uint64_t> lat;
-    {
-      std::lock_guard<std::mutex> lk(mu);
-      lat.swap(window_lat);
-    }
-    double secs = std::chrono::duration<double>(Clock::now() - ws).count();
-    auto after = stats_client->stats(o.model);
-    s_after = after.ok() ? *after : json();
-    tputs.push_back(static_cast<double>(lat.size()) * static_cast<double>(o.batch) / secs);
-    if (o.percentile > 0) {
-      std::vector<uint64_t> copy = lat;
-      lats.push_back(percentile(copy, o.percentile));
-    }
-    lv.windows = w + 1;
-    windows.push_back(std::move(lat));
-    // Three windows agree when each is within the stability percentage of their mean.
-    auto agree = [&](const std::vector<double>& v) {
-      double a = v[v.size() - 3], b = v[v.size() - 2], c = v.back();
-      double mean = (a + b + c) / 3;
-      double dev = std::max({std::abs(a - mean), std::abs(b - mean), std::abs(c - mean)});
-      return mean > 0 && dev / mean * 100.0 <= o.stability;
-    };
-    if (tputs.size() >= 3) {
-      // With --percentile, as perf_analyzer: the pN latency must agree too.
-      if (agree(tputs) && (o.percentile == 0 || agree(lats))) {
-        lv.stable = true;
-        break;
-      }
-    }
-  }
-  lv.client_cores = (process_cpu_seconds() - cpu0) / std::chrono::duration<double>(Clock::now() - wall0).count();
-  stop = true;
-  for (auto& t : ts) t.join();
-  lv.errors = errors.load();
-  lv.sent = sent.load();
-  lv.first_error = first_error;
-  // Samples and server stats of the last three windows (or all, when fewer ran).
-  std::vector<uint64_t> kept;
-  size_t first = windows.size() >= 3 ? windows.size() - 3 : 0;
-  for (size_t i = first; i < windows.size(); ++i) kept.insert(kept.end(), windows[i].begin(), windows[i].end());
-  if (first < stats_hist.size()) s_before = stats_hist[first];
-  if (kept.empty() && lv.errors > 0) return Status::Unavailable("every request failed: {}", first_error);
-  double sum = 0;
-  for (auto x : kept) sum += static_cast<double>(x);
-  lv.requests = kept.size();
-  lv.avg_us = kept.empty() ? 0 : sum / static_cast<double>(kept.size()) / 1000.0;
-  size_t n = tputs.size();
-  lv.throughput = n >= 3 ? (tputs[n - 1] + tputs[n - 2] + tputs[n - 3]) / 3 : tputs.back();
-  lv.p50 = percentile(kept, 50);
-  lv.p90 = percentile(kept, 90);
-  lv.p95 = percentile(kept, 95);
-  lv.p99 = percentile(kept, 99);
-  if (o.percentile > 0) lv.pct_us = percentile(kept, o.percentile);
-  // Server-side breakdown over the measured windows (Triton's statistics extension).
-  if (!s_before.is_null() && !s_after.is_null() && !s_before["model_stats"].empty() &&
-      !s_after["model_stats"].empty()) {
-    auto& b = s_before["model_stats"][0]["inference_stats"];
-    auto& a = s_after["model_stats"][0]["inference_stats"];
-    double cnt = a["success"]["count"].get<double>() - b["success"]["count"].get<double>();
-    auto avg = [&](const char* k) {
-      return cnt > 0 ? (a[k]["ns"].get<double>() - b[k]["ns"].get<double>()) / cnt / 1000.0 : 0.0;
-    };
-    lv.queue_us = avg("queue");
-    lv.compute_input_us = avg("compute_input");
-    lv.compute_infer_us = avg("compute_infer");
-    lv.compute_output_us = avg("compute_output");
-    lv.overhead_us = lv.avg_us - lv.compute_input_us - lv.compute_infer_us - lv.compute_output_us - lv.queue_us;
-    lv.server_request_us = avg("success");
-    lv.server_overhead_us = lv.server_request_us - lv.compute_input_us - lv.compute_infer_us - lv.compute_output_us -
-                            lv.queue_us;
-  }
-  return lv;
-}
-
 int run(const PerfOptions& o) {
   PerfTransport tgt;
   tgt.protocol = o.protocol;
@@ -297,6 +91,13 @@ int run(const PerfOptions& o) {
     tgt.port = static_cast<uint16_t>(port);
   }
   bool rate = !o.request_rate_range.empty();
+  if (o.async && o.sync) return report_error(Status::InvalidArgument("-a/--async and --sync: choose one"), true);
+  if (o.async && o.shared_memory != "none")
+    return report_error(Status::InvalidArgument("-a/--async with --shared-memory: not supported (every call in flight "
+                                                "would share one output slot); leave out -a"),
+                        true);
+  if (o.async && (o.protocol != "grpc" || rate))
+    fmt::print(stderr, "perf: -a applies to gRPC concurrency levels; these requests stay one per thread\n");
   auto range = parse_range(rate ? o.request_rate_range : o.concurrency_range);
   if (!range.ok()) return report_error(range.status(), true);
   // The CSV file is opened before the measurement, so a path that cannot be written fails at once.
@@ -453,9 +254,9 @@ void setup(CLI::App& app) {
                   "Stabilize on the pN latency too (and report it as the headline), as perf_analyzer")
       ->check(int_range(1, 99));
   cmd->add_flag("-a,--async", o->async,
-                "Accepted for perf_analyzer command lines: every concurrency level already keeps its N requests "
-                "in flight at once (one connection each)");
-  cmd->add_flag("--sync", o->sync, "Accepted for perf_analyzer command lines (see --async)");
+                "gRPC: the N requests of a concurrency level kept in flight by a few threads through completion "
+                "queues (a lighter client) instead of one blocked thread each");
+  cmd->add_flag("--sync", o->sync, "One thread and connection per request in flight (the default)");
   cmd->add_option("--measurement-mode", o->measurement_mode,
                   "time_windows (windows of -p ms) or count_windows (a window ends after --measurement-request-count "
                   "requests)")

@@ -3,18 +3,21 @@
 #include "cli/perf_client.h"
 
 #include <fcntl.h>
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/impl/client_unary_call.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <string_view>
 
 #include "grpc_service.grpc.pb.h"
+#include "cli/perf_shm_region.h"
 #include "net/http.h"
 #include "server/kserve.h"
 #include "server/shared_memory.h"
@@ -24,57 +27,6 @@ namespace {
 
 using nlohmann::json;
 namespace pb = inference;
-
-// One region on the client side: POSIX shm (key) or a CUDA allocation (IPC handle).
-struct Region {
-  std::string name, key, raw_handle;
-  bool cuda = false;
-  size_t bytes = 0;
-  void* ptr = nullptr;
-  ~Region() {
-    if (!ptr) return;
-    if (cuda) {
-      server::cuda_ipc::free_exportable(ptr, 0);
-    } else {
-      munmap(ptr, bytes);
-      shm_unlink(key.c_str());
-    }
-  }
-};
-
-Result<std::unique_ptr<Region>> make_region(const std::string& name, size_t bytes, bool cuda) {
-  auto r = std::make_unique<Region>();
-  r->name = name;
-  r->bytes = std::max<size_t>(bytes, 1);
-  r->cuda = cuda;
-  if (cuda) {
-    GPUOPT_ASSIGN_OR_RETURN(r->ptr, server::cuda_ipc::alloc_exportable(r->bytes, 0, &r->raw_handle));
-    return r;
-  }
-  r->key = "/" + name;
-  int fd = shm_open(r->key.c_str(), O_CREAT | O_RDWR | O_TRUNC, 0600);
-  if (fd < 0) return Status::Unavailable("shm_open '{}': {}", r->key, std::strerror(errno));
-  if (ftruncate(fd, static_cast<off_t>(r->bytes)) != 0) {
-    int e = errno;
-    ::close(fd);
-    shm_unlink(r->key.c_str());
-    return Status::Unavailable("ftruncate '{}' to {} bytes: {}", r->key, r->bytes, std::strerror(e));
-  }
-  void* p = mmap(nullptr, r->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  ::close(fd);
-  if (p == MAP_FAILED) {
-    shm_unlink(r->key.c_str());
-    return Status::Unavailable("mmap '{}': {}", r->key, std::strerror(errno));
-  }
-  r->ptr = p;
-  return r;
-}
-
-Status write_region(Region& r, size_t offset, const std::string& bytes) {
-  if (r.cuda) return server::cuda_ipc::copy_to_device(static_cast<char*>(r.ptr) + offset, bytes.data(), bytes.size(), 0);
-  std::memcpy(static_cast<char*>(r.ptr) + offset, bytes.data(), bytes.size());
-  return Status::Ok();
-}
 
 // Where each input and output lives when shared memory is used: every request's inputs side
 // by side in one region, one output slot per model output (one request in flight per worker).
@@ -343,7 +295,13 @@ class GrpcPerfClient final : public Base {
                                                    grpc::protobuf::MessageLite>(channel_.get(), *infer_method_, c, q, &r);
         },
         "ModelInfer", /*wait_for_ready=*/true));
-    if (!outputs) return Status::Ok();
+    return outputs ? decode(r, outputs) : Status::Ok();
+  }
+  Status run_async(int inflight, const std::function<size_t()>& next_index, const std::atomic<bool>& stop, bool want,
+                   const AsyncDone& done) override;
+
+ private:
+  Status decode(const pb::ModelInferResponse& r, std::vector<std::pair<std::string, Tensor>>* outputs) {
     outputs->clear();
     for (int i = 0; i < r.outputs_size(); ++i) {
       const auto& o = r.outputs(i);
@@ -451,6 +409,61 @@ class GrpcPerfClient final : public Base {
   std::optional<grpc::internal::RpcMethod> infer_method_;  // made once channel_ is
   std::vector<grpc::ByteBuffer> requests_;  // per request of the workload, serialized
 };
+
+
+// One asynchronous call: its context, the answer's bytes and status, and when it started.
+struct AsyncCall {
+  grpc::ClientContext ctx;
+  grpc::ByteBuffer answer;
+  grpc::Status status;
+  std::unique_ptr<grpc::GenericClientAsyncResponseReader> reader;
+  size_t index = 0;
+  std::chrono::steady_clock::time_point start;
+};
+
+Status GrpcPerfClient::run_async(int inflight, const std::function<size_t()>& next_index, const std::atomic<bool>& stop,
+                                 bool want, const AsyncDone& done) {
+  if (!registered_.empty()) return Status::InvalidArgument("-a with shared memory: every call would share one output slot");
+  grpc::CompletionQueue cq;
+  grpc::GenericStub stub(channel_);
+  int live = 0;
+  auto launch = [&] {
+    auto* c = new AsyncCall;
+    c->index = next_index();
+    c->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    c->ctx.set_wait_for_ready(true);
+    c->start = std::chrono::steady_clock::now();
+    c->reader = stub.PrepareUnaryCall(&c->ctx, "/inference.GRPCInferenceService/ModelInfer", requests_.at(c->index), &cq);
+    c->reader->StartCall();
+    c->reader->Finish(&c->answer, &c->status, c);
+    ++live;
+  };
+  for (int i = 0; i < inflight; ++i) launch();
+  std::vector<std::pair<std::string, Tensor>> outs;
+  void* tag = nullptr;
+  bool ok = false;
+  while (live > 0 && cq.Next(&tag, &ok)) {
+    std::unique_ptr<AsyncCall> c(static_cast<AsyncCall*>(tag));
+    --live;
+    const auto ns = static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - c->start).count());
+    Status s = !ok               ? Status::Unavailable("gRPC ModelInfer: the call did not complete")
+               : c->status.ok() ? Status::Ok()
+                                : Status::Unavailable("gRPC ModelInfer: {} ({})", c->status.error_message(),
+                                                      static_cast<int>(c->status.error_code()));
+    outs.clear();
+    if (s.ok() && want) {
+      pb::ModelInferResponse r;
+      grpc::Status ps = grpc::GenericDeserialize<grpc::ProtoBufferReader, pb::ModelInferResponse>(&c->answer, &r);
+      s = ps.ok() ? decode(r, &outs) : Status::Internal("gRPC ModelInfer: undecodable answer: {}", ps.error_message());
+    }
+    done(c->index, ns, std::move(s), outs);
+    if (!stop.load()) launch();
+  }
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) delete static_cast<AsyncCall*>(tag);
+  return Status::Ok();
+}
 
 }  // namespace
 

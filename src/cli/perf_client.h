@@ -19,6 +19,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -55,6 +57,16 @@ class PerfClient {
   // With `outputs`, the answer's output tensors are decoded into it (read back from the
   // shared-memory region when outputs go there), for check_outputs.
   virtual Status infer(size_t index, std::vector<std::pair<std::string, Tensor>>* outputs) = 0;
+
+  // perf -a: keeps `inflight` requests in flight at once (request next_index() each time one
+  // starts) until `stop`, calling done(index, latency ns, status, outputs) for every answer on
+  // this thread (outputs decoded when `decode`). gRPC only; the HTTP client says it cannot.
+  using AsyncDone = std::function<void(size_t, uint64_t, Status, const std::vector<std::pair<std::string, Tensor>>&)>;
+  virtual Status run_async(int inflight, const std::function<size_t()>& next_index, const std::atomic<bool>& stop,
+                           bool decode, const AsyncDone& done) {
+    (void)inflight, (void)next_index, (void)stop, (void)decode, (void)done;
+    return Status::Unimplemented("asynchronous requests (-a) are made over gRPC only");
+  }
 };
 
 // `work` may be null for a client that only reads metadata and stats.

@@ -159,6 +159,8 @@ def test_unknown_subcommand_names_it_and_the_valid_ones():
     (["perf", "-m", "m", "-b", "0"], ["--batch-size", "1..65536"]),
     (["perf", "-m", "m", "-u", "localhost:http"], ["--url", "1..65535"]),
     (["perf", "-m", "m", "-i", "quic"], ["'quic'", "http, grpc"]),
+    (["perf", "-m", "m", "-a", "--sync"], ["-a/--async and --sync"]),
+    (["perf", "-m", "m", "-i", "grpc", "-a", "--shared-memory", "system"], ["-a/--async with --shared-memory"]),
     (["perf", "-m", "m", "--service-kind", "triton"], ["'triton'", "kserve, openai"]),
     (["perf", "-m", "m", "--endpoint-type", "embeddings"], ["'embeddings'", "chat, completions"]),
     (["perf", "-m", "m", "--service-kind", "openai", "--concurrency", "0"], ["--concurrency", "1..100000"]),

@@ -96,20 +96,22 @@ def test_input_data_validated_and_stats_agree(tmp_path):
         assert after["inference_stats"]["success"]["count"] - before["inference_stats"]["success"]["count"] == lv["sent"]
 
 
-@pytest.mark.parametrize("proto,shm", [("grpc", "none"), ("grpc", "system"), ("http", "system")])
-def test_input_data_over_grpc_and_shared_memory(tmp_path, proto, shm):
+@pytest.mark.parametrize("proto,shm,mode", [("grpc", "none", []), ("grpc", "none", ["-a"]), ("grpc", "system", []),
+                                           ("http", "system", [])])
+def test_input_data_over_grpc_and_shared_memory(tmp_path, proto, shm, mode):
     """--input-data through the other transports: every entry's inputs from the worker's shared
     memory region or gRPC's raw contents, every answer (read back from the output region when
-    outputs go there) checked against validation_data, `sent` equal to the server's count."""
+    outputs go there) checked against validation_data, `sent` equal to the server's count; with
+    -a the calls of a level go through completion queues (several in flight per thread)."""
     H.make_repository(str(tmp_path / "repo"), delay_us=500)
     good = data_file(tmp_path / "good.json", 3)
     bad = data_file(tmp_path / "bad.json", 2, wrong=True)
     with H.Server(["--model-repository", str(tmp_path / "repo")]) as s:
         url = s.grpc_url if proto == "grpc" else s.url
-        transport = ["-i", proto, "--shared-memory", shm]
+        transport = ["-i", proto, "--shared-memory", shm] + mode
         before = stats(s.url, "simple")
-        r = good_run = perf(url, transport + ["--input-data", str(good), "-b", "2", "--concurrency-range", "2", "-p",
-                                              "300", "-r", "2"])
+        r = good_run = perf(url, transport + ["--input-data", str(good), "-b", "2", "--concurrency-range",
+                                              "6" if mode else "2", "-p", "300", "-r", "2"])
         assert r.returncode == 0, r.stdout + r.stderr
         out = json.loads(r.stdout)
         assert out["protocol"] == proto and out["shared_memory"] == shm
