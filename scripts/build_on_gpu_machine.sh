@@ -6,10 +6,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 DEVICE_SYS=${DEVICE_SYS:-.device/sys}
 SYS=/tmp/gpuopt-sysroot
-sum=$(md5sum "$DEVICE_SYS/sysroot.tgz" | cut -d' ' -f1)
+# sysroot.tar.xz (make_sysroot.sh), or an older sysroot.tgz; Python's tarfile reads either, with
+# or without an xz binary on the machine.
+T=$DEVICE_SYS/sysroot.tar.xz
+[ -f "$T" ] || T=$DEVICE_SYS/sysroot.tgz
+sum=$(md5sum "$T" | cut -d' ' -f1)
 if [ ! -d "$SYS/usr" ] || [ "$(cat "$SYS/.sum" 2>/dev/null)" != "$sum" ]; then
   rm -rf "$SYS" /tmp/sysroot
-  mkdir -p /tmp && tar xzf "$DEVICE_SYS/sysroot.tgz" -C /tmp && mv /tmp/sysroot "$SYS" && echo "$sum" > "$SYS/.sum"
+  mkdir -p /tmp && python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall("/tmp")' "$T" &&
+    mv /tmp/sysroot "$SYS" && echo "$sum" > "$SYS/.sum"
 fi
 U=$SYS/usr
 L=$U/lib/x86_64-linux-gnu

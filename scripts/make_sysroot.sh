@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Packs the Debian -dev files gpuopt builds against (headers, static libraries, protoc, CMake
-# package files, grpc++ and protobuf as shared libraries) into .device/sys/sysroot.tgz, plus the pinned ONNX node tests, so
+# package files, grpc++ and protobuf as shared libraries) into .device/sys/sysroot.tar.xz, plus the pinned ONNX node tests, so
 # scripts/build_on_gpu_machine.sh can build there. Boost is cut to the directories our sources
 # include (found with g++ -M).
 set -euo pipefail
@@ -47,7 +47,9 @@ for l in grpc++ grpc gpr absl_synchronization protobuf; do
 done
 cp -L /usr/bin/grpc_cpp_plugin "$S/usr/bin/"
 mkdir -p .device/sys
-tar czf .device/sys/sysroot.tgz -C "$(dirname "$S")" sysroot
+# xz: half gzip's size, which leaves room in a device call's 64 MiB for the working tree.
+rm -f .device/sys/sysroot.tgz
+tar cf - -C "$(dirname "$S")" sysroot | xz -9 -T0 > .device/sys/sysroot.tar.xz
 node=$(ls -d .venv/lib/python3*/site-packages/onnx/backend/test/data/node | head -1)
 tar czf .device/sys/node.tgz -C "$(dirname "$node")" node
 du -sh .device/sys/*
