@@ -13,7 +13,7 @@ T=$DEVICE_SYS/sysroot.tar.xz
 sum=$(md5sum "$T" | cut -d' ' -f1)
 if [ ! -d "$SYS/usr" ] || [ "$(cat "$SYS/.sum" 2>/dev/null)" != "$sum" ]; then
   rm -rf "$SYS" /tmp/sysroot
-  mkdir -p /tmp && python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall("/tmp")' "$T" &&
+  mkdir -p /tmp && python3 -c 'import sys, tarfile as t; t.open(sys.argv[1]).extractall("/tmp", **({"filter": "fully_trusted"} if hasattr(t, "fully_trusted_filter") else {}))' "$T" &&
     mv /tmp/sysroot "$SYS" && echo "$sum" > "$SYS/.sum"
 fi
 U=$SYS/usr
