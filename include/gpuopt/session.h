@@ -20,10 +20,12 @@
 #include "core/dtype.h"
 #include "core/status.h"
 #include "core/tensor.h"
+#include "gpuopt/kernel_settings.h"
 #include "gpuopt/plan_cache_status.h"
 #include "gpuopt/run_profile.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -55,6 +57,9 @@ struct SessionOptions {
   // CUDA with a plan cache: the input shapes it lists as captured are captured again by
   // capture_deferred_shape() calls instead of inside load() (the server does them after `ready`).
   bool defer_graph_capture = false;
+  // The kernel and pass choices (gpuopt/kernel_settings.h); unset: KernelSettings::from_env() at
+  // load, so the GPUOPT_* variables supply the defaults. Part of the plan cache's key.
+  std::optional<KernelSettings> kernels;
 };
 
 // One model input or output as the model declares it (after load-time shape inference).

@@ -8,6 +8,7 @@
 
 #include "core/status.h"
 #include "core/tensor.h"
+#include "gpuopt/kernel_settings.h"
 #include "gpuopt/plan_cache_status.h"
 #include "gpuopt/run_profile.h"
 #include "ir/graph.h"
@@ -37,6 +38,8 @@ struct CompileOptions {
   bool cuda_graphs = true;    // SessionOptions::cuda_graphs
   std::string cache_dir;      // SessionOptions::cache_dir; "" = no plan cache
   std::string model_hash;     // backends/plan_cache.h model_hash(); "" = no plan cache
+  // The kernel choices and memory plan (SessionOptions::kernels); unset: KernelSettings::from_env().
+  std::optional<KernelSettings> kernels;
 };
 
 struct RunOptions {

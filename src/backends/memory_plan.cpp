@@ -1,7 +1,6 @@
 // The static memory plan (memory_plan.h): lifetimes, view groups, greedy-by-size best fit.
 #include "backends/memory_plan.h"
 
-#include "core/env.h"
 #include "ir/eval.h"
 
 #include <algorithm>
@@ -208,12 +207,13 @@ std::vector<int64_t> value_bytes_for_inputs(const Graph& graph, const std::vecto
   return bytes;
 }
 
-Result<MemoryPlanMode> memory_plan_mode(MemoryPlanMode fallback) {
-  const auto v = env_get("GPUOPT_MEMORY_PLAN");
-  if (!v) return fallback;
-  if (*v == "static") return MemoryPlanMode::kStatic;
-  if (*v == "pool") return MemoryPlanMode::kPool;
-  return Status::InvalidArgument("GPUOPT_MEMORY_PLAN='{}': expected static or pool", *v);
+MemoryPlanMode memory_plan_mode(const KernelSettings& settings, MemoryPlanMode fallback) {
+  switch (settings.memory_plan) {
+    case KernelSettings::MemoryPlan::kStatic: return MemoryPlanMode::kStatic;
+    case KernelSettings::MemoryPlan::kPool: return MemoryPlanMode::kPool;
+    case KernelSettings::MemoryPlan::kDefault: break;
+  }
+  return fallback;
 }
 
 }  // namespace gpuopt

@@ -22,6 +22,7 @@
 
 #include "core/status.h"
 #include "core/tensor.h"
+#include "gpuopt/kernel_settings.h"
 #include "ir/graph.h"
 
 #include <cstddef>
@@ -76,9 +77,9 @@ MemoryPlan plan_memory(const Graph& graph, const std::vector<int64_t>& value_byt
 // a shape depends on data (NonZero, ...).
 std::vector<int64_t> value_bytes_for_inputs(const Graph& graph, const std::vector<std::pair<DType, Shape>>& inputs);
 
-// GPUOPT_MEMORY_PLAN: "static" (the plan) or "pool" (each tensor allocated on its own, freed
-// after its last reader). Unset: `fallback`. Another value is an InvalidArgument naming it.
+// A session's KernelSettings::memory_plan (GPUOPT_MEMORY_PLAN): "static" (the plan) or "pool"
+// (each tensor allocated on its own, freed after its last reader); kDefault: `fallback`.
 enum class MemoryPlanMode : uint8_t { kPool, kStatic };
-Result<MemoryPlanMode> memory_plan_mode(MemoryPlanMode fallback);
+MemoryPlanMode memory_plan_mode(const KernelSettings& settings, MemoryPlanMode fallback);
 
 }  // namespace gpuopt

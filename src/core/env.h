@@ -1,6 +1,7 @@
 // Every environment variable that changes gpuopt's behaviour, in one table (docs/environment.md
-// is generated from it by `gpuopt info --env`). Read through env_get(); a variable missing here
-// is a defect.
+// lists them, checked by a test; `gpuopt info --env` prints this table). Read through env_get(); a
+// variable missing here is a defect. The kernel and pass settings among them are read only by
+// KernelSettings::from_env (include/gpuopt/kernel_settings.h), as a session's defaults.
 #pragma once
 
 #include <optional>
@@ -18,7 +19,7 @@ namespace gpuopt {
   X(GPUOPT_SDPA_BIAS, "expand", "broadcast: cuDNN's SDPA reads a [B,1,1,S] mask in place (zero row stride) instead of a copy expanded per call.") \
   X(GPUOPT_SDPA_AUTOTUNE, "0", "1: every plan cuDNN's SDPA heuristics offer is built and the fastest kept on the shape's first eager call; 0: the heuristics' first plan (A/B).") \
   X(GPUOPT_SDPA_NAN_GUARD, "cudnn", "cudnn: an Attention's nan_to_zero left to cuDNN's SDPA (no NaN pass after it; default); pass: an in-place pass after cuDNN.") \
-  X(GPUOPT_FA_WARPS, "4", "8: the flash attention kernel takes 128 query rows per block (8 warps) instead of 64 (A/B).") \
+  X(GPUOPT_FA_WARPS, "auto", "4 or 8: the flash attention kernel's warps per block (64 or 128 query rows); auto: 8 where that grid fills every SM 4 times (A/B).") \
   X(GPUOPT_ATTENTION_KERNEL, "auto", "auto: gpuopt's flash kernel for head size 64 and at most 128 keys, else cuDNN's SDPA; cudnn: cuDNN's SDPA wherever it applies; fa: gpuopt's flash kernel instead of cuDNN; wmma, scalar: those kernels (A/B).") \
   X(GPUOPT_INT8_CONV_AUTOTUNE, "1", "0: Int8Conv runs cuDNN's first heuristic plan instead of timing the candidates on a shape's first run (A/B).") \
   X(GPUOPT_INT8_CONV1X1, "1", "0: residual Int8Convs try cuDNN's residual graph (then the conv + Int8Add pair) instead of the CUTLASS sm90 GEMM for 1x1 ones and the pair for the rest (A/B).") \

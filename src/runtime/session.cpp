@@ -4,12 +4,12 @@
 #include "backends/backend.h"
 #include "backends/deferred_capture.h"
 #include "backends/pipelined.h"
-#include "core/env.h"
+#include "backends/plan_cache.h"
 #include "core/log.h"
 #include "ir/graph.h"
 #include "onnx/importer.h"
-#include "passes/passes.h"
-#include "backends/plan_cache.h"
+#include "engine/compile.h"
+#include "runtime/plan_key.h"
 
 #include <fmt/ranges.h>
 
@@ -47,17 +47,21 @@ std::string TensorInfo::shape_string() const {
 Session::Session() = default;
 Session::~Session() = default;
 
+std::string plan_cache_settings(std::string_view precision, bool optimize, const KernelSettings& settings) {
+  return fmt::format("{}|{}|{}", precision, optimize, settings.key());
+}
+
 Result<std::unique_ptr<Session>> Session::load(const std::string& model_path, const SessionOptions& options) {
+  SessionOptions resolved = options;
+  GPUOPT_ASSIGN_OR_RETURN(resolved.kernels, KernelSettings::or_env(options.kernels));
   GPUOPT_ASSIGN_OR_RETURN(Graph g, load_onnx_model(model_path));
   std::string hash;
   if (!options.cache_dir.empty() && options.device.is_cuda()) {
-    // What changes the compiled graph besides the file: precision, fusion switches, optimize.
-    const std::string settings = fmt::format("{}|{}|{}", options.precision,
-                                             env_get("GPUOPT_DISABLE_FUSION").value_or(""), options.optimize);
-    GPUOPT_ASSIGN_OR_RETURN(hash, model_hash(model_path, settings));
+    GPUOPT_ASSIGN_OR_RETURN(hash, model_hash(model_path, plan_cache_settings(options.precision, options.optimize,
+                                                                             *resolved.kernels)));
   }
   std::unique_ptr<Session> s(new Session());
-  GPUOPT_RETURN_IF_ERROR(s->init(std::move(g), options, hash));
+  GPUOPT_RETURN_IF_ERROR(s->init(std::move(g), resolved, hash));
   return s;
 }
 
@@ -79,24 +83,25 @@ PlanCacheStatus Session::plan_cache() const {
 
 Status Session::init(Graph graph, const SessionOptions& options, const std::string& model_hash) {
   options_ = options;
-  GPUOPT_RETURN_IF_ERROR(graph.topo_sort());
-  GPUOPT_RETURN_IF_ERROR(graph.infer_shapes());  // refuses a tensor larger than physical memory
-  GPUOPT_RETURN_IF_ERROR(run_session_passes(&graph, options.device, options.precision, options.optimize));
-  // A tensor that can never fit in --memory-limit refuses the model now, not in the middle of a
-  // run (checked after precision conversion: fp16 tensors take half the bytes).
-  if (options.memory_limit) GPUOPT_RETURN_IF_ERROR(graph.check_tensor_sizes(options.memory_limit));
-  graph_ = std::make_unique<Graph>(std::move(graph));
+  // The environment supplies what the caller did not set; from here on the session's own copy.
+  GPUOPT_ASSIGN_OR_RETURN(options_.kernels, KernelSettings::or_env(options.kernels));
+  EngineOptions eo;
+  eo.device = options.device;
+  GPUOPT_ASSIGN_OR_RETURN(eo.precision, parse_precision(options.precision));
+  eo.optimize = options.optimize;
+  eo.kernels = *options_.kernels;
+  eo.memory_limit = options.memory_limit;
+  eo.cuda_graphs = options.cuda_graphs;
+  if (!model_hash.empty()) {
+    eo.cache_dir = options.cache_dir;
+    eo.model_hash = model_hash;
+  }
+  GPUOPT_ASSIGN_OR_RETURN(Compiled c, compile(std::move(graph), eo));
+  graph_ = std::move(c.graph);
+  backend_ = std::move(c.backend);
+  exe_ = std::move(c.exe);
   for (ValueId v : graph_->inputs()) inputs_.push_back(make_info(*graph_, v));
   for (ValueId v : graph_->outputs()) outputs_.push_back(make_info(*graph_, v));
-  GPUOPT_ASSIGN_OR_RETURN(backend_, create_backend(options.device));
-  CompileOptions co;
-  co.memory_limit = options.memory_limit;
-  co.cuda_graphs = options.cuda_graphs && options.memory_limit == 0;
-  if (!model_hash.empty()) {
-    co.cache_dir = options.cache_dir;
-    co.model_hash = model_hash;
-  }
-  GPUOPT_ASSIGN_OR_RETURN(exe_, backend_->compile(*graph_, co));
   // The plan cache's captured shapes: now, before the session is handed out, unless deferred.
   if (!options.defer_graph_capture)
     while (capture_deferred_shape()) {

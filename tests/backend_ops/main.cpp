@@ -21,6 +21,7 @@
 #include "cases.h"
 #include "core/dispatch.h"
 #include "core/table.h"
+#include "gpuopt/kernel_settings.h"
 #include "ir/eval.h"
 #include "ops/quant/fp8_e4m3.h"
 
@@ -30,6 +31,7 @@
 #include <fmt/ranges.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -115,11 +117,21 @@ struct Outcome {
 
 struct Harness {
   ExecContext ec;
+  // The kernel choices the cases run under: the environment's (GPUOPT_POOL_KERNEL=cudnn,
+  // GPUOPT_DEPTHWISE_KERNEL=smem, ... select the paths an A/B run checks), as a session's defaults.
+  KernelSettings settings;
   // A pool as a Session's context has, for the ops that take scratch beyond the workspace.
   std::unique_ptr<cuda::DeviceMemory> memory;
   bool ok = false;
   bool reference_only = false;  // --reference-only: check the cases themselves, no GPU needed
   Harness() {
+    auto ks = KernelSettings::from_env();
+    if (!ks.ok()) {
+      fmt::print(stderr, "backend_ops: {}\n", ks.status().message());
+      std::exit(2);
+    }
+    settings = *ks;
+    ec.settings = &settings;
     int n = 0;
     ok = cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
     cudaGetLastError();

@@ -128,10 +128,10 @@ TEST(Int8ConvSession, FusedResidualMatchesThePairOnGpu) {
   og.precision = "int8";
   std::vector<Tensor> outs;
   for (bool fused : {true, false}) {
-    if (!fused) setenv("GPUOPT_DISABLE_FUSION", "int8_residual", 1);
+    og.kernels = KernelSettings{};  // the session's own settings, whatever the environment says
+    if (!fused) og.kernels->disable_fusion = "int8_residual";
+    if (fused) og.kernels->int8_conv1x1 = false;  // cuDNN's residual graph, not the pair
     auto gpu = Session::from_graph(b.g, og);
-    unsetenv("GPUOPT_DISABLE_FUSION");
-    if (fused) setenv("GPUOPT_INT8_CONV1X1", "0", 1);  // cuDNN's residual graph, not the pair
     ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
     int residual = 0, adds = 0;
     for (const Node& n : (*gpu)->graph().nodes()) {
@@ -141,7 +141,6 @@ TEST(Int8ConvSession, FusedResidualMatchesThePairOnGpu) {
     EXPECT_EQ(residual, fused ? 1 : 0);
     EXPECT_EQ(adds, fused ? 0 : 1);
     auto r = (*gpu)->run(in);
-    unsetenv("GPUOPT_INT8_CONV1X1");
     ASSERT_TRUE(r.ok()) << r.status().to_string();
     outs.push_back(r->at(0).second);
   }

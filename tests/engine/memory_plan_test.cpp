@@ -278,7 +278,7 @@ TEST(MemoryPlan, CpuExecutorMatchesThePoolPath) {
 
 TEST(MemoryPlan, BadSettingIsOneLine) {
   setenv("GPUOPT_MEMORY_PLAN", "arena", 1);
-  auto mode = memory_plan_mode(MemoryPlanMode::kPool);
+  auto mode = KernelSettings::from_env();
   unsetenv("GPUOPT_MEMORY_PLAN");
   ASSERT_FALSE(mode.ok());
   EXPECT_NE(mode.status().message().find("GPUOPT_MEMORY_PLAN='arena': expected static or pool"), std::string::npos);

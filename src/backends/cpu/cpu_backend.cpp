@@ -286,7 +286,8 @@ class CpuBackend final : public Backend {
   Result<std::unique_ptr<Executable>> compile(const Graph& graph, const CompileOptions& options) override {
     for (const Node& n : graph.nodes())
       if (!supports(n, graph)) return Status::Unimplemented("{}: not supported by the cpu backend", node_label(n));
-    GPUOPT_ASSIGN_OR_RETURN(MemoryPlanMode mode, memory_plan_mode(MemoryPlanMode::kStatic));
+    GPUOPT_ASSIGN_OR_RETURN(const KernelSettings settings, KernelSettings::or_env(options.kernels));
+    const MemoryPlanMode mode = memory_plan_mode(settings, MemoryPlanMode::kStatic);
     FastKernels fast;
     if (fast_) {
       cpu_fast::init_blas();

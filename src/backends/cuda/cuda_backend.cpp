@@ -68,9 +68,10 @@ class CudaBackend final : public Backend {
     // there): one line per op type names those nodes and why (placement.h).
     for (const std::string& line : cpu_fallback_warnings(graph, place)) GPUOPT_LOG(warn, "{}", line);
     GPUOPT_LOG(info, "cuda: {} of {} nodes on the GPU", on_gpu, graph.nodes().size());
-    GPUOPT_ASSIGN_OR_RETURN(MemoryPlanMode memory_plan, memory_plan_mode(MemoryPlanMode::kPool));
+    GPUOPT_ASSIGN_OR_RETURN(KernelSettings settings, KernelSettings::or_env(options.kernels));
+    const MemoryPlanMode memory_plan = memory_plan_mode(settings, MemoryPlanMode::kPool);
     auto exe = std::make_unique<CudaExecutable>(graph, std::move(place), mem_.get(), device_, options.cuda_graphs,
-                                                memory_plan);
+                                                memory_plan, std::move(settings));
     if (!options.cache_dir.empty() && !options.model_hash.empty()) exe->open_plan_cache(options.cache_dir, options.model_hash);
     GPUOPT_RETURN_IF_ERROR(exe->upload_constants());
     exe->list_cached_shapes();  // captured by Session::load, or later (SessionOptions::defer_graph_capture)

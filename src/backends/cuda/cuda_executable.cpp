@@ -50,8 +50,14 @@ bool nondeterministic(std::string_view op) {
 }
 
 CudaExecutable::CudaExecutable(Graph g, std::vector<NodePlace> place, DeviceMemory* mem, int device, bool graphs,
-                               MemoryPlanMode memory_plan)
-    : graph_(std::move(g)), place_(std::move(place)), mem_(mem), device_(device), graphs_(graphs), memory_plan_(memory_plan) {
+                               MemoryPlanMode memory_plan, KernelSettings settings)
+    : graph_(std::move(g)),
+      place_(std::move(place)),
+      mem_(mem),
+      device_(device),
+      graphs_(graphs),
+      memory_plan_(memory_plan),
+      settings_(std::move(settings)) {
   last_use_.assign(graph_.values().size(), -1);
   for (size_t n = 0; n < graph_.nodes().size(); ++n)
     for (ValueId in : graph_.nodes()[n].inputs)
@@ -80,7 +86,7 @@ CudaExecutable::~CudaExecutable() {
 }
 
 Status CudaExecutable::upload_constants() {
-  GPUOPT_ASSIGN_OR_RETURN(auto ctx, make_context(device_, mem_));
+  GPUOPT_ASSIGN_OR_RETURN(auto ctx, acquire());
   dev_const_.resize(graph_.values().size());
   for (size_t n = 0; n < graph_.nodes().size(); ++n) {
     if (place_[n] != NodePlace::kDevice) continue;
@@ -134,7 +140,9 @@ Result<std::unique_ptr<Context>> CudaExecutable::acquire() {
       return c;
     }
   }
-  return make_context(device_, mem_);
+  GPUOPT_ASSIGN_OR_RETURN(std::unique_ptr<Context> c, make_context(device_, mem_));
+  c->ec.settings = &settings_;  // the executable outlives its contexts
+  return c;
 }
 
 void CudaExecutable::release(std::unique_ptr<Context> c) {

@@ -90,7 +90,7 @@ struct LaneDeleter {
 class CudaExecutable final : public Executable, public PipelinedExecutable, public DeferredCapture {
  public:
   CudaExecutable(Graph g, std::vector<NodePlace> place, DeviceMemory* mem, int device, bool graphs,
-                 MemoryPlanMode memory_plan = MemoryPlanMode::kPool);
+                 MemoryPlanMode memory_plan = MemoryPlanMode::kPool, KernelSettings settings = {});
   ~CudaExecutable() override;
 
   // Uploads every constant a CUDA node reads on the device.
@@ -152,6 +152,7 @@ class CudaExecutable final : public Executable, public PipelinedExecutable, publ
   int device_;
   bool graphs_;
   MemoryPlanMode memory_plan_;
+  KernelSettings settings_;  // every context's ExecContext::settings points here
   std::vector<int32_t> last_use_;
   std::vector<bool> input_on_device_;  // per graph input: read by a node on the GPU
   std::mutex mu_;

@@ -21,11 +21,16 @@ typedef struct CUstream_st* cudaStream_t;
 typedef struct cublasLtContext* cublasLtHandle_t;
 typedef struct cudnnContext* cudnnHandle_t;
 
+namespace gpuopt {
+struct KernelSettings;
+}  // namespace gpuopt
+
 namespace gpuopt::cuda {
 
 class DeviceMemory;
 
-// Per execution context (one per concurrent run): its stream and library handles.
+// Per execution context (one per concurrent run): its stream and library handles, and the
+// session's kernel choices (gpuopt/kernel_settings.h).
 struct ExecContext {
   int device = 0;
   cudaStream_t stream = nullptr;
@@ -34,7 +39,10 @@ struct ExecContext {
   void* workspace = nullptr;    // for cuBLASLt / cuDNN
   size_t workspace_bytes = 0;
   DeviceMemory* memory = nullptr;
+  const KernelSettings* settings = nullptr;  // the executable's; nullptr: the built-in defaults
   Result<cudnnHandle_t> cudnn();
+  // *settings, or the built-in defaults (a context made outside an executable: kernel tests).
+  const KernelSettings& kernels() const;
 };
 
 // Library workspaces larger than the context's own (cuDNN's fastest convolution at batch 256

@@ -1,8 +1,15 @@
-// call_workspace (cuda_ops.h): the context's workspace, or a pool allocation for one call.
+// call_workspace (cuda_ops.h): the context's workspace, or a pool allocation for one call; and
+// the context's kernel settings.
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/device_memory.h"
+#include "gpuopt/kernel_settings.h"
 
 namespace gpuopt::cuda {
+
+const KernelSettings& ExecContext::kernels() const {
+  static const KernelSettings kDefaults;
+  return settings ? *settings : kDefaults;
+}
 
 Result<void*> call_workspace(ExecContext& ctx, size_t bytes, Tensor* hold) {
   if (bytes <= ctx.workspace_bytes) return ctx.workspace;

@@ -2,7 +2,7 @@
 #include "ops/conv/cuda/conv_gemm.h"
 
 #include "backends/cuda/plan_store.h"
-#include "core/env.h"
+#include "gpuopt/kernel_settings.h"
 #include "ops/matmul/cuda/matmul_lt.h"
 
 #include <map>
@@ -15,14 +15,6 @@ std::mutex g_mu;
 std::map<std::string, ConvRoute> g_routes;
 
 }  // namespace
-
-ConvGemmMode conv_gemm_mode() {
-  static const ConvGemmMode mode = [] {
-    const std::string v = env_get("GPUOPT_CONV_GEMM").value_or("1");
-    return v == "0" ? ConvGemmMode::kOff : v == "force" ? ConvGemmMode::kForce : ConvGemmMode::kTimed;
-  }();
-  return mode;
-}
 
 bool conv_gemm_applies(const ConvKey& k, ConvAct act, bool has_bias) {
   if (!k.nhwc || (k.dt != DType::F16 && k.dt != DType::BF16)) return false;

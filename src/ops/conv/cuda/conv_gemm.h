@@ -15,9 +15,6 @@
 
 namespace gpuopt::cuda {
 
-enum class ConvGemmMode : uint8_t { kOff, kTimed, kForce };
-ConvGemmMode conv_gemm_mode();  // GPUOPT_CONV_GEMM, read once
-
 // Whether the shape and epilogue can run as one cuBLASLt GEMM: channels-last f16/bf16, 1x1,
 // stride 1, no pads, dilation 1, group 1, C and M multiples of 8, activation none or Relu
 // (Relu needs a bias: cuBLASLt has no residual-then-Relu epilogue without one).

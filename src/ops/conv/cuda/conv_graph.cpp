@@ -2,7 +2,7 @@
 #include "ops/conv/cuda/conv_graph.h"
 
 #include "backends/cuda/plan_store.h"
-#include "core/env.h"
+#include "gpuopt/kernel_settings.h"
 #include "core/log.h"
 #include "ops/conv/cuda/cudnn_graph_tune.h"
 
@@ -98,11 +98,6 @@ const Entry* find_entry(const ConvKey& k, bool relu, bool has_b, bool has_z, cud
 }
 
 }  // namespace
-
-bool conv_graph_enabled() {
-  static const bool on = env_get("GPUOPT_CONV_ENGINE").value_or("") == "graph";
-  return on;
-}
 
 Status run_conv_graph(CudaKernelContext& k, const ConvKey& key, bool relu, const void* x, const void* w, const void* b,
                       const void* z, void* y) {

@@ -11,8 +11,6 @@
 
 namespace gpuopt::cuda {
 
-bool conv_graph_enabled();  // GPUOPT_CONV_ENGINE=graph, read once
-
 // x, w, y (and z) channels-last of key.dt; b [m] or null; z of y's shape or null.
 Status run_conv_graph(CudaKernelContext& k, const ConvKey& key, bool relu, const void* x, const void* w, const void* b,
                       const void* z, void* y);

@@ -2,20 +2,13 @@
 #include "ops/conv/cuda/cudnn_conv.h"
 #include "ops/conv/cuda/depthwise.h"
 #include "ops/tensor/cuda/layout.h"
-#include "core/env.h"
 #include "core/log.h"
+#include "gpuopt/kernel_settings.h"
 
 namespace gpuopt::cuda {
 
-namespace {
-const std::string& depthwise_choice() {
-  static const std::string v = env_get("GPUOPT_DEPTHWISE_KERNEL").value_or("auto");
-  return v;
-}
-}  // namespace
-
-bool depthwise_nhwc_applies(const ConvKey& key) {
-  const bool use_cudnn = depthwise_choice() == "cudnn";
+bool depthwise_nhwc_applies(const CudaKernelContext& k, const ConvKey& key) {
+  const bool use_cudnn = k.ctx.kernels().depthwise == KernelSettings::Depthwise::kCudnn;
   return !use_cudnn && key.nhwc && key.group == key.c && key.m == key.c && key.group > 1 &&
          (key.dt == DType::F16 || key.dt == DType::BF16);
 }
@@ -44,12 +37,13 @@ Status run_depthwise_nhwc(CudaKernelContext& k, const ConvKey& key, ConvAct act,
   a.dw = key.dw;
   a.act = act;
   a.in_act = in_act;
-  const std::string& choice = depthwise_choice();
-  a.tile = choice == "wide"     ? DepthwiseTile::kWide
-           : choice == "narrow" ? DepthwiseTile::kNarrow
-           : choice == "wide1"  ? DepthwiseTile::kWideS1
-           : choice == "tiles"  ? DepthwiseTile::kAuto
-                                : DepthwiseTile::kSmem;  // auto, smem
+  using D = KernelSettings::Depthwise;
+  const D choice = k.ctx.kernels().depthwise;
+  a.tile = choice == D::kWide     ? DepthwiseTile::kWide
+           : choice == D::kNarrow ? DepthwiseTile::kNarrow
+           : choice == D::kWide1  ? DepthwiseTile::kWideS1
+           : choice == D::kTiles  ? DepthwiseTile::kAuto
+                                  : DepthwiseTile::kSmem;  // auto, smem
   // The shared-memory kernel where it takes the shape (w_t is the workspace's, 256-aligned).
   const bool smem = a.tile == DepthwiseTile::kSmem && depthwise_smem_applies(a);
   if (a.tile == DepthwiseTile::kSmem)  // the debug log says which shapes fall back

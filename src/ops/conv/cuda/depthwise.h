@@ -74,11 +74,11 @@ Status launch_depthwise_smem(const DepthwiseArgs& a, void* mean, void* partial, 
 struct ConvKey;
 struct CudaKernelContext;
 
-// Whether a channels-last conv is one the kernel takes: group == c == m, f16/bf16, and
-// GPUOPT_DEPTHWISE_KERNEL is not `cudnn` (which keeps cuDNN's path, for A/B runs; `narrow`,
-// `wide` and `wide1` pick the kernel's tile, DepthwiseTile; `smem` the shared-memory kernel
-// where it applies).
-bool depthwise_nhwc_applies(const ConvKey& key);
+// Whether a channels-last conv is one the kernel takes: group == c == m, f16/bf16, and the
+// context's GPUOPT_DEPTHWISE_KERNEL (KernelSettings::depthwise) is not `cudnn` (which keeps
+// cuDNN's path, for A/B runs; `narrow`, `wide` and `wide1` pick the kernel's tile, DepthwiseTile;
+// `smem` the shared-memory kernel where it applies).
+bool depthwise_nhwc_applies(const CudaKernelContext& k, const ConvKey& key);
 
 // Runs it: the filter is transposed into a workspace of the call, then one kernel. With `mean`
 // (NhwcFusedConv's second output), the kernel that also writes the spatial mean.

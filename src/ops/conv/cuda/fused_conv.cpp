@@ -36,6 +36,7 @@
 #include "backends/cuda/plan_store.h"
 #include "core/cuda_check.h"
 #include "core/log.h"
+#include "gpuopt/kernel_settings.h"
 
 #include <cudnn.h>
 
@@ -316,7 +317,7 @@ Status run_cudnn_route(CudaKernelContext& k, const ConvKey& key, ConvAct act, co
 // each that builds its plans; the plan cache keeps the answer. Inside a capture, where z is y, or
 // where the GEMM fails, cuDNN runs (undecided in the first two cases).
 Result<bool> gemm_route(CudaKernelContext& k, const ConvKey& key, ConvAct act, const ConvArgs& a, int64_t y_numel) {
-  if (conv_gemm_mode() == ConvGemmMode::kForce) return true;
+  if (k.ctx.kernels().conv_gemm == KernelSettings::ConvGemm::kForce) return true;
   const std::string entry = conv_gemm_entry(key, act, a.b != nullptr, a.z != nullptr);
   const ConvRoute known = conv_route(entry);
   if (known != ConvRoute::kUndecided) return known == ConvRoute::kGemm;
@@ -377,21 +378,23 @@ Status run_fused_conv_as(CudaKernelContext& k, bool nhwc) {
   // NhwcFusedConv's optional second output, the spatial mean (se_mean pass): inside the
   // depthwise kernel, or one reduction over y after cuDNN's conv.
   void* mean = nhwc && k.outputs.size() > 1 && k.outputs[1] ? k.out(1).raw() : nullptr;
-  if (nhwc && depthwise_nhwc_applies(key))
+  if (nhwc && depthwise_nhwc_applies(k, key))
     return run_depthwise_nhwc(k, key, *act, a.x, a.w, a.b, a.z, a.y, mean, *in_act);
   Tensor x_act;
   if (*in_act != ConvAct::kNone) {
     GPUOPT_ASSIGN_OR_RETURN(a.x, activated_input(k, *in_act, x, &x_act));
   }
   bool done = false;
-  if (nhwc && conv_gemm_mode() != ConvGemmMode::kOff && conv_gemm_applies(key, *act, has_b)) {
+  const KernelSettings& ks = k.ctx.kernels();
+  if (nhwc && ks.conv_gemm != KernelSettings::ConvGemm::kOff && conv_gemm_applies(key, *act, has_b)) {
     GPUOPT_ASSIGN_OR_RETURN(const bool gemm, gemm_route(k, key, *act, a, y.numel()));
     if (gemm) {
       GPUOPT_RETURN_IF_ERROR(run_conv_gemm(k, key, *act, a.x, a.w, a.b, a.z, a.y).with_context(node_label(k.node)));
       done = true;
     }
   }
-  if (!done && nhwc && *act != ConvAct::kHardSwish && *act != ConvAct::kSwish && conv_graph_enabled()) {  // A/B
+  if (!done && nhwc && *act != ConvAct::kHardSwish && *act != ConvAct::kSwish &&
+      ks.conv_engine == KernelSettings::ConvEngine::kGraph) {  // A/B
     const Status g = run_conv_graph(k, key, *act == ConvAct::kRelu, a.x, a.w, a.b, a.z, a.y);
     if (g.code() != StatusCode::kUnimplemented) {
       GPUOPT_RETURN_IF_ERROR(g);

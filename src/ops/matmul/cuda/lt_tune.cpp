@@ -3,7 +3,7 @@
 #include "backends/cuda/plan_store.h"
 
 #include "core/cuda_check.h"
-#include "core/env.h"
+#include "gpuopt/kernel_settings.h"
 #include "core/log.h"
 
 #include <cuda_runtime.h>
@@ -14,23 +14,10 @@
 
 namespace gpuopt::cuda::lt {
 
-bool autotune_enabled() {
-  static const bool on = env_get("GPUOPT_MATMUL_AUTOTUNE").value_or("1") != "0";
-  return on;
-}
-
-int candidates() {
-  static const int n = [] {
-    const std::string v = env_get("GPUOPT_MATMUL_CANDIDATES").value_or("8");
-    int x = 8;
-    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
-    if (ec != std::errc() || end != v.data() + v.size() || x < 1 || x > kMaxCandidates) {
-      GPUOPT_LOG(warn, "GPUOPT_MATMUL_CANDIDATES={} is not 1..{}; using 8", v, kMaxCandidates);
-      return 8;
-    }
-    return x;
-  }();
-  return n;
+int candidates(const ExecContext& ctx) {
+  const KernelSettings& ks = ctx.kernels();
+  static_assert(KernelSettings::kMaxMatmulCandidates == kMaxCandidates);
+  return ks.matmul_autotune ? ks.matmul_candidates : 1;
 }
 
 std::string algo_to_hex(const cublasLtMatmulAlgo_t& a) {
@@ -70,7 +57,7 @@ Status choose(ExecContext& ctx, const Descs& d, size_t workspace, const std::str
       cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace)));
   cublasLtMatmulHeuristicResult_t res[kMaxCandidates]{};
   int found = 0;
-  const int want = tunable && autotune_enabled() ? candidates() : 1;
+  const int want = tunable ? candidates(ctx) : 1;
   const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx.lt, d.op, d.a, d.b, d.c, d.d, pref, want, res, &found);
   if (st != CUBLAS_STATUS_SUCCESS)
     return Status::Unimplemented("cuBLASLt has no algorithm for {}: {}", what, cublasLtGetStatusString(st));

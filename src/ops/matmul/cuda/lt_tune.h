@@ -22,12 +22,11 @@
 
 namespace gpuopt::cuda::lt {
 
-bool autotune_enabled();  // GPUOPT_MATMUL_AUTOTUNE, read once (default on)
-
-// How many of the heuristic's answers are timed: GPUOPT_MATMUL_CANDIDATES, read once (default 8;
-// out of 1..kMaxCandidates: a warning and 8).
+// How many of the heuristic's answers a tunable shape times under ctx's KernelSettings:
+// GPUOPT_MATMUL_CANDIDATES (default 8, 1..kMaxCandidates), 1 with GPUOPT_MATMUL_AUTOTUNE=0. The
+// float plans' key includes it, so sessions that differ here choose their own algorithms.
 constexpr int kMaxCandidates = 64;
-int candidates();
+int candidates(const ExecContext& ctx);
 
 // The algorithm (an opaque struct of 64-bit words, valid for the same cuBLASLt version and GPU,
 // which the plan cache file's header pins) as hex, and back.
@@ -48,8 +47,8 @@ struct AlgoChoice {
 };
 
 // Chooses the algorithm for `d` within `workspace` bytes: the plan store's value under `entry`
-// if cuBLASLt accepts it here, else the heuristic's (up to candidates() answers when `tunable` and
-// autotuning is on; a single answer is recorded at once). No algorithm: Unimplemented, naming
+// if cuBLASLt accepts it here, else the heuristic's (up to candidates(ctx) answers when `tunable`;
+// a single answer is recorded at once). No algorithm: Unimplemented, naming
 // `what`.
 Status choose(ExecContext& ctx, const Descs& d, size_t workspace, const std::string& entry, bool tunable,
               const std::string& what, AlgoChoice* out);

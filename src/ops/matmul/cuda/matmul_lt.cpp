@@ -23,9 +23,10 @@ struct PlanKey {
   bool has_beta;
   bool separate_c;  // beta's C is read from its own buffer, not from the output: timing may run
   size_t workspace;
+  int candidates;  // lt::candidates(ctx): the session's GPUOPT_MATMUL_AUTOTUNE / _CANDIDATES
   auto tie() const {
     return std::tie(device, s.m, s.n, s.k, s.batch, s.trans_a, s.trans_b, s.stride_a, s.stride_b, s.stride_c, dt, epi, has_beta,
-                    separate_c, workspace);
+                    separate_c, workspace, candidates);
   }
   bool operator<(const PlanKey& o) const { return tie() < o.tie(); }
 };
@@ -131,7 +132,8 @@ Status matmul(ExecContext& ctx, const MatmulShape& s, DType dt, const void* a, c
   if (dt != DType::F32 && dt != DType::F16 && dt != DType::BF16)
     return Status::Unimplemented("CUDA matmul does not support dtype {}", dtype_name(dt));
   if (!c_in) c_in = c;
-  const PlanKey key{ctx.device, s, dt, epilogue, beta != 0.f, beta != 0.f && c_in != c, ctx.workspace_bytes};
+  const PlanKey key{ctx.device, s, dt, epilogue, beta != 0.f, beta != 0.f && c_in != c, ctx.workspace_bytes,
+                    lt::candidates(ctx)};
   Plan* plan;
   {
     std::lock_guard<std::mutex> lock(g_mu);

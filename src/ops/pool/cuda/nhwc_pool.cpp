@@ -11,7 +11,7 @@
 #include "ops/conv/cuda/cudnn_conv.h"
 #include "ops/pool/cuda/maxpool_nhwc.h"
 #include "ops/pool/cuda/pool.h"
-#include "core/env.h"
+#include "gpuopt/kernel_settings.h"
 #include "core/cuda_check.h"
 #include "core/log.h"
 
@@ -66,16 +66,10 @@ bool cudnn_pools(const Node& n) {
   return n.attr_i("ceil_mode", 0) == 0 && n.attr_ints("dilations", {1, 1}) == std::vector<int64_t>{1, 1};
 }
 
-// GPUOPT_POOL_KERNEL, read once: `cudnn` takes cuDNN's pooling where it is exact; unset or
-// `ours`, gpuopt's kernel.
-bool pool_kernel_is_cudnn() {
-  static const bool cudnn = [] {
-    const std::string v = env_get("GPUOPT_POOL_KERNEL").value_or("ours");
-    if (v != "cudnn" && v != "ours")
-      GPUOPT_LOG(warn, "GPUOPT_POOL_KERNEL={} is not cudnn or ours; using ours", v);
-    return v == "cudnn";
-  }();
-  return cudnn;
+// GPUOPT_POOL_KERNEL (the context's KernelSettings): `cudnn` takes cuDNN's pooling where it is
+// exact; `ours` (the default), gpuopt's kernel.
+bool pool_kernel_is_cudnn(const CudaKernelContext& k) {
+  return k.ctx.kernels().pool_kernel == KernelSettings::PoolKernel::kCudnn;
 }
 
 // The channels-last kernel (maxpool_nhwc.h); past its 32-bit sizes, the general pool2d kernel.
@@ -94,7 +88,7 @@ Status run_own_kernel(CudaKernelContext& k) {
 }
 
 Status run_nhwc_maxpool(CudaKernelContext& k) {
-  if (!pool_kernel_is_cudnn() || !cudnn_pools(k.node)) return run_own_kernel(k);
+  if (!pool_kernel_is_cudnn(k) || !cudnn_pools(k.node)) return run_own_kernel(k);
   const Tensor& x = k.in(0);
   Tensor& y = k.out(0);
   const auto ks = k.node.attr_ints("kernel_shape");

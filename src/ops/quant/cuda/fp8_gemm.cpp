@@ -23,8 +23,8 @@
 #include "ops/quant/cuda/fp8_gemm.h"
 #include "ops/quant/fp8_gemm_attrs.h"
 #include "core/cuda_check.h"
-#include "core/env.h"
 #include "core/log.h"
+#include "gpuopt/kernel_settings.h"
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -48,7 +48,8 @@ struct Fp8Key {
   bool bias;
   Act act;
   size_t workspace;
-  auto tie() const { return std::tie(device, m, n, k, ft, fp8_out, bias, act, workspace); }
+  bool fast_accum;  // GPUOPT_FP8_FAST_ACCUM (the session's KernelSettings)
+  auto tie() const { return std::tie(device, m, n, k, ft, fp8_out, bias, act, workspace, fast_accum); }
   bool operator<(const Fp8Key& o) const { return tie() < o.tie(); }
 };
 
@@ -70,29 +71,19 @@ struct Fp8Plan {
 std::mutex g_mu;
 std::map<Fp8Key, std::unique_ptr<Fp8Plan>> g_plans;
 
-// GPUOPT_FP8_FAST_ACCUM=1: cuBLASLt's fast accumulation for FP8 (CUBLASLT_MATMUL_DESC_FAST_ACCUM:
-// the tensor cores' partial sums are not promoted to full f32 every few K steps). Off by default.
-bool fast_accum() {
-  static const bool on = env_get("GPUOPT_FP8_FAST_ACCUM").value_or("0") == "1";
-  return on;
-}
+// GPUOPT_FP8_FAST_ACCUM=1 (Fp8Key::fast_accum): cuBLASLt's fast accumulation for FP8
+// (CUBLASLT_MATMUL_DESC_FAST_ACCUM: the tensor cores' partial sums are not promoted to full f32
+// every few K steps). Off by default.
 
-// GPUOPT_FP8_E4M3_OUT (an A/B and test switch for the e4m3-output forms below): "auto" (default)
-// tries f16 C, then bf16 C, then the staged form; "bf16" starts at bf16 C; "staged" runs the
-// staged form (f16 D and the quantize kernel) only.
-enum class OutForm { kAuto, kBf16, kStaged };
-OutForm out_form() {
-  static const OutForm f = [] {
-    const std::string v = env_get("GPUOPT_FP8_E4M3_OUT").value_or("auto");
-    return v == "staged" ? OutForm::kStaged : v == "bf16" ? OutForm::kBf16 : OutForm::kAuto;
-  }();
-  return f;
-}
+// GPUOPT_FP8_E4M3_OUT (an A/B and test switch for the e4m3-output forms below, the context's
+// KernelSettings): "auto" (default) tries f16 C, then bf16 C, then the staged form; "bf16" starts
+// at bf16 C; "staged" runs the staged form (f16 D and the quantize kernel) only.
+using OutForm = KernelSettings::Fp8E4m3Out;
 
 // The plan cache's key of an FP8 plan (its value: the algorithm).
 std::string entry_key(const Fp8Key& k) {
   return fmt::format("fp8gemm {},{},{},{},{},{},{},{},{}", k.m, k.n, k.k, dtype_name(k.ft), k.fp8_out ? 1 : 0, k.bias ? 1 : 0,
-                     static_cast<int>(k.act), k.workspace, fast_accum() ? 1 : 0);
+                     static_cast<int>(k.act), k.workspace, k.fast_accum ? 1 : 0);
 }
 
 // Column-major view of row-major Y[m, n] = Aq[m, k] . W[n, k]^T: Y^T[n, m] = W (col-major
@@ -112,7 +103,7 @@ Status build(Fp8Plan* p, const Fp8Key& key, ExecContext& ctx, const float* d_sca
     if (key.bias)
       GPUOPT_CHECK_CALL(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &ft, sizeof(ft)));
   }
-  if (fast_accum()) {
+  if (key.fast_accum) {
     const int8_t on = 1;
     GPUOPT_CHECK_CALL(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &on, sizeof(on)));
   }
@@ -217,7 +208,7 @@ Status run_fp8_gemm(CudaKernelContext& k) {
   std::lock_guard<std::mutex> lock(g_mu);  // the bias and scale pointers are set on the shared descriptor
   // Reserved before the plans are keyed: the fallbacks' scratch must not change the workspace
   // the direct plan was chosen for.
-  const Fp8Key direct_key{k.ctx.device, m, n, kk, ft, fp8_out, bias, at.act, sc.ws_bytes};
+  const Fp8Key direct_key{k.ctx.device, m, n, kk, ft, fp8_out, bias, at.act, sc.ws_bytes, k.ctx.kernels().fp8_fast_accum};
   Fp8Plan* direct = plan_for(direct_key, k.ctx, d_scale);
   // A plan's algorithm, timed first among its candidates on the shape's first eager call (the
   // timing writes only D, which the real launch then writes again).
@@ -239,7 +230,8 @@ Status run_fp8_gemm(CudaKernelContext& k) {
     return run(p->choice.algo);
   };
   // A bf16 node's direct plan already has bf16 C: GPUOPT_FP8_E4M3_OUT=bf16 starts there.
-  const OutForm form = !fp8_out ? OutForm::kAuto : ft == DType::BF16 && out_form() == OutForm::kBf16 ? OutForm::kAuto : out_form();
+  const OutForm asked = k.ctx.kernels().fp8_e4m3_out;
+  const OutForm form = !fp8_out ? OutForm::kAuto : ft == DType::BF16 && asked == OutForm::kBf16 ? OutForm::kAuto : asked;
   if (direct->status.ok() && form == OutForm::kAuto) {
     const cublasStatus_t st = launch(direct, direct_key, y.raw());
     if (st == CUBLAS_STATUS_SUCCESS) return Status::Ok();

@@ -24,8 +24,8 @@
 
 #include "backends/cuda/cuda_ops.h"
 #include "core/cuda_check.h"
-#include "core/env.h"
 #include "core/log.h"
+#include "gpuopt/kernel_settings.h"
 #include "ops/conv/cuda/cudnn_conv.h"
 #include "ops/conv/cuda/cudnn_graph_tune.h"
 #include "ops/quant/cuda/int8_add.h"
@@ -60,32 +60,29 @@ struct Plan {
   mutable std::atomic<bool> stored{false};  // the tuned choice is in the plan store
 };
 
-using Key = std::tuple<int, ConvKey, bool, DType, Residual>;  // device, shape, relu, output dtype, residual
+// device, shape, relu, output dtype, residual, GPUOPT_INT8_CONV_AUTOTUNE
+using Key = std::tuple<int, ConvKey, bool, DType, Residual, bool>;
 std::mutex g_mu;
 std::map<Key, std::unique_ptr<Plan>> g_plans;
 
-bool autotune_on() {
-  static const bool on = env_get("GPUOPT_INT8_CONV_AUTOTUNE").value_or("1") != "0";
-  return on;
-}
-
-Result<std::unique_ptr<TunedGraph>> build_tuned(const Int8ConvGraphSpec& s, cudnnHandle_t h, std::string* store_key) {
+Result<std::unique_ptr<TunedGraph>> build_tuned(const Int8ConvGraphSpec& s, bool autotune, cudnnHandle_t h,
+                                                std::string* store_key) {
   *store_key = fmt::format("int8conv {},{},{},{},{},{}", conv_key_text(s.key), s.relu ? "relu" : "id",
                            dtype_name(s.out), s.fused ? (s.conv_out == fe::DataType_t::INT32 ? "i32" : "f32") : "conv",
                            static_cast<int>(s.residual), static_cast<int>(s.residual_relu));
   GraphTuneOptions o;
-  o.autotune = autotune_on();
+  o.autotune = autotune;
   if (o.autotune) {
     if (auto v = PlanStore::current().find(*store_key); v && v->rfind("engine=", 0) == 0) o.preferred = v->substr(7);
   }
   return TunedGraph::build(make_int8_conv_graph(s), h, o, "Int8Conv " + conv_key_text(s.key));
 }
 
-const Plan* find_plan(const ConvKey& k, bool relu, DType out, Residual res, cudnnHandle_t h) {
+const Plan* find_plan(const ConvKey& k, bool relu, DType out, Residual res, bool autotune, cudnnHandle_t h) {
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) cudaGetLastError();
   std::lock_guard<std::mutex> lock(g_mu);
-  auto& slot = g_plans[{device, k, relu, out, res}];
+  auto& slot = g_plans[{device, k, relu, out, res, autotune}];
   if (slot) return slot.get();
   slot = std::make_unique<Plan>();
   Plan& p = *slot;
@@ -95,10 +92,10 @@ const Plan* find_plan(const ConvKey& k, bool relu, DType out, Residual res, cudn
   s.out = out;
   s.residual = res != Residual::kNone;
   s.residual_relu = res == Residual::kAddRelu;
-  auto fused = build_tuned(s, h, &p.store_key);
+  auto fused = build_tuned(s, autotune, h, &p.store_key);
   if (!fused.ok()) {
     s.conv_out = fe::DataType_t::FLOAT;
-    auto as_float = build_tuned(s, h, &p.store_key);
+    auto as_float = build_tuned(s, autotune, h, &p.store_key);
     if (as_float.ok()) fused = std::move(as_float);
   }
   p.fused = fused.status();
@@ -106,7 +103,7 @@ const Plan* find_plan(const ConvKey& k, bool relu, DType out, Residual res, cudn
     p.graph = std::move(*fused);
   } else if (res == Residual::kNone) {
     s.fused = false;
-    auto conv = build_tuned(s, h, &p.store_key);
+    auto conv = build_tuned(s, autotune, h, &p.store_key);
     p.conv_only = conv.status();
     if (conv.ok()) p.graph = std::move(*conv);
   }
@@ -238,10 +235,8 @@ size_t plan_scratch(const Plan& p, int64_t numel, size_t* acc_bytes) {
 
 // GPUOPT_INT8_CONV1X1: 1 (default) a 1x1 residual node runs as the CUTLASS GEMM where it
 // applies and every other residual node as the pair; 0 the residual nodes try cuDNN's residual
-// graph first (the form before the CUTLASS kernel, measured slower than the pairs).
-bool conv1x1_on() {  // read per call (tests switch it within one process)
-  return env_get("GPUOPT_INT8_CONV1X1").value_or("1") != "0";
-}
+// graph first (the form before the CUTLASS kernel, measured slower than the pairs). The
+// context's KernelSettings carry it.
 
 #if GPUOPT_HAVE_SM90A
 // The residual node as one CUTLASS GEMM (int8_conv1x1.h) where it applies; Unimplemented where
@@ -250,7 +245,7 @@ Status run_conv1x1_residual(CudaKernelContext& k, const ConvKey& key, bool relu,
   const Tensor* ys = host_of(k, kYScale);
   const Tensor* zs = host_of(k, kZScale);
   const Tensor* os = host_of(k, kOutScale);
-  if (!conv1x1_on() || key.kh != 1 || key.kw != 1 || key.sh != 1 || key.sw != 1 || key.ph != 0 || key.pw != 0 || key.oh != key.h ||
+  if (!k.ctx.kernels().int8_conv1x1 || key.kh != 1 || key.kw != 1 || key.sh != 1 || key.sw != 1 || key.ph != 0 || key.pw != 0 || key.oh != key.h ||
       key.ow != key.w || key.c % 16 != 0 || key.m % 16 != 0 || !ys || !zs || !os)
     return Status::Unimplemented("not a 1x1 residual conv with constant scales");
   Int8Conv1x1Residual a;
@@ -330,9 +325,10 @@ Status run_int8_conv(CudaKernelContext& k) {
   GPUOPT_ASSIGN_OR_RETURN(cudnnHandle_t h, k.ctx.cudnn());
   // The pair (the plain conv into int8 at y_scale, then Int8Add's kernel) where cuDNN's residual
   // graph is not asked for (GPUOPT_INT8_CONV1X1=0 asks), does not build or failed.
-  const Plan* plan = residual && conv1x1_on() ? nullptr : find_plan(key, relu, out, res, h);
+  const KernelSettings& ks = k.ctx.kernels();
+  const Plan* plan = residual && ks.int8_conv1x1 ? nullptr : find_plan(key, relu, out, res, ks.int8_conv_autotune, h);
   const bool split = residual && (!plan || !plan->fused.ok() || plan->failed.load());
-  if (split) plan = find_plan(key, relu, DType::I8, Residual::kNone, h);
+  if (split) plan = find_plan(key, relu, DType::I8, Residual::kNone, ks.int8_conv_autotune, h);
   const float* cached = constant_alpha_beta(k, key.m, residual, k.ctx.stream);
   const size_t consts = cached ? 0 : align256(static_cast<size_t>(2 * key.m + kResidualFloats) * sizeof(float));
   const size_t mid = split ? align256(static_cast<size_t>(y.numel())) : 0;

@@ -2,6 +2,7 @@
 #include "backends/cuda/cuda_ops.h"
 #include "ops/tensor/cuda/layout.h"
 #include "core/cuda_check.h"
+#include "gpuopt/kernel_settings.h"
 
 #include <cuda_runtime.h>
 
@@ -23,7 +24,8 @@ Status run_transpose(CudaKernelContext& k) {
       return k.error("perm is not a permutation of the {} input axes", r);
     seen[static_cast<size_t>(a)] = true;
   }
-  const Status st = launch_transpose(dtype_size(x.dtype()), x.raw(), k.out(0).raw(), x.shape(), perm, k.ctx.stream);
+  const Status st = launch_transpose(dtype_size(x.dtype()), x.raw(), k.out(0).raw(), x.shape(), perm, k.ctx.stream,
+                                     k.ctx.kernels().small_c_transpose);
   return st.ok() ? st : k.error("{}", st.message());
 }
 

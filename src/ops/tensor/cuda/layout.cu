@@ -312,11 +312,11 @@ Status launch_interleave(size_t es, const void* in, void* out, const TransposePl
 }  // namespace
 
 Status launch_transpose(size_t es, const void* in, void* out, const Shape& in_shape, const std::vector<int64_t>& perm,
-                        cudaStream_t s) {
+                        cudaStream_t s, bool interleave) {
   if (es != 1 && es != 2 && es != 4 && es != 8) return Status::Unimplemented("CUDA transpose of {}-byte elements", es);
   TransposePlan p = plan_transpose(in_shape, perm);
   if (p.numel == 0) return Status::Ok();
-  if (p.kind == TransposeKind::kInterleave && !interleave_enabled()) p.kind = TransposeKind::kGeneral;
+  if (p.kind == TransposeKind::kInterleave && !interleave) p.kind = TransposeKind::kGeneral;
   switch (p.kind) {
     case TransposeKind::kCopy:
       GPUOPT_CHECK_CALL(cudaMemcpyAsync(out, in, static_cast<size_t>(p.numel) * es, cudaMemcpyDeviceToDevice, s));

@@ -24,8 +24,10 @@ Status launch_strided_copy(size_t elem_size, const void* in, void* out, const St
 // Transpose of the contiguous tensor `in_shape` by `perm` (empty: reverse the axes) into a
 // contiguous output: one memcpy, a row copy with 16-byte accesses when the last axis stays last,
 // 32x32 shared-memory tiles when it moves, the strided copy otherwise (layout_plan.h).
+// `interleave` false (the Transpose op under GPUOPT_SMALL_C_TRANSPOSE=0) sends a small last axis
+// to the strided copy instead of the interleave kernel.
 Status launch_transpose(size_t elem_size, const void* in, void* out, const Shape& in_shape,
-                        const std::vector<int64_t>& perm, cudaStream_t s);
+                        const std::vector<int64_t>& perm, cudaStream_t s, bool interleave = true);
 
 // Pad in edge, reflect or wrap mode: each output coordinate c maps to input index c - begin,
 // brought back into [0, in_dim) as the CPU reference does (edge clamps; wrap is periodic;

@@ -1,8 +1,6 @@
 // Transpose and strided-copy planning (layout_plan.h).
 #include "ops/tensor/cuda/layout_plan.h"
 
-#include "core/env.h"
-
 #include <cstdlib>
 
 namespace gpuopt::cuda {
@@ -244,11 +242,6 @@ SmallSideArgs make_small_side(const TransposePlan& p, size_t es, int align) {
   const int64_t run = 16 / static_cast<int64_t>(es);
   g.vec = es <= 8 && align % 16 == 0 && g.n % run == 0;
   return g;
-}
-
-bool interleave_enabled() {
-  static const bool on = env_get("GPUOPT_SMALL_C_TRANSPOSE").value_or("1") != "0";
-  return on;
 }
 
 }  // namespace gpuopt::cuda

@@ -102,8 +102,8 @@ struct SmallSideArgs {
 };
 // `align`: the largest power of two up to 16 dividing both pointers.
 SmallSideArgs make_small_side(const TransposePlan& p, size_t elem_size, int align);
-// GPUOPT_SMALL_C_TRANSPOSE=0 (read once) turns kInterleave into kGeneral: the A/B of the kernel.
-bool interleave_enabled();
+// (GPUOPT_SMALL_C_TRANSPOSE=0, launch_transpose's `interleave`, turns kInterleave into kGeneral:
+// the A/B of the kernel.)
 
 // The strided copy's output axes merged where the input walks them contiguously, size-1 axes
 // dropped (same elements, same order).

@@ -197,7 +197,7 @@ cudaError_t device_major(int* major) {
 }  // namespace
 
 bool attention_fa_preferred(const AttentionArgs& a) {
-  if (attention_kernel_mode() != AttentionKernel::kAuto || a.head != 64 || a.kv_seq > 128) return false;
+  if (a.kernel != AttentionKernel::kAuto || a.head != 64 || a.kv_seq > 128) return false;
   int major = 0;
   return device_major(&major) == cudaSuccess && attention_fa_applies(a, major);
 }
@@ -211,7 +211,7 @@ Status launch_attention(const AttentionArgs& a, cudaStream_t stream) {
     return Status::Unimplemented("attention grid too large: batch {}, heads {}, q_seq {}", a.batch, a.q_heads, a.q_seq);
   int major = 0;
   GPUOPT_CHECK_CALL(device_major(&major));
-  const AttentionKernel mode = attention_kernel_mode();
+  const AttentionKernel mode = a.kernel;
   if (mode != AttentionKernel::kWmma && mode != AttentionKernel::kScalar && attention_fa_applies(a, major))
     return launch_attention_fa(a, stream);
   if (mode != AttentionKernel::kScalar && attention_wmma_applies(a, major)) return launch_attention_wmma(a, stream);

@@ -20,7 +20,17 @@ struct HeadStrides {
   static HeadStrides bshd(int64_t heads, int64_t seq, int64_t d) { return {seq * heads * d, d, heads * d}; }
 };
 
+// GPUOPT_ATTENTION_KERNEL (KernelSettings::attention_kernel; the executor's settings reach the
+// kernels through AttentionArgs). auto: gpuopt's flash kernel where attention_fa_preferred says
+// so, else cuDNN's SDPA where it applies, else gpuopt's kernels; cudnn: cuDNN's SDPA wherever it
+// applies; fa: never cuDNN; wmma and scalar: those kernels (A/B runs and references).
+enum class AttentionKernel { kAuto, kCudnn, kFa, kWmma, kScalar };
+
 struct AttentionArgs {
+  AttentionKernel kernel = AttentionKernel::kAuto;
+  // GPUOPT_FA_WARPS: the flash kernel's warps per block, 4 or 8; 0 for auto (8 where the 8-warp
+  // grid covers every SM at least kFaWideWaves times, else 4: attention_fa.cu).
+  int fa_warps = 0;
   DType dt = DType::F16;           // Q, K, V, Y (and a float mask)
   const void* q = nullptr;         // [batch, q_heads, q_seq, head] through qs
   const void* k = nullptr;         // [batch, kv_heads, kv_seq, head] through ks
@@ -44,23 +54,13 @@ Status launch_nan_to_zero(DType dt, void* y, int64_t n, cudaStream_t stream);
 // The largest head sizes the kernel takes (registers per lane hold v_head / 32 accumulators).
 constexpr int64_t kAttentionMaxHead = 256;
 
-// GPUOPT_ATTENTION_KERNEL, parsed once. auto: gpuopt's flash kernel where attention_fa_preferred
-// says so, else cuDNN's SDPA where it applies, else gpuopt's kernels; cudnn: cuDNN's SDPA wherever
-// it applies; fa: never cuDNN; wmma and scalar: those kernels (A/B runs and references).
-enum class AttentionKernel { kAuto, kCudnn, kFa, kWmma, kScalar };
-AttentionKernel attention_kernel_mode();
-
-// GPUOPT_FA_WARPS, parsed once: the flash kernel's warps per block, 4 or 8; 0 for auto (8 where
-// the 8-warp grid covers every SM at least kFaWideWaves times, else 4: attention_fa.cu).
-int attention_fa_warps();
-
 // Under auto, where the flash kernel runs instead of cuDNN's SDPA: head size 64 and at most 128
 // keys, where it measured faster on the H200 (BERT-base and GPT-2 at sequence 128; docs/perf-notes.md);
 // ViT-B/16's 197 keys stay with cuDNN.
 bool attention_fa_preferred(const AttentionArgs& a);
 
 // Picks the flash kernel (attention_fa.cu), else the WMMA kernel (attention_wmma.cu) where one
-// applies, else the scalar one (GPUOPT_ATTENTION_KERNEL=wmma|scalar force the latter two).
+// applies, else the scalar one (a.kernel wmma or scalar forces the latter two).
 Status launch_attention(const AttentionArgs& a, cudaStream_t stream);
 
 // The tensor-core kernel: f16/bf16, head sizes multiples of 16 up to 128, compute capability 8+.

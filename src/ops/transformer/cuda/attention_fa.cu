@@ -382,7 +382,7 @@ int sm_count() {
 }
 
 bool fa_wide(const AttentionArgs& a) {
-  const int w = attention_fa_warps();
+  const int w = a.fa_warps;
   if (w != 0) return w == 8;
   static const int sms = sm_count();  // one GPU kind per process in practice; a wrong count only costs speed
   const int64_t blocks = a.batch * a.q_heads * ((a.q_seq + 127) / 128);

@@ -10,8 +10,8 @@
 
 #include "ops/tensor/cuda/layout.h"
 #include "core/cuda_check.h"
-#include "core/env.h"
 #include "core/log.h"
+#include "gpuopt/kernel_settings.h"
 
 // The frontend loads cuDNN's graph API and NVRTC (for engines gpuopt does not use) with dlopen,
 // so the binary takes no link-time dependency on NVRTC. Only this file includes the frontend.
@@ -52,22 +52,15 @@ struct Plan {
   Status status;
   std::shared_ptr<fe::graph::Graph> graph;
   int64_t workspace = 0;  // enough for every built plan (the autotune tries each)
-  // With GPUOPT_SDPA_AUTOTUNE=1 every plan cuDNN's heuristics offer is built; the shape's first
-  // eager call times them (the frontend's autotune) and keeps the fastest. `mu` serializes that
-  // with the executes.
+  // With GPUOPT_SDPA_AUTOTUNE=1 (KernelSettings::sdpa_autotune, part of the plan's key) every plan
+  // cuDNN's heuristics offer is built; the shape's first eager call times them (the frontend's
+  // autotune) and keeps the fastest. `mu` serializes that with the executes.
   std::mutex mu;
   std::atomic<bool> pending{false};
 };
 
 // GPUOPT_SDPA_AUTOTUNE=1 times every plan; off by default: on the H200 (BERT-base, cuDNN 9) it
 // kept the heuristics' first plan at b256 and made b1 slower (docs/perf-notes.md).
-bool sdpa_autotune() {
-  static const bool on = [] {
-    const auto v = env_get("GPUOPT_SDPA_AUTOTUNE");
-    return v && *v == "1";
-  }();
-  return on;
-}
 
 std::mutex g_mu;
 std::map<Key, std::unique_ptr<Plan>> g_plans;
@@ -82,34 +75,11 @@ struct BiasShape {
 // BERT's padding mask) in place, with a zero row stride, instead of materialising
 // [B, 1, q_seq, kv_seq] before every call (50 us per BERT-base b32 run); `expand` (the default
 // until the H200 has checked cuDNN's reading of a zero stride) always materialises.
-bool bias_broadcast() {
-  static const bool on = [] {
-    const auto v = env_get("GPUOPT_SDPA_BIAS");
-    return v && *v == "broadcast";
-  }();
-  return on;
-}
-
-}  // namespace
-
-// nan_to_zero is left to cuDNN (no pass after it): on the H200 cuDNN 9 writes 0 for a row whose
-// every key is masked (backend-ops' fully masked Attention cases: 21/21).
-// GPUOPT_SDPA_NAN_GUARD=pass keeps the in-place pass after cuDNN (the behaviour before).
-bool sdpa_zeroes_masked_rows() {
-  static const bool on = [] {
-    const auto v = env_get("GPUOPT_SDPA_NAN_GUARD");
-    return !(v && *v == "pass");
-  }();
-  return on;
-}
-
-namespace {
-
-BiasShape bias_shape(const AttentionArgs& a) {
+BiasShape bias_shape(const AttentionArgs& a, KernelSettings::SdpaBias mode) {
   BiasShape s;
   s.b = a.mask_sb == 0 ? 1 : a.batch;
   s.h = a.mask_sh == 0 ? 1 : a.q_heads;
-  s.expand = !(bias_broadcast() && a.mask_sq == 0 && a.mask_sk == 1);
+  s.expand = !(mode == KernelSettings::SdpaBias::kBroadcast && a.mask_sq == 0 && a.mask_sk == 1);
   return s;
 }
 
@@ -117,7 +87,7 @@ std::vector<int64_t> strides4(const HeadStrides& s) {
   return {s.b, s.h, s.s, 1};
 }
 
-Status build(Plan* p, const AttentionArgs& a, const BiasShape& bs, cudnnHandle_t h) {
+Status build(Plan* p, const AttentionArgs& a, const BiasShape& bs, bool tune, cudnnHandle_t h) {
   auto g = std::make_shared<fe::graph::Graph>();
   const fe::DataType_t io = a.dt == DType::F16 ? fe::DataType_t::HALF : fe::DataType_t::BFLOAT16;
   g->set_io_data_type(io).set_intermediate_data_type(fe::DataType_t::FLOAT).set_compute_data_type(fe::DataType_t::FLOAT);
@@ -137,7 +107,6 @@ Status build(Plan* p, const AttentionArgs& a, const BiasShape& bs, cudnnHandle_t
   auto [o, stats] = g->sdpa(q, k, v, opts);
   (void)stats;
   o->set_output(true).set_uid(kO).set_dim({a.batch, a.q_heads, a.q_seq, a.v_head}).set_stride(strides4(a.ys));
-  const bool tune = sdpa_autotune();
   fe::error_t st =
       g->build(h, {fe::HeurMode_t::A}, tune ? fe::BuildPlanPolicy_t::ALL : fe::BuildPlanPolicy_t::HEURISTICS_CHOICE);
   if (!st.is_good()) return Status::Unimplemented("cuDNN SDPA: {}", st.get_message());
@@ -152,16 +121,16 @@ Status build(Plan* p, const AttentionArgs& a, const BiasShape& bs, cudnnHandle_t
   return Status::Ok();
 }
 
-Plan* find_plan(const AttentionArgs& a, const BiasShape& bs, cudnnHandle_t h) {
+Plan* find_plan(const AttentionArgs& a, const BiasShape& bs, bool tune, cudnnHandle_t h) {
   Key key{{static_cast<int64_t>(a.dt), a.batch, a.q_heads, a.kv_heads, a.q_seq, a.kv_seq, a.head, a.v_head, a.qs.b,
            a.qs.h, a.qs.s, a.ks.b, a.ks.h, a.ks.s, a.vs.b, a.vs.h, a.vs.s, a.ys.b, a.ys.h, a.ys.s, a.causal,
            a.mask != nullptr, bs.b, bs.h, static_cast<int64_t>(a.scale * 1e6f), bs.expand ? -1 : a.mask_sb,
-           bs.expand ? -1 : a.mask_sh}};
+           bs.expand ? -1 : a.mask_sh, tune}};
   std::lock_guard<std::mutex> lock(g_mu);
   auto& slot = g_plans[key];
   if (!slot) {
     slot = std::make_unique<Plan>();
-    slot->status = build(slot.get(), a, bs, h);
+    slot->status = build(slot.get(), a, bs, tune, h);
     if (!slot->status.ok()) GPUOPT_LOG(info, "attention: {}; running gpuopt's kernel", slot->status.to_string());
   }
   return slot.get();
@@ -189,11 +158,7 @@ void tune_plan(Plan* p, cudnnHandle_t h, std::unordered_map<int64_t, void*>& pac
 // bias, a [B, 1, S, S] mask) is handed to cuDNN in place: the copy would write the same bytes in
 // the same layout, so the plan (built for the expanded bias) reads the same values.
 // GPUOPT_SDPA_BIAS=copy copies it anyway (the behaviour before, for A/B runs).
-bool bias_in_place(const AttentionArgs& a, const BiasShape& bs) {
-  static const bool copy = [] {
-    const auto v = env_get("GPUOPT_SDPA_BIAS");
-    return v && *v == "copy";
-  }();
+bool bias_in_place(const AttentionArgs& a, const BiasShape& bs, bool copy) {
   const int64_t sq = a.q_seq * a.kv_seq;
   return !copy && bs.expand && (reinterpret_cast<uintptr_t>(a.mask) & 15) == 0 && a.mask_sk == 1 && a.mask_sq == a.kv_seq && (a.mask_sh == 0 ? bs.h == 1 : a.mask_sh == sq) &&
          (a.mask_sb == 0 ? bs.b == 1 : a.mask_sb == bs.h * sq);
@@ -206,7 +171,7 @@ size_t align256(size_t v) {
 }  // namespace
 
 bool sdpa_applies(const AttentionArgs& a) {
-  const AttentionKernel mode = attention_kernel_mode();
+  const AttentionKernel mode = a.kernel;
   if (mode != AttentionKernel::kAuto && mode != AttentionKernel::kCudnn) return false;
   if (a.dt != DType::F16 && a.dt != DType::BF16) return false;
   if (a.head % 8 != 0 || a.v_head % 8 != 0 || a.head > 128 || a.v_head > 128) return false;
@@ -218,11 +183,12 @@ bool sdpa_applies(const AttentionArgs& a) {
 
 Result<bool> run_sdpa(const AttentionArgs& a, ExecContext& ctx) {
   GPUOPT_ASSIGN_OR_RETURN(cudnnHandle_t h, ctx.cudnn());
-  const BiasShape bs = bias_shape(a);
-  Plan* plan = find_plan(a, bs, h);
+  const KernelSettings& ks = ctx.kernels();
+  const BiasShape bs = bias_shape(a, ks.sdpa_bias);
+  Plan* plan = find_plan(a, bs, ks.sdpa_autotune, h);
   if (!plan->status.ok()) return false;
   const size_t es = dtype_size(a.dt);
-  const bool copy_bias = a.mask && bs.expand && !bias_in_place(a, bs);
+  const bool copy_bias = a.mask && bs.expand && !bias_in_place(a, bs, ks.sdpa_bias == KernelSettings::SdpaBias::kCopy);
   const size_t bias_bytes = copy_bias ? align256(static_cast<size_t>(bs.b * bs.h * a.q_seq * a.kv_seq) * es) : 0;
   Tensor hold;
   GPUOPT_ASSIGN_OR_RETURN(void* buf, call_workspace(ctx, bias_bytes + static_cast<size_t>(plan->workspace), &hold));

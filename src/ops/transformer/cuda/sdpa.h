@@ -8,14 +8,10 @@
 namespace gpuopt::cuda {
 
 // f16/bf16, head sizes multiples of 8 up to 128, no mask or a float mask over every key, and
-// GPUOPT_ATTENTION_KERNEL unset, `auto` or `cudnn`.
+// a.kernel (GPUOPT_ATTENTION_KERNEL) `auto` or `cudnn`.
 bool sdpa_applies(const AttentionArgs& a);
 
-// Whether an Attention's nan_to_zero is left to cuDNN's own output (the default), instead of one
-// in-place pass after it (GPUOPT_SDPA_NAN_GUARD=pass).
-bool sdpa_zeroes_masked_rows();
-
-// Runs it on ctx's stream: true when cuDNN ran it, false when cuDNN declined the shape (logged
+// Runs it on ctx's stream, with ctx's KernelSettings (GPUOPT_SDPA_BIAS, GPUOPT_SDPA_AUTOTUNE): true when cuDNN ran it, false when cuDNN declined the shape (logged
 // once at info; the caller runs its own kernel), an error when a run failed.
 Result<bool> run_sdpa(const AttentionArgs& a, ExecContext& ctx);
 
