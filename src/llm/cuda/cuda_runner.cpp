@@ -67,16 +67,20 @@ Status CudaRunner::init(const Checkpoint& ckpt, const LoadProgress& progress) {
     GPUOPT_RETURN_IF_ERROR(fp8_row_scale_.allocate(static_cast<size_t>(rows) * 4, "FP8 activation scales"));
     GPUOPT_RETURN_IF_ERROR(fp8_acc_.allocate(static_cast<size_t>(rows * weights_.max_fp8_n) * 4, "FP8 products"));
   }
+  constexpr int64_t kCounters = 4096;  // GEMV column tiles: int 128 columns each, FP8 2-8
+  if (weights_.max_packed_elems > 0 || weights_.max_fp8_n > 0) {
+    GPUOPT_RETURN_IF_ERROR(gemv_counters_.allocate(kCounters * 4, "the quantized GEMV's counters"));
+    GPUOPT_CUDA_RETURN(cudaMemset(gemv_counters_.get(), 0, kCounters * 4));
+    GPUOPT_CUDA_RETURN(cudaDeviceSynchronize());  // zero before the runner's (non-blocking) stream uses them
+  }
   if (weights_.max_packed_elems > 0) {
     // Steps of more than kQuantGemvMaxTokens dequantize one packed linear at a time into this.
     GPUOPT_RETURN_IF_ERROR(
         quant_scratch_.allocate(static_cast<size_t>(weights_.max_packed_elems) * esz_, "the dequantization scratch"));
-    constexpr int64_t kCounters = 4096;  // 128-column tiles: N up to 524,288
-    GPUOPT_RETURN_IF_ERROR(gemv_counters_.allocate(kCounters * 4, "the quantized GEMV's counters"));
-    GPUOPT_CUDA_RETURN(cudaMemset(gemv_counters_.get(), 0, kCounters * 4));
-    GPUOPT_CUDA_RETURN(cudaDeviceSynchronize());  // zero before the runner's (non-blocking) stream uses them
     gemv_split_ = {quant_scratch_.as<float>(), quant_scratch_.bytes() / 4, gemv_counters_.as<int>(), kCounters};
   }
+  if (weights_.max_fp8_n > 0)  // the W8A16 GEMV's partial sums in the W8A8 products' scratch
+    fp8_split_ = {fp8_acc_.as<float>(), fp8_acc_.bytes() / 4, gemv_counters_.as<int>(), kCounters};
 
   // Activations, sized once for the largest step.
   const int64_t T = max_tokens_, H = c.hidden_size, I = c.intermediate_size, B = opts_.max_batch;

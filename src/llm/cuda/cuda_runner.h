@@ -93,8 +93,9 @@ class CudaRunner final : public ModelRunner {
   DeviceBuffer quant_scratch_;  // packed linears, steps above the GEMV's token count
   DeviceBuffer gemv_counters_;  // the quantized GEMV's split-K arrival counters (zeroed once)
   GemvSplitScratch gemv_split_;  // partial sums in quant_scratch_ (never in use by both at once)
-  Fp8Gemm fp8_;                 // FP8 linears (W8A8), kFp8Rows tokens at a time
-  DeviceBuffer fp8_xq_, fp8_row_scale_, fp8_acc_;
+  Fp8Gemm fp8_;                 // FP8 linears: W8A16 GEMV up to kFp8GemvMaxTokens, else W8A8
+  DeviceBuffer fp8_xq_, fp8_row_scale_, fp8_acc_;  // W8A8 scratch, kFp8Rows tokens at a time
+  GemvSplitScratch fp8_split_;  // the W8A16 GEMV's split-K partial sums (in fp8_acc_)
   DeviceBuffer residual_, x_, normed_, qkv_, attn_, gate_up_, act_, gx_, gres_, gnorm_, logits_;
   std::map<std::pair<int, int>, cudaGraphExec_t> graphs_;
   bool capturing_ = false;

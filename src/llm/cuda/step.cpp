@@ -159,7 +159,7 @@ Status CudaRunner::linear(const PackedLinear& q, const void* x, const void* w, c
     a.xq = fp8_xq_.get();
     a.row_scale = fp8_row_scale_.as<float>();
     a.acc = fp8_acc_.as<float>();
-    GPUOPT_RETURN_IF_ERROR(fp8_.linear(a, s));
+    GPUOPT_RETURN_IF_ERROR(fp8_linear(fp8_, a, &fp8_split_, s));
   }
   return Status::Ok();
 }

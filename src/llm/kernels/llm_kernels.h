@@ -124,6 +124,14 @@ void fp8_scale_output(const void* acc, DType acc_dt, const float* row_scale, con
                       bool per_channel, const void* bias, void* y, int64_t T, int64_t N, DType dt,
                       cudaStream_t stream);
 
+// W8A16 for FP8 weights at decode: y[T, N] = x[T, K] · (e4m3 W[N, K] * w_scale)^T (+ bias),
+// w_scale [N] (per_channel) or [1], T <= kQuantGemvMaxTokens, f16/bf16 x and y, x and W 16-byte
+// aligned, K % 16 == 0. Weights converted exactly in registers, f32 products and accumulation,
+// deterministic; `split`: the workspace for K split over CTAs (may be null: one slice).
+bool gemv_fp8_supported(const void* x, const void* w, int64_t T, int64_t N, int64_t K, DType dt);
+void gemv_fp8(const void* x, const void* w, const float* w_scale, bool per_channel, const void* bias, void* y,
+              int64_t T, int64_t N, int64_t K, DType dt, cudaStream_t stream, const GemvSplitScratch* split = nullptr);
+
 // gate_up: [T, 2*inter] (gate | up); out: [T, inter] = silu(gate) * up.
 void silu_mul(const void* gate_up, void* out, int64_t T, int64_t inter, DType dt,
               cudaStream_t stream);
