@@ -75,6 +75,8 @@ class CudaRunner final : public ModelRunner {
   RunnerOptions opts_;
   DType dt_ = DType::F16;
   size_t esz_ = 2;
+  DType kv_dt_ = DType::F16;         // the cache's elements: dt_, or kKvFp8
+  std::vector<KvScales> kv_scales_;  // per layer (1.0 unless an FP8 cache's checkpoint gives them)
   int64_t qkv_dim_ = 0, q_dim_ = 0;
   int64_t max_tokens_ = 0;   // rows of the activation buffers
   int64_t max_seq_len_ = 0;  // longest sequence the cache and attention workspace serve
