@@ -7,7 +7,8 @@ e4m3(V / v_scale), read back times the scale, one scale per layer from the check
 (llm_quant_formats' table of the 256 codes, nearest value, ties to the even code, saturating at
 448). Checked: greedy tokens equal numpy's, the first generated position's logits within 1e-4 of
 the largest logit while the unrounded oracle is visibly further away; the scales are read; the
-bytes per cached token halve from fp16 to fp8; a malformed scale exits 1 naming the tensor.
+bytes per cached token halve from fp16 to fp8; a malformed scale exits 1 naming the tensor;
+`gpuopt serve --kv-cache-dtype fp8` answers a greedy completion as the same oracle does.
 """
 import os
 import sys
@@ -136,7 +137,6 @@ def test_serve_with_fp8_cache_matches_numpy(tmp_path):
     from llm_server import MODEL, start_llm_server
     s = start_llm_server(tmp_path, "--kv-cache-dtype", "fp8", "--num-kv-blocks", "40")
     try:
-        from test_llm_generate import make_model as _  # noqa: F401  (the repository's model is seed 7)
         import safetensors.numpy as sn
         m = os.path.join(tmp_path, MODEL)
         with open(os.path.join(m, "config.json")) as f:
