@@ -16,6 +16,7 @@
 #include "llm/checkpoint.h"
 #include "llm/generate.h"
 #include "llm/generate_bench.h"
+#include "llm/kv_cache.h"
 #include "llm/tokenizer.h"
 #include "monitor/cuda_props.h"
 #include "monitor/spec_table.h"
@@ -280,6 +281,11 @@ Status run(const Options& o) {
                                       {"device", o.runner.device.to_string()},
                                       {"precision", dtype_name(dt)},
                                       {"weights", cfg.quant.describe()},
+                                      {"kv_cache",
+                                       {{"dtype", kv_cache_dtype_name(ro.kv_cache_dtype)},
+                                        {"blocks", runner->num_kv_blocks()},
+                                        {"block_size", runner->block_size()},
+                                        {"bytes_per_token", kv_cache_bytes_per_token(cfg, ro.kv_cache_dtype, dt)}}},
                                       {"sequences", seqs},
                                       {"prompt_tokens", last.prompt_tokens},
                                       {"generated_tokens", last.generated_tokens},

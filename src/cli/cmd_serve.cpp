@@ -1,7 +1,6 @@
 // `gpuopt serve`: KServe v2 / Triton-compatible inference server (flags mirror tritonserver).
 #include <fmt/format.h>
 #include <signal.h>
-
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -13,6 +12,7 @@
 
 #include "cli/command.h"
 #include "cli/engine_option.h"
+#include "cli/llm_runner_option.h"
 #include "core/env.h"
 #include "core/log.h"
 #include "server/grpc_server.h"
@@ -480,9 +480,9 @@ void setup(CLI::App& app) {
       ->check(real_range(0, 86400 * 7))
       ->group("Generation models")
       ->capture_default_str();
+  add_kv_cache_dtype_option(cmd, &o->llm.kv_cache_dtype)->group("Generation models")->capture_default_str();
   cmd->add_flag("--quant-kernels", o->llm.quant_kernels,
-                "CUDA, GPTQ/AWQ/FP8 language models: keep the weights packed and run the W4A16/W8A16 or FP8 W8A8 "
-                "kernels (default: dequantize to --dtype at load)");
+                "CUDA, GPTQ/AWQ/FP8 language models: packed weights, quantized kernels (default: dequantize at load)");
   cmd->add_flag("--llm-random-weights", o->llm.random_weights,
                 "Generation models get seeded random weights instead of their safetensors (tests, benchmarks)")
       ->group("Generation models");

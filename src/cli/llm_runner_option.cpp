@@ -2,6 +2,7 @@
 
 #include "cli/command.h"
 #include "cli/device_option.h"
+#include "llm/kv_cache.h"
 
 namespace gpuopt::cli {
 
@@ -15,8 +16,17 @@ void add_llm_runner_options(CLI::App* cmd, LlmRunnerFlags* f) {
       ->check(real_range(0.01, 1));
   cmd->add_flag("--no-cuda-graphs", f->no_cuda_graphs, "CUDA: launch kernels one by one instead of replaying graphs");
   cmd->add_flag("--quant-kernels", f->quant_kernels,
-                "CUDA, GPTQ/AWQ/FP8 checkpoints: keep the weights packed and run the W4A16/W8A16 or FP8 W8A8 kernels "
-                "(default: dequantize to --precision at load)");
+                "CUDA, GPTQ/AWQ/FP8 checkpoints: keep the weights packed and run the W4A16/W8A16 or FP8 "
+                "(W8A16/W8A8) kernels (default: dequantize to --precision at load)");
+  add_kv_cache_dtype_option(cmd, &f->kv_cache_dtype);
+}
+
+CLI::Option* add_kv_cache_dtype_option(CLI::App* cmd, std::string* value) {
+  return cmd
+      ->add_option("--kv-cache-dtype", *value,
+                   "KV cache element type: auto (the compute dtype), fp16, or fp8 / fp8_e4m3 (e4m3 with a per-layer "
+                   "scale: half of fp16's memory per token)")
+      ->check(one_of({std::begin(llm::kKvCacheDtypeNames), std::end(llm::kKvCacheDtypeNames)}));
 }
 
 Status check_llm_runner_flags(const LlmRunnerFlags& f) {
@@ -46,6 +56,8 @@ llm::RunnerOptions runner_options(const LlmRunnerFlags& f, const llm::LlmConfig&
   ro.device_index = f.device.index;
   ro.cuda_graphs = !f.no_cuda_graphs;
   ro.quant_kernels = f.quant_kernels;
+  // Checked by the option's validator: one of kKvCacheDtypeNames.
+  if (auto kv = llm::parse_kv_cache_dtype(f.kv_cache_dtype); kv.ok()) ro.kv_cache_dtype = *kv;
   return ro;
 }
 

@@ -1,6 +1,6 @@
 // The options that choose and size a language-model runner, shared by `gpuopt generate` and
-// `gpuopt perplexity`: --device, --precision, --gpu-memory-utilization, --no-cuda-graphs and
-// --quant-kernels. Parsed once here; make_llm_runner builds the CPU (fp32) or CUDA runner.
+// `gpuopt perplexity`: --device, --precision, --gpu-memory-utilization, --no-cuda-graphs,
+// --quant-kernels and --kv-cache-dtype (which `gpuopt serve` adds through add_kv_cache_dtype_option). Parsed once here; make_llm_runner builds the CPU (fp32) or CUDA runner.
 //
 //   LlmRunnerFlags f;
 //   add_llm_runner_options(cmd, &f);
@@ -27,9 +27,12 @@ struct LlmRunnerFlags {
   double gpu_memory_utilization = 0.9;
   bool no_cuda_graphs = false;
   bool quant_kernels = false;
+  std::string kv_cache_dtype = "auto";  // llm/kv_cache.h's names
 };
 
 void add_llm_runner_options(CLI::App* cmd, LlmRunnerFlags* f);
+// --kv-cache-dtype auto|fp16|fp8|fp8_e4m3 into *value (a bad value: usage error naming the flag).
+CLI::Option* add_kv_cache_dtype_option(CLI::App* cmd, std::string* value);
 // A usage error when --precision asks the CPU runner for anything but fp32.
 Status check_llm_runner_flags(const LlmRunnerFlags& f);
 // A subcommand's callback: check_llm_runner_flags (exit 2), then `run` (exit 0 or 1).

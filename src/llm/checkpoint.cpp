@@ -230,6 +230,17 @@ Result<std::unique_ptr<Checkpoint>> open_checkpoint(const std::filesystem::path&
                                      shape_str(w->shape), shape_str(shape));
     ckpt->add(*w);
   }
+  // Optional: an FP8 KV cache's per-layer scales (compressed-tensors), read by kv_cache_scales.
+  for (int64_t l = 0; l < cfg.num_layers; ++l)
+    for (const char* kv : {"k_scale", "v_scale"}) {
+      const std::string name = fmt::format("model.layers.{}.self_attn.{}", l, kv);
+      const WeightView* w = lookup(name);
+      if (!w) continue;
+      if (w->dtype != DType::F16 && w->dtype != DType::BF16 && w->dtype != DType::F32)
+        return Status::Unimplemented("{}: tensor '{}' has dtype {}; scales must be F16, BF16 or F32", dir.string(), name,
+                                     w->file_dtype);
+      ckpt->add(*w);
+    }
   return std::unique_ptr<Checkpoint>(std::move(ckpt));
 }
 

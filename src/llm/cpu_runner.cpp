@@ -1,11 +1,14 @@
 // The fp32 CPU runner: the Llama family (Llama, Mistral, Qwen2) over the paged KV cache, written
 // for clarity and as the oracle of the CUDA runner. Each output element is computed on its own, in
 // one fixed order, so a prompt prefilled in one step, in chunks or token by token gives bitwise the
-// same logits (the tests rely on it); threads split output elements, never a sum.
+// same logits (the tests rely on it); threads split output elements, never a sum. With a narrow
+// KV cache (--kv-cache-dtype fp16/fp8) it stores K and V rounded as a GPU cache would and reads
+// them back through the same rounding: the oracle of a runner with that cache.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
+#include "core/dtype.h"
 #include "core/thread_pool.h"
 #include "llm/quantized.h"
 #include "llm/runner.h"
@@ -54,8 +57,44 @@ void rms_norm(const float* x, int64_t T, int64_t D, const std::vector<float>& w,
 
 struct Layer {
   std::vector<float> ln1, ln2, wq, wk, wv, bq, bk, bv, wo, wg, wu, wd;
-  std::vector<float> k_cache, v_cache;  // [blocks, block_size, kv_heads, head_dim]
+  // [blocks, block_size, kv_heads, head_dim]: f32 (KvCacheDtype::Auto), else the narrow type's
+  // bytes (f16, or e4m3 codes of K / k_scale and V / v_scale), as a GPU cache holds them.
+  std::vector<float> k_cache, v_cache;
+  std::vector<uint8_t> k_q, v_q;
+  float k_scale = 1.0f, v_scale = 1.0f;
 };
+
+// n values into the cache at element `off`, in the cache's type.
+void kv_store(KvCacheDtype dt, std::vector<float>& f, std::vector<uint8_t>& q, float scale, size_t off, const float* src,
+              int64_t n) {
+  if (dt == KvCacheDtype::Auto) {
+    std::memcpy(&f[off], src, static_cast<size_t>(n) * 4);
+  } else if (dt == KvCacheDtype::F16) {
+    for (int64_t i = 0; i < n; ++i) {
+      const uint16_t h = Half::from_float(src[i]);
+      std::memcpy(&q[(off + static_cast<size_t>(i)) * 2], &h, 2);
+    }
+  } else {
+    const float inv = 1.0f / scale;
+    for (int64_t i = 0; i < n; ++i) q[off + static_cast<size_t>(i)] = float_to_fp8_e4m3(src[i] * inv);
+  }
+}
+
+// n values of the cache at element `off` as f32: the f32 cache itself, or decoded into tmp.
+const float* kv_load(KvCacheDtype dt, const std::vector<float>& f, const std::vector<uint8_t>& q, float scale,
+                     size_t off, int64_t n, float* tmp) {
+  if (dt == KvCacheDtype::Auto) return f.data() + off;
+  if (dt == KvCacheDtype::F16) {
+    for (int64_t i = 0; i < n; ++i) {
+      uint16_t h = 0;
+      std::memcpy(&h, &q[(off + static_cast<size_t>(i)) * 2], 2);
+      tmp[i] = Half::to_float(h);
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) tmp[i] = fp8_e4m3_to_float(q[off + static_cast<size_t>(i)]) * scale;
+  }
+  return tmp;
+}
 
 class CpuRunner final : public ModelRunner {
  public:
@@ -75,16 +114,23 @@ class CpuRunner final : public ModelRunner {
     block_size_ = opts_.block_size;
     if (block_size_ <= 0) return Status::InvalidArgument("block size {} must be positive", block_size_);
     num_blocks_ = opts_.num_kv_blocks;
-    const int64_t per_block = block_size_ * c_.kv_bytes_per_token(DType::F32);
+    kv_dt_ = opts_.kv_cache_dtype;
+    const int64_t per_block = block_size_ * kv_cache_bytes_per_token(c_, kv_dt_, DType::F32);
     if (num_blocks_ <= 0) {
-      // One full context for up to max_batch sequences, within 2 GiB of host memory.
+      // One full context for up to max_batch sequences, within cpu_kv_cache_bytes of host memory
+      // (so a narrower element type holds more tokens).
       const int64_t ctx_blocks = (c_.max_position + block_size_ - 1) / block_size_;
       num_blocks_ = std::max<int64_t>(
-          1, std::min<int64_t>(ctx_blocks * std::max(1, opts_.max_batch), (int64_t{2} << 30) / per_block));
+          1, std::min<int64_t>(ctx_blocks * std::max(1, opts_.max_batch), opts_.cpu_kv_cache_bytes / per_block));
     }
     if (num_blocks_ > INT32_MAX) return Status::InvalidArgument("{} KV blocks: more than int32 ids", num_blocks_);
     const size_t cache = static_cast<size_t>(num_blocks_ * block_size_ * c_.num_kv_heads * c_.head_dim);
+    const size_t cache_bytes = cache * static_cast<size_t>(kv_element_bytes(kv_dt_, DType::F32));
     layers_.resize(static_cast<size_t>(c_.num_layers));
+    std::vector<KvScales> scales;
+    if (kv_dt_ == KvCacheDtype::Fp8E4m3) {
+      GPUOPT_ASSIGN_OR_RETURN(scales, kv_cache_scales(c_, ck));
+    }
     for (int64_t i = 0; i < c_.num_layers; ++i) {
       Layer& L = layers_[static_cast<size_t>(i)];
       const std::string p = fmt::format("model.layers.{}.", i);
@@ -102,9 +148,18 @@ class CpuRunner final : public ModelRunner {
       GPUOPT_ASSIGN_OR_RETURN(L.wg, get(p + "mlp.gate_proj.weight"));
       GPUOPT_ASSIGN_OR_RETURN(L.wu, get(p + "mlp.up_proj.weight"));
       GPUOPT_ASSIGN_OR_RETURN(L.wd, get(p + "mlp.down_proj.weight"));
+      if (kv_dt_ == KvCacheDtype::Fp8E4m3) {
+        L.k_scale = scales[static_cast<size_t>(i)].k;
+        L.v_scale = scales[static_cast<size_t>(i)].v;
+      }
       try {
-        L.k_cache.assign(cache, 0.0f);
-        L.v_cache.assign(cache, 0.0f);
+        if (kv_dt_ == KvCacheDtype::Auto) {
+          L.k_cache.assign(cache, 0.0f);
+          L.v_cache.assign(cache, 0.0f);
+        } else {
+          L.k_q.assign(cache_bytes, 0);
+          L.v_q.assign(cache_bytes, 0);
+        }
       } catch (const std::bad_alloc&) {
         return Status::OutOfMemory("the CPU KV cache ({} blocks of {} tokens) does not fit in memory", num_blocks_,
                                    block_size_);
@@ -122,7 +177,7 @@ class CpuRunner final : public ModelRunner {
     // Everything is f32 here.
     int64_t params = c_.num_params();
     if (!c_.tie_word_embeddings) params -= c_.vocab_size * c_.hidden_size;
-    return params * 4 + static_cast<int64_t>(batch) * context * c_.kv_bytes_per_token(DType::F32);
+    return params * 4 + static_cast<int64_t>(batch) * context * kv_cache_bytes_per_token(c_, kv_dt_, DType::F32);
   }
 
   Status step(const StepBatch& b, std::vector<float>* logits) override;
@@ -139,6 +194,7 @@ class CpuRunner final : public ModelRunner {
   RunnerOptions opts_;
   int block_size_ = 16;
   int64_t num_blocks_ = 0;
+  KvCacheDtype kv_dt_ = KvCacheDtype::Auto;
   std::vector<float> embed_, norm_, lm_head_;
   std::vector<Layer> layers_;
   std::vector<double> inv_freq_;
@@ -183,7 +239,7 @@ void CpuRunner::attention(const Layer& L, const StepBatch& b, const std::vector<
     for (int32_t i = 0; i < b.seqs[s].num_tokens; ++i, ++t) tok_seq.push_back({s, pos[t]});
   const int64_t T = static_cast<int64_t>(tok_seq.size());
   parallel_for(T * H, 1, [&](int64_t i0, int64_t i1) {
-    std::vector<float> score;
+    std::vector<float> score, kt(static_cast<size_t>(D)), vt(static_cast<size_t>(D));
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t t = i / H, h = i % H, kvh = h / group;
       const auto [s, p] = tok_seq[static_cast<size_t>(t)];
@@ -194,10 +250,11 @@ void CpuRunner::attention(const Layer& L, const StepBatch& b, const std::vector<
       float mx = -INFINITY;
       auto slot = [&](int64_t j) {
         const int64_t blk = table[static_cast<size_t>(j / block_size_)];
-        return ((blk * block_size_ + j % block_size_) * KV + kvh) * D;
+        return static_cast<size_t>(((blk * block_size_ + j % block_size_) * KV + kvh) * D);
       };
       for (int64_t j = lo; j <= p; ++j) {
-        const float v = dot(q, L.k_cache.data() + slot(j), D) * scale;
+        const float* k = kv_load(kv_dt_, L.k_cache, L.k_q, L.k_scale, slot(j), D, kt.data());
+        const float v = dot(q, k, D) * scale;
         score[static_cast<size_t>(j - lo)] = v;
         mx = std::max(mx, v);
       }
@@ -207,7 +264,7 @@ void CpuRunner::attention(const Layer& L, const StepBatch& b, const std::vector<
       std::fill(o, o + D, 0.0f);
       for (int64_t j = lo; j <= p; ++j) {
         const float w = score[static_cast<size_t>(j - lo)] / sum;
-        const float* v = L.v_cache.data() + slot(j);
+        const float* v = kv_load(kv_dt_, L.v_cache, L.v_q, L.v_scale, slot(j), D, vt.data());
         for (int64_t d = 0; d < D; ++d) o[d] += w * v[d];
       }
     }
@@ -291,8 +348,8 @@ Status CpuRunner::forward(const StepBatch& b, std::vector<float>* normed, int64_
       float* r = &qkv[static_cast<size_t>(t * row)];
       for (int64_t h = 0; h < H + KV; ++h) rope(r + h * D, t);  // q heads then k heads
       const size_t dst = static_cast<size_t>(slots[static_cast<size_t>(t)] * kvd);
-      std::memcpy(&L.k_cache[dst], r + qd, static_cast<size_t>(kvd) * 4);
-      std::memcpy(&L.v_cache[dst], r + qd + kvd, static_cast<size_t>(kvd) * 4);
+      kv_store(kv_dt_, L.k_cache, L.k_q, L.k_scale, dst, r + qd, kvd);
+      kv_store(kv_dt_, L.v_cache, L.v_q, L.v_scale, dst, r + qd + kvd, kvd);
     }
     attention(L, b, pos, qkv.data(), attn.data());
     if (hook) hook(layer, "o_in", attn.data(), T, qd);

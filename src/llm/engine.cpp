@@ -44,7 +44,9 @@ class Engine final : public LlmEngine {
         sched_(SchedulerOptions{opts.max_num_seqs, opts.max_num_batched_tokens, runner_->block_size(),
                                 static_cast<int32_t>(runner_->num_kv_blocks()), opts.enable_prefix_caching}),
         rng_(std::random_device{}()),
-        stats_(empty_engine_stats()) {}
+        stats_(empty_engine_stats()) {
+    stats_.kv_cache_blocks = runner_->num_kv_blocks();
+  }
   ~Engine() override { stop(std::chrono::milliseconds(0)); }
 
   void start_thread() {
@@ -204,6 +206,7 @@ void Engine::publish_gauges() {
   stats_.num_waiting = sched_.num_waiting();
   stats_.num_preemptions_total = sched_.num_preemptions();
   stats_.kv_cache_usage = sched_.kv_usage();
+  stats_.kv_cache_blocks = runner_->num_kv_blocks();
   stats_.prefix_cache_queries = sched_.cache().queries();
   stats_.prefix_cache_hits = sched_.cache().hits();
 }

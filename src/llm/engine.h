@@ -80,6 +80,7 @@ struct EngineStats {
   int64_t prompt_tokens_total = 0, generation_tokens_total = 0;
   int64_t requests_finished_total = 0;
   double kv_cache_usage = 0;          // used blocks / all blocks, 0..1
+  int64_t kv_cache_blocks = 0;        // all blocks (tokens = blocks x block size)
   int64_t prefix_cache_queries = 0;   // prompt tokens looked up
   int64_t prefix_cache_hits = 0;      // of those, found
   Histogram time_to_first_token_s, inter_token_latency_s, e2e_request_latency_s, queue_time_s;

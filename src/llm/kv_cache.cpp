@@ -3,8 +3,12 @@
 #include "llm/kv_cache.h"
 
 #include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
 
 #include "core/status.h"
+#include "llm/quantized.h"
 
 namespace gpuopt::llm {
 
@@ -46,6 +50,44 @@ bool BlockAllocator::grow(std::vector<int32_t>& table, int64_t num_tokens, int b
 void BlockAllocator::release(std::vector<int32_t>& table) {
   for (int32_t b : table) release(b);
   table.clear();
+}
+
+Result<KvCacheDtype> parse_kv_cache_dtype(const std::string& s) {
+  if (s == "auto") return KvCacheDtype::Auto;
+  if (s == "fp16") return KvCacheDtype::F16;
+  if (s == "fp8" || s == "fp8_e4m3") return KvCacheDtype::Fp8E4m3;
+  return Status::InvalidArgument("KV cache dtype '{}' is not one of auto, fp16, fp8, fp8_e4m3", s);
+}
+
+const char* kv_cache_dtype_name(KvCacheDtype d) {
+  return d == KvCacheDtype::Auto ? "auto" : d == KvCacheDtype::F16 ? "fp16" : "fp8_e4m3";
+}
+
+int64_t kv_element_bytes(KvCacheDtype d, DType compute) {
+  return d == KvCacheDtype::Fp8E4m3 ? 1 : d == KvCacheDtype::F16 ? 2 : static_cast<int64_t>(dtype_size(compute));
+}
+
+int64_t kv_cache_bytes_per_token(const LlmConfig& cfg, KvCacheDtype d, DType compute) {
+  return 2 * cfg.num_layers * cfg.num_kv_heads * cfg.head_dim * kv_element_bytes(d, compute);
+}
+
+Result<std::vector<KvScales>> kv_cache_scales(const LlmConfig& cfg, const Checkpoint& ck) {
+  auto one = [&](const std::string& name) -> Result<float> {
+    const WeightView* w = ck.find(name);
+    if (!w) return 1.0f;
+    const std::vector<float> v = weight_to_f32(*w);
+    if (v.size() != 1 || !(v[0] > 0.0f) || !std::isfinite(v[0]))
+      return Status::InvalidArgument("checkpoint: '{}' must be one positive finite scale ({} values{})", name, v.size(),
+                                     v.size() == 1 ? fmt::format(", {}", v[0]) : std::string());
+    return v[0];
+  };
+  std::vector<KvScales> out(static_cast<size_t>(cfg.num_layers));
+  for (int64_t l = 0; l < cfg.num_layers; ++l) {
+    const std::string p = fmt::format("model.layers.{}.self_attn.", l);
+    GPUOPT_ASSIGN_OR_RETURN(out[static_cast<size_t>(l)].k, one(p + "k_scale"));
+    GPUOPT_ASSIGN_OR_RETURN(out[static_cast<size_t>(l)].v, one(p + "v_scale"));
+  }
+  return out;
 }
 
 }  // namespace gpuopt::llm

@@ -10,14 +10,45 @@
 //   if (!alloc.grow(table, context_len, block_size)) /* out of blocks: queue or preempt */;
 //   ...
 //   alloc.release(table);
+//
+// The element type (--kv-cache-dtype, vLLM's names): `auto` the runner's compute dtype, `fp16`,
+// or `fp8` (alias `fp8_e4m3`): e4m3 codes of K / k_scale and V / v_scale, one scale per layer
+// (the checkpoint's self_attn.k_scale / v_scale when present, else 1.0).
+//
+//   GPUOPT_ASSIGN_OR_RETURN(KvCacheDtype kv, parse_kv_cache_dtype("fp8"));
+//   int64_t per_token = kv_cache_bytes_per_token(cfg, kv, DType::F16);  // half of fp16's
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
+
+#include "core/dtype.h"
+#include "core/status.h"
+#include "llm/checkpoint.h"
+#include "llm/config.h"
 
 namespace gpuopt::llm {
 
 constexpr int kDefaultBlockSize = 16;
+
+enum class KvCacheDtype { Auto, F16, Fp8E4m3 };
+// The values --kv-cache-dtype takes, for help texts and validators.
+inline constexpr const char* kKvCacheDtypeNames[] = {"auto", "fp16", "fp8", "fp8_e4m3"};
+// One of kKvCacheDtypeNames; anything else: InvalidArgument naming it.
+Result<KvCacheDtype> parse_kv_cache_dtype(const std::string& s);
+const char* kv_cache_dtype_name(KvCacheDtype d);
+// Bytes of one cached K or V element (auto: the compute dtype's).
+int64_t kv_element_bytes(KvCacheDtype d, DType compute);
+// K and V of one token over all layers.
+int64_t kv_cache_bytes_per_token(const LlmConfig& cfg, KvCacheDtype d, DType compute);
+struct KvScales {
+  float k = 1.0f, v = 1.0f;
+};
+// Per layer, the checkpoint's model.layers.N.self_attn.k_scale / v_scale (compressed-tensors'
+// KV cache scales: one positive finite value each), 1.0 where absent; anything else is refused
+// naming the tensor.
+Result<std::vector<KvScales>> kv_cache_scales(const LlmConfig& cfg, const Checkpoint& ck);
 
 class BlockAllocator {
  public:

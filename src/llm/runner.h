@@ -39,6 +39,8 @@ struct RunnerOptions {
   DType compute_dtype = DType::F32;  // CPU: F32; CUDA: F16, BF16 or F32
   int block_size = 16;  // kv_cache.h kDefaultBlockSize
   int64_t num_kv_blocks = 0;     // 0: from memory (gpu_memory_utilization) or a default
+  KvCacheDtype kv_cache_dtype = KvCacheDtype::Auto;  // kv_cache.h
+  int64_t cpu_kv_cache_bytes = int64_t{2} << 30;    // CPU, num_kv_blocks 0: the cache's host memory at most
   double gpu_memory_utilization = 0.9;
   int max_batch = 256;           // largest number of sequences in one step
   int max_step_tokens = 8192;    // largest number of tokens in one step

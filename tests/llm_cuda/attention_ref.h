@@ -1,5 +1,6 @@
 // A paged-attention batch built on the host (scattered block tables, random K/V/Q rounded to the
-// dtype) and the plain double-precision reference the kernels are checked against.
+// dtype, or K/V as e4m3 codes with per-layer scales for an FP8 cache) and the plain
+// double-precision reference the kernels are checked against.
 #pragma once
 
 #include <algorithm>
@@ -7,6 +8,7 @@
 #include <numeric>
 
 #include "llm/kernels/llm_kernels.h"
+#include "llm/quantized.h"
 #include "llm_cuda_test_util.h"
 
 namespace gpuopt::llm::test {
@@ -20,6 +22,8 @@ struct AttnBatch {
   DType dt;
   std::vector<SeqSpec> seqs;
   int padded_seqs = 0;  // extra sequences with no queries (a captured graph's padding)
+  bool fp8 = false;     // the cache holds e4m3(K / k_scale), e4m3(V / v_scale)
+  float k_scale = 1.0f, v_scale = 1.0f;
   // host
   int num_blocks = 0, max_blocks = 0, T = 0, max_q = 0;
   int64_t max_ctx = 0;
@@ -58,10 +62,27 @@ struct AttnBatch {
     vc = round_to(random_vec(cn, rng), dt);
     dq.alloc(q.size() * es);
     dq.upload(encode(q, dt));
-    dk.alloc(cn * es);
-    dk.upload(encode(kc, dt));
-    dv.alloc(cn * es);
-    dv.upload(encode(vc, dt));
+    if (fp8) {
+      // The codes of x / scale (quantized.h's e4m3, written from the format); the reference reads
+      // them back times the scale, as the kernel must.
+      auto codes = [](std::vector<float>& x, float scale) {
+        std::vector<uint8_t> c(x.size());
+        for (size_t i = 0; i < x.size(); ++i) {
+          c[i] = float_to_fp8_e4m3(x[i] / scale);
+          x[i] = fp8_e4m3_to_float(c[i]) * scale;
+        }
+        return c;
+      };
+      dk.alloc(cn);
+      dk.upload(codes(kc, k_scale));
+      dv.alloc(cn);
+      dv.upload(codes(vc, v_scale));
+    } else {
+      dk.alloc(cn * es);
+      dk.upload(encode(kc, dt));
+      dv.alloc(cn * es);
+      dv.upload(encode(vc, dt));
+    }
     dout.alloc(static_cast<size_t>(std::max(T, 1)) * H * D * es);
     dqs.alloc(qs.size() * 4);
     dqs.upload(qs);
@@ -95,7 +116,10 @@ struct AttnBatch {
     a.block_size = bs;
     a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
     a.sliding_window = window;
-    a.dt = a.kv_dt = dt;
+    a.dt = dt;
+    a.kv_dt = fp8 ? cuda::kKvFp8 : dt;
+    a.k_scale = k_scale;
+    a.v_scale = v_scale;
     a.workspace = split ? dws.get() : nullptr;
     return a;
   }

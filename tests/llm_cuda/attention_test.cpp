@@ -1,7 +1,7 @@
 // paged_attention against attention_ref.h's double-precision reference: decode at block edges
 // (contexts 1..8192) split and unsplit, GQA 1/4/8, head dims 64/128, block sizes 8..64, graph
 // padding (sequences with no queries), sliding windows, and prefill / chunked prefill with query
-// lengths 1..300 mixed in one batch.
+// lengths 1..300 mixed in one batch; an FP8 (e4m3) cache with its scales.
 #include "attention_ref.h"
 
 namespace gpuopt::llm::test {
@@ -185,6 +185,47 @@ TEST(LlmAttention, DecodeGqaCudaCorePath) {
       run_and_check(b, true, std::string("cuda cores ") + dt_name(dt) + " G" + std::to_string(G));
     }
   unsetenv("GPUOPT_LLM_ATTN_CUDA_CORES");
+}
+
+}  // namespace
+}  // namespace gpuopt::llm::test
+
+namespace gpuopt::llm::test {
+namespace {
+
+// An FP8 (e4m3) cache with per-layer scales: decode (split and unsplit, MHA and GQA) and prefill
+// mixed with chunks and decode rows, against the reference on the decoded values; a k_scale or
+// v_scale the kernel failed to apply would be an error of order one.
+TEST(LlmAttention, Fp8CacheDecodeAndPrefill) {
+  LLM_REQUIRE_DEVICE();
+  std::mt19937 rng(16);
+  for (DType dt : {DType::F16, DType::BF16})
+    for (int D : {64, 128})
+      for (int G : {1, 4}) {
+        const std::string tag = std::string(dt_name(dt)) + " D" + std::to_string(D) + " G" + std::to_string(G);
+        auto shape = [&](AttnBatch& b) {
+          b.KV = 2;
+          b.H = 2 * G;
+          b.D = D;
+          b.bs = 16;
+          b.dt = dt;
+          b.fp8 = true;
+          b.k_scale = 0.25f;  // codes of K / 0.25: up to 4; of V / 4: down among the subnormals
+          b.v_scale = 4.0f;
+        };
+        AttnBatch dec;
+        shape(dec);
+        for (int c : {1, 17, 1000, 8192}) dec.seqs.push_back({1, c});
+        dec.padded_seqs = 1;
+        dec.build(rng);
+        for (bool split : {false, true}) run_and_check(dec, split, "fp8 cache decode " + tag + (split ? " split" : ""));
+        AttnBatch pre;
+        shape(pre);
+        pre.seqs = {{1, 1}, {300, 300}, {37, 1000}, {16, 17}};
+        pre.window = D == 64 ? 100 : 0;
+        pre.build(rng);
+        run_and_check(pre, false, "fp8 cache prefill " + tag);
+      }
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "llm/kernels/llm_kernels.h"
 #include "llm/quantized.h"
 #include "llm_cuda_test_util.h"
+#include "quant_test_util.h"
 
 namespace gpuopt::llm::test {
 namespace {
@@ -120,31 +121,6 @@ std::vector<double> reference(const std::vector<float>& x, const HostQuant& h, i
   return ref;
 }
 
-std::vector<int64_t> columns(int64_t N) {
-  std::vector<int64_t> c;
-  const int64_t step = N <= 512 ? 1 : 61;  // a prime stride visits every lane position and CTA
-  for (int64_t n = 0; n < N; n += step) c.push_back(n);
-  if (c.back() != N - 1) c.push_back(N - 1);
-  return c;
-}
-
-std::vector<float> pick(const std::vector<float>& y, int64_t T, int64_t N, const std::vector<int64_t>& cols) {
-  std::vector<float> out;
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t c : cols) out.push_back(y[static_cast<size_t>(t * N + c)]);
-  return out;
-}
-
-Tol tol_k(DType dt, int64_t K) {
-  Tol t = tol_for(dt);
-  t.abs *= std::sqrt(static_cast<double>(K) / 64.0);
-  return t;
-}
-
-struct Shape {
-  int64_t N, K;
-};
-
 TEST(LlmQuantKernels, DequantizeWeightIsExact) {
   LLM_REQUIRE_DEVICE();
   std::mt19937 rng(1);
@@ -163,16 +139,6 @@ TEST(LlmQuantKernels, DequantizeWeightIsExact) {
         EXPECT_TRUE(out.guards_ok());
       }
 }
-
-// The split-K workspace as the runner holds one: partial sums and zeroed arrival counters.
-struct SplitWs {
-  DevBuf partial{size_t{32} * 16 * 22016 * 4}, counters{4096 * 4};
-  k::GemvSplitScratch ws;
-  SplitWs() {
-    EXPECT_EQ(cudaMemset(counters.get(), 0, 4096 * 4), cudaSuccess);
-    ws = {static_cast<float*>(partial.get()), size_t{32} * 16 * 22016, static_cast<int*>(counters.get()), 4096};
-  }
-};
 
 // Every shape with the split-K workspace (the wide kernel, K split over CTAs; act-order: the
 // one-column kernel), the small one also without it (one slice); twice each: bit-identical.
@@ -350,20 +316,6 @@ TEST(LlmQuantKernelsBench, GemvBandwidthBesideFp16) {
   k::LtGemm lt;
   ASSERT_TRUE(lt.init(32 << 20).ok());
   SplitWs split;
-  auto time = [](auto&& launch) {
-    for (int i = 0; i < 5; ++i) launch(i);
-    cudaEvent_t a, b;
-    cudaEventCreate(&a);
-    cudaEventCreate(&b);
-    cudaEventRecord(a);
-    const int reps = 100;
-    for (int i = 0; i < reps; ++i) launch(i);
-    cudaEventRecord(b);
-    cudaEventSynchronize(b);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, a, b);
-    return ms / reps;
-  };
   for (const Named& s : shapes) {
     const size_t fbytes = static_cast<size_t>(s.N * s.K) * 2;
     const int fcopies = static_cast<int>(std::max<size_t>(2, (size_t{400} << 20) / fbytes));
@@ -389,12 +341,12 @@ TEST(LlmQuantKernelsBench, GemvBandwidthBesideFp16) {
         return a;
       };
       for (int64_t T : {1, 4, 8, 16, 64}) {  // 64: dequantize + GEMM (quant_linear)
-        const float q = time([&](int i) {
+        const float q = time_ms([&](int i) {
           ASSERT_TRUE(k::quant_linear(lt, dx.get(), args(i), nullptr, dy.get(), T, s.N, s.K, DType::F16, deq.get(),
                                       nullptr, &split.ws)
                           .ok());
         });
-        const float f = time([&](int i) {
+        const float f = time_ms([&](int i) {
           ASSERT_TRUE(lt.linear(dx.get(), static_cast<char*>(dwf.get()) + (i % fcopies) * fbytes, nullptr, dy.get(), T,
                                 s.N, s.K, DType::F16, DType::F16, nullptr, true)
                           .ok());

@@ -3,6 +3,7 @@
 // of sequences of different lengths; fp16 within a tolerance argued below; CUDA graphs on and off
 // bit-identical. Skipped without a GPU.
 #include <cuda_runtime.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -92,6 +93,18 @@ class VariedCheckpoint : public Checkpoint {
     return nullptr;
   }
   const std::vector<WeightView>& tensors() const override { return views_; }
+  // An f32 scalar tensor (such as a layer's self_attn.k_scale).
+  void add_scalar(const std::string& name, float v) {
+    data_.push_back({v});
+    WeightView w;
+    w.name = name;
+    w.dtype = DType::F32;
+    w.shape = {};
+    w.data = data_.back().data();
+    w.bytes = 4;
+    w.file_dtype = "F32";
+    views_.push_back(w);
+  }
   size_t total_bytes() const override {
     size_t n = 0;
     for (const WeightView& w : views_) n += w.bytes;
@@ -285,6 +298,70 @@ TEST(CudaRunner, GraphsOnOffIdentical) {
   for (int i = 0; i < 24; ++i) d.step({{a, 1}, {b, 1}}, same);
   for (int i = 0; i < 3; ++i) d.step({{b, 1}}, same);  // another bucket, then back
   d.step({{a, 1}, {b, 1}}, same);
+}
+
+// An FP8 (e4m3) KV cache with per-layer scales from the checkpoint, GQA and MHA: the CUDA runner
+// (f16 compute) against the CPU runner with the same cache, which stores the e4m3 codes of its
+// f32 K/V. The GPU rounds K/V to f16 before e4m3, so now and then an element lands one e4m3 step
+// (2^-3 relative) away from the CPU's; measured against f16's own 1e-2 bound (LlamaF16NearCpu),
+// 3e-2 leaves room for those while a scale not applied (a factor 2-4 on K or V) or a wrong code
+// layout is an error of order one.
+TEST(CudaRunner, Fp8KvCacheNearCpuFp8Cache) {
+  REQUIRE_GPU();
+  for (int64_t kv_heads : {2, 8}) {
+    const LlmConfig cfg = tiny(LlmArch::Llama, 8, kv_heads);
+    auto ckpt = std::make_unique<VariedCheckpoint>(cfg, 77);
+    const float scales[2][2] = {{0.5f, 2.0f}, {0.25f, 1.0f}};
+    for (int l = 0; l < 2; ++l) {
+      ckpt->add_scalar(fmt::format("model.layers.{}.self_attn.k_scale", l), scales[l][0]);
+      ckpt->add_scalar(fmt::format("model.layers.{}.self_attn.v_scale", l), scales[l][1]);
+    }
+    RunnerOptions co = opts_for(DType::F32, false), go = opts_for(DType::F16, true);
+    co.kv_cache_dtype = go.kv_cache_dtype = KvCacheDtype::Fp8E4m3;
+    auto cpu = make_cpu_runner(cfg, *ckpt, co);
+    auto gpu = make_cuda_runner(cfg, *ckpt, go);
+    auto plain = make_cpu_runner(cfg, *ckpt, opts_for(DType::F32, false));
+    ASSERT_TRUE(cpu.ok() && gpu.ok() && plain.ok()) << cpu.status().to_string() << gpu.status().to_string();
+    // The same blocks hold twice fp16's tokens: decode reads half the cache bytes.
+    go.kv_cache_dtype = KvCacheDtype::F16;
+    auto f16 = make_cuda_runner(cfg, *ckpt, go);
+    ASSERT_TRUE(f16.ok()) << f16.status().to_string();
+    EXPECT_EQ((*f16)->decode_bytes(1, 1000) - (*gpu)->decode_bytes(1, 1000),
+              1000 * kv_cache_bytes_per_token(cfg, KvCacheDtype::Fp8E4m3, DType::F16));
+    Driver d({cpu->get(), gpu->get(), plain->get()}, 16);
+    const int a = d.add(prompt(40, 8, cfg.vocab_size)), b = d.add(prompt(9, 9, cfg.vocab_size));
+    double worst = 0, vs_plain = 0;
+    auto check = [&](const std::vector<std::vector<float>>& out) {
+      const double e = rel_err(out[1], out[0], cfg.vocab_size);
+      worst = std::max(worst, e);
+      vs_plain = std::max(vs_plain, rel_err(out[1], out[2], cfg.vocab_size));
+      EXPECT_LE(e, 3e-2);
+    };
+    d.step({{a, 40}, {b, 9}}, check);
+    for (int i = 0; i < 20; ++i) d.step({{a, 1}, {b, 1}}, check);
+    std::printf("fp8 cache, %ld kv heads: worst relative logits error %.3g vs the CPU's fp8 cache, %.3g vs f32\n",
+                static_cast<long>(kv_heads), worst, vs_plain);
+  }
+}
+
+// Sized from --gpu-memory-utilization, the fp8 cache holds twice the blocks of the fp16 one in
+// the same memory (each runner made after the other is gone, so both see the same free memory).
+TEST(CudaRunner, Fp8KvCacheHoldsTwiceTheBlocks) {
+  REQUIRE_GPU();
+  const LlmConfig cfg = tiny(LlmArch::Llama, 8, 2);
+  auto ckpt = random_checkpoint(cfg, DType::F32, 3);
+  int64_t blocks[2] = {0, 0};
+  for (int i = 0; i < 2; ++i) {
+    RunnerOptions o = opts_for(DType::F16, false);
+    o.num_kv_blocks = 0;
+    o.gpu_memory_utilization = 0.05;
+    o.kv_cache_dtype = i == 0 ? KvCacheDtype::F16 : KvCacheDtype::Fp8E4m3;
+    auto r = make_cuda_runner(cfg, *ckpt, o);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    blocks[i] = (*r)->num_kv_blocks();
+  }
+  EXPECT_NEAR(static_cast<double>(blocks[1]) / static_cast<double>(blocks[0]), 2.0, 0.02)
+      << blocks[0] << " fp16 blocks, " << blocks[1] << " fp8";
 }
 
 TEST(CudaRunner, RefusesBadSteps) {

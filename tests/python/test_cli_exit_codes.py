@@ -169,6 +169,10 @@ def test_unknown_subcommand_names_it_and_the_valid_ones():
     (["serve", "m.onnx", "--grpc-thread-count", "-1"], ["--grpc-thread-count", "0..1024"]),
     (["serve", "m.onnx", "--dtype", "fp17"], ["'fp17'", "auto, fp16, bf16, fp32"]),
     (["serve", "m.onnx", "--max-num-seqs", "0"], ["--max-num-seqs", "1..65536"]),
+    # --kv-cache-dtype: one option definition (cli/llm_runner_option.h) for all three.
+    (["generate", "model_dir", "--kv-cache-dtype", "fp4"], ["--kv-cache-dtype", "'fp4'", "auto, fp16, fp8, fp8_e4m3"]),
+    (["perplexity", "model_dir", "--text", "t.txt", "--kv-cache-dtype", "int8"], ["--kv-cache-dtype", "'int8'", "fp8"]),
+    (["serve", "m.onnx", "--kv-cache-dtype", "fp8_e5m2"], ["--kv-cache-dtype", "'fp8_e5m2'", "fp8_e4m3"]),
     (["tune", "m.onnx", "--max-batch", "0"], ["--max-batch", "1.."]),
     (["tune", "m.onnx", "--latency-budget-ms", "-1"], ["--latency-budget-ms", "0"]),
     (["profile", "m.onnx", "--batch", "0"], ["--batch", "1..65536"]),

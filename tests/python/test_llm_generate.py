@@ -62,8 +62,9 @@ def rotate_half(x):
     return np.concatenate([-x[..., h:], x[..., :h]], axis=-1)
 
 
-def forward(cfg, W, ids):
-    """Logits [len(ids), vocab] of the whole sequence, float64."""
+def forward(cfg, W, ids, kv_round=None):
+    """Logits [len(ids), vocab] of the whole sequence, float64. kv_round(layer, k, v) -> (k, v):
+    what a narrow KV cache stores, applied to the rotated keys and the values before attention."""
     H, KV = cfg["num_attention_heads"], cfg["num_key_value_heads"]
     D = cfg.get("head_dim") or cfg["hidden_size"] // H
     eps, T = cfg["rms_norm_eps"], len(ids)
@@ -89,6 +90,8 @@ def forward(cfg, W, ids):
         v = proj["v"].reshape(T, KV, D)
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
+        if kv_round:
+            k, v = kv_round(layer, k, v)
         k = np.repeat(k, H // KV, axis=1)
         v = np.repeat(v, H // KV, axis=1)
         s = np.einsum("thd,shd->hts", q, k) / math.sqrt(D)
@@ -106,11 +109,11 @@ def forward(cfg, W, ids):
     return x @ head.T
 
 
-def greedy(cfg, W, prompt, n, stop=()):
+def greedy(cfg, W, prompt, n, stop=(), kv_round=None):
     ids, first = list(prompt), None
     out = []
     for _ in range(n):
-        logits = forward(cfg, W, ids)[-1]
+        logits = forward(cfg, W, ids, kv_round)[-1]
         if first is None:
             first = logits
         top = np.sort(logits)[-2:]

@@ -28,6 +28,18 @@ Status CudaRunner::init(const Checkpoint& ckpt, const LoadProgress& progress) {
   dt_ = opts_.compute_dtype;
   if (dt_ != DType::F16 && dt_ != DType::BF16 && dt_ != DType::F32)
     return Status::InvalidArgument("CUDA runner: compute dtype {} (F16, BF16 or F32)", dtype_name(dt_));
+  // The attention kernels read the cache in the compute dtype or as e4m3 codes (f16/bf16 compute).
+  if (opts_.kv_cache_dtype == KvCacheDtype::Fp8E4m3 && dt_ == DType::F32)
+    return Status::Unimplemented("CUDA runner: --kv-cache-dtype fp8 needs fp16 or bf16 compute");
+  if (opts_.kv_cache_dtype == KvCacheDtype::F16 && dt_ != DType::F16)
+    return Status::Unimplemented("CUDA runner: --kv-cache-dtype fp16 needs fp16 compute (this model runs {})",
+                                 dtype_name(dt_));
+  kv_dt_ = opts_.kv_cache_dtype == KvCacheDtype::Fp8E4m3 ? kKvFp8 : dt_;
+  if (kv_dt_ == kKvFp8) {
+    GPUOPT_ASSIGN_OR_RETURN(kv_scales_, kv_cache_scales(c, ckpt));
+  } else {
+    kv_scales_.assign(static_cast<size_t>(std::max<int64_t>(c.num_layers, 0)), KvScales{});
+  }
   if (c.num_layers < 1 || c.num_heads < 1 || c.num_kv_heads < 1 || c.num_heads % c.num_kv_heads != 0 ||
       c.head_dim < 2 || c.head_dim % 2 != 0 || c.hidden_size < 1 || c.vocab_size < 1)
     return Status::InvalidArgument("CUDA runner: unsupported shape ({} layers, {} heads, {} kv heads, head_dim {})",
@@ -45,7 +57,8 @@ Status CudaRunner::init(const Checkpoint& ckpt, const LoadProgress& progress) {
     a.head_dim = static_cast<int>(c.head_dim);
     a.block_size = opts_.block_size;
     a.max_query_len = 1;
-    a.dt = a.kv_dt = dt_;
+    a.dt = dt_;
+    a.kv_dt = kv_dt_;
     if (const char* why = paged_attention_unsupported(a))
       return Status::Unimplemented("CUDA runner: {} ({})", why, c.architecture);
   }
@@ -67,16 +80,20 @@ Status CudaRunner::init(const Checkpoint& ckpt, const LoadProgress& progress) {
     GPUOPT_RETURN_IF_ERROR(fp8_row_scale_.allocate(static_cast<size_t>(rows) * 4, "FP8 activation scales"));
     GPUOPT_RETURN_IF_ERROR(fp8_acc_.allocate(static_cast<size_t>(rows * weights_.max_fp8_n) * 4, "FP8 products"));
   }
+  constexpr int64_t kCounters = 4096;  // GEMV column tiles: int 128 columns each, FP8 2-8
+  if (weights_.max_packed_elems > 0 || weights_.max_fp8_n > 0) {
+    GPUOPT_RETURN_IF_ERROR(gemv_counters_.allocate(kCounters * 4, "the quantized GEMV's counters"));
+    GPUOPT_CUDA_RETURN(cudaMemset(gemv_counters_.get(), 0, kCounters * 4));
+    GPUOPT_CUDA_RETURN(cudaDeviceSynchronize());  // zero before the runner's (non-blocking) stream uses them
+  }
   if (weights_.max_packed_elems > 0) {
     // Steps of more than kQuantGemvMaxTokens dequantize one packed linear at a time into this.
     GPUOPT_RETURN_IF_ERROR(
         quant_scratch_.allocate(static_cast<size_t>(weights_.max_packed_elems) * esz_, "the dequantization scratch"));
-    constexpr int64_t kCounters = 4096;  // 128-column tiles: N up to 524,288
-    GPUOPT_RETURN_IF_ERROR(gemv_counters_.allocate(kCounters * 4, "the quantized GEMV's counters"));
-    GPUOPT_CUDA_RETURN(cudaMemset(gemv_counters_.get(), 0, kCounters * 4));
-    GPUOPT_CUDA_RETURN(cudaDeviceSynchronize());  // zero before the runner's (non-blocking) stream uses them
     gemv_split_ = {quant_scratch_.as<float>(), quant_scratch_.bytes() / 4, gemv_counters_.as<int>(), kCounters};
   }
+  if (weights_.max_fp8_n > 0)  // the W8A16 GEMV's partial sums in the W8A8 products' scratch
+    fp8_split_ = {fp8_acc_.as<float>(), fp8_acc_.bytes() / 4, gemv_counters_.as<int>(), kCounters};
 
   // Activations, sized once for the largest step.
   const int64_t T = max_tokens_, H = c.hidden_size, I = c.intermediate_size, B = opts_.max_batch;
@@ -116,7 +133,7 @@ Status CudaRunner::init(const Checkpoint& ckpt, const LoadProgress& progress) {
   const size_t ws = cuda::paged_attention_workspace_bytes(static_cast<int>(max_tokens_), static_cast<int>(c.num_heads),
                                                           static_cast<int>(c.head_dim), (ws_len + bs - 1) / bs * bs);
   GPUOPT_RETURN_IF_ERROR(attn_ws_.allocate(std::max<size_t>(ws, 256), "the attention workspace"));
-  const size_t per_block = static_cast<size_t>(2 * c.num_layers * bs * c.num_kv_heads * c.head_dim) * esz_;
+  const size_t per_block = static_cast<size_t>(bs * kv_cache_bytes_per_token(c, opts_.kv_cache_dtype, dt_));
   int64_t n = opts_.num_kv_blocks;
   if (n <= 0) {
     size_t free_b = 0, total_b = 0;
@@ -157,7 +174,7 @@ int64_t CudaRunner::decode_bytes(int batch, int64_t context) const {
   int64_t w = static_cast<int64_t>(weights_.bytes);
   const int64_t row = cfg_.hidden_size * static_cast<int64_t>(esz_);
   if (!cfg_.tie_word_embeddings) w -= cfg_.vocab_size * row - batch * row;
-  return w + static_cast<int64_t>(batch) * context * cfg_.kv_bytes_per_token(dt_);
+  return w + static_cast<int64_t>(batch) * context * kv_cache_bytes_per_token(cfg_, opts_.kv_cache_dtype, dt_);
 }
 
 }  // namespace cuda

@@ -75,6 +75,8 @@ class CudaRunner final : public ModelRunner {
   RunnerOptions opts_;
   DType dt_ = DType::F16;
   size_t esz_ = 2;
+  DType kv_dt_ = DType::F16;         // the cache's elements: dt_, or kKvFp8
+  std::vector<KvScales> kv_scales_;  // per layer (1.0 unless an FP8 cache's checkpoint gives them)
   int64_t qkv_dim_ = 0, q_dim_ = 0;
   int64_t max_tokens_ = 0;   // rows of the activation buffers
   int64_t max_seq_len_ = 0;  // longest sequence the cache and attention workspace serve
@@ -93,8 +95,9 @@ class CudaRunner final : public ModelRunner {
   DeviceBuffer quant_scratch_;  // packed linears, steps above the GEMV's token count
   DeviceBuffer gemv_counters_;  // the quantized GEMV's split-K arrival counters (zeroed once)
   GemvSplitScratch gemv_split_;  // partial sums in quant_scratch_ (never in use by both at once)
-  Fp8Gemm fp8_;                 // FP8 linears (W8A8), kFp8Rows tokens at a time
-  DeviceBuffer fp8_xq_, fp8_row_scale_, fp8_acc_;
+  Fp8Gemm fp8_;                 // FP8 linears: W8A16 GEMV up to kFp8GemvMaxTokens, else W8A8
+  DeviceBuffer fp8_xq_, fp8_row_scale_, fp8_acc_;  // W8A8 scratch, kFp8Rows tokens at a time
+  GemvSplitScratch fp8_split_;  // the W8A16 GEMV's split-K partial sums (in fp8_acc_)
   DeviceBuffer residual_, x_, normed_, qkv_, attn_, gate_up_, act_, gx_, gres_, gnorm_, logits_;
   std::map<std::pair<int, int>, cudaGraphExec_t> graphs_;
   bool capturing_ = false;

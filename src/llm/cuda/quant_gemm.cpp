@@ -99,4 +99,14 @@ Status Fp8Gemm::linear(const Fp8LinearArgs& a, cudaStream_t stream) {
   return Status::Ok();
 }
 
+Status fp8_linear(Fp8Gemm& f8, const Fp8LinearArgs& a, const GemvSplitScratch* split, cudaStream_t stream) {
+  if (a.T == 0) return Status::Ok();
+  if (a.T <= kFp8GemvMaxTokens && a.w_scale && a.y && gemv_fp8_supported(a.x, a.w, a.T, a.N, a.K, a.dt)) {
+    gemv_fp8(a.x, a.w, a.w_scale, a.per_channel, a.bias, a.y, a.T, a.N, a.K, a.dt, stream, split);
+    GPUOPT_CUDA_RETURN(cudaGetLastError());
+    return Status::Ok();
+  }
+  return f8.linear(a, stream);
+}
+
 }  // namespace gpuopt::llm::cuda

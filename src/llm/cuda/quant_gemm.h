@@ -1,11 +1,12 @@
 // Quantized linears on the GPU: weight-only int4/int8 (llm_kernels.h gemv_quant for decode-sized
-// T, dequantize-to-scratch + LtGemm above it) and FP8 W8A8 through cuBLASLt (e4m3 x e4m3 with f32
-// accumulation; the per-token activation and per-channel weight scales applied in one epilogue
-// kernel, since Hopper's cuBLASLt takes only scalar scales).
+// T, dequantize-to-scratch + LtGemm above it) and FP8: W8A16 (llm_kernels.h gemv_fp8) for
+// decode-sized T, W8A8 through cuBLASLt above it (e4m3 x e4m3 with f32 accumulation; the
+// per-token activation and per-channel weight scales applied in one epilogue kernel, since
+// Hopper's cuBLASLt takes only scalar scales).
 //
 //   GPUOPT_RETURN_IF_ERROR(quant_linear(lt, x, w, nullptr, y, T, N, K, DType::F16, scratch, stream));
 //   Fp8Gemm f8;  GPUOPT_RETURN_IF_ERROR(f8.init(32 << 20));
-//   GPUOPT_RETURN_IF_ERROR(f8.linear(args, stream));
+//   GPUOPT_RETURN_IF_ERROR(fp8_linear(f8, args, &split, stream));  // or f8.linear(args, stream): W8A8
 #pragma once
 
 #include <cublasLt.h>
@@ -47,6 +48,14 @@ struct Fp8LinearArgs {
   float* acc = nullptr;             // scratch: T*N floats (the e4m3 product before scaling)
 };
 
+// FP8 linears of at most this many tokens run W8A16 (gemv_fp8: the weights streamed once, each
+// converted exactly and used for all T tokens in f32 on the CUDA cores); more tokens run the
+// W8A8 tensor-core GEMM. Each weight byte costs the GEMV about T f32 FMAs: past 8 tokens that is
+// more arithmetic than the CUDA cores finish while HBM delivers the byte (H200: ~67 TFLOP/s f32
+// against ~4.2 TB/s), and the tensor-core path wins. A power of two, so that a decode batch
+// padded to its bucket (1, 2, 4, 8, ...) takes the path its unpadded size would.
+constexpr int64_t kFp8GemvMaxTokens = 8;
+
 class Fp8Gemm {
  public:
   Fp8Gemm() = default;
@@ -70,5 +79,10 @@ class Fp8Gemm {
   DeviceBuffer workspace_;
   std::map<std::tuple<int64_t, int64_t, int64_t>, Plan> plans_;
 };
+
+// An FP8 linear as the runner runs it: T <= kFp8GemvMaxTokens and gemv_fp8_supported: W8A16 with
+// the activations as they are (a.xq, a.row_scale, a.acc, a.input_scale unused; `split`: the
+// GEMV's split-K workspace, may be null); otherwise f8.linear (W8A8).
+Status fp8_linear(Fp8Gemm& f8, const Fp8LinearArgs& a, const GemvSplitScratch* split, cudaStream_t stream);
 
 }  // namespace gpuopt::llm::cuda

@@ -159,7 +159,7 @@ Status CudaRunner::linear(const PackedLinear& q, const void* x, const void* w, c
     a.xq = fp8_xq_.get();
     a.row_scale = fp8_row_scale_.as<float>();
     a.acc = fp8_acc_.as<float>();
-    GPUOPT_RETURN_IF_ERROR(fp8_.linear(a, s));
+    GPUOPT_RETURN_IF_ERROR(fp8_linear(fp8_, a, &fp8_split_, s));
   }
   return Status::Ok();
 }
@@ -196,7 +196,7 @@ Status CudaRunner::forward(const StepLayout& L, bool tune) {
   a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
   a.sliding_window = static_cast<int>(c.sliding_window);
   a.dt = dt_;
-  a.kv_dt = dt_;
+  a.kv_dt = kv_dt_;
   a.workspace = attn_ws_.get();
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const LayerWeights& w = weights_.layers[static_cast<size_t>(l)];
@@ -208,10 +208,12 @@ Status CudaRunner::forward(const StepLayout& L, bool tune) {
     GPUOPT_RETURN_IF_ERROR(linear(w.qkv_q, normed_.get(), w.qkv, w.qkv_bias, qkv_.get(), T, qkv_dim_, H, s, tune));
     mark("qkv_gemm", qkv_dim_ * H * es);
     rope_and_cache(qkv_.get(), m + L.positions, inv_freq_.as<float>(), m + L.slots, k_cache_[static_cast<size_t>(l)],
-                   v_cache_[static_cast<size_t>(l)], T, a.num_heads, a.num_kv_heads, a.head_dim, a.block_size, dt_, dt_,
-                   s);
+                   v_cache_[static_cast<size_t>(l)], T, a.num_heads, a.num_kv_heads, a.head_dim, a.block_size, dt_, kv_dt_,
+                   s, kv_scales_[static_cast<size_t>(l)].k, kv_scales_[static_cast<size_t>(l)].v);
     mark("rope_cache");
     a.k_cache = k_cache_[static_cast<size_t>(l)];
+    a.k_scale = kv_scales_[static_cast<size_t>(l)].k;
+    a.v_scale = kv_scales_[static_cast<size_t>(l)].v;
     a.v_cache = v_cache_[static_cast<size_t>(l)];
     paged_attention(a, s);
     mark("attention");

@@ -3,8 +3,10 @@
 // from HBM once per group. Each of the 4 warps streams its own 32-key tiles (lane = key for the
 // scores, lane = head dims for P.V) through shared memory with cp.async, keeping an online softmax
 // per row; the warps' partials merge at the end, and decode's context partitions merge in a
-// second kernel. Serves decode (all dtypes) and f32 prefill; f16/bf16 prefill goes to the
-// tensor-core kernel (attention_mma.cu).
+// second kernel. Serves decode (all dtypes), f32 prefill and every step over an FP8 cache (e4m3
+// codes staged as they are, converted to f32 as they leave shared memory; k_scale is folded into
+// the queries' scale, v_scale into the output); f16/bf16 prefill goes to the tensor-core kernel
+// (attention_mma.cu), GQA decode to attention_tc.cuh.
 #include <algorithm>
 #include <climits>
 #include <cstdlib>
@@ -17,38 +19,20 @@ namespace gpuopt::llm::cuda {
 namespace {
 using namespace detail;
 
-template <class T, int D, int R>
+template <class KT, int D, int R>
 constexpr size_t attn_smem_bytes() {
-  const size_t tiles = kWarps * (2 * kTile * row_bytes<T, D>() + R * kTile * sizeof(float));
+  const size_t tiles = kWarps * (2 * kTile * row_bytes<KT, D>() + R * kTile * sizeof(float));
   const size_t merge = kWarps * R * (D + 2) * sizeof(float);
   return (tiles > merge ? tiles : merge) + static_cast<size_t>(R) * D * sizeof(float);
 }
 
-// DPL consecutive elements at p as floats (one 4-, 8- or 16-byte shared-memory read).
-template <class T, int DPL>
-__device__ __forceinline__ void load_dims(const T* p, float* f) {
-  if constexpr (sizeof(T) * DPL == 16) {
-    unpack<T>(*reinterpret_cast<const uint4*>(p), f);
-  } else if constexpr (sizeof(T) * DPL == 8) {
-    uint2 u = *reinterpret_cast<const uint2*>(p);
-    const T* e = reinterpret_cast<const T*>(&u);
-#pragma unroll
-    for (int i = 0; i < DPL; ++i) f[i] = to_f(e[i]);
-  } else {
-    static_assert(sizeof(T) * DPL == 4, "2 x 16-bit");
-    uint32_t u = *reinterpret_cast<const uint32_t*>(p);
-    const T* e = reinterpret_cast<const T*>(&u);
-#pragma unroll
-    for (int i = 0; i < DPL; ++i) f[i] = to_f(e[i]);
-  }
-}
-
-template <class T, int D, int R>
+// T: q and out; KT: the cache's elements (T, or e4m3 codes).
+template <class T, class KT, int D, int R>
 __global__ void __launch_bounds__(kWarps * 32) attn_kernel(const AttnParams p) {
-  constexpr int kN = Vec<T>::kN;
+  constexpr int kN = 16 / static_cast<int>(sizeof(KT));  // cache elements per 16-byte chunk
   constexpr int kChunks = D / kN;  // 16-byte chunks per key row
   constexpr int kDpl = D / 32;     // P.V: head dims per lane
-  constexpr int kRow = row_bytes<T, D>();
+  constexpr int kRow = row_bytes<KT, D>();
   extern __shared__ __align__(16) unsigned char smem[];
   float* sq = reinterpret_cast<float*>(smem);  // [R][D] scaled queries
   unsigned char* tiles = smem + R * D * sizeof(float);
@@ -90,8 +74,8 @@ __global__ void __launch_bounds__(kWarps * 32) attn_kernel(const AttnParams p) {
   float* pbuf = reinterpret_cast<float*>(vbuf + kTile * kRow);  // [R][kTile]
   const int32_t* table = p.block_tables + static_cast<int64_t>(s) * p.max_blocks_per_seq;
   const int64_t kv_row = static_cast<int64_t>(p.num_kv_heads) * D;  // elements per slot
-  const T* kc = static_cast<const T*>(p.k_cache) + static_cast<int64_t>(kvh) * D;
-  const T* vc = static_cast<const T*>(p.v_cache) + static_cast<int64_t>(kvh) * D;
+  const KT* kc = static_cast<const KT*>(p.k_cache) + static_cast<int64_t>(kvh) * D;
+  const KT* vc = static_cast<const KT*>(p.v_cache) + static_cast<int64_t>(kvh) * D;
 
   // Row positions (invalid rows: -1 sees nothing).
   int rpos[R];
@@ -116,12 +100,12 @@ __global__ void __launch_bounds__(kWarps * 32) attn_kernel(const AttnParams p) {
     const int blk = table[key / p.block_size];
     return static_cast<int64_t>(blk) * p.block_size + key % p.block_size;
   };
-  auto issue = [&](unsigned char* buf, const T* base, int64_t my_slot) {
+  auto issue = [&](unsigned char* buf, const KT* base, int64_t my_slot) {
 #pragma unroll 4
     for (int c = lane; c < kTile * kChunks; c += 32) {
       const int key = c / kChunks, ch = c - key * kChunks;
       const int64_t slot = __shfl_sync(0xffffffffu, my_slot, key);
-      const T* src = slot >= 0 ? base + slot * kv_row + ch * kN : base;
+      const KT* src = slot >= 0 ? base + slot * kv_row + ch * kN : base;
       cp_async16(buf + key * kRow + ch * 16, src, slot >= 0);
     }
   };
@@ -148,7 +132,7 @@ __global__ void __launch_bounds__(kWarps * 32) attn_kernel(const AttnParams p) {
 #pragma unroll 2
     for (int c = 0; c < kChunks; ++c) {
       float kf[kN];
-      unpack<T>(*reinterpret_cast<const uint4*>(krow + c * 16), kf);
+      unpack_kv<KT>(*reinterpret_cast<const uint4*>(krow + c * 16), kf);
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         const float4* qv = reinterpret_cast<const float4*>(sq + r * D + c * kN);
@@ -186,7 +170,7 @@ __global__ void __launch_bounds__(kWarps * 32) attn_kernel(const AttnParams p) {
       float vf[4][kDpl];
 #pragma unroll
       for (int jj = 0; jj < 4; ++jj)
-        load_dims<T, kDpl>(reinterpret_cast<const T*>(vbuf + (j + jj) * kRow) + lane * kDpl, vf[jj]);
+        load_dims<KT, kDpl>(reinterpret_cast<const KT*>(vbuf + (j + jj) * kRow) + lane * kDpl, vf[jj]);
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         const float4 p4 = *reinterpret_cast<const float4*>(pbuf + r * kTile + j);
@@ -233,7 +217,7 @@ __global__ void __launch_bounds__(kWarps * 32) attn_kernel(const AttnParams p) {
         O += co[(w * R + r) * D + d] * f;
       }
     }
-    const float o = L > 0.0f ? O / L : 0.0f;
+    const float o = L > 0.0f ? O / L * p.v_scale : 0.0f;
     const int64_t t = q0 + i;
     const int h = kvh * p.group + g;
     if (p.num_parts == 1) {
@@ -331,10 +315,10 @@ int64_t partition_size(int64_t parts, int64_t max_context) {
   return (per + step - 1) / step * step;
 }
 
-template <class T, int D, int R>
+template <class T, class KT, int D, int R>
 void launch(const PagedAttentionArgs& a, const AttnParams& p, int q_tiles, cudaStream_t stream) {
-  auto kernel = attn_kernel<T, D, R>;
-  constexpr size_t smem = attn_smem_bytes<T, D, R>();
+  auto kernel = attn_kernel<T, KT, D, R>;
+  constexpr size_t smem = attn_smem_bytes<KT, D, R>();
   static const bool once = (allow_smem(kernel, smem), true);
   (void)once;
   dim3 grid(static_cast<unsigned>(q_tiles * p.num_parts), static_cast<unsigned>(a.num_kv_heads),
@@ -361,23 +345,23 @@ void launch_tc(const PagedAttentionArgs& a, const AttnParams& p, cudaStream_t st
   }
 }
 
-template <class T, int D>
+template <class T, class KT, int D>
 void launch_rows(const PagedAttentionArgs& a, const AttnParams& p, int R, int q_tiles, cudaStream_t stream) {
   switch (R) {
     case 1:
-      launch<T, D, 1>(a, p, q_tiles, stream);
+      launch<T, KT, D, 1>(a, p, q_tiles, stream);
       break;
     case 2:
-      launch<T, D, 2>(a, p, q_tiles, stream);
+      launch<T, KT, D, 2>(a, p, q_tiles, stream);
       break;
     case 4:
-      launch<T, D, 4>(a, p, q_tiles, stream);
+      launch<T, KT, D, 4>(a, p, q_tiles, stream);
       break;
     case 8:
-      launch<T, D, 8>(a, p, q_tiles, stream);
+      launch<T, KT, D, 8>(a, p, q_tiles, stream);
       break;
     default:
-      launch<T, D, 16>(a, p, q_tiles, stream);
+      launch<T, KT, D, 16>(a, p, q_tiles, stream);
       break;
   }
 }
@@ -388,7 +372,10 @@ const char* paged_attention_unsupported(const PagedAttentionArgs& a) {
   if (a.head_dim != 64 && a.head_dim != 128) return "paged_attention: head_dim must be 64 or 128";
   if (a.dt != DType::F32 && a.dt != DType::F16 && a.dt != DType::BF16)
     return "paged_attention: dtype must be f32, f16 or bf16";
-  if (a.kv_dt != a.dt) return "paged_attention: the KV cache dtype must equal the activations'";
+  if (a.kv_dt != a.dt && !(a.kv_dt == kKvFp8 && a.dt != DType::F32))
+    return "paged_attention: the KV cache dtype must equal the activations' (or be e4m3 under f16/bf16)";
+  if (a.kv_dt == kKvFp8 && !(a.k_scale > 0.0f && a.v_scale > 0.0f))
+    return "paged_attention: FP8 cache scales must be positive";
   if (a.num_kv_heads <= 0 || a.num_heads % a.num_kv_heads != 0)
     return "paged_attention: num_heads must be a multiple of num_kv_heads";
   if (a.num_heads / a.num_kv_heads > 16) return "paged_attention: more than 16 query heads per kv head";
@@ -417,7 +404,8 @@ size_t paged_attention_workspace_bytes(int max_tokens, int num_heads, int head_d
 void paged_attention(const PagedAttentionArgs& a, cudaStream_t stream) {
   if (const char* why = paged_attention_unsupported(a)) contract_violation(why);
   if (a.num_seqs <= 0 || a.max_query_len <= 0) return;
-  if (a.max_query_len > 1 && a.dt != DType::F32 && prefill_mma_available()) {
+  const bool fp8 = a.kv_dt == kKvFp8;
+  if (a.max_query_len > 1 && a.dt != DType::F32 && !fp8 && prefill_mma_available()) {
     paged_attention_prefill_mma(a, stream);
     return;
   }
@@ -442,7 +430,8 @@ void paged_attention(const PagedAttentionArgs& a, cudaStream_t stream) {
   p.group = group;
   p.group_pow2 = gp;
   p.block_size = a.block_size;
-  p.scale_log2 = a.scale * kLog2e;
+  p.scale_log2 = a.scale * kLog2e * (fp8 ? a.k_scale : 1.0f);  // q . (k_code * k_scale)
+  p.v_scale = fp8 ? a.v_scale : 1.0f;
   p.window = a.sliding_window;
   p.part_size = INT_MAX / 2;
   p.num_parts = 1;
@@ -463,6 +452,13 @@ void paged_attention(const PagedAttentionArgs& a, cudaStream_t stream) {
   dispatch_float(a.dt, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (!std::is_same_v<T, float>) {
+      if (fp8) {
+        if (a.head_dim == 64)
+          launch_rows<T, Fp8, 64>(a, p, R, q_tiles, stream);
+        else
+          launch_rows<T, Fp8, 128>(a, p, R, q_tiles, stream);
+        return;
+      }
       if (a.max_query_len == 1 && gp >= 2 && !force_cuda_cores()) {  // GQA decode: tensor cores
         if (a.head_dim == 64)
           launch_tc<T, 64>(a, p, stream);
@@ -472,9 +468,9 @@ void paged_attention(const PagedAttentionArgs& a, cudaStream_t stream) {
       }
     }
     if (a.head_dim == 64)
-      launch_rows<T, 64>(a, p, R, q_tiles, stream);
+      launch_rows<T, T, 64>(a, p, R, q_tiles, stream);
     else
-      launch_rows<T, 128>(a, p, R, q_tiles, stream);
+      launch_rows<T, T, 128>(a, p, R, q_tiles, stream);
   });
 }
 

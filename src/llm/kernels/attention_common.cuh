@@ -99,7 +99,8 @@ struct AttnParams {
   const int32_t* block_tables;
   int max_blocks_per_seq;
   int num_heads, num_kv_heads, group, group_pow2, block_size;
-  float scale_log2;  // scale * log2(e): exp2 throughout
+  float scale_log2;  // scale * log2(e): exp2 throughout (FP8 cache: times k_scale)
+  float v_scale;     // the output's factor: an FP8 cache's v_scale, else 1 (attn_kernel only)
   int window;
   int part_size, num_parts;
   float* ws_o;   // [rows, num_heads, num_parts, D] (split only)
@@ -109,6 +110,51 @@ struct AttnParams {
 template <class T, int D>
 constexpr int row_bytes() {
   return D * static_cast<int>(sizeof(T)) + 16;  // +16: conflict-free 16-byte reads by key
+}
+
+using Fp8 = __nv_fp8_e4m3;  // an FP8 cache's elements (kKvFp8)
+
+// The 16/sizeof(KT) cache elements of one 16-byte chunk as floats.
+template <class KT>
+__device__ __forceinline__ void unpack_kv(const uint4& u, float* f) {
+  if constexpr (std::is_same_v<KT, Fp8>) {
+    e4m3x4_to_float(u.x, f);
+    e4m3x4_to_float(u.y, f + 4);
+    e4m3x4_to_float(u.z, f + 8);
+    e4m3x4_to_float(u.w, f + 12);
+  } else {
+    unpack<KT>(u, f);
+  }
+}
+
+// DPL consecutive elements at p as floats (one 2-, 4-, 8- or 16-byte shared-memory read).
+template <class T, int DPL>
+__device__ __forceinline__ void load_dims(const T* p, float* f) {
+  if constexpr (std::is_same_v<T, Fp8>) {
+    static_assert(DPL == 2 || DPL == 4, "head_dim 64 or 128");
+    if constexpr (DPL == 4) {
+      e4m3x4_to_float(*reinterpret_cast<const uint32_t*>(p), f);
+    } else {
+      const __half2_raw h =
+          __nv_cvt_fp8x2_to_halfraw2(*reinterpret_cast<const __nv_fp8x2_storage_t*>(p), __NV_E4M3);
+      const float2 v = __half22float2(__half2(h));
+      f[0] = v.x;
+      f[1] = v.y;
+    }
+  } else if constexpr (sizeof(T) * DPL == 16) {
+    unpack<T>(*reinterpret_cast<const uint4*>(p), f);
+  } else if constexpr (sizeof(T) * DPL == 8) {
+    uint2 u = *reinterpret_cast<const uint2*>(p);
+    const T* e = reinterpret_cast<const T*>(&u);
+#pragma unroll
+    for (int i = 0; i < DPL; ++i) f[i] = to_f(e[i]);
+  } else {
+    static_assert(sizeof(T) * DPL == 4, "2 x 16-bit");
+    uint32_t u = *reinterpret_cast<const uint32_t*>(p);
+    const T* e = reinterpret_cast<const T*>(&u);
+#pragma unroll
+    for (int i = 0; i < DPL; ++i) f[i] = to_f(e[i]);
+  }
 }
 
 // The tensor-core prefill kernel (attention_mma.cu): f16/bf16, head_dim 64/128, no split.

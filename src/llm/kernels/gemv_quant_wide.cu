@@ -5,13 +5,13 @@
 // uint4 loads in flight per lane. The slice of x (T tokens) is staged in shared memory as f32 and
 // read as broadcasts. A weight is dequantized with the exponent trick (2^23 + q as a float's bits,
 // minus 2^23 + zero: no integer-to-float conversion) and multiplied by the group's scale, then
-// accumulated in f32 for every token. With several slices, each CTA writes its partial sums to a
-// workspace and the last CTA of a column tile (an arrival counter, reset by that CTA) adds them in
-// slice order: the result does not depend on scheduling.
+// accumulated in f32 for every token. With several slices, the slices' partial sums are added in
+// slice order by the last CTA of a column tile (gemv_split.cuh): deterministic.
 #include <algorithm>
 
 #include "llm/kernels/common.cuh"
 #include "llm/kernels/gemv_quant_wide.h"
+#include "llm/kernels/gemv_split.cuh"
 
 namespace gpuopt::llm::cuda {
 namespace {
@@ -33,9 +33,8 @@ __global__ void __launch_bounds__(kThreads)
   constexpr int kPack = 32 / kBits;
   constexpr uint32_t kMask = (1u << kBits) - 1;
   extern __shared__ float smem[];
-  __shared__ int is_last;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int tile = blockIdx.x, split = blockIdx.y, splits = gridDim.y;
+  const int tile = blockIdx.x, split = blockIdx.y;
   const int n0 = tile * kTileCols + lane * 4;
   const bool live = n0 < N;  // N % 4 == 0: a lane's four columns are all in or all out
   const int rows = K / kPack;
@@ -108,35 +107,17 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int c = 0; c < 4; ++c) part[(warp * kT + t) * kTileCols + lane * 4 + c] = acc[t][c];
   __syncthreads();
-  for (int i = threadIdx.x; i < kT * kTileCols; i += kThreads) {
-    const int t = i / kTileCols, cc = i - t * kTileCols, col = tile * kTileCols + cc;
-    if (col >= N) continue;
+  const auto cta_sum = [&](int t, int cc) {
     float v = 0.0f;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) v += part[(w * kT + t) * kTileCols + cc];
-    if (splits == 1) {
-      if (bias) v += to_f(bias[col]);
-      y[static_cast<int64_t>(t) * N + col] = detail::from_f<E>(v);
-    } else {
-      partial[(static_cast<int64_t>(split) * kT + t) * N + col] = v;
-    }
-  }
-  if (splits == 1) return;
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) is_last = atomicAdd(&counters[tile], 1) == splits - 1;
-  __syncthreads();
-  if (!is_last) return;
-  __threadfence();
-  for (int i = threadIdx.x; i < kT * kTileCols; i += kThreads) {
-    const int t = i / kTileCols, col = tile * kTileCols + (i - t * kTileCols);
-    if (col >= N) continue;
-    float v = 0.0f;
-    for (int sp = 0; sp < splits; ++sp) v += __ldcg(&partial[(static_cast<int64_t>(sp) * kT + t) * N + col]);
+    return v;
+  };
+  const auto out = [&](int t, int col, float v) {
     if (bias) v += to_f(bias[col]);
     y[static_cast<int64_t>(t) * N + col] = detail::from_f<E>(v);
-  }
-  if (threadIdx.x == 0) counters[tile] = 0;  // ready for the next launch (and graph replay)
+  };
+  detail::split_k_finish<kT, kThreads>(cta_sum, out, tile, tile * kTileCols, kTileCols, N, partial, counters);
 }
 
 // Packed rows per slice: at least the rows / kMaxSplits, at most what the x slice's shared memory
@@ -144,12 +125,7 @@ __global__ void __launch_bounds__(kThreads)
 int rows_per_split(int64_t T, int bits, int64_t N, int64_t K, const GemvSplitScratch* ws, int sms) {
   const int64_t pack = 32 / bits, rows = K / pack, tiles = (N + kTileCols - 1) / kTileCols;
   const int64_t smem_rows = kSmemBytes / (T * 4 * pack);
-  int64_t splits = 1;
-  if (ws && ws->partial && ws->counters && tiles <= ws->num_counters) {
-    splits = std::clamp<int64_t>((4 * sms + tiles - 1) / tiles, 1, kMaxSplits);
-    splits = std::min<int64_t>(splits, static_cast<int64_t>(ws->partial_floats / static_cast<size_t>(T * N)));
-    splits = std::max<int64_t>(splits, 1);
-  }
+  const int64_t splits = detail::split_count(T, N, tiles, kMaxSplits, ws, sms);
   int64_t rps = (rows + splits - 1) / splits;
   if (rps > smem_rows) {
     rps = smem_rows;
@@ -193,13 +169,6 @@ void dispatch(int64_t T, const void* x, const QuantWeightArgs& w, const void* bi
   launch<E, kT>(x, w, bias, y, N, K, rps, ws, s);
 }
 
-int sm_count() {
-  int dev = 0, n = 0;
-  cudaGetDevice(&dev);
-  cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev);
-  return n > 0 ? n : 1;
-}
-
 }  // namespace
 
 bool gemv_quant_wide(const void* x, const QuantWeightArgs& w, const void* bias, void* y, int64_t T, int64_t N,
@@ -207,7 +176,7 @@ bool gemv_quant_wide(const void* x, const QuantWeightArgs& w, const void* bias, 
   if (w.g_idx || N % 4 != 0 || (reinterpret_cast<uintptr_t>(w.qweight) & 15) != 0 || T < 1 ||
       T > kQuantGemvMaxTokens || (dt != DType::F16 && dt != DType::BF16))
     return false;
-  static const int sms = sm_count();
+  static const int sms = detail::sm_count();
   const int rps = rows_per_split(T, w.bits, N, K, ws, sms);
   if (rps == 0) return false;
   if (dt == DType::F16)

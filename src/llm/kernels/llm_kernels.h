@@ -3,7 +3,7 @@
 // CUDA graph (sizes that change between replays are read from device memory, never baked in).
 // `dt` is the activation/weight dtype: DType::F16, BF16 or F32 (F32 for exact checks against the
 // CPU runner). Paged KV layout (kv_cache.h): per layer K and V each
-// [num_blocks, block_size, num_kv_heads, head_dim] in `kv_dt`.
+// [num_blocks, block_size, num_kv_heads, head_dim] in `kv_dt` (kKvFp8: e4m3 codes).
 #pragma once
 
 #include <cstdint>
@@ -13,6 +13,10 @@
 typedef struct CUstream_st* cudaStream_t;
 
 namespace gpuopt::llm::cuda {
+
+// kv_dt of an FP8 cache (DType has no e4m3 type): one byte per element, e4m3(K / k_scale) and
+// e4m3(V / v_scale) (round to nearest even, saturating at 448), read back times the scale.
+constexpr DType kKvFp8 = DType::U8;
 
 // out[t, :] = table[tokens[t], :]   (tokens: int32 [T], table: [vocab, hidden])
 void embedding(const int32_t* tokens, const void* table, void* out, int64_t T, int64_t hidden,
@@ -28,11 +32,12 @@ void rms_norm(const void* x, void* residual, const void* weight, void* out, int6
 // output, bias already added). Rotates q and k in place, Hugging Face's rotate_half convention
 // (pairs (i, i + head_dim/2)), angle = positions[t] * inv_freq[i] (inv_freq: f32 [head_dim/2],
 // rope scaling already applied); then writes k and v of token t into slot slot_mapping[t] =
-// block * block_size + offset of every layer-local cache (slot < 0: not written).
+// block * block_size + offset of every layer-local cache (slot < 0: not written); kv_dt kKvFp8:
+// e4m3(k / k_scale), e4m3(v / v_scale) (the scales are unused otherwise).
 void rope_and_cache(void* qkv, const int32_t* positions, const float* inv_freq,
                     const int32_t* slot_mapping, void* k_cache, void* v_cache, int64_t T,
                     int num_heads, int num_kv_heads, int head_dim, int block_size, DType dt,
-                    DType kv_dt, cudaStream_t stream);
+                    DType kv_dt, cudaStream_t stream, float k_scale = 1.0f, float v_scale = 1.0f);
 
 struct PagedAttentionArgs {
   const void* q = nullptr;        // [T, q_stride] rows; head h at column h*head_dim
@@ -51,14 +56,17 @@ struct PagedAttentionArgs {
   int num_heads = 0, num_kv_heads = 0, head_dim = 0, block_size = 0;
   float scale = 0;                // 1/sqrt(head_dim)
   int sliding_window = 0;         // 0: none
-  DType dt = DType::F16, kv_dt = DType::F16;
+  DType dt = DType::F16, kv_dt = DType::F16;  // kv_dt: dt, or kKvFp8
+  float k_scale = 1.0f, v_scale = 1.0f;        // kKvFp8: the layer's cache scales
   void* workspace = nullptr;      // split-context partials (paged_attention_workspace_bytes)
 };
 // Causal attention of each query row over its sequence's cached keys: query row i of seq s sits at
 // position context_lens[s] - (query_start[s+1]-query_start[s]) + i and sees positions <= its own
 // (and, with sliding_window W > 0, positions > its own - W). Grouped-query: head h reads kv head
 // h / (num_heads / num_kv_heads). Softmax in f32.
-// Supported: head_dim 64 or 128, kv_dt == dt, num_heads / num_kv_heads <= 16, any block_size >= 1.
+// Supported: head_dim 64 or 128, kv_dt == dt or kKvFp8, num_heads / num_kv_heads <= 16, any
+// block_size >= 1. An FP8 cache runs every step on the CUDA-core kernel (K/V converted as they
+// leave shared memory; k_scale folded into the queries, v_scale into the output).
 // Decode (max_query_len == 1) splits long contexts over several CTAs and reduces the partials in
 // `workspace`; with workspace == nullptr it does not split (correct, slower at small batch).
 void paged_attention(const PagedAttentionArgs& a, cudaStream_t stream);
@@ -123,6 +131,14 @@ void fp8_quantize_rows(const void* x, int64_t T, int64_t K, DType dt, const floa
 void fp8_scale_output(const void* acc, DType acc_dt, const float* row_scale, const float* w_scale,
                       bool per_channel, const void* bias, void* y, int64_t T, int64_t N, DType dt,
                       cudaStream_t stream);
+
+// W8A16 for FP8 weights at decode: y[T, N] = x[T, K] · (e4m3 W[N, K] * w_scale)^T (+ bias),
+// w_scale [N] (per_channel) or [1], T <= kQuantGemvMaxTokens, f16/bf16 x and y, x and W 16-byte
+// aligned, K % 16 == 0. Weights converted exactly in registers, f32 products and accumulation,
+// deterministic; `split`: the workspace for K split over CTAs (may be null: one slice).
+bool gemv_fp8_supported(const void* x, const void* w, int64_t T, int64_t N, int64_t K, DType dt);
+void gemv_fp8(const void* x, const void* w, const float* w_scale, bool per_channel, const void* bias, void* y,
+              int64_t T, int64_t N, int64_t K, DType dt, cudaStream_t stream, const GemvSplitScratch* split = nullptr);
 
 // gate_up: [T, 2*inter] (gate | up); out: [T, inter] = silu(gate) * up.
 void silu_mul(const void* gate_up, void* out, int64_t T, int64_t inter, DType dt,

@@ -130,6 +130,7 @@ Status LlmModels::load(const std::string& name, const fs::path& dir) {
     ro.max_step_tokens = std::max(opt_.engine.max_num_batched_tokens, opt_.engine.max_num_seqs);
     ro.device_index = dev.index;
     ro.quant_kernels = opt_.quant_kernels;
+    GPUOPT_ASSIGN_OR_RETURN(ro.kv_cache_dtype, llm::parse_kv_cache_dtype(opt_.kv_cache_dtype));
     m->max_model_len = opt_.max_model_len > 0 ? std::min(opt_.max_model_len, m->config.max_position)
                                               : m->config.max_position;
     if (opt_.random_weights) {
@@ -245,6 +246,8 @@ std::string LlmModels::metrics_text() const {
                    [](const S& s) { return s.num_waiting; });
   gauge_or_counter("gpuopt:kv_cache_usage_perc", "gauge", "KV-cache usage, 0 to 1 (1 = full)",
                    [](const S& s) { return s.kv_cache_usage; });
+  gauge_or_counter("gpuopt:kv_cache_blocks", "gauge", "KV-cache blocks (their element type: --kv-cache-dtype)",
+                   [](const S& s) { return s.kv_cache_blocks; });
   gauge_or_counter("gpuopt:num_preemptions_total", "counter", "Sequences preempted (recomputed later)",
                    [](const S& s) { return s.num_preemptions_total; });
   gauge_or_counter("gpuopt:prompt_tokens_total", "counter", "Prompt tokens processed",

@@ -37,6 +37,7 @@ struct LlmServeOptions {
   int64_t max_model_len = 0;    // 0: the config's max_position_embeddings
   bool random_weights = false;  // tests and benchmarks: seeded random weights, no safetensors needed
   bool quant_kernels = false;   // CUDA, GPTQ/AWQ folders: packed weights and the quantized kernels
+  std::string kv_cache_dtype = "auto";  // llm/kv_cache.h's names (auto, fp16, fp8, fp8_e4m3)
   size_t stream_buffer_bytes = size_t{1} << 20;  // unsent SSE bytes per stream (a slow reader)
   std::vector<std::pair<std::string, std::string>> extra;  // --llm-model: (name, folder)
 };
