@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """gpuopt's CPU backends against ONNX Runtime's CPU provider, side by side on one machine, same
 thread count: ResNet-50 (224x224) and BERT-base (12 layers, sequence 128) from
-tools/models/make_models.py at batch 1 and 8, and MatMul 1024^3. Runners: `gpuopt run --device
+tools/models/make_models.py at batch 1 and 32 (--batches), and MatMul 1024^3. Runners: `gpuopt run --device
 cpu` (the fast backend), `--device cpu-ref` (the reference kernels; batch 1 and the MatMul only
 unless --ref-all: the reference takes ~20-45 s per batch-8 run) and onnxruntime (pinned in .venv,
 intra_op_num_threads = --threads). Median (`ms`) and fastest (`min_ms`) latency of --iterations
@@ -28,8 +28,7 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools", "models"))
 
-POINTS = [("resnet50", "resnet50_full", 1), ("resnet50", "resnet50_full", 8),
-          ("bert_base", "bert_base", 1), ("bert_base", "bert_base", 8), ("matmul_1024", None, 1)]
+MODELS = [("resnet50", "resnet50_full"), ("bert_base", "bert_base")]  # plus MatMul 1024^3 at batch 1
 
 
 def cpu_name():
@@ -105,7 +104,9 @@ def main():
     ap.add_argument("--json", default=os.path.join(ROOT, "docs", "perf", "cpu.json"))
     ap.add_argument("--host", default=None, help="host label (default: CPU model and core count)")
     ap.add_argument("--points", nargs="*", help="only these models (resnet50, bert_base, matmul_1024)")
+    ap.add_argument("--batches", default="1,32", help="batch sizes of ResNet-50 and BERT-base")
     a = ap.parse_args()
+    points = [(m, arch, int(b)) for m, arch in MODELS for b in a.batches.split(",")] + [("matmul_1024", None, 1)]
     host = a.host or f"{cpu_name()}, {os.cpu_count()} cores"
     os.makedirs(a.models, exist_ok=True)
     commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
@@ -123,7 +124,7 @@ def main():
             json.dump(old + records, f, indent=1)
             f.write("\n")
 
-    for model, arch, batch in POINTS:
+    for model, arch, batch in points:
         if a.points and model not in a.points:
             continue
         path = os.path.join(a.models, f"{arch or model}.onnx")
