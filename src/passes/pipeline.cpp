@@ -9,6 +9,7 @@
 #include "passes/precision.h"
 #include "passes/fuse_dw_prologue.h"
 #include "passes/se_mean.h"
+#include "passes/window_attention.h"
 
 #include <algorithm>
 #include <iterator>
@@ -74,6 +75,7 @@ Status run_default_passes(Graph* g, const FusionSwitches& sw) {
   GPUOPT_ASSIGN_OR_RETURN(PassStats common, eliminate_common_subexpressions(g));
   ident.removed += common.removed;
   GPUOPT_ASSIGN_OR_RETURN(PassStats dead, remove_dead_nodes(g));
+  if (sw.enabled("roll")) GPUOPT_RETURN_IF_ERROR(rolls_as_gathers(g).status());  // window_attention.h
   // After dead-node removal, so a Conv output read also by a dead node still fuses.
   PassStats conv, gelu, layernorm, attention, linear, sunk, qkv;
   if (sw.enabled("transpose")) {  // before the fusions: MatMul+Add, not yet Gemm, is what it sees through
