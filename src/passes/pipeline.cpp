@@ -76,6 +76,7 @@ Status run_default_passes(Graph* g, const FusionSwitches& sw) {
   ident.removed += common.removed;
   GPUOPT_ASSIGN_OR_RETURN(PassStats dead, remove_dead_nodes(g));
   if (sw.enabled("roll")) GPUOPT_RETURN_IF_ERROR(rolls_as_gathers(g).status());  // window_attention.h
+  if (sw.enabled("space_to_depth")) GPUOPT_RETURN_IF_ERROR(space_to_depth_as_transpose(g).status());
   // After dead-node removal, so a Conv output read also by a dead node still fuses.
   PassStats conv, gelu, layernorm, attention, linear, sunk, qkv;
   if (sw.enabled("transpose")) {  // before the fusions: MatMul+Add, not yet Gemm, is what it sees through

@@ -1,7 +1,8 @@
 // Swin's window forms. unfold_window_attention (window_attention.cpp): shifted-window attention (a
 // per-window shift mask added to the scores between two Reshapes) rewritten with the windows among
 // the heads and bias + mask as one constant, the form fuse_attention fuses; fuse_attention runs it
-// first. rolls_as_gathers (roll.cpp): the cyclic shift as one copy.
+// first. rolls_as_gathers (roll.cpp): the cyclic shift as one copy; space_to_depth_as_transpose
+// (space_to_depth.cpp): the patch merging as one copy.
 //
 //   GPUOPT_ASSIGN_OR_RETURN(PassStats s, unfold_window_attention(&graph));  // then fuse_attention
 //   GPUOPT_ASSIGN_OR_RETURN(PassStats r, rolls_as_gathers(&graph));
@@ -30,6 +31,11 @@ Result<PassStats> attention_reads_packed_qkv(Graph* g);
 // torch.roll as exported (Concat of the two Slices of one axis) becomes one Gather by a constant
 // index map; rolls on two adjacent axes become one Gather over them flattened (roll.cpp).
 Result<PassStats> rolls_as_gathers(Graph* g);
+
+// Concat of the four parity Slices of two axes (x[.., 0::2, 0::2, ..], [1::2, 0::2], ...: Swin's
+// patch merging, YOLOv5's Focus) becomes Reshape -> Transpose -> Reshape: one copy
+// (space_to_depth.cpp).
+Result<PassStats> space_to_depth_as_transpose(Graph* g);
 
 // A Slice's starts/ends/axes/steps when they are constants (axes made non-negative, defaults
 // filled in), else nullopt.
