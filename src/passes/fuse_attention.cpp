@@ -19,6 +19,7 @@
 // be a graph output; all values one float dtype.
 #include "passes/match.h"
 #include "passes/passes.h"
+#include "passes/window_attention.h"
 
 #include <algorithm>
 #include <optional>
@@ -317,7 +318,8 @@ void rewrite(Graph* g, const AttnMatch& a, const std::string& base, Op attention
 }  // namespace
 
 Result<PassStats> fuse_attention(Graph* g) {
-  PassStats stats;
+  GPUOPT_ASSIGN_OR_RETURN(PassStats stats, unfold_window_attention(g));  // Swin's shifted windows first
+  stats.rewritten = 0;
   g->rebuild_producers();
   const auto attention_op = op_from_name("Attention");
   if (!attention_op) return stats;
@@ -357,6 +359,9 @@ Result<PassStats> fuse_attention(Graph* g) {
     GPUOPT_RETURN_IF_ERROR(g->topo_sort());
     GPUOPT_ASSIGN_OR_RETURN(PassStats dead, remove_dead_nodes(g));
     stats.removed += dead.removed;
+    GPUOPT_RETURN_IF_ERROR(g->infer_shapes());  // what the packed form reads: the head split's shapes
+    GPUOPT_ASSIGN_OR_RETURN(PassStats packed, attention_reads_packed_qkv(g));  // Swin's q/k/v selects
+    stats.removed += packed.removed;
   }
   return stats;
 }

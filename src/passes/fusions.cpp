@@ -33,6 +33,8 @@ std::span<const FusionInfo> fusion_table() {
       {"qdq_requant", "--precision int8: a quantize of a dequantize with the same scale dropped"},
       {"nhwc_entry", "CUDA fp16/bf16: a channels-last region's Cast + entry Transpose as one ToNhwc"},
       {"conv1d", "a 1-D Conv as a 2-D one of unit height"},
+      {"roll", "torch.roll's Slice + Concat pairs as one Gather (Swin's cyclic shift)"},
+      {"space_to_depth", "four parity Slices + Concat as one Transpose (Swin's patch merging, YOLOv5's Focus)"},
   };
   return kTable;
 }

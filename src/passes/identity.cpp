@@ -1,4 +1,8 @@
 #include "passes/passes.h"
+#include "passes/window_attention.h"
+
+#include <algorithm>
+#include <optional>
 
 namespace gpuopt {
 namespace {
@@ -13,9 +17,54 @@ bool dropout_is_identity(const Graph& g, const Node& n) {
 
 bool has_perm(const Node& n) { return n.has_attr("perm"); }
 
+// The int64 values of input i when it is a constant (nullopt: absent or computed at run time).
+std::optional<std::vector<int64_t>> const_input(const Graph& g, const Node& n, size_t i) {
+  if (i >= n.inputs.size() || n.inputs[i] == kNoValue) return std::nullopt;
+  const Value& v = g.value(n.inputs[i]);
+  if (!v.constant) return std::nullopt;
+  return v.constant->to_i64_vector();
+}
+
+// A Pad whose pads are all zero copies its input, whatever the mode (torchvision's Swin pads
+// the feature map to a multiple of the window: zero for 224x224 images).
+bool pad_is_identity(const Graph& g, const Node& n) {
+  std::optional<std::vector<int64_t>> pads;
+  if (n.has_attr("pads")) {
+    pads = n.attr_ints("pads");
+  } else if (n.has_attr("paddings")) {
+    pads = n.attr_ints("paddings");
+  } else {
+    pads = const_input(g, n, 1);
+  }
+  return pads && std::all_of(pads->begin(), pads->end(), [](int64_t p) { return p == 0; });
+}
+
+// A Slice that keeps every element in order: on every sliced axis step 1 from 0 to the end (a
+// known dim, or an end past any extent when the dim is symbolic). torchvision's Swin crops the
+// window padding off with x[:, :H, :W, :]: nothing to crop when nothing was padded.
+bool slice_is_identity(const Graph& g, const Node& n) {
+  const auto sl = constant_slice(g, n);
+  if (!sl) return false;
+  const Shape& in = g.value(n.inputs[0]).info.shape;
+  for (size_t i = 0; i < sl->starts.size(); ++i) {
+    if (sl->steps[i] != 1) return false;
+    const int64_t d = in[static_cast<size_t>(sl->axes[i])];
+    int64_t s = sl->starts[i], e = sl->ends[i];
+    if (!dim_is_known(d)) {
+      if (s != 0 || e < (int64_t{1} << 62)) return false;
+      continue;
+    }
+    if (s < 0) s += d;
+    if (e < 0) e += d;
+    if (std::clamp<int64_t>(s, 0, d) != 0 || std::clamp<int64_t>(e, 0, d) != d) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
-// Identity, inference Dropout and a Concat of one input go; a Transpose of a Transpose becomes one
+// Identity, inference Dropout, a Concat of one input, a Pad of zeros and a Slice that keeps
+// everything go; a Transpose of a Transpose becomes one
 // Transpose by the composed permutation (GPT-2's key: Transpose(0,2,1,3), then a one-input Concat
 // for the absent past keys, then Transpose(0,1,3,2) -- one (0,2,3,1) after this pass, the form
 // fuse_attention's head split reads), or nothing when they cancel.
@@ -54,7 +103,10 @@ Result<PassStats> eliminate_identity(Graph* g) {
       }
     }
     const bool one_input_concat = n.op_type == "Concat" && n.domain.empty() && n.inputs.size() == 1;
-    const bool identity = n.op_type == "Identity" || (n.op_type == "Dropout" && dropout_is_identity(*g, n)) || one_input_concat;
+    const bool noop_copy = n.domain.empty() && ((n.op_type == "Pad" && pad_is_identity(*g, n)) ||
+                                                (n.op_type == "Slice" && slice_is_identity(*g, n)));
+    const bool identity = n.op_type == "Identity" || (n.op_type == "Dropout" && dropout_is_identity(*g, n)) ||
+                          one_input_concat || noop_copy;
     if (identity && !n.inputs.empty() && n.inputs[0] != kNoValue && !n.outputs.empty() && n.outputs[0] != kNoValue &&
         !g->value(n.outputs[0]).is_graph_output) {
       // Inputs were already rewired (topological order), so chains collapse to the source.

@@ -11,6 +11,7 @@
 #include "passes/precision.h"
 #include "passes/fuse_dw_prologue.h"
 #include "passes/se_mean.h"
+#include "passes/window_attention.h"
 
 #include <algorithm>
 #include <initializer_list>
@@ -144,6 +145,9 @@ std::span<const PassEntry> pass_table() {
       {"eliminate_common_subexpressions", "", D, nullptr, &plain<eliminate_common_subexpressions>},
       // After dead-node removal, so a Conv output read also by a dead node still fuses.
       {"remove_dead_nodes", "", D, nullptr, &plain<remove_dead_nodes>},
+      // Swin's cyclic shifts and patch merging as one copy each (window_attention.h).
+      {"rolls_as_gathers", "roll", D, nullptr, &plain<rolls_as_gathers>},
+      {"space_to_depth_as_transpose", "space_to_depth", D, nullptr, &plain<space_to_depth_as_transpose>},
       // Before the fusions: MatMul+Add, not yet Gemm, is what it sees through.
       {"sink_transposes", "transpose", D, nullptr, &plain<sink_transposes>},
       // Shapes known (the pass reads ranks); before the conv fusion, so 1-D convs fuse too.

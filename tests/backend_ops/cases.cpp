@@ -584,13 +584,25 @@ std::vector<Case> all_cases() {
     add({"Cast", label(dt, {5, 7, 11, 13}, "to f32"), {data(dt, {5, 7, 11, 13})}, {{"to", attr_i(static_cast<int64_t>(DType::F32))}}});
     add({"Cast", label(DType::F32, {5, 7, 11, 13}, fmt::format("to {}", dtype_name(dt))), {data(DType::F32, {5, 7, 11, 13})},
          {{"to", attr_i(static_cast<int64_t>(dt))}}});
-    // ops_extra.cpp: Pad (constant; zero fill takes the memset path, 1.5 the broadcast fill;
-    // negative pads crop), Split (3 outputs), Tile.
+    // ops_extra.cpp: Pad (constant, zero and 1.5 fill; negative pads crop), Split (3 outputs), Tile.
     add({"Pad", label(dt, {2, 3, 11, 13}, "pads 1,2 / 0,3 zero"),
          {data(dt, {2, 3, 11, 13}), constant_i64({0, 0, 1, 2, 0, 0, 0, 3})}});
     add({"Pad", label(dt, {5, 7, 11}, "pads 2,-1,1 / 0,1,-2 value 1.5"),
          {data(dt, {5, 7, 11}), constant_i64({2, -1, 1, 0, 1, -2}), scalar(dt, 1.5)},
          {{"mode", attr_s("constant")}}});
+    // One index kernel for every mode (unpadded axes merged, the last one moved in 16-byte chunks
+    // where it can): Swin's channels-last map padded in H and W, all-zero pads (one copy), a last
+    // axis of odd width, an empty input axis (all fill), the perf shape of swin_t b32 stage 1.
+    add({"Pad", label(dt, {2, 14, 14, 96}, "NHWC pads H,W 0,0 / 2,3 zero"),
+         {data(dt, {2, 14, 14, 96}), constant_i64({0, 0, 0, 0, 0, 2, 3, 0})}});
+    add({"Pad", label(dt, {2, 14, 14, 96}, "NHWC all-zero pads"), {data(dt, {2, 14, 14, 96}), constant_i64(std::vector<double>(8, 0.0))}});
+    add({"Pad", label(dt, {3, 5, 7}, "pads 0,1,0 / 0,0,0 value -2"),
+         {data(dt, {3, 5, 7}), constant_i64({0, 1, 0, 0, 0, 0}), scalar(dt, -2)}});
+    add({"Pad", label(dt, {2, 0, 3}, "empty axis pads 0,2,0 / 0,1,0 value 0.5"),
+         {data(dt, {2, 0, 3}), constant_i64({0, 2, 0, 0, 1, 0}), scalar(dt, 0.5)}});
+    if (dt == DType::F16)
+      add({"Pad", label(dt, {32, 56, 56, 96}, "perf swin_t b32 NHWC pads H,W 0,0 / 1,1"),
+           {data(dt, {32, 56, 56, 96}), constant_i64({0, 0, 0, 0, 0, 1, 1, 0})}});
     // Edge, reflect and wrap: the index kernel; pads longer than the axis (reflect and wrap
     // repeat periodically), negative pads crop, and an axis of extent 1.
     for (const char* mode : {"edge", "reflect", "wrap"}) {

@@ -5,10 +5,12 @@
 // and GPT-2 sizes as perf cases. The qkv_packed form (merge_qkv: Q, K and V read in place from one [B, S, 3*H*D]
 // tensor) at sequence lengths 1, 7 and 129, head sizes 64, 80 and 128, batch 1 and odd, with no
 // mask, a padding mask, is_causal, an additive [B,1,S,S] mask and all keys masked (nan_to_zero).
+// Swin's window attention (shifted and not) at windows of 7 and 12.
 #include "cases.h"
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <limits>
 #include <tuple>
 
@@ -78,6 +80,54 @@ void add_packed_attention_cases(std::vector<Case>& cases) {
   }
 }
 
+// Swin's window attention as fuse_attention writes it (window_attention.cpp): the shifted
+// blocks with the windows among the heads, q [B, nW*H, N, 32] and one constant [1, nW*H, N, N]
+// holding the relative-position bias plus the shift mask (-100 between tokens from different
+// sides of the shift), windows of 7x7 and 12x12 tokens; the unshifted blocks [B*nW, H, N, 32]
+// with the bias [1, H, N, N]; and swin_t's stage 1 at batch 32 in both forms as perf cases.
+void add_window_attention_cases(std::vector<Case>& cases) {
+  auto window_bias = [](int64_t windows, int64_t heads, int64_t n, bool shifted) {
+    std::vector<double> v;
+    const int64_t side = static_cast<int64_t>(std::lround(std::sqrt(static_cast<double>(n))));
+    for (int64_t w = 0; w < windows; ++w)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            double b = 0.25 * static_cast<double>((i * 7 + j * 3 + h * 5) % 17) - 2.0;
+            // Odd windows straddle the shift: rows and columns cut at side/2.
+            if (shifted && (w % 2 == 1) && ((i % side) < side / 2) != ((j % side) < side / 2)) b += -100.0;
+            v.push_back(b);
+          }
+    return v;
+  };
+  for (DType dt : {DType::F32, DType::F16, DType::BF16})
+    for (int64_t win : {7, 12}) {
+      const int64_t b = 2, nw = 4, h = 3, n = win * win, d = 32;
+      const Shape q{b, nw * h, n, d};
+      Case c{"Attention", label(dt, q, fmt::format("Swin window {} shifted: bias + mask [1,nW*H,N,N]", win)),
+             {data(dt, q, -1, 1), data(dt, q, -1, 1), data(dt, q), const_tensor(dt, {1, nw * h, n, n}, window_bias(nw, h, n, true))},
+             {{"scale", attr_f(0.1767767f)}}};
+      c.opset = 23;
+      cases.push_back(std::move(c));
+      const Shape qw{b * nw, h, n, d};
+      Case u{"Attention", label(dt, qw, fmt::format("Swin window {}: bias [1,H,N,N]", win)),
+             {data(dt, qw, -1, 1), data(dt, qw, -1, 1), data(dt, qw), const_tensor(dt, {1, h, n, n}, window_bias(1, h, n, false))},
+             {{"scale", attr_f(0.1767767f)}}};
+      u.opset = 23;
+      cases.push_back(std::move(u));
+    }
+  for (bool shifted : {true, false}) {
+    const Shape q = shifted ? Shape{32, 64 * 3, 49, 32} : Shape{32 * 64, 3, 49, 32};
+    const int64_t bh = shifted ? 64 * 3 : 3;
+    Case c{"Attention", label(DType::F16, q, shifted ? "perf swin_t b32 stage 1 shifted" : "perf swin_t b32 stage 1"),
+           {data(DType::F16, q, -1, 1), data(DType::F16, q, -1, 1), data(DType::F16, q),
+            const_tensor(DType::F16, {1, bh, 49, 49}, window_bias(shifted ? 64 : 1, 3, 49, shifted))},
+           {{"scale", attr_f(0.1767767f)}}};
+    c.opset = 23;
+    cases.push_back(std::move(c));
+  }
+}
+
 }  // namespace
 
 void add_attention_cases(std::vector<Case>& cases) {
@@ -139,6 +189,7 @@ void add_attention_cases(std::vector<Case>& cases) {
     cases.push_back(std::move(c3));
   }
   add_packed_attention_cases(cases);
+  add_window_attention_cases(cases);
   for (DType dt : {DType::F16, DType::BF16}) {
     Case c{"Attention", label(dt, {32, 12, 128, 64}, "perf BERT-base b32"),
            {data(dt, {32, 12, 128, 64}, -1, 1), data(dt, {32, 12, 128, 64}, -1, 1), data(dt, {32, 12, 128, 64}),

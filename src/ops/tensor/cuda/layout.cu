@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstring>
 #include <type_traits>
 
 namespace gpuopt::cuda {
@@ -197,17 +198,26 @@ __global__ void gather_kernel(const E* __restrict__ data, int64_t outer, int64_t
   }
 }
 
-template <typename E>
-__global__ void pad_index_kernel(const E* __restrict__ in, E* __restrict__ out, PadDesc d) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < d.numel; i += int64_t(gridDim.x) * blockDim.x) {
-    int64_t rem = i, src = 0;
+// I: the index type (32-bit where numel allows: 64-bit division per axis per element costs more
+// than the bytes moved).
+template <typename E, typename I>
+__global__ void pad_index_kernel(const E* __restrict__ in, E* __restrict__ out, PadDesc d, E fill) {
+  const I n_total = static_cast<I>(d.numel);
+  for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < n_total; i += I(gridDim.x) * blockDim.x) {
+    I rem = i;
+    int64_t src = 0;
+    bool outside = false;
     for (int k = d.rank - 1; k >= 0; --k) {
-      const int64_t c = rem % d.out_dims[k];
-      rem /= d.out_dims[k];
+      const I od = static_cast<I>(d.out_dims[k]);
+      const I c = rem % od;
+      rem /= od;
       const int64_t n = d.in_dims[k];
-      int64_t j = c - d.begin[k];
+      int64_t j = static_cast<int64_t>(c) - d.begin[k];
       if (j < 0 || j >= n) {
-        if (d.mode == PadMode::kEdge) {
+        if (d.mode == PadMode::kConstant) {
+          outside = true;
+          break;
+        } else if (d.mode == PadMode::kEdge) {
           j = j < 0 ? 0 : n - 1;
         } else if (d.mode == PadMode::kWrap) {
           j = ((j % n) + n) % n;
@@ -219,7 +229,7 @@ __global__ void pad_index_kernel(const E* __restrict__ in, E* __restrict__ out, 
       }
       src += j * d.in_strides[k];
     }
-    out[i] = in[src];
+    out[i] = outside ? fill : in[src];
   }
 }
 
@@ -332,12 +342,20 @@ Status launch_transpose(size_t es, const void* in, void* out, const Shape& in_sh
   return Status::Ok();
 }
 
-Status launch_pad_index(size_t es, const void* in, void* out, const PadDesc& d, cudaStream_t s) {
+Status launch_pad_index(const void* in, void* out, const PadDesc& d, cudaStream_t s) {
   if (d.numel == 0) return Status::Ok();
-  GPUOPT_RETURN_IF_ERROR(by_size(es, [&](auto tag) {
+  const size_t w = d.elem_size;
+  if (w != 1 && w != 2 && w != 4 && w != 8 && w != 16) return Status::Unimplemented("CUDA Pad of {}-byte elements", w);
+  const bool narrow = d.numel < (int64_t{1} << 31);
+  by_chunk_width(static_cast<int>(w), [&](auto tag) {
     using E = decltype(tag);
-    pad_index_kernel<E><<<grid_for(d.numel), kThreads, 0, s>>>(static_cast<const E*>(in), static_cast<E*>(out), d);
-  }));
+    E fill;
+    memcpy(&fill, d.fill, sizeof(E));
+    if (narrow)
+      pad_index_kernel<E, uint32_t><<<grid_for(d.numel), kThreads, 0, s>>>(static_cast<const E*>(in), static_cast<E*>(out), d, fill);
+    else
+      pad_index_kernel<E, int64_t><<<grid_for(d.numel), kThreads, 0, s>>>(static_cast<const E*>(in), static_cast<E*>(out), d, fill);
+  });
   GPUOPT_CHECK_CALL(cudaGetLastError());
   return Status::Ok();
 }

@@ -29,10 +29,11 @@ Status launch_strided_copy(size_t elem_size, const void* in, void* out, const St
 Status launch_transpose(size_t elem_size, const void* in, void* out, const Shape& in_shape,
                         const std::vector<int64_t>& perm, cudaStream_t s, bool interleave = true);
 
-// Pad in edge, reflect or wrap mode: each output coordinate c maps to input index c - begin,
-// brought back into [0, in_dim) as the CPU reference does (edge clamps; wrap is periodic;
-// reflect mirrors without repeating the edge, periodically for pads longer than the axis).
-enum class PadMode : int { kEdge, kReflect, kWrap };
+// Pad: each output coordinate c maps to input index c - begin; outside [0, in_dim) constant mode
+// writes `fill`, edge clamps, wrap is periodic and reflect mirrors without repeating the edge
+// (periodically for pads longer than the axis), as the CPU reference does. One kernel for the
+// whole output, whatever the rank (make_pad_desc merges unpadded axes and widens the element).
+enum class PadMode : int { kConstant, kEdge, kReflect, kWrap };
 struct PadDesc {
   int rank = 0;
   int64_t numel = 0;
@@ -41,9 +42,20 @@ struct PadDesc {
   int64_t in_strides[kMaxRank] = {};
   int64_t begin[kMaxRank] = {};
   PadMode mode = PadMode::kEdge;
+  size_t elem_size = 0;                // bytes moved per index (es, or a wider chunk of the last axis)
+  unsigned char fill[16] = {};         // constant mode: the value's bytes, repeated over elem_size
 };
 
-Status launch_pad_index(size_t elem_size, const void* in, void* out, const PadDesc& d, cudaStream_t s);
+// The descriptor for padding contiguous `in_shape` (element size es) by begin/end per axis
+// (negative crops) into contiguous `out_shape`: adjacent axes without padding merged (a
+// channels-last [N, H, W, C] padded in H and W is [N, H, W, C] with C one wide element), the
+// last axis read as 16/8/4-byte chunks where its row allows and the pointers are aligned.
+// `value` is es bytes (constant mode). Fails past kMaxRank axes after merging.
+Result<PadDesc> make_pad_desc(size_t es, const Shape& in_shape, const Shape& out_shape, const std::vector<int64_t>& begin,
+                              const std::vector<int64_t>& end, PadMode mode, const void* value, const void* in,
+                              const void* out);
+
+Status launch_pad_index(const void* in, void* out, const PadDesc& d, cudaStream_t s);
 
 // y = cond ? a : b with numpy broadcasting of all three to `out_shape`.
 Status launch_where(size_t elem_size, const bool* cond, const Shape& cond_shape, const void* a, const Shape& a_shape,

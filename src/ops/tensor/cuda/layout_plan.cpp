@@ -2,6 +2,7 @@
 #include "ops/tensor/cuda/layout_plan.h"
 
 #include <cstdlib>
+#include <cstring>
 
 namespace gpuopt::cuda {
 
@@ -242,6 +243,65 @@ SmallSideArgs make_small_side(const TransposePlan& p, size_t es, int align) {
   const int64_t run = 16 / static_cast<int64_t>(es);
   g.vec = es <= 8 && align % 16 == 0 && g.n % run == 0;
   return g;
+}
+
+}  // namespace gpuopt::cuda
+
+namespace gpuopt::cuda {
+
+Result<PadDesc> make_pad_desc(size_t es, const Shape& in_shape, const Shape& out_shape, const std::vector<int64_t>& begin,
+                              const std::vector<int64_t>& end, PadMode mode, const void* value, const void* in,
+                              const void* out) {
+  // Axes (outermost first) as [out, in, begin]; a run of unpadded axes is one axis.
+  struct Axis {
+    int64_t out, in, begin;
+    bool padded;
+  };
+  std::vector<Axis> axes;
+  for (size_t i = 0; i < in_shape.size(); ++i) {
+    const bool padded = begin[i] != 0 || end[i] != 0;
+    if (!padded && in_shape[i] == 1) continue;
+    if (!padded && !axes.empty() && !axes.back().padded) {
+      axes.back().out *= in_shape[i];
+      axes.back().in *= in_shape[i];
+      continue;
+    }
+    axes.push_back({out_shape[i], in_shape[i], begin[i], padded});
+  }
+  if (axes.empty()) axes.push_back({1, 1, 0, false});
+  if (axes.size() > static_cast<size_t>(kMaxRank))
+    return Status::Unimplemented("Pad of {} to {} needs {} axes after merging (the CUDA limit is {})",
+                                 shape_to_string(in_shape), shape_to_string(out_shape), axes.size(), kMaxRank);
+  // The unpadded last axis moves in chunks as wide as its row and both pointers allow.
+  size_t w = es;
+  if (!axes.back().padded) {
+    const size_t row = static_cast<size_t>(axes.back().in) * es;
+    const auto addr = reinterpret_cast<uintptr_t>(in) | reinterpret_cast<uintptr_t>(out);
+    for (size_t c : {size_t{16}, size_t{8}, size_t{4}})
+      if (c > es && row % c == 0 && addr % c == 0) {
+        w = c;
+        break;
+      }
+    axes.back().in = axes.back().out = static_cast<int64_t>(row / w);
+  }
+  PadDesc d;
+  d.rank = static_cast<int>(axes.size());
+  d.mode = mode;
+  d.elem_size = w;
+  d.numel = 1;
+  int64_t stride = 1;
+  for (int k = d.rank - 1; k >= 0; --k) {
+    const Axis& a = axes[static_cast<size_t>(k)];
+    d.out_dims[k] = a.out;
+    d.in_dims[k] = a.in;
+    d.begin[k] = a.begin;
+    d.in_strides[k] = stride;
+    stride *= a.in;
+    d.numel *= a.out;
+  }
+  if (value)
+    for (size_t o = 0; o + es <= w; o += es) std::memcpy(d.fill + o, value, es);
+  return d;
 }
 
 }  // namespace gpuopt::cuda
