@@ -7,9 +7,8 @@
 #include <atomic>
 
 #ifdef GPUOPT_HAVE_DNNL
+#include "backends/cpu_fast/dnnl_util.h"
 #include "backends/cpu_fast/fast_kernel.h"
-
-#include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
 #include <map>
@@ -33,23 +32,22 @@ std::unique_ptr<DnnlConv> DnnlConv::make(const std::vector<int64_t>&) { return n
 #else
 bool have_dnnl() { return true; }
 
-namespace {
-
-using dnnl::memory;
-using Tag = memory::format_tag;
-
 dnnl::engine& cpu_engine() {
   static dnnl::engine e(dnnl::engine::kind::cpu, 0);
   return e;
 }
 
-// The current thread runs oneDNN on itself alone, with a stream of its own.
 dnnl::stream& thread_stream() {
   thread_local bool once = (omp_set_num_threads(1), true);
   (void)once;
   thread_local dnnl::stream s(cpu_engine());
   return s;
 }
+
+namespace {
+
+using dnnl::memory;
+using Tag = memory::format_tag;
 
 // Where a tensor's channels live, as the block b of nChw{b}c: 1 for NCHW, 8 or 16, or the
 // channel count for NHWC (one block); 0: another layout.
