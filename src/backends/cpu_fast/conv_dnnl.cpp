@@ -103,9 +103,12 @@ class DnnlConvImpl final : public DnnlConv {
     Prim* p = prim(s, parts, w);
     if (!p) return false;
     const int64_t Mp = s.M / parts, hw = s.H * s.W, ohw = s.OH * s.OW;
-    // The input in the primitive's layout: one pass, split over the threads by channel blocks.
+    // The input in the primitive's layout. Split by channels (N < threads): all images first,
+    // by chunks of positions over the threads, into the calling thread's buffer; else each unit
+    // (one image) converts its own into a buffer of its thread, one image in size.
+    const bool blocked_in = p->src_block > 1, shared_in = blocked_in && parts > 1;
     const float* xb = x;
-    if (p->src_block > 1) {
+    if (shared_in) {
       thread_local std::vector<float> buf;
       buf.resize(static_cast<size_t>(s.N * s.C * hw));
       float* const bp = buf.data();  // this thread's buffer (the pool threads' `buf` are theirs)
@@ -120,9 +123,15 @@ class DnnlConvImpl final : public DnnlConv {
     }
     parallel(s.N * parts, 1, [&](int64_t u0, int64_t u1) {
       dnnl::stream& strm = thread_stream();
-      thread_local std::vector<float> out, scratch;
+      thread_local std::vector<float> in, out, scratch;
       for (int64_t u = u0; u < u1; ++u) {
         const int64_t n = u / parts, part = u % parts;
+        const float* src = xb + n * s.C * hw;
+        if (blocked_in && !shared_in) {
+          in.resize(static_cast<size_t>(s.C * hw));
+          to_blocked(x + n * s.C * hw, in.data(), s.C, p->src_block, hw, 0, hw);
+          src = in.data();
+        }
         float* yp = y + (n * s.M + part * Mp) * ohw;
         float* dst = yp;
         if (p->dst_block > 1) {
@@ -130,7 +139,7 @@ class DnnlConvImpl final : public DnnlConv {
           dst = out.data();
         }
         scratch.resize(p->scratch.get_size() / sizeof(float) + 1);
-        memory src_m(p->src, cpu_engine(), const_cast<float*>(xb + n * s.C * hw));
+        memory src_m(p->src, cpu_engine(), const_cast<float*>(src));
         memory dst_m(p->dst, cpu_engine(), dst);
         memory scr_m(p->scratch, cpu_engine(), scratch.data());
         p->conv.execute(strm, {{DNNL_ARG_SRC, src_m},
