@@ -5,8 +5,8 @@
 //  - otherwise per image and group Y[Mg, O] = W[Mg, Cg*K] x col[Cg*K, O] with sgemm: W as stored
 //    is already that row-major matrix; col is X itself for a 1x1 stride-1 unpadded kernel, else
 //    im2col of a tile of output positions (sized to stay in L2), built and consumed by one thread.
-//  - in builds with oneDNN, 2-D ungrouped convolutions with constant weights other than 1x1
-//    stride 1 go to oneDNN's blocked kernels first (conv_dnnl.h).
+//  - in builds with oneDNN, 2-D ungrouped convolutions with constant weights and a kernel larger
+//    than 1x1 go to oneDNN's channels-last kernels first (conv_dnnl.h).
 // Bias, Z and the activation are applied to each output tile right after its GEMM.
 #include "backends/cpu_fast/conv_dnnl.h"
 #include "backends/cpu_fast/fast_kernel.h"
@@ -119,7 +119,7 @@ class ConvKernel final : public FastKernel {
         apply_activation(act_, yr, len);
       }
     };
-    if (dnnl_ && g.G == 1 && !g.pointwise()) {
+    if (dnnl_ && g.G == 1) {
       const ConvShape s{g.N,  g.C,  g.H,  g.W,  g.M,  g.KH,  g.KW, g.OH, g.OW, g.sh, g.sw, g.ph, g.pw,
                         win.pad_end[0], win.pad_end[1], g.dh, g.dw};
       if (dnnl_->run(s, X, Wt, Y, [&](int64_t n, int64_t m0, int64_t m1) { epilogue(n, m0, m1, 0, O); })) return true;

@@ -215,7 +215,7 @@ class DnnlConvImpl final : public DnnlConv {
 }  // namespace
 
 std::unique_ptr<DnnlConv> DnnlConv::make(const std::vector<int64_t>& w) {
-  if (w.size() != 4) return nullptr;
+  if (w.size() != 4 || (w[2] == 1 && w[3] == 1)) return nullptr;  // 1x1: see conv_dnnl.h
   return std::make_unique<DnnlConvImpl>();
 }
 #endif

@@ -26,8 +26,9 @@ struct ConvShape {
 
 class DnnlConv {
  public:
-  // For constant OIHW weights of dims `w` ({M, C, KH, KW}); nullptr without oneDNN. The caller
-  // keeps 1x1 stride-1 convolutions (sgemm on the input as it is, no reorders, was as fast).
+  // For constant OIHW weights of dims `w` ({M, C, KH, KW}); nullptr without oneDNN, and for 1x1
+  // kernels: with the reorders in and out, oneDNN ran them no faster than sgemm on the input as
+  // it is (stride 1) or on its subsample (stride 2).
   static std::unique_ptr<DnnlConv> make(const std::vector<int64_t>& w);
   virtual ~DnnlConv() = default;
   // y = conv(x, w) without bias; then epilogue(n, m0, m1) over output channels [m0, m1) of image
