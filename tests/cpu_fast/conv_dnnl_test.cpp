@@ -11,7 +11,9 @@ namespace {
 
 [[maybe_unused]] const bool kThreadsSet = (setenv("GPUOPT_NUM_THREADS", "3", 0), true);
 
-Tensor conv_w(int64_t m, int64_t c, int64_t k) { return rand_f32({m, c, k, k}, -0.3f, 0.3f); }
+Tensor conv_w(int64_t m, int64_t c, int64_t k) {
+  return rand_f32({m, c, k, k}, -0.3f, 0.3f);
+}
 
 // check() runs the node twice (1 thread, the pool); `dnnl` says whether both must go to oneDNN.
 void check_routed(const OneNode& o, bool dnnl) {
@@ -56,17 +58,18 @@ TEST(FastCpuDnnl, Stem) {
 
 TEST(FastCpuDnnl, FusedBiasResidualActivation) {
   for (const char* act : {"Relu", "", "HardSwish"})
-    check_routed(one_node(Op::FusedConv,
-                          {{rand_f32({1, 16, 9, 8})},
-                           {conv_w(48, 16, 3), true},
-                           {rand_f32({48}), true},
-                           {rand_f32({1, 48, 9, 8})}},
-                          conv_attrs(1, 1, act)),
-                 true);
-  check_routed(one_node(Op::FusedConv,
-                        {{rand_f32({2, 32, 10, 10})}, {conv_w(16, 32, 3), true}, {rand_f32({16}), true}, {rand_f32({2, 16, 5, 5})}},
-                        conv_attrs(2, 1, "Relu")),
-               true);
+    check_routed(
+        one_node(
+            Op::FusedConv,
+            {{rand_f32({1, 16, 9, 8})}, {conv_w(48, 16, 3), true}, {rand_f32({48}), true}, {rand_f32({1, 48, 9, 8})}},
+            conv_attrs(1, 1, act)),
+        true);
+  check_routed(
+      one_node(
+          Op::FusedConv,
+          {{rand_f32({2, 32, 10, 10})}, {conv_w(16, 32, 3), true}, {rand_f32({16}), true}, {rand_f32({2, 16, 5, 5})}},
+          conv_attrs(2, 1, "Relu")),
+      true);
 }
 
 TEST(FastCpuDnnl, ShapesItLeavesToSgemm) {

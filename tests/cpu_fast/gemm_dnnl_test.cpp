@@ -3,8 +3,8 @@
 // alpha, beta and C broadcast every way, FusedGemm's activations, odd extents, rows that split
 // unequally, 1 thread and the pool; and the cases left to sgemm. Builds without oneDNN check the
 // same cases on sgemm.
-#include "backends/cpu_fast/conv_dnnl.h"
 #include "backends/cpu_fast/gemm_dnnl.h"
+#include "backends/cpu_fast/conv_dnnl.h"
 #include "fast_test_util.h"
 
 namespace gpuopt::fast_test {
@@ -40,12 +40,13 @@ TEST(FastCpuDnnl, GemmAlphaBetaBroadcastAndActivations) {
                    61, true);
     }
   for (const char* act : {"Relu", "Gelu"})
-    check_routed(one_node(Op::FusedGemm, {{rand_f32({128, 96}, -2, 2)}, {rand_f32({80, 96}), true}, {rand_f32({80}), true}},
-                          attrs({{"transB", int_attr(1)}, {"activation", string_attr(act)}})),
-                 128, true);
+    check_routed(
+        one_node(Op::FusedGemm, {{rand_f32({128, 96}, -2, 2)}, {rand_f32({80, 96}), true}, {rand_f32({80}), true}},
+                 attrs({{"transB", int_attr(1)}, {"activation", string_attr(act)}})),
+        128, true);
   // transA: sgemm.
-  check_routed(one_node(Op::Gemm, {{rand_f32({45, 61})}, {rand_f32({45, 33}), true}}, attrs({{"transA", int_attr(1)}})), 61,
-               false);
+  check_routed(one_node(Op::Gemm, {{rand_f32({45, 61})}, {rand_f32({45, 33}), true}}, attrs({{"transA", int_attr(1)}})),
+               61, false);
 }
 
 }  // namespace

@@ -120,8 +120,8 @@ class ConvKernel final : public FastKernel {
       }
     };
     if (dnnl_ && g.G == 1) {
-      const ConvShape s{g.N,  g.C,  g.H,  g.W,  g.M,  g.KH,  g.KW, g.OH, g.OW, g.sh, g.sw, g.ph, g.pw,
-                        win.pad_end[0], win.pad_end[1], g.dh, g.dw};
+      const ConvShape s{g.N,  g.C,  g.H,  g.W,  g.M,  g.KH,           g.KW,           g.OH, g.OW,
+                        g.sh, g.sw, g.ph, g.pw, win.pad_end[0], win.pad_end[1], g.dh, g.dw};
       if (dnnl_->run(s, X, Wt, Y, [&](int64_t n, int64_t m0, int64_t m1) { epilogue(n, m0, m1, 0, O); })) return true;
     }
     if (g.Cg == 1) {  // depthwise (channel multiplier Mg): one output plane per unit

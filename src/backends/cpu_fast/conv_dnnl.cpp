@@ -11,6 +11,7 @@
 #include "backends/cpu_fast/fast_kernel.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -24,13 +25,21 @@ namespace {
 std::atomic<uint64_t> g_dnnl_calls{0};
 }  // namespace
 
-uint64_t dnnl_conv_calls() { return g_dnnl_calls.load(); }
+uint64_t dnnl_conv_calls() {
+  return g_dnnl_calls.load();
+}
 
 #ifndef GPUOPT_HAVE_DNNL
-bool have_dnnl() { return false; }
-std::unique_ptr<DnnlConv> DnnlConv::make(const std::vector<int64_t>&) { return nullptr; }
+bool have_dnnl() {
+  return false;
+}
+std::unique_ptr<DnnlConv> DnnlConv::make(const std::vector<int64_t>&) {
+  return nullptr;
+}
 #else
-bool have_dnnl() { return true; }
+bool have_dnnl() {
+  return true;
+}
 
 dnnl::engine& cpu_engine() {
   static dnnl::engine e(dnnl::engine::kind::cpu, 0);
@@ -85,6 +94,16 @@ void from_blocked(const float* src, float* dst, int64_t C, int64_t b, int64_t hw
   }
 }
 
+}  // namespace
+
+float* aligned(std::vector<float>& v, int64_t n) {
+  v.resize(static_cast<size_t>(n) + 16);
+  const auto a = reinterpret_cast<uintptr_t>(v.data());
+  return v.data() + ((64 - a % 64) % 64) / sizeof(float);
+}
+
+namespace {
+
 struct Prim {
   dnnl::convolution_forward conv;
   memory::desc src, dst, scratch;
@@ -110,9 +129,8 @@ class DnnlConvImpl final : public DnnlConv {
     const float* xb = x;
     if (shared_in) {
       thread_local std::vector<float> buf;
-      buf.resize(static_cast<size_t>(s.N * s.C * hw));
-      float* const bp = buf.data();  // this thread's buffer (the pool threads' `buf` are theirs)
-      const int64_t chunks = (hw + 255) / 256;  // 256 positions per unit
+      float* const bp = aligned(buf, s.N * s.C * hw);  // this thread's (the pool threads' `buf` are theirs)
+      const int64_t chunks = (hw + 255) / 256;         // 256 positions per unit
       parallel(s.N * chunks, 1, [&](int64_t u0, int64_t u1) {
         for (int64_t u = u0; u < u1; ++u) {
           const int64_t n = u / chunks, i0 = u % chunks * 256, i1 = std::min(hw, i0 + 256);
@@ -128,20 +146,19 @@ class DnnlConvImpl final : public DnnlConv {
         const int64_t n = u / parts, part = u % parts;
         const float* src = xb + n * s.C * hw;
         if (blocked_in && !shared_in) {
-          in.resize(static_cast<size_t>(s.C * hw));
-          to_blocked(x + n * s.C * hw, in.data(), s.C, p->src_block, hw, 0, hw);
-          src = in.data();
+          float* const ib = aligned(in, s.C * hw);
+          to_blocked(x + n * s.C * hw, ib, s.C, p->src_block, hw, 0, hw);
+          src = ib;
         }
         float* yp = y + (n * s.M + part * Mp) * ohw;
         float* dst = yp;
         if (p->dst_block > 1) {
-          out.resize(static_cast<size_t>(Mp * ohw));
-          dst = out.data();
+          dst = aligned(out, Mp * ohw);
         }
-        scratch.resize(p->scratch.get_size() / sizeof(float) + 1);
         memory src_m(p->src, cpu_engine(), const_cast<float*>(src));
         memory dst_m(p->dst, cpu_engine(), dst);
-        memory scr_m(p->scratch, cpu_engine(), scratch.data());
+        memory scr_m(p->scratch, cpu_engine(),
+                     aligned(scratch, static_cast<int64_t>(p->scratch.get_size() / sizeof(float) + 1)));
         p->conv.execute(strm, {{DNNL_ARG_SRC, src_m},
                                {DNNL_ARG_WEIGHTS, p->weights[static_cast<size_t>(part)]},
                                {DNNL_ARG_DST, dst_m},
@@ -207,8 +224,9 @@ class DnnlConvImpl final : public DnnlConv {
   }
 
   std::mutex mu_;
-  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>,
-           std::unique_ptr<Prim>>
+  std::map<
+      std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>,
+      std::unique_ptr<Prim> >
       cache_;
 };
 

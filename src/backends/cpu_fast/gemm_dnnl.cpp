@@ -19,10 +19,14 @@ namespace {
 std::atomic<uint64_t> g_calls{0};
 }  // namespace
 
-uint64_t dnnl_matmul_calls() { return g_calls.load(); }
+uint64_t dnnl_matmul_calls() {
+  return g_calls.load();
+}
 
 #ifndef GPUOPT_HAVE_DNNL
-std::unique_ptr<DnnlMatmul> DnnlMatmul::make(int64_t, int64_t, bool) { return nullptr; }
+std::unique_ptr<DnnlMatmul> DnnlMatmul::make(int64_t, int64_t, bool) {
+  return nullptr;
+}
 #else
 namespace {
 
@@ -48,12 +52,13 @@ class DnnlMatmulImpl final : public DnnlMatmul {
       for (int64_t p = p0; p < p1; ++p) {
         const int64_t m0 = p * rows, m = std::min(rows, M - m0);
         const Prim& pr = m == rows ? *full : *tail;
-        scratch.resize(pr.scratch.get_size() / sizeof(float) + 1);
         memory a(memory::desc({m, K_}, memory::data_type::f32, Tag::ab), cpu_engine(),
                  const_cast<float*>(A + m0 * lda));
         memory y(memory::desc({m, N_}, memory::data_type::f32, Tag::ab), cpu_engine(), Y + m0 * N_);
-        memory s(pr.scratch, cpu_engine(), scratch.data());
-        pr.mm.execute(strm, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, *packed_}, {DNNL_ARG_DST, y}, {DNNL_ARG_SCRATCHPAD, s}});
+        memory s(pr.scratch, cpu_engine(),
+                 aligned(scratch, static_cast<int64_t>(pr.scratch.get_size() / sizeof(float) + 1)));
+        pr.mm.execute(strm,
+                      {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, *packed_}, {DNNL_ARG_DST, y}, {DNNL_ARG_SCRATCHPAD, s}});
         strm.wait();
         epilogue(m0, m0 + m);
       }
@@ -105,7 +110,7 @@ class DnnlMatmulImpl final : public DnnlMatmul {
   bool trans_b_;
   std::mutex mu_;
   std::unique_ptr<memory> packed_;
-  std::map<int64_t, std::unique_ptr<Prim>> cache_;
+  std::map<int64_t, std::unique_ptr<Prim> > cache_;
 };
 
 }  // namespace
