@@ -33,12 +33,19 @@ uint64_t dnnl_conv_calls() {
 bool have_dnnl() {
   return false;
 }
+std::string dnnl_version() {
+  return "";
+}
 std::unique_ptr<DnnlConv> DnnlConv::make(const std::vector<int64_t>&) {
   return nullptr;
 }
 #else
 bool have_dnnl() {
   return true;
+}
+std::string dnnl_version() {
+  const dnnl_version_t* v = dnnl::version();
+  return std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
 }
 
 dnnl::engine& cpu_engine() {

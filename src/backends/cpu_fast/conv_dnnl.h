@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace gpuopt::cpu_fast {
@@ -43,5 +44,7 @@ class DnnlConv {
 uint64_t dnnl_conv_calls();
 // True when this build has oneDNN.
 bool have_dnnl();
+// The loaded oneDNN's version ("3.2.0"), or "" without oneDNN (`gpuopt version`).
+std::string dnnl_version();
 
 }  // namespace gpuopt::cpu_fast
