@@ -1,4 +1,5 @@
 // `gpuopt version`: what this binary was built with and what it finds at run time.
+#include "backends/cpu_fast/conv_dnnl.h"
 #include "cli/command.h"
 #include "monitor/lib_versions.h"
 #include "gpuopt/build_info.h"
@@ -26,6 +27,7 @@ void setup(CLI::App& app) {
   cmd->add_flag("--json", *json, "Print JSON");
   cmd->callback([json] {
     LibraryVersions v = library_versions();
+    const std::string dnnl = cpu_fast::dnnl_version();
     nlohmann::json j = {{"version", GPUOPT_VERSION_STRING},
                         {"git_hash", GPUOPT_GIT_HASH},
                         {"build_type", GPUOPT_BUILD_TYPE},
@@ -40,7 +42,9 @@ void setup(CLI::App& app) {
                           {"found", {{"cuda_driver", found_json(v.cuda_driver)},
                                      {"cuda_runtime", found_json(v.cuda_runtime)},
                                      {"cublaslt", found_json(v.cublaslt)},
-                                     {"cudnn", found_json(v.cudnn)}}}}}};
+                                     {"cudnn", found_json(v.cudnn)}}},
+                          // The fast CPU backend's oneDNN (null: built without it).
+                          {"cpu", {{"onednn", dnnl.empty() ? nlohmann::json(nullptr) : nlohmann::json(dnnl)}}}}}};
     if (*json) {
       fmt::print("{}\n", j.dump(2));
       return;
@@ -56,6 +60,7 @@ void setup(CLI::App& app) {
     fmt::print("                  CUDA runtime  {}\n", found_text(v.cuda_runtime));
     fmt::print("                  cuBLASLt      {}\n", found_text(v.cublaslt));
     fmt::print("                  cuDNN         {}\n", found_text(v.cudnn));
+    fmt::print("  CPU backend     oneDNN {}\n", dnnl.empty() ? "not built in" : dnnl);
   });
 }
 GPUOPT_REGISTER_COMMAND(90, setup);

@@ -226,6 +226,18 @@ def test_version_flag_and_a_global_flag_after_the_subcommand():
         r = gpuopt(*argv)
         assert r.returncode == 0, (argv, r.stderr)
         assert json.loads(r.stdout)["version"], argv
+    # The CPU backend's oneDNN: the version of the library the binary loads (ldd), from its header
+    # in .venv, or null when the binary has none.
+    libs = subprocess.run(["ldd", gpuopt_bin()], capture_output=True, text=True).stdout
+    got = json.loads(gpuopt("version", "--json").stdout)["libraries"]["cpu"]["onednn"]
+    if "libdnnl.so" in libs:
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        with open(os.path.join(root, ".venv", "include", "oneapi", "dnnl", "dnnl_version.h")) as f:
+            hdr = f.read()
+        want = ".".join(re.search(rf"#define DNNL_VERSION_{k} (\d+)", hdr).group(1) for k in ("MAJOR", "MINOR", "PATCH"))
+        assert got == want, (got, want)
+    else:
+        assert got is None, got
     r = gpuopt("version", "--log-level", "loud")
     assert r.returncode == 2 and "'loud'" in one_line(r), r.stderr
     # An option no level knows is still a usage error naming it.

@@ -5,7 +5,10 @@
 //  - otherwise per image and group Y[Mg, O] = W[Mg, Cg*K] x col[Cg*K, O] with sgemm: W as stored
 //    is already that row-major matrix; col is X itself for a 1x1 stride-1 unpadded kernel, else
 //    im2col of a tile of output positions (sized to stay in L2), built and consumed by one thread.
+//  - in builds with oneDNN, 2-D ungrouped convolutions with constant weights and a kernel larger
+//    than 1x1 go to oneDNN's channels-last kernels first (conv_dnnl.h).
 // Bias, Z and the activation are applied to each output tile right after its GEMM.
+#include "backends/cpu_fast/conv_dnnl.h"
 #include "backends/cpu_fast/fast_kernel.h"
 #include "ops/common/nn_util.h"
 
@@ -78,7 +81,7 @@ void im2col(const Geometry& g, const float* x, int64_t o0, int64_t o1, float* co
 
 class ConvKernel final : public FastKernel {
  public:
-  explicit ConvKernel(Activation act) : act_(act) {}
+  ConvKernel(Activation act, std::unique_ptr<DnnlConv> dnnl) : act_(act), dnnl_(std::move(dnnl)) {}
 
   Result<bool> run(KernelContext& ctx) const override {
     const Tensor& x = ctx.in(0);
@@ -116,6 +119,11 @@ class ConvKernel final : public FastKernel {
         apply_activation(act_, yr, len);
       }
     };
+    if (dnnl_ && g.G == 1) {
+      const ConvShape s{g.N,  g.C,  g.H,  g.W,  g.M,  g.KH,           g.KW,           g.OH, g.OW,
+                        g.sh, g.sw, g.ph, g.pw, win.pad_end[0], win.pad_end[1], g.dh, g.dw};
+      if (dnnl_->run(s, X, Wt, Y, [&](int64_t n, int64_t m0, int64_t m1) { epilogue(n, m0, m1, 0, O); })) return true;
+    }
     if (g.Cg == 1) {  // depthwise (channel multiplier Mg): one output plane per unit
       parallel(g.N * g.M, 1, [&](int64_t u0, int64_t u1) {
         for (int64_t u = u0; u < u1; ++u) {
@@ -210,6 +218,7 @@ class ConvKernel final : public FastKernel {
   }
 
   Activation act_;
+  std::unique_ptr<DnnlConv> dnnl_;  // null: no oneDNN in this build, or weights not constant
 };
 
 }  // namespace
@@ -226,7 +235,11 @@ std::unique_ptr<FastKernel> make_conv_kernel(const Node& node, const Graph& grap
     if (!a.ok()) return nullptr;
     act = *a;
   }
-  return std::make_unique<ConvKernel>(act);
+  // oneDNN reorders the weights once, so only constant ones (nearly always: initializers) go there.
+  std::unique_ptr<DnnlConv> dnnl;
+  const Value& w = graph.value(node.inputs[1]);
+  if (w.constant && w.constant->rank() == 4 && node.attr_i("group", 1) == 1) dnnl = DnnlConv::make(w.constant->shape());
+  return std::make_unique<ConvKernel>(act, std::move(dnnl));
 }
 
 }  // namespace gpuopt::cpu_fast

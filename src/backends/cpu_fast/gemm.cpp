@@ -1,6 +1,7 @@
 // Fast f32 MatMul, Gemm and FusedGemm: one sgemm (or one per batch matrix), with Gemm's C and
 // FusedGemm's activation applied to each row block right after its GEMM part, while it is in cache.
 #include "backends/cpu_fast/fast_kernel.h"
+#include "backends/cpu_fast/gemm_dnnl.h"
 
 #include <algorithm>
 
@@ -21,8 +22,9 @@ Result<Activation> gemm_activation(const Node& n) {
 
 class GemmKernel final : public FastKernel {
  public:
-  GemmKernel(const Node& n, Activation act)
+  GemmKernel(const Node& n, Activation act, std::unique_ptr<DnnlMatmul> dnnl)
       : act_(act),
+        dnnl_(std::move(dnnl)),
         alpha_(n.attr_f("alpha", 1.0f)),
         beta_(n.attr_f("beta", 1.0f)),
         trans_a_(n.attr_i("transA", 0) != 0),
@@ -47,6 +49,25 @@ class GemmKernel final : public FastKernel {
     float* Y = y.data<float>();
     const float* C = c ? c->data<float>() : nullptr;
     const int64_t lda = a.dim(1), ldb = b.dim(1);
+    if (dnnl_ && !trans_a_) {
+      // Y = A op(B) from oneDNN; then alpha, beta C and the activation on each part's rows.
+      auto finish = [&](int64_t m0, int64_t m1) {
+        for (int64_t m = m0; m < m1; ++m) {
+          float* yr = Y + m * N;
+          if (alpha_ != 1.0f)
+            for (int64_t j = 0; j < N; ++j) yr[j] *= alpha_;
+          if (C) {
+            const float* cr = C + (cm == 1 ? 0 : m) * cn;
+            if (cn == 1)
+              for (int64_t j = 0; j < N; ++j) yr[j] += beta_ * cr[0];
+            else
+              for (int64_t j = 0; j < N; ++j) yr[j] += beta_ * cr[j];
+          }
+        }
+        apply_activation(act_, Y + m0 * N, (m1 - m0) * N);
+      };
+      if (dnnl_->run(M, A, lda, B, Y, finish)) return true;
+    }
     // Row blocks: each thread's GEMM part, then its C and activation while the rows are hot.
     auto block = [&](int64_t m0, int64_t m1, bool split_inside) {
       if (C)
@@ -75,12 +96,15 @@ class GemmKernel final : public FastKernel {
 
  private:
   Activation act_;
+  std::unique_ptr<DnnlMatmul> dnnl_;  // null: no oneDNN, or B not a constant
   float alpha_, beta_;
   bool trans_a_, trans_b_;
 };
 
 class MatMulKernel final : public FastKernel {
  public:
+  explicit MatMulKernel(std::unique_ptr<DnnlMatmul> dnnl) : dnnl_(std::move(dnnl)) {}
+
   Result<bool> run(KernelContext& ctx) const override {
     const Tensor& a = ctx.in(0);
     const Tensor& b = ctx.in(1);
@@ -91,6 +115,7 @@ class MatMulKernel final : public FastKernel {
     const float* B = b.data<float>();
     float* Y = y.data<float>();
     if (b.rank() == 2) {  // weights: every batch matrix of A is rows of one GEMM
+      if (dnnl_ && dnnl_->run(a.numel() / K, A, K, B, Y, [](int64_t, int64_t) {})) return true;
       sgemm(false, false, a.numel() / K, N, K, 1.0f, A, K, B, N, 0.0f, Y, N);
       return true;
     }
@@ -132,7 +157,18 @@ class MatMulKernel final : public FastKernel {
     }
     return true;
   }
+
+ private:
+  std::unique_ptr<DnnlMatmul> dnnl_;  // null: no oneDNN, or B not a 2-D constant
 };
+
+// oneDNN's matmul for a constant 2-D B (K x N, or N x K when trans_b), else nullptr.
+std::unique_ptr<DnnlMatmul> packed_b(const Graph& graph, ValueId b, bool trans_b) {
+  const Value& v = graph.value(b);
+  if (!v.constant || v.constant->rank() != 2) return nullptr;
+  const int64_t r = v.constant->dim(0), c = v.constant->dim(1);
+  return trans_b ? DnnlMatmul::make(c, r, true) : DnnlMatmul::make(r, c, false);
+}
 
 }  // namespace
 
@@ -142,14 +178,14 @@ std::unique_ptr<FastKernel> make_gemm_kernel(const Node& node, const Graph& grap
   for (ValueId v : node.inputs)
     if (v != kNoValue && !is_f32(graph, v)) return nullptr;
   if (node.outputs.empty() || !is_f32(graph, node.outputs[0])) return nullptr;
-  if (node.op == Op::MatMul) return std::make_unique<MatMulKernel>();
+  if (node.op == Op::MatMul) return std::make_unique<MatMulKernel>(packed_b(graph, node.inputs[1], false));
   Activation act;
   if (node.op == Op::FusedGemm) {
     auto a = gemm_activation(node);
     if (!a.ok()) return nullptr;
     act = *a;
   }
-  return std::make_unique<GemmKernel>(node, act);
+  return std::make_unique<GemmKernel>(node, act, packed_b(graph, node.inputs[1], node.attr_i("transB", 0) != 0));
 }
 
 }  // namespace gpuopt::cpu_fast
