@@ -30,6 +30,7 @@ cmake -S . -B build-h200 -G Ninja -DCMAKE_BUILD_TYPE=Release -DGPUOPT_CUDA=ON -D
   -DGPUOPT_NCURSESW_A="$L/libncursesw.a" -DGPUOPT_TINFO_A="$L/libtinfo.a" \
   -DGPUOPT_OPENBLAS_A="$L/openblas-pthread/libopenblas.a" -DGPUOPT_CUDNN_FRONTEND_INCLUDE="$U/include/cudnn_frontend_pkg/include" \
   -DGPUOPT_CUTLASS_INCLUDE="$U/include/cutlass_pkg/include" \
+  -DGPUOPT_DNNL_ROOT="$U" \
   -DPNG_PNG_INCLUDE_DIR="$U/include" -DPNG_LIBRARY="$L/libpng16.a" -DZLIB_INCLUDE_DIR="$U/include" \
   -DZLIB_LIBRARY="$L/libz.a" -DJPEG_INCLUDE_DIR="$U/include" -DJPEG_LIBRARY="$L/libjpeg.a" > "${OUT:-/tmp}/cmake-configure.log" 2>&1 \
   || { tail -40 "${OUT:-/tmp}/cmake-configure.log"; exit 1; }

@@ -32,6 +32,10 @@ mkdir -p "$S/usr/include/cudnn_frontend_pkg/include" && cp -a "$fe"/cudnn_fronte
 # CUTLASS's headers (cute and cutlass), pinned into .venv by scripts/deps.sh.
 cl=$(ls -d .venv/lib/python3*/site-packages/cutlass_library/source/include | head -1)
 mkdir -p "$S/usr/include/cutlass_pkg" && cp -a "$cl" "$S/usr/include/cutlass_pkg/"
+# oneDNN (the fast CPU backend's convolutions and GEMMs), pinned into .venv by scripts/deps.sh, and
+# the GNU OpenMP runtime it loads.
+mkdir -p "$S/usr/include/oneapi" && cp -a .venv/include/oneapi/dnnl "$S/usr/include/oneapi/"
+cp -L .venv/lib/libdnnl.so.3 $L/libgomp.so.1 "$S$L/"
 # grpc++ (Debian ships it shared only) and the shared libprotobuf it needs: the headers our gRPC
 # sources include (g++ -M), the libraries with the ones they load, link names for what CMake
 # links by name (no gRPC CMake package here: CMakeLists.txt finds the libraries directly), and

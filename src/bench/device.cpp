@@ -62,10 +62,10 @@ std::optional<double> theoretical_peak(const DeviceInfo& d, const std::string& k
     if (!r) return std::nullopt;
     return *r * d.sm_count * d.sm_clock_khz * 1e3;
   }
-  static const std::pair<const char*, Precision> kKinds[] = {
-      {"f32", Precision::FP32},       {"gemm_f32", Precision::FP32},  {"gemm_tf32", Precision::TF32},
-      {"gemm_f16", Precision::FP16},  {"gemm_bf16", Precision::BF16}, {"gemm_fp8", Precision::FP8},
-      {"gemm_int8", Precision::INT8},
+  static const std::pair<const char*, PeakPrecision> kKinds[] = {
+      {"f32", PeakPrecision::FP32},       {"gemm_f32", PeakPrecision::FP32},  {"gemm_tf32", PeakPrecision::TF32},
+      {"gemm_f16", PeakPrecision::FP16},  {"gemm_bf16", PeakPrecision::BF16}, {"gemm_fp8", PeakPrecision::FP8},
+      {"gemm_int8", PeakPrecision::INT8},
   };
   for (const auto& [name, p] : kKinds) {
     if (kind != name) continue;

@@ -74,11 +74,11 @@ std::string pci_text(const SystemInfo& s) {
   return t.render();
 }
 
-std::string peak_text(const DeviceSpec& spec, Precision p) {
+std::string peak_text(const DeviceSpec& spec, PeakPrecision p) {
   auto v = spec.peak(p);
   if (!v) return spec.arch ? "not supported" : kNa;
   // TFLOP/s throughout, as datasheets and `gpuopt bench` print them.
-  return fmt::format("{:.1f} {}", *v / 1e12, p == Precision::INT8 ? "TOP/s" : "TFLOP/s");
+  return fmt::format("{:.1f} {}", *v / 1e12, p == PeakPrecision::INT8 ? "TOP/s" : "TFLOP/s");
 }
 
 std::string gpu_text(const NvidiaGpu& g, bool verbose) {
@@ -109,10 +109,10 @@ std::string gpu_text(const NvidiaGpu& g, bool verbose) {
   t.add({"memory bandwidth (theoretical)",
          g.spec.mem_bandwidth_bytes_per_s ? format_rate(*g.spec.mem_bandwidth_bytes_per_s, "B/s") : kNa});
   std::string at = g.spec.sm_clock_mhz > 0 ? fmt::format(" @ {:.0f} MHz", g.spec.sm_clock_mhz) : "";
-  for (Precision p : kAllPrecisions) {
-    std::string name = precision_name(p);
+  for (PeakPrecision p : kAllPrecisions) {
+    std::string name = peak_precision_name(p);
     for (auto& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    std::string label = fmt::format("peak {}{}{}", name, p == Precision::FP32 ? "" : " tensor dense", at);
+    std::string label = fmt::format("peak {}{}{}", name, p == PeakPrecision::FP32 ? "" : " tensor dense", at);
     t.add({label, peak_text(g.spec, p)});
   }
   std::string power = g.power_limit_w ? fmt::format("{:.0f} W", *g.power_limit_w) : kNa;

@@ -36,14 +36,14 @@ const char* arch_name(Arch a) {
   return "unknown";
 }
 
-const char* precision_name(Precision p) {
+const char* peak_precision_name(PeakPrecision p) {
   switch (p) {
-    case Precision::FP32: return "fp32";
-    case Precision::TF32: return "tf32";
-    case Precision::FP16: return "fp16";
-    case Precision::BF16: return "bf16";
-    case Precision::FP8: return "fp8";
-    case Precision::INT8: return "int8";
+    case PeakPrecision::FP32: return "fp32";
+    case PeakPrecision::TF32: return "tf32";
+    case PeakPrecision::FP16: return "fp16";
+    case PeakPrecision::BF16: return "bf16";
+    case PeakPrecision::FP8: return "fp8";
+    case PeakPrecision::INT8: return "int8";
   }
   return "?";
 }
@@ -54,7 +54,7 @@ const ArchSpec* arch_spec(int cc_major, int cc_minor) {
   return nullptr;
 }
 
-std::optional<double> DeviceSpec::peak_at(Precision p, double clock_mhz) const {
+std::optional<double> DeviceSpec::peak_at(PeakPrecision p, double clock_mhz) const {
   if (!arch || sm_count <= 0 || clock_mhz <= 0) return std::nullopt;
   double per_clk = arch->ops_per_clock_per_sm[static_cast<int>(p)];
   if (per_clk <= 0) return std::nullopt;
@@ -72,7 +72,7 @@ DeviceSpec spec_for(const GpuProps& props) {
   }
   if (!s.arch) return s;
   s.cuda_cores = props.sm_count * s.arch->fp32_cores_per_sm;
-  for (Precision p : kAllPrecisions) s.peak_ops[static_cast<int>(p)] = s.peak_at(p, props.sm_clock_mhz);
+  for (PeakPrecision p : kAllPrecisions) s.peak_ops[static_cast<int>(p)] = s.peak_at(p, props.sm_clock_mhz);
   return s;
 }
 

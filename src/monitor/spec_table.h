@@ -4,7 +4,7 @@
 //   GpuProps p{.cc_major = 9, .cc_minor = 0, .sm_count = 132, .sm_clock_mhz = 1980,
 //              .mem_clock_mhz = 3201, .mem_bus_width_bits = 6144};
 //   DeviceSpec s = spec_for(p);
-//   s.peak(Precision::BF16);      // FLOP/s, dense; nullopt when the tensor cores lack BF16
+//   s.peak(PeakPrecision::BF16);      // FLOP/s, dense; nullopt when the tensor cores lack BF16
 //   s.mem_bandwidth_bytes_per_s;  // bus/8 * clock * data rate
 //
 // Peaks are at the clock given (the max SM clock): NVIDIA's datasheet tensor figures for
@@ -21,11 +21,11 @@ namespace gpuopt {
 enum class Arch { Unknown, Turing, Ampere, Ada, Hopper, Blackwell };
 const char* arch_name(Arch a);
 
-enum class Precision { FP32, TF32, FP16, BF16, FP8, INT8 };
+enum class PeakPrecision { FP32, TF32, FP16, BF16, FP8, INT8 };
 constexpr int kNumPrecisions = 6;
-constexpr std::array<Precision, kNumPrecisions> kAllPrecisions = {Precision::FP32, Precision::TF32, Precision::FP16,
-                                                                  Precision::BF16, Precision::FP8,  Precision::INT8};
-const char* precision_name(Precision p);  // "fp32", "tf32", ...
+constexpr std::array<PeakPrecision, kNumPrecisions> kAllPrecisions = {PeakPrecision::FP32, PeakPrecision::TF32, PeakPrecision::FP16,
+                                                                  PeakPrecision::BF16, PeakPrecision::FP8,  PeakPrecision::INT8};
+const char* peak_precision_name(PeakPrecision p);  // "fp32", "tf32", ...
 
 struct ArchSpec {
   Arch arch = Arch::Unknown;
@@ -63,9 +63,9 @@ struct DeviceSpec {
   std::optional<double> mem_bandwidth_bytes_per_s;
   std::array<std::optional<double>, kNumPrecisions> peak_ops{};  // FLOP/s (INT8: OP/s), dense
 
-  std::optional<double> peak(Precision p) const { return peak_ops[static_cast<int>(p)]; }
+  std::optional<double> peak(PeakPrecision p) const { return peak_ops[static_cast<int>(p)]; }
   // The same precision at another clock (e.g. a datasheet's boost clock).
-  std::optional<double> peak_at(Precision p, double sm_clock_mhz) const;
+  std::optional<double> peak_at(PeakPrecision p, double sm_clock_mhz) const;
 
   int sm_count = 0;
 };

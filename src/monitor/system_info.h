@@ -3,7 +3,7 @@
 // then absent (n/a) and the reason is kept in one line.
 //
 //   SystemInfo s = collect_system_info();
-//   for (const NvidiaGpu& g : s.gpus) use(g.spec.peak(Precision::BF16));
+//   for (const NvidiaGpu& g : s.gpus) use(g.spec.peak(PeakPrecision::BF16));
 //   fmt::print("{}\n", system_info_json(s).dump(2));
 #pragma once
 

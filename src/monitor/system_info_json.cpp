@@ -13,7 +13,7 @@ json opt(const std::optional<T>& v) {
 
 json gpu_json(const NvidiaGpu& g) {
   json peaks = json::object();
-  for (Precision p : kAllPrecisions) peaks[precision_name(p)] = opt(g.spec.peak(p));
+  for (PeakPrecision p : kAllPrecisions) peaks[peak_precision_name(p)] = opt(g.spec.peak(p));
   json cc = g.cc_major ? json(fmt::format("{}.{}", *g.cc_major, g.cc_minor.value_or(0))) : json(nullptr);
   return {
       {"index", g.index},

@@ -35,7 +35,7 @@ TEST(SystemInfo, FakeH200Pair) {
   EXPECT_TRUE(g.sm_count_from_nvml_cores);
   ASSERT_NE(g.spec.arch, nullptr);
   EXPECT_EQ(g.spec.arch->arch, Arch::Hopper);
-  EXPECT_NEAR(*g.spec.peak(Precision::FP32) / 66.9e12, 1.0, 0.01);
+  EXPECT_NEAR(*g.spec.peak(PeakPrecision::FP32) / 66.9e12, 1.0, 0.01);
   EXPECT_TRUE(g.unavailable.empty()) << g.unavailable.front();
   EXPECT_EQ(s.gpus[1].unavailable.size(), 2U);  // enforced and default power limits not scripted
   EXPECT_EQ(s.pci_gpus.size(), 5U);
@@ -50,7 +50,7 @@ TEST(SystemInfo, CoreCountNotAMultipleLeavesSmsUnknown) {
   SystemInfo s = collect_system_info();
   ASSERT_EQ(s.gpus.size(), 1U);
   EXPECT_FALSE(s.gpus[0].sm_count) << "1000 cores is not a whole number of Hopper SMs";
-  EXPECT_FALSE(s.gpus[0].spec.peak(Precision::FP32));
+  EXPECT_FALSE(s.gpus[0].spec.peak(PeakPrecision::FP32));
 }
 
 }  // namespace
