@@ -9,8 +9,10 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 G=${GPUOPT_BIN:-build-h200/bin/gpuopt}; [ -x "$G" ] || G=build-h200/gpuopt
-D=${OUT:-.}/serve; mkdir -p $D
-REC=$D/serve_records.json; echo "[]" > $REC
+# Per-run outputs in a scratch folder; $OUT/serve keeps the records, the table and the server's log.
+D=$(mktemp -d /tmp/serve-scale-XXXX)
+R=${OUT:-.}/serve; mkdir -p $R
+REC=$R/serve_records.json; echo "[]" > $REC
 COMMIT=${GPUOPT_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}
 GPUS=$(nvidia-smi -L 2>/dev/null | wc -l)
 W=/tmp/srv; rm -rf $W; mkdir -p $W
@@ -38,7 +40,7 @@ recs.append({"model": "bert_base", "exporter": "generated", "batch": 128, "runne
              "date": datetime.date.today().isoformat(), "commit": sys.argv[3], "source": "serve_scale.sh"})
 json.dump(recs, open(sys.argv[2], "w"), indent=1)
 PY
-$G serve --model-repository $W/repo --http-port 18300 --grpc-port 18301 > $D/serve.log 2>&1 &
+$G serve --model-repository $W/repo --http-port 18300 --grpc-port 18301 > $R/serve.log 2>&1 &
 SPID=$!
 for i in $(seq 120); do curl -sf localhost:18300/v2/health/ready >/dev/null && break; sleep 1; done
 cpu() { awk '{print $14+$15}' /proc/$SPID/stat; }

@@ -50,11 +50,12 @@ struct Fp8LinearArgs {
 
 // FP8 linears of at most this many tokens run W8A16 (gemv_fp8: the weights streamed once, each
 // converted exactly and used for all T tokens in f32 on the CUDA cores); more tokens run the
-// W8A8 tensor-core GEMM. Each weight byte costs the GEMV about T f32 FMAs: past 8 tokens that is
-// more arithmetic than the CUDA cores finish while HBM delivers the byte (H200: ~67 TFLOP/s f32
-// against ~4.2 TB/s), and the tensor-core path wins. A power of two, so that a decode batch
-// padded to its bucket (1, 2, 4, 8, ...) takes the path its unpadded size would.
-constexpr int64_t kFp8GemvMaxTokens = 8;
+// W8A8 tensor-core GEMM. Each weight byte costs the GEMV about T f32 FMAs, so its lead shrinks
+// with T: on the H200 (LlmQuantKernelsBench.Fp8GemvBesideFp16, the 7B layer's four linears) W8A16
+// took 0.53-0.74x the W8A8 GEMM's time at T=1, 0.59-1.14x at 4 (0.86x summed), 0.80-1.70x at 8
+// (1.07x summed). A power of two, so that a
+// decode batch padded to its bucket (1, 2, 4, ...) takes the path its unpadded size would.
+constexpr int64_t kFp8GemvMaxTokens = 4;
 
 class Fp8Gemm {
  public:
