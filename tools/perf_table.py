@@ -10,6 +10,8 @@
   model trained on the GPU machine (`accuracy`, runner `gpuopt_perplexity`).
 - The serving table (scripts/gpu/llm_serve.py's records, runner `gpuopt_serve`; the soak's,
   `gpuopt_serve_soak`): one row per load level.
+- The KServe serving table (scripts/gpu/serve_scale.sh's records, runner `gpuopt_serve` with
+  `infer_per_s`): one row per model x GPUs x protocol x perf client x concurrency.
 - The CPU table (docs/perf/cpu.json, tools/cpu_bench.py's records): per host and thread count,
   gpuopt's fast CPU backend beside ONNX Runtime's CPU provider and gpuopt's reference kernels.
 - The README's headline figures (ResNet-50 and BERT-base fp16 at batch 1/32/256, the language
@@ -30,6 +32,7 @@ BEGIN, END = "<!-- perf-table:begin (tools/perf_table.py) -->", "<!-- perf-table
 LLM_BEGIN, LLM_END = "<!-- llm-table:begin (tools/perf_table.py) -->", "<!-- llm-table:end -->"
 QUANT_BEGIN, QUANT_END = "<!-- llm-quant-table:begin (tools/perf_table.py) -->", "<!-- llm-quant-table:end -->"
 SERVE_BEGIN, SERVE_END = "<!-- llm-serve-table:begin (tools/perf_table.py) -->", "<!-- llm-serve-table:end -->"
+KSERVE_BEGIN, KSERVE_END = "<!-- serve-table:begin (tools/perf_table.py) -->", "<!-- serve-table:end -->"
 CPU_BEGIN, CPU_END = "<!-- cpu-table:begin (tools/perf_table.py) -->", "<!-- cpu-table:end -->"
 README_BEGIN, README_END = "<!-- readme-figures:begin (tools/perf_table.py) -->", "<!-- readme-figures:end -->"
 RUNNERS = [("torch_eager", "eager"), ("torch_eager_channels_last", "eager CL"),
@@ -50,8 +53,13 @@ def is_llm(r):
     return "tok_s" in r or r.get("runner") == "hf_eager"
 
 
+def is_kserve(r):
+    """scripts/gpu/serve_scale.sh's records: the server's front ends, and the engine figure beside them."""
+    return r.get("source") == "serve_scale.sh" or (r.get("runner") == "gpuopt_serve" and "infer_per_s" in r)
+
+
 def render(records):
-    recs = [r for r in records if r.get("batch") and not is_llm(r)]
+    recs = [r for r in records if r.get("batch") and not is_llm(r) and not is_kserve(r)]
     keys = sorted({(r["model"], r["batch"], r.get("precision", "fp16")) for r in recs},
                   key=lambda k: (ORDER.index(k[0]) if k[0] in ORDER else 99, k[0], k[1], k[2]))
     head = ["model", "exporter", "batch", "precision", "gpuopt ms", "items/s"] + [n for _, n in RUNNERS] + \
@@ -183,7 +191,7 @@ def render_llm_quant(records):
 
 def render_llm_serve(records):
     """The serving table (scripts/gpu/llm_serve.py's and llm_soak.py's records): one row per load level."""
-    recs = sorted((r for r in records if r.get("runner") == "gpuopt_serve"),
+    recs = sorted((r for r in records if r.get("runner") == "gpuopt_serve" and "tok_s" in r),
                   key=lambda r: (r["model"], r.get("shared_prefix_tokens", 0), r["prompt_tokens"], r["new_tokens"],
                                  r["concurrency"]))
     if not recs:
@@ -213,6 +221,31 @@ def render_llm_serve(records):
                               f"{', '.join(d for d in dates if d)} (`scripts/gpu/llm_serve.sh`, one device call). "
                               "*TTFT* and *ITL* as the client sees them; *prefix-cache hits*: prompt tokens found in "
                               "the cache over those looked up (`gpuopt:prefix_cache_*`)."])
+
+
+def render_kserve_serve(records):
+    """scripts/gpu/serve_scale.sh's records: one row per model x GPUs x protocol x client x concurrency."""
+    recs = sorted((r for r in records if r.get("runner") == "gpuopt_serve" and "infer_per_s" in r),
+                  key=lambda r: (r["model"], r["gpus"], r["protocol"], r["client"], r["concurrency"]))
+    if not recs:
+        return "No serving records yet."
+    head = ["model", "GPUs", "instances", "protocol", "perf client", "concurrency", "infer/s", "p50 / p99 ms",
+            "server's own us", "server CPU us / request", "perf's cores", "commit"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in recs:
+        lines.append("| " + " | ".join([
+            r["model"], str(r["gpus"]), r["instances"], r["protocol"], r["client"], str(r["concurrency"]),
+            f"**{r['infer_per_s']:,.0f}**", f"{r['p50_ms']:.2f} / {r['p99_ms']:.2f}", f"{r['server_overhead_us']:.0f}",
+            f"{r['server_cpu_us_per_request']:.0f}", f"{r['client_cpu_cores']:.1f}", r.get("commit", "")]) + " |")
+    eng = [r for r in records if r.get("source") == "serve_scale.sh" and r.get("runner") == "gpuopt"]
+    foot = [f"Engine alone in the same call: {r['model']} batch {r['batch']} {r['precision']} {r['ms']:.2f} ms, "
+            f"{r['items_per_s']:,.0f} sequences/s (`gpuopt run`)." for r in eng]
+    dates = sorted({r.get("date", "") for r in recs})
+    return "\n".join(lines + [""] + foot + [
+        f"`scripts/gpu/serve_scale.sh`, {', '.join(d for d in dates if d)}: batch-1 requests from `gpuopt perf` on "
+        "the same host (2 s windows); *server's own*: request time minus queue and compute from the statistics "
+        "endpoint; *server CPU*: the server process's CPU time over the requests answered; *perf's cores*: the "
+        "client's own CPU use (`-a`: gRPC calls through completion queues)."])
 
 
 def render_readme(records):
@@ -245,7 +278,7 @@ def render_readme(records):
                        f"{h[0]['ttft_ms']:.1f} ms" if h else "") + " ([docs/llm.md](docs/llm.md)).")
     # Unique prompts only: a run whose random prompts hit the prefix cache (levels that repeated an
     # earlier level's prompts) measured the cache, not the engine.
-    serve = [r for r in records if r.get("runner") == "gpuopt_serve" and not r.get("shared_prefix_tokens")
+    serve = [r for r in records if r.get("runner") == "gpuopt_serve" and "tok_s" in r and not r.get("shared_prefix_tokens")
              and (r.get("prefix_hit_rate") or 0) < 0.05]
     if serve:
         best = max(serve, key=lambda r: r["tok_s"])
@@ -300,7 +333,7 @@ def merge(records, new):
     def key(r):
         if is_llm(r):
             return tuple(r.get(k) for k in LLM_KEY)
-        return r["model"], r["batch"], r.get("precision", "fp16")
+        return r["model"], r.get("batch"), r.get("precision", "fp16")
     keys = {key(r) for r in new if r.get("batch") and not r.get("source")}  # measured by this run
     runners = {(key(r), r["runner"]) for r in new if r.get("batch")}
     kept = [r for r in records
@@ -327,6 +360,7 @@ def main():
     new = splice(new, LLM_BEGIN, LLM_END, render_llm(records), a.doc)
     new = splice(new, QUANT_BEGIN, QUANT_END, render_llm_quant(records), a.doc)
     new = splice(new, SERVE_BEGIN, SERVE_END, render_llm_serve(records), a.doc)
+    new = splice(new, KSERVE_BEGIN, KSERVE_END, render_kserve_serve(records), a.doc)
     if os.path.exists(a.cpu_json):
         new = splice(new, CPU_BEGIN, CPU_END, render_cpu(json.load(open(a.cpu_json))), a.doc)
     readme = open(a.readme).read()
