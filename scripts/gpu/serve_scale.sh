@@ -66,7 +66,8 @@ recs.append({"model": {"tiny": "add_sub", "bert": "bert_base"}[model], "exporter
              "client": "async" if "-a" in extra.split() else "sync", "concurrency": int(conc),
              "infer_per_s": l["throughput_infer_per_s"], "p50_ms": l["p50_us"] / 1e3, "p99_ms": l["p99_us"] / 1e3,
              "server_overhead_us": l["server_overhead_us"], "server_cpu_us_per_request": (c1 - c0) / hz / max(tot, 1) * 1e6,
-             "client_cpu_cores": l["client_cpu_cores"], "date": datetime.date.today().isoformat(), "commit": commit})
+             "client_cpu_cores": l["client_cpu_cores"], "date": datetime.date.today().isoformat(), "commit": commit,
+             "source": "serve_scale.sh"})
 json.dump(recs, open(rec, "w"), indent=1)
 print(f"{name:24} {l['throughput_infer_per_s']:>9.0f}/s p50 {l['p50_us']:>7.0f} p99 {l['p99_us']:>7.0f} us  "
       f"server own {l['server_overhead_us']:>6.1f} us  queue {l['server_queue_us']:>6.1f}  client cores {l['client_cpu_cores']:.1f}  "

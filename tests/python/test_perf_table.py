@@ -10,6 +10,9 @@ FIELDS = {"model", "exporter", "batch", "precision", "runner", "date"}
 LLM_FIELDS = {"model", "batch", "prompt_tokens", "new_tokens", "precision", "runner", "date", "tok_s", "ttft_ms"}
 SERVE_FIELDS = {"concurrency", "requests", "failed", "request_s", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms",
                 "prefix_hit_rate", "commit", "source"}
+KSERVE_FIELDS = {"model", "batch", "precision", "gpus", "instances", "protocol", "client", "concurrency", "infer_per_s",
+                 "p50_ms", "p99_ms", "server_overhead_us", "server_cpu_us_per_request", "client_cpu_cores", "commit",
+                 "source"}
 RUNNERS = {"gpuopt", "gpuopt_perplexity", "torch_eager", "torch_eager_channels_last", "torch_compile", "torch_compile_max_autotune",
            "onnxruntime_cpu", "hf_eager", "gpuopt_serve", "gpuopt_serve_soak"}  # gpuopt_serve: scripts/gpu/llm_serve.py; gpuopt_serve_soak: llm_soak.py; hf_eager: transformers' generate (scripts/gpu/llm.py); the last: ONNX Runtime on the CPU running the same QDQ file as gpuopt int8
 
@@ -28,6 +31,9 @@ def test_records_have_the_promised_fields():
             assert {"model", "precision", "kernels", "perplexity", "perplexity_vs_fp16", "top1", "agreement_vs_fp16",
                     "scored_tokens", "context", "commit", "source"} <= set(r), r
             assert r["perplexity"] > 1 and r["scored_tokens"] > 0, r
+            continue
+        if r["runner"] == "gpuopt_serve" and "infer_per_s" in r:  # scripts/gpu/serve_scale.sh: one KServe load level
+            assert KSERVE_FIELDS <= set(r) and r["infer_per_s"] > 0 and 0 < r["p50_ms"] <= r["p99_ms"], r
             continue
         if "tok_s" in r:  # a language-model record (scripts/gpu/llm.py, llm_serve.py)
             assert LLM_FIELDS <= set(r), r
