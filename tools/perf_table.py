@@ -137,8 +137,12 @@ def is_quant_speed(r):
 
 def render_llm_quant(records):
     """Quantized weights beside fp16 (one llm_quant.py speed call) and the trained model's perplexity."""
-    speed = [r for r in records if is_quant_speed(r) and r.get("runner") == "gpuopt"]
+    speed_all = [r for r in records if is_quant_speed(r) and r.get("runner") == "gpuopt"]
+    short = min((r["prompt_tokens"] for r in speed_all), default=0)
+    speed = [r for r in speed_all if r["prompt_tokens"] == short and "KV cache" not in r["precision"]]
+    long_ctx = [r for r in speed_all if r not in speed]
     acc = [r for r in records if r.get("runner") == "gpuopt_perplexity"]
+    mem = [r for r in records if r.get("runner") == "gpuopt_memory"]
     out = []
     if speed:
         batches = sorted({r["batch"] for r in speed})
@@ -171,6 +175,25 @@ def render_llm_quant(records):
                 "against the measured copy bandwidth. *top-1 agreement*: the share of positions of a text where "
                 "the quantized model's most probable token is fp16's (`gpuopt perplexity --predictions`); on random "
                 "weights the top logits are near ties, so this measures perturbation, not quality."]
+    if long_ctx:
+        base = {(r["batch"], r["prompt_tokens"]): r for r in long_ctx if r["precision"] == "fp16"}
+        head = ["weights, cache", "batch", "prompt tokens", "tok/s", "vs fp16 weights and cache", "decode roofline",
+                "commit"]
+        out += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for r in sorted(long_ctx, key=lambda r: (r["prompt_tokens"], r["batch"])):
+            b = base.get((r["batch"], r["prompt_tokens"]))
+            ratio = f"{r['tok_s'] / b['tok_s']:.2f}x" if b and r is not b else ""
+            out.append("| " + " | ".join([r["precision"], str(r["batch"]), str(r["prompt_tokens"]),
+                                          f"**{r['tok_s']:.0f}**", ratio,
+                                          f"{100 * r['roofline_frac']:.0f}%" if r.get("roofline_frac") else "",
+                                          r.get("commit", "")]) + " |")
+        out += ["", "The KV cache in fp16 and in FP8 (e4m3, `--kv-cache-dtype fp8`) at longer prompts, where a "
+                "decode step reads the cache as much as the weights; same call and method as the table above."]
+    if mem:
+        out += ["", "GPU memory of one process (nvidia-smi, peak while generating) for the 4-bit 7B with its cache for "
+                "one sequence: " + "; ".join(f"{r['kv_cache_dtype']} cache of {r['context_tokens']} tokens "
+                                            f"**{r['peak_gpu_mib'] / 1024:.2f} GiB** (weights "
+                                            f"{r['weights_bytes'] / 2**30:.2f} GiB)" for r in mem) + "."]
     if acc:
         a0 = acc[0]
         head = ["weights", "path", "perplexity", "vs fp16", "top-1", "top-1 agreement with fp16", "commit"]

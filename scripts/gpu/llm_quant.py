@@ -27,7 +27,8 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCHEMES = {"int8": "int8 W8A16", "int4": "int4 g128 W4A16", "awq": "awq int4 g128 W4A16", "fp8": "fp8 W8A8",
-           "fp8-deq": "fp8 weights, f16 activations"}
+           "fp8-deq": "fp8 weights, f16 activations", "fp16+kv8": "fp16, fp8 KV cache",
+           "fp8+kv8": "fp8 W8A8, fp8 KV cache"}
 
 
 def sh(cmd, timeout, log=None):
@@ -217,6 +218,45 @@ def accuracy(a):
     json.dump(recs, open(a.out, "w"), indent=1)
 
 
+def peak_memory(cmd, timeout=240):
+    """Runs cmd and polls nvidia-smi for its process's GPU memory; (rc, peak MiB, stdout)."""
+    p = subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    peak, t0 = 0, time.time()
+    while p.poll() is None and time.time() - t0 < timeout:
+        q = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+                           capture_output=True, text=True).stdout
+        for line in q.splitlines():
+            pid, _, mib = line.partition(",")
+            if pid.strip() == str(p.pid) and mib.strip().isdigit():
+                peak = max(peak, int(mib))
+        time.sleep(0.2)
+    if p.poll() is None:
+        p.kill()
+    out = p.communicate()[0]
+    return p.returncode, peak, out
+
+
+def footprint(a, q, commit):
+    """Issue 40's memory goal: a 4-bit 7B with its cache for one 4k sequence (FP8 and f16 caches),
+    the process's GPU memory as nvidia-smi reports it (weights, cache, workspace, CUDA context)."""
+    recs = []
+    if "int4" not in q:
+        return recs
+    for kv in ("fp8", "fp16"):
+        cmd = [a.bench, "--model", q["int4"]["dir"], "--quant-kernels", "--kv-cache-dtype", kv, "--num-kv-blocks",
+               4096 // 16, "--max-batch", 1, "--max-step-tokens", 512, "--runs", "1x3968x128"]
+        rc, peak, out = peak_memory(cmd)
+        w = json.loads(out).get("weights_bytes", 0) if rc == 0 else 0
+        print(f"int4 7B, one 4096-token sequence, {kv} cache: peak {peak} MiB (rc {rc}, weights {w / 1e9:.2f} GB)",
+              flush=True)
+        if rc == 0:
+            recs.append({"model": "llama2_7b_shape_random", "runner": "gpuopt_memory", "precision": "int4 g128 W4A16",
+                         "kv_cache_dtype": kv, "batch": 1, "context_tokens": 4096, "peak_gpu_mib": peak,
+                         "weights_bytes": w, "date": datetime.date.today().isoformat(), "commit": commit,
+                         "source": "scripts/gpu/llm_quant.py speed: llm_bench, nvidia-smi per-process memory"})
+    return recs
+
+
 def speed(a):
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import llm  # scripts/gpu/llm.py: the 7B folder, copy bandwidth, transformers timing
@@ -233,11 +273,16 @@ def speed(a):
     q = quantize_all(a.gpuopt, work, schemes, paths["calib"], os.path.join(a.log_dir, "quantize.log"))
     if a.prepare:
         return
-    runs = a.runs
     variants = [("fp16", work, [])] + [(s, q[s]["dir"], ["--quant-kernels"]) for s in schemes if s in q]
+    # The FP8 KV cache beside the same weights with the f16 cache; its runs add a long context, where
+    # the cache's bytes count (the plain fp16 and fp8 runs get the long context too, as the baseline).
+    kv8 = ["--kv-cache-dtype", "fp8"]
+    variants += [("fp16+kv8", work, kv8)] + ([("fp8+kv8", q["fp8"]["dir"], ["--quant-kernels", *kv8])] if "fp8" in q else [])
+    long_runs = a.runs + "," + a.long_runs
     res = {}
     for name, folder, extra in variants:
-        rc, out, secs = sh([a.bench, "--model", folder, "--dtype", "f16", "--runs", runs, *extra], 150,
+        runs = long_runs if name in ("fp16", "fp8", "fp16+kv8", "fp8+kv8") else a.runs
+        rc, out, secs = sh([a.bench, "--model", folder, "--dtype", "f16", "--runs", runs, *extra], 200,
                            os.path.join(a.log_dir, "llm_bench.log"))
         if rc == 0:
             res[name] = json.loads(out)
@@ -293,6 +338,7 @@ def speed(a):
                      "source": "scripts/gpu/llm_quant.py speed: transformers generate (eager, greedy, fp16)"})
     if recs:
         recs[0]["copy_bw_tb_s"] = round(bw / 1e12, 3)
+    recs += footprint(a, q, a.commit)
     json.dump(recs, open(a.out, "w"), indent=1)
 
 
@@ -304,6 +350,7 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--work")
     ap.add_argument("--runs", default="1x128x128,16x128x128,64x128x128")
+    ap.add_argument("--long-runs", default="1x2048x128,64x2048x128", help="speed: the KV-cache comparison's runs")
     ap.add_argument("--train-seconds", type=float, default=100)
     ap.add_argument("--eval-tokens", type=int, default=65536, help="accuracy: held-out tokens scored")
     ap.add_argument("--prepare", action="store_true", help="speed: build and quantize the folders, time nothing")

@@ -14,7 +14,7 @@ KSERVE_FIELDS = {"model", "batch", "precision", "gpus", "instances", "protocol",
                  "p50_ms", "p99_ms", "server_overhead_us", "server_cpu_us_per_request", "client_cpu_cores", "commit",
                  "source"}
 RUNNERS = {"gpuopt", "gpuopt_perplexity", "torch_eager", "torch_eager_channels_last", "torch_compile", "torch_compile_max_autotune",
-           "onnxruntime_cpu", "hf_eager", "gpuopt_serve", "gpuopt_serve_soak"}  # gpuopt_serve: scripts/gpu/llm_serve.py; gpuopt_serve_soak: llm_soak.py; hf_eager: transformers' generate (scripts/gpu/llm.py); the last: ONNX Runtime on the CPU running the same QDQ file as gpuopt int8
+           "onnxruntime_cpu", "hf_eager", "gpuopt_serve", "gpuopt_serve_soak", "gpuopt_memory"}  # gpuopt_serve: scripts/gpu/llm_serve.py; gpuopt_serve_soak: llm_soak.py; hf_eager: transformers' generate (scripts/gpu/llm.py); the last: ONNX Runtime on the CPU running the same QDQ file as gpuopt int8
 
 
 def test_records_have_the_promised_fields():
@@ -26,6 +26,10 @@ def test_records_have_the_promised_fields():
             assert {"rate_req_s", "duration_s", "sent", "requests", "failed", "rss_mb_first_min", "rss_mb_last_min",
                     "kv_first_min", "kv_last_min", "samples", "commit", "source"} <= set(r), r
             assert r["requests"] + r["failed"] == r["sent"] and r["samples"], r
+            continue
+        if r["runner"] == "gpuopt_memory":  # scripts/gpu/llm_quant.py speed: one process's peak GPU memory
+            assert {"model", "precision", "kv_cache_dtype", "context_tokens", "peak_gpu_mib", "weights_bytes",
+                    "commit", "source"} <= set(r) and r["peak_gpu_mib"] > 0, r
             continue
         if r["runner"] == "gpuopt_perplexity":  # scripts/gpu/llm_quant.py accuracy: one scheme's perplexity
             assert {"model", "precision", "kernels", "perplexity", "perplexity_vs_fp16", "top1", "agreement_vs_fp16",

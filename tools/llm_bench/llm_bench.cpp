@@ -189,8 +189,9 @@ std::vector<Run> parse_runs(const std::string& s) {
 int main(int argc, char** argv) {
   const auto t_start = Clock::now();
   CLI::App app{"time the CUDA LLM runner"};
-  std::string model, dtype = "f16", runs_s = "1x128x128", logits_prompt, logits_out;
+  std::string model, dtype = "f16", runs_s = "1x128x128", logits_prompt, logits_out, kv_dtype = "auto";
   int max_step = 8192, max_batch = 256;
+  int64_t kv_blocks = 0;
   bool graphs = true, quant_kernels = false;
   app.add_option("--model", model, "Hugging Face model folder")->required();
   app.add_option("--dtype", dtype, "f16, bf16 or f32");
@@ -199,6 +200,8 @@ int main(int argc, char** argv) {
   app.add_option("--max-batch", max_batch);
   app.add_flag("!--no-graphs", graphs);
   app.add_flag("--quant-kernels", quant_kernels, "GPTQ/AWQ/FP8 folders: the packed kernels (RunnerOptions)");
+  app.add_option("--kv-cache-dtype", kv_dtype, "auto, fp16 or fp8 (kv_cache.h)");
+  app.add_option("--num-kv-blocks", kv_blocks, "KV cache blocks (0: from free memory)");
   app.add_option("--logits-prompt", logits_prompt, "comma-separated ids: write the next-token logits");
   app.add_option("--logits-out", logits_out);
   CLI11_PARSE(app, argc, argv);
@@ -219,6 +222,10 @@ int main(int argc, char** argv) {
   o.max_batch = max_batch;
   o.cuda_graphs = graphs;
   o.quant_kernels = quant_kernels;
+  o.num_kv_blocks = kv_blocks;
+  auto kv = parse_kv_cache_dtype(kv_dtype);
+  if (!kv.ok()) return fail(kv.status());
+  o.kv_cache_dtype = *kv;
   auto runner = make_cuda_runner(*cfg, **ckpt, o, {});
   if (!runner.ok()) return fail(runner.status());
   ModelRunner& r = **runner;
