@@ -1,7 +1,8 @@
 // Chains of convolutions whose activations the fast backend keeps NHWC between its oneDNN
 // convolutions (plan_channels_last()): ResNet-style bottlenecks (1x1, 3x3, 1x1 with the residual
 // and Relu fused, a strided 1x1 shortcut), against the CPU reference at 1 thread and the pool
-// (3 threads unless GPUOPT_NUM_THREADS is set), batch 1 (slabs of output rows) and 3, odd extents;
+// (3 threads unless GPUOPT_NUM_THREADS is set), batch 1 (slabs of output rows, and output-channel
+// slices when the rows are fewer than the threads) and 3, odd extents;
 // a value also read by another op stays NCHW. In builds without oneDNN the same graphs check the
 // sgemm path.
 #include "backends/cpu_fast/conv_dnnl.h"
@@ -95,6 +96,23 @@ TEST(FastCpuConvChain, SlabsOfFewRowsAndOddChannels) {
   net.g.mark_output(v);
   net.g.nodes()[0].attrs["activation_params"] = floats_attr({0.1f});
   net.g.nodes()[2].attrs["activation_params"] = floats_attr({-0.5f, 0.5f});
+  check_graph(net, 3);
+}
+
+TEST(FastCpuConvChain, ChannelSlicesWhenRowsAreFewerThanThreads) {
+  // Batch 1, 2 output rows on 3 threads: slabs and slices of 32 + 16 output channels, each with
+  // the residual (NCHW from the graph input, then NHWC from the chain) and activation applied
+  // after oneDNN, on the slice.
+  Net net;
+  const Tensor x = rand_f32({1, 16, 4, 5});
+  const Tensor z = rand_f32({1, 48, 2, 3});
+  net.feeds = {x, z};
+  const ValueId in = net.g.add_input("x", DType::F32, x.shape());
+  const ValueId zin = net.g.add_input("z", DType::F32, z.shape());
+  ValueId v = net.conv(in, 48, 16, 3, 2, "Relu", zin);
+  v = net.conv(v, 48, 48, 1, 1, "HardSwish", v);
+  v = net.conv(v, 40, 48, 3, 1, "Relu");
+  net.g.mark_output(v);
   check_graph(net, 3);
 }
 

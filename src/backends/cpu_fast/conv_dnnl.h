@@ -7,8 +7,9 @@
 // fast_kernel.h). Bias, residual (Z) and Relu / LeakyRelu / Clip run as oneDNN post-ops; other
 // activations right after on the same rows.
 // Every oneDNN call runs single-threaded on a gpuopt pool thread: the work is split by image,
-// then by slabs of output rows (one primitive per slab geometry), so GPUOPT_NUM_THREADS and the
-// shared pool hold as for the sgemm path.
+// then by slabs of output rows (one primitive per slab geometry), then, when there are still
+// fewer units than threads, by slices of output channels (residual and activation applied after
+// oneDNN on each), so GPUOPT_NUM_THREADS and the shared pool hold as for the sgemm path.
 //
 //   auto c = DnnlConv::make(weight_dims, act);   // nullptr: oneDNN absent or shape not routed
 //   ConvIo io{x, x_nhwc, bias, z, z_nhwc, y, y_nhwc};
