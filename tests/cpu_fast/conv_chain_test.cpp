@@ -42,8 +42,9 @@ ValueId bottleneck(Net& net, ValueId x, int64_t c, int64_t mid, int64_t out, int
 }
 
 // The graph's outputs on the fast backend (1 thread and the pool) against the reference; each
-// run must put `dnnl_convs` convolutions on oneDNN (builds with it).
-void check_graph(Net& net, int dnnl_convs) {
+// run must put `dnnl_convs` convolutions on oneDNN (builds with it; the pool's run `pool_convs`
+// when given).
+void check_graph(Net& net, int dnnl_convs, int pool_convs = -1) {
   ASSERT_TRUE(net.g.topo_sort().ok());
   const Status st = net.g.infer_shapes();
   ASSERT_TRUE(st.ok()) << st.to_string();
@@ -55,7 +56,9 @@ void check_graph(Net& net, int dnnl_convs) {
     auto fast = make_fast_cpu_backend(threads);
     const uint64_t before = cpu_fast::dnnl_conv_calls();
     const std::vector<Tensor> got = run(*fast, o);
-    EXPECT_EQ(cpu_fast::dnnl_conv_calls() - before, cpu_fast::have_dnnl() ? static_cast<uint64_t>(dnnl_convs) : 0u);
+    const int want = threads > 1 && pool_convs >= 0 ? pool_convs : dnnl_convs;
+    EXPECT_EQ(cpu_fast::dnnl_conv_calls() - before, cpu_fast::have_dnnl() ? static_cast<uint64_t>(want) : 0u)
+        << "threads " << threads;
     ASSERT_EQ(got.size(), ref.size());
     for (size_t k = 0; k < ref.size(); ++k) {
       ASSERT_EQ(got[k].shape(), ref[k].shape());
@@ -114,6 +117,22 @@ TEST(FastCpuConvChain, ChannelSlicesWhenRowsAreFewerThanThreads) {
   v = net.conv(v, 40, 48, 3, 1, "Relu");
   net.g.mark_output(v);
   check_graph(net, 3);
+}
+
+TEST(FastCpuConvChain, ChannelsLastConvolutionOneDnnDeclines) {
+  // The middle convolution pads 3 rows on each side of a 1-row input (5 output rows): on 3 or
+  // more threads its last slab of output rows reads no input row, which oneDNN cannot take, so
+  // it runs the sgemm path on NCHW copies of its NHWC input and writes its output back NHWC.
+  Net net;
+  const Tensor x = rand_f32({1, 8, 1, 6});
+  net.feeds = {x};
+  ValueId v = net.g.add_input("x", DType::F32, x.shape());
+  v = net.conv(v, 16, 8, 3, 1, "Relu");
+  const ValueId w = net.g.add_constant("wp", rand_f32({16, 16, 3, 3}, -0.3f, 0.3f));
+  v = net.g.add_node(Op::Conv, "padded", {v, w}, 1, attrs({{"pads", ints_attr({3, 1, 3, 1})}}))[0];
+  v = net.conv(v, 8, 16, 1, 1, "Relu");
+  net.g.mark_output(v);
+  check_graph(net, 3, cpu_threads() >= 3 ? 2 : 3);
 }
 
 TEST(FastCpuConvChain, ValueReadByAnotherOpStaysNchw) {
