@@ -14,7 +14,9 @@ then `python3 tools/perf_table.py` rewrites the CPU table in docs/performance.md
 --threads takes a list (2,16): every point at each thread count in turn, then a table of the
 gpuopt / ONNX Runtime ratios per point and thread count. Each gpuopt line also shows `busy`:
 its process CPU time per timed run over the median latency (`cpu_ms_per_run` of `gpuopt run
---json`), the cores the run kept busy; near the thread count when the work spreads.
+--json`), the cores the run kept busy; near the thread count when the work spreads. --profile
+adds, per gpuopt point, the op types that took the most time in one profiled run (`gpuopt run
+--profile`: each node timed on its own).
 
   .venv/bin/python tools/cpu_bench.py --gpuopt build/gpuopt --threads 2 [--models build/models]
   .venv/bin/python tools/cpu_bench.py --gpuopt build/gpuopt --threads 1,2,16 --json /tmp/cpu.json
@@ -85,6 +87,23 @@ def gpuopt_ms(a, threads, device, path, feeds, out_dir, iterations, warmup):
     return lat["median"], lat["min"], busy
 
 
+def gpuopt_profile(a, threads, path, feeds, out_dir, top=6):
+    """The op types taking the most time in one `gpuopt run --profile` run: 'Conv 31.2 ms (53), ...'."""
+    args = [a.gpuopt, "run", path, "--device", "cpu", "--iterations", "1", "--warmup", "1", "--profile", "--json"]
+    for k in feeds:
+        args += ["--input", f"{k}={os.path.join(out_dir, f'{k}.npy')}"]
+    r = subprocess.run(args, capture_output=True, text=True, env={**os.environ, "GPUOPT_NUM_THREADS": str(threads)},
+                       timeout=3600)
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)}: {r.stderr.strip()}")
+    by_op = {}
+    for n in json.loads(r.stdout)["profile"]["nodes"]:
+        ms, count = by_op.get(n["op"], (0.0, 0))
+        by_op[n["op"]] = (ms + n["wall_us"] / 1e3, count + 1)
+    ranked = sorted(by_op.items(), key=lambda kv: -kv[1][0])[:top]
+    return ", ".join(f"{op} {ms:.1f} ms ({count})" for op, (ms, count) in ranked)
+
+
 def ort_ms(threads, path, feeds, iterations, warmup):
     import onnxruntime as ort
     so = ort.SessionOptions()
@@ -123,6 +142,7 @@ def main():
     ap.add_argument("--host", default=None, help="host label (default: CPU model and core count)")
     ap.add_argument("--points", nargs="*", help="only these models (resnet50, bert_base, matmul_1024)")
     ap.add_argument("--batches", default="1,32", help="batch sizes of ResNet-50 and BERT-base")
+    ap.add_argument("--profile", action="store_true", help="also print each gpuopt point's most costly op types")
     a = ap.parse_args()
     points = [(m, arch, int(b)) for m, arch in MODELS for b in a.batches.split(",")] + [("matmul_1024", None, 1)]
     host = a.host or f"{cpu_name()}, {os.cpu_count()} cores"
@@ -172,6 +192,9 @@ def main():
                                 "precision": "fp32", "date": date, "commit": commit,
                                 "items_per_s": round(batch * 1e3 / ms, 2), "threads": threads, "host": host})
                 save()
+            if a.profile:
+                print(f"{model} b{batch} t{threads} gpuopt_cpu profile: {gpuopt_profile(a, threads, path, feeds, work)}",
+                      flush=True)
     print(f"\n{'point':<18}" + "".join(f"{f't{t} gpuopt/ORT (busy)':>26}" for t in a.threads))
     for (model, batch), by_t in ratios.items():
         cells = []
