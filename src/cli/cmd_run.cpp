@@ -5,6 +5,7 @@
 #include "cli/engine_option.h"
 #include "cli/device_option.h"
 #include "core/env.h"
+#include "core/thread_pool.h"
 #include "core/npy.h"
 #include "core/table.h"
 #include "gpuopt/session.h"
@@ -23,6 +24,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <filesystem>
 #include <map>
 #include <random>
@@ -265,8 +267,17 @@ int run(const Options& o) {
   double first_run_ms = 0;  // the first run: algorithm choice and plan building included
   std::vector<double> ms, device_ms;  // device_ms: the compute alone, CUDA events (CUDA only)
   RunProfile last;  // how the last timed run went (CUDA: eager, graph capture or replay)
+  // Process CPU time over the timed runs: divided by their wall time, the cores they kept busy
+  // (how far a CPU run spreads over GPUOPT_NUM_THREADS).
+  auto cpu_now_ms = [] {
+    timespec t{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_nsec) / 1e6;
+  };
+  double cpu_ms = 0;
   for (int i = 0; i < o.warmup + o.iterations; ++i) {
     last = RunProfile{};
+    if (i == o.warmup) cpu_ms = -cpu_now_ms();
     const auto t0 = clock::now();
     outs = s.run(feeds, &last);
     const double dt = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
@@ -275,6 +286,7 @@ int run(const Options& o) {
     if (i >= o.warmup) ms.push_back(dt);
     if (i >= o.warmup && last.device_us > 0) device_ms.push_back(last.device_us / 1e3);
   }
+  cpu_ms += cpu_now_ms();
   if (!o.output_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(o.output_dir, ec);
@@ -318,6 +330,9 @@ int run(const Options& o) {
     j["iterations"] = o.iterations;
     j["latency_ms"] = {{"min", mn}, {"median", med}, {"p99", p99}};
     j["throughput_per_s"] = throughput;
+    // CPU time of the whole process per timed run (all threads); on the CPU, / latency = busy cores.
+    j["cpu_ms_per_run"] = cpu_ms / o.iterations;
+    if (o.device.kind == DeviceKind::kCpu) j["cpu_threads"] = cpu_threads();
     j["load_s"] = load_s;  // Session::load: import, passes, placement, constant upload
     j["first_run_ms"] = first_run_ms;
     // Start -> ready: the load and the first run, which chooses each shape's plans (the plan

@@ -24,6 +24,14 @@ TEST(FastCpu, Attention4dMasksCausalAndGroupedHeads) {
   check(one_node(Op::Attention, {{rand_f32({2, 4, 5, 6})}, {rand_f32({2, 2, 5, 6})}, {rand_f32({2, 2, 5, 6})},
                                  {bool_mask({2, 1, 5, 5})}},
                  attrs({{"is_causal", int_attr(1)}}), 1));
+  // Fewer (batch, head) pairs than threads: each head's query rows split too (7 rows: 4 + 3 on
+  // 3 threads with 2 heads), with a causal mask, a per-row additive mask, and a single head.
+  check(one_node(Op::Attention, {{rand_f32({1, 2, 7, 8})}, {rand_f32({1, 2, 7, 8})}, {rand_f32({1, 2, 7, 4})},
+                                 {rand_f32({1, 2, 7, 7}, -2, 0)}},
+                 attrs({{"is_causal", int_attr(1)}}), 1));
+  check(one_node(Op::Attention, {{rand_f32({1, 1, 5, 6})}, {rand_f32({1, 1, 9, 6})}, {rand_f32({1, 1, 9, 6})},
+                                 {bool_mask({1, 1, 5, 9})}},
+                 {}, 1));
   // A mask shorter than the keys: the columns past it are masked out.
   check(one_node(Op::Attention, {{rand_f32({1, 2, 4, 8})}, {rand_f32({1, 2, 6, 8})}, {rand_f32({1, 2, 6, 8})},
                                  {rand_f32({1, 4}, -1, 0)}}, {}, 1));

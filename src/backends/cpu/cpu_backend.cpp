@@ -292,6 +292,7 @@ class CpuBackend final : public Backend {
     if (fast_) {
       cpu_fast::init_blas();
       for (const Node& n : graph.nodes()) fast.push_back(cpu_fast::make_fast_kernel(n, graph));
+      cpu_fast::plan_channels_last(graph, fast);
     }
     return std::unique_ptr<Executable>(
         std::make_unique<CpuExecutable>(graph, options.memory_limit, mode, std::move(fast), max_threads_));

@@ -92,13 +92,22 @@ class AttentionKernel final : public FastKernel {
     const float scale = has_scale_ ? scale_ : 1.0f / std::sqrt(static_cast<float>(Dh));
     const float ninf = -std::numeric_limits<float>::infinity();
     const int64_t group = Hq / Hkv;
-    parallel(B * Hq, 1, [&](int64_t u0, int64_t u1) {
-      std::vector<float> s(static_cast<size_t>(Sq * T));
+    // Units: (batch, head) pairs; with fewer of them than threads (BERT-base at batch 1 has 12
+    // heads), each head's query rows in QS blocks as well.
+    const int threads = run_threads();
+    const int64_t QS = B * Hq >= threads ? 1 : std::max<int64_t>(1, std::min(Sq, (threads + B * Hq - 1) / (B * Hq)));
+    const int64_t qrows = (Sq + QS - 1) / QS;
+    parallel(B * Hq * QS, 1, [&](int64_t u0, int64_t u1) {
+      std::vector<float> s(static_cast<size_t>(qrows * T));
       for (int64_t u = u0; u < u1; ++u) {
-        const int64_t b = u / Hq, h = u % Hq, hk = h / group;
-        sgemm_serial(false, true, Sq, T, Dh, scale, vq.at(b, h), vq.ld, vk.at(b, hk), vk.ld, 0.0f, s.data(), T);
-        for (int64_t i = 0; i < Sq; ++i) {
-          float* row = s.data() + i * T;
+        const int64_t b = u / QS / Hq, h = u / QS % Hq, hk = h / group;
+        const int64_t i0 = u % QS * qrows, nq = std::min(Sq, i0 + qrows) - i0;  // query rows [i0, i0 + nq)
+        if (nq <= 0) continue;
+        sgemm_serial(false, true, nq, T, Dh, scale, vq.at(b, h) + i0 * vq.ld, vq.ld, vk.at(b, hk), vk.ld, 0.0f, s.data(),
+                     T);
+        for (int64_t r = 0; r < nq; ++r) {
+          const int64_t i = i0 + r;
+          float* row = s.data() + r * T;
           if (mask) {
             const int64_t off = b * m0 + h * m1 + i * m2;
             if (mask_bool) {
@@ -114,12 +123,12 @@ class AttentionKernel final : public FastKernel {
             for (int64_t j = i + 1; j < T; ++j) row[j] = ninf;
           vec::softmax_row(row, T);
         }
-        float* yp = Y + b * y_sb + h * y_sh;
-        sgemm_serial(false, false, Sq, Dv, T, 1.0f, s.data(), T, vv.at(b, hk), vv.ld, 0.0f, yp, y_ld);
+        float* yp = Y + b * y_sb + h * y_sh + i0 * y_ld;
+        sgemm_serial(false, false, nq, Dv, T, 1.0f, s.data(), T, vv.at(b, hk), vv.ld, 0.0f, yp, y_ld);
         if (nan_to_zero_)
-          for (int64_t i = 0; i < Sq; ++i)
+          for (int64_t r = 0; r < nq; ++r)
             for (int64_t e = 0; e < Dv; ++e)
-              if (std::isnan(yp[i * y_ld + e])) yp[i * y_ld + e] = 0.0f;
+              if (std::isnan(yp[r * y_ld + e])) yp[r * y_ld + e] = 0.0f;
       }
     });
     return true;

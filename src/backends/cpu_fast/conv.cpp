@@ -5,8 +5,9 @@
 //  - otherwise per image and group Y[Mg, O] = W[Mg, Cg*K] x col[Cg*K, O] with sgemm: W as stored
 //    is already that row-major matrix; col is X itself for a 1x1 stride-1 unpadded kernel, else
 //    im2col of a tile of output positions (sized to stay in L2), built and consumed by one thread.
-//  - in builds with oneDNN, 2-D ungrouped convolutions with constant weights and a kernel larger
-//    than 1x1 go to oneDNN's channels-last kernels first (conv_dnnl.h).
+//  - in builds with oneDNN, 2-D ungrouped convolutions with constant weights go to oneDNN's
+//    channels-last kernels first (conv_dnnl.h): a kernel larger than 1x1 always, a 1x1 one when
+//    its input, residual or output is stored NHWC (plan_channels_last()).
 // Bias, Z and the activation are applied to each output tile right after its GEMM.
 #include "backends/cpu_fast/conv_dnnl.h"
 #include "backends/cpu_fast/fast_kernel.h"
@@ -83,11 +84,18 @@ class ConvKernel final : public FastKernel {
  public:
   ConvKernel(Activation act, std::unique_ptr<DnnlConv> dnnl) : act_(act), dnnl_(std::move(dnnl)) {}
 
+  bool channels_last_capable() const override { return dnnl_ != nullptr; }
+  void set_channels_last(bool x, bool z, bool y) override { x_nhwc_ = x, z_nhwc_ = z, y_nhwc_ = y; }
+
   Result<bool> run(KernelContext& ctx) const override {
     const Tensor& x = ctx.in(0);
     const Tensor& w = ctx.in(1);
     Tensor& y = ctx.out(0);
-    if (x.rank() != 4 || w.rank() != 4) return false;  // 1-D and 3-D convolutions: the reference
+    const bool nhwc = x_nhwc_ || z_nhwc_ || y_nhwc_;
+    if (x.rank() != 4 || w.rank() != 4) {  // 1-D and 3-D convolutions: the reference
+      if (nhwc) return Status::Internal("{}: a channels-last convolution of rank {}", ctx.node.name, x.rank());
+      return false;
+    }
     GPUOPT_ASSIGN_OR_RETURN(nn::Window win, nn::conv_window(ctx, x.shape(), w.shape()));
     Geometry g{};
     g.N = x.dim(0), g.C = x.dim(1), g.H = x.dim(2), g.W = x.dim(3), g.M = w.dim(0);
@@ -98,10 +106,49 @@ class ConvKernel final : public FastKernel {
     g.dh = win.dilations[0], g.dw = win.dilations[1];
     const float* bias = ctx.has_input(2) ? ctx.in(2).data<float>() : nullptr;
     const float* z = ctx.has_input(3) ? ctx.in(3).data<float>() : nullptr;
-    if (z && ctx.in(3).shape() != y.shape()) return false;  // the reference reports it
+    if ((z && ctx.in(3).shape() != y.shape()) || (bias && ctx.in(2).numel() != g.M)) {
+      if (nhwc) return Status::Internal("{}: a channels-last convolution's bias or residual shape", ctx.node.name);
+      return false;  // the reference reports it
+    }
     const float* X = x.data<float>();
     const float* Wt = w.data<float>();
     float* Y = y.data<float>();
+    // oneDNN: every kernel size, but a 1x1 one only with an NHWC side (with NCHW on both, its
+    // conversions cost more than it gains over sgemm on the input as it is: perf-notes.md).
+    if (dnnl_ && g.G == 1 && (nhwc || g.taps() > 1)) {
+      const ConvShape s{g.N,  g.C,  g.H,  g.W,  g.M,  g.KH,           g.KW,           g.OH, g.OW,
+                        g.sh, g.sw, g.ph, g.pw, win.pad_end[0], win.pad_end[1], g.dh, g.dw};
+      if (dnnl_->run(s, Wt, ConvIo{X, x_nhwc_, bias, z, z_nhwc_, Y, y_nhwc_})) return true;
+    }
+    if (!nhwc) return nchw(g, X, Wt, bias, z, Y);
+    // Channels-last values oneDNN did not take: through NCHW copies.
+    auto to_nchw = [](const float* t, int64_t n, int64_t c, int64_t hw, std::vector<float>& out) {
+      out.resize(static_cast<size_t>(n * c * hw));
+      parallel(n, 1, [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) nhwc_to_nchw(t + i * c * hw, out.data() + i * c * hw, c, hw, 0, hw);
+      });
+      return out.data();
+    };
+    std::vector<float> xt, zt, yt;
+    if (x_nhwc_) X = to_nchw(X, g.N, g.C, g.H * g.W, xt);
+    if (z && z_nhwc_) z = to_nchw(z, g.N, g.M, g.out(), zt);
+    float* Yn = Y;
+    if (y_nhwc_) {
+      yt.resize(static_cast<size_t>(g.N * g.M * g.out()));
+      Yn = yt.data();
+    }
+    if (!nchw(g, X, Wt, bias, z, Yn)) return Status::Internal("{}: a channels-last convolution declined", ctx.node.name);
+    if (y_nhwc_)
+      parallel(g.N, 1, [&](int64_t i0, int64_t i1) {
+        const int64_t hw = g.out();
+        for (int64_t i = i0; i < i1; ++i) nchw_to_nhwc(Yn + i * g.M * hw, Y + i * g.M * hw, g.M, hw, 0, hw);
+      });
+    return true;
+  }
+
+ private:
+  // The convolution on NCHW tensors: depthwise loops, or im2col + sgemm (see the file comment).
+  bool nchw(const Geometry& g, const float* X, const float* Wt, const float* bias, const float* z, float* Y) const {
     const int64_t O = g.out();
     // Bias, Z and activation over rows [m0, m1) (output channels of image n), columns [o0, o1).
     auto epilogue = [&](int64_t n, int64_t m0, int64_t m1, int64_t o0, int64_t o1) {
@@ -119,11 +166,6 @@ class ConvKernel final : public FastKernel {
         apply_activation(act_, yr, len);
       }
     };
-    if (dnnl_ && g.G == 1) {
-      const ConvShape s{g.N,  g.C,  g.H,  g.W,  g.M,  g.KH,           g.KW,           g.OH, g.OW,
-                        g.sh, g.sw, g.ph, g.pw, win.pad_end[0], win.pad_end[1], g.dh, g.dw};
-      if (dnnl_->run(s, X, Wt, Y, [&](int64_t n, int64_t m0, int64_t m1) { epilogue(n, m0, m1, 0, O); })) return true;
-    }
     if (g.Cg == 1) {  // depthwise (channel multiplier Mg): one output plane per unit
       parallel(g.N * g.M, 1, [&](int64_t u0, int64_t u1) {
         for (int64_t u = u0; u < u1; ++u) {
@@ -192,7 +234,6 @@ class ConvKernel final : public FastKernel {
     return true;
   }
 
- private:
   // One output plane of a depthwise convolution (no bias): out[oh, ow] = sum over taps.
   static void depthwise_plane(const Geometry& g, const float* x, const float* w, float* out) {
     std::fill(out, out + g.out(), 0.0f);
@@ -219,6 +260,7 @@ class ConvKernel final : public FastKernel {
 
   Activation act_;
   std::unique_ptr<DnnlConv> dnnl_;  // null: no oneDNN in this build, or weights not constant
+  bool x_nhwc_ = false, z_nhwc_ = false, y_nhwc_ = false;  // plan_channels_last()
 };
 
 }  // namespace
@@ -238,7 +280,7 @@ std::unique_ptr<FastKernel> make_conv_kernel(const Node& node, const Graph& grap
   // oneDNN reorders the weights once, so only constant ones (nearly always: initializers) go there.
   std::unique_ptr<DnnlConv> dnnl;
   const Value& w = graph.value(node.inputs[1]);
-  if (w.constant && w.constant->rank() == 4 && node.attr_i("group", 1) == 1) dnnl = DnnlConv::make(w.constant->shape());
+  if (w.constant && w.constant->rank() == 4 && node.attr_i("group", 1) == 1) dnnl = DnnlConv::make(w.constant->shape(), act);
   return std::make_unique<ConvKernel>(act, std::move(dnnl));
 }
 

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <vector>
 
 namespace gpuopt::cpu_fast {
 
@@ -25,7 +26,17 @@ class FastKernel {
   // Outputs are allocated with the inferred shapes. Returns false, having written nothing, when
   // this call's inputs are outside what the kernel handles (the reference runs it instead).
   virtual Result<bool> run(KernelContext& ctx) const = 0;
+  // Channels-last activations: a kernel that can read its input 0 (and 3, a residual) and write
+  // its output 0 stored NHWC (same dims, NHWC order) says so; plan_channels_last() then says
+  // which of them are. Such a kernel must never return false for those values.
+  virtual bool channels_last_capable() const { return false; }
+  virtual void set_channels_last(bool x, bool z, bool y) {}
 };
+
+// Stores NHWC every 4-D value that a channels-last-capable kernel writes and only such kernels
+// read (as input 0 or 3; never a graph output), and tells its writer and readers.
+// `kernels[i]`: node i's kernel or nullptr.
+void plan_channels_last(const Graph& graph, const std::vector<std::unique_ptr<FastKernel>>& kernels);
 
 // Calls a fast kernel completed in this process (the tests check that a case ran on it).
 uint64_t fast_kernel_calls();
