@@ -11,6 +11,7 @@
 #include "ir/graph.h"
 #include "llm/config_report.h"
 #include "onnx/importer.h"
+#include "onnx/onnx.pb.h"
 #include "profile/inputs.h"
 #include "quant/quantizer.h"
 
@@ -114,12 +115,13 @@ Status calibrate_on_random_inputs(const Options& o, Graph* g) {
              "`gpuopt run --precision int8` runs; the accuracy is unknown without real data (gpuopt quantize "
              "--calibration DATA, docs/quantization.md)\n",
              o.model, o.batch);
+  GPUOPT_ASSIGN_OR_RETURN(onnx::ModelProto proto, quant::read_model_proto(o.model));  // the quantizer edits it
   SessionOptions so;
   so.optimize = false;
-  GPUOPT_ASSIGN_OR_RETURN(auto session, Session::load(o.model, so));
+  GPUOPT_ASSIGN_OR_RETURN(auto session, Session::from_graph(*g, so));
   GPUOPT_ASSIGN_OR_RETURN(auto dims, profile::parse_dims(o.dims));
   GPUOPT_ASSIGN_OR_RETURN(NamedTensors feeds, profile::random_feeds(*session, o.batch, dims, 0));
-  GPUOPT_ASSIGN_OR_RETURN(*g, quant::quantize_on_inputs(o.model, feeds, Device::cpu()));
+  GPUOPT_ASSIGN_OR_RETURN(*g, quant::quantize_on_inputs(proto, o.model, session->inputs(), feeds, Device::cpu()));
   return Status::Ok();
 }
 

@@ -9,10 +9,7 @@
 #include "core/table.h"
 #include "gpuopt/session.h"
 #include "ir/graph.h"
-#include "onnx/onnx.pb.h"
-#include "quant/fp8.h"
-#include "quant/qdq_writer.h"
-#include "quant/quantizer.h"
+#include "quant/precision_session.h"
 #include "profile/inputs.h"
 #include "profile/profile.h"
 #include "profile/trace.h"
@@ -164,98 +161,83 @@ std::string precision_note(const Options& o) {
                      o.precision == "fp16" ? "f16" : "bf16", o.precision, o.precision);
 }
 
-int run(const Options& o) {
-  SessionOptions so;
-  so.device = o.device;
-  so.precision = o.precision;
-  // int8 on a float model: load it in f32 to make the inputs, then calibrate on them.
-  bool calibrate = false;
-  if (o.precision == "int8" || o.precision == "fp8") {
-    auto proto = quant::read_model_proto(o.model);
-    if (!proto.ok()) return report_error(proto.status());
-    calibrate = !quant::has_quantized_ops(*proto);
-    if (!calibrate && o.precision == "fp8")
-      return report_error(Status::InvalidArgument("--precision fp8 takes a float model; {} has QuantizeLinear/"
-                                                  "DequantizeLinear nodes (run it with --precision int8)", o.model), true);
-    if (calibrate) so.precision = "fp32";
-  }
-  so.cuda_graphs = !o.no_cuda_graphs;
-  so.cache_dir = o.cache_dir.empty() ? env_get("GPUOPT_CACHE_DIR").value_or("") : o.cache_dir;
-  so.memory_limit = o.memory_limit;
-  using clock = std::chrono::steady_clock;
-  const auto load_start = clock::now();
-  auto loaded = Session::load(o.model, so);
-  const double load_s = std::chrono::duration<double>(clock::now() - load_start).count();
-  if (!loaded.ok()) return report_error(loaded.status());
-  const Session* sp = loaded->get();
-
+// The inputs of one run: --input files by name, --random-inputs for the rest. `usage` is set when
+// the command line is what is wrong (exit 2).
+Result<NamedTensors> make_feeds(const Options& o, const Session& s, bool* usage) {
   std::map<std::string, int64_t> dims;
   for (const auto& kv : o.dims) {
     const size_t eq = kv.find('=');
     const int64_t v = eq == std::string::npos ? 0 : std::atoll(kv.c_str() + eq + 1);
-    if (v <= 0) return report_error(Status::InvalidArgument("--dim '{}': expected NAME=POSITIVE_INT", kv), true);
+    *usage = v <= 0;
+    if (*usage) return Status::InvalidArgument("--dim '{}': expected NAME=POSITIVE_INT", kv);
     dims[kv.substr(0, eq)] = v;
   }
   std::map<std::string, Tensor> given;
   for (const auto& kv : o.inputs) {
     const size_t eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0)
-      return report_error(Status::InvalidArgument("--input '{}': expected NAME=FILE.npy", kv), true);
+    *usage = eq == std::string::npos || eq == 0;
+    if (*usage) return Status::InvalidArgument("--input '{}': expected NAME=FILE.npy", kv);
     auto t = read_npy(kv.substr(eq + 1));
-    if (!t.ok()) return report_error(t.status().with_context(fmt::format("--input {}", kv.substr(0, eq))));
+    if (!t.ok()) return t.status().with_context(fmt::format("--input {}", kv.substr(0, eq)));
     given[kv.substr(0, eq)] = std::move(*t);
   }
   std::mt19937_64 rng(o.seed);
   NamedTensors feeds;
-  for (const auto& in : sp->inputs()) {
+  *usage = true;  // from here on each error is about the command line
+  for (const auto& in : s.inputs()) {
     auto it = given.find(in.name);
     if (it != given.end()) {
       feeds.emplace_back(in.name, it->second);
       given.erase(it);
     } else if (o.random) {
-      auto t = make_random_input(in, o, dims, rng);
-      if (!t.ok()) return report_error(t.status(), true);
-      feeds.emplace_back(in.name, std::move(*t));
+      GPUOPT_ASSIGN_OR_RETURN(Tensor t, make_random_input(in, o, dims, rng));
+      feeds.emplace_back(in.name, std::move(t));
     } else {
-      return report_error(Status::InvalidArgument("missing input '{}' ({} {}): give --input {}=FILE.npy or --random-inputs",
-                                                  in.name, dtype_name(in.dtype), in.shape_string(), in.name),
-                          true);
+      return Status::InvalidArgument("missing input '{}' ({} {}): give --input {}=FILE.npy or --random-inputs", in.name,
+                                     dtype_name(in.dtype), in.shape_string(), in.name);
     }
   }
+  *usage = false;
   for (const auto& [name, t] : given) feeds.emplace_back(name, t);  // Session::run names the unknown one
-  std::unique_ptr<Session> quantized;
+  return feeds;
+}
+
+int run(const Options& o) {
+  SessionOptions so;
+  so.device = o.device;
+  so.precision = o.precision;
+  so.cuda_graphs = !o.no_cuda_graphs;
+  so.cache_dir = o.cache_dir.empty() ? env_get("GPUOPT_CACHE_DIR").value_or("") : o.cache_dir;
+  so.memory_limit = o.memory_limit;
+  using clock = std::chrono::steady_clock;
+  const auto load_start = clock::now();
+  // int8/fp8 on a float model: calibrated on this run's inputs (quant/precision_session.h).
+  bool feeds_usage = false;
+  auto loaded = quant::load_at_precision(
+      o.model, so, [&](const Session& s) { return make_feeds(o, s, &feeds_usage); },
+      [&](std::string_view precision) {
+        if (precision == "fp8")
+          fmt::print(stderr,
+                     "gpuopt: warning: calibrating fp8 scales on this run's {} inputs; the accuracy is unknown without "
+                     "real data (docs/quantization.md)\n",
+                     o.random ? "random" : "given");
+        else
+          fmt::print(stderr,
+                     "gpuopt: warning: {} has no QDQ nodes: calibrating int8 scales on this run's {} inputs; the "
+                     "accuracy is unknown without real data (gpuopt quantize --calibration DATA, docs/quantization.md)\n",
+                     o.model, o.random ? "random" : "given");
+      });
+  if (!loaded.ok())
+    return report_error(loaded.status(), feeds_usage || loaded.status().message().rfind("--precision", 0) == 0);
+  const double load_s = loaded->load_s;
+  const NamedTensors& feeds = loaded->feeds;
   nlohmann::json fp8_info;
-  if (calibrate && o.precision == "fp8") {
-    fmt::print(stderr,
-               "gpuopt: warning: calibrating fp8 scales on this run's {} inputs; the accuracy is unknown without real "
-               "data (docs/quantization.md)\n",
-               o.random ? "random" : "given");
-    auto fm = quant::fp8_on_inputs(o.model, feeds, o.device);
-    if (!fm.ok()) return report_error(fm.status());
+  if (const auto& fm = loaded->fp8) {
     fmt::print(stderr, "gpuopt: fp8: {} GEMMs in e4m3, {} kept in float{}{}\n", fm->rewritten, fm->kept.size(),
                fm->kept.empty() ? "" : ": ", fm->kept.empty() ? "" : fm->kept.front() + (fm->kept.size() > 1 ? ", ..." : ""));
     fp8_info = {{"gemms", fm->rewritten}, {"chained", fm->chained}, {"shared", fm->shared}, {"norm", fm->normed}, {"kept", fm->kept}};
-    // No GEMM qualified: the session pipeline refuses fp8 without Fp8Gemm nodes; the float model
-    // then runs as it would at fp8 otherwise (fp16 on the GPU, f32 on the CPU), as said above.
-    so.precision = fm->rewritten > 0 ? o.precision : o.device.is_cuda() ? "fp16" : "fp32";
-    auto q = Session::from_graph(std::move(fm->graph), so);
-    if (!q.ok()) return report_error(q.status());
-    quantized = std::move(*q);
-    sp = quantized.get();
-  } else if (calibrate) {
-    fmt::print(stderr,
-               "gpuopt: warning: {} has no QDQ nodes: calibrating int8 scales on this run's {} inputs; the accuracy is "
-               "unknown without real data (gpuopt quantize --calibration DATA, docs/quantization.md)\n",
-               o.model, o.random ? "random" : "given");
-    auto g = quant::quantize_on_inputs(o.model, feeds, o.device);
-    if (!g.ok()) return report_error(g.status());
-    so.precision = o.precision;
-    auto q = Session::from_graph(std::move(*g), so);
-    if (!q.ok()) return report_error(q.status());
-    quantized = std::move(*q);
-    sp = quantized.get();
   }
-  const Session& s = *sp;
+  const Session& s = *loaded->session;
 
   int64_t batch = 1;
   if (!feeds.empty() && feeds[0].second.rank() > 0 && !s.inputs().empty() && s.inputs()[0].dynamic_batch())
