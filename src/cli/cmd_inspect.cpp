@@ -35,7 +35,7 @@ struct Options {
   int64_t batch = 1;
   std::vector<std::string> dims;  // NAME=VALUE
   std::string device;             // --device: show where each node runs on that backend
-  std::string precision = "fp32";  // --precision: with --optimized, the session's conversion and layout pass
+  EngineFlags engine;  // --precision (with --optimized: the session's conversion and layout pass), --memory-limit, --kernel
 };
 
 struct OpRow {
@@ -135,7 +135,7 @@ int run(const Options& o) {
   auto loaded = load_onnx_model(o.model);
   if (!loaded.ok()) return report_error(loaded.status());
   Graph& g = *loaded;
-  if (o.optimized && o.precision == "int8" &&
+  if (o.optimized && o.engine.precision == "int8" &&
       std::none_of(g.nodes().begin(), g.nodes().end(),
                    [](const Node& n) { return n.op == Op::QuantizeLinear || n.op == Op::DequantizeLinear; })) {
     if (Status st = calibrate_on_random_inputs(o, &g); !st.ok()) return report_error(st);
@@ -155,12 +155,10 @@ int run(const Options& o) {
       return report_error(Status::InvalidArgument("--dim '{}': expected NAME=POSITIVE_INT", kv), true);
     symbols.emplace_back(kv.substr(0, eq), v);
   }
-  EngineOptions eo;
-  eo.device = o.device.empty() ? Device::cpu() : parse_device(o.device).value();
-  if (o.optimized) eo.precision = parse_precision(o.precision).value();  // checked by the option
-  auto kernels = KernelSettings::from_env();
-  if (!kernels.ok()) return report_error(kernels.status());
-  eo.kernels = *kernels;
+  auto eo_or = engine_options(o.engine, o.device.empty() ? Device::cpu() : parse_device(o.device).value());
+  if (!eo_or.ok()) return report_error(eo_or.status());
+  EngineOptions eo = *eo_or;
+  if (!o.optimized) eo.precision = Precision::kFp32;  // the listing is the model as imported
   std::optional<Compiled> compiled;
   Placement where;  // on --device, of the engine's graph
   if (o.optimized || !o.device.empty()) {
@@ -285,7 +283,7 @@ int run(const Options& o) {
   ops.add({"total", fmt::format("{}", bound.nodes().size()), (total_exact ? "" : "~") + format_flops(total)});
   fmt::print("{}", ops.render());
   if (!total_exact) fmt::print("~ : some shapes stay symbolic; give --dim NAME=VALUE for an exact count\n");
-  if (!o.device.empty()) print_placement(placement, o.device, o.optimized ? o.precision : "fp32");
+  if (!o.device.empty()) print_placement(placement, o.device, o.optimized ? o.engine.precision : "fp32");
   if (report) print_compile_report(bound, *report, o.verbose);
   return kExitOk;
 }
@@ -297,12 +295,13 @@ void setup(CLI::App& app) {
   cmd->add_flag("--json", o->json, "Print JSON");
   cmd->add_flag("--optimized", o->optimized, "Show the graph after gpuopt's passes (constant and BatchNormalization folding, Identity/Dropout removal, Conv+Add+Relu fusion into FusedConv, GELU, attention, MatMul+bias into Gemm; with --device cuda and --precision fp16/bf16, the channels-last layout pass) and what the compiler did: per node its fusion, layout, precision and placement, and the static memory plan");
   cmd->add_flag("--verbose", o->verbose, "With --optimized: the memory plan's offset, size and lifetime of every tensor");
-  add_precision_option(cmd, &o->precision,
+  add_precision_option(cmd, &o->engine.precision,
                        "With --optimized: the precision conversion the session runs (fp32, fp16, bf16; int8 for a model "
-                  "with QuantizeLinear/DequantizeLinear nodes, as gpuopt quantize writes: with --device cuda, the "
-                  "int8 GEMMs and convolutions and what their epilogues took over; a float model is first "
-                  "calibrated on random inputs, as run --precision int8 does, with a warning)")
-      ->check(one_of({"fp32", "fp16", "bf16", "int8"}));
+                       "with QuantizeLinear/DequantizeLinear nodes, as gpuopt quantize writes: with --device cuda, the "
+                       "int8 GEMMs and convolutions and what their epilogues took over; a float model is first "
+                       "calibrated on random inputs, as run --precision int8 does, with a warning; fp8 for a model "
+                       "with Fp8Gemm nodes)");
+  add_engine_flags(cmd, &o->engine, kMemoryLimitFlag | kKernelFlag);
   cmd->add_option("--batch", o->batch, "Value of the dynamic batch dim for FLOP counts (default 1)")->check(int_range(1, kMaxBatch));
   cmd->add_option("--dim", o->dims, "Bind another symbolic dim for FLOP counts: NAME=VALUE (repeatable)");
   add_device_option(cmd, &o->device,

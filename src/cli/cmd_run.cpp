@@ -37,12 +37,10 @@ struct Options {
   int iterations = 10;
   int warmup = 1;
   Device device = Device::cpu();
-  std::string precision = "fp32";
-  size_t memory_limit = 0;  // bytes; 0: none
+  EngineFlags engine;  // --precision, --memory-limit, --cache-dir, --kernel
   bool json = false;
   bool profile = false;
   bool no_cuda_graphs = false;
-  std::string cache_dir;  // --cache-dir, else GPUOPT_CACHE_DIR
   uint64_t seed = 0;
   std::string trace;  // Chrome trace of one more run, node by node (docs/profile.md)
 };
@@ -155,10 +153,10 @@ void print_profile(const RunProfile& p) {
 // reference, the same converted graph (weights and activations rounded to f16/bf16 between ops,
 // as ONNX Runtime's CPU provider runs an fp16 model): its numerics, not a speed-up.
 std::string precision_note(const Options& o) {
-  if (o.precision == "fp32" || o.device.is_cuda()) return o.precision;
-  if (o.precision == "fp8") return "fp8 (CPU reference: e4m3 GEMMs emulated, f32 rest)";
-  return fmt::format("{} (CPU reference: {} tensors, f32 math: {} numerics, not {} speed)", o.precision,
-                     o.precision == "fp16" ? "f16" : "bf16", o.precision, o.precision);
+  if (o.engine.precision == "fp32" || o.device.is_cuda()) return o.engine.precision;
+  if (o.engine.precision == "fp8") return "fp8 (CPU reference: e4m3 GEMMs emulated, f32 rest)";
+  return fmt::format("{} (CPU reference: {} tensors, f32 math: {} numerics, not {} speed)", o.engine.precision,
+                     o.engine.precision == "fp16" ? "f16" : "bf16", o.engine.precision, o.engine.precision);
 }
 
 // The inputs of one run: --input files by name, --random-inputs for the rest. `usage` is set when
@@ -203,12 +201,10 @@ Result<NamedTensors> make_feeds(const Options& o, const Session& s, bool* usage)
 }
 
 int run(const Options& o) {
-  SessionOptions so;
-  so.device = o.device;
-  so.precision = o.precision;
+  auto eo = engine_options(o.engine, o.device);
+  if (!eo.ok()) return report_error(eo.status());
+  SessionOptions so = session_options(*eo);
   so.cuda_graphs = !o.no_cuda_graphs;
-  so.cache_dir = o.cache_dir.empty() ? env_get("GPUOPT_CACHE_DIR").value_or("") : o.cache_dir;
-  so.memory_limit = o.memory_limit;
   using clock = std::chrono::steady_clock;
   const auto load_start = clock::now();
   // int8/fp8 on a float model: calibrated on this run's inputs (quant/precision_session.h).
@@ -276,7 +272,7 @@ int run(const Options& o) {
     profile::ProfileResult tr;
     tr.model = o.model;
     tr.device = o.device.to_string();
-    tr.precision = o.precision;
+    tr.precision = o.engine.precision;
     tr.batch = batch;
     tr.spans.push_back({"load", "load", std::chrono::duration<double, std::micro>(load_start.time_since_epoch()).count(),
                         load_s * 1e6, {{"file", o.model}}});
@@ -294,7 +290,7 @@ int run(const Options& o) {
     nlohmann::json j;
     j["model"] = o.model;
     j["device"] = o.device.to_string();
-    j["precision"] = o.precision;
+    j["precision"] = o.engine.precision;
     if (!fp8_info.is_null()) j["fp8"] = fp8_info;
     j["batch"] = batch;
     j["iterations"] = o.iterations;
@@ -391,14 +387,8 @@ void setup(CLI::App& app) {
   cmd->add_option("--iterations", o->iterations, "Timed runs (default 10)")->check(int_range(1, 1000000));
   cmd->add_option("--warmup", o->warmup, "Untimed runs first (default 1)")->check(int_range(0, 1000000));
   add_device_option(cmd, &o->device, "cpu (the fast CPU backend), cpu-ref (the reference kernels), or cuda / cuda:N (a CUDA device by index) when built in");
-  add_precision_option(cmd, &o->precision,
-                       "fp32, fp16, bf16, int8 or fp8 (inputs and outputs stay f32; int8 and fp8 calibrate a float "
-                       "model on its inputs)");
-  add_memory_limit_option(cmd, &o->memory_limit, "Cap on device memory for the run's tensors, e.g. 2G");
+  add_engine_flags(cmd, &o->engine, kPrecisionFlag | kMemoryLimitFlag | kCacheDirFlag | kKernelFlag);
   cmd->add_option("--seed", o->seed, "Seed of --random-inputs (default 0)");
-  cmd->add_option("--cache-dir", o->cache_dir,
-                  "CUDA plan cache: keep each shape's algorithm and fusion choices in DIR for the next start "
-                  "(default: $GPUOPT_CACHE_DIR)");
   cmd->add_flag("--json", o->json, "Print JSON");
   cmd->add_flag("--profile", o->profile,
                 "After the timed runs, one more node by node: time per op type and the slowest nodes");

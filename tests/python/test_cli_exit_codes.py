@@ -24,13 +24,13 @@ FILE_CASES = {
     "version": None,
     "monitor": None,
     "exporter": None,
-    "inspect": ["inspect", MISSING],
-    "run": ["run", MISSING, "--random-inputs"],
+    "inspect": ["inspect", MISSING, "--kernel", "GPUOPT_DISABLE_FUSION=gelu"],
+    "run": ["run", MISSING, "--random-inputs", "--kernel", "GPUOPT_FA_WARPS=4", "--cache-dir", "/tmp"],
     "serve": ["serve", MISSING, "--http-port", "0", "--metrics-port", "0"],
     "perf": ["perf", "-m", "m", "-f", "/nonexistent-gpuopt-dir/out.csv"],
     "bench": ["bench", "all", "-q", "--report", "/proc/gpuopt-no-such-dir/", "--cpu-sizes", "64"],
     "tune": ["tune", MISSING],
-    "profile": ["profile", MISSING],
+    "profile": ["profile", MISSING, "--kernel", "GPUOPT_MATMUL_AUTOTUNE=0"],
     "quantize": ["quantize", MISSING, "--calibration", "/nonexistent-gpuopt-dir", "-o", "/tmp/gpuopt-q.onnx"],
     "tokenize": ["tokenize", "/nonexistent-gpuopt-dir/tokenizer.json"],
     "generate": ["generate", "/nonexistent-gpuopt-dir", "--prompt-ids", "1"],
@@ -251,7 +251,35 @@ def test_precision_is_checked_alike(sub):
     r = gpuopt(sub, *REQUIRED.get(sub, []), "--precision", "fp17")
     assert r.returncode == 2, (sub, r.returncode, r.stderr)
     line = one_line(r)
-    assert "--precision: 'fp17' is not one of fp32, fp16, bf16, int8" in line, line
+    assert f"gpuopt {sub}: error: --precision: 'fp17' is not one of fp32, fp16, bf16, int8, fp8 (see" in line, line
+
+
+@pytest.mark.parametrize("value", ["gpu", "cuda:x", "cuda:-1"])
+def test_device_is_checked_alike(value):
+    """One parsing of --device (cli/device_option.h): the same message in every subcommand."""
+    said = {}
+    for sub in ["run", "inspect", "profile", "tune", "quantize"]:
+        r = gpuopt(sub, *REQUIRED.get(sub, []), "--device", value)
+        assert r.returncode == 2, (sub, value, r.returncode, r.stderr)
+        line = one_line(r)
+        prefix = f"gpuopt {sub}: error: --device: "
+        assert line.startswith(prefix) and f"'{value}'" in line and "cuda:N" in line, line
+        said[sub] = line[len(prefix):].replace(f"'gpuopt {sub} --help'", "HELP")
+    assert len(set(said.values())) == 1, said
+
+
+@pytest.mark.parametrize("sub", ["run", "inspect", "profile"])
+@pytest.mark.parametrize("value, want", [
+    ("GPUOPT_FA_WARPS=6", "--kernel: GPUOPT_FA_WARPS='6': expected auto, 4 or 8"),
+    ("GPUOPT_NO_SUCH=1", "--kernel: 'GPUOPT_NO_SUCH' is not a kernel setting (the settings: GPUOPT_"),
+    ("GPUOPT_FA_WARPS", "--kernel: 'GPUOPT_FA_WARPS': expected NAME=VALUE"),
+])
+def test_kernel_setting_is_checked_alike(sub, value, want):
+    """--kernel takes KernelSettings' names and values (the GPUOPT_* variables): one check, one message."""
+    r = gpuopt(sub, *REQUIRED.get(sub, []), "--kernel", value)
+    assert r.returncode == 2, (sub, value, r.returncode, r.stderr)
+    line = one_line(r)
+    assert line.startswith(f"gpuopt {sub}: error: {want}"), line
 
 
 @pytest.mark.parametrize("sub", ["run", "profile", "tune"])
