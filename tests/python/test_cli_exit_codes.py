@@ -29,7 +29,7 @@ FILE_CASES = {
     "serve": ["serve", MISSING, "--http-port", "0", "--metrics-port", "0", "--kernel", "GPUOPT_FA_WARPS=8"],
     "perf": ["perf", "-m", "m", "-f", "/nonexistent-gpuopt-dir/out.csv"],
     "bench": ["bench", "all", "-q", "--report", "/proc/gpuopt-no-such-dir/", "--cpu-sizes", "64"],
-    "tune": ["tune", MISSING],
+    "tune": ["tune", MISSING, "--kernel", "GPUOPT_CONV_GEMM=0"],
     "profile": ["profile", MISSING, "--kernel", "GPUOPT_MATMUL_AUTOTUNE=0"],
     "quantize": ["quantize", MISSING, "--calibration", "/nonexistent-gpuopt-dir", "-o", "/tmp/gpuopt-q.onnx"],
     "tokenize": ["tokenize", "/nonexistent-gpuopt-dir/tokenizer.json"],
@@ -268,7 +268,7 @@ def test_device_is_checked_alike(value):
     assert len(set(said.values())) == 1, said
 
 
-@pytest.mark.parametrize("sub", ["run", "inspect", "profile", "serve"])
+@pytest.mark.parametrize("sub", ["run", "inspect", "profile", "serve", "tune"])
 @pytest.mark.parametrize("value, want", [
     ("GPUOPT_FA_WARPS=6", "--kernel: GPUOPT_FA_WARPS='6': expected auto, 4 or 8"),
     ("GPUOPT_NO_SUCH=1", "--kernel: 'GPUOPT_NO_SUCH' is not a kernel setting (the settings: GPUOPT_"),
