@@ -4,6 +4,7 @@
 #include "bench/report.h"
 #include "bench/suite.h"
 #include "cli/command.h"
+#include "cli/device_option.h"
 #include "core/table.h"
 
 #include <fmt/format.h>
@@ -35,7 +36,18 @@ struct Options {
 };
 
 void add_common(CLI::App* c, Options& o) {
-  c->add_option("--device", o.device, "CUDA device index")->check(int_range(0, 1023));
+  // --device as everywhere (cli/device_option.h), a CUDA device here; a bare index N is cuda:N.
+  add_device_option_with(c, "CUDA device: cuda, cuda:N or N (default cuda:0)",
+                         [&o](const std::string&, const Device& d) {
+                           if (!d.is_cuda())
+                             throw CLI::ValidationError("--device", "bench times a CUDA device: cuda, cuda:N or N");
+                           o.device = d.index;
+                         })
+      ->transform(
+          [](std::string text) {
+            return !text.empty() && text.find_first_not_of("0123456789") == std::string::npos ? "cuda:" + text : text;
+          },
+          "", "index");
   c->add_option("--repeat", o.repeat, "Timed samples per measurement (median reported; default per benchmark)")
       ->check(int_range(1, 100000));
   c->add_flag("--json", o.json, "Print JSON instead of tables");

@@ -1,17 +1,17 @@
 // `gpuopt inspect MODEL`: opset, inputs/outputs, op histogram with FLOPs, parameters, backend support;
 // with --optimized, the compiler's report (inspect_report.h).
-#include "backends/backend.h"
 #include "cli/command.h"
 #include "cli/engine_option.h"
 #include "cli/device_option.h"
 #include "cli/inspect_report.h"
 #include "core/device.h"
 #include "core/table.h"
+#include "engine/compile.h"
 #include "gpuopt/session.h"
 #include "ir/graph.h"
 #include "llm/config_report.h"
 #include "onnx/importer.h"
-#include "passes/passes.h"
+#include "onnx/onnx.pb.h"
 #include "profile/inputs.h"
 #include "quant/quantizer.h"
 
@@ -35,7 +35,7 @@ struct Options {
   int64_t batch = 1;
   std::vector<std::string> dims;  // NAME=VALUE
   std::string device;             // --device: show where each node runs on that backend
-  std::string precision = "fp32";  // --precision: with --optimized, the session's conversion and layout pass
+  EngineFlags engine;  // --precision (with --optimized: the session's conversion and layout pass), --memory-limit, --kernel
 };
 
 struct OpRow {
@@ -53,11 +53,10 @@ std::string format_flops(double f) {
   return fmt::format("{:.0f}", f);
 }
 
-// Placement on --device: per op type, how many nodes of the graph the session would compile (after
-// the default passes) run on that backend and how many fall back to the CPU backend. Uses the
-// same rule as the CUDA executor (Backend::supports per node with its input dtypes).
-struct Placement {
-  std::string error;  // set when neither the backend nor its op table's placement is available
+// Placement on --device: per op type, how many nodes of the engine's graph (engine/compile.h
+// analyze: the session's passes) run on that backend and how many fall back to the CPU backend.
+struct PlacementCounts {
+  std::string error;   // set when neither the backend nor its op table's placement is available
   std::string source;  // "op table" when decided without a device (static_placement)
   std::vector<std::string> fallbacks;  // one line per op type of CPU-fallback nodes, with reasons
   // op type -> nodes per NodePlace (device, cpu fallback, cpu shape math)
@@ -65,34 +64,21 @@ struct Placement {
   std::array<int, 3> total{};
 };
 
-// `optimized`: the graph already went through the session's passes for this device and precision.
-Placement compute_placement(const Graph& bound, const Device& device, bool optimized) {
-  Placement p;
-  auto b = create_backend(device);
-  Graph g = bound;
-  if (Status st = optimized ? Status::Ok() : run_default_passes(&g); !st.ok()) {
-    p.error = st.to_string();
-    return p;
-  }
-  // The op table's decision (the one compile() makes) where the device kind registered one: its
-  // reasons for each CPU node, and the placement itself when there is no such device here.
-  std::optional<StaticPlacement> table = static_placement(device, g);
-  if (!b.ok() && !table) {
-    p.error = b.status().to_string();
-    return p;
-  }
-  if (table) p.fallbacks = table->fallbacks;
-  if (!b.ok()) p.source = "op table";
-  const std::vector<NodePlace> where = b.ok() ? (*b)->place(g) : table->place;
+PlacementCounts count_placement(const Graph& g, const Placement& where) {
+  PlacementCounts p;
+  p.error = where.error;
+  if (!p.error.empty()) return p;
+  p.fallbacks = where.fallbacks;
+  if (where.source == "op table") p.source = "op table";
   for (size_t n = 0; n < g.nodes().size(); ++n) {
-    const auto k = static_cast<size_t>(where[n]);
+    const auto k = static_cast<size_t>(where.place[n]);
     ++p.ops[g.nodes()[n].op_type][k];
     ++p.total[k];
   }
   return p;
 }
 
-void print_placement(const Placement& p, const std::string& device, const std::string& precision) {
+void print_placement(const PlacementCounts& p, const std::string& device, const std::string& precision) {
   if (!p.error.empty()) {
     fmt::print("\nplacement on {}: not available ({}); placement needs a {} device\n", device, p.error,
                device == "cuda" ? "CUDA" : device);
@@ -129,12 +115,13 @@ Status calibrate_on_random_inputs(const Options& o, Graph* g) {
              "`gpuopt run --precision int8` runs; the accuracy is unknown without real data (gpuopt quantize "
              "--calibration DATA, docs/quantization.md)\n",
              o.model, o.batch);
+  GPUOPT_ASSIGN_OR_RETURN(onnx::ModelProto proto, quant::read_model_proto(o.model));  // the quantizer edits it
   SessionOptions so;
   so.optimize = false;
-  GPUOPT_ASSIGN_OR_RETURN(auto session, Session::load(o.model, so));
+  GPUOPT_ASSIGN_OR_RETURN(auto session, Session::from_graph(*g, so));
   GPUOPT_ASSIGN_OR_RETURN(auto dims, profile::parse_dims(o.dims));
   GPUOPT_ASSIGN_OR_RETURN(NamedTensors feeds, profile::random_feeds(*session, o.batch, dims, 0));
-  GPUOPT_ASSIGN_OR_RETURN(*g, quant::quantize_on_inputs(o.model, feeds, Device::cpu()));
+  GPUOPT_ASSIGN_OR_RETURN(*g, quant::quantize_on_inputs(proto, o.model, session->inputs(), feeds, Device::cpu()));
   return Status::Ok();
 }
 
@@ -148,111 +135,85 @@ int run(const Options& o) {
   auto loaded = load_onnx_model(o.model);
   if (!loaded.ok()) return report_error(loaded.status());
   Graph& g = *loaded;
-  if (o.optimized && o.precision == "int8" &&
+  if (o.optimized && o.engine.precision == "int8" &&
       std::none_of(g.nodes().begin(), g.nodes().end(),
                    [](const Node& n) { return n.op == Op::QuantizeLinear || n.op == Op::DequantizeLinear; })) {
     if (Status st = calibrate_on_random_inputs(o, &g); !st.ok()) return report_error(st);
   }
-  // Shapes as declared (symbols kept) for the listing; a copy with symbols bound for FLOPs.
-  const Graph declared = g;
-  Graph bound = g;
-  // The session's passes for --device and --precision (layout_nhwc for cuda at fp16/bf16), on the
-  // graph as a Session compiles it: symbols unbound, so the listing is what a run executes (a
-  // fusion that needs a known batch would show here and not run). Symbols are bound after, for
-  // the FLOPs and the memory plan. --device was checked when the command line was read.
-  const Device device = o.device.empty() ? Device::cpu() : parse_device(o.device).value();
-  if (o.optimized) {
-    if (Status ps = run_session_passes(&bound, device, o.precision, true); !ps.ok()) return report_error(ps);
-  }
+  // The session's stages for --device and --precision (engine/compile.h analyze: passes, layout_nhwc
+  // for cuda at fp16/bf16, placement) on the graph as a Session compiles it, symbols unbound, so the
+  // listing is what a run executes (a fusion that needs a known batch would show here and not run).
+  // Without --optimized the listing is the model as imported and the placement that of fp32.
+  // Symbols are bound after, for the FLOPs and the memory plan. --device was checked when the
+  // command line was read.
+  const Graph& declared = g;
+  std::vector<std::pair<std::string, int64_t>> symbols;
   for (const std::string& kv : o.dims) {
     const size_t eq = kv.find('=');
     int64_t v = 0;
     if (eq == std::string::npos || (v = std::atoll(kv.c_str() + eq + 1)) <= 0)
       return report_error(Status::InvalidArgument("--dim '{}': expected NAME=POSITIVE_INT", kv), true);
-    if (!bound.bind_symbol(kv.substr(0, eq), v))
-      return report_error(Status::InvalidArgument("--dim: the model has no symbolic dim '{}' (symbols: {})",
-                                                  kv.substr(0, eq), fmt::join(g.symbols(), ", ")),
-                          true);
+    symbols.emplace_back(kv.substr(0, eq), v);
   }
-  bound.bind_symbol("batch", o.batch);
-  for (ValueId in : bound.inputs()) {  // a dynamic leading dim under another name is the batch too
-    const Shape& s = bound.value(in).info.shape;
-    if (!s.empty() && s[0] <= kFirstSymbolDim) bound.bind_symbol(bound.symbol_name(s[0]), o.batch);
+  auto eo_or = engine_options(o.engine, o.device.empty() ? Device::cpu() : parse_device(o.device).value());
+  if (!eo_or.ok()) return report_error(eo_or.status());
+  EngineOptions eo = *eo_or;
+  if (!o.optimized) eo.precision = Precision::kFp32;  // the listing is the model as imported
+  std::optional<Compiled> compiled;
+  Placement where;  // on --device, of the engine's graph
+  if (o.optimized || !o.device.empty()) {
+    auto c = analyze(g, eo);
+    if (!c.ok()) return report_error(c.status());
+    compiled = std::move(*c);
+    where = compiled->placement();
   }
-  Status st = bound.infer_shapes();
-  if (!st.ok()) return report_error(st);
-  // FLOPs come from a folded copy: with the symbols bound, shape subgraphs (Shape -> Gather ->
-  // Concat -> Reshape) fold, so every later node has concrete shapes. Folded nodes cost nothing
-  // at run time worth counting (they compute shapes).
-  Graph folded = bound;
-  if (auto f = fold_constants(&folded); !f.ok()) return report_error(f.status());
-  std::map<std::string, const Node*> folded_by_name;
-  for (const Node& n : folded.nodes()) folded_by_name[n.name] = &n;
-
-  std::vector<std::pair<std::string, std::unique_ptr<Backend>>> backends;
-  for (const std::string& name : backend_names()) {
-    auto b = create_backend(parse_device(name).value());
-    backends.emplace_back(name, b.ok() ? std::move(*b) : nullptr);
+  // The listed graph with the symbols bound: FLOPs per node (engine/analysis.h node_costs, the
+  // count `gpuopt profile` gives too) and, with --optimized, the memory plan of that batch.
+  Compiled::AtShapes at;
+  Status bound_st;
+  if (o.optimized) {
+    auto a = compiled->at_shapes(symbols, o.batch, &where);
+    if (a.ok()) at = std::move(*a);
+    else bound_st = a.status();
+  } else if (auto b = bind_shapes(declared, symbols, o.batch); b.ok()) {
+    at.bound = std::move(*b);
+    at.costs = node_costs(at.bound);
+  } else {
+    bound_st = b.status();
   }
+  if (!bound_st.ok()) {
+    const bool usage = bound_st.message().find("no symbolic dim") != std::string::npos;
+    return report_error(usage ? bound_st.with_context("--dim") : bound_st, usage);
+  }
+  const Graph& bound = at.bound;
+  const std::vector<NodeCost>& costs = at.costs;
+  const std::vector<BackendSupport> backends = support_per_backend(bound);
   std::map<std::string, OpRow> hist;
   double total = 0.0;
   bool total_exact = true;
-  for (const Node& orig : bound.nodes()) {
-    auto fit = folded_by_name.find(orig.name);
-    if (fit == folded_by_name.end()) {  // folded away: a shape computation
-      OpRow& row = hist[orig.op_type];
-      ++row.count;
-      for (const auto& [name, b] : backends) {
-        const bool ok = b && b->supports(orig, bound);
-        auto it = row.support.find(name);
-        row.support[name] = it == row.support.end() ? ok : (it->second && ok);
-      }
-      continue;
-    }
-    const Node& n = *fit->second;
-    FlopsContext fc{n, {}, {}};
-    std::vector<ValueInfo> infos;
-    infos.reserve(n.inputs.size() + n.outputs.size());
-    bool concrete = true;
-    for (ValueId v : n.inputs) {
-      if (v == kNoValue) {
-        fc.inputs.push_back(nullptr);
-        continue;
-      }
-      infos.push_back(folded.info_with_value(v));
-      fc.inputs.push_back(&infos.back());
-      concrete = concrete && infos.back().rank_known && shape_is_concrete(infos.back().shape);
-    }
-    for (ValueId v : n.outputs) {
-      fc.outputs.push_back(v == kNoValue ? nullptr : &folded.value(v).info);
-      if (v != kNoValue) concrete = concrete && folded.value(v).info.rank_known && shape_is_concrete(folded.value(v).info.shape);
-    }
-    const double f = op_def(n.op).flops(fc);
-    OpRow& row = hist[orig.op_type];
+  for (size_t i = 0; i < bound.nodes().size(); ++i) {
+    OpRow& row = hist[bound.nodes()[i].op_type];
     ++row.count;
-    row.flops += f;
-    row.flops_exact = row.flops_exact && concrete;
-    total += f;
-    total_exact = total_exact && concrete;
-    for (const auto& [name, b] : backends) {
-      bool ok = b && b->supports(n, bound);
-      auto it = row.support.find(name);
-      row.support[name] = it == row.support.end() ? ok : (it->second && ok);
+    if (!costs[i].folded) {  // folded away: a shape computation, no FLOPs counted
+      row.flops += costs[i].flops;
+      row.flops_exact = row.flops_exact && costs[i].concrete;
+      total += costs[i].flops;
+      total_exact = total_exact && costs[i].concrete;
+    }
+    for (const BackendSupport& b : backends) {
+      const bool ok = b.available && b.node[i];
+      auto it = row.support.find(b.name);
+      row.support[b.name] = it == row.support.end() ? ok : (it->second && ok);
     }
   }
-  Placement placement;
-  if (!o.device.empty()) placement = compute_placement(bound, device, o.optimized);
+  PlacementCounts placement;
+  if (!o.device.empty()) placement = count_placement(*compiled->graph, where);
   // --optimized: what the compiler did (fusions, layout, precision, placement, memory plan).
   std::optional<CompileReport> report;
   if (o.optimized) {
-    std::optional<std::vector<NodePlace>> where;
-    if (!o.device.empty() && placement.error.empty()) {
-      if (auto b = create_backend(device); b.ok())
-        where = (*b)->place(bound);
-      else if (auto table = static_placement(device, bound))
-        where = std::move(table->place);
-    }
-    report = build_compile_report(declared, bound, where ? &*where : nullptr, device.is_cuda());
+    const bool placed = !o.device.empty() && where.error.empty();
+    report = build_compile_report(declared, bound, placed ? &where.place : nullptr, std::move(at.plan),
+                                  std::move(at.plan_rules));
   }
   int64_t params = 0, param_bytes = 0;
   for (const Value& v : declared.values())
@@ -311,18 +272,18 @@ int run(const Options& o) {
   }
   fmt::print("{}\n", io.render());
   std::vector<std::string> header{"op", "count", fmt::format("FLOPs (batch {})", o.batch)};
-  for (const auto& [name, b] : backends) header.push_back(name);
+  for (const BackendSupport& b : backends) header.push_back(b.name);
   Table ops(header);
   for (const auto& [op, r] : hist) {
     std::vector<std::string> row{op, fmt::format("{}", r.count), (r.flops_exact ? "" : "~") + format_flops(r.flops)};
-    for (const auto& [name, b] : backends) row.push_back(!b ? "no device" : r.support.at(name) ? "yes" : "no");
+    for (const BackendSupport& b : backends) row.push_back(!b.available ? "no device" : r.support.at(b.name) ? "yes" : "no");
     ops.add(row);
   }
   ops.add_separator();
   ops.add({"total", fmt::format("{}", bound.nodes().size()), (total_exact ? "" : "~") + format_flops(total)});
   fmt::print("{}", ops.render());
   if (!total_exact) fmt::print("~ : some shapes stay symbolic; give --dim NAME=VALUE for an exact count\n");
-  if (!o.device.empty()) print_placement(placement, o.device, o.optimized ? o.precision : "fp32");
+  if (!o.device.empty()) print_placement(placement, o.device, o.optimized ? o.engine.precision : "fp32");
   if (report) print_compile_report(bound, *report, o.verbose);
   return kExitOk;
 }
@@ -334,12 +295,13 @@ void setup(CLI::App& app) {
   cmd->add_flag("--json", o->json, "Print JSON");
   cmd->add_flag("--optimized", o->optimized, "Show the graph after gpuopt's passes (constant and BatchNormalization folding, Identity/Dropout removal, Conv+Add+Relu fusion into FusedConv, GELU, attention, MatMul+bias into Gemm; with --device cuda and --precision fp16/bf16, the channels-last layout pass) and what the compiler did: per node its fusion, layout, precision and placement, and the static memory plan");
   cmd->add_flag("--verbose", o->verbose, "With --optimized: the memory plan's offset, size and lifetime of every tensor");
-  add_precision_option(cmd, &o->precision,
+  add_precision_option(cmd, &o->engine.precision,
                        "With --optimized: the precision conversion the session runs (fp32, fp16, bf16; int8 for a model "
-                  "with QuantizeLinear/DequantizeLinear nodes, as gpuopt quantize writes: with --device cuda, the "
-                  "int8 GEMMs and convolutions and what their epilogues took over; a float model is first "
-                  "calibrated on random inputs, as run --precision int8 does, with a warning)")
-      ->check(one_of({"fp32", "fp16", "bf16", "int8"}));
+                       "with QuantizeLinear/DequantizeLinear nodes, as gpuopt quantize writes: with --device cuda, the "
+                       "int8 GEMMs and convolutions and what their epilogues took over; a float model is first "
+                       "calibrated on random inputs, as run --precision int8 does, with a warning; fp8 for a model "
+                       "with Fp8Gemm nodes)");
+  add_engine_flags(cmd, &o->engine, kMemoryLimitFlag | kKernelFlag);
   cmd->add_option("--batch", o->batch, "Value of the dynamic batch dim for FLOP counts (default 1)")->check(int_range(1, kMaxBatch));
   cmd->add_option("--dim", o->dims, "Bind another symbolic dim for FLOP counts: NAME=VALUE (repeatable)");
   add_device_option(cmd, &o->device,

@@ -21,10 +21,9 @@ namespace {
 struct Options {
   std::string model;
   std::string device = "cpu";
-  std::string precision = "fp32";
+  EngineFlags engine;  // --precision, --memory-limit, --kernel
   int64_t batch = 1;
   std::vector<std::string> dims;
-  size_t memory_limit = 0;  // bytes; 0: none
   int warmup = 3;
   int runs = 1;
   int top = 10;
@@ -44,13 +43,14 @@ int run(const Options& o) {
   po.model = o.model;
   auto device = parse_device(o.device);
   if (!device.ok()) return report_error(device.status(), true);
-  po.session.device = *device;
-  po.session.precision = o.precision;
+  auto eo = engine_options(o.engine, *device);
+  if (!eo.ok()) return report_error(eo.status());
+  po.session = session_options(*eo);
+  po.session.cache_dir.clear();  // profile compiles from the graph it timed the import of: no plan cache
   po.session.cuda_graphs = !o.no_cuda_graphs;
   po.warmup = o.warmup;
   po.runs = o.runs;
   po.kernels = !o.no_kernels;
-  po.session.memory_limit = o.memory_limit;
   auto dims = profile::parse_dims(o.dims);
   if (!dims.ok()) return report_error(dims.status(), true);
   std::optional<profile::Ceilings> ceilings;
@@ -70,7 +70,7 @@ int run(const Options& o) {
   if (trace_path.empty() && !o.no_trace) trace_path = std::filesystem::path(o.model).stem().string() + ".trace.json";
 
   std::fprintf(stderr, "profile: loading %s on %s (%s), %d warm-up run(s), %d node-by-node run(s)\n", o.model.c_str(),
-               o.device.c_str(), o.precision.c_str(), o.warmup, o.runs);
+               o.device.c_str(), o.engine.precision.c_str(), o.warmup, o.runs);
   auto r = profile::profile_model(po, [&](const Session& s) { return profile::random_feeds(s, o.batch, *dims, o.seed); });
   if (!r.ok()) return report_error(r.status());
   if (!r->kernels_recorded && !r->kernels_note.empty())
@@ -98,12 +98,9 @@ void setup(CLI::App& app) {
       "profile", "Where the time goes: a Chrome trace of every node, the top nodes against the roofline, host gaps");
   cmd->add_option("model", o->model, "ONNX model file")->required();
   add_device_option(cmd, &o->device, "cpu (fast), cpu-ref (reference kernels), cuda or cuda:N when built in");
-  add_precision_option(cmd, &o->precision,
-                       "fp32, fp16, bf16, int8 (a model with QuantizeLinear/DequantizeLinear nodes: gpuopt quantize) "
-                       "or fp8 (a model with Fp8Gemm nodes)");
+  add_engine_flags(cmd, &o->engine, kPrecisionFlag | kMemoryLimitFlag | kKernelFlag);
   cmd->add_option("--batch", o->batch, "Batch size of the random inputs (a dynamic leading dim)")->check(int_range(1, kMaxBatch));
   cmd->add_option("--dim", o->dims, "NAME=VALUE for another symbolic input dim (repeatable)");
-  add_memory_limit_option(cmd, &o->memory_limit, "Cap on device memory for the run's tensors, e.g. 2G");
   cmd->add_option("--warmup", o->warmup, "Ordinary runs first: plan caches, CUDA graph capture (default 3)")
       ->check(int_range(1, 100000));
   cmd->add_option("--runs", o->runs, "Node-by-node runs recorded (default 1)")->check(int_range(1, 1000));

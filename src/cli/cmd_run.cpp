@@ -10,10 +10,7 @@
 #include "core/table.h"
 #include "gpuopt/session.h"
 #include "ir/graph.h"
-#include "onnx/onnx.pb.h"
-#include "quant/fp8.h"
-#include "quant/qdq_writer.h"
-#include "quant/quantizer.h"
+#include "quant/precision_session.h"
 #include "profile/inputs.h"
 #include "profile/profile.h"
 #include "profile/trace.h"
@@ -42,12 +39,10 @@ struct Options {
   int iterations = 10;
   int warmup = 1;
   Device device = Device::cpu();
-  std::string precision = "fp32";
-  size_t memory_limit = 0;  // bytes; 0: none
+  EngineFlags engine;  // --precision, --memory-limit, --cache-dir, --kernel
   bool json = false;
   bool profile = false;
   bool no_cuda_graphs = false;
-  std::string cache_dir;  // --cache-dir, else GPUOPT_CACHE_DIR
   uint64_t seed = 0;
   std::string trace;  // Chrome trace of one more run, node by node (docs/profile.md)
 };
@@ -160,104 +155,87 @@ void print_profile(const RunProfile& p) {
 // reference, the same converted graph (weights and activations rounded to f16/bf16 between ops,
 // as ONNX Runtime's CPU provider runs an fp16 model): its numerics, not a speed-up.
 std::string precision_note(const Options& o) {
-  if (o.precision == "fp32" || o.device.is_cuda()) return o.precision;
-  if (o.precision == "fp8") return "fp8 (CPU reference: e4m3 GEMMs emulated, f32 rest)";
-  return fmt::format("{} (CPU reference: {} tensors, f32 math: {} numerics, not {} speed)", o.precision,
-                     o.precision == "fp16" ? "f16" : "bf16", o.precision, o.precision);
+  if (o.engine.precision == "fp32" || o.device.is_cuda()) return o.engine.precision;
+  if (o.engine.precision == "fp8") return "fp8 (CPU reference: e4m3 GEMMs emulated, f32 rest)";
+  return fmt::format("{} (CPU reference: {} tensors, f32 math: {} numerics, not {} speed)", o.engine.precision,
+                     o.engine.precision == "fp16" ? "f16" : "bf16", o.engine.precision, o.engine.precision);
 }
 
-int run(const Options& o) {
-  SessionOptions so;
-  so.device = o.device;
-  so.precision = o.precision;
-  // int8 on a float model: load it in f32 to make the inputs, then calibrate on them.
-  bool calibrate = false;
-  if (o.precision == "int8" || o.precision == "fp8") {
-    auto proto = quant::read_model_proto(o.model);
-    if (!proto.ok()) return report_error(proto.status());
-    calibrate = !quant::has_quantized_ops(*proto);
-    if (!calibrate && o.precision == "fp8")
-      return report_error(Status::InvalidArgument("--precision fp8 takes a float model; {} has QuantizeLinear/"
-                                                  "DequantizeLinear nodes (run it with --precision int8)", o.model), true);
-    if (calibrate) so.precision = "fp32";
-  }
-  so.cuda_graphs = !o.no_cuda_graphs;
-  so.cache_dir = o.cache_dir.empty() ? env_get("GPUOPT_CACHE_DIR").value_or("") : o.cache_dir;
-  so.memory_limit = o.memory_limit;
-  using clock = std::chrono::steady_clock;
-  const auto load_start = clock::now();
-  auto loaded = Session::load(o.model, so);
-  const double load_s = std::chrono::duration<double>(clock::now() - load_start).count();
-  if (!loaded.ok()) return report_error(loaded.status());
-  const Session* sp = loaded->get();
-
+// The inputs of one run: --input files by name, --random-inputs for the rest. `usage` is set when
+// the command line is what is wrong (exit 2).
+Result<NamedTensors> make_feeds(const Options& o, const Session& s, bool* usage) {
   std::map<std::string, int64_t> dims;
   for (const auto& kv : o.dims) {
     const size_t eq = kv.find('=');
     const int64_t v = eq == std::string::npos ? 0 : std::atoll(kv.c_str() + eq + 1);
-    if (v <= 0) return report_error(Status::InvalidArgument("--dim '{}': expected NAME=POSITIVE_INT", kv), true);
+    *usage = v <= 0;
+    if (*usage) return Status::InvalidArgument("--dim '{}': expected NAME=POSITIVE_INT", kv);
     dims[kv.substr(0, eq)] = v;
   }
   std::map<std::string, Tensor> given;
   for (const auto& kv : o.inputs) {
     const size_t eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0)
-      return report_error(Status::InvalidArgument("--input '{}': expected NAME=FILE.npy", kv), true);
+    *usage = eq == std::string::npos || eq == 0;
+    if (*usage) return Status::InvalidArgument("--input '{}': expected NAME=FILE.npy", kv);
     auto t = read_npy(kv.substr(eq + 1));
-    if (!t.ok()) return report_error(t.status().with_context(fmt::format("--input {}", kv.substr(0, eq))));
+    if (!t.ok()) return t.status().with_context(fmt::format("--input {}", kv.substr(0, eq)));
     given[kv.substr(0, eq)] = std::move(*t);
   }
   std::mt19937_64 rng(o.seed);
   NamedTensors feeds;
-  for (const auto& in : sp->inputs()) {
+  *usage = true;  // from here on each error is about the command line
+  for (const auto& in : s.inputs()) {
     auto it = given.find(in.name);
     if (it != given.end()) {
       feeds.emplace_back(in.name, it->second);
       given.erase(it);
     } else if (o.random) {
-      auto t = make_random_input(in, o, dims, rng);
-      if (!t.ok()) return report_error(t.status(), true);
-      feeds.emplace_back(in.name, std::move(*t));
+      GPUOPT_ASSIGN_OR_RETURN(Tensor t, make_random_input(in, o, dims, rng));
+      feeds.emplace_back(in.name, std::move(t));
     } else {
-      return report_error(Status::InvalidArgument("missing input '{}' ({} {}): give --input {}=FILE.npy or --random-inputs",
-                                                  in.name, dtype_name(in.dtype), in.shape_string(), in.name),
-                          true);
+      return Status::InvalidArgument("missing input '{}' ({} {}): give --input {}=FILE.npy or --random-inputs", in.name,
+                                     dtype_name(in.dtype), in.shape_string(), in.name);
     }
   }
+  *usage = false;
   for (const auto& [name, t] : given) feeds.emplace_back(name, t);  // Session::run names the unknown one
-  std::unique_ptr<Session> quantized;
+  return feeds;
+}
+
+int run(const Options& o) {
+  auto eo = engine_options(o.engine, o.device);
+  if (!eo.ok()) return report_error(eo.status());
+  SessionOptions so = session_options(*eo);
+  so.cuda_graphs = !o.no_cuda_graphs;
+  using clock = std::chrono::steady_clock;
+  const auto load_start = clock::now();
+  // int8/fp8 on a float model: calibrated on this run's inputs (quant/precision_session.h).
+  bool feeds_usage = false;
+  auto loaded = quant::load_at_precision(
+      o.model, so, [&](const Session& s) { return make_feeds(o, s, &feeds_usage); },
+      [&](std::string_view precision) {
+        if (precision == "fp8")
+          fmt::print(stderr,
+                     "gpuopt: warning: calibrating fp8 scales on this run's {} inputs; the accuracy is unknown without "
+                     "real data (docs/quantization.md)\n",
+                     o.random ? "random" : "given");
+        else
+          fmt::print(stderr,
+                     "gpuopt: warning: {} has no QDQ nodes: calibrating int8 scales on this run's {} inputs; the "
+                     "accuracy is unknown without real data (gpuopt quantize --calibration DATA, docs/quantization.md)\n",
+                     o.model, o.random ? "random" : "given");
+      });
+  if (!loaded.ok())
+    return report_error(loaded.status(), feeds_usage || loaded.status().message().rfind("--precision", 0) == 0);
+  const double load_s = loaded->load_s;
+  const NamedTensors& feeds = loaded->feeds;
   nlohmann::json fp8_info;
-  if (calibrate && o.precision == "fp8") {
-    fmt::print(stderr,
-               "gpuopt: warning: calibrating fp8 scales on this run's {} inputs; the accuracy is unknown without real "
-               "data (docs/quantization.md)\n",
-               o.random ? "random" : "given");
-    auto fm = quant::fp8_on_inputs(o.model, feeds, o.device);
-    if (!fm.ok()) return report_error(fm.status());
+  if (const auto& fm = loaded->fp8) {
     fmt::print(stderr, "gpuopt: fp8: {} GEMMs in e4m3, {} kept in float{}{}\n", fm->rewritten, fm->kept.size(),
                fm->kept.empty() ? "" : ": ", fm->kept.empty() ? "" : fm->kept.front() + (fm->kept.size() > 1 ? ", ..." : ""));
     fp8_info = {{"gemms", fm->rewritten}, {"chained", fm->chained}, {"shared", fm->shared}, {"norm", fm->normed}, {"kept", fm->kept}};
-    // No GEMM qualified: the session pipeline refuses fp8 without Fp8Gemm nodes; the float model
-    // then runs as it would at fp8 otherwise (fp16 on the GPU, f32 on the CPU), as said above.
-    so.precision = fm->rewritten > 0 ? o.precision : o.device.is_cuda() ? "fp16" : "fp32";
-    auto q = Session::from_graph(std::move(fm->graph), so);
-    if (!q.ok()) return report_error(q.status());
-    quantized = std::move(*q);
-    sp = quantized.get();
-  } else if (calibrate) {
-    fmt::print(stderr,
-               "gpuopt: warning: {} has no QDQ nodes: calibrating int8 scales on this run's {} inputs; the accuracy is "
-               "unknown without real data (gpuopt quantize --calibration DATA, docs/quantization.md)\n",
-               o.model, o.random ? "random" : "given");
-    auto g = quant::quantize_on_inputs(o.model, feeds, o.device);
-    if (!g.ok()) return report_error(g.status());
-    so.precision = o.precision;
-    auto q = Session::from_graph(std::move(*g), so);
-    if (!q.ok()) return report_error(q.status());
-    quantized = std::move(*q);
-    sp = quantized.get();
   }
-  const Session& s = *sp;
+  const Session& s = *loaded->session;
 
   int64_t batch = 1;
   if (!feeds.empty() && feeds[0].second.rank() > 0 && !s.inputs().empty() && s.inputs()[0].dynamic_batch())
@@ -306,7 +284,7 @@ int run(const Options& o) {
     profile::ProfileResult tr;
     tr.model = o.model;
     tr.device = o.device.to_string();
-    tr.precision = o.precision;
+    tr.precision = o.engine.precision;
     tr.batch = batch;
     tr.spans.push_back({"load", "load", std::chrono::duration<double, std::micro>(load_start.time_since_epoch()).count(),
                         load_s * 1e6, {{"file", o.model}}});
@@ -324,7 +302,7 @@ int run(const Options& o) {
     nlohmann::json j;
     j["model"] = o.model;
     j["device"] = o.device.to_string();
-    j["precision"] = o.precision;
+    j["precision"] = o.engine.precision;
     if (!fp8_info.is_null()) j["fp8"] = fp8_info;
     j["batch"] = batch;
     j["iterations"] = o.iterations;
@@ -424,14 +402,8 @@ void setup(CLI::App& app) {
   cmd->add_option("--iterations", o->iterations, "Timed runs (default 10)")->check(int_range(1, 1000000));
   cmd->add_option("--warmup", o->warmup, "Untimed runs first (default 1)")->check(int_range(0, 1000000));
   add_device_option(cmd, &o->device, "cpu (the fast CPU backend), cpu-ref (the reference kernels), or cuda / cuda:N (a CUDA device by index) when built in");
-  add_precision_option(cmd, &o->precision,
-                       "fp32, fp16, bf16, int8 or fp8 (inputs and outputs stay f32; int8 and fp8 calibrate a float "
-                       "model on its inputs)");
-  add_memory_limit_option(cmd, &o->memory_limit, "Cap on device memory for the run's tensors, e.g. 2G");
+  add_engine_flags(cmd, &o->engine, kPrecisionFlag | kMemoryLimitFlag | kCacheDirFlag | kKernelFlag);
   cmd->add_option("--seed", o->seed, "Seed of --random-inputs (default 0)");
-  cmd->add_option("--cache-dir", o->cache_dir,
-                  "CUDA plan cache: keep each shape's algorithm and fusion choices in DIR for the next start "
-                  "(default: $GPUOPT_CACHE_DIR)");
   cmd->add_flag("--json", o->json, "Print JSON");
   cmd->add_flag("--profile", o->profile,
                 "After the timed runs, one more node by node: time per op type and the slowest nodes");

@@ -62,11 +62,10 @@ struct ServeOptions {
   int64_t max_request_memory = static_cast<int64_t>(server::kMaxRequestMemory);
   int64_t max_inflight_bytes = 0;  // 0 = a quarter of physical memory
   int64_t pinned_pool_bytes = static_cast<int64_t>(server::kDefaultPinnedPoolBytes);
-  std::string precision = "fp32";
+  EngineFlags engine;  // --precision (models without gpuopt.precision), --cache-dir, --kernel
   bool no_cuda_graphs = false;
   std::string trace_file;
   int trace_rate = 1000;
-  std::string cache_dir;  // --cache-dir, else GPUOPT_CACHE_DIR
   std::vector<std::string> embedding_models;  // NAME=DIR: /v1/embeddings
   // Generation models (vLLM's flag names for the engine).
   std::vector<std::string> llm_models;  // --llm-model [NAME=]DIR
@@ -184,9 +183,12 @@ int run(const ServeOptions& o) {
   so.repo.loader = server::session_model_loader();
   so.repo.default_max_batch_size = o.default_max_batch_size;
   so.repo.cuda_devices = server::cuda_device_count();
-  so.repo.precision = o.precision;
+  auto eo = engine_options(o.engine, Device::cpu());  // each instance's device is the repository's choice
+  if (!eo.ok()) return report_error(eo.status());
+  so.repo.precision = o.engine.precision;
   so.repo.cuda_graphs = !o.no_cuda_graphs;
-  so.repo.cache_dir = o.cache_dir.empty() ? env_get("GPUOPT_CACHE_DIR").value_or("") : o.cache_dir;
+  so.repo.cache_dir = eo->cache_dir;
+  if (!o.engine.kernels.empty()) so.repo.kernels = eo->kernels;  // else the environment at each model's load
   if (o.control_mode == "none") {
     so.control_mode = server::ControlMode::kNone;
     if (!o.load_models.empty())
@@ -391,13 +393,11 @@ void setup(CLI::App& app) {
   cmd->add_option("--http-max-input-size", o->max_input_size, "Largest request body in bytes (413 above; gRPC: largest request message, RESOURCE_EXHAUSTED above)")
       ->check(int_range(1))
       ->capture_default_str();
-  add_precision_option(cmd, &o->precision,
+  add_precision_option(cmd, &o->engine.precision,
                        "fp32, fp16, bf16, int8 (a Q/DQ model: gpuopt quantize) or fp8 (a model with Fp8Gemm nodes) for "
                        "models without gpuopt.precision")
       ->capture_default_str();
-  cmd->add_option("--cache-dir", o->cache_dir,
-                  "CUDA plan cache: keep each model's algorithm and fusion choices in DIR for the next start "
-                  "(default: $GPUOPT_CACHE_DIR); the log gives each model's start time and cache state");
+  add_engine_flags(cmd, &o->engine, kCacheDirFlag | kKernelFlag);  // the log gives each model's cache state
   cmd->add_flag("--no-cuda-graphs", o->no_cuda_graphs,
                 "GPU instances run node by node instead of replaying CUDA graphs (unless the model's "
                 "config.pbtxt says optimization { cuda { graphs: true } })");

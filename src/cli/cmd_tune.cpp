@@ -37,6 +37,7 @@ struct Options {
   int measurement_ms = 1000;
   int max_concurrency = 64;
   std::vector<std::string> dims;
+  std::vector<std::pair<std::string, std::string>> kernels;  // --kernel NAME=VALUE
   std::string output_dir;
   bool json = false;
 };
@@ -86,6 +87,7 @@ int run(const Options& o) {
   t.mode = o.mode;
   t.device = o.device;
   t.precisions = o.precisions;
+  t.kernels = o.kernels;
   t.max_batch = o.max_batch;
   t.instances = o.instances;
   t.delays_us = o.delays;
@@ -167,6 +169,7 @@ void setup(CLI::App& app) {
       ->check(int_range(50, 600000));
   cmd->add_option("--max-concurrency", o->max_concurrency, "Online: highest concurrency (default 64)")->check(int_range(1, 4096));
   cmd->add_option("--dim", o->dims, "NAME=VALUE for another symbolic input dim (repeatable)");
+  add_kernel_option(cmd, &o->kernels);
   cmd->add_option("--output-dir", o->output_dir, "Where tune.json, report.html, the plots and repository/ go (default tune-NAME)");
   cmd->add_flag("--json", o->json, "Print JSON (also written to OUTPUT_DIR/tune.json)");
   cmd->callback([o] { set_exit_code(run(*o)); });

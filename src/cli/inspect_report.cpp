@@ -72,7 +72,7 @@ void classify_fusion(const Node& n, const std::string& was, NodeReport* r) {
 }  // namespace
 
 CompileReport build_compile_report(const Graph& original, const Graph& optimized, const std::vector<NodePlace>* place,
-                                   bool cuda_rules) {
+                                   MemoryPlan plan, std::string plan_rules) {
   CompileReport r;
   r.nodes_before = static_cast<int>(original.nodes().size());
   r.nodes_after = static_cast<int>(optimized.nodes().size());
@@ -112,17 +112,8 @@ CompileReport build_compile_report(const Graph& original, const Graph& optimized
   }
   r.batchnorms_folded = std::max(0, bn_before - bn_after);
 
-  std::vector<std::pair<DType, Shape>> inputs;
-  for (ValueId v : optimized.inputs()) inputs.emplace_back(optimized.value(v).info.dtype, optimized.value(v).info.shape);
-  MemoryPlanOptions o;
-  if (cuda_rules && place) {  // the CUDA executor: nodes on the device, its view ops
-    o.alias = [place](const Node& n, size_t i) { return (*place)[i] == NodePlace::kDevice && is_view_op(n); };
-    o.plannable = [place](const Node& n, size_t i) { return (*place)[i] == NodePlace::kDevice && !is_view_op(n); };
-    r.plan_for = "cuda executor (GPUOPT_MEMORY_PLAN=static): outputs of the nodes on the GPU";
-  } else {
-    r.plan_for = cuda_rules ? "cpu executor's rules (placement on the GPU needs a CUDA device)" : "cpu executor";
-  }
-  r.plan = plan_memory(optimized, value_bytes_for_inputs(optimized, inputs), o);
+  r.plan = std::move(plan);
+  r.plan_for = std::move(plan_rules);
   return r;
 }
 

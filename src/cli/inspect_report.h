@@ -2,8 +2,8 @@
 // the session's passes: the fusion that made it (a FusedConv with its epilogue, attention fused
 // into one Attention node that runs as SDPA, GELU, MatMul+bias into Gemm), its layout (NHWC
 // regions of the layout pass, NCHW elsewhere), its precision and where it runs; then the
-// transposes left, the BatchNormalizations folded and the static memory plan (runtime/
-// memory_plan.h) for the inspected batch: arena bytes against the sum of the activations.
+// transposes left, the BatchNormalizations folded and the static memory plan (engine/analysis.h
+// plan_memory_for) for the inspected batch: arena bytes against the sum of the activations.
 #pragma once
 
 #include "backends/backend.h"
@@ -41,10 +41,11 @@ struct CompileReport {
   std::string plan_for;                        // which executor's rules the plan follows
 };
 
-// `original`: the model as imported; `optimized`: after run_session_passes with the batch bound;
-// `place`: per node of `optimized` on --device, or nullptr when not known.
+// `original`: the model as imported; `optimized`: the engine's graph (engine/compile.h analyze) with
+// the batch bound; `place`: per node of `optimized` on --device, or nullptr when not known; `plan`
+// and `plan_rules`: Compiled::at_shapes's memory plan of that batch.
 CompileReport build_compile_report(const Graph& original, const Graph& optimized, const std::vector<NodePlace>* place,
-                                   bool cuda_rules);
+                                   MemoryPlan plan, std::string plan_rules);
 
 nlohmann::json compile_report_json(const Graph& optimized, const CompileReport& r, bool verbose);
 void print_compile_report(const Graph& optimized, const CompileReport& r, bool verbose);

@@ -10,11 +10,13 @@
 //   GPUOPT_ASSIGN_OR_RETURN(o.kernels, KernelSettings::from_env());
 //   GPUOPT_ASSIGN_OR_RETURN(Compiled c, compile(std::move(graph), o));
 //   for (const PassRecord& p : c.passes) fmt::print("{}: -{}\n", p.name, p.stats.removed);
+//   GPUOPT_ASSIGN_OR_RETURN(Compiled::AtShapes at, c.at_shapes({}, /*batch=*/8));   // FLOPs, memory plan
 //   GPUOPT_ASSIGN_OR_RETURN(std::vector<Tensor> outs, c.exe->run(inputs, {}));
 #pragma once
 
 #include "backends/backend.h"
 #include "core/status.h"
+#include "engine/analysis.h"
 #include "gpuopt/kernel_settings.h"
 #include "ir/graph.h"
 #include "passes/pipeline.h"
@@ -44,12 +46,36 @@ struct EngineOptions {
 };
 
 struct Compiled {
-  std::unique_ptr<Graph> graph;     // the optimized graph the executable runs
+  Device device;
+  std::unique_ptr<Graph> graph;     // the optimized graph the executable runs (symbols unbound)
   std::vector<PassRecord> passes;   // each pass that ran, in order, with what it changed
-  std::unique_ptr<Backend> backend;
-  std::unique_ptr<Executable> exe;
+  std::unique_ptr<Backend> backend; // null after analyze() when the device is not here
+  Status backend_error;             // why, then
+  std::unique_ptr<Executable> exe;  // null after analyze()
+
+  // Per node of `graph`: where it runs on `device` (engine/analysis.h place_nodes). Computed when
+  // asked, not by compile(): the fast CPU backend's decision builds each kernel (packed weights).
+  Placement placement() const;
+
+  // FLOPs, bytes and shapes per node of `graph` with its symbols bound (NAME -> value; a dynamic
+  // leading input dim under any name is `batch` when given), and the memory plan of one run at
+  // those shapes under this device's executor's rules (engine/analysis.h).
+  struct AtShapes {
+    Graph bound;
+    std::vector<NodeCost> costs;
+    MemoryPlan plan;
+    std::string plan_rules;
+  };
+  // `placement`: this->placement() already computed, or nullptr to compute it.
+  Result<AtShapes> at_shapes(const std::vector<std::pair<std::string, int64_t>>& symbols, int64_t batch,
+                             const Placement* placement = nullptr) const;
 };
 
+// Every stage but the executable: shapes, passes, size check, the backend when the device is here.
+// What `gpuopt inspect` reports; a missing device is not an error here (backend_error says why, and
+// placement() is then the op table's, or says why not when no op table decides either).
+Result<Compiled> analyze(Graph graph, const EngineOptions& options);
+// analyze, then the backend's compile (the device must exist).
 Result<Compiled> compile(Graph graph, const EngineOptions& options);
 
 }  // namespace gpuopt

@@ -56,7 +56,7 @@ struct Fp8Stats {
 std::vector<std::string> fp8_activation_tensors(const Graph& g);
 
 // Rewrites the qualifying GEMMs; `act_amax` maps an activation's value name to its amax.
-// lone_min_n > 0 keeps the lone GEMMs below it in float (above; quant::fp8_on_inputs passes
+// lone_min_n > 0 keeps the lone GEMMs below it in float (above; quant::fp8_on_graph passes
 // kFp8LoneMinN unless GPUOPT_DISABLE_FUSION=fp8_lone).
 Result<Fp8Stats> rewrite_fp8(Graph* g, const std::map<std::string, double>& act_amax, bool chain = true,
                              bool norm = true, int64_t lone_min_n = 0);

@@ -3,10 +3,9 @@
 
 #include "profile/kernels.h"
 
+#include "engine/analysis.h"
 #include "ir/graph.h"
-#include "ir/op_table.h"
 #include "onnx/importer.h"
-#include "passes/passes.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -15,21 +14,6 @@
 #include <chrono>
 
 namespace gpuopt::profile {
-namespace {
-
-std::string info_string(const ValueInfo& v) {
-  if (!v.rank_known) return fmt::format("{}[?]", dtype_name(v.dtype));
-  std::vector<std::string> d;
-  for (int64_t x : v.shape) d.push_back(x >= 0 ? fmt::format("{}", x) : "?");
-  return fmt::format("{}[{}]", dtype_name(v.dtype), fmt::join(d, ","));
-}
-
-double info_bytes(const ValueInfo& v) {
-  if (!v.rank_known || !shape_is_concrete(v.shape)) return 0;
-  return static_cast<double>(shape_numel(v.shape)) * static_cast<double>(dtype_size(v.dtype));
-}
-
-}  // namespace
 
 double now_us() {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -41,48 +25,25 @@ std::vector<NodeInfo> annotate_nodes(const Graph& graph, const NamedTensors& inp
     out[i].name = graph.nodes()[i].name;
     out[i].op = graph.nodes()[i].op_type;
   }
-  // Bind every symbolic input dim to the given tensor's dim, then infer and fold shape
-  // arithmetic so later nodes see concrete shapes (as `gpuopt inspect` counts FLOPs).
-  Graph bound = graph;
+  // Every symbolic input dim bound to the given tensor's dim; FLOPs, bytes and shapes per node as
+  // `gpuopt inspect` counts them (engine/analysis.h node_costs: one count for both).
+  std::vector<std::pair<std::string, int64_t>> symbols;
   for (ValueId in : graph.inputs()) {
     const Value& v = graph.value(in);
     auto it = std::find_if(inputs.begin(), inputs.end(), [&](const auto& kv) { return kv.first == v.name; });
     if (it == inputs.end() || !v.info.rank_known) continue;
     for (size_t d = 0; d < v.info.shape.size() && d < static_cast<size_t>(it->second.rank()); ++d)
-      if (v.info.shape[d] <= kFirstSymbolDim) bound.bind_symbol(graph.symbol_name(v.info.shape[d]), it->second.dim(d));
+      if (v.info.shape[d] <= kFirstSymbolDim) symbols.emplace_back(graph.symbol_name(v.info.shape[d]), it->second.dim(d));
   }
-  if (!bound.infer_shapes().ok()) return out;
-  Graph folded = bound;
-  if (!fold_constants(&folded).ok()) folded = bound;
-  std::map<std::string, const Node*> by_name;
-  for (const Node& n : folded.nodes()) by_name[n.name] = &n;
+  auto bound = bind_shapes(graph, symbols, 0);
+  if (!bound.ok()) return out;
+  const std::vector<NodeCost> costs = node_costs(*bound);
   for (size_t i = 0; i < out.size(); ++i) {
-    auto f = by_name.find(out[i].name);
-    if (f == by_name.end()) continue;  // folded away: shape arithmetic
-    const Node& n = *f->second;
-    std::vector<ValueInfo> infos;
-    infos.reserve(n.inputs.size());
-    FlopsContext fc{n, {}, {}};
-    std::vector<std::string> ins, outs;
-    for (ValueId v : n.inputs) {
-      if (v == kNoValue) {
-        fc.inputs.push_back(nullptr);
-        continue;
-      }
-      infos.push_back(folded.info_with_value(v));
-      fc.inputs.push_back(&infos.back());
-      ins.push_back(info_string(infos.back()));
-      out[i].bytes += info_bytes(infos.back());
-    }
-    for (ValueId v : n.outputs) {
-      fc.outputs.push_back(v == kNoValue ? nullptr : &folded.value(v).info);
-      if (v == kNoValue) continue;
-      outs.push_back(info_string(folded.value(v).info));
-      out[i].bytes += info_bytes(folded.value(v).info);
-      if (out[i].dtype.empty()) out[i].dtype = dtype_name(folded.value(v).info.dtype);
-    }
-    out[i].flops = op_def(n.op).flops(fc);
-    out[i].shapes = fmt::format("{} -> {}", fmt::join(ins, " x "), fmt::join(outs, ", "));
+    if (costs[i].folded) continue;  // folded away: shape arithmetic
+    out[i].shapes = costs[i].shapes;
+    out[i].dtype = costs[i].dtype;
+    out[i].bytes = costs[i].bytes;
+    out[i].flops = costs[i].flops;
   }
   return out;
 }

@@ -1,7 +1,6 @@
 // gpuopt run --precision fp8 on a float model (fp8.h).
 #include "quant/fp8.h"
 
-#include "onnx/importer.h"
 #include "passes/fp8.h"
 #include "passes/passes.h"
 #include "quant/quantizer.h"
@@ -10,8 +9,7 @@
 
 namespace gpuopt::quant {
 
-Result<Fp8Model> fp8_on_inputs(const std::string& model_path, const NamedTensors& feeds, const Device& device) {
-  GPUOPT_ASSIGN_OR_RETURN(Graph g, load_onnx_model(model_path));
+Result<Fp8Model> fp8_on_graph(Graph g, const NamedTensors& feeds, const Device& device) {
   // The fusions first (MatMul + bias -> Gemm, Gemm + Relu/Gelu -> FusedGemm), so the bias and
   // Relu ride the FP8 GEMM's epilogue; the calibrated names are those of this graph.
   FusionSwitches sw = FusionSwitches::from_env();

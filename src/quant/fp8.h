@@ -4,7 +4,7 @@
 // precision "fp8" runs the result: Fp8Gemm on FP8 tensor cores, the float rest in fp16 on the
 // GPU (f32 on the CPU reference). The accuracy is unknown without real data: the caller says so.
 //
-//   GPUOPT_ASSIGN_OR_RETURN(quant::Fp8Model fm, quant::fp8_on_inputs("m.onnx", feeds, device));
+//   GPUOPT_ASSIGN_OR_RETURN(quant::Fp8Model fm, quant::fp8_on_graph(std::move(graph), feeds, device));
 #pragma once
 
 #include "core/status.h"
@@ -25,6 +25,7 @@ struct Fp8Model {
   int normed = 0;                  // SkipLayerNormalizations writing their readers' e4m3 input
 };
 
-Result<Fp8Model> fp8_on_inputs(const std::string& model_path, const NamedTensors& feeds, const Device& device);
+// `graph`: the model as imported (load_onnx_model / import_onnx_model).
+Result<Fp8Model> fp8_on_graph(Graph graph, const NamedTensors& feeds, const Device& device);
 
 }  // namespace gpuopt::quant

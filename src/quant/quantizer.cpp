@@ -192,8 +192,14 @@ Result<std::vector<TensorInfo>> model_inputs(const std::string& model_path) {
 
 Result<QuantizeResult> quantize_model(const std::string& model_path, const std::vector<Sample>& calib,
                                       const std::vector<Sample>& heldout, const QuantizeOptions& o) {
-  QuantizeResult res;
   GPUOPT_ASSIGN_OR_RETURN(onnx::ModelProto proto, read_model_proto(model_path));
+  return quantize_model(proto, model_path, calib, heldout, o);
+}
+
+Result<QuantizeResult> quantize_model(const onnx::ModelProto& proto, const std::string& model_path,
+                                      const std::vector<Sample>& calib, const std::vector<Sample>& heldout,
+                                      const QuantizeOptions& o) {
+  QuantizeResult res;
   if (has_quantized_ops(proto))
     return Status::InvalidArgument("model '{}' is already quantized (it has QuantizeLinear/DequantizeLinear or QLinear ops)",
                                    model_path);
@@ -286,8 +292,8 @@ Result<QuantizeResult> quantize_model(const std::string& model_path, const std::
   return res;
 }
 
-Result<Graph> quantize_on_inputs(const std::string& model_path, const NamedTensors& feeds, const Device& device) {
-  GPUOPT_ASSIGN_OR_RETURN(auto inputs, model_inputs(model_path));
+Result<Graph> quantize_on_inputs(const onnx::ModelProto& proto, const std::string& model_path,
+                                 const std::vector<TensorInfo>& inputs, const NamedTensors& feeds, const Device& device) {
   Sample s{{}, "the run's inputs"};
   for (const TensorInfo& in : inputs) {
     auto it = std::find_if(feeds.begin(), feeds.end(), [&](const auto& f) { return f.first == in.name; });
@@ -297,7 +303,7 @@ Result<Graph> quantize_on_inputs(const std::string& model_path, const NamedTenso
   QuantizeOptions o;
   o.method = CalibMethod::kMinMax;
   o.device = device;
-  GPUOPT_ASSIGN_OR_RETURN(QuantizeResult r, quantize_model(model_path, {s}, {}, o));
+  GPUOPT_ASSIGN_OR_RETURN(QuantizeResult r, quantize_model(proto, model_path, {s}, {}, o));
   const std::string bytes = r.model->SerializeAsString();
   const std::string dir = std::filesystem::path(model_path).parent_path().string();
   return load_onnx_model_from_bytes(bytes.data(), bytes.size(), dir.empty() ? "." : dir);

@@ -88,10 +88,16 @@ struct QuantizeResult {
 // when not empty, measures accuracy and drives opts.target.
 Result<QuantizeResult> quantize_model(const std::string& model_path, const std::vector<Sample>& calib,
                                       const std::vector<Sample>& heldout, const QuantizeOptions& opts);
+// The same on a model already read from `model_path` (its folder holds any external data).
+Result<QuantizeResult> quantize_model(const onnx::ModelProto& proto, const std::string& model_path,
+                                      const std::vector<Sample>& calib, const std::vector<Sample>& heldout,
+                                      const QuantizeOptions& opts);
 
 // gpuopt run --precision int8 on a float model: calibrates (minmax) on the run's own inputs
 // and returns the QDQ model as a graph. The accuracy is unknown: the caller says so.
-Result<Graph> quantize_on_inputs(const std::string& model_path, const NamedTensors& feeds, const Device& device);
+// `proto`: the model read from `model_path`; `inputs`: its input descriptions (Session::inputs()).
+Result<Graph> quantize_on_inputs(const onnx::ModelProto& proto, const std::string& model_path,
+                                 const std::vector<TensorInfo>& inputs, const NamedTensors& feeds, const Device& device);
 
 // f32 histograms of `tensors` (value names of `graph`), from runs of `graph` as it is (no
 // passes) with them as extra outputs; graph inputs are read from the samples.

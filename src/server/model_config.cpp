@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <set>
 
+#include "engine/compile.h"
+#include "gpuopt/kernel_settings.h"
 #include "model_config.pb.h"
 
 namespace gpuopt::server {
@@ -300,8 +302,13 @@ Status apply_padding_parameters(const std::string& src, ModelConfig* cfg) {
       }
     } else if (k == "gpuopt.pad_value") {
       cfg->padding.value = std::atof(v.c_str());
+    } else if (k.rfind("gpuopt.kernel.", 0) == 0) {
+      KernelSettings probe;  // checked now: a bad name or value is the config's error
+      if (Status st = probe.set(k.substr(14), v); !st.ok())
+        return Status::InvalidArgument("{}: parameter {}: {}", src, k, st.message());
+      cfg->kernels.emplace_back(k.substr(14), v);
     } else if (k == "gpuopt.precision") {
-      if (v != "fp32" && v != "fp16" && v != "bf16" && v != "int8" && v != "fp8")
+      if (!parse_precision(v).ok())
         return Status::InvalidArgument(
             "{}: parameter gpuopt.precision must be fp32, fp16, bf16, int8 or fp8, found '{}'", src, v);
       cfg->precision = v;
@@ -311,7 +318,7 @@ Status apply_padding_parameters(const std::string& src, ModelConfig* cfg) {
       cfg->pipeline = v == "on";
     } else {
       return Status::InvalidArgument(
-          "{}: unknown parameter '{}' (known: gpuopt.pad_axis, gpuopt.pad_buckets, "
+          "{}: unknown parameter '{}' (known: gpuopt.kernel.GPUOPT_*, gpuopt.pad_axis, gpuopt.pad_buckets, "
           "gpuopt.pad_value, gpuopt.pipeline, gpuopt.precision)",
           src, k);
     }

@@ -20,6 +20,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace gpuopt::server {
@@ -121,6 +122,9 @@ struct ModelConfig {
   std::string gpu_precision;
   std::optional<bool> cuda_graphs;    // optimization { cuda { graphs: ... } } (unset = server default)
   bool pipeline = false;              // parameters gpuopt.pipeline: on = batches overlap on each instance
+  // parameters gpuopt.kernel.NAME: a KernelSettings value (NAME a GPUOPT_* setting, checked here)
+  // over the server's --kernel and environment, in the order given.
+  std::vector<std::pair<std::string, std::string>> kernels;
   std::vector<std::string> warnings;  // ignored fields, one line each
 };
 

@@ -64,6 +64,7 @@ struct InstanceSpec {
   std::string cache_dir;                   // SessionOptions::cache_dir
   bool defer_graph_capture = true;         // SessionOptions::defer_graph_capture (background_step)
   bool pipeline = false;                   // ModelConfig::pipeline: batches overlap (Session::begin_ordered)
+  std::optional<KernelSettings> kernels;   // SessionOptions::kernels (unset: the environment's)
 };
 
 // A loaded model file: what it declares, and how to make an execution context for it.

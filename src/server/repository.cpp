@@ -316,6 +316,16 @@ Result<std::map<int64_t, std::shared_ptr<LoadedVersion>>> Repository::load_versi
     std::string& precisions = lv->precisions;
     GPUOPT_ASSIGN_OR_RETURN(std::vector<PlacedInstance> placed,
                             place_instances(name, lv->config.instance_groups, opt_.cuda_devices));
+    // The server's kernel settings (--kernel, else the environment's), the model's gpuopt.kernel.*
+    // parameters over them.
+    std::optional<KernelSettings> kernels = opt_.kernels;
+    if (!lv->config.kernels.empty()) {
+      if (!kernels) {
+        GPUOPT_ASSIGN_OR_RETURN(kernels, KernelSettings::from_env());
+      }
+      for (const auto& [k, v] : lv->config.kernels)
+        GPUOPT_RETURN_IF_ERROR(kernels->set(k, v).with_context(fmt::format("model '{}'", name)));
+    }
     for (const PlacedInstance& p : placed) {
       // The model's own precision, else (GPU instances) Triton's tensorrt precision_mode, else the server's.
       std::string precision = lv->config.precision;
@@ -325,7 +335,7 @@ Result<std::map<int64_t, std::shared_ptr<LoadedVersion>>> Repository::load_versi
         precisions += (precisions.empty() ? "" : "/") + precision;
       InstanceSpec spec{p.name, p.device, precision,
                         lv->config.cuda_graphs.value_or(opt_.cuda_graphs), opt_.cache_dir, lv->config.pipeline,
-                        /*defer_graph_capture=*/true};
+                        /*defer_graph_capture=*/true, kernels};
       auto b = src.create(spec);
       if (!b.ok()) return b.status().with_context(fmt::format("model '{}' instance {} on {}", name, spec.name,
                                                               spec.device.to_string()));

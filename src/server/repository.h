@@ -59,6 +59,9 @@ struct RepositoryOptions {
   std::string precision = "fp32";  // default for models without gpuopt.precision
   bool cuda_graphs = true;         // default for models without optimization { cuda { graphs } }
   std::string cache_dir;           // plan cache of GPU instances (SessionOptions::cache_dir); "" = none
+  // serve's --kernel over the environment (SessionOptions::kernels); unset: the environment at each
+  // load. A model's gpuopt.kernel.NAME parameters apply over these.
+  std::optional<KernelSettings> kernels;
 };
 
 class Repository {

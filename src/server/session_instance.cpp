@@ -57,6 +57,7 @@ ModelLoader session_model_loader() {
       so.cuda_graphs = spec.cuda_graphs;
       so.cache_dir = spec.cache_dir;
       so.defer_graph_capture = spec.defer_graph_capture;  // captured after `ready`, while idle
+      so.kernels = spec.kernels;
       GPUOPT_ASSIGN_OR_RETURN(auto s, Session::load(path, so));
       return std::unique_ptr<ModelInstance>(std::make_unique<SessionInstance>(std::move(s), spec.pipeline));
     };

@@ -113,6 +113,9 @@ std::string config_pbtxt(const TuneResult& r) {
   // The precision the point ran at: int8 is the session's int8 on a Q/DQ model (search.h).
   s += fmt::format("parameters {{\n  key: \"gpuopt.precision\"\n  value {{\n    string_value: \"{}\"\n  }}\n}}\n",
                    session_precision(r.options.model, c.precision));
+  for (const auto& [name, value] : r.options.kernels)
+    s += fmt::format("parameters {{\n  key: \"gpuopt.kernel.{}\"\n  value {{\n    string_value: \"{}\"\n  }}\n}}\n",
+                     name, value);
   return s;
 }
 

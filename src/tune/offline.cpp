@@ -77,6 +77,10 @@ Result<std::unique_ptr<Session>> load_session(const TuneOptions& o, const std::s
   GPUOPT_ASSIGN_OR_RETURN(so.device, parse_device(o.device));
   so.precision = session_precision(o.model, precision);
   so.memory_limit = o.memory_limit;
+  if (!o.kernels.empty()) {
+    GPUOPT_ASSIGN_OR_RETURN(so.kernels, KernelSettings::from_env());
+    for (const auto& [name, value] : o.kernels) GPUOPT_RETURN_IF_ERROR(so.kernels->set(name, value));
+  }
   return Session::load(o.model, so);
 }
 

@@ -24,6 +24,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace gpuopt::tune {
@@ -45,6 +46,9 @@ struct TuneOptions {
   int measurement_ms = 1000;            // online: perf measurement window
   int max_concurrency = 64;             // online: highest concurrency tried
   std::map<std::string, int64_t> dims;  // other symbolic input dims
+  // --kernel NAME=VALUE: KernelSettings over the environment's in every session tried, and
+  // gpuopt.kernel.NAME parameters of the written config.pbtxt (so serve runs the same).
+  std::vector<std::pair<std::string, std::string>> kernels;
   std::string gpuopt_exe;               // online: the gpuopt binary to run serve/perf with
   std::string work_dir;                 // online: model repositories and server logs go here
 };

@@ -210,7 +210,7 @@ TEST(Fp8Rewrite, SkipLayerNormWritesTheGemmsE4m3Input) {
   const Tensor x = uniform({2, 8, 64}, rng, -2, 2);
   const auto want = run_cpu(g, {x});
   ASSERT_TRUE(run_default_passes(&g).ok());
-  // As quant::fp8_on_inputs: the MatMul + bias fusions' Reshapes of the one input merged.
+  // As quant::fp8_on_graph: the MatMul + bias fusions' Reshapes of the one input merged.
   ASSERT_TRUE(eliminate_common_subexpressions(&g).ok() && remove_dead_nodes(&g).ok());
   finish(g);
   ASSERT_EQ(count(g, "SkipLayerNormalization"), 1);

@@ -279,3 +279,33 @@ def test_run_precision_fp8_refuses_a_qdq_model(tmp_path):
     assert r.returncode == 2, r.stderr
     assert "--precision fp8 takes a float model" in r.stderr and "--precision int8" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+@pytest.mark.parametrize("precision", ["int8", "fp8", "fp32"])
+def test_run_reads_the_model_file_once(tmp_path, precision):
+    """run --precision int8/fp8 on a float model calibrates on its inputs and runs the result
+    (quant/precision_session.h) from one read of the file; the outputs still agree with NumPy's
+    product within the quantization's error."""
+    import shutil
+    if not shutil.which("strace"):
+        pytest.skip("strace is not installed")
+    rng = np.random.default_rng(7)
+    w_arr = rng.standard_normal((32, 16)).astype(np.float32)
+    w = numpy_helper.from_array(w_arr, "w")
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], "mm",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 32])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 16])], [w])
+    path = save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "mm_once.onnx")
+    x = rng.standard_normal((4, 32)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    log = tmp_path / "strace.txt"
+    r = subprocess.run(["strace", "-f", "-e", "trace=open,openat", "-o", str(log), gpuopt_bin(), "run", str(path),
+                        "--precision", precision, "--input", f"x={tmp_path / 'x.npy'}", "--output-dir",
+                        str(tmp_path / "o"), "--iterations", "1"], capture_output=True, text=True, timeout=300)
+    if r.returncode != 0 and "ptrace" in r.stderr:
+        pytest.skip(f"strace cannot trace here: {r.stderr.strip()}")
+    assert r.returncode == 0, r.stderr
+    opens = [line for line in log.read_text().splitlines() if "mm_once.onnx" in line and "ENOENT" not in line]
+    assert len(opens) == 1, "\n".join(opens)
+    got, want = np.load(tmp_path / "o" / "y.npy"), x.astype(np.float64) @ w_arr.astype(np.float64)
+    assert rel_l2(got, want) < (1e-6 if precision == "fp32" else 0.05), rel_l2(got, want)

@@ -152,3 +152,41 @@ def test_run_trace(tmp_path):
     assert sorted(names) == ["mm", "relu"]
     r = run(["run", str(path), "--random-inputs", "--trace", str(tmp_path / "no" / "such" / "dir.json")])
     assert r.returncode == 1 and "cannot open for writing" in r.stderr
+
+
+def test_inspect_and_profile_count_the_same_flops(tmp_path):
+    """One FLOP count (engine/analysis.h node_costs) behind both commands: inspect --optimized and
+    profile on the same graph at the same batch give the arithmetic of the two MatMuls, and the
+    shape arithmetic in front of the Reshape (folded once the batch is bound) costs nothing."""
+    b, k, n1, n2 = 6, 32, 16, 8
+    rng = np.random.default_rng(0)
+    w1 = numpy_helper.from_array(rng.standard_normal((k, n1)).astype(np.float32), "w1")
+    w2 = numpy_helper.from_array(rng.standard_normal((n1, n2)).astype(np.float32), "w2")
+    minus1 = numpy_helper.from_array(np.array([-1], np.int64), "minus1")
+    zero = numpy_helper.from_array(np.array(0, np.int64), "zero")
+    g = helper.make_graph([
+        helper.make_node("Shape", ["x"], ["sx"], name="shape"),
+        helper.make_node("Gather", ["sx", "zero"], ["n"], name="gather", axis=0),
+        helper.make_node("Unsqueeze", ["n", "zero"], ["n1"], name="unsq"),
+        helper.make_node("Concat", ["n1", "minus1"], ["target"], name="concat", axis=0),
+        helper.make_node("Reshape", ["x", "target"], ["xr"], name="reshape"),
+        helper.make_node("MatMul", ["xr", "w1"], ["h"], name="mm1"),
+        helper.make_node("MatMul", ["h", "w2"], ["y"], name="mm2")],
+        "two_mm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", k])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", n2])], [w1, w2, minus1, zero])
+    path = tmp_path / "two_mm.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    expected = 2 * b * k * n1 + 2 * b * n1 * n2
+
+    r = run(["inspect", str(path), "--optimized", "--device", "cpu", "--batch", str(b), "--json"])
+    assert r.returncode == 0, r.stdout + r.stderr
+    inspected = json.loads(r.stdout)
+    assert inspected["flops_total"] == expected and inspected["flops_exact"] is True
+    per_op = {o["op"]: o["flops"] for o in inspected["ops"]}
+    assert per_op["MatMul"] == expected
+
+    r = run(["profile", str(path), "--device", "cpu", "--batch", str(b), "--warmup", "1", "--no-trace", "--json"])
+    assert r.returncode == 0, r.stdout + r.stderr
+    profiled = {n["node"]: n for n in json.loads(r.stdout)["nodes"]}
+    assert profiled["mm1"]["flops"] == 2 * b * k * n1 and profiled["mm2"]["flops"] == 2 * b * n1 * n2
+    assert sum(n["flops"] for n in profiled.values()) == inspected["flops_total"]

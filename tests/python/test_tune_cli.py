@@ -212,3 +212,26 @@ def test_int8_only_where_the_model_is_quantized(model, tmp_path):
     j = json.loads(r.stdout)
     assert [p["batch"] for p in j["points"]] == [1, 2, 4] and all(p["ok"] and p["precision"] == "int8" for p in j["points"])
     assert 'string_value: "int8"' in j["config_pbtxt"] and 'string_value: "fp32"' not in j["config_pbtxt"]
+
+
+def test_kernel_settings_reach_the_written_config(model, tmp_path):
+    """tune --kernel: the sessions it times run with the setting, and the config.pbtxt it writes
+    carries it (gpuopt.kernel.NAME), which serve reads: the repository loads and answers like ONNX
+    Runtime with every fusion off."""
+    out = tmp_path / "out"
+    r = tune([str(model), "--max-batch", "2", "--iterations", "2", "--kernel", "GPUOPT_DISABLE_FUSION=all",
+              "--output-dir", str(out), "--json"])
+    assert r.returncode == 0, r.stdout + r.stderr
+    j = json.loads(r.stdout)
+    assert 'key: "gpuopt.kernel.GPUOPT_DISABLE_FUSION"' in j["config_pbtxt"], j["config_pbtxt"]
+    assert 'string_value: "all"' in j["config_pbtxt"], j["config_pbtxt"]
+    with H.Server(["--model-repository", str(out / "repository")]) as s:
+        c = httpclient.InferenceServerClient(s.url)
+        params = c.get_model_config("resnet_small")["parameters"]
+        assert params["gpuopt.kernel.GPUOPT_DISABLE_FUSION"]["string_value"] == "all", params
+        x = np.random.default_rng(2).standard_normal((1, 3, 64, 64)).astype(np.float32)
+        inp = httpclient.InferInput("input", x.shape, "FP32")
+        inp.set_data_from_numpy(x)
+        got = c.infer("resnet_small", [inp]).as_numpy("logits")
+        want = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"]).run(None, {"input": x})[0]
+        np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4)

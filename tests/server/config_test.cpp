@@ -1,4 +1,6 @@
 // config.pbtxt parsing and completion against a model's declared inputs/outputs.
+#include "gpuopt/kernel_settings.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
@@ -117,6 +119,29 @@ TEST(Pbtxt, PrecisionParameterTakesInt8AndFp8) {
                                 "m/config.pbtxt");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("fp32, fp16, bf16, int8 or fp8, found 'int4'"), std::string::npos);
+}
+
+TEST(Pbtxt, KernelParametersAreKernelSettings) {
+  auto r = parse_model_config(R"(parameters { key: "gpuopt.kernel.GPUOPT_DISABLE_FUSION" value: { string_value: "gelu" } }
+parameters { key: "gpuopt.kernel.GPUOPT_FA_WARPS" value: { string_value: "8" } })",
+                              "m/config.pbtxt");
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  ASSERT_EQ(r->kernels.size(), 2u);
+  KernelSettings ks;
+  for (const auto& [k, v] : r->kernels) ASSERT_TRUE(ks.set(k, v).ok()) << k;
+  EXPECT_EQ(ks.disable_fusion, "gelu");
+  EXPECT_EQ(ks.fa_warps, 8);
+  // A bad value or name is the config's error, in KernelSettings' words.
+  auto bad = parse_model_config(R"(parameters { key: "gpuopt.kernel.GPUOPT_FA_WARPS" value: { string_value: "6" } })",
+                                "m/config.pbtxt");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(),
+            "m/config.pbtxt: parameter gpuopt.kernel.GPUOPT_FA_WARPS: GPUOPT_FA_WARPS='6': expected auto, 4 or 8");
+  auto unknown = parse_model_config(R"(parameters { key: "gpuopt.kernel.GPUOPT_NOPE" value: { string_value: "1" } })",
+                                    "m/config.pbtxt");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("'GPUOPT_NOPE' is not a kernel setting"), std::string::npos)
+      << unknown.status().message();
 }
 
 TEST(Pbtxt, OptimizationCudaGraphsSwitch) {

@@ -6,6 +6,8 @@
 #include <fstream>
 #include <future>
 #include <map>
+#include <mutex>
+#include <optional>
 
 #include "fake_instance.h"
 #include "server/inference_server.h"
@@ -137,6 +139,55 @@ TEST(Server, GpuInstancesWarmUpAtTheLargestBatch) {
   EXPECT_EQ(gpu_rec->shapes[0], (Shape{8, 16}));
   EXPECT_EQ(gpu_rec->first_values, (std::vector<float>{0.f, 0.f}));
   EXPECT_TRUE(cpu_rec->batch_rows.empty());
+  s->reset();
+  fs::remove_all(dir);
+}
+
+// The engine's kernel settings reach each instance: the server's (serve --kernel) for every model,
+// a model's gpuopt.kernel.* parameters over them for its own instances.
+TEST(Server, KernelSettingsReachTheInstances) {
+  fs::path dir = fs::temp_directory_path() / ("gpuopt_kernels_test_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  write(dir / "own/config.pbtxt", "max_batch_size: 8\ninstance_group { count: 1 kind: KIND_CPU }\n"
+                                  "parameters { key: \"gpuopt.kernel.GPUOPT_FA_WARPS\" value: { string_value: \"4\" } }\n"
+                                  "parameters { key: \"gpuopt.kernel.GPUOPT_DISABLE_FUSION\" value: { string_value: \"gelu\" } }\n");
+  write(dir / "own/1/model.onnx", "fake");
+  write(dir / "plain/config.pbtxt", "max_batch_size: 8\ninstance_group { count: 1 kind: KIND_CPU }\n");
+  write(dir / "plain/1/model.onnx", "fake");
+  auto rec = std::make_shared<Recorder>();
+  auto seen = std::make_shared<std::map<std::string, std::optional<KernelSettings>>>();
+  auto mu = std::make_shared<std::mutex>();
+  InferenceServerOptions o;
+  o.repo.path = dir.string();
+  KernelSettings server_side;
+  ASSERT_TRUE(server_side.set("GPUOPT_DISABLE_FUSION", "all").ok());
+  ASSERT_TRUE(server_side.set("GPUOPT_MATMUL_AUTOTUNE", "0").ok());
+  o.repo.kernels = server_side;
+  o.repo.loader = [rec, seen, mu](const std::string& path) -> Result<ModelSource> {
+    ModelSource src = testing::add_sub_source(rec);
+    const std::string model = path.find("own") != std::string::npos ? "own" : "plain";
+    src.create = [inner = src.create, seen, mu, model](const InstanceSpec& spec) {
+      std::lock_guard<std::mutex> lk(*mu);
+      (*seen)[model] = spec.kernels;
+      return inner(spec);
+    };
+    return src;
+  };
+  o.http.host = "127.0.0.1";
+  o.http.port = 0;
+  o.http.threads = 1;
+  o.metrics_port = 0;
+  o.metrics_host = "127.0.0.1";
+  o.gpu_metrics = false;
+  auto s = InferenceServer::start(std::move(o));
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  ASSERT_TRUE(seen->count("plain") && (*seen)["plain"].has_value());
+  EXPECT_EQ(*(*seen)["plain"], server_side);
+  ASSERT_TRUE(seen->count("own") && (*seen)["own"].has_value());
+  const KernelSettings& own = *(*seen)["own"];
+  EXPECT_EQ(own.disable_fusion, "gelu");  // the model's over the server's
+  EXPECT_EQ(own.fa_warps, 4);
+  EXPECT_FALSE(own.matmul_autotune);  // the server's where the model says nothing
   s->reset();
   fs::remove_all(dir);
 }
