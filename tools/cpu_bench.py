@@ -147,7 +147,8 @@ def main():
     points = [(m, arch, int(b)) for m, arch in MODELS for b in a.batches.split(",")] + [("matmul_1024", None, 1)]
     host = a.host or f"{cpu_name()}, {os.cpu_count()} cores"
     os.makedirs(a.models, exist_ok=True)
-    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    commit = os.environ.get("GPUOPT_COMMIT") or subprocess.run(
+        ["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     date = datetime.date.today().isoformat()
     records = []
 
