@@ -91,6 +91,10 @@ constexpr size_t kAnswersPerChunk = 8;
 // A batch's answers are shared with the helpers when answering them alone would take this long
 // (by the time an answer took lately), or when other batches' answers wait behind them.
 constexpr uint64_t kSplitAnswersAboveNs = 1000000;
+// Filling batches under load: a batch of fewer than half the rows batches have lately had waits
+// for more requests up to half a recent large batch's execution time, at most this long (see
+// Batcher::form_batch).
+constexpr uint64_t kMaxFillWaitNs = 10000000;
 
 class Batcher {
  public:
@@ -108,6 +112,7 @@ class Batcher {
   std::vector<InstanceCounters> instance_counters() const;
   int max_concurrent() const;      // most instances executing at the same time so far
   uint64_t staged_batches() const;  // batches formed and staged while every instance was busy
+  uint64_t filled_batches() const;  // batches held back to fill with more requests (kMaxFillWaitNs)
 
  private:
   struct Item;
@@ -189,6 +194,11 @@ class Batcher {
   Prepared staged_prep_;
   uint64_t staged_count_ = 0;
   int running_ = 0, max_running_ = 0;  // instances executing now, and the most at once
+  // Moving averages over executed batches (under mu_): rows per batch and execution time, for
+  // the fill wait in form_batch.
+  double recent_rows_ = 0, recent_exec_ns_ = 0;
+  uint64_t last_free_ns_ = 0;  // when an instance last finished and found nothing staged
+  uint64_t filled_count_ = 0;
 
   std::mutex answer_mu_;  // the instances' answer queues (Instance::answers)
   std::atomic<uint64_t> answer_ns_{0};  // time one answer took lately (a moving average)

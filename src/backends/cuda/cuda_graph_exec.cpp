@@ -241,12 +241,23 @@ Result<std::vector<Tensor>> CudaExecutable::replay(Context& c, GraphEntry& g, co
   DeviceSpan span(c.ec.stream, prof);
   GPUOPT_CHECK_CALL(cudaGraphLaunch(g.exec, c.ec.stream));
   GPUOPT_RETURN_IF_ERROR(span.stop());
+  // Straight into page-locked buffers of the pool, which the caller gets as they are: no copy
+  // into fresh pageable memory after the download.
   std::vector<Tensor> result;
+  cudaError_t err = cudaSuccess;
   for (const Tensor& b : g.out_bufs) {
-    Tensor h = Tensor::empty(b.dtype(), b.shape());
-    GPUOPT_RETURN_IF_ERROR(c.staging.download(b, &h, c.ec.stream));
-    result.push_back(std::move(h));
+    Result<std::shared_ptr<Storage>> st = host_pool_->acquire(b.nbytes());
+    if (!st.ok()) {
+      cudaStreamSynchronize(c.ec.stream);  // the copies queued so far write into buffers released below
+      return st.status();
+    }
+    if (b.nbytes() && err == cudaSuccess)
+      err = cudaMemcpyAsync((*st)->data, b.raw(), b.nbytes(), cudaMemcpyDeviceToHost, c.ec.stream);
+    result.push_back(Tensor::wrap(b.dtype(), b.shape(), std::move(*st)));
   }
+  const cudaError_t synced = cudaStreamSynchronize(c.ec.stream);
+  if (err == cudaSuccess) err = synced;
+  if (err != cudaSuccess) return GPUOPT_CALL_STATUS(err);
   return result;
 }
 }  // namespace gpuopt::cuda
