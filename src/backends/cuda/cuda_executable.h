@@ -82,8 +82,9 @@ Result<std::unique_ptr<Context>> make_context(int device, DeviceMemory* mem);
 bool nondeterministic(std::string_view op);
 
 // Idle page-locked output buffers an executable keeps for reuse (CudaExecutable::host_pool_):
-// a few batches' worth of BERT-base's 50 MB output at batch 128.
-constexpr size_t kHostPoolIdleMax = size_t{512} << 20;
+// the batches in flight at once (downloading, being answered: about four) of BERT-base's 50 MB
+// output at batch 128. Only buffers that were in use at once are ever kept.
+constexpr size_t kHostPoolIdleMax = size_t{256} << 20;
 
 // The pipelined runs' state (cuda_pipeline.cpp): one context held for them, an upload and a
 // download stream beside its compute stream, and kPipelineDepth slots used in turn.
