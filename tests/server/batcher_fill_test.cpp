@@ -1,7 +1,7 @@
 // Filling batches under a closed loop: clients that send their next request a little after their
 // answer (network turnaround) come back one by one; the batcher (fill_batches on, as for GPU
 // instances) must not run the first alone while the rest queue behind it (max_queue_delay 0), and
-// must not wait at all at low load. With it off (CPU instances) the first runs alone, as before.
+// must not wait at all at low load. With it off (CPU instances) nothing is held back.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -90,8 +90,9 @@ TEST(BatcherFill, ClosedLoopFormsFullBatches) {
   EXPECT_GT(b.filled_batches(), 0u);
 }
 
-TEST(BatcherFill, OffItLeavesTheFirstRequestAlone) {
-  // CPU instances (fill_batches off): the old behaviour, the first request back runs alone.
+TEST(BatcherFill, OffNeverHoldsABatchBack) {
+  // CPU instances (fill_batches off): the same closed loop as above is answered without a single
+  // batch held back (which batches form then depends on timing: not asserted).
   constexpr int kClients = 16, kRounds = 6;
   auto rec = std::make_shared<Recorder>();
   rec->delay = 20ms;
@@ -101,22 +102,19 @@ TEST(BatcherFill, OffItLeavesTheFirstRequestAlone) {
   o.fill_batches = false;
   Batcher b(std::move(o), std::move(inst), std::make_shared<ModelStats>());
   b.start();
+  std::atomic<int> bad{0};
   std::vector<std::thread> clients;
   for (int id = 0; id < kClients; ++id)
     clients.emplace_back([&, id] {
       for (int round = 0; round < kRounds; ++round) {
-        EXPECT_TRUE(run_one(b, id, round));
+        if (!run_one(b, id, round)) ++bad;
         std::this_thread::sleep_for(std::chrono::microseconds(200 * id));
       }
     });
   for (auto& t : clients) t.join();
   b.stop();
+  EXPECT_EQ(bad.load(), 0);
   EXPECT_EQ(b.filled_batches(), 0u);
-  std::lock_guard<std::mutex> lk(rec->mu);
-  int64_t ones = 0;
-  for (int64_t r : rec->batch_rows) ones += r == 1;
-  EXPECT_GE(ones, 3) << "the unfilled closed loop runs its first request alone each cycle: "
-                     << ::testing::PrintToString(rec->batch_rows);
 }
 
 TEST(BatcherFill, OneClientNeverWaits) {
