@@ -249,17 +249,18 @@ def render_llm_serve(records):
 def render_kserve_serve(records):
     """scripts/gpu/serve_scale.sh's records: one row per model x GPUs x protocol x client x concurrency."""
     recs = sorted((r for r in records if r.get("runner") == "gpuopt_serve" and "infer_per_s" in r),
-                  key=lambda r: (r["model"], r["gpus"], r["protocol"], r["client"], r["concurrency"]))
+                  key=lambda r: (r["model"], r["gpus"], r["instances"], r["protocol"], r["client"], r["concurrency"]))
     if not recs:
         return "No serving records yet."
     head = ["model", "GPUs", "instances", "protocol", "perf client", "concurrency", "infer/s", "p50 / p99 ms",
-            "server's own us", "server CPU us / request", "perf's cores", "commit"]
+            "server's own us", "server CPU us / request", "perf's cores", "mean batch", "commit"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in recs:
         lines.append("| " + " | ".join([
             r["model"], str(r["gpus"]), r["instances"], r["protocol"], r["client"], str(r["concurrency"]),
             f"**{r['infer_per_s']:,.0f}**", f"{r['p50_ms']:.2f} / {r['p99_ms']:.2f}", f"{r['server_overhead_us']:.0f}",
-            f"{r['server_cpu_us_per_request']:.0f}", f"{r['client_cpu_cores']:.1f}", r.get("commit", "")]) + " |")
+            f"{r['server_cpu_us_per_request']:.0f}", f"{r['client_cpu_cores']:.1f}",
+            f"{r['mean_batch']:.1f}" if r.get("batches") else "", r.get("commit", "")]) + " |")
     eng = [r for r in records if r.get("source") == "serve_scale.sh" and r.get("runner") == "gpuopt"]
     foot = [f"Engine alone in the same call: {r['model']} batch {r['batch']} {r['precision']} {r['ms']:.2f} ms, "
             f"{r['items_per_s']:,.0f} sequences/s (`gpuopt run`)." for r in eng]
@@ -268,7 +269,8 @@ def render_kserve_serve(records):
         f"`scripts/gpu/serve_scale.sh`, {', '.join(d for d in dates if d)}: batch-1 requests from `gpuopt perf` on "
         "the same host (2 s windows); *server's own*: request time minus queue and compute from the statistics "
         "endpoint; *server CPU*: the server process's CPU time over the requests answered; *perf's cores*: the "
-        "client's own CPU use (`-a`: gRPC calls through completion queues)."])
+        "client's own CPU use (`-a`: gRPC calls through completion queues); *mean batch*: rows per execution the "
+        "server formed during the run (its batch-size histogram is in the record)."])
 
 
 def render_readme(records):

@@ -21,6 +21,28 @@ std::vector<int64_t> default_row_buckets(int64_t max_batch_size, const std::vect
   return b;
 }
 
+std::vector<InstanceCounters> Batcher::instance_counters() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  std::vector<InstanceCounters> out;
+  for (const auto& inst : instances_) out.push_back({inst->name, inst->executions, inst->rows, inst->busy_ns});
+  return out;
+}
+
+int Batcher::max_concurrent() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return max_running_;
+}
+
+uint64_t Batcher::staged_batches() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return staged_count_;
+}
+
+uint64_t Batcher::filled_batches() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return filled_count_;
+}
+
 int64_t Batcher::bucket_rows(int64_t rows) const {
   for (int64_t b : opt_.row_buckets)
     if (b >= rows) return b;

@@ -18,6 +18,7 @@ struct Batcher::Item {
   bool delay_on_timeout = false;
   bool delayed = false;  // timed out with timeout_action DELAY: runs after the others
   bool taken = false;
+  bool fill_waited = false;  // its batch was held back to fill (Batcher::form_batch)
   uint64_t seq = 0;
   uint32_t level = 1;  // priority level (1 = highest)
   std::string key;

@@ -34,7 +34,7 @@ std::string InferenceServer::metrics_text() const {
     int64_t pending;
     std::vector<InstanceCounters> instances;
     int max_concurrent = 0;
-    uint64_t staged = 0;
+    uint64_t staged = 0, filled = 0;
   };
   std::vector<Row> rows;
   for (auto& v : repo_->ready_versions()) {
@@ -46,6 +46,7 @@ std::string InferenceServer::metrics_text() const {
     r.instances = v->batcher->instance_counters();
     r.max_concurrent = v->batcher->max_concurrent();
     r.staged = v->batcher->staged_batches();
+    r.filled = v->batcher->filled_batches();
     rows.push_back(std::move(r));
   }
   std::string out;
@@ -108,6 +109,10 @@ std::string InferenceServer::metrics_text() const {
               "Batches formed and staged while every instance was busy (taken by the first one free)",
               PromType::kCounter);
   for (const Row& r : rows) prom_sample(&out, "gpuopt_batches_staged_ahead", r.labels, static_cast<double>(r.staged));
+  prom_family(&out, "gpuopt_batches_filled",
+              "Batches held back to fill with more requests under load (the batcher's own wait, no queue delay configured)",
+              PromType::kCounter);
+  for (const Row& r : rows) prom_sample(&out, "gpuopt_batches_filled", r.labels, static_cast<double>(r.filled));
 
   // The pinned host memory pool (request bodies and batches of GPU models, request_body.h).
   const BodyPool::Stats pool = pinned_pool()->stats();

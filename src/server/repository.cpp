@@ -364,6 +364,7 @@ Result<std::map<int64_t, std::shared_ptr<LoadedVersion>>> Repository::load_versi
     if (all_gpu && lv->config.dynamic_batching && lv->config.cuda_graphs.value_or(opt_.cuda_graphs))
       bo.row_buckets = default_row_buckets(lv->config.max_batch_size, lv->config.dynamic_batching->preferred_batch_size);
     if (all_gpu) bo.batch_alloc = pinned_batch_tensor;  // batches formed where the GPU copies from
+    bo.fill_batches = all_gpu;  // a GPU batch of one row costs a large share of a full one (BatcherOptions)
     bo.answer_pool = answers_;
     lv->batcher = std::make_unique<Batcher>(std::move(bo), std::move(instances), lv->stats);
     lv->batcher->start();

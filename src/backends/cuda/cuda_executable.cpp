@@ -57,7 +57,17 @@ CudaExecutable::CudaExecutable(Graph g, std::vector<NodePlace> place, DeviceMemo
       device_(device),
       graphs_(graphs),
       memory_plan_(memory_plan),
-      settings_(std::move(settings)) {
+      settings_(std::move(settings)),
+      host_pool_(BufferPool::create(
+          [](size_t n) -> void* {
+            void* p = nullptr;
+            if (cudaHostAlloc(&p, n, cudaHostAllocPortable) != cudaSuccess) {
+              cudaGetLastError();
+              return nullptr;
+            }
+            return p;
+          },
+          [](void* p) { cudaFreeHost(p); }, kHostPoolIdleMax)) {
   last_use_.assign(graph_.values().size(), -1);
   for (size_t n = 0; n < graph_.nodes().size(); ++n)
     for (ValueId in : graph_.nodes()[n].inputs)

@@ -241,12 +241,29 @@ Result<std::vector<Tensor>> CudaExecutable::replay(Context& c, GraphEntry& g, co
   DeviceSpan span(c.ec.stream, prof);
   GPUOPT_CHECK_CALL(cudaGraphLaunch(g.exec, c.ec.stream));
   GPUOPT_RETURN_IF_ERROR(span.stop());
+  // Straight into page-locked buffers of the pool, which the caller gets as they are: no copy
+  // into fresh pageable memory after the download. Where no more page-locked memory can be had,
+  // through the staging buffer into pageable memory as before.
   std::vector<Tensor> result;
+  std::vector<const Tensor*> staged;  // outputs that got no pooled buffer: result[i] to fill
+  cudaError_t err = cudaSuccess;
   for (const Tensor& b : g.out_bufs) {
-    Tensor h = Tensor::empty(b.dtype(), b.shape());
-    GPUOPT_RETURN_IF_ERROR(c.staging.download(b, &h, c.ec.stream));
-    result.push_back(std::move(h));
+    Result<std::shared_ptr<Storage>> st = host_pool_->acquire(b.nbytes());
+    if (!st.ok()) {
+      staged.push_back(&b);
+      result.push_back(Tensor::empty(b.dtype(), b.shape()));
+      continue;
+    }
+    staged.push_back(nullptr);
+    if (b.nbytes() && err == cudaSuccess)
+      err = cudaMemcpyAsync((*st)->data, b.raw(), b.nbytes(), cudaMemcpyDeviceToHost, c.ec.stream);
+    result.push_back(Tensor::wrap(b.dtype(), b.shape(), std::move(*st)));
   }
+  const cudaError_t synced = cudaStreamSynchronize(c.ec.stream);
+  if (err == cudaSuccess) err = synced;
+  if (err != cudaSuccess) return GPUOPT_CALL_STATUS(err);
+  for (size_t o = 0; o < staged.size(); ++o)
+    if (staged[o]) GPUOPT_RETURN_IF_ERROR(c.staging.download(*staged[o], &result[o], c.ec.stream));
   return result;
 }
 }  // namespace gpuopt::cuda

@@ -75,18 +75,12 @@ struct DevBuf {
   }
 };
 
-// A pinned buffer the outputs handed out by finish() view (no copy out of it): it is refilled only
-// when nothing holds it any more; while a reply is still being sent from it, the slot gets a new
-// one and the old one is freed with its last tensor.
-Status pinned_out(std::shared_ptr<Storage>* st, size_t n) {
+// A pinned buffer the outputs handed out by finish() view (no copy out of it): refilled when
+// nothing holds it any more; while a reply is still being sent from it, the slot takes another
+// from the executable's pool, and this one goes back there with its last tensor.
+Status pinned_out(BufferPool& pool, std::shared_ptr<Storage>* st, size_t n) {
   if (*st && st->use_count() == 1 && (*st)->bytes >= n) return Status::Ok();
-  void* p = nullptr;
-  GPUOPT_CHECK_CALL(cudaHostAlloc(&p, std::max<size_t>(n, 1), cudaHostAllocPortable));
-  auto fresh = std::make_shared<Storage>();
-  fresh->data = p;
-  fresh->bytes = n;
-  fresh->deleter = [](void* q) { cudaFreeHost(q); };
-  *st = std::move(fresh);
+  GPUOPT_ASSIGN_OR_RETURN(*st, pool.acquire(n));
   return Status::Ok();
 }
 
@@ -204,7 +198,7 @@ Status CudaExecutable::enqueue(Lane& lane, GraphEntry& graph, int slot, const st
   // (grown before anything is queued: cudaMalloc/cudaFree would wait for the device).
   for (size_t o = 0; o < no; ++o) {
     GPUOPT_RETURN_IF_ERROR(s.out_dev[o].reserve(g->out_bufs[o].nbytes()));
-    GPUOPT_RETURN_IF_ERROR(pinned_out(&s.out_host[o], g->out_bufs[o].nbytes()));
+    GPUOPT_RETURN_IF_ERROR(pinned_out(*host_pool_, &s.out_host[o], g->out_bufs[o].nbytes()));
   }
   // Its previous uploads are done too: the inputs it held may go.
   s.in_held.clear();
