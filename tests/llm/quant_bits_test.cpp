@@ -98,6 +98,23 @@ TEST(LlmQuantBits, XSlotsInvertPairPositions) {
     for (int hi = 0; hi < 2; ++hi) EXPECT_EQ(qb::x_slot<8>(qb::pair_k<8>(j, hi)), 2 * j + hi);
 }
 
+template <int kBits>
+void check_permute8() {
+  constexpr int kPack = 32 / kBits;
+  uint32_t in[4], out[4];
+  for (int h = 0; h < 4; ++h) in[h] = static_cast<uint32_t>(2 * h) | static_cast<uint32_t>(2 * h + 1) << 16;  // k
+  qb::permute8<kBits>(in, out);
+  for (int k = 0; k < 8; ++k) {
+    const int slot = k / kPack * kPack + qb::x_slot<kBits>(k % kPack);
+    EXPECT_EQ((out[slot / 2] >> (16 * (slot % 2))) & 0xffff, static_cast<uint32_t>(k)) << "int" << kBits << " k " << k;
+  }
+}
+
+TEST(LlmQuantBits, StagingPermutesLikeXSlot) {
+  check_permute8<4>();
+  check_permute8<8>();
+}
+
 // m16n8k16 as PTX defines its fragments (lane = 4 g + i): A[g][2i+h] in a[0], A[g+8][2i+h] in
 // a[1], A[g][2i+8+h] in a[2], A[g+8][2i+8+h] in a[3]; B[2i+h][g] in b[0], B[2i+8+h][g] in b[1];
 // D[g][2i+h] in c[h], D[g+8][2i+h] in c[2+h]. Half h: the low (0) or high (1) 16 bits.
@@ -140,9 +157,18 @@ std::vector<double> warp_emulated(const std::vector<uint32_t>& qweight, const st
     const int r1 = std::min(rows, r0 + rps), slice_k = (r1 - r0) * kPack, xstride = qb::x_stride<kBits>(rps * kPack);
     std::vector<uint16_t> xs(static_cast<size_t>(T) * xstride, 0);
     for (int t = 0; t < T; ++t)
-      for (int kl = 0; kl < slice_k; ++kl)
-        xs[static_cast<size_t>(t * xstride + kl / kPack * kPack + qb::x_slot<kBits>(kl % kPack))] =
-            Half::from_float(x[static_cast<size_t>(t * K + r0 * kPack + kl)]);
+      for (int k8 = 0; k8 < slice_k; k8 += 8) {  // 16 bytes at a time, as the kernel stages them
+        uint32_t in[4], out[4];
+        for (int h = 0; h < 4; ++h) {
+          const size_t at = static_cast<size_t>(t * K + r0 * kPack + k8 + 2 * h);
+          in[h] = Half::from_float(x[at]) | static_cast<uint32_t>(Half::from_float(x[at + 1])) << 16;
+        }
+        qb::permute8<kBits>(in, out);
+        for (int h = 0; h < 4; ++h) {
+          xs[static_cast<size_t>(t * xstride + k8 + 2 * h)] = static_cast<uint16_t>(out[h] & 0xffff);
+          xs[static_cast<size_t>(t * xstride + k8 + 2 * h + 1)] = static_cast<uint16_t>(out[h] >> 16);
+        }
+      }
     std::vector<float> acc(32 * 2 * 2 * 4, 0.0f), grp(acc.size(), 0.0f), s(32 * 4, 0.0f);
     const auto at = [](int lane, int tt, int nt, int r) { return static_cast<size_t>(((lane * 2 + tt) * 2 + nt) * 4 + r); };
     const auto flush = [&] {
@@ -154,15 +180,22 @@ std::vector<double> warp_emulated(const std::vector<uint32_t>& qweight, const st
               grp[at(lane, tt, nt, r)] = 0.0f;
             }
     };
-    int cur_g = -1;
+    // Groups as the kernel tracks them: the slice's first, then a count of steps left in it.
+    const int spg = gs / (qb::kStepRows * kPack);
+    int group = r0 / qb::kStepRows / spg, left = spg - (r0 / qb::kStepRows) % spg;
+    const auto load_group = [&] {
+      for (int lane = 0; lane < 32; ++lane)
+        for (int c = 0; c < 4; ++c) s[static_cast<size_t>(lane * 4 + c)] = scales[static_cast<size_t>(group * N + 4 * (lane / 4) + c)];
+    };
+    load_group();
     for (int rr = r0; rr < r1; rr += qb::kStepRows) {
-      const int group = rr * kPack / gs;
-      if (group != cur_g) {
-        if (cur_g >= 0) flush();
-        cur_g = group;
-        for (int lane = 0; lane < 32; ++lane)
-          for (int c = 0; c < 4; ++c) s[static_cast<size_t>(lane * 4 + c)] = scales[static_cast<size_t>(group * N + 4 * (lane / 4) + c)];
+      if (left == 0) {
+        flush();
+        ++group;
+        left = spg;
+        load_group();
       }
+      --left;
       uint32_t q[32][4][4] = {}, b[32][2][4] = {};
       for (int lane = 0; lane < 32; ++lane) {
         const int g = lane / 4, i = lane % 4;
@@ -198,7 +231,7 @@ std::vector<double> warp_emulated(const std::vector<uint32_t>& qweight, const st
               for (int r = 0; r < 4; ++r) grp[at(lane, tt, nt, r)] = c[lane][r];
           }
     }
-    if (cur_g >= 0) flush();
+    flush();
     for (int lane = 0; lane < 32; ++lane)
       for (int tt = 0; tt < 2; ++tt)
         for (int nt = 0; nt < ntiles; ++nt)

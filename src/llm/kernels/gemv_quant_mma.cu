@@ -8,7 +8,7 @@
 // group and column, into an f32 total.
 //
 // A CTA (4 warps) owns 128 output columns and a slice of K (blockIdx.y); each warp 32 columns of
-// it, stepping over the slice four packed rows at a time (one 16-byte load per lane per step, four
+// it, stepping over the slice four packed rows at a time (one 16-byte load per lane per step, eight
 // steps in flight). The slice of x is staged in shared memory as f16, permuted within each word's
 // chunk so that a lane's B fragment is one load. Slices are added in order by the last CTA of a
 // column tile (gemv_split.cuh): deterministic.
@@ -29,7 +29,7 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kTileCols = kWarps * qb::kWarpCols;  // 128
 constexpr int kSmemBytes = 48 * 1024;               // no opt-in needed
 constexpr int kMaxSplits = 32;
-constexpr int kUnroll = 4;                          // steps (16-byte loads) in flight per lane
+constexpr int kUnroll = 8;                          // steps (16-byte loads) in flight per lane
 
 __device__ __forceinline__ uint32_t sub_f16x2(uint32_t a, uint32_t b) {
   uint32_t d;
@@ -71,12 +71,18 @@ __global__ void __launch_bounds__(kThreads)
   const int slice_k = (r1 - r0) * kPack;
   const int xstride = qb::x_stride<kBits>(rows_per_split * kPack);
 
-  __half* xs = reinterpret_cast<__half*>(smem_raw);  // [T][xstride], permuted per chunk of kPack
-  const __half* xg = x + static_cast<int64_t>(r0) * kPack;
-  for (int idx = threadIdx.x; idx < T * slice_k; idx += kThreads) {
-    const int t = idx / slice_k, kl = idx - t * slice_k;
-    const int chunk = kl / kPack, kin = kl - chunk * kPack;
-    xs[t * xstride + chunk * kPack + qb::x_slot<kBits>(kin)] = xg[static_cast<int64_t>(t) * K + kl];
+  // x's slice into shared memory, 16 bytes at a time, permuted (quant_bits.h permute8).
+  __half* xs = reinterpret_cast<__half*>(smem_raw);  // [T][xstride]
+  for (int t = 0; t < T; ++t) {
+    const uint4* src = reinterpret_cast<const uint4*>(x + static_cast<int64_t>(t) * K + static_cast<int64_t>(r0) * kPack);
+    uint4* dst = reinterpret_cast<uint4*>(xs + t * xstride);
+    for (int v = threadIdx.x; v < slice_k / 8; v += kThreads) {
+      const uint4 in = __ldg(src + v);
+      const uint32_t iw[4] = {in.x, in.y, in.z, in.w};
+      uint32_t ow[4];
+      qb::permute8<kBits>(iw, ow);
+      dst[v] = make_uint4(ow[0], ow[1], ow[2], ow[3]);
+    }
   }
   __syncthreads();
 
@@ -89,7 +95,6 @@ __global__ void __launch_bounds__(kThreads)
       for (int r = 0; r < 4; ++r) acc[tt][nt][r] = grp_acc[tt][nt][r] = 0.0f;
   float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   uint32_t zsub[4] = {}, zfma[4] = {};
-  int cur_g = -1;
   // The group's sums into the totals: c-registers 0,1 are row g (column 2tt), 2,3 row g+8 (2tt+1).
   const auto flush = [&]() {
 #pragma unroll
@@ -102,8 +107,31 @@ __global__ void __launch_bounds__(kThreads)
           grp_acc[tt][nt][r] = 0.0f;
         }
   };
+  const auto load_group = [&](int grp) {
+    if (!live) return;  // s = 0: the dead columns' sums stay 0
+    const uint2 sv = __ldg(reinterpret_cast<const uint2*>(scales + static_cast<int64_t>(grp) * N + col0));
+    const __half2 s01 = *reinterpret_cast<const __half2*>(&sv.x), s23 = *reinterpret_cast<const __half2*>(&sv.y);
+    s[0] = __low2float(s01);
+    s[1] = __high2float(s01);
+    s[2] = __low2float(s23);
+    s[3] = __high2float(s23);
+    const uint32_t zw = __ldg(qz + static_cast<int64_t>(grp) * (N / kPack) + col0 / kPack);
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      uint32_t z = (zw >> (kBits * ((col0 + c) % kPack))) & kMask;
+      if (zero_minus_one) z = (z + 1) & kMask;
+      zsub[c] = qb::zero_sub2(z);
+      zfma[c] = qb::zero_fma2(z);
+    }
+  };
 
   if (warp_live) {
+    // Groups without a division per step: the slice's first group, then a count of the steps left
+    // in the current one (a group is a whole number of steps, and slices start on a step).
+    const int steps_per_group = group_size / (qb::kStepRows * kPack);
+    int grp = r0 / qb::kStepRows / steps_per_group;
+    int left = steps_per_group - (r0 / qb::kStepRows) % steps_per_group;
+    load_group(grp);
     const int64_t row_vecs = N / 4;
     for (int r = r0; r < r1; r += qb::kStepRows * kUnroll) {
       uint4 wd[kUnroll];
@@ -116,27 +144,13 @@ __global__ void __launch_bounds__(kThreads)
       for (int u = 0; u < kUnroll; ++u) {
         const int rr = r + qb::kStepRows * u;
         if (rr >= r1) break;  // warp-uniform
-        const int grp = rr * kPack / group_size;  // a step never straddles groups
-        if (grp != cur_g) {
-          if (cur_g >= 0) flush();
-          cur_g = grp;
-          if (live) {
-            const uint2 sv = __ldg(reinterpret_cast<const uint2*>(scales + static_cast<int64_t>(grp) * N + col0));
-            const __half2 s01 = *reinterpret_cast<const __half2*>(&sv.x), s23 = *reinterpret_cast<const __half2*>(&sv.y);
-            s[0] = __low2float(s01);
-            s[1] = __high2float(s01);
-            s[2] = __low2float(s23);
-            s[3] = __high2float(s23);
-            const uint32_t zw = __ldg(qz + static_cast<int64_t>(grp) * (N / kPack) + col0 / kPack);
-#pragma unroll
-            for (int c = 0; c < 4; ++c) {
-              uint32_t z = (zw >> (kBits * ((col0 + c) % kPack))) & kMask;
-              if (zero_minus_one) z = (z + 1) & kMask;
-              zsub[c] = qb::zero_sub2(z);
-              zfma[c] = qb::zero_fma2(z);
-            }
-          }
+        if (left == 0) {
+          flush();
+          ++grp;
+          left = steps_per_group;
+          load_group(grp);
         }
+        --left;
         // (q - z) pairs of the lane's four columns.
         const uint32_t words[4] = {wd[u].x, wd[u].y, wd[u].z, wd[u].w};
         uint32_t q[4][4];
@@ -182,7 +196,7 @@ __global__ void __launch_bounds__(kThreads)
           }
       }
     }
-    if (cur_g >= 0) flush();
+    flush();
   }
 
   // The lane's outputs to shared memory: tile tt, n-tile nt, register r is column
@@ -265,7 +279,7 @@ bool gemv_quant_mma_applies(const QuantWeightArgs& w, int64_t T, int64_t N, int6
 
 bool gemv_quant_mma(const void* x, const QuantWeightArgs& w, const void* bias, void* y, int64_t T, int64_t N,
                     int64_t K, DType dt, const GemvSplitScratch* ws, cudaStream_t stream) {
-  if (!gemv_quant_mma_applies(w, T, N, K, dt, ws)) return false;
+  if (!aligned(x, 16) || !gemv_quant_mma_applies(w, T, N, K, dt, ws)) return false;  // x staged 16 bytes at a time
   static const int sms = detail::sm_count();
   const int rps = rows_per_split(T, w.bits, N, K, ws, sms);
   const int n = static_cast<int>(N), k = static_cast<int>(K);

@@ -10,7 +10,7 @@ namespace gpuopt::llm::cuda {
 // qweight 16-byte and scales 8-byte aligned, the x slice fits in 48 KB of shared memory).
 bool gemv_quant_mma_applies(const QuantWeightArgs& w, int64_t T, int64_t N, int64_t K, DType dt,
                             const GemvSplitScratch* ws);
-// false (nothing launched) where it does not apply.
+// false (nothing launched) where it does not apply or x is not 16-byte aligned.
 bool gemv_quant_mma(const void* x, const QuantWeightArgs& w, const void* bias, void* y, int64_t T, int64_t N,
                     int64_t K, DType dt, const GemvSplitScratch* ws, cudaStream_t stream);
 

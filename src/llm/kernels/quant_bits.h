@@ -96,6 +96,27 @@ GPUOPT_QB_HD void a_frag(const uint32_t (&q)[4][4], int tt, int m, uint32_t* a) 
   a[3] = q[2 * tt + 1][2 * m + 1];  // row g+8, k 2i+8..2i+9
 }
 
+// Eight consecutive f16 values of x (four 32-bit words, two halves each, low half first) into
+// the permuted order: int4 one chunk [x0 x4 x1 x5 x2 x6 x3 x7], int8 two chunks [x0 x2 x1 x3]
+// (half i of the output is input k with x_slot(k % kPack) == i % kPack).
+GPUOPT_QB_HD uint32_t halves(uint32_t lo_of, uint32_t hi_of, bool high) {  // (a.lo, b.lo) or (a.hi, b.hi)
+  return high ? (lo_of >> 16) | (hi_of & 0xffff0000u) : (lo_of & 0xffffu) | (hi_of << 16);
+}
+template <int kBits>
+GPUOPT_QB_HD void permute8(const uint32_t* in, uint32_t* out) {
+  if constexpr (kBits == 4) {
+    out[0] = halves(in[0], in[2], false);  // x0 x4
+    out[1] = halves(in[0], in[2], true);   // x1 x5
+    out[2] = halves(in[1], in[3], false);  // x2 x6
+    out[3] = halves(in[1], in[3], true);   // x3 x7
+  } else {
+    out[0] = halves(in[0], in[1], false);  // x0 x2
+    out[1] = halves(in[0], in[1], true);   // x1 x3
+    out[2] = halves(in[2], in[3], false);
+    out[3] = halves(in[2], in[3], true);
+  }
+}
+
 // The permuted x row of a slice: tokens' rows of `stride` halves. Rounded to 64 halves, plus a
 // pad that puts consecutive tokens in different banks for the lanes' 16-byte (int4) or 8-byte
 // (int8) loads: 64 bytes (int4: a quarter warp reads two tokens), 32 (int8: four tokens).
