@@ -71,6 +71,19 @@ __global__ void __launch_bounds__(kThreads)
   const int slice_k = (r1 - r0) * kPack;
   const int xstride = qb::x_stride<kBits>(rows_per_split * kPack);
 
+  // The first batch of weight loads goes out before x is staged, so the two latencies overlap
+  // (a warp's slice is often a single batch).
+  const int64_t row_vecs = N / 4;
+  uint4 wd[kUnroll];
+  const auto load_batch = [&](int r) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int rr = r + qb::kStepRows * u;
+      wd[u] = live && rr < r1 ? __ldg(qw + static_cast<int64_t>(rr + i) * row_vecs + col0 / 4) : make_uint4(0, 0, 0, 0);
+    }
+  };
+  load_batch(r0);
+
   // x's slice into shared memory, 16 bytes at a time, permuted (quant_bits.h permute8).
   __half* xs = reinterpret_cast<__half*>(smem_raw);  // [T][xstride]
   for (int t = 0; t < T; ++t) {
@@ -132,14 +145,8 @@ __global__ void __launch_bounds__(kThreads)
     int grp = r0 / qb::kStepRows / steps_per_group;
     int left = steps_per_group - (r0 / qb::kStepRows) % steps_per_group;
     load_group(grp);
-    const int64_t row_vecs = N / 4;
     for (int r = r0; r < r1; r += qb::kStepRows * kUnroll) {
-      uint4 wd[kUnroll];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int rr = r + qb::kStepRows * u;
-        wd[u] = live && rr < r1 ? __ldg(qw + static_cast<int64_t>(rr + i) * row_vecs + col0 / 4) : make_uint4(0, 0, 0, 0);
-      }
+      if (r != r0) load_batch(r);
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const int rr = r + qb::kStepRows * u;
