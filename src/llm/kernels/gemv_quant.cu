@@ -8,9 +8,10 @@
 // along N, so a warp's loads are one 128-byte line.
 #include <cuda_fp8.h>
 
-#include <cstdlib>
 #include <string>
 
+#include "core/env.h"
+#include "core/log.h"
 #include "llm/kernels/common.cuh"
 #include "llm/kernels/gemv_quant_mma.h"
 #include "llm/kernels/gemv_quant_wide.h"
@@ -200,9 +201,11 @@ bool gemv_quant_supported(const QuantWeightArgs& w, int64_t T, int64_t N, int64_
 
 QuantGemvKernel quant_gemv_default_kernel() {
   static const QuantGemvKernel k = [] {
-    const char* e = std::getenv("GPUOPT_LLM_QUANT_GEMV");
-    const std::string v = e ? e : "";
-    return v == "wide" ? QuantGemvKernel::Wide : v == "column" ? QuantGemvKernel::Column : QuantGemvKernel::Mma;
+    const std::string v = env_get("GPUOPT_LLM_QUANT_GEMV").value_or("mma");
+    if (v == "wide") return QuantGemvKernel::Wide;
+    if (v == "column") return QuantGemvKernel::Column;
+    if (v != "mma") GPUOPT_LOG(warn, "GPUOPT_LLM_QUANT_GEMV='{}': expected mma, wide or column; using mma", v);
+    return QuantGemvKernel::Mma;
   }();
   return k;
 }
