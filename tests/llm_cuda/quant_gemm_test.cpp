@@ -247,6 +247,7 @@ TEST(LlmQuantKernelsBench, GemvBandwidthBesideFp16) {
       for (int64_t T : {1, 2, 4, 8, 16, 32, 64}) {
         const bool gemv = T <= k::kQuantGemvMaxTokens;
         float mma = 0, other = 0;
+        k::QuantGemvKernel ran = k::QuantGemvKernel::Wide;  // what the f32 request ran (wide or column)
         if (k::gemv_quant_mma_runs(args(0), std::min<int64_t>(T, k::kQuantGemvMaxTokens), s.N, s.K, DType::F16, &split.ws))
           mma = time_ms([&](int i) {
             if (gemv)
@@ -260,8 +261,8 @@ TEST(LlmQuantKernelsBench, GemvBandwidthBesideFp16) {
           });
         other = time_ms([&](int i) {
           if (gemv) {
-            k::gemv_quant(dx.get(), args(i), nullptr, dy.get(), T, s.N, s.K, DType::F16, nullptr, &split.ws,
-                          k::QuantGemvKernel::Wide);
+            ran = k::gemv_quant(dx.get(), args(i), nullptr, dy.get(), T, s.N, s.K, DType::F16, nullptr, &split.ws,
+                                k::QuantGemvKernel::Wide);
           } else {
             k::dequantize_weight(args(i), deq.get(), s.N, s.K, DType::F16, nullptr);
             EXPECT_TRUE(lt.linear(dx.get(), deq.get(), nullptr, dy.get(), T, s.N, s.K, DType::F16, DType::F16, nullptr, true)
@@ -275,7 +276,7 @@ TEST(LlmQuantKernelsBench, GemvBandwidthBesideFp16) {
         });
         std::printf("int%d g128 %-8s T=%-2ld  mma %7.1f us %6.0f GB/s %5.2fx | %s %7.1f us %5.2fx | fp16 %7.1f us %6.0f GB/s\n",
                     bits, s.name, static_cast<long>(T), mma * 1e3, mma > 0 ? per / (mma * 1e-3) / 1e9 : 0.0,
-                    mma > 0 ? f / mma : 0.0, gemv ? "wide   " : "dq+gemm", other * 1e3, f / other, f * 1e3,
+                    mma > 0 ? f / mma : 0.0, !gemv ? "dq+gemm" : ran == k::QuantGemvKernel::Wide ? "wide   " : "column ", other * 1e3, f / other, f * 1e3,
                     fbytes / (f * 1e-3) / 1e9);
       }
       CUDA_OK(cudaDeviceSynchronize());
