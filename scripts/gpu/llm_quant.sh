@@ -21,7 +21,7 @@ build)
   setsid nohup python3 scripts/gpu/llm_quant.py speed --prepare --gpuopt $B/gpuopt --out /tmp/prep.json \
     > /tmp/prep.log 2>&1 < /dev/null &
   echo "== quantized kernels and runner =="
-  timeout 150 $B/tests/test_llm_cuda --gtest_filter='CudaRunnerQuant*:LlmQuantKernels*' 2>&1 | tee "$OUT/quant_test.log" |
+  timeout 240 $B/tests/test_llm_cuda --gtest_filter='CudaRunnerQuant*:LlmQuantKernels*:LlmQuantMma*' 2>&1 | tee "$OUT/quant_test.log" |
     grep -E "^\[ *(OK|FAILED|PASSED|SKIPPED) |Failure|worst|Expected|Which is|error" | head -60
   echo "== kernel timing =="
   LLM_KERNEL_BENCH=1 timeout 90 $B/tests/test_llm_cuda --gtest_filter='LlmQuantKernelsBench.*' 2>&1 |

@@ -38,6 +38,7 @@ namespace gpuopt {
   X(GPUOPT_MATMUL_AUTOTUNE, "1", "0: cuBLASLt's first heuristic algorithm for each GEMM shape instead of the fastest of up to GPUOPT_MATMUL_CANDIDATES candidates, timed on the shape's first eager run (A/B).") \
   X(GPUOPT_FP8_FAST_ACCUM, "0", "1: cuBLASLt's fast accumulation (CUBLASLT_MATMUL_DESC_FAST_ACCUM) on the FP8 GEMMs of --precision fp8 (A/B).") \
   X(GPUOPT_FP8_E4M3_OUT, "auto", "An FP8 GEMM's e4m3 output: auto tries cuBLASLt with f16 C, then bf16 C, then f16 + a quantize pass; bf16 or staged start there (A/B, tests).") \
+  X(GPUOPT_LLM_QUANT_GEMV, "mma", "Decode GEMV of packed int4/int8 LLM weights (--quant-kernels): mma the tensor-core kernel where it applies, wide or column the f32 ones (A/B; process-wide).") \
   X(GPUOPT_INT8_CONV, "1", "0: --precision int8 on the GPU leaves QDQ convolutions and residual adds as Q/DQ around fp16 convs instead of Int8Conv/Int8Add (docs/quantization.md).")
 
 struct EnvVar {

@@ -1,10 +1,11 @@
 // The quantized-weight kernels (llm_kernels.h gemv_quant / dequantize_weight, quant_gemm.h
 // quant_linear and Fp8Gemm) against dequantize-then-multiply references: GPTQ-layout int4 and int8
 // weights, groups 32/64/128, with and without act-order (a shuffled g_idx), v1 zeros; M = 1..16
-// through the GEMV kernel, M = 17/64/256 through dequantize + GEMM; Llama-2-7B's K and N
-// (4096x4096, 12288x4096, 22016x4096, 4096x11008). The host reference dequantizes with the
-// format's formula (written here) and sums in double over a subset of columns (every output of the
-// small shapes).
+// through the GEMV kernels (as the runner picks them: the tensor-core one for f16 without
+// act-order, gemv_quant_mma_test.cpp tests it apart), M = 17/64 through it in 16-token chunks, 256
+// through dequantize + GEMM; Llama-2-7B's K and N (4096x4096, 12288x4096, 22016x4096,
+// 4096x11008). The host reference dequantizes with the format's formula (quant_test_util.h) and
+// sums in double over a subset of columns (every output of the small shapes).
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -21,105 +22,6 @@ namespace gpuopt::llm::test {
 namespace {
 
 namespace k = gpuopt::llm::cuda;
-
-struct HostQuant {
-  int bits = 4;
-  int64_t N = 0, K = 0, group = 128, groups = 0;
-  bool act_order = false;
-  std::vector<int32_t> qweight, qzeros, g_idx;
-  std::vector<uint16_t> scales;  // f16 bits
-  std::vector<float> w;          // dequantized [N, K] (f32, as the formula computes it)
-};
-
-HostQuant make_quant(int bits, int64_t N, int64_t K, int64_t group, bool act_order, std::mt19937& rng) {
-  HostQuant h;
-  h.bits = bits;
-  h.N = N;
-  h.K = K;
-  h.group = group;
-  h.groups = K / group;
-  h.act_order = act_order;
-  const int pack = 32 / bits;
-  const uint32_t mask = (1u << bits) - 1;
-  std::uniform_int_distribution<uint32_t> qd(0, mask);
-  std::uniform_real_distribution<float> sd(0.5f, 1.5f);
-  std::vector<uint8_t> q(static_cast<size_t>(N * K)), z(static_cast<size_t>(h.groups * N));
-  for (auto& v : q) v = static_cast<uint8_t>(qd(rng));
-  for (auto& v : z) v = static_cast<uint8_t>(qd(rng));
-  h.scales.resize(z.size());
-  // Scales keep y ~ O(1) for x in [-1, 1]: w ~ scale * 2^(bits-1), sum of K of them.
-  const float base = 1.0f / (static_cast<float>(1 << (bits - 1)) * std::sqrt(static_cast<float>(K)));
-  // Scales exact in bf16 and in f16 alike, so the kernels' bf16 runs (which read scales in the
-  // activation dtype, as the runner uploads them) dequantize to the same W as the f16 ones.
-  for (auto& s : h.scales) s = Half::from_float(BFloat16::to_float(BFloat16::from_float(base * sd(rng))));
-  h.g_idx.resize(static_cast<size_t>(K));
-  std::vector<int64_t> order(static_cast<size_t>(K));
-  std::iota(order.begin(), order.end(), 0);
-  if (act_order) std::shuffle(order.begin(), order.end(), rng);
-  for (int64_t i = 0; i < K; ++i) h.g_idx[static_cast<size_t>(order[static_cast<size_t>(i)])] = static_cast<int32_t>(i / group);
-  h.qweight.assign(static_cast<size_t>(K / pack * N), 0);
-  h.qzeros.assign(static_cast<size_t>(h.groups * (N / pack)), 0);
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t kk = 0; kk < K; ++kk) {
-      auto& word = reinterpret_cast<uint32_t&>(h.qweight[static_cast<size_t>((kk / pack) * N + n)]);
-      word |= static_cast<uint32_t>(q[static_cast<size_t>(n * K + kk)]) << (bits * (kk % pack));
-    }
-  for (int64_t g = 0; g < h.groups; ++g)
-    for (int64_t n = 0; n < N; ++n) {
-      auto& word = reinterpret_cast<uint32_t&>(h.qzeros[static_cast<size_t>(g * (N / pack) + n / pack)]);
-      word |= ((static_cast<uint32_t>(z[static_cast<size_t>(g * N + n)]) - 1) & mask) << (bits * (n % pack));  // v1
-    }
-  h.w.resize(q.size());
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t kk = 0; kk < K; ++kk) {
-      const int64_t g = h.g_idx[static_cast<size_t>(kk)];
-      const float s = Half::to_float(h.scales[static_cast<size_t>(g * N + n)]);
-      h.w[static_cast<size_t>(n * K + kk)] =
-          s * static_cast<float>(static_cast<int>(q[static_cast<size_t>(n * K + kk)]) -
-                                 static_cast<int>(z[static_cast<size_t>(g * N + n)]));
-    }
-  return h;
-}
-
-struct DevQuant {
-  DevBuf qw, qz, sc, gi;
-  k::QuantWeightArgs args(const HostQuant& h) const {
-    k::QuantWeightArgs a;
-    a.qweight = qw.as<int32_t>();
-    a.qzeros = qz.as<int32_t>();
-    a.scales = sc.get();
-    a.g_idx = h.act_order ? gi.as<int32_t>() : nullptr;
-    a.bits = h.bits;
-    a.group_size = h.group;
-    a.zero_minus_one = true;
-    return a;
-  }
-  // Scales in `dt`, the activation dtype (the kernels' contract, llm_kernels.h).
-  explicit DevQuant(const HostQuant& h, DType dt = DType::F16)
-      : qw(h.qweight.size() * 4), qz(h.qzeros.size() * 4), sc(h.scales.size() * 2), gi(h.g_idx.size() * 4) {
-    qw.upload(h.qweight);
-    qz.upload(h.qzeros);
-    std::vector<uint16_t> scales = h.scales;
-    if (dt == DType::BF16)
-      for (auto& v : scales) v = BFloat16::from_float(Half::to_float(v));
-    sc.upload(scales);
-    gi.upload(h.g_idx);
-  }
-};
-
-// y[t, n] for the checked columns, in double from the f16-rounded x and the f32 dequantized W.
-std::vector<double> reference(const std::vector<float>& x, const HostQuant& h, int64_t T,
-                              const std::vector<int64_t>& cols) {
-  std::vector<double> ref(static_cast<size_t>(T) * cols.size());
-  for (int64_t t = 0; t < T; ++t)
-    for (size_t c = 0; c < cols.size(); ++c) {
-      double s = 0;
-      const float* wr = h.w.data() + cols[c] * h.K;
-      for (int64_t kk = 0; kk < h.K; ++kk) s += static_cast<double>(x[static_cast<size_t>(t * h.K + kk)]) * wr[kk];
-      ref[static_cast<size_t>(t) * cols.size() + c] = s;
-    }
-  return ref;
-}
 
 TEST(LlmQuantKernels, DequantizeWeightIsExact) {
   LLM_REQUIRE_DEVICE();
@@ -301,9 +203,11 @@ TEST(LlmQuantKernels, Fp8W8A8MatchesTheScaledProduct) {
         }
 }
 
-// With LLM_KERNEL_BENCH=1: the quantized GEMV's time and effective bandwidth (packed weight bytes
+// With LLM_KERNEL_BENCH=1: the quantized GEMVs' time and effective bandwidth (packed weight bytes
 // / time) on Llama-2-7B's decode products beside cuBLASLt on the fp16 weights, weights rotated
-// through copies larger than L2 so every launch reads HBM.
+// through copies larger than L2 so every launch reads HBM. Up to 16 tokens: the tensor-core
+// kernel (mma) and the f32 one (wide); 32 and 64: quant_linear (mma in 16-token chunks) and
+// dequantize + GEMM (dq+gemm). The ratios are fp16's time over each.
 TEST(LlmQuantKernelsBench, GemvBandwidthBesideFp16) {
   const char* e = std::getenv("LLM_KERNEL_BENCH");
   if (!e || std::string(e) != "1") GTEST_SKIP() << "timing mode: LLM_KERNEL_BENCH=1";
@@ -340,19 +244,40 @@ TEST(LlmQuantKernelsBench, GemvBandwidthBesideFp16) {
         a.group_size = group;
         return a;
       };
-      for (int64_t T : {1, 4, 8, 16, 64}) {  // 64: dequantize + GEMM (quant_linear)
-        const float q = time_ms([&](int i) {
-          ASSERT_TRUE(k::quant_linear(lt, dx.get(), args(i), nullptr, dy.get(), T, s.N, s.K, DType::F16, deq.get(),
-                                      nullptr, &split.ws)
-                          .ok());
+      for (int64_t T : {1, 2, 4, 8, 16, 32, 64}) {
+        const bool gemv = T <= k::kQuantGemvMaxTokens;
+        float mma = 0, other = 0;
+        k::QuantGemvKernel ran = k::QuantGemvKernel::Wide;  // what the f32 request ran (wide or column)
+        if (k::gemv_quant_mma_runs(args(0), std::min<int64_t>(T, k::kQuantGemvMaxTokens), s.N, s.K, DType::F16, &split.ws))
+          mma = time_ms([&](int i) {
+            if (gemv)
+              EXPECT_EQ(k::gemv_quant(dx.get(), args(i), nullptr, dy.get(), T, s.N, s.K, DType::F16, nullptr, &split.ws,
+                                      k::QuantGemvKernel::Mma),
+                        k::QuantGemvKernel::Mma);
+            else
+              EXPECT_TRUE(k::quant_linear(lt, dx.get(), args(i), nullptr, dy.get(), T, s.N, s.K, DType::F16, deq.get(),
+                                          nullptr, &split.ws)
+                              .ok());
+          });
+        other = time_ms([&](int i) {
+          if (gemv) {
+            ran = k::gemv_quant(dx.get(), args(i), nullptr, dy.get(), T, s.N, s.K, DType::F16, nullptr, &split.ws,
+                                k::QuantGemvKernel::Wide);
+          } else {
+            k::dequantize_weight(args(i), deq.get(), s.N, s.K, DType::F16, nullptr);
+            EXPECT_TRUE(lt.linear(dx.get(), deq.get(), nullptr, dy.get(), T, s.N, s.K, DType::F16, DType::F16, nullptr, true)
+                            .ok());
+          }
         });
         const float f = time_ms([&](int i) {
           ASSERT_TRUE(lt.linear(dx.get(), static_cast<char*>(dwf.get()) + (i % fcopies) * fbytes, nullptr, dy.get(), T,
                                 s.N, s.K, DType::F16, DType::F16, nullptr, true)
                           .ok());
         });
-        std::printf("int%d g128 %-8s T=%-2ld  %7.1f us %6.0f GB/s | fp16 %7.1f us %6.0f GB/s | %.2fx\n", bits, s.name,
-                    static_cast<long>(T), q * 1e3, per / (q * 1e-3) / 1e9, f * 1e3, fbytes / (f * 1e-3) / 1e9, f / q);
+        std::printf("int%d g128 %-8s T=%-2ld  mma %7.1f us %6.0f GB/s %5.2fx | %s %7.1f us %5.2fx | fp16 %7.1f us %6.0f GB/s\n",
+                    bits, s.name, static_cast<long>(T), mma * 1e3, mma > 0 ? per / (mma * 1e-3) / 1e9 : 0.0,
+                    mma > 0 ? f / mma : 0.0, !gemv ? "dq+gemm" : ran == k::QuantGemvKernel::Wide ? "wide   " : "column ", other * 1e3, f / other, f * 1e3,
+                    fbytes / (f * 1e-3) / 1e9);
       }
       CUDA_OK(cudaDeviceSynchronize());
     }

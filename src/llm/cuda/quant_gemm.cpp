@@ -1,5 +1,7 @@
 #include "llm/cuda/quant_gemm.h"
 
+#include <algorithm>
+
 namespace gpuopt::llm::cuda {
 
 Status quant_linear(LtGemm& lt, const void* x, const QuantWeightArgs& w, const void* bias, void* y, int64_t T,
@@ -10,6 +12,17 @@ Status quant_linear(LtGemm& lt, const void* x, const QuantWeightArgs& w, const v
     return Status::Unimplemented("no quantized kernel for a {}x{} int{} weight in {}", N, K, w.bits, dtype_name(dt));
   if (T <= kQuantGemvMaxTokens) {
     gemv_quant(x, w, bias, y, T, N, K, dt, stream, split);
+    GPUOPT_CUDA_RETURN(cudaGetLastError());
+    return Status::Ok();
+  }
+  if (T <= kQuantMmaMaxTokens && quant_gemv_default_kernel() == QuantGemvKernel::Mma &&
+      gemv_quant_mma_runs(w, kQuantGemvMaxTokens, N, K, dt, split)) {
+    const int64_t es = static_cast<int64_t>(dtype_size(dt));
+    for (int64_t t0 = 0; t0 < T; t0 += kQuantGemvMaxTokens) {
+      const int64_t n = std::min<int64_t>(kQuantGemvMaxTokens, T - t0);
+      gemv_quant(static_cast<const char*>(x) + t0 * K * es, w, bias, static_cast<char*>(y) + t0 * N * es, n, N, K, dt,
+                 stream, split, QuantGemvKernel::Mma);
+    }
     GPUOPT_CUDA_RETURN(cudaGetLastError());
     return Status::Ok();
   }

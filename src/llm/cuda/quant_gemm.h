@@ -23,9 +23,16 @@
 
 namespace gpuopt::llm::cuda {
 
+// Up to this many tokens a weight the tensor-core GEMV takes (llm_kernels.h QuantGemvKernel::Mma)
+// is multiplied by it 16 tokens at a time: each pass re-reads the packed weight (4x at 64 tokens,
+// about the bytes the dequantized f16 copy alone would write) instead of dequantizing to a
+// scratch matrix and running the GEMM on it.
+constexpr int64_t kQuantMmaMaxTokens = 64;
+
 // y[T, N] = x[T, K] · W^T (+ bias). T <= kQuantGemvMaxTokens: the GEMV kernel (`split`: its
-// split-K workspace, may be null); larger T: W dequantized into `scratch` (N*K elements of dt) and
-// the ordinary GEMM.
+// split-K workspace, may be null); T <= kQuantMmaMaxTokens where the Mma kernel applies (and
+// GPUOPT_LLM_QUANT_GEMV does not choose another): that kernel over 16-token chunks; larger T: W
+// dequantized into `scratch` (N*K elements of dt) and the ordinary GEMM.
 Status quant_linear(LtGemm& lt, const void* x, const QuantWeightArgs& w, const void* bias, void* y, int64_t T,
                     int64_t N, int64_t K, DType dt, void* scratch, cudaStream_t stream,
                     const GemvSplitScratch* split = nullptr);

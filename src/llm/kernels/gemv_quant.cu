@@ -1,6 +1,6 @@
 // Weight-only quantized products (W4A16, W8A16) in GPTQ's layout, and FP8 (W8A8) helpers.
-// Decode (T <= 16) without act-order: gemv_quant_wide.cu. With act-order (or where that one does
-// not apply): each CTA owns 32 output columns, one per lane, and its 8 warps stride over the
+// Decode (T <= 16) without act-order: gemv_quant_mma.cu (f16, tensor cores), else
+// gemv_quant_wide.cu. With act-order (or where neither applies): each CTA owns 32 output columns, one per lane, and its 8 warps stride over the
 // packed rows of K; a lane reads one int32 word (8 or 4 weights of its column), dequantizes it in
 // registers ((q - zero) * scale, the group's scale and zero loaded once per word unless act-order
 // makes the group change within it) and accumulates x · w in f32; the warps' partial sums are
@@ -8,7 +8,12 @@
 // along N, so a warp's loads are one 128-byte line.
 #include <cuda_fp8.h>
 
+#include <string>
+
+#include "core/env.h"
+#include "core/log.h"
 #include "llm/kernels/common.cuh"
+#include "llm/kernels/gemv_quant_mma.h"
 #include "llm/kernels/gemv_quant_wide.h"
 #include "llm/kernels/llm_kernels.h"
 
@@ -194,15 +199,37 @@ bool gemv_quant_supported(const QuantWeightArgs& w, int64_t T, int64_t N, int64_
                                                           K % w.group_size == 0));
 }
 
-void gemv_quant(const void* x, const QuantWeightArgs& w, const void* bias, void* y, int64_t T, int64_t N, int64_t K,
-                DType dt, cudaStream_t stream, const GemvSplitScratch* split) {
+QuantGemvKernel quant_gemv_default_kernel() {
+  static const QuantGemvKernel k = [] {
+    const std::string v = env_get("GPUOPT_LLM_QUANT_GEMV").value_or("mma");
+    if (v == "wide") return QuantGemvKernel::Wide;
+    if (v == "column") return QuantGemvKernel::Column;
+    if (v != "mma") GPUOPT_LOG(warn, "GPUOPT_LLM_QUANT_GEMV='{}': expected mma, wide or column; using mma", v);
+    return QuantGemvKernel::Mma;
+  }();
+  return k;
+}
+
+bool gemv_quant_mma_runs(const QuantWeightArgs& w, int64_t T, int64_t N, int64_t K, DType dt,
+                         const GemvSplitScratch* split) {
+  return gemv_quant_supported(w, T, N, K, dt) && gemv_quant_mma_applies(w, T, N, K, dt, split);
+}
+
+QuantGemvKernel gemv_quant(const void* x, const QuantWeightArgs& w, const void* bias, void* y, int64_t T, int64_t N,
+                           int64_t K, DType dt, cudaStream_t stream, const GemvSplitScratch* split,
+                           QuantGemvKernel kernel) {
   if (!gemv_quant_supported(w, T, N, K, dt))
     detail::contract_violation("gemv_quant: unsupported shape, dtype or layout");
-  if (gemv_quant_wide(x, w, bias, y, T, N, K, dt, split, stream)) return;
+  if (kernel == QuantGemvKernel::Auto) kernel = quant_gemv_default_kernel();
+  if (kernel == QuantGemvKernel::Mma && gemv_quant_mma(x, w, bias, y, T, N, K, dt, split, stream))
+    return QuantGemvKernel::Mma;
+  if (kernel != QuantGemvKernel::Column && gemv_quant_wide(x, w, bias, y, T, N, K, dt, split, stream))
+    return QuantGemvKernel::Wide;
   if (dt == DType::F16)
     dispatch<__half>(T, x, w, bias, y, static_cast<int>(N), static_cast<int>(K), stream);
   else
     dispatch<__nv_bfloat16>(T, x, w, bias, y, static_cast<int>(N), static_cast<int>(K), stream);
+  return QuantGemvKernel::Column;
 }
 
 void dequantize_weight(const QuantWeightArgs& w, void* out, int64_t N, int64_t K, DType dt, cudaStream_t stream) {

@@ -15,20 +15,21 @@ namespace gpuopt::llm::cuda::detail {
 
 // cta_sum(t, cc): this CTA's sum for token t and tile column cc (cc < tile_cols), read once per
 // (t, cc) after a __syncthreads. out(t, col, v): writes y[t, col] from the full sum v (bias,
-// scale, rounding). partial: [slices][kT][N] f32; counters: one per tile.
-template <int kT, int kThreads, class CtaSum, class Out>
-__device__ __forceinline__ void split_k_finish(const CtaSum& cta_sum, const Out& out, int tile, int col0, int tile_cols,
-                                               int N, float* __restrict__ partial, int* __restrict__ counters) {
+// scale, rounding). partial: [slices][tokens][N] f32; counters: one per tile.
+template <int kThreads, class CtaSum, class Out>
+__device__ __forceinline__ void split_k_finish_t(const CtaSum& cta_sum, const Out& out, int tokens, int tile, int col0,
+                                                 int tile_cols, int N, float* __restrict__ partial,
+                                                 int* __restrict__ counters) {
   __shared__ int is_last;
   const int split = blockIdx.y, splits = gridDim.y;
-  for (int i = threadIdx.x; i < kT * tile_cols; i += kThreads) {
+  for (int i = threadIdx.x; i < tokens * tile_cols; i += kThreads) {
     const int t = i / tile_cols, cc = i - t * tile_cols, col = col0 + cc;
     if (col >= N) continue;
     const float v = cta_sum(t, cc);
     if (splits == 1)
       out(t, col, v);
     else
-      partial[(static_cast<int64_t>(split) * kT + t) * N + col] = v;
+      partial[(static_cast<int64_t>(split) * tokens + t) * N + col] = v;
   }
   if (splits == 1) return;
   __threadfence();
@@ -37,14 +38,21 @@ __device__ __forceinline__ void split_k_finish(const CtaSum& cta_sum, const Out&
   __syncthreads();
   if (!is_last) return;
   __threadfence();
-  for (int i = threadIdx.x; i < kT * tile_cols; i += kThreads) {
+  for (int i = threadIdx.x; i < tokens * tile_cols; i += kThreads) {
     const int t = i / tile_cols, col = col0 + (i - t * tile_cols);
     if (col >= N) continue;
     float v = 0.0f;
-    for (int sp = 0; sp < splits; ++sp) v += __ldcg(&partial[(static_cast<int64_t>(sp) * kT + t) * N + col]);
+    for (int sp = 0; sp < splits; ++sp) v += __ldcg(&partial[(static_cast<int64_t>(sp) * tokens + t) * N + col]);
     out(t, col, v);
   }
   if (threadIdx.x == 0) counters[tile] = 0;  // ready for the next launch (and graph replay)
+}
+
+// The same with the token count fixed at compile time.
+template <int kT, int kThreads, class CtaSum, class Out>
+__device__ __forceinline__ void split_k_finish(const CtaSum& cta_sum, const Out& out, int tile, int col0, int tile_cols,
+                                               int N, float* __restrict__ partial, int* __restrict__ counters) {
+  split_k_finish_t<kThreads>(cta_sum, out, kT, tile, col0, tile_cols, N, partial, counters);
 }
 
 // Slices of K for `tiles` CTAs' worth of columns: about four CTAs per SM, at most max_splits,

@@ -111,12 +111,26 @@ struct GemvSplitScratch {
 };
 // y[T, N] = x[T, K] · W^T (+ bias), T <= kQuantGemvMaxTokens, f16/bf16, dequantized in registers,
 // f32 accumulation, deterministic. N a multiple of 32/bits. Each dequantized word serves all T
-// tokens. Without act-order: 16-byte loads of 4 columns per lane and, with a workspace, K split
-// over enough CTAs to fill the GPU (gemv_quant_wide.cu); act-order: one column per lane.
+// tokens. Three kernels, the first that applies of:
+//   Mma:    f16, no act-order, group a multiple of 32 (int4) / 16 (int8): (q - z) in f16 by the
+//           magic-number trick, tensor cores (mma.sync) for all T tokens at once, the group scale
+//           once per group (gemv_quant_mma.cu);
+//   Wide:   no act-order: 16-byte loads of 4 columns per lane, f32 FMAs per token
+//           (gemv_quant_wide.cu);
+//   Column: anything supported (act-order): one column per lane.
+// Both split K over CTAs when given a workspace. `kernel` Auto takes GPUOPT_LLM_QUANT_GEMV
+// (mma | wide | column: the first kernel tried) or else Mma; returns the kernel that ran.
 constexpr int kQuantGemvMaxTokens = 16;
+enum class QuantGemvKernel { Auto, Mma, Wide, Column };
 bool gemv_quant_supported(const QuantWeightArgs& w, int64_t T, int64_t N, int64_t K, DType dt);
-void gemv_quant(const void* x, const QuantWeightArgs& w, const void* bias, void* y, int64_t T, int64_t N,
-                int64_t K, DType dt, cudaStream_t stream, const GemvSplitScratch* split = nullptr);
+QuantGemvKernel gemv_quant(const void* x, const QuantWeightArgs& w, const void* bias, void* y, int64_t T, int64_t N,
+                           int64_t K, DType dt, cudaStream_t stream, const GemvSplitScratch* split = nullptr,
+                           QuantGemvKernel kernel = QuantGemvKernel::Auto);
+// The kernel Auto stands for (GPUOPT_LLM_QUANT_GEMV, read once), and whether the Mma kernel runs
+// for these arguments.
+QuantGemvKernel quant_gemv_default_kernel();
+bool gemv_quant_mma_runs(const QuantWeightArgs& w, int64_t T, int64_t N, int64_t K, DType dt,
+                         const GemvSplitScratch* split);
 // W as [N, K] row-major in dt (f16/bf16): the larger-T path dequantizes into a scratch matrix and
 // runs the ordinary GEMM on it.
 void dequantize_weight(const QuantWeightArgs& w, void* out, int64_t N, int64_t K, DType dt,
