@@ -89,12 +89,14 @@ inline std::vector<Tensor> run(Backend& b, const OneNode& o) {
   return out.ok() ? *out : std::vector<Tensor>{};
 }
 
-// Fast (1 thread and the pool) against the reference, every output; the fast kernel must run.
-inline void check(const OneNode& o, double tol = kTol) {
+// Fast (1 thread and the pool, or each of `thread_counts`) against the reference, every output;
+// the fast kernel must run.
+inline void check(const OneNode& o, double tol = kTol, std::vector<int> thread_counts = {}) {
   auto ref_backend = make_cpu_backend();
   const std::vector<Tensor> ref = run(*ref_backend, o);
   ASSERT_FALSE(ref.empty());
-  for (int threads : {1, cpu_threads()}) {
+  if (thread_counts.empty()) thread_counts = {1, cpu_threads()};
+  for (int threads : thread_counts) {
     auto fast = make_fast_cpu_backend(threads);
     ASSERT_EQ(fast->place(o.g)[0], NodePlace::kDevice) << "the fast backend does not claim this node";
     const uint64_t before = cpu_fast::fast_kernel_calls();

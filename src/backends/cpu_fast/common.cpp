@@ -83,30 +83,53 @@ void sgemm_serial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, f
 #endif
 }
 
+GemmParts gemm_parts(int threads, int64_t M, int64_t N, int64_t K) {
+  GemmParts best;
+  // Below ~2 MFLOP a split costs more than it gains.
+  const double flops = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
+  if (threads > 1 && M > 0 && N > 0 && flops >= 2e6) {
+    if (threads <= 2 && M >= 16 * threads) {
+      best.row_parts = threads;
+    } else {
+      // Data read, in units of K floats: each row part reads all of B's N columns, each column
+      // part all of A's M rows.
+      int64_t best_cost = 0;
+      for (int64_t rp = 1; rp <= threads; ++rp) {
+        if (rp > 1 && M < 16 * rp) break;
+        const int64_t cp = std::max<int64_t>(1, std::min<int64_t>(threads / rp, N / 64));
+        const int64_t cost = rp * N + cp * M;
+        if (rp * cp > best.parts() || (rp * cp == best.parts() && cost < best_cost))
+          best.row_parts = rp, best.col_parts = cp, best_cost = cost;
+      }
+    }
+  }
+  best.rows = std::max<int64_t>(1, (M + best.row_parts - 1) / best.row_parts);
+  best.row_parts = std::max<int64_t>(1, (M + best.rows - 1) / best.rows);
+  best.cols = std::max<int64_t>(1, (N + best.col_parts - 1) / best.col_parts);
+  if (best.col_parts > 1) best.cols = std::min(N, (best.cols + 15) / 16 * 16);
+  best.col_parts = std::max<int64_t>(1, (N + best.cols - 1) / best.cols);
+  return best;
+}
+
+void for_each_gemm_part(int64_t M, int64_t N, int64_t K,
+                        const std::function<void(int64_t, int64_t, int64_t, int64_t)>& f) {
+  const GemmParts g = gemm_parts(run_threads(), M, N, K);
+  parallel(g.parts(), 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t m0 = p / g.col_parts * g.rows, n0 = p % g.col_parts * g.cols;
+      f(m0, std::min(M, m0 + g.rows), n0, std::min(N, n0 + g.cols));
+    }
+  });
+}
+
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
            const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   if (M <= 0 || N <= 0) return;
-  const int threads = run_threads();
-  // Below ~2 MFLOP a split costs more than it gains.
-  if (threads <= 1 || 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K) < 2e6) {
-    sgemm_serial(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    return;
-  }
-  // Split the larger of M and N into whole blocks (columns in multiples of 16, a SIMD width the
-  // BLAS kernels like); each part is one independent sgemm.
-  if (N >= M) {
-    const int64_t blocks = (N + 15) / 16;
-    parallel(blocks, 1, [&](int64_t b0, int64_t b1) {
-      const int64_t n0 = b0 * 16, n1 = std::min(N, b1 * 16);
-      const float* Bp = trans_b ? B + n0 * ldb : B + n0;
-      sgemm_serial(trans_a, trans_b, M, n1 - n0, K, alpha, A, lda, Bp, ldb, beta, C + n0, ldc);
-    });
-  } else {
-    parallel(M, 4, [&](int64_t m0, int64_t m1) {
-      const float* Ap = trans_a ? A + m0 : A + m0 * lda;
-      sgemm_serial(trans_a, trans_b, m1 - m0, N, K, alpha, Ap, lda, B, ldb, beta, C + m0 * ldc, ldc);
-    });
-  }
+  for_each_gemm_part(M, N, K, [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+    const float* Ap = trans_a ? A + m0 : A + m0 * lda;
+    const float* Bp = trans_b ? B + n0 * ldb : B + n0;
+    sgemm_serial(trans_a, trans_b, m1 - m0, n1 - n0, K, alpha, Ap, lda, Bp, ldb, beta, C + m0 * ldc + n0, ldc);
+  });
 }
 
 bool is_f32(const Graph& graph, ValueId v) {

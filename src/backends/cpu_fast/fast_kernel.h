@@ -72,8 +72,25 @@ void parallel(int64_t n, int64_t min_chunk, const std::function<void(int64_t beg
 
 // ---- GEMM -------------------------------------------------------------------------------------
 
-// Row-major C[M,N] = alpha * op(A)[M,K] op(B)[K,N] + beta * C, split over the run's threads (each
-// part one single-threaded sgemm). Called from inside a parallel chunk, it runs in that thread.
+// How a GEMM's output C[M,N] is cut over `threads`: row_parts x col_parts parts of `rows` rows
+// (the last fewer) and `cols` columns (a multiple of 16 but the last; fewer parts than asked
+// when the rounding needs fewer). Rows alone when every thread gets 16 rows and there are at most
+// 2 threads (the measured-good path); otherwise the most threads with parts of >= 16 rows and
+// >= 64 columns, then the least data read (each part reads its rows of A and columns of B). Pure:
+// the same arguments give the same parts.
+//
+//   GemmParts p = gemm_parts(16, 128, 768, 768);  // 2 x 8 parts of 64 rows x 96 columns
+struct GemmParts {
+  int64_t row_parts = 1, col_parts = 1, rows = 0, cols = 0;
+  int64_t parts() const { return row_parts * col_parts; }
+};
+GemmParts gemm_parts(int threads, int64_t M, int64_t N, int64_t K);
+// f(m0, m1, n0, n1) for each part of gemm_parts(run_threads(), M, N, K), over the run's threads.
+void for_each_gemm_part(int64_t M, int64_t N, int64_t K,
+                        const std::function<void(int64_t m0, int64_t m1, int64_t n0, int64_t n1)>& f);
+
+// Row-major C[M,N] = alpha * op(A)[M,K] op(B)[K,N] + beta * C, split over the run's threads by
+// gemm_parts (each part one single-threaded sgemm). Called from inside a parallel chunk, it runs in that thread.
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
            const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 // The same on the calling thread only.

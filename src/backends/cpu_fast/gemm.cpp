@@ -1,5 +1,5 @@
-// Fast f32 MatMul, Gemm and FusedGemm: one sgemm (or one per batch matrix), with Gemm's C and
-// FusedGemm's activation applied to each row block right after its GEMM part, while it is in cache.
+// Fast f32 MatMul, Gemm and FusedGemm: one GEMM (or one per batch matrix) cut into parts by
+// gemm_parts, with Gemm's C and FusedGemm's activation applied to each part right after it.
 #include "backends/cpu_fast/fast_kernel.h"
 #include "backends/cpu_fast/gemm_dnnl.h"
 
@@ -49,48 +49,41 @@ class GemmKernel final : public FastKernel {
     float* Y = y.data<float>();
     const float* C = c ? c->data<float>() : nullptr;
     const int64_t lda = a.dim(1), ldb = b.dim(1);
-    if (dnnl_ && !trans_a_) {
-      // Y = A op(B) from oneDNN; then alpha, beta C and the activation on each part's rows.
-      auto finish = [&](int64_t m0, int64_t m1) {
-        for (int64_t m = m0; m < m1; ++m) {
-          float* yr = Y + m * N;
-          if (alpha_ != 1.0f)
-            for (int64_t j = 0; j < N; ++j) yr[j] *= alpha_;
-          if (C) {
-            const float* cr = C + (cm == 1 ? 0 : m) * cn;
-            if (cn == 1)
-              for (int64_t j = 0; j < N; ++j) yr[j] += beta_ * cr[0];
-            else
-              for (int64_t j = 0; j < N; ++j) yr[j] += beta_ * cr[j];
-          }
+    // Y's part [m0, m1) x [n0, n1) after its GEMM: alpha (oneDNN's part, which is A op(B)), beta C
+    // and the activation, on the thread that computed it while it is in cache.
+    auto finish = [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1, bool scale) {
+      for (int64_t m = m0; m < m1; ++m) {
+        float* yr = Y + m * N;
+        if (scale && alpha_ != 1.0f)
+          for (int64_t j = n0; j < n1; ++j) yr[j] *= alpha_;
+        if (scale && C) {
+          const float* cr = C + (cm == 1 ? 0 : m) * cn;
+          if (cn == 1)
+            for (int64_t j = n0; j < n1; ++j) yr[j] += beta_ * cr[0];
+          else
+            for (int64_t j = n0; j < n1; ++j) yr[j] += beta_ * cr[j];
         }
-        apply_activation(act_, Y + m0 * N, (m1 - m0) * N);
-      };
-      if (dnnl_->run(M, A, lda, B, Y, finish)) return true;
-    }
-    // Row blocks: each thread's GEMM part, then its C and activation while the rows are hot.
-    auto block = [&](int64_t m0, int64_t m1, bool split_inside) {
+        apply_activation(act_, yr + n0, n1 - n0);
+      }
+    };
+    if (dnnl_ && !trans_a_ &&
+        dnnl_->run(M, A, lda, B, Y,
+                   [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) { finish(m0, m1, n0, n1, true); }))
+      return true;
+    // sgemm parts: beta C written first, then accumulated into by the part's sgemm.
+    for_each_gemm_part(M, N, K, [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
       if (C)
         for (int64_t m = m0; m < m1; ++m) {
           const float* cr = C + (cm == 1 ? 0 : m) * cn;
           float* yr = Y + m * N;
-          if (cn == 1)
-            std::fill(yr, yr + N, beta_ * cr[0]);
-          else
-            for (int64_t j = 0; j < N; ++j) yr[j] = beta_ * cr[j];
+          for (int64_t j = n0; j < n1; ++j) yr[j] = beta_ * cr[cn == 1 ? 0 : j];
         }
       const float* Ap = trans_a_ ? A + m0 : A + m0 * lda;
-      (split_inside ? sgemm : sgemm_serial)(trans_a_, trans_b_, m1 - m0, N, K, alpha_, Ap, lda, B, ldb,
-                                            C ? 1.0f : 0.0f, Y + m0 * N, N);
-      apply_activation(act_, Y + m0 * N, (m1 - m0) * N);
-    };
-    // Enough rows for every thread: split by rows with the epilogue inside; else one GEMM split
-    // by columns (sgemm decides), then the epilogue.
-    if (M >= 16 * run_threads()) {
-      parallel(M, 16, [&](int64_t m0, int64_t m1) { block(m0, m1, false); });
-    } else {
-      block(0, M, true);
-    }
+      const float* Bp = trans_b_ ? B + n0 * ldb : B + n0;
+      sgemm_serial(trans_a_, trans_b_, m1 - m0, n1 - n0, K, alpha_, Ap, lda, Bp, ldb, C ? 1.0f : 0.0f,
+                   Y + m0 * N + n0, N);
+      finish(m0, m1, n0, n1, false);
+    });
     return true;
   }
 
@@ -115,7 +108,7 @@ class MatMulKernel final : public FastKernel {
     const float* B = b.data<float>();
     float* Y = y.data<float>();
     if (b.rank() == 2) {  // weights: every batch matrix of A is rows of one GEMM
-      if (dnnl_ && dnnl_->run(a.numel() / K, A, K, B, Y, [](int64_t, int64_t) {})) return true;
+      if (dnnl_ && dnnl_->run(a.numel() / K, A, K, B, Y, [](int64_t, int64_t, int64_t, int64_t) {})) return true;
       sgemm(false, false, a.numel() / K, N, K, 1.0f, A, K, B, N, 0.0f, Y, N);
       return true;
     }
