@@ -19,7 +19,7 @@ void check_routed(const OneNode& o, int64_t rows, bool dnnl, int64_t n, int64_t 
   check(o);
   uint64_t want = 0;
   for (int t : {1, cpu_threads()})
-    want += dnnl && cpu_fast::have_dnnl() && cpu_fast::gemm_parts(t, rows, n, k).rows >= 16;
+    want += dnnl && cpu_fast::have_dnnl() && cpu_fast::gemm_parts(t, rows, n, k, true).rows >= 16;
   EXPECT_EQ(cpu_fast::dnnl_matmul_calls() - before, want) << "calls oneDNN ran";
 }
 

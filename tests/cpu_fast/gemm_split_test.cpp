@@ -32,19 +32,24 @@ void expect_tiles(const GemmParts& g, int threads, int64_t M, int64_t N) {
 }
 
 TEST(GemmParts, ChoosesRowsColumnsOrBoth) {
-  auto parts = [](int t, int64_t M, int64_t N, int64_t K) {
-    const GemmParts g = gemm_parts(t, M, N, K);
+  auto parts = [](int t, int64_t M, int64_t N, int64_t K, bool packed = false) {
+    const GemmParts g = gemm_parts(t, M, N, K, packed);
     expect_tiles(g, t, M, N);
     return std::make_tuple(g.row_parts, g.col_parts, g.rows, g.cols);
   };
   using P = std::tuple<int64_t, int64_t, int64_t, int64_t>;
   EXPECT_EQ(parts(1, 128, 768, 768), (P{1, 1, 128, 768}));
-  // 2 threads with 16 rows each: rows, as before.
-  EXPECT_EQ(parts(2, 128, 768, 768), (P{2, 1, 64, 768}));
-  EXPECT_EQ(parts(2, 1024, 1024, 1024), (P{2, 1, 512, 1024}));
+  // 2 threads: the larger of M and N halved (columns on a tie); packed weights with 16 rows each:
+  // rows, as before.
+  EXPECT_EQ(parts(2, 128, 768, 768), (P{1, 2, 128, 384}));
+  EXPECT_EQ(parts(2, 768, 128, 768), (P{2, 1, 384, 128}));
+  EXPECT_EQ(parts(2, 1024, 1024, 1024), (P{1, 2, 1024, 512}));
+  EXPECT_EQ(parts(2, 128, 768, 768, true), (P{2, 1, 64, 768}));
+  EXPECT_EQ(parts(2, 20, 768, 768, true), (P{1, 2, 20, 384}));
   // 16 threads on BERT's 128 rows: 16 parts of >= 16 rows x >= 64 columns, the least data read.
   EXPECT_EQ(parts(16, 128, 768, 768), (P{2, 8, 64, 96}));
   EXPECT_EQ(parts(16, 128, 3072, 768), (P{1, 16, 128, 192}));
+  EXPECT_EQ(parts(16, 128, 768, 768, true), (P{2, 8, 64, 96}));
   EXPECT_EQ(parts(16, 128, 768, 3072), (P{2, 8, 64, 96}));
   EXPECT_EQ(parts(16, 1024, 1024, 1024), (P{4, 4, 256, 256}));
   // Few rows: columns only, each thread reading its slice of the weights.
@@ -59,7 +64,8 @@ TEST(GemmParts, ChoosesRowsColumnsOrBoth) {
   EXPECT_EQ(parts(16, 7, 100, 4096), (P{1, 1, 7, 100}));
   for (int t : {1, 2, 3, 5, 16, 64})
     for (int64_t M : {1, 7, 16, 33, 128, 130, 1000})
-      for (int64_t N : {1, 17, 64, 768, 1000, 3072}) expect_tiles(gemm_parts(t, M, N, 512), t, M, N);
+      for (int64_t N : {1, 17, 64, 768, 1000, 3072})
+        for (bool packed : {false, true}) expect_tiles(gemm_parts(t, M, N, 512, packed), t, M, N);
 }
 
 const std::vector<int> kThreads = {1, 2, 3, 16};
@@ -70,7 +76,7 @@ void check_split(const OneNode& o, int64_t M, int64_t N, int64_t K, bool constan
   check(o, kTol, kThreads);
   uint64_t want = 0;
   for (int t : kThreads)
-    want += constant_b && cpu_fast::have_dnnl() && gemm_parts(std::min(t, cpu_threads()), M, N, K).rows >= 16;
+    want += constant_b && cpu_fast::have_dnnl() && gemm_parts(std::min(t, cpu_threads()), M, N, K, true).rows >= 16;
   EXPECT_EQ(cpu_fast::dnnl_matmul_calls() - before, want) << "calls oneDNN ran, " << M << " x " << N;
 }
 

@@ -83,12 +83,12 @@ void sgemm_serial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, f
 #endif
 }
 
-GemmParts gemm_parts(int threads, int64_t M, int64_t N, int64_t K) {
+GemmParts gemm_parts(int threads, int64_t M, int64_t N, int64_t K, bool packed_b) {
   GemmParts best;
   // Below ~2 MFLOP a split costs more than it gains.
   const double flops = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
   if (threads > 1 && M > 0 && N > 0 && flops >= 2e6) {
-    if (threads <= 2 && M >= 16 * threads) {
+    if (packed_b && threads <= 2 && M >= 16 * threads) {
       best.row_parts = threads;
     } else {
       // Data read, in units of K floats: each row part reads all of B's N columns, each column

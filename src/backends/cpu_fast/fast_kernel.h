@@ -74,17 +74,18 @@ void parallel(int64_t n, int64_t min_chunk, const std::function<void(int64_t beg
 
 // How a GEMM's output C[M,N] is cut over `threads`: row_parts x col_parts parts of `rows` rows
 // (the last fewer) and `cols` columns (a multiple of 16 but the last; fewer parts than asked
-// when the rounding needs fewer). Rows alone when every thread gets 16 rows and there are at most
-// 2 threads (the measured-good path); otherwise the most threads with parts of >= 16 rows and
-// >= 64 columns, then the least data read (each part reads its rows of A and columns of B). Pure:
-// the same arguments give the same parts.
+// when the rounding needs fewer). The most threads with parts of >= 16 rows and >= 64 columns,
+// then the least data read (each part reads its rows of A and columns of B; at 2 threads: the
+// larger of M and N halved). packed_b (oneDNN's pre-packed weights, which a row part reads
+// without packing them again): at most 2 threads with 16 rows each keep rows, the path measured
+// good there. Pure: the same arguments give the same parts.
 //
 //   GemmParts p = gemm_parts(16, 128, 768, 768);  // 2 x 8 parts of 64 rows x 96 columns
 struct GemmParts {
   int64_t row_parts = 1, col_parts = 1, rows = 0, cols = 0;
   int64_t parts() const { return row_parts * col_parts; }
 };
-GemmParts gemm_parts(int threads, int64_t M, int64_t N, int64_t K);
+GemmParts gemm_parts(int threads, int64_t M, int64_t N, int64_t K, bool packed_b = false);
 // f(m0, m1, n0, n1) for each part of gemm_parts(run_threads(), M, N, K), over the run's threads.
 void for_each_gemm_part(int64_t M, int64_t N, int64_t K,
                         const std::function<void(int64_t m0, int64_t m1, int64_t n0, int64_t n1)>& f);

@@ -42,7 +42,7 @@ class DnnlMatmulImpl final : public DnnlMatmul {
 
   bool run(int64_t M, const float* A, int64_t lda, const float* B, float* Y,
            const std::function<void(int64_t, int64_t, int64_t, int64_t)>& epilogue) override {
-    const GemmParts g = gemm_parts(run_threads(), M, N_, K_);
+    const GemmParts g = gemm_parts(run_threads(), M, N_, K_, /*packed_b=*/true);
     if (M <= 0 || g.rows < 16 || lda != K_) return false;
     // Every part's primitive and packed column slice, made (and B packed) on the first call.
     const int64_t last_m = M - (g.row_parts - 1) * g.rows, last_n = N_ - (g.col_parts - 1) * g.cols;
