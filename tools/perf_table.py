@@ -176,19 +176,21 @@ def render_llm_quant(records):
                 "the quantized model's most probable token is fp16's (`gpuopt perplexity --predictions`); on random "
                 "weights the top logits are near ties, so this measures perturbation, not quality."]
     if long_ctx:
-        base = {(r["batch"], r["prompt_tokens"]): r for r in long_ctx if r["precision"] == "fp16"}
-        head = ["weights, cache", "batch", "prompt tokens", "tok/s", "vs fp16 weights and cache", "decode roofline",
-                "commit"]
+        base = {(r["batch"], r["prompt_tokens"]): r for r in speed_all if r["precision"] == "fp16"}
+        head = ["weights, cache", "batch", "prompt tokens", "tok/s (with prefill)", "decode tok/s",
+                "decode vs fp16 weights and cache", "decode roofline", "commit"]
         out += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for r in sorted(long_ctx, key=lambda r: (r["prompt_tokens"], r["batch"])):
             b = base.get((r["batch"], r["prompt_tokens"]))
-            ratio = f"{r['tok_s'] / b['tok_s']:.2f}x" if b and r is not b else ""
+            ratio = f"{r['decode_tok_s'] / b['decode_tok_s']:.2f}x" if b and r is not b else ""
             out.append("| " + " | ".join([r["precision"], str(r["batch"]), str(r["prompt_tokens"]),
-                                          f"**{r['tok_s']:.0f}**", ratio,
+                                          f"{r['tok_s']:.0f}", f"**{r['decode_tok_s']:.0f}**", ratio,
                                           f"{100 * r['roofline_frac']:.0f}%" if r.get("roofline_frac") else "",
                                           r.get("commit", "")]) + " |")
-        out += ["", "The KV cache in fp16 and in FP8 (e4m3, `--kv-cache-dtype fp8`) at longer prompts, where a "
-                "decode step reads the cache as much as the weights; same call and method as the table above."]
+        out += ["", "The KV cache in fp16 and in FP8 (e4m3, `--kv-cache-dtype fp8`), and 2,048-token prompts, where "
+                "a decode step reads the cache as much as the weights; same call and method as the table above. "
+                "*tok/s (with prefill)*: new tokens over the whole run, prompt processing included; *decode tok/s*: "
+                "the decode steps alone."]
     if mem:
         out += ["", "GPU memory of one process (nvidia-smi, peak while generating) for the 4-bit 7B with its cache for "
                 "one sequence: " + "; ".join(f"{r['kv_cache_dtype']} cache of {r['context_tokens']} tokens "

@@ -101,7 +101,7 @@ print(f"{name:24} {l['throughput_infer_per_s']:>9.0f}/s p50 {l['p50_us']:>7.0f} 
       f"server CPU/req {(c1 - c0) / hz / max(tot, 1) * 1e6:.1f} us  batches {batches} mean {recs[-1]['mean_batch']:.1f} {hist}")
 PY
 }
-for c in 64 256; do
+for c in ${TINY_CONC-64 256}; do  # TINY_CONC="" skips the tiny model
   one tiny_http_c$c tiny http $c
   one tiny_grpc_c$c tiny grpc $c
   one tiny_grpc_async_c$c tiny grpc $c -a
