@@ -20,7 +20,7 @@ skip='_NOT_BUILT|^py\.|^conformance\.|^example\.|^fuzz\.replay'
 # (the out-of-memory tests expect a Status), not stop the process.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1:strict_string_checks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tools/sanitize/tsan.supp}
 rc=0
 summary=()
 t0=$(date +%s)
